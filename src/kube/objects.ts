@@ -1,0 +1,117 @@
+// The parts of Kubernetes objects that kproxy reads. Field names and shapes follow the v1 API
+// (core/v1 Service and Node, discovery.k8s.io/v1 EndpointSlice) so that a decoded API response
+// or `kubectl -o json` output fits as is. Everything else the API sends is dropped at decode time,
+// which keeps the informer's store small.
+
+export interface ObjectMeta {
+  readonly name: string;
+  readonly namespace?: string;
+  readonly resourceVersion?: string;
+  readonly uid?: string;
+  readonly labels?: Readonly<Record<string, string>>;
+  readonly annotations?: Readonly<Record<string, string>>;
+  readonly deletionTimestamp?: string;
+}
+
+export interface ServicePortSpec {
+  readonly name?: string;
+  readonly protocol?: string;
+  readonly port: number;
+  readonly targetPort?: number | string;
+  readonly nodePort?: number;
+  readonly appProtocol?: string;
+}
+
+export interface ServiceSpec {
+  readonly type?: string;
+  readonly clusterIP?: string;
+  readonly clusterIPs?: readonly string[];
+  readonly ipFamilies?: readonly string[];
+  readonly ipFamilyPolicy?: string;
+  readonly ports?: readonly ServicePortSpec[];
+  readonly externalIPs?: readonly string[];
+  readonly externalName?: string;
+  readonly loadBalancerIP?: string;
+  readonly loadBalancerSourceRanges?: readonly string[];
+  readonly externalTrafficPolicy?: string;
+  readonly internalTrafficPolicy?: string;
+  readonly healthCheckNodePort?: number;
+  readonly sessionAffinity?: string;
+  readonly sessionAffinityConfig?: { readonly clientIP?: { readonly timeoutSeconds?: number } };
+  readonly trafficDistribution?: string;
+  readonly allocateLoadBalancerNodePorts?: boolean;
+}
+
+export interface LoadBalancerIngress {
+  readonly ip?: string;
+  readonly hostname?: string;
+  readonly ipMode?: string;
+}
+
+export interface ServiceStatus {
+  readonly loadBalancer?: { readonly ingress?: readonly LoadBalancerIngress[] };
+}
+
+export interface Service {
+  readonly kind: 'Service';
+  readonly metadata: ObjectMeta;
+  readonly spec: ServiceSpec;
+  readonly status?: ServiceStatus;
+}
+
+export interface EndpointConditions {
+  readonly ready?: boolean | null;
+  readonly serving?: boolean | null;
+  readonly terminating?: boolean | null;
+}
+
+export interface EndpointHints {
+  readonly forZones?: readonly { readonly name: string }[];
+  readonly forNodes?: readonly { readonly name: string }[];
+}
+
+export interface EndpointSliceEndpoint {
+  readonly addresses: readonly string[];
+  readonly conditions?: EndpointConditions;
+  readonly nodeName?: string;
+  readonly zone?: string;
+  readonly hints?: EndpointHints;
+}
+
+export interface EndpointSlicePort {
+  readonly name?: string;
+  readonly protocol?: string;
+  readonly port?: number;
+}
+
+export interface EndpointSlice {
+  readonly kind: 'EndpointSlice';
+  readonly metadata: ObjectMeta;
+  readonly addressType: string;
+  readonly endpoints?: readonly EndpointSliceEndpoint[];
+  readonly ports?: readonly EndpointSlicePort[];
+}
+
+export interface Node {
+  readonly kind: 'Node';
+  readonly metadata: ObjectMeta;
+  readonly spec?: {
+    readonly podCIDR?: string;
+    readonly podCIDRs?: readonly string[];
+    readonly taints?: readonly { readonly key: string; readonly value?: string; readonly effect: string }[];
+  };
+  readonly status?: { readonly addresses?: readonly { readonly type: string; readonly address: string }[] };
+}
+
+export type KubeObject = Service | EndpointSlice | Node;
+
+/** The label that ties an EndpointSlice to its Service. */
+export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
+/** Services and slices with this label belong to another proxy. */
+export const SERVICE_PROXY_NAME_LABEL = 'service.kubernetes.io/service-proxy-name';
+/** Headless services carry this label on their slices. */
+export const HEADLESS_LABEL = 'service.kubernetes.io/headless';
+/** The EndpointSlice annotation that network_programming_duration_seconds is measured from. */
+export const LAST_CHANGE_TRIGGER_TIME_ANNOTATION = 'endpoints.kubernetes.io/last-change-trigger-time';
+/** Node labels used by topology-aware routing. */
+export const ZONE_LABEL = 'topology.kubernetes.io/zone';

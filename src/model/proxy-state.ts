@@ -1,0 +1,104 @@
+// ProxyState: the contract between the model and every dataplane.
+//
+// Plain, immutable data with stable keys. It holds every decision a dataplane needs (which
+// endpoints serve Cluster and Local traffic after the ready/serving/terminating fallback and
+// topology, masquerade and local-traffic settings), so that iptables, nftables and IPVS implement
+// the same semantics from the same decisions and never see a Kubernetes object.
+
+export type IPFamily = 'IPv4' | 'IPv6';
+export type Protocol = 'TCP' | 'UDP' | 'SCTP';
+
+/** "namespace/name:port/PROTOCOL", e.g. "kube-system/kube-dns:53/UDP". Unique per service port. */
+export type ServicePortKey = string;
+
+export interface Endpoint {
+  /** Canonical text form of the address (lower-case, compressed for IPv6). */
+  readonly ip: string;
+  readonly port: number;
+  /** The endpoint runs on this node. */
+  readonly isLocal: boolean;
+  readonly ready: boolean;
+  readonly serving: boolean;
+  readonly terminating: boolean;
+}
+
+export interface SessionAffinity {
+  readonly timeoutSeconds: number;
+}
+
+export interface ServicePort {
+  readonly key: ServicePortKey;
+  readonly namespace: string;
+  readonly name: string;
+  /** spec.ports[].name; "" for an unnamed port. Endpoints are matched to it. */
+  readonly portName: string;
+  readonly protocol: Protocol;
+  readonly port: number;
+  /** This family's ClusterIP. */
+  readonly clusterIP: string;
+  /** 0 when the service has no node port. */
+  readonly nodePort: number;
+  readonly externalIPs: readonly string[];
+  /** LoadBalancer ingress IPs of this family (ipMode Proxy and hostname-only entries excluded). */
+  readonly loadBalancerIPs: readonly string[];
+  /** CIDRs of this family allowed to reach the LoadBalancer IPs; empty means everyone. */
+  readonly loadBalancerSourceRanges: readonly string[];
+  /** Present when sessionAffinity is ClientIP. */
+  readonly sessionAffinity?: SessionAffinity;
+  /** externalTrafficPolicy: Local, on a service that is reachable from outside. */
+  readonly externalPolicyLocal: boolean;
+  /** internalTrafficPolicy: Local. */
+  readonly internalPolicyLocal: boolean;
+  /** 0 when none. Only set for LoadBalancer services with externalTrafficPolicy Local. */
+  readonly healthCheckNodePort: number;
+  /**
+   * Endpoints for traffic under the Cluster policy: ready ones (after topology filtering), or
+   * serving+terminating ones when none is ready. Empty when no traffic uses the Cluster policy.
+   * Sorted by ip then port.
+   */
+  readonly clusterEndpoints: readonly Endpoint[];
+  /**
+   * Node-local endpoints for traffic under the Local policy: ready local ones, or local
+   * serving+terminating ones when none is ready. Empty when no traffic uses the Local policy.
+   * Sorted by ip then port.
+   */
+  readonly localEndpoints: readonly Endpoint[];
+  /**
+   * Some endpoint anywhere can serve this port. False → traffic is REJECTed; true with no
+   * usable endpoint for a policy → that traffic is DROPped (kube-proxy's distinction).
+   */
+  readonly hasEndpoints: boolean;
+}
+
+/** How traffic from local pods is recognised (kube-proxy's detectLocalMode). */
+export type LocalTrafficDetector =
+  | { readonly mode: 'ClusterCIDR'; readonly cidrs: readonly string[] }
+  | { readonly mode: 'NodeCIDR'; readonly cidrs: readonly string[] }
+  | { readonly mode: 'BridgeInterface'; readonly interfaces: readonly string[] }
+  | { readonly mode: 'InterfaceNamePrefix'; readonly prefixes: readonly string[] }
+  | { readonly mode: 'None' };
+
+export interface NodeSettings {
+  readonly nodeName: string;
+  /** This node's IPs of this family, primary first. */
+  readonly nodeIPs: readonly string[];
+  readonly localDetector: LocalTrafficDetector;
+  readonly masqueradeAll: boolean;
+  /** The bit of the packet mark that asks for masquerade (kube-proxy's --iptables-masquerade-bit, 14). */
+  readonly masqueradeBit: number;
+  /** Where NodePorts are served: every local address, or the local addresses in these CIDRs. */
+  readonly nodePortAddresses: 'all' | readonly string[];
+}
+
+export interface ProxyState {
+  readonly family: IPFamily;
+  readonly node: NodeSettings;
+  /** Every service port of this family, in key order. */
+  readonly servicePorts: ReadonlyMap<ServicePortKey, ServicePort>;
+}
+
+/** Both families; a single-stack node has no state for the other. */
+export interface DualStackState {
+  readonly IPv4?: ProxyState;
+  readonly IPv6?: ProxyState;
+}
