@@ -14,3 +14,27 @@ export interface DataplanePlanner<Plan> {
   /** The exact input the dataplane feeds its kernel tool (nft -f, iptables-restore, ...). */
   render(plan: Plan): string;
 }
+
+export type SyncKind = 'full' | 'incremental';
+
+export interface SyncOutcome {
+  /** What actually ran: an incremental sync that fell back is reported as 'full'. */
+  readonly kind: SyncKind;
+  /** Rules/elements/entries the dataplane owns after the sync (for the rule-count metrics). */
+  readonly objectCount: number;
+  /** Conntrack entries deleted after the sync (stale UDP flows). */
+  readonly conntrackEntriesDeleted: number;
+}
+
+/** A dataplane that programs a kernel. Each instance owns one network namespace's rules. */
+export interface LiveDataplane {
+  readonly mode: DataplaneMode;
+  /** Adopt what an earlier run left (read back once), so a restart does not flush live rules. */
+  start(): Promise<void>;
+  /** Bring the kernel to `state`. Incremental syncs fall back to full on any failure or drift. */
+  sync(state: DualStackState, kind: SyncKind): Promise<SyncOutcome>;
+  /** Cheap check that the rules are still ours and intact (canary, generation); false → full sync. */
+  intact(): Promise<boolean>;
+  /** Remove everything this dataplane owns, and nothing else. */
+  cleanup(): Promise<void>;
+}
