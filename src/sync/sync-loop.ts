@@ -1,0 +1,187 @@
+// When to sync: kube-proxy's BoundedFrequencyRunner semantics, made explicit.
+//
+// - Changes are coalesced: a sync starts no earlier than minSyncPeriod after the previous one
+//   started, and every change that arrives meanwhile is folded into it. A sync that is allowed
+//   right away still goes through a zero-delay timer, so a burst delivered in one tick is one sync.
+// - Syncs never overlap; a change during a sync schedules the next one.
+// - Every syncPeriod without a sync, a periodic check runs: if the dataplane reports its rules are
+//   not intact (someone flushed them), a full sync repairs them.
+// - The first sync waits for start() (the daemon calls it once the informers have synced) and is
+//   full; so is the sync after a failure, retried with capped exponential backoff. Otherwise
+//   syncs are incremental unless a full one was asked for (node label changes).
+import type { SyncKind, SyncOutcome } from '../../dataplanes/shared/dataplane.ts';
+import type { Clock, Timer } from './clock.ts';
+
+/** What the loop drives: in the daemon, "build the state and hand it to the live dataplane". */
+export interface Syncer {
+  sync(kind: SyncKind): Promise<SyncOutcome>;
+  intact(): Promise<boolean>;
+}
+
+export type SyncReason = 'start' | 'change' | 'full-requested' | 'retry' | 'drift';
+
+export type SyncLoopEvent =
+  /** The first change since the last successful sync (kube-proxy's "QueuedUpdate"). */
+  | { readonly type: 'queued'; readonly at: number }
+  | {
+      readonly type: 'synced';
+      readonly requested: SyncKind;
+      readonly reason: SyncReason;
+      readonly outcome: SyncOutcome;
+      readonly startedAt: number;
+      readonly durationMs: number;
+    }
+  | {
+      readonly type: 'failed';
+      readonly requested: SyncKind;
+      readonly reason: SyncReason;
+      readonly error: unknown;
+      readonly startedAt: number;
+      readonly durationMs: number;
+      readonly retryInMs: number;
+    }
+  /** A periodic check found the rules intact and nothing pending. */
+  | { readonly type: 'checked'; readonly at: number };
+
+export interface SyncLoopOptions {
+  readonly clock: Clock;
+  readonly syncer: Syncer;
+  readonly minSyncPeriodMs: number;
+  readonly syncPeriodMs: number;
+  /** First retry delay after a failure; doubles per consecutive failure up to syncPeriod. */
+  readonly retryBaseMs?: number;
+  readonly onEvent?: (event: SyncLoopEvent) => void;
+}
+
+export class SyncLoop {
+  readonly #options: SyncLoopOptions;
+  readonly #retryBaseMs: number;
+  #started = false;
+  #stopped = false;
+  #running: Promise<void> | undefined;
+  #timer: Timer | undefined;
+  /** A sync is owed: changes arrived, or a full sync is pending. */
+  #dirty = true;
+  #fullReason: SyncReason | undefined = 'start';
+  /** When the oldest change not yet synced arrived. */
+  #queuedAt: number | undefined;
+  /** When the last sync or periodic check started (the anchor for both periods). */
+  #lastRunAt = Number.NEGATIVE_INFINITY;
+  #failures = 0;
+  #retryAt = Number.NEGATIVE_INFINITY;
+
+  constructor(options: SyncLoopOptions) {
+    this.#options = options;
+    this.#retryBaseMs = options.retryBaseMs ?? Math.max(options.minSyncPeriodMs, 1000);
+  }
+
+  /** Something changed. `full` asks for a full sync (e.g. node labels changed). */
+  requestSync(request: { readonly full?: boolean } = {}): void {
+    if (this.#stopped) return;
+    if (request.full && this.#fullReason === undefined) this.#fullReason = 'full-requested';
+    this.#dirty = true;
+    this.#markQueued();
+    this.#schedule();
+  }
+
+  /** The informers have synced: the first (full) sync may run. */
+  start(): void {
+    if (this.#started || this.#stopped) return;
+    this.#started = true;
+    this.#markQueued();
+    this.#schedule();
+  }
+
+  /** No more syncs; resolves once a sync in flight has finished. Rules are left as they are. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    this.#timer?.cancel();
+    this.#timer = undefined;
+    await this.#running;
+  }
+
+  #markQueued(): void {
+    if (this.#queuedAt !== undefined) return;
+    this.#queuedAt = this.#options.clock.now();
+    this.#emit({ type: 'queued', at: this.#queuedAt });
+  }
+
+  #schedule(): void {
+    if (!this.#started || this.#stopped || this.#running) return;
+    const { clock, minSyncPeriodMs, syncPeriodMs } = this.#options;
+    const due = this.#dirty
+      ? Math.max(this.#lastRunAt + minSyncPeriodMs, this.#retryAt)
+      : this.#lastRunAt + syncPeriodMs;
+    this.#timer?.cancel();
+    this.#timer = clock.setTimer(Math.max(0, due - clock.now()), () => {
+      this.#timer = undefined;
+      this.#running = this.#tick().finally(() => {
+        this.#running = undefined;
+        this.#schedule();
+      });
+    });
+  }
+
+  async #tick(): Promise<void> {
+    const { clock, syncer } = this.#options;
+    this.#lastRunAt = clock.now();
+    if (!this.#dirty) {
+      const intact = await syncer.intact().catch(() => false);
+      if (this.#stopped) return;
+      if (intact) {
+        this.#emit({ type: 'checked', at: this.#lastRunAt });
+        return;
+      }
+      this.#fullReason ??= 'drift';
+    }
+    await this.#sync();
+  }
+
+  async #sync(): Promise<void> {
+    const { clock, syncer, syncPeriodMs } = this.#options;
+    const reason = this.#fullReason ?? 'change';
+    const requested: SyncKind = this.#fullReason === undefined ? 'incremental' : 'full';
+    const queuedAt = this.#queuedAt;
+    // Changes that arrive from here on need another sync.
+    this.#dirty = false;
+    this.#fullReason = undefined;
+    this.#queuedAt = undefined;
+    const startedAt = clock.now();
+    try {
+      const outcome = await syncer.sync(requested);
+      this.#failures = 0;
+      this.#retryAt = Number.NEGATIVE_INFINITY;
+      this.#emit({
+        type: 'synced',
+        requested,
+        reason,
+        outcome,
+        startedAt,
+        durationMs: clock.now() - startedAt,
+      });
+    } catch (error) {
+      this.#failures += 1;
+      const retryInMs = Math.min(syncPeriodMs, this.#retryBaseMs * 2 ** (this.#failures - 1));
+      const now = clock.now();
+      this.#retryAt = now + retryInMs;
+      this.#dirty = true;
+      this.#fullReason = 'retry';
+      // The failed sync's changes are still pending, and still as old as they were.
+      if (queuedAt !== undefined) this.#queuedAt = Math.min(queuedAt, this.#queuedAt ?? queuedAt);
+      else this.#markQueued();
+      this.#emit({
+        type: 'failed',
+        requested,
+        reason,
+        error,
+        startedAt,
+        durationMs: now - startedAt,
+        retryInMs,
+      });
+    }
+  }
+
+  #emit(event: SyncLoopEvent): void {
+    this.#options.onEvent?.(event);
+  }
+}
