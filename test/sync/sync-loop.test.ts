@@ -199,7 +199,7 @@ describe('SyncLoop', () => {
   });
 
   test('every syncPeriod without changes, a cheap intact() check runs and no sync when intact', async () => {
-    const { clock, syncer, events, loop } = await startedAndSynced();
+    const { clock, syncer, events } = await startedAndSynced();
     await clock.advance(PERIOD - 1);
     assert.equal(syncer.intactCalls, 0);
     await clock.advance(1);
@@ -211,7 +211,7 @@ describe('SyncLoop', () => {
   });
 
   test('a periodic check that finds the rules damaged repairs them with a full sync', async () => {
-    const { clock, syncer, events, loop, t0 } = await startedAndSynced();
+    const { clock, syncer, events, t0 } = await startedAndSynced();
     syncer.intactAnswer = false;
     await clock.advance(PERIOD);
     assert.deepEqual(syncer.calls[1], { kind: 'full', at: t0 + PERIOD });
