@@ -1,0 +1,267 @@
+// Throwaway network namespaces for kernel tests.
+//
+// A Lab records every namespace and process it creates and removes them by name/PID in destroy(),
+// also when the test process exits or is interrupted. Everything happens inside namespaces named
+// `kp<pid>-<tag>-<name>`; nothing here touches the host's own namespace (links are created from
+// inside a lab namespace, sysctls are written inside one and limited to per-namespace `net.` keys).
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import type { TestContext } from 'node:test';
+import { execa } from 'execa';
+
+export interface ExecResult {
+  readonly stdout: string;
+  readonly stderr: string;
+  readonly exitCode: number;
+}
+
+export interface ExecOptions {
+  /** Written to the command's stdin. */
+  readonly input?: string;
+  /** Throw on a non-zero exit (default true). */
+  readonly reject?: boolean;
+  readonly timeoutMs?: number;
+}
+
+/** A long-running process inside a namespace. */
+export interface LabProcess {
+  readonly pid: number;
+  /** Resolves with the first stdout line that contains `marker` (e.g. "ready"). */
+  waitFor(marker: string, timeoutMs?: number): Promise<string>;
+  /** Everything written to stdout so far. */
+  output(): string;
+  kill(): Promise<void>;
+}
+
+/** True when the test may touch the kernel; otherwise skips the test LOUDLY with the reason. */
+export function requireRoot(t: TestContext, what = 'network namespaces'): boolean {
+  if (process.getuid?.() === 0) return true;
+  const reason = `needs root: ${what} (run the suite as root to include this kernel test)`;
+  process.stderr.write(`SKIPPED ${t.name}: ${reason}\n`);
+  t.skip(reason);
+  return false;
+}
+
+const liveLabs = new Set<Lab>();
+const usedTags = new Set<string>();
+let exitHooked = false;
+
+function hookExit(): void {
+  if (exitHooked) return;
+  exitHooked = true;
+  // Synchronous last resort: the event loop is gone at 'exit'.
+  process.on('exit', () => {
+    for (const lab of liveLabs) lab.destroySync();
+  });
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      for (const lab of liveLabs) lab.destroySync();
+      process.exit(130);
+    });
+  }
+}
+
+const NAME = /^[a-z0-9][a-z0-9-]*$/;
+
+export class Lab {
+  readonly tag: string;
+  readonly #namespaces: string[] = [];
+  readonly #processes = new Map<number, ChildProcess>();
+
+  /** `tag` must be unique in this process; it keeps parallel labs apart. */
+  constructor(tag: string) {
+    if (!NAME.test(tag)) throw new Error(`lab tag ${JSON.stringify(tag)}: use [a-z0-9-]`);
+    if (usedTags.has(tag)) throw new Error(`lab tag ${tag} already used in this process`);
+    usedTags.add(tag);
+    this.tag = tag;
+    hookExit();
+    liveLabs.add(this);
+  }
+
+  /** The full namespace name for a short name. */
+  nsName(name: string): string {
+    return `kp${process.pid}-${this.tag}-${name}`;
+  }
+
+  /** Creates a namespace with loopback up; returns its full name. */
+  async addNetns(name: string): Promise<string> {
+    if (!NAME.test(name)) throw new Error(`netns name ${JSON.stringify(name)}: use [a-z0-9-]`);
+    const ns = this.nsName(name);
+    await execa('ip', ['netns', 'add', ns]);
+    this.#namespaces.push(ns);
+    await this.ip(ns, ['link', 'set', 'lo', 'up']);
+    // No duplicate address detection: links created later are usable at once (no tentative
+    // link-local address delaying the first IPv6 packets by a second).
+    await this.sysctl(ns, 'net.ipv6.conf.default.accept_dad', '0');
+    await this.sysctl(ns, 'net.ipv6.conf.all.accept_dad', '0');
+    return ns;
+  }
+
+  /** `ip -n ns ARGS`. */
+  async ip(ns: string, args: readonly string[]): Promise<void> {
+    this.#own(ns);
+    await execa('ip', ['-n', ns, ...args]);
+  }
+
+  /** A veth pair between two lab namespaces (created from inside nsA), both ends up. */
+  async addVeth(nsA: string, ifA: string, nsB: string, ifB: string): Promise<void> {
+    this.#own(nsB);
+    await this.ip(nsA, ['link', 'add', ifA, 'type', 'veth', 'peer', 'name', ifB, 'netns', nsB]);
+    await this.ip(nsA, ['link', 'set', ifA, 'up']);
+    await this.ip(nsB, ['link', 'set', ifB, 'up']);
+  }
+
+  async addBridge(ns: string, bridge: string): Promise<void> {
+    await this.ip(ns, ['link', 'add', bridge, 'type', 'bridge']);
+    await this.ip(ns, ['link', 'set', bridge, 'up']);
+  }
+
+  async setMaster(ns: string, ifname: string, bridge: string): Promise<void> {
+    await this.ip(ns, ['link', 'set', ifname, 'master', bridge]);
+  }
+
+  /** `cidr` like 10.0.0.1/24 or fd00::1/64. IPv6 addresses skip DAD so they work at once. */
+  async addAddress(ns: string, ifname: string, cidr: string): Promise<void> {
+    const extra = cidr.includes(':') ? ['nodad'] : [];
+    await this.ip(ns, ['addr', 'add', cidr, 'dev', ifname, ...extra]);
+  }
+
+  /** `ip route add ROUTE...`, e.g. ['default', 'via', '10.0.0.1'] or ['10.96.0.0/12', 'dev', 'eth0']. */
+  async addRoute(ns: string, route: readonly string[]): Promise<void> {
+    const family = route.some((r) => r.includes(':')) ? ['-6'] : [];
+    await this.ip(ns, [...family, 'route', 'add', ...route]);
+  }
+
+  /** A per-namespace sysctl (net.* only: other keys are host-wide). */
+  async sysctl(ns: string, key: string, value: string): Promise<void> {
+    if (!key.startsWith('net.')) throw new Error(`sysctl ${key} is not per-namespace`);
+    await this.exec(ns, 'sysctl', ['-q', '-w', `${key}=${value}`]);
+  }
+
+  /** Runs a command inside a namespace and waits for it. */
+  async exec(
+    ns: string,
+    cmd: string,
+    args: readonly string[],
+    options: ExecOptions = {},
+  ): Promise<ExecResult> {
+    this.#own(ns);
+    const result = await execa('ip', ['netns', 'exec', ns, cmd, ...args], {
+      input: options.input ?? '',
+      reject: options.reject ?? true,
+      timeout: options.timeoutMs,
+    });
+    return { stdout: result.stdout, stderr: result.stderr, exitCode: result.exitCode ?? -1 };
+  }
+
+  /** Starts a long-running command inside a namespace; destroy() kills it if the test did not. */
+  spawn(ns: string, cmd: string, args: readonly string[]): LabProcess {
+    this.#own(ns);
+    // `ip netns exec` execs the command in place, so the PID is the command's own.
+    const child = spawn('ip', ['netns', 'exec', ns, cmd, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    const pid = child.pid;
+    if (pid === undefined) throw new Error(`could not start ${cmd} in ${ns}`);
+    this.#processes.set(pid, child);
+    let out = '';
+    let err = '';
+    child.stdout?.setEncoding('utf8');
+    child.stderr?.setEncoding('utf8');
+    child.stdout?.on('data', (chunk: string) => {
+      out += chunk;
+    });
+    child.stderr?.on('data', (chunk: string) => {
+      err += chunk;
+    });
+    const processes = this.#processes;
+    return {
+      pid,
+      output: () => out,
+      waitFor(marker, timeoutMs = 10_000) {
+        return new Promise((resolve, reject) => {
+          const check = (): boolean => {
+            const line = out.split('\n').find((l) => l.includes(marker));
+            if (line === undefined) return false;
+            finish();
+            resolve(line);
+            return true;
+          };
+          const onExit = (): void => {
+            if (check()) return;
+            finish();
+            reject(new Error(`${cmd} in ${ns} exited before printing ${marker}: ${err.trim()}`));
+          };
+          const timer = setTimeout(() => {
+            finish();
+            reject(
+              new Error(`${cmd} in ${ns} did not print ${marker} within ${timeoutMs} ms: ${err.trim()}`),
+            );
+          }, timeoutMs);
+          const finish = (): void => {
+            clearTimeout(timer);
+            child.stdout?.off('data', check);
+            child.off('exit', onExit);
+          };
+          if (check()) return;
+          child.stdout?.on('data', check);
+          child.once('exit', onExit);
+        });
+      },
+      async kill() {
+        if (!processes.has(pid)) return;
+        processes.delete(pid);
+        killPid(pid, 'SIGTERM');
+        const gone = await Promise.race([
+          exited.then(() => true),
+          new Promise<boolean>((r) => setTimeout(() => r(false), 2000)),
+        ]);
+        if (!gone) {
+          killPid(pid, 'SIGKILL');
+          await exited;
+        }
+      },
+    };
+  }
+
+  /** Kills the lab's processes and deletes its namespaces (which removes their links). */
+  async destroy(): Promise<void> {
+    for (const [pid, child] of this.#processes) {
+      if (child.exitCode !== null || child.signalCode !== null) continue;
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      killPid(pid, 'SIGKILL');
+      await exited;
+    }
+    this.#processes.clear();
+    // Forget a namespace only once it is gone, so an exit half-way still finds the rest.
+    for (let ns = this.#namespaces.at(-1); ns !== undefined; ns = this.#namespaces.at(-1)) {
+      await execa('ip', ['netns', 'del', ns], { reject: false });
+      this.#namespaces.pop();
+    }
+    liveLabs.delete(this);
+  }
+
+  /** destroy() for process exit, when no promise can run any more. */
+  destroySync(): void {
+    for (const pid of this.#processes.keys()) killPid(pid, 'SIGKILL');
+    this.#processes.clear();
+    for (const ns of this.#namespaces.splice(0).reverse()) {
+      try {
+        execFileSync('ip', ['netns', 'del', ns], { stdio: 'ignore' });
+      } catch {
+        // Already gone.
+      }
+    }
+    liveLabs.delete(this);
+  }
+
+  #own(ns: string): void {
+    if (!this.#namespaces.includes(ns)) throw new Error(`${ns} is not a namespace of lab ${this.tag}`);
+  }
+}
+
+function killPid(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    // Already exited.
+  }
+}

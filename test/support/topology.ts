@@ -1,0 +1,200 @@
+// A small cluster made of network namespaces, for kernel tests:
+//
+//   underlay ns: bridge br0 ── eth0 of every node ns (10.100.0.11+i, fd00:100::11+i)
+//                          └── eth0 of the external client ns (10.100.0.200, fd00:100::200)
+//   node i:  pod CIDR 10.244.(i+1).0/24 and fd00:244:(i+1)::/64, routes to the other nodes' pod CIDRs
+//   pod m on node i: 10.244.(i+1).(10+m) and fd00:244:(i+1)::(10+m), on a veth to its node
+//
+// Pods are ROUTED (a /32 per pod veth, gateway 10.244.x.1 / fe80::1), not bridged: every pod
+// packet, including replies between pods of one node, crosses the node's IP stack and conntrack,
+// as with Calico. A bridge would need br_netfilter (a host-wide module) for service replies
+// between pods of the same node to be un-DNATed.
+import { join } from 'node:path';
+import type { EchoOutcome } from './echo-client.ts';
+import type { EchoReply } from './echo-server.ts';
+import type { Lab, LabProcess } from './netns.ts';
+
+export interface PodInfo {
+  readonly name: string;
+  readonly ns: string;
+  readonly nodeName: string;
+  readonly ipv4: string;
+  readonly ipv6: string;
+}
+
+export interface NodeInfo {
+  readonly name: string;
+  readonly ns: string;
+  readonly ipv4: string;
+  readonly ipv6: string;
+  readonly podCIDRv4: string;
+  readonly podCIDRv6: string;
+  readonly pods: readonly PodInfo[];
+}
+
+export interface ClientInfo {
+  readonly ns: string;
+  readonly ipv4: string;
+  readonly ipv6: string;
+}
+
+export interface TopologyOptions {
+  /** Pods per node, e.g. [2, 1] = node-0 with two pods, node-1 with one. */
+  readonly podsPerNode: readonly number[];
+}
+
+export interface ConnectOptions {
+  readonly count?: number;
+  readonly timeoutMs?: number;
+  readonly source?: string;
+}
+
+export const CLUSTER_CIDR_V4 = '10.244.0.0/16';
+export const CLUSTER_CIDR_V6 = 'fd00:244::/32';
+
+const SUPPORT_DIR = import.meta.dirname;
+
+export class Topology {
+  readonly lab: Lab;
+  readonly underlay: string;
+  readonly nodes: readonly NodeInfo[];
+  readonly client: ClientInfo;
+
+  constructor(lab: Lab, underlay: string, nodes: readonly NodeInfo[], client: ClientInfo) {
+    this.lab = lab;
+    this.underlay = underlay;
+    this.nodes = nodes;
+    this.client = client;
+  }
+
+  /** Builds the namespaces and links; the caller destroys `lab` (t.after). */
+  static async create(lab: Lab, options: TopologyOptions): Promise<Topology> {
+    const underlay = await lab.addNetns('ul');
+    await lab.addBridge(underlay, 'br0');
+    const nodes: NodeInfo[] = [];
+    for (const [i, podCount] of options.podsPerNode.entries()) {
+      nodes.push(await createNode(lab, underlay, i, podCount));
+    }
+    for (const node of nodes) {
+      for (const other of nodes) {
+        if (other === node) continue;
+        await lab.addRoute(node.ns, [other.podCIDRv4, 'via', other.ipv4]);
+        await lab.addRoute(node.ns, [other.podCIDRv6, 'via', other.ipv6]);
+      }
+    }
+    const clientNs = await lab.addNetns('client');
+    const client: ClientInfo = { ns: clientNs, ipv4: '10.100.0.200', ipv6: 'fd00:100::200' };
+    await attachToUnderlay(lab, underlay, clientNs, 'cl', client.ipv4, client.ipv6);
+    return new Topology(lab, underlay, nodes, client);
+  }
+
+  pod(name: string): PodInfo {
+    const pod = this.nodes.flatMap((n) => n.pods).find((p) => p.name === name);
+    if (!pod) throw new Error(`no pod ${name}`);
+    return pod;
+  }
+
+  /** Starts the echo server in a pod (its name is the pod name) and waits until it listens. */
+  async startEcho(
+    pod: PodInfo,
+    ports: { tcp?: readonly number[]; udp?: readonly number[] },
+  ): Promise<LabProcess> {
+    const args = [join(SUPPORT_DIR, 'echo-server.ts'), pod.name];
+    if (ports.tcp?.length) args.push('--tcp', ports.tcp.join(','));
+    if (ports.udp?.length) args.push('--udp', ports.udp.join(','));
+    const proc = this.lab.spawn(pod.ns, process.execPath, args);
+    await proc.waitFor('ready');
+    return proc;
+  }
+
+  /** Connects `count` times from a namespace to host:port; one outcome per attempt. */
+  async connect(
+    fromNs: string,
+    proto: 'tcp' | 'udp',
+    host: string,
+    port: number,
+    options: ConnectOptions = {},
+  ): Promise<EchoOutcome[]> {
+    const args = [join(SUPPORT_DIR, 'echo-client.ts'), proto, host, String(port)];
+    args.push('--count', String(options.count ?? 1), '--timeout', String(options.timeoutMs ?? 1000));
+    if (options.source) args.push('--source', options.source);
+    const { stdout } = await this.lab.exec(fromNs, process.execPath, args);
+    return stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as EchoOutcome);
+  }
+}
+
+/** The names of the backends that answered, with how often. Errors are counted under "error:<code>". */
+export function tally(outcomes: readonly EchoOutcome[]): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const o of outcomes) {
+    const key = 'error' in o ? `error:${o.error}` : o.name;
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  return new Map([...counts].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+}
+
+/** The replies only (throws when an attempt failed): for checks on the source address seen. */
+export function replies(outcomes: readonly EchoOutcome[]): EchoReply[] {
+  return outcomes.map((o) => {
+    if ('error' in o) throw new Error(`connection failed: ${o.error}`);
+    return o;
+  });
+}
+
+async function attachToUnderlay(
+  lab: Lab,
+  underlay: string,
+  ns: string,
+  port: string,
+  ipv4: string,
+  ipv6: string,
+): Promise<void> {
+  await lab.addVeth(ns, 'eth0', underlay, port);
+  await lab.setMaster(underlay, port, 'br0');
+  await lab.addAddress(ns, 'eth0', `${ipv4}/24`);
+  await lab.addAddress(ns, 'eth0', `${ipv6}/64`);
+}
+
+async function createNode(lab: Lab, underlay: string, i: number, podCount: number): Promise<NodeInfo> {
+  const name = `node-${i}`;
+  const ns = await lab.addNetns(name);
+  const ipv4 = `10.100.0.${11 + i}`;
+  const ipv6 = `fd00:100::${11 + i}`;
+  await attachToUnderlay(lab, underlay, ns, `n${i}`, ipv4, ipv6);
+  await lab.sysctl(ns, 'net.ipv4.ip_forward', '1');
+  await lab.sysctl(ns, 'net.ipv6.conf.all.forwarding', '1');
+  const pods: PodInfo[] = [];
+  for (let m = 0; m < podCount; m++) {
+    const pod: PodInfo = {
+      name: `${name}-pod-${m}`,
+      ns: await lab.addNetns(`${name}-pod-${m}`),
+      nodeName: name,
+      ipv4: `10.244.${i + 1}.${10 + m}`,
+      ipv6: `fd00:244:${i + 1}::${10 + m}`,
+    };
+    const hostIf = `p${m}`;
+    await lab.addVeth(pod.ns, 'eth0', ns, hostIf);
+    await lab.addAddress(pod.ns, 'eth0', `${pod.ipv4}/32`);
+    await lab.addAddress(pod.ns, 'eth0', `${pod.ipv6}/128`);
+    await lab.addRoute(pod.ns, [`10.244.${i + 1}.1`, 'dev', 'eth0', 'scope', 'link']);
+    await lab.addRoute(pod.ns, ['default', 'via', `10.244.${i + 1}.1`, 'dev', 'eth0']);
+    await lab.ip(pod.ns, ['-6', 'route', 'add', 'default', 'via', 'fe80::1', 'dev', 'eth0']);
+    await lab.addAddress(ns, hostIf, `10.244.${i + 1}.1/32`);
+    await lab.addAddress(ns, hostIf, 'fe80::1/64');
+    await lab.addRoute(ns, [`${pod.ipv4}/32`, 'dev', hostIf]);
+    await lab.addRoute(ns, [`${pod.ipv6}/128`, 'dev', hostIf]);
+    pods.push(pod);
+  }
+  return {
+    name,
+    ns,
+    ipv4,
+    ipv6,
+    podCIDRv4: `10.244.${i + 1}.0/24`,
+    podCIDRv6: `fd00:244:${i + 1}::/64`,
+    pods,
+  };
+}
