@@ -1,0 +1,93 @@
+// A synthetic cluster of the shape the kernel baseline measured: N ClusterIP services × E ready
+// endpoints, spread over a few nodes, as slim Kubernetes objects. Deterministic for a given size.
+import type { EndpointSlice, Node, Service } from '../src/kube/objects.ts';
+
+export interface SyntheticCluster {
+  readonly services: Service[];
+  readonly endpointSlices: EndpointSlice[];
+  readonly nodes: Node[];
+}
+
+export interface SyntheticClusterOptions {
+  readonly services: number;
+  readonly endpointsPerService: number;
+  readonly nodes?: number;
+}
+
+const SERVICE_BASE = ipv4ToInt('10.96.0.10');
+const POD_BASE = ipv4ToInt('10.244.0.1');
+const POD_SPACE = 65534;
+
+function ipv4ToInt(ip: string): number {
+  return ip.split('.').reduce((n, octet) => n * 256 + Number(octet), 0);
+}
+
+function intToIpv4(n: number): string {
+  return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
+}
+
+/** Endpoint k of the whole cluster gets pod IP 10.244.0.1 + (k mod 65534), as in the baseline. */
+export function podIP(k: number): string {
+  return intToIpv4(POD_BASE + (k % POD_SPACE));
+}
+
+export function serviceName(i: number): string {
+  return `svc${i}`;
+}
+
+export function serviceNamespace(i: number): string {
+  return `ns${Math.floor(i / 1000)}`;
+}
+
+export function syntheticService(i: number): Service {
+  return {
+    kind: 'Service',
+    metadata: { name: serviceName(i), namespace: serviceNamespace(i), uid: `uid-svc-${i}` },
+    spec: {
+      type: 'ClusterIP',
+      clusterIP: intToIpv4(SERVICE_BASE + i),
+      clusterIPs: [intToIpv4(SERVICE_BASE + i)],
+      ipFamilies: ['IPv4'],
+      ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }],
+    },
+  };
+}
+
+/** The slice of service i; `variant` shifts the first endpoint so a test can toggle one change. */
+export function syntheticSlice(i: number, endpoints: number, nodes: number, variant = 0): EndpointSlice {
+  return {
+    kind: 'EndpointSlice',
+    addressType: 'IPv4',
+    metadata: {
+      name: `${serviceName(i)}-abcde`,
+      namespace: serviceNamespace(i),
+      labels: { 'kubernetes.io/service-name': serviceName(i) },
+    },
+    ports: [{ name: 'http', protocol: 'TCP', port: 8080 }],
+    endpoints: Array.from({ length: endpoints }, (_, j) => ({
+      addresses: [podIP(i * endpoints + j + (j === 0 ? variant * 7919 : 0))],
+      conditions: { ready: true, serving: true, terminating: false },
+      nodeName: `node-${(i + j) % nodes}`,
+    })),
+  };
+}
+
+export function syntheticNode(n: number): Node {
+  return {
+    kind: 'Node',
+    metadata: { name: `node-${n}`, labels: { 'topology.kubernetes.io/zone': `zone-${n % 3}` } },
+    spec: { podCIDR: `10.244.${n}.0/24`, podCIDRs: [`10.244.${n}.0/24`] },
+    status: { addresses: [{ type: 'InternalIP', address: `192.168.0.${n + 10}` }] },
+  };
+}
+
+export function syntheticCluster(options: SyntheticClusterOptions): SyntheticCluster {
+  const nodes = options.nodes ?? 3;
+  return {
+    services: Array.from({ length: options.services }, (_, i) => syntheticService(i)),
+    endpointSlices: Array.from({ length: options.services }, (_, i) =>
+      syntheticSlice(i, options.endpointsPerService, nodes),
+    ),
+    nodes: Array.from({ length: nodes }, (_, n) => syntheticNode(n)),
+  };
+}
