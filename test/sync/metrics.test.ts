@@ -1,0 +1,207 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import type { EndpointSlice } from '../../src/kube/objects.ts';
+import type { DualStackState, Endpoint, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
+import { countNoLocalEndpoints, lastChangeTriggerTime, ProxyMetrics } from '../../src/sync/metrics.ts';
+
+const LOCAL: Endpoint = {
+  ip: '10.1.0.5',
+  port: 80,
+  isLocal: true,
+  ready: true,
+  serving: true,
+  terminating: false,
+};
+
+function port(key: string, overrides: Partial<ServicePort>): ServicePort {
+  return {
+    key,
+    namespace: 'default',
+    name: key,
+    portName: '',
+    protocol: 'TCP',
+    port: 80,
+    clusterIP: '10.96.0.1',
+    nodePort: 0,
+    externalIPs: [],
+    loadBalancerIPs: [],
+    loadBalancerSourceRanges: [],
+    externalPolicyLocal: false,
+    internalPolicyLocal: false,
+    healthCheckNodePort: 0,
+    clusterEndpoints: [],
+    localEndpoints: [],
+    hasEndpoints: true,
+    ...overrides,
+  };
+}
+
+function familyState(family: 'IPv4' | 'IPv6', ports: ServicePort[]): ProxyState {
+  return {
+    family,
+    node: {
+      nodeName: 'node-1',
+      nodeIPs: [],
+      localDetector: { mode: 'None' },
+      masqueradeAll: false,
+      masqueradeBit: 14,
+      nodePortAddresses: 'all',
+    },
+    servicePorts: new Map(ports.map((p) => [p.key, p])),
+  };
+}
+
+function slice(annotation?: string): EndpointSlice {
+  return {
+    kind: 'EndpointSlice',
+    metadata: {
+      name: 'web-abc',
+      namespace: 'default',
+      ...(annotation
+        ? { annotations: { 'endpoints.kubernetes.io/last-change-trigger-time': annotation } }
+        : {}),
+    },
+    addressType: 'IPv4',
+  };
+}
+
+async function value(
+  metrics: ProxyMetrics,
+  name: string,
+  labels: Record<string, string> = {},
+): Promise<number> {
+  // Histogram samples (_sum, _count, _bucket) carry their own metricName.
+  const samples = (await metrics.registry.getMetricsAsJSON()).flatMap((m) =>
+    m.values.map((v) => ({ ...v, name: (v as { metricName?: string }).metricName ?? m.name })),
+  );
+  const named = samples.filter((v) => v.name === name);
+  assert.ok(named.length > 0, `metric ${name} is exposed`);
+  const sample = named.find((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l));
+  return sample?.value ?? 0;
+}
+
+const synced = (kind: 'full' | 'incremental', startedAt: number, durationMs: number, objectCount = 10) =>
+  ({
+    type: 'synced',
+    requested: kind,
+    reason: 'change',
+    outcome: { kind, objectCount, conntrackEntriesDeleted: 3 },
+    startedAt,
+    durationMs,
+  }) as const;
+
+describe('countNoLocalEndpoints', () => {
+  test('counts Local policies without a local endpoint, per policy, over both families', () => {
+    const state: DualStackState = {
+      IPv4: familyState('IPv4', [
+        port('a', { internalPolicyLocal: true }),
+        port('b', { externalPolicyLocal: true }),
+        port('c', { internalPolicyLocal: true, externalPolicyLocal: true }),
+        port('d', { internalPolicyLocal: true, localEndpoints: [LOCAL] }),
+        port('e', {}),
+      ]),
+      IPv6: familyState('IPv6', [port('a6', { externalPolicyLocal: true })]),
+    };
+    assert.deepEqual(countNoLocalEndpoints(state), { internal: 2, external: 3 });
+  });
+});
+
+describe('lastChangeTriggerTime', () => {
+  test('reads the annotation as RFC 3339 and ignores a missing or malformed one', () => {
+    assert.equal(lastChangeTriggerTime(slice('2026-12-02T10:00:00Z')), Date.UTC(2026, 11, 2, 10));
+    assert.equal(lastChangeTriggerTime(slice()), undefined);
+    assert.equal(lastChangeTriggerTime(slice('yesterday-ish')), undefined);
+  });
+});
+
+describe('ProxyMetrics', () => {
+  test('exposes kube-proxy metric names in its own registry, not the global one', async () => {
+    const metrics = new ProxyMetrics('nftables', { processMetrics: false });
+    const text = await metrics.registry.metrics();
+    for (const name of [
+      'kubeproxy_sync_proxy_rules_duration_seconds',
+      'kubeproxy_sync_full_proxy_rules_duration_seconds',
+      'kubeproxy_sync_partial_proxy_rules_duration_seconds',
+      'kubeproxy_network_programming_duration_seconds',
+      'kubeproxy_sync_proxy_rules_last_timestamp_seconds',
+      'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds',
+      'kubeproxy_sync_proxy_rules_no_local_endpoints_total',
+      'kubeproxy_sync_proxy_rules_endpoint_changes_total',
+      'kubeproxy_sync_proxy_rules_service_changes_total',
+      'kubeproxy_conntrack_reconciler_deleted_entries_total',
+      'kubeproxy_sync_proxy_rules_nftables_sync_failures_total',
+    ]) {
+      assert.match(text, new RegExp(`^# TYPE ${name} `, 'm'));
+    }
+    // A second instance does not collide with the first (a global registry would throw).
+    new ProxyMetrics('nftables', { processMetrics: false });
+  });
+
+  test('process metrics are collected when asked for', async () => {
+    const text = await new ProxyMetrics('iptables').registry.metrics();
+    assert.match(text, /^process_resident_memory_bytes /m);
+    assert.match(text, /^# TYPE kubeproxy_sync_proxy_rules_iptables_restore_failures_total counter/m);
+  });
+
+  test('a sync splits its duration into full or partial by what actually ran', async () => {
+    const metrics = new ProxyMetrics('nftables', { processMetrics: false });
+    metrics.observe(synced('full', 1_000, 250));
+    metrics.observe(synced('incremental', 5_000, 20));
+    metrics.observe(synced('incremental', 9_000, 30, 12));
+    assert.equal(await value(metrics, 'kubeproxy_sync_proxy_rules_duration_seconds_count'), 3);
+    assert.equal(await value(metrics, 'kubeproxy_sync_full_proxy_rules_duration_seconds_count'), 1);
+    assert.equal(await value(metrics, 'kubeproxy_sync_partial_proxy_rules_duration_seconds_count'), 2);
+    assert.equal(await value(metrics, 'kubeproxy_sync_full_proxy_rules_duration_seconds_sum'), 0.25);
+    assert.equal(await value(metrics, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds'), 9.03);
+    assert.equal(await value(metrics, 'kproxy_sync_proxy_rules_objects'), 12);
+    assert.equal(await value(metrics, 'kubeproxy_conntrack_reconciler_deleted_entries_total'), 9);
+  });
+
+  test('failures are counted, and do not move the last-synced timestamp', async () => {
+    const metrics = new ProxyMetrics('nftables', { processMetrics: false });
+    metrics.observe(synced('full', 1_000, 100));
+    metrics.observe({
+      type: 'failed',
+      requested: 'incremental',
+      reason: 'change',
+      error: new Error('x'),
+      startedAt: 5_000,
+      durationMs: 10,
+      retryInMs: 1_000,
+    });
+    assert.equal(await value(metrics, 'kubeproxy_sync_proxy_rules_nftables_sync_failures_total'), 1);
+    assert.equal(await value(metrics, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds'), 1.1);
+  });
+
+  test('queued sets the last-queued timestamp', async () => {
+    const metrics = new ProxyMetrics('nftables', { processMetrics: false });
+    metrics.observe({ type: 'queued', at: 42_000 });
+    assert.equal(await value(metrics, 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds'), 42);
+  });
+
+  test('network programming latency runs from the trigger time to the end of the sync that covered it', async () => {
+    const metrics = new ProxyMetrics('nftables', { processMetrics: false });
+    const t = Date.UTC(2026, 11, 2, 10);
+    metrics.endpointSliceChanged(t + 500, slice(new Date(t).toISOString()));
+    metrics.endpointSliceChanged(t + 600, slice());
+    // Arrives after the sync started: that sync did not program it.
+    metrics.endpointSliceChanged(t + 2_500, slice(new Date(t + 2_000).toISOString()));
+    metrics.observe(synced('incremental', t + 1_000, 1_500));
+    const name = 'kubeproxy_network_programming_duration_seconds';
+    assert.equal(await value(metrics, `${name}_count`), 1);
+    assert.equal(await value(metrics, `${name}_sum`), 2.5);
+    metrics.observe(synced('incremental', t + 3_000, 1_000));
+    assert.equal(await value(metrics, `${name}_count`), 2);
+    assert.equal(await value(metrics, `${name}_sum`), 4.5);
+    assert.equal(await value(metrics, 'kubeproxy_sync_proxy_rules_endpoint_changes_total'), 3);
+  });
+
+  test('no-local-endpoint gauges follow the latest state', async () => {
+    const metrics = new ProxyMetrics('nftables', { processMetrics: false });
+    metrics.stateBuilt({ IPv4: familyState('IPv4', [port('a', { internalPolicyLocal: true })]) });
+    metrics.stateBuilt({ IPv4: familyState('IPv4', [port('b', { externalPolicyLocal: true })]) });
+    const name = 'kubeproxy_sync_proxy_rules_no_local_endpoints_total';
+    assert.equal(await value(metrics, name, { traffic_policy: 'internal' }), 0);
+    assert.equal(await value(metrics, name, { traffic_policy: 'external' }), 1);
+  });
+});
