@@ -1,55 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { EndpointSlice } from '../../src/kube/objects.ts';
-import type { DualStackState, Endpoint, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
+import type { DualStackState } from '../../src/model/proxy-state.ts';
 import { countNoLocalEndpoints, lastChangeTriggerTime, ProxyMetrics } from '../../src/sync/metrics.ts';
-
-const LOCAL: Endpoint = {
-  ip: '10.1.0.5',
-  port: 80,
-  isLocal: true,
-  ready: true,
-  serving: true,
-  terminating: false,
-};
-
-function port(key: string, overrides: Partial<ServicePort>): ServicePort {
-  return {
-    key,
-    namespace: 'default',
-    name: key,
-    portName: '',
-    protocol: 'TCP',
-    port: 80,
-    clusterIP: '10.96.0.1',
-    nodePort: 0,
-    externalIPs: [],
-    loadBalancerIPs: [],
-    loadBalancerSourceRanges: [],
-    externalPolicyLocal: false,
-    internalPolicyLocal: false,
-    healthCheckNodePort: 0,
-    clusterEndpoints: [],
-    localEndpoints: [],
-    hasEndpoints: true,
-    ...overrides,
-  };
-}
-
-function familyState(family: 'IPv4' | 'IPv6', ports: ServicePort[]): ProxyState {
-  return {
-    family,
-    node: {
-      nodeName: 'node-1',
-      nodeIPs: [],
-      localDetector: { mode: 'None' },
-      masqueradeAll: false,
-      masqueradeBit: 14,
-      nodePortAddresses: 'all',
-    },
-    servicePorts: new Map(ports.map((p) => [p.key, p])),
-  };
-}
+import { familyState, LOCAL, port } from './state-fixtures.ts';
 
 function slice(annotation?: string): EndpointSlice {
   return {

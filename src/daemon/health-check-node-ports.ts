@@ -1,0 +1,132 @@
+// One HTTP listener per healthCheckNodePort (LoadBalancer services with externalTrafficPolicy
+// Local), answering as kube-proxy does (pkg/proxy/healthcheck/service_health.go): cloud load
+// balancers probe it to send traffic only to nodes with a ready local endpoint, weighted by the
+// X-Load-Balancing-Endpoint-Weight header. Listeners follow the services as they change.
+import type { ServerResponse } from 'node:http';
+import type { DualStackState } from '../model/proxy-state.ts';
+import { type Handler, type HttpListener, listenHttp } from './http-listener.ts';
+
+export interface HealthCheckService {
+  readonly namespace: string;
+  readonly name: string;
+  /** Distinct ready local endpoint IPs over all the service's ports and both families. */
+  readonly localEndpoints: number;
+}
+
+/** healthCheckNodePort → the service it reports on. */
+export function healthCheckServices(state: DualStackState): ReadonlyMap<number, HealthCheckService> {
+  const ips = new Map<number, { namespace: string; name: string; ips: Set<string> }>();
+  for (const family of [state.IPv4, state.IPv6]) {
+    for (const port of family?.servicePorts.values() ?? []) {
+      if (port.healthCheckNodePort === 0) continue;
+      let entry = ips.get(port.healthCheckNodePort);
+      if (!entry) {
+        entry = { namespace: port.namespace, name: port.name, ips: new Set() };
+        ips.set(port.healthCheckNodePort, entry);
+      }
+      // Only ready ones: a node with only terminating endpoints should fail the check (kube-proxy).
+      for (const endpoint of [...port.localEndpoints, ...port.clusterEndpoints]) {
+        if (endpoint.isLocal && endpoint.ready) entry.ips.add(endpoint.ip);
+      }
+    }
+  }
+  const services = new Map<number, HealthCheckService>();
+  for (const [port, { namespace, name, ips: set }] of [...ips].sort(([a], [b]) => a - b)) {
+    services.set(port, { namespace, name, localEndpoints: set.size });
+  }
+  return services;
+}
+
+export interface HealthCheckNodePortsOptions {
+  /** Where to listen; kube-proxy listens on every address. */
+  readonly host: string;
+  /** kube-proxy's "serviceProxyHealthy": the sync loop keeps up. */
+  readonly proxyHealthy: () => boolean;
+  readonly listen?: (host: string, port: number, handler: Handler) => Promise<HttpListener>;
+}
+
+export interface HealthCheckUpdate {
+  readonly opened: readonly number[];
+  readonly closed: readonly number[];
+  readonly failed: readonly { readonly port: number; readonly error: unknown }[];
+}
+
+export class HealthCheckNodePorts {
+  readonly #options: HealthCheckNodePortsOptions;
+  readonly #listeners = new Map<number, HttpListener>();
+  #services: ReadonlyMap<number, HealthCheckService> = new Map();
+  /** Updates run one after another; each sees the listeners the previous one left. */
+  #queue: Promise<unknown> = Promise.resolve();
+
+  constructor(options: HealthCheckNodePortsOptions) {
+    this.#options = options;
+  }
+
+  /** Open listeners for new ports, close those no longer wanted; counts change at once. */
+  update(state: DualStackState): Promise<HealthCheckUpdate> {
+    const services = healthCheckServices(state);
+    this.#services = services;
+    const run = this.#queue.then(() => this.#reconcile(services));
+    this.#queue = run.catch(() => {});
+    return run;
+  }
+
+  get ports(): readonly number[] {
+    return [...this.#listeners.keys()].sort((a, b) => a - b);
+  }
+
+  async close(): Promise<void> {
+    this.#services = new Map();
+    await this.#queue;
+    await this.#reconcile(new Map());
+  }
+
+  async #reconcile(services: ReadonlyMap<number, HealthCheckService>): Promise<HealthCheckUpdate> {
+    const listen = this.#options.listen ?? listenHttp;
+    const opened: number[] = [];
+    const closed: number[] = [];
+    const failed: { port: number; error: unknown }[] = [];
+    for (const [port, listener] of this.#listeners) {
+      if (services.has(port)) continue;
+      this.#listeners.delete(port);
+      await listener.close();
+      closed.push(port);
+    }
+    for (const port of services.keys()) {
+      if (this.#listeners.has(port)) continue;
+      try {
+        this.#listeners.set(
+          port,
+          await listen(this.#options.host, port, (_, response) => this.#answer(port, response)),
+        );
+        opened.push(port);
+      } catch (error) {
+        // Retried on the next update (e.g. the port was briefly held by an old listener).
+        failed.push({ port, error });
+      }
+    }
+    return { opened, closed, failed };
+  }
+
+  #answer(port: number, response: ServerResponse): void {
+    const service = this.#services.get(port);
+    if (!service) {
+      response.writeHead(404, { 'Content-Type': 'text/plain' }).end('404 page not found\n');
+      return;
+    }
+    const healthy = this.#options.proxyHealthy();
+    const count = service.localEndpoints;
+    const body = {
+      service: { namespace: service.namespace, name: service.name },
+      localEndpoints: count,
+      serviceProxyHealthy: healthy,
+    };
+    response
+      .writeHead(count > 0 && healthy ? 200 : 503, {
+        'Content-Type': 'application/json',
+        'X-Content-Type-Options': 'nosniff',
+        'X-Load-Balancing-Endpoint-Weight': String(count),
+      })
+      .end(JSON.stringify(body));
+  }
+}

@@ -1,0 +1,54 @@
+// One small HTTP listener: the health, metrics and health-check-node-port servers all start and
+// stop the same way. Listening errors (address in use, bad address) reject the start, so the
+// caller can report them; port 0 picks a free port (tests).
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export type Handler = (request: IncomingMessage, response: ServerResponse) => void | Promise<void>;
+
+export interface HttpListener {
+  /** The port actually bound (differs from the requested one when that was 0). */
+  readonly port: number;
+  /** Base URL for clients, e.g. http://127.0.0.1:10256. */
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+export async function listenHttp(host: string, port: number, handler: Handler): Promise<HttpListener> {
+  const server: Server = createServer((request, response) => {
+    Promise.resolve(handler(request, response)).catch((error: unknown) => {
+      if (!response.headersSent) response.writeHead(500, { 'Content-Type': 'text/plain' });
+      response.end(`internal error: ${error instanceof Error ? error.message : String(error)}\n`);
+    });
+  });
+  // Probes and scrapes are short; do not let a slow client hold a socket for long.
+  server.requestTimeout = 10_000;
+  server.keepAliveTimeout = 5_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ host, port }, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const bound = (server.address() as AddressInfo).port;
+  const urlHost = host.includes(':') ? `[${host}]` : host === '0.0.0.0' || host === '' ? '127.0.0.1' : host;
+  return {
+    port: bound,
+    url: `http://${urlHost}:${bound}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+/** "0.0.0.0:10256", "[::]:10256", ":10256" (all addresses) → host and port; undefined if malformed. */
+export function parseHostPort(text: string): { readonly host: string; readonly port: number } | undefined {
+  const match = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d+)$/.exec(text);
+  if (!match) return undefined;
+  const port = Number(match[3]);
+  if (port > 65535) return undefined;
+  return { host: match[1] ?? (match[2] || '::'), port };
+}

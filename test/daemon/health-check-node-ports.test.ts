@@ -1,0 +1,122 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { HealthCheckNodePorts, healthCheckServices } from '../../src/daemon/health-check-node-ports.ts';
+import { listenHttp } from '../../src/daemon/http-listener.ts';
+import type { DualStackState, Endpoint } from '../../src/model/proxy-state.ts';
+import { familyState, LOCAL, port } from '../sync/state-fixtures.ts';
+
+const remote: Endpoint = { ...LOCAL, ip: '10.2.0.9', isLocal: false };
+const terminating: Endpoint = { ...LOCAL, ip: '10.1.0.7', ready: false, terminating: true };
+
+function lbLocal(name: string, healthCheckNodePort: number, localEndpoints: Endpoint[], portNumber = 80) {
+  return port(`default/${name}:${portNumber}/TCP`, {
+    name,
+    port: portNumber,
+    externalPolicyLocal: true,
+    healthCheckNodePort,
+    localEndpoints,
+    clusterEndpoints: [...localEndpoints, remote],
+  });
+}
+
+describe('healthCheckServices', () => {
+  test('counts distinct ready local endpoint IPs per service, across ports and families', () => {
+    const other = { ...LOCAL, port: 443 };
+    const v6: Endpoint = { ...LOCAL, ip: 'fd00::5' };
+    const state: DualStackState = {
+      IPv4: familyState('IPv4', [
+        lbLocal('web', 30500, [LOCAL, terminating]),
+        lbLocal('web', 30500, [other], 443),
+        lbLocal('idle', 30600, [terminating]),
+        port('default/plain:80/TCP', { localEndpoints: [LOCAL] }),
+      ]),
+      IPv6: familyState('IPv6', [lbLocal('web', 30500, [v6])]),
+    };
+    assert.deepEqual(
+      [...healthCheckServices(state)],
+      [
+        [30500, { namespace: 'default', name: 'web', localEndpoints: 2 }],
+        [30600, { namespace: 'default', name: 'idle', localEndpoints: 0 }],
+      ],
+    );
+  });
+});
+
+describe('HealthCheckNodePorts', () => {
+  async function freePort(): Promise<number> {
+    const probe = await listenHttp('127.0.0.1', 0, () => {});
+    await probe.close();
+    return probe.port;
+  }
+
+  test('answers like kube-proxy: 200 with the weight header when local endpoints exist, else 503', async (t) => {
+    const [a, b] = [await freePort(), await freePort()];
+    let proxyHealthy = true;
+    const ports = new HealthCheckNodePorts({ host: '127.0.0.1', proxyHealthy: () => proxyHealthy });
+    t.after(() => ports.close());
+    const update = await ports.update({
+      IPv4: familyState('IPv4', [
+        lbLocal('web', a, [LOCAL, { ...LOCAL, ip: '10.1.0.6' }]),
+        lbLocal('idle', b, []),
+      ]),
+    });
+    assert.deepEqual(update, { opened: [a, b].sort((x, y) => x - y), closed: [], failed: [] });
+
+    let response = await fetch(`http://127.0.0.1:${a}/`);
+    assert.equal(response.status, 200);
+    assert.equal(response.headers.get('x-load-balancing-endpoint-weight'), '2');
+    assert.deepEqual(await response.json(), {
+      service: { namespace: 'default', name: 'web' },
+      localEndpoints: 2,
+      serviceProxyHealthy: true,
+    });
+
+    response = await fetch(`http://127.0.0.1:${b}/`);
+    assert.equal(response.status, 503);
+    assert.equal(response.headers.get('x-load-balancing-endpoint-weight'), '0');
+
+    proxyHealthy = false;
+    response = await fetch(`http://127.0.0.1:${a}/`);
+    assert.equal(response.status, 503);
+    assert.equal(((await response.json()) as { serviceProxyHealthy: boolean }).serviceProxyHealthy, false);
+  });
+
+  test('listeners are opened and closed as services come and go; counts follow without reopening', async (t) => {
+    const [a, b] = [await freePort(), await freePort()];
+    const ports = new HealthCheckNodePorts({ host: '127.0.0.1', proxyHealthy: () => true });
+    t.after(() => ports.close());
+    await ports.update({ IPv4: familyState('IPv4', [lbLocal('web', a, [])]) });
+    assert.equal((await fetch(`http://127.0.0.1:${a}/`)).status, 503);
+
+    const update = await ports.update({
+      IPv4: familyState('IPv4', [lbLocal('web', a, [LOCAL]), lbLocal('db', b, [])]),
+    });
+    assert.deepEqual(update, { opened: [b], closed: [], failed: [] });
+    assert.equal((await fetch(`http://127.0.0.1:${a}/`)).status, 200);
+
+    const removal = await ports.update({ IPv4: familyState('IPv4', [lbLocal('db', b, [])]) });
+    assert.deepEqual(removal, { opened: [], closed: [a], failed: [] });
+    assert.deepEqual(ports.ports, [b]);
+    await assert.rejects(fetch(`http://127.0.0.1:${a}/`));
+
+    await ports.close();
+    assert.deepEqual(ports.ports, []);
+    await assert.rejects(fetch(`http://127.0.0.1:${b}/`));
+  });
+
+  test('a port that cannot be opened is reported and retried on the next update', async (t) => {
+    const squatter = await listenHttp('127.0.0.1', 0, () => {});
+    const ports = new HealthCheckNodePorts({ host: '127.0.0.1', proxyHealthy: () => true });
+    t.after(() => ports.close());
+    const state = { IPv4: familyState('IPv4', [lbLocal('web', squatter.port, [LOCAL])]) };
+    const first = await ports.update(state);
+    assert.deepEqual(
+      first.failed.map((f) => f.port),
+      [squatter.port],
+    );
+    await squatter.close();
+    const second = await ports.update(state);
+    assert.deepEqual(second.opened, [squatter.port]);
+    assert.equal((await fetch(`http://127.0.0.1:${squatter.port}/`)).status, 200);
+  });
+});
