@@ -1,0 +1,484 @@
+// Unknown JSON (an API response, a watch event, kubectl output) → a typed, valid, slim object.
+//
+// Only the fields in objects.ts are copied, so informer stores stay small. Defaults the API server
+// would have filled are filled here (port protocol TCP, Service type ClusterIP, namespace
+// "default"), and IPs and CIDRs are stored in canonical text, so the model can trust what it gets.
+// Content errors come back as a Problem naming the object and the field; they never throw.
+import { canonicalCIDR, canonicalIP, familyOf } from '../model/ip-address.ts';
+import { objectRef, type Problem } from '../model/problem.ts';
+import type { IPFamily } from '../model/proxy-state.ts';
+import {
+  type EndpointConditions,
+  type EndpointHints,
+  type EndpointSlice,
+  type EndpointSliceEndpoint,
+  type EndpointSlicePort,
+  type KubeObject,
+  LAST_CHANGE_TRIGGER_TIME_ANNOTATION,
+  type LoadBalancerIngress,
+  type Node,
+  type ObjectMeta,
+  type Service,
+  type ServicePortSpec,
+  type ServiceSpec,
+} from './objects.ts';
+
+export type DecodeResult =
+  | { readonly kind: 'object'; readonly object: KubeObject }
+  | { readonly kind: 'invalid'; readonly problem: Problem }
+  | { readonly kind: 'ignored'; readonly reason: string };
+
+type JsonObject = Readonly<Record<string, unknown>>;
+type Writable<T> = { -readonly [K in keyof T]: T[K] };
+
+const API_VERSIONS: Readonly<Record<KubeObject['kind'], string>> = {
+  Service: 'v1',
+  EndpointSlice: 'discovery.k8s.io/v1',
+  Node: 'v1',
+};
+const SERVICE_TYPES = new Set(['ClusterIP', 'NodePort', 'LoadBalancer', 'ExternalName']);
+const PROTOCOLS = new Set(['TCP', 'UDP', 'SCTP']);
+const TRAFFIC_POLICIES = new Set(['Cluster', 'Local']);
+const SESSION_AFFINITIES = new Set(['None', 'ClientIP']);
+const IP_MODES = new Set(['VIP', 'Proxy']);
+const NODE_IP_ADDRESS_TYPES = new Set(['InternalIP', 'ExternalIP']);
+
+/** Thrown inside this module only; decodeObject turns it into an `invalid` result. */
+class FieldError extends Error {}
+
+function fail(path: string, reason: string): never {
+  throw new FieldError(`${path}: ${reason}`);
+}
+
+/** A value as the user wrote it, for messages: strings quoted, long values cut. */
+function show(value: unknown): string {
+  const text = JSON.stringify(value) ?? String(value);
+  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
+}
+
+export function decodeObject(raw: unknown): DecodeResult {
+  if (!isObject(raw)) return invalid('(unknown object)', `expected an object, got ${show(raw)}`);
+  const kind = raw.kind;
+  if (typeof kind !== 'string' || kind === '') return invalid('(unknown object)', 'kind: missing');
+  if (kind !== 'Service' && kind !== 'EndpointSlice' && kind !== 'Node') {
+    return { kind: 'ignored', reason: `kind ${kind} is not used by kproxy` };
+  }
+  const apiVersion = raw.apiVersion;
+  if (apiVersion !== undefined && apiVersion !== API_VERSIONS[kind]) {
+    return {
+      kind: 'ignored',
+      reason: `${kind} ${show(apiVersion)} is not supported (want ${API_VERSIONS[kind]})`,
+    };
+  }
+  const namespaced = kind !== 'Node';
+  const ref = refOf(kind, raw.metadata, namespaced);
+  try {
+    const metadata = decodeMetadata(raw.metadata, namespaced);
+    switch (kind) {
+      case 'Service':
+        return { kind: 'object', object: decodeService(raw, metadata) };
+      case 'EndpointSlice':
+        if (raw.addressType === 'FQDN')
+          return { kind: 'ignored', reason: `${ref}: FQDN slices are not proxied` };
+        return { kind: 'object', object: decodeEndpointSlice(raw, metadata) };
+      case 'Node':
+        return { kind: 'object', object: decodeNode(raw, metadata) };
+    }
+  } catch (error) {
+    if (error instanceof FieldError) return invalid(ref, error.message);
+    throw error;
+  }
+}
+
+function invalid(object: string, reason: string): DecodeResult {
+  return { kind: 'invalid', problem: { object, reason } };
+}
+
+function refOf(kind: string, metadata: unknown, namespaced: boolean): string {
+  const name =
+    isObject(metadata) && typeof metadata.name === 'string' && metadata.name !== '' ? metadata.name : '';
+  if (name === '') return `${kind} (unnamed)`;
+  return objectRef(kind, namespaced ? namespaceOf(metadata) : undefined, name);
+}
+
+function namespaceOf(metadata: unknown): string {
+  // kubectl fills in "default" for objects written without a namespace; so do we.
+  return isObject(metadata) && typeof metadata.namespace === 'string' && metadata.namespace !== ''
+    ? metadata.namespace
+    : 'default';
+}
+
+// ---- metadata ----
+
+function decodeMetadata(raw: unknown, namespaced: boolean): ObjectMeta {
+  const meta = requiredObject(raw, 'metadata');
+  const name = meta.name;
+  if (typeof name !== 'string' || name === '') fail('metadata.name', 'missing');
+  const out: Writable<ObjectMeta> = { name };
+  if (namespaced) out.namespace = namespaceOf(meta);
+  else if (meta.namespace !== undefined && meta.namespace !== '') fail('metadata.namespace', 'must be empty');
+  setIfDefined(out, 'resourceVersion', optionalString(meta, 'resourceVersion', 'metadata'));
+  setIfDefined(out, 'uid', optionalString(meta, 'uid', 'metadata'));
+  setIfDefined(out, 'deletionTimestamp', optionalString(meta, 'deletionTimestamp', 'metadata'));
+  const labels = optionalObject(meta.labels, 'metadata.labels');
+  if (labels !== undefined) out.labels = stringMap(labels, 'metadata.labels');
+  // Only the annotation kproxy reads: others (last-applied-configuration...) can be large.
+  const annotations = optionalObject(meta.annotations, 'metadata.annotations');
+  const trigger = annotations?.[LAST_CHANGE_TRIGGER_TIME_ANNOTATION];
+  if (typeof trigger === 'string') out.annotations = { [LAST_CHANGE_TRIGGER_TIME_ANNOTATION]: trigger };
+  return out;
+}
+
+function stringMap(raw: JsonObject, path: string): Readonly<Record<string, string>> {
+  for (const key in raw) {
+    if (typeof raw[key] !== 'string') fail(`${path}[${show(key)}]`, `${show(raw[key])} is not a string`);
+  }
+  return raw as Readonly<Record<string, string>>;
+}
+
+// ---- Service ----
+
+function decodeService(raw: JsonObject, metadata: ObjectMeta): Service {
+  const spec = requiredObject(raw.spec, 'spec');
+  const out: Writable<ServiceSpec> = {};
+  const type = optionalString(spec, 'type', 'spec') ?? 'ClusterIP';
+  if (!SERVICE_TYPES.has(type))
+    fail('spec.type', `${show(type)} is not ClusterIP, NodePort, LoadBalancer or ExternalName`);
+  out.type = type;
+  decodeClusterIPs(spec, out);
+  const ports = optionalArray(spec.ports, 'spec.ports');
+  if (ports !== undefined) out.ports = decodeServicePorts(ports);
+  const externalIPs = optionalArray(spec.externalIPs, 'spec.externalIPs');
+  if (externalIPs !== undefined)
+    out.externalIPs = externalIPs.map((ip, i) => ipAt(ip, `spec.externalIPs[${i}]`));
+  setIfDefined(out, 'externalName', optionalString(spec, 'externalName', 'spec'));
+  const loadBalancerIP = optionalString(spec, 'loadBalancerIP', 'spec');
+  if (loadBalancerIP) out.loadBalancerIP = ipAt(loadBalancerIP, 'spec.loadBalancerIP');
+  const sourceRanges = optionalArray(spec.loadBalancerSourceRanges, 'spec.loadBalancerSourceRanges');
+  if (sourceRanges !== undefined) {
+    // The API server lets whitespace padding through; kube-proxy trims it.
+    out.loadBalancerSourceRanges = sourceRanges.map((range, i) => {
+      const path = `spec.loadBalancerSourceRanges[${i}]`;
+      return cidrAt(typeof range === 'string' ? range.trim() : range, path);
+    });
+  }
+  setIfDefined(out, 'externalTrafficPolicy', policyAt(spec, 'externalTrafficPolicy'));
+  setIfDefined(out, 'internalTrafficPolicy', policyAt(spec, 'internalTrafficPolicy'));
+  const healthCheckNodePort = optionalInteger(spec, 'healthCheckNodePort', 'spec');
+  if (healthCheckNodePort)
+    out.healthCheckNodePort = portNumber(healthCheckNodePort, 'spec.healthCheckNodePort');
+  const affinity = optionalString(spec, 'sessionAffinity', 'spec');
+  if (affinity !== undefined && !SESSION_AFFINITIES.has(affinity)) {
+    fail('spec.sessionAffinity', `${show(affinity)} is not None or ClientIP`);
+  }
+  setIfDefined(out, 'sessionAffinity', affinity);
+  const affinityConfig = optionalObject(spec.sessionAffinityConfig, 'spec.sessionAffinityConfig');
+  const clientIP = optionalObject(affinityConfig?.clientIP, 'spec.sessionAffinityConfig.clientIP');
+  if (clientIP !== undefined) {
+    const path = 'spec.sessionAffinityConfig.clientIP';
+    const timeoutSeconds = optionalInteger(clientIP, 'timeoutSeconds', path);
+    if (timeoutSeconds !== undefined && (timeoutSeconds < 1 || timeoutSeconds > 86400)) {
+      fail(`${path}.timeoutSeconds`, `${timeoutSeconds} is not between 1 and 86400`);
+    }
+    out.sessionAffinityConfig =
+      timeoutSeconds === undefined ? { clientIP: {} } : { clientIP: { timeoutSeconds } };
+  }
+  setIfDefined(out, 'trafficDistribution', optionalString(spec, 'trafficDistribution', 'spec'));
+  setIfDefined(
+    out,
+    'allocateLoadBalancerNodePorts',
+    optionalBoolean(spec, 'allocateLoadBalancerNodePorts', 'spec'),
+  );
+
+  const service: Writable<Service> = { kind: 'Service', metadata, spec: out };
+  const status = optionalObject(raw.status, 'status');
+  const loadBalancer = optionalObject(status?.loadBalancer, 'status.loadBalancer');
+  const ingress = optionalArray(loadBalancer?.ingress, 'status.loadBalancer.ingress');
+  if (ingress !== undefined) service.status = { loadBalancer: { ingress: ingress.map(decodeIngress) } };
+  return service;
+}
+
+function decodeClusterIPs(spec: JsonObject, out: Writable<ServiceSpec>): void {
+  const clusterIP = optionalString(spec, 'clusterIP', 'spec');
+  if (clusterIP) out.clusterIP = clusterIPAt(clusterIP, 'spec.clusterIP');
+  else if (clusterIP === '') out.clusterIP = '';
+  const clusterIPs = optionalArray(spec.clusterIPs, 'spec.clusterIPs');
+  if (clusterIPs !== undefined) {
+    out.clusterIPs = clusterIPs.map((ip, i) => clusterIPAt(ip, `spec.clusterIPs[${i}]`));
+    if (out.clusterIPs.length > 2) fail('spec.clusterIPs', 'at most two (one per IP family)');
+    const [first, second] = out.clusterIPs;
+    if (out.clusterIP && first !== undefined && first !== out.clusterIP) {
+      fail('spec.clusterIPs[0]', `${show(first)} does not match spec.clusterIP ${show(out.clusterIP)}`);
+    }
+    if (first !== undefined && second !== undefined && (first === 'None') !== (second === 'None')) {
+      fail('spec.clusterIPs[1]', `${show(second)}: a headless Service has no other cluster IP`);
+    }
+    if (first && second && first !== 'None' && familyOf(first) === familyOf(second)) {
+      fail('spec.clusterIPs[1]', `${show(second)} has the same IP family as spec.clusterIPs[0]`);
+    }
+  }
+  const families = optionalArray(spec.ipFamilies, 'spec.ipFamilies');
+  if (families !== undefined) {
+    out.ipFamilies = families.map((family, i) => {
+      if (family !== 'IPv4' && family !== 'IPv6')
+        fail(`spec.ipFamilies[${i}]`, `${show(family)} is not IPv4 or IPv6`);
+      const ip = out.clusterIPs?.[i];
+      if (ip && ip !== 'None' && familyOf(ip) !== family) {
+        fail(`spec.ipFamilies[${i}]`, `${family} does not match spec.clusterIPs[${i}] ${show(ip)}`);
+      }
+      return family;
+    });
+  }
+  setIfDefined(out, 'ipFamilyPolicy', optionalString(spec, 'ipFamilyPolicy', 'spec'));
+}
+
+function clusterIPAt(value: unknown, path: string): string {
+  return value === 'None' ? 'None' : ipAt(value, path);
+}
+
+function decodeServicePorts(ports: readonly unknown[]): ServicePortSpec[] {
+  const seenPorts = new Map<string, number>();
+  const seenNames = new Map<string, number>();
+  return ports.map((raw, i) => {
+    const path = `spec.ports[${i}]`;
+    const entry = requiredObject(raw, path);
+    const port = portNumber(entry.port, `${path}.port`);
+    const protocol = protocolAt(entry, path);
+    const name = optionalString(entry, 'name', path) ?? '';
+    const out: Writable<ServicePortSpec> = { port, protocol };
+    if (name !== '') out.name = name;
+    if (name === '' && ports.length > 1)
+      fail(`${path}.name`, 'required when a Service has more than one port');
+    const samePort = seenPorts.get(`${port}/${protocol}`);
+    if (samePort !== undefined)
+      fail(path, `duplicate port ${port}/${protocol} (also spec.ports[${samePort}])`);
+    seenPorts.set(`${port}/${protocol}`, i);
+    const sameName = seenNames.get(name);
+    if (sameName !== undefined)
+      fail(`${path}.name`, `duplicate name ${show(name)} (also spec.ports[${sameName}])`);
+    seenNames.set(name, i);
+    const targetPort = entry.targetPort;
+    if (typeof targetPort === 'number' || typeof targetPort === 'string') out.targetPort = targetPort;
+    else if (targetPort !== undefined && targetPort !== null)
+      fail(`${path}.targetPort`, `${show(targetPort)} is not a port`);
+    const nodePort = optionalInteger(entry, 'nodePort', path);
+    if (nodePort) out.nodePort = portNumber(nodePort, `${path}.nodePort`);
+    setIfDefined(out, 'appProtocol', optionalString(entry, 'appProtocol', path));
+    return out;
+  });
+}
+
+function decodeIngress(raw: unknown, i: number): LoadBalancerIngress {
+  const path = `status.loadBalancer.ingress[${i}]`;
+  const entry = requiredObject(raw, path);
+  const out: Writable<LoadBalancerIngress> = {};
+  const ip = optionalString(entry, 'ip', path);
+  if (ip) out.ip = ipAt(ip, `${path}.ip`);
+  setIfDefined(out, 'hostname', optionalString(entry, 'hostname', path));
+  const ipMode = optionalString(entry, 'ipMode', path);
+  if (ipMode !== undefined && !IP_MODES.has(ipMode))
+    fail(`${path}.ipMode`, `${show(ipMode)} is not VIP or Proxy`);
+  setIfDefined(out, 'ipMode', ipMode);
+  return out;
+}
+
+function policyAt(spec: JsonObject, field: string): string | undefined {
+  const policy = optionalString(spec, field, 'spec');
+  if (policy !== undefined && !TRAFFIC_POLICIES.has(policy))
+    fail(`spec.${field}`, `${show(policy)} is not Cluster or Local`);
+  return policy;
+}
+
+// ---- EndpointSlice ----
+
+function decodeEndpointSlice(raw: JsonObject, metadata: ObjectMeta): EndpointSlice {
+  const addressType = raw.addressType;
+  if (addressType !== 'IPv4' && addressType !== 'IPv6') {
+    fail(
+      'addressType',
+      addressType === undefined ? 'missing' : `${show(addressType)} is not IPv4, IPv6 or FQDN`,
+    );
+  }
+  const out: Writable<EndpointSlice> = { kind: 'EndpointSlice', metadata, addressType };
+  const endpoints = optionalArray(raw.endpoints, 'endpoints');
+  if (endpoints !== undefined)
+    out.endpoints = endpoints.map((ep, i) => decodeEndpoint(ep, `endpoints[${i}]`, addressType));
+  const ports = optionalArray(raw.ports, 'ports');
+  if (ports !== undefined) out.ports = ports.map((port, i) => decodeSlicePort(port, `ports[${i}]`));
+  return out;
+}
+
+function decodeEndpoint(raw: unknown, path: string, family: IPFamily): EndpointSliceEndpoint {
+  const entry = requiredObject(raw, path);
+  const addresses = optionalArray(entry.addresses, `${path}.addresses`);
+  if (addresses === undefined || addresses.length === 0)
+    fail(`${path}.addresses`, 'at least one address is required');
+  const out: Writable<EndpointSliceEndpoint> = {
+    addresses: addresses.map((address, i) => {
+      const ip = ipAt(address, `${path}.addresses[${i}]`);
+      if (familyOf(ip) !== family)
+        fail(`${path}.addresses[${i}]`, `${show(address)} is not an ${family} address`);
+      return ip;
+    }),
+  };
+  const conditions = optionalObject(entry.conditions, `${path}.conditions`);
+  if (conditions !== undefined) {
+    const decoded: Writable<EndpointConditions> = {};
+    // null and absent both mean "unknown"; the model applies kube-proxy's defaults.
+    setIfDefined(decoded, 'ready', optionalBoolean(conditions, 'ready', `${path}.conditions`));
+    setIfDefined(decoded, 'serving', optionalBoolean(conditions, 'serving', `${path}.conditions`));
+    setIfDefined(decoded, 'terminating', optionalBoolean(conditions, 'terminating', `${path}.conditions`));
+    out.conditions = decoded;
+  }
+  setIfDefined(out, 'nodeName', optionalString(entry, 'nodeName', path));
+  setIfDefined(out, 'zone', optionalString(entry, 'zone', path));
+  const hints = optionalObject(entry.hints, `${path}.hints`);
+  if (hints !== undefined) {
+    const decoded: Writable<EndpointHints> = {};
+    const forZones = optionalArray(hints.forZones, `${path}.hints.forZones`);
+    if (forZones !== undefined)
+      decoded.forZones = forZones.map((h, i) => namedHint(h, `${path}.hints.forZones[${i}]`));
+    const forNodes = optionalArray(hints.forNodes, `${path}.hints.forNodes`);
+    if (forNodes !== undefined)
+      decoded.forNodes = forNodes.map((h, i) => namedHint(h, `${path}.hints.forNodes[${i}]`));
+    out.hints = decoded;
+  }
+  return out;
+}
+
+function namedHint(raw: unknown, path: string): { readonly name: string } {
+  const name = requiredObject(raw, path).name;
+  if (typeof name !== 'string' || name === '') fail(`${path}.name`, 'missing');
+  return { name };
+}
+
+function decodeSlicePort(raw: unknown, path: string): EndpointSlicePort {
+  const entry = requiredObject(raw, path);
+  const out: Writable<EndpointSlicePort> = { protocol: protocolAt(entry, path) };
+  setIfDefined(out, 'name', optionalString(entry, 'name', path));
+  const port = optionalInteger(entry, 'port', path);
+  if (port !== undefined) out.port = portNumber(port, `${path}.port`);
+  return out;
+}
+
+// ---- Node ----
+
+function decodeNode(raw: JsonObject, metadata: ObjectMeta): Node {
+  const out: Writable<Node> = { kind: 'Node', metadata };
+  const spec = optionalObject(raw.spec, 'spec');
+  if (spec !== undefined) {
+    const decoded: Writable<NonNullable<Node['spec']>> = {};
+    const podCIDR = optionalString(spec, 'podCIDR', 'spec');
+    if (podCIDR) decoded.podCIDR = cidrAt(podCIDR, 'spec.podCIDR');
+    const podCIDRs = optionalArray(spec.podCIDRs, 'spec.podCIDRs');
+    if (podCIDRs !== undefined)
+      decoded.podCIDRs = podCIDRs.map((cidr, i) => cidrAt(cidr, `spec.podCIDRs[${i}]`));
+    const taints = optionalArray(spec.taints, 'spec.taints');
+    if (taints !== undefined) {
+      decoded.taints = taints.map((taint, i) => {
+        const path = `spec.taints[${i}]`;
+        const entry = requiredObject(taint, path);
+        const key = requiredString(entry, 'key', path);
+        const effect = requiredString(entry, 'effect', path);
+        const value = optionalString(entry, 'value', path);
+        return value === undefined ? { key, effect } : { key, value, effect };
+      });
+    }
+    out.spec = decoded;
+  }
+  const status = optionalObject(raw.status, 'status');
+  const addresses = optionalArray(status?.addresses, 'status.addresses');
+  if (addresses !== undefined) {
+    out.status = {
+      addresses: addresses.map((address, i) => {
+        const path = `status.addresses[${i}]`;
+        const entry = requiredObject(address, path);
+        const type = requiredString(entry, 'type', path);
+        const text = requiredString(entry, 'address', path);
+        return { type, address: NODE_IP_ADDRESS_TYPES.has(type) ? ipAt(text, `${path}.address`) : text };
+      }),
+    };
+  }
+  return out;
+}
+
+// ---- field readers ----
+
+function isObject(value: unknown): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function requiredObject(value: unknown, path: string): JsonObject {
+  if (value === undefined || value === null) fail(path, 'missing');
+  if (!isObject(value)) fail(path, `${show(value)} is not an object`);
+  return value;
+}
+
+function optionalObject(value: unknown, path: string): JsonObject | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (!isObject(value)) fail(path, `${show(value)} is not an object`);
+  return value;
+}
+
+function optionalArray(value: unknown, path: string): readonly unknown[] | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (!Array.isArray(value)) fail(path, `${show(value)} is not a list`);
+  return value;
+}
+
+function optionalString(object: JsonObject, key: string, path: string): string | undefined {
+  const value = object[key];
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'string') fail(`${path}.${key}`, `${show(value)} is not a string`);
+  return value;
+}
+
+function requiredString(object: JsonObject, key: string, path: string): string {
+  const value = optionalString(object, key, path);
+  if (value === undefined || value === '') fail(`${path}.${key}`, 'missing');
+  return value;
+}
+
+function optionalBoolean(object: JsonObject, key: string, path: string): boolean | undefined {
+  const value = object[key];
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'boolean') fail(`${path}.${key}`, `${show(value)} is not true or false`);
+  return value;
+}
+
+function optionalInteger(object: JsonObject, key: string, path: string): number | undefined {
+  const value = object[key];
+  if (value === undefined || value === null) return undefined;
+  if (!Number.isInteger(value)) fail(`${path}.${key}`, `${show(value)} is not an integer`);
+  return value as number;
+}
+
+function portNumber(value: unknown, path: string): number {
+  if (value === undefined || value === null) fail(path, 'missing');
+  if (!Number.isInteger(value) || (value as number) < 1 || (value as number) > 65535) {
+    fail(path, `${show(value)} is not a valid port (1-65535)`);
+  }
+  return value as number;
+}
+
+function protocolAt(entry: JsonObject, path: string): string {
+  const protocol = optionalString(entry, 'protocol', path) ?? 'TCP';
+  if (!PROTOCOLS.has(protocol)) fail(`${path}.protocol`, `${show(protocol)} is not TCP, UDP or SCTP`);
+  return protocol;
+}
+
+function ipAt(value: unknown, path: string): string {
+  const ip = typeof value === 'string' ? canonicalIP(value) : undefined;
+  if (ip === undefined) fail(path, `${show(value)} is not an IP address`);
+  return ip;
+}
+
+function cidrAt(value: unknown, path: string): string {
+  const cidr = typeof value === 'string' ? canonicalCIDR(value) : undefined;
+  if (cidr === undefined) fail(path, `${show(value)} is not a CIDR`);
+  return cidr;
+}
+
+function setIfDefined<T extends object, K extends keyof T>(target: T, key: K, value: T[K] | undefined): void {
+  if (value !== undefined) target[key] = value;
+}

@@ -1,0 +1,71 @@
+// Services + EndpointSlices + this node → ProxyState per IP family: the model's one entry point,
+// called by the CLI (dry-run) and the daemon alike. Input objects come from decodeObject.
+import { type EndpointSlice, type Node, type Service, ZONE_LABEL } from '../kube/objects.ts';
+import { categorizeEndpoints } from './endpoint-selection.ts';
+import { type CandidateEndpoint, endpointsByPort, indexSlicesByService, portMatchKey } from './endpoints.ts';
+import { nodeSettingsByFamily, type ProxyOptions } from './node-settings.ts';
+import { objectRef, type Problem } from './problem.ts';
+import type { DualStackState, IPFamily, ProxyState, ServicePort, ServicePortKey } from './proxy-state.ts';
+import { servicePortsOfFamily } from './service-ports.ts';
+
+export type { ProxyOptions } from './node-settings.ts';
+
+export interface ModelInput {
+  readonly services: readonly Service[];
+  readonly endpointSlices: readonly EndpointSlice[];
+  /** This node's Node object, when known: node IPs, pod CIDRs and zone come from it. */
+  readonly node?: Node;
+}
+
+export interface ModelOutput {
+  readonly state: DualStackState;
+  readonly problems: readonly Problem[];
+}
+
+const NO_ENDPOINTS: readonly CandidateEndpoint[] = [];
+
+export function buildProxyState(input: ModelInput, options: ProxyOptions): ModelOutput {
+  const problems: Problem[] = [];
+  const settings = nodeSettingsByFamily(options, input.node, problems);
+  const services = uniqueServices(input.services, problems);
+  const slicesByService = indexSlicesByService(input.endpointSlices, problems);
+  const zone = input.node?.metadata.labels?.[ZONE_LABEL] ?? '';
+
+  const state: { [F in IPFamily]?: ProxyState } = {};
+  for (const family of ['IPv4', 'IPv6'] as const) {
+    const node = settings[family];
+    if (node === undefined) continue;
+    const ports: ServicePort[] = [];
+    for (const service of services) {
+      const bases = servicePortsOfFamily(service, family);
+      if (bases.length === 0) continue;
+      const slices = slicesByService.get(`${bases[0]!.namespace}/${bases[0]!.name}`) ?? [];
+      const endpoints = endpointsByPort(slices, family, options.nodeName);
+      for (const base of bases) {
+        const candidates = endpoints.get(portMatchKey(base.portName, base.protocol)) ?? NO_ENDPOINTS;
+        ports.push({ ...base, ...categorizeEndpoints(candidates, base, options.nodeName, zone) });
+      }
+    }
+    ports.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    const servicePorts = new Map<ServicePortKey, ServicePort>();
+    for (const port of ports) servicePorts.set(port.key, port);
+    state[family] = { family, node, servicePorts };
+  }
+  return { state, problems };
+}
+
+/** The same Service twice in the input (e.g. two files): the first one counts. */
+function uniqueServices(services: readonly Service[], problems: Problem[]): Service[] {
+  const seen = new Set<string>();
+  const result: Service[] = [];
+  for (const service of services) {
+    const ref = objectRef('Service', service.metadata.namespace ?? 'default', service.metadata.name);
+    if (seen.has(ref)) {
+      problems.push({ object: ref, reason: 'appears more than once; the first one is used' });
+      continue;
+    }
+    seen.add(ref);
+    result.push(service);
+  }
+  return result;
+}

@@ -1,0 +1,86 @@
+// Which endpoints serve Cluster and Local traffic: kube-proxy's CategorizeEndpoints. Ready
+// endpoints are used; when none is ready, serving+terminating ones are, decided separately for
+// Cluster and for Local traffic. Topology hints narrow Cluster traffic only.
+import type { CandidateEndpoint } from './endpoints.ts';
+import type { Endpoint } from './proxy-state.ts';
+import type { ServicePortBase } from './service-ports.ts';
+import { availableForTopology, topologyMode } from './topology.ts';
+
+export interface EndpointSelection {
+  readonly clusterEndpoints: readonly Endpoint[];
+  readonly localEndpoints: readonly Endpoint[];
+  readonly hasEndpoints: boolean;
+}
+
+/** Reachable through a node port, an external IP or a load balancer IP of this family. */
+export function externallyAccessible(port: ServicePortBase): boolean {
+  return port.nodePort !== 0 || port.externalIPs.length > 0 || port.loadBalancerIPs.length > 0;
+}
+
+/** Internal traffic uses Cluster policy, or external traffic exists (eTP Local short-circuits through it). */
+export function usesClusterEndpoints(port: ServicePortBase): boolean {
+  return !port.internalPolicyLocal || externallyAccessible(port);
+}
+
+export function usesLocalEndpoints(port: ServicePortBase): boolean {
+  return port.internalPolicyLocal || (port.externalPolicyLocal && externallyAccessible(port));
+}
+
+const NONE: EndpointSelection = { clusterEndpoints: [], localEndpoints: [], hasEndpoints: false };
+
+export function categorizeEndpoints(
+  candidates: readonly CandidateEndpoint[],
+  port: ServicePortBase,
+  nodeName: string,
+  zone: string,
+): EndpointSelection {
+  if (candidates.length === 0) return NONE;
+  let clusterEndpoints: Endpoint[] = [];
+  let localEndpoints: Endpoint[] = [];
+  let hasEndpoints = false;
+
+  if (usesClusterEndpoints(port)) {
+    const mode = topologyMode(candidates, nodeName, zone);
+    clusterEndpoints = pick(
+      candidates,
+      (c) => c.endpoint.ready && availableForTopology(c, mode, nodeName, zone),
+    );
+    // Topology was already ignored if it left no ready endpoint, so none is ready anywhere.
+    if (clusterEndpoints.length === 0)
+      clusterEndpoints = pick(candidates, (c) => isServingTerminating(c.endpoint));
+    hasEndpoints = clusterEndpoints.length > 0;
+  }
+
+  if (usesLocalEndpoints(port)) {
+    let hasLocalReady = false;
+    let hasLocalServingTerminating = false;
+    for (const { endpoint } of candidates) {
+      if (endpoint.ready) {
+        hasEndpoints = true;
+        if (endpoint.isLocal) hasLocalReady = true;
+      } else if (isServingTerminating(endpoint)) {
+        hasEndpoints = true;
+        if (endpoint.isLocal) hasLocalServingTerminating = true;
+      }
+    }
+    if (hasLocalReady) {
+      localEndpoints = pick(candidates, (c) => c.endpoint.isLocal && c.endpoint.ready);
+    } else if (hasLocalServingTerminating) {
+      localEndpoints = pick(candidates, (c) => c.endpoint.isLocal && isServingTerminating(c.endpoint));
+    }
+  }
+  return { clusterEndpoints, localEndpoints, hasEndpoints };
+}
+
+function isServingTerminating(endpoint: Endpoint): boolean {
+  return endpoint.serving && endpoint.terminating;
+}
+
+function pick(
+  candidates: readonly CandidateEndpoint[],
+  keep: (candidate: CandidateEndpoint) => boolean,
+): Endpoint[] {
+  const result: Endpoint[] = [];
+  for (const candidate of candidates) if (keep(candidate)) result.push(candidate.endpoint);
+  return result;
+}
