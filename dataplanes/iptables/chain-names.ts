@@ -1,0 +1,88 @@
+// Names of the iptables chains kproxy owns. Everything is prefixed KPROXY- so it can never collide
+// with an upstream kube-proxy (KUBE-*). Per-service chain names are hashed like kube-proxy's
+// (sha256 → base32 → 16 characters), because iptables chain names are limited to 28 characters.
+import { createHash } from 'node:crypto';
+import type { Endpoint, ServicePort } from '../../src/model/proxy-state.ts';
+
+export const SERVICES_CHAIN = 'KPROXY-SERVICES';
+export const EXTERNAL_SERVICES_CHAIN = 'KPROXY-EXTERNAL-SERVICES';
+export const NODEPORTS_CHAIN = 'KPROXY-NODEPORTS';
+export const POSTROUTING_CHAIN = 'KPROXY-POSTROUTING';
+export const MARK_MASQ_CHAIN = 'KPROXY-MARK-MASQ';
+export const FORWARD_CHAIN = 'KPROXY-FORWARD';
+export const FIREWALL_CHAIN = 'KPROXY-PROXY-FIREWALL';
+export const CANARY_CHAIN = 'KPROXY-PROXY-CANARY';
+/** Only used when the local-traffic detector has several values (see local-traffic.ts). */
+export const MASQ_NOT_LOCAL_CHAIN = 'KPROXY-MASQ-NOT-LOCAL';
+
+export const FILTER_TOP_CHAINS = [
+  SERVICES_CHAIN,
+  EXTERNAL_SERVICES_CHAIN,
+  FORWARD_CHAIN,
+  NODEPORTS_CHAIN,
+  FIREWALL_CHAIN,
+] as const;
+
+export const NAT_TOP_CHAINS = [SERVICES_CHAIN, NODEPORTS_CHAIN, POSTROUTING_CHAIN, MARK_MASQ_CHAIN] as const;
+
+const SERVICE_CHAIN_PREFIXES = ['KPROXY-SVC-', 'KPROXY-SVL-', 'KPROXY-EXT-', 'KPROXY-FW-', 'KPROXY-SEP-'];
+
+/** A per-service-port or per-endpoint chain (the ones that come and go with services). */
+export function isServiceChain(chain: string): boolean {
+  return SERVICE_CHAIN_PREFIXES.some((prefix) => chain.startsWith(prefix));
+}
+
+/** Every chain name kproxy may own, top-level or per service. */
+export function isKproxyChain(chain: string): boolean {
+  return chain.startsWith('KPROXY-');
+}
+
+const BASE32 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
+
+/** The first 16 characters of base32(sha256(text)), i.e. the first 80 bits. */
+function hash16(text: string): string {
+  const digest = createHash('sha256').update(text).digest();
+  let out = '';
+  let bits = 0;
+  let value = 0;
+  for (let i = 0; out.length < 16; i++) {
+    value = (value << 8) | digest[i]!;
+    bits += 8;
+    while (bits >= 5 && out.length < 16) {
+      bits -= 5;
+      out += BASE32[(value >>> bits) & 31];
+    }
+    value &= (1 << bits) - 1;
+  }
+  return out;
+}
+
+/** "ip:port", or "[ip]:port" for IPv6: kube-proxy's endpoint string and the DNAT target. */
+export function endpointAddress(endpoint: Endpoint): string {
+  return endpoint.ip.includes(':') ? `[${endpoint.ip}]:${endpoint.port}` : `${endpoint.ip}:${endpoint.port}`;
+}
+
+export interface ServiceChainNames {
+  /** Cluster traffic policy: all usable endpoints. */
+  readonly cluster: string;
+  /** Local traffic policy: node-local endpoints. */
+  readonly local: string;
+  /** External destinations (NodePort, externalIPs, LoadBalancer IPs). */
+  readonly external: string;
+  /** LoadBalancer source-range firewall. */
+  readonly firewall: string;
+}
+
+export function serviceChainNames(sp: ServicePort): ServiceChainNames {
+  const hash = hash16(sp.key + sp.protocol.toLowerCase());
+  return {
+    cluster: `KPROXY-SVC-${hash}`,
+    local: `KPROXY-SVL-${hash}`,
+    external: `KPROXY-EXT-${hash}`,
+    firewall: `KPROXY-FW-${hash}`,
+  };
+}
+
+export function endpointChainName(sp: ServicePort, endpoint: Endpoint): string {
+  return `KPROXY-SEP-${hash16(sp.key + sp.protocol.toLowerCase() + endpointAddress(endpoint))}`;
+}

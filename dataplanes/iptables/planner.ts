@@ -1,0 +1,133 @@
+// The iptables planner: DualStackState → iptables-restore input per family (pure, deterministic).
+//
+// Full: every KPROXY chain declared (created or flushed) and refilled, restored with --noflush so
+// nobody else's chains are touched; stale chains are the live dataplane's business (it knows what
+// the kernel holds). Incremental: like kube-proxy's partial sync but cheaper: only chains whose
+// content differs are rewritten — top-level chains included — and chains that went away are
+// deleted. Chain contents are compared, so an unchanged service port costs nothing even when the
+// caller calls it changed.
+
+import type { ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
+import type { DataplanePlanner } from '../shared/dataplane.ts';
+import { CANARY_CHAIN } from './chain-names.ts';
+import { familyContext } from './family-context.ts';
+import {
+  type Chains,
+  FAMILIES,
+  type FamilyPlan,
+  type IptablesPlan,
+  renderPlan,
+  type TableChanges,
+} from './restore-plan.ts';
+import { ownChains } from './service-port-rules.ts';
+import { topLevelChains } from './top-level-chains.ts';
+
+export const iptablesPlanner: DataplanePlanner<IptablesPlan> = {
+  mode: 'iptables',
+  planFull(state) {
+    return {
+      kind: 'full',
+      IPv4: state.IPv4 && planFamilyFull(state.IPv4),
+      IPv6: state.IPv6 && planFamilyFull(state.IPv6),
+    };
+  },
+  planIncremental(prev, next) {
+    const plan: { kind: 'incremental'; IPv4?: FamilyPlan; IPv6?: FamilyPlan } = { kind: 'incremental' };
+    for (const family of FAMILIES) plan[family] = planFamilyIncremental(prev[family], next[family]);
+    return plan;
+  },
+  render: renderPlan,
+};
+
+/** The canary: a chain with one harmless rule, so that both -X and -F of a table remove it. */
+const CANARY: Chains = new Map([[CANARY_CHAIN, [`-A ${CANARY_CHAIN} -j RETURN`]]]);
+
+export function planFamilyFull(state: ProxyState): FamilyPlan {
+  const ctx = familyContext(state);
+  const top = topLevelChains(state, ctx);
+  const nat = new Map([...CANARY, ...top.nat]);
+  for (const sp of state.servicePorts.values())
+    for (const [chain, rules] of ownChains(sp, ctx)) nat.set(chain, rules);
+  return {
+    family: state.family,
+    tables: [
+      { table: 'mangle', chains: CANARY, deleted: [] },
+      { table: 'filter', chains: new Map([...CANARY, ...top.filter]), deleted: [] },
+      { table: 'nat', chains: nat, deleted: [] },
+    ],
+  };
+}
+
+export function planFamilyIncremental(prev?: ProxyState, next?: ProxyState): FamilyPlan | undefined {
+  if (next === undefined) return prev && planFamilyRemoval(prev);
+  if (prev === undefined) return planFamilyFull(next);
+  const prevCtx = familyContext(prev);
+  const nextCtx = familyContext(next);
+  const prevTop = topLevelChains(prev, prevCtx);
+  const nextTop = topLevelChains(next, nextCtx);
+  const filter = diffChains(prevTop.filter, nextTop.filter);
+  const nat = diffChains(prevTop.nat, nextTop.nat);
+  const nodeChanged = JSON.stringify(prev.node) !== JSON.stringify(next.node);
+  for (const key of changedKeys(prev, next, nodeChanged)) {
+    const before = prev.servicePorts.get(key);
+    const after = next.servicePorts.get(key);
+    const service = diffChains(
+      before ? ownChains(before, prevCtx) : new Map(),
+      after ? ownChains(after, nextCtx) : new Map(),
+    );
+    for (const [chain, rules] of service.chains) nat.chains.set(chain, rules);
+    nat.deleted.push(...service.deleted);
+  }
+  const tables: TableChanges[] = [
+    { table: 'filter', ...filter },
+    { table: 'nat', ...nat },
+  ];
+  return { family: next.family, tables: tables.filter((t) => t.chains.size > 0 || t.deleted.length > 0) };
+}
+
+/** prev's family is gone: its service chains are deleted and the top-level chains emptied. */
+function planFamilyRemoval(prev: ProxyState): FamilyPlan {
+  const ctx = familyContext(prev);
+  const top = topLevelChains(prev, ctx);
+  const emptied = (chains: Chains): Chains => new Map([...chains.keys()].map((chain) => [chain, []]));
+  const serviceChains = [...prev.servicePorts.values()].flatMap((sp) => [...ownChains(sp, ctx).keys()]);
+  return {
+    family: prev.family,
+    tables: [
+      { table: 'filter', chains: emptied(top.filter), deleted: [] },
+      { table: 'nat', chains: emptied(top.nat), deleted: serviceChains },
+    ],
+  };
+}
+
+/** Chains of `after` whose rules differ from `before`, and chains of `before` that are gone. */
+function diffChains(
+  before: Chains,
+  after: Chains,
+): { chains: Map<string, readonly string[]>; deleted: string[] } {
+  const chains = new Map<string, readonly string[]>();
+  for (const [chain, rules] of after) {
+    if (!sameRules(before.get(chain), rules)) chains.set(chain, rules);
+  }
+  const deleted = [...before.keys()].filter((chain) => !after.has(chain));
+  return { chains, deleted };
+}
+
+function sameRules(a: readonly string[] | undefined, b: readonly string[]): boolean {
+  return a !== undefined && a.length === b.length && a.every((rule, i) => rule === b[i]);
+}
+
+/** Service ports added, removed or different; every one when node settings changed. */
+function changedKeys(prev: ProxyState, next: ProxyState, all: boolean): string[] {
+  const keys = new Set([...prev.servicePorts.keys(), ...next.servicePorts.keys()]);
+  return [...keys].sort().filter((key) => {
+    if (all) return true;
+    const a = prev.servicePorts.get(key);
+    const b = next.servicePorts.get(key);
+    return a !== b && !sameServicePort(a, b);
+  });
+}
+
+function sameServicePort(a?: ServicePort, b?: ServicePort): boolean {
+  return a !== undefined && b !== undefined && JSON.stringify(a) === JSON.stringify(b);
+}

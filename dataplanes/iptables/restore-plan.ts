@@ -1,0 +1,69 @@
+// The iptables plan: per family, what to feed iptables-restore --noflush, table by table.
+// Its text form (restoreInput) IS the restore input, the dry-run output and the golden files.
+import type { IPFamily } from '../../src/model/proxy-state.ts';
+
+/** Chain name → rules, in declaration order. */
+export type Chains = ReadonlyMap<string, readonly string[]>;
+
+export type IptablesTable = 'filter' | 'nat' | 'mangle';
+
+export interface TableChanges {
+  readonly table: IptablesTable;
+  /** Chains rewritten: declared (which creates or flushes them), then filled with `rules`. */
+  readonly chains: Chains;
+  /** Chains removed: declared (flushed), then deleted with -X after every rule is in place. */
+  readonly deleted: readonly string[];
+}
+
+export interface FamilyPlan {
+  readonly family: IPFamily;
+  /** Tables with something to do, in restore order (filter before nat, as kube-proxy). */
+  readonly tables: readonly TableChanges[];
+}
+
+export interface IptablesPlan {
+  readonly kind: 'full' | 'incremental';
+  readonly IPv4?: FamilyPlan;
+  readonly IPv6?: FamilyPlan;
+}
+
+export const FAMILIES: readonly IPFamily[] = ['IPv4', 'IPv6'];
+
+/** The exact iptables-restore input for one family; "" when there is nothing to do. */
+export function restoreInput(plan: FamilyPlan): string {
+  const out: string[] = [];
+  for (const { table, chains, deleted } of plan.tables) {
+    if (chains.size === 0 && deleted.length === 0) continue;
+    out.push(`*${table}`);
+    for (const chain of chains.keys()) out.push(`:${chain} - [0:0]`);
+    for (const chain of deleted) out.push(`:${chain} - [0:0]`);
+    for (const rules of chains.values()) for (const rule of rules) out.push(rule);
+    for (const chain of deleted) out.push(`-X ${chain}`);
+    out.push('COMMIT');
+  }
+  return out.length === 0 ? '' : `${out.join('\n')}\n`;
+}
+
+/** Restore tool per family. */
+export function restoreCommandName(family: IPFamily): string {
+  return family === 'IPv4' ? 'iptables-restore' : 'ip6tables-restore';
+}
+
+/** Both families, each under a header line naming its tool (the header is a restore comment). */
+export function renderPlan(plan: IptablesPlan): string {
+  const parts: string[] = [];
+  for (const family of FAMILIES) {
+    const familyPlan = plan[family];
+    if (familyPlan === undefined) continue;
+    parts.push(`# ${restoreCommandName(family)} input (${plan.kind})\n${restoreInput(familyPlan)}`);
+  }
+  return parts.join('');
+}
+
+/** Rules per chain after applying `plan` on top of `counts` (for the rule-count metrics). */
+export function applyRuleCounts(counts: Map<string, number>, plan: FamilyPlan): void {
+  for (const { table, chains, deleted } of plan.tables) {
+    for (const [chain, rules] of chains) counts.set(`${table}/${chain}`, rules.length);
+    for (const chain of deleted) counts.delete(`${table}/${chain}`);
+  }
+}

@@ -1,0 +1,286 @@
+// One service port → iptables rules, following upstream kube-proxy's iptables proxier
+// (pkg/proxy/iptables/proxier.go, syncProxyRules) rule for rule, with KPROXY-* chain names.
+//
+// A service port contributes lines to the shared top-level chains (sharedRules) and owns its own
+// nat chains (ownChains: SVC/SVL/EXT/FW/SEP). The two are separate so an incremental plan can
+// rewrite the shared chains without rendering every service's own chains.
+import type { Endpoint, ServicePort } from '../../src/model/proxy-state.ts';
+import {
+  EXTERNAL_SERVICES_CHAIN,
+  endpointAddress,
+  endpointChainName,
+  FIREWALL_CHAIN,
+  MARK_MASQ_CHAIN,
+  MASQ_NOT_LOCAL_CHAIN,
+  NODEPORTS_CHAIN,
+  SERVICES_CHAIN,
+  type ServiceChainNames,
+  serviceChainNames,
+} from './chain-names.ts';
+import { cidrContains } from './cidr.ts';
+import type { FamilyContext } from './family-context.ts';
+import { negateMatch } from './local-traffic.ts';
+
+/** `-m comment --comment TEXT`, quoted when it has spaces (as iptables-save prints it). */
+export function comment(text: string): string {
+  return text.includes(' ') ? `-m comment --comment "${text}"` : `-m comment --comment ${text}`;
+}
+
+/** What kube-proxy decides per service port before writing any rule. */
+interface Decisions {
+  readonly sp: ServicePort;
+  readonly names: ServiceChainNames;
+  /** "-m tcp -p tcp" */
+  readonly proto: string;
+  readonly usesClusterChain: boolean;
+  readonly usesLocalChain: boolean;
+  readonly internalChain: string;
+  readonly hasInternalEndpoints: boolean;
+  readonly externalPolicyChain: string;
+  readonly hasExternalEndpoints: boolean;
+  readonly usesExternalChain: boolean;
+  readonly usesFirewallChain: boolean;
+  readonly loadBalancerChain: string;
+  /** REJECT/DROP and its comment for traffic that has no endpoint. */
+  readonly internalFilter?: { readonly target: string; readonly comment: string };
+  readonly externalFilter?: { readonly target: string; readonly comment: string };
+}
+
+function decide(sp: ServicePort): Decisions {
+  const names = serviceChainNames(sp);
+  const protocol = sp.protocol.toLowerCase();
+  const usesClusterChain = sp.clusterEndpoints.length > 0;
+  const usesLocalChain = sp.localEndpoints.length > 0;
+  // A traffic class has endpoints only when the chain its policy points at exists.
+  const hasInternalEndpoints =
+    sp.hasEndpoints && (sp.internalPolicyLocal ? usesLocalChain : usesClusterChain);
+  const hasExternalEndpoints =
+    sp.hasEndpoints && (sp.externalPolicyLocal ? usesLocalChain : usesClusterChain);
+  const externallyAccessible =
+    sp.nodePort !== 0 || sp.externalIPs.length > 0 || sp.loadBalancerIPs.length > 0;
+  const usesFirewallChain =
+    sp.hasEndpoints && sp.loadBalancerIPs.length > 0 && sp.loadBalancerSourceRanges.length > 0;
+  const noEndpoints = { target: 'REJECT', comment: `${sp.key} has no endpoints` };
+  const noLocalEndpoints = { target: 'DROP', comment: `${sp.key} has no local endpoints` };
+  return {
+    sp,
+    names,
+    proto: `-m ${protocol} -p ${protocol}`,
+    usesClusterChain,
+    usesLocalChain,
+    internalChain: sp.internalPolicyLocal ? names.local : names.cluster,
+    hasInternalEndpoints,
+    externalPolicyChain: sp.externalPolicyLocal ? names.local : names.cluster,
+    hasExternalEndpoints,
+    // Needed even without external endpoints: it holds the short-circuit for local traffic.
+    usesExternalChain: sp.hasEndpoints && externallyAccessible,
+    usesFirewallChain,
+    loadBalancerChain: usesFirewallChain ? names.firewall : names.external,
+    internalFilter: !sp.hasEndpoints ? noEndpoints : hasInternalEndpoints ? undefined : noLocalEndpoints,
+    externalFilter: !sp.hasEndpoints ? noEndpoints : hasExternalEndpoints ? undefined : noLocalEndpoints,
+  };
+}
+
+/** Lines a service port adds to the shared chains, per table and chain. */
+export interface SharedRules {
+  readonly nat: { readonly services: string[]; readonly nodePorts: string[] };
+  readonly filter: {
+    readonly services: string[];
+    readonly externalServices: string[];
+    readonly nodePorts: string[];
+    readonly firewall: string[];
+  };
+}
+
+export function emptySharedRules(): SharedRules {
+  return {
+    nat: { services: [], nodePorts: [] },
+    filter: { services: [], externalServices: [], nodePorts: [], firewall: [] },
+  };
+}
+
+/** Appends the service port's lines for the shared chains to `out` (kept in kube-proxy's order). */
+export function appendSharedRules(sp: ServicePort, out: SharedRules): void {
+  const d = decide(sp);
+  const { nat, filter } = out;
+  const dport = `--dport ${sp.port}`;
+
+  if (d.hasInternalEndpoints) {
+    nat.services.push(
+      `-A ${SERVICES_CHAIN} ${comment(`${sp.key} cluster IP`)} ${d.proto} -d ${sp.clusterIP} ${dport} -j ${d.internalChain}`,
+    );
+  } else if (d.internalFilter) {
+    filter.services.push(
+      `-A ${SERVICES_CHAIN} ${comment(d.internalFilter.comment)} ${d.proto} -d ${sp.clusterIP} ${dport} -j ${d.internalFilter.target}`,
+    );
+  }
+
+  for (const ip of sp.externalIPs) {
+    if (sp.hasEndpoints) {
+      nat.services.push(
+        `-A ${SERVICES_CHAIN} ${comment(`${sp.key} external IP`)} ${d.proto} -d ${ip} ${dport} -j ${d.names.external}`,
+      );
+    }
+    if (d.externalFilter) {
+      filter.externalServices.push(
+        `-A ${EXTERNAL_SERVICES_CHAIN} ${comment(d.externalFilter.comment)} ${d.proto} -d ${ip} ${dport} -j ${d.externalFilter.target}`,
+      );
+    }
+  }
+
+  for (const ip of sp.loadBalancerIPs) {
+    if (sp.hasEndpoints) {
+      nat.services.push(
+        `-A ${SERVICES_CHAIN} ${comment(`${sp.key} loadbalancer IP`)} ${d.proto} -d ${ip} ${dport} -j ${d.loadBalancerChain}`,
+      );
+    }
+    if (d.usesFirewallChain) {
+      filter.firewall.push(
+        `-A ${FIREWALL_CHAIN} ${comment(`${sp.key} traffic not accepted by ${d.names.firewall}`)} ${d.proto} -d ${ip} ${dport} -j DROP`,
+      );
+    }
+  }
+  if (d.externalFilter) {
+    for (const ip of sp.loadBalancerIPs) {
+      filter.externalServices.push(
+        `-A ${EXTERNAL_SERVICES_CHAIN} ${comment(d.externalFilter.comment)} ${d.proto} -d ${ip} ${dport} -j ${d.externalFilter.target}`,
+      );
+    }
+  }
+
+  if (sp.nodePort !== 0) {
+    if (sp.hasEndpoints) {
+      nat.nodePorts.push(
+        `-A ${NODEPORTS_CHAIN} ${comment(sp.key)} ${d.proto} --dport ${sp.nodePort} -j ${d.names.external}`,
+      );
+    }
+    if (d.externalFilter) {
+      filter.externalServices.push(
+        `-A ${EXTERNAL_SERVICES_CHAIN} ${comment(d.externalFilter.comment)} -m addrtype --dst-type LOCAL ${d.proto} --dport ${sp.nodePort} -j ${d.externalFilter.target}`,
+      );
+    }
+  }
+
+  if (sp.healthCheckNodePort !== 0) {
+    // Accepted whether or not this node has local endpoints: the health check answers either way.
+    filter.nodePorts.push(
+      `-A ${NODEPORTS_CHAIN} ${comment(`${sp.key} health check node port`)} -m tcp -p tcp --dport ${sp.healthCheckNodePort} -j ACCEPT`,
+    );
+  }
+}
+
+/** The nat chains a service port owns, in kube-proxy's declaration order, with their rules. */
+export function ownChains(sp: ServicePort, ctx: FamilyContext): Map<string, string[]> {
+  const d = decide(sp);
+  const chains = new Map<string, string[]>();
+  if (d.usesExternalChain) chains.set(d.names.external, externalChainRules(d, ctx));
+  if (d.usesFirewallChain) chains.set(d.names.firewall, firewallChainRules(d, ctx));
+  if (d.usesClusterChain)
+    chains.set(d.names.cluster, endpointChoiceRules(d, d.names.cluster, sp.clusterEndpoints));
+  if (d.usesLocalChain) chains.set(d.names.local, endpointChoiceRules(d, d.names.local, sp.localEndpoints));
+  // Internal traffic from outside the cluster is masqueraded first thing in its policy chain.
+  if (d.hasInternalEndpoints) chains.get(d.internalChain)!.unshift(...internalMasqueradeRules(d, ctx));
+  for (const endpoint of locallyReachableEndpoints(sp)) {
+    const chain = endpointChainName(sp, endpoint);
+    chains.set(chain, endpointChainRules(d, chain, endpoint));
+  }
+  return chains;
+}
+
+function internalMasqueradeRules(d: Decisions, ctx: FamilyContext): string[] {
+  const { sp } = d;
+  const match = `-A ${d.internalChain} ${comment(`${sp.key} cluster IP`)} ${d.proto} -d ${sp.clusterIP} --dport ${sp.port}`;
+  if (ctx.node.masqueradeAll) return [`${match} -j ${MARK_MASQ_CHAIN}`];
+  // Off-cluster traffic to a VIP (e.g. a static route to the service range) may bounce off-node.
+  const [only, ...more] = ctx.localMatches;
+  if (only === undefined) return [];
+  if (more.length === 0) return [`${match} ${negateMatch(only)} -j ${MARK_MASQ_CHAIN}`];
+  return [`${match} -j ${MASQ_NOT_LOCAL_CHAIN}`];
+}
+
+function externalChainRules(d: Decisions, ctx: FamilyContext): string[] {
+  const { sp, names } = d;
+  const chain = names.external;
+  const rules: string[] = [];
+  if (!sp.externalPolicyLocal) {
+    // Endpoints may be on another node: masquerade so replies come back through this one.
+    rules.push(
+      `-A ${chain} ${comment(`masquerade traffic for ${sp.key} external destinations`)} -j ${MARK_MASQ_CHAIN}`,
+    );
+  } else if (d.usesClusterChain) {
+    // Pod → external destination behaves as if it left the cluster and came back: Cluster policy.
+    for (const match of ctx.localMatches) {
+      rules.push(
+        `-A ${chain} ${comment(`pod traffic for ${sp.key} external destinations`)} ${match} -j ${names.cluster}`,
+      );
+    }
+    // The node itself: its source would be the LB IP or node IP, so masquerade and use Cluster.
+    rules.push(
+      `-A ${chain} ${comment(`masquerade LOCAL traffic for ${sp.key} external destinations`)} -m addrtype --src-type LOCAL -j ${MARK_MASQ_CHAIN}`,
+      `-A ${chain} ${comment(`route LOCAL traffic for ${sp.key} external destinations`)} -m addrtype --src-type LOCAL -j ${names.cluster}`,
+    );
+  }
+  if (d.hasExternalEndpoints) rules.push(`-A ${chain} -j ${d.externalPolicyChain}`);
+  return rules;
+}
+
+function firewallChainRules(d: Decisions, ctx: FamilyContext): string[] {
+  const { sp, names } = d;
+  const prefix = `-A ${names.firewall} ${comment(`${sp.key} loadbalancer IP`)}`;
+  const rules = sp.loadBalancerSourceRanges.map((cidr) => `${prefix} -s ${cidr} -j ${names.external}`);
+  // A VIP-like LB IP is often local, so the node's own requests arrive with the LB IP as source.
+  const nodeIP = ctx.node.nodeIPs[0];
+  if (nodeIP !== undefined && sp.loadBalancerSourceRanges.some((cidr) => cidrContains(cidr, nodeIP))) {
+    for (const ip of sp.loadBalancerIPs) rules.push(`${prefix} -s ${ip} -j ${names.external}`);
+  }
+  // Not accepted above → not DNATed → dropped by KPROXY-PROXY-FIREWALL in the filter table.
+  rules.push(
+    `-A ${names.firewall} ${comment(`other traffic to ${sp.key} will be dropped by ${FIREWALL_CHAIN}`)}`,
+  );
+  return rules;
+}
+
+/** kube-proxy's probability for rule i of n: 1/(n-i), printed with %0.10f. */
+export function probability(remaining: number): string {
+  return (1 / remaining).toFixed(10);
+}
+
+function endpointChoiceRules(d: Decisions, chain: string, endpoints: readonly Endpoint[]): string[] {
+  const { sp } = d;
+  const rules: string[] = [];
+  const targets = endpoints.map((endpoint) => ({
+    sep: endpointChainName(sp, endpoint),
+    note: comment(`${sp.key} -> ${endpointAddress(endpoint)}`),
+  }));
+  if (sp.sessionAffinity) {
+    const seconds = sp.sessionAffinity.timeoutSeconds;
+    for (const { sep, note } of targets) {
+      rules.push(
+        `-A ${chain} ${note} -m recent --name ${sep} --rcheck --seconds ${seconds} --reap -j ${sep}`,
+      );
+    }
+  }
+  const n = targets.length;
+  targets.forEach(({ sep, note }, i) => {
+    const random = i < n - 1 ? ` -m statistic --mode random --probability ${probability(n - i)}` : '';
+    rules.push(`-A ${chain} ${note}${random} -j ${sep}`);
+  });
+  return rules;
+}
+
+function endpointChainRules(d: Decisions, chain: string, endpoint: Endpoint): string[] {
+  const { sp } = d;
+  const prefix = `-A ${chain} ${comment(sp.key)}`;
+  const affinity = sp.sessionAffinity ? ` -m recent --name ${chain} --set` : '';
+  return [
+    // Hairpin: a pod reaching itself through the service must see the node as the source.
+    `${prefix} -s ${endpoint.ip} -j ${MARK_MASQ_CHAIN}`,
+    `${prefix}${affinity} ${d.proto} -j DNAT --to-destination ${endpointAddress(endpoint)}`,
+  ];
+}
+
+/** Cluster endpoints plus any local-only ones: every endpoint that gets a SEP chain. */
+function locallyReachableEndpoints(sp: ServicePort): Endpoint[] {
+  const seen = new Set(sp.clusterEndpoints.map(endpointAddress));
+  return [...sp.clusterEndpoints, ...sp.localEndpoints.filter((e) => !seen.has(endpointAddress(e)))];
+}

@@ -1,0 +1,88 @@
+// The shared top-level chains (KPROXY-SERVICES, KPROXY-NODEPORTS, ...) of one family: the fixed
+// rules plus every service port's contributions, following kube-proxy's syncProxyRules.
+import type { ProxyState } from '../../src/model/proxy-state.ts';
+import {
+  EXTERNAL_SERVICES_CHAIN,
+  FIREWALL_CHAIN,
+  FORWARD_CHAIN,
+  MARK_MASQ_CHAIN,
+  MASQ_NOT_LOCAL_CHAIN,
+  NODEPORTS_CHAIN,
+  POSTROUTING_CHAIN,
+  SERVICES_CHAIN,
+} from './chain-names.ts';
+import { cidrContains, isLoopback } from './cidr.ts';
+import type { FamilyContext } from './family-context.ts';
+import type { Chains } from './restore-plan.ts';
+import { appendSharedRules, comment, emptySharedRules } from './service-port-rules.ts';
+
+export interface TopLevelChains {
+  readonly filter: Chains;
+  readonly nat: Chains;
+}
+
+export function topLevelChains(state: ProxyState, ctx: FamilyContext): TopLevelChains {
+  const shared = emptySharedRules();
+  for (const sp of state.servicePorts.values()) appendSharedRules(sp, shared);
+  const filter = new Map<string, readonly string[]>([
+    [SERVICES_CHAIN, shared.filter.services],
+    [EXTERNAL_SERVICES_CHAIN, shared.filter.externalServices],
+    [FORWARD_CHAIN, forwardRules(ctx)],
+    [NODEPORTS_CHAIN, shared.filter.nodePorts],
+    [FIREWALL_CHAIN, shared.filter.firewall],
+  ]);
+  const nat = new Map<string, readonly string[]>([
+    [SERVICES_CHAIN, [...shared.nat.services, ...nodePortJumps(ctx)]],
+    [NODEPORTS_CHAIN, shared.nat.nodePorts],
+    [POSTROUTING_CHAIN, postroutingRules(ctx)],
+    [MARK_MASQ_CHAIN, [`-A ${MARK_MASQ_CHAIN} -j MARK --or-mark ${ctx.mark}`]],
+  ]);
+  if (ctx.localMatches.length > 1) nat.set(MASQ_NOT_LOCAL_CHAIN, masqueradeNotLocalRules(ctx));
+  return { filter, nat };
+}
+
+function postroutingRules(ctx: FamilyContext): string[] {
+  const mark = `${ctx.mark}/${ctx.mark}`;
+  return [
+    `-A ${POSTROUTING_CHAIN} -m mark ! --mark ${mark} -j RETURN`,
+    // Clear the mark so a packet that traverses the stack again is not masqueraded twice.
+    `-A ${POSTROUTING_CHAIN} -j MARK --xor-mark ${ctx.mark}`,
+    `-A ${POSTROUTING_CHAIN} ${comment('kubernetes service traffic requiring SNAT')} -j MASQUERADE --random-fully`,
+  ];
+}
+
+function forwardRules(ctx: FamilyContext): string[] {
+  return [
+    // INVALID packets would otherwise reset connections (kubernetes#74839).
+    `-A ${FORWARD_CHAIN} -m conntrack --ctstate INVALID -j DROP`,
+    // Forward what we marked for masquerade, even when FORWARD's policy is not ACCEPT.
+    `-A ${FORWARD_CHAIN} ${comment('kubernetes forwarding rules')} -m mark --mark ${ctx.mark}/${ctx.mark} -j ACCEPT`,
+    `-A ${FORWARD_CHAIN} ${comment('kubernetes forwarding conntrack rule')} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`,
+  ];
+}
+
+const NODEPORTS_NOTE = comment(
+  'kubernetes service nodeports; NOTE: this must be the last rule in this chain',
+);
+
+/** The tail call to KPROXY-NODEPORTS: last in KPROXY-SERVICES. Localhost node ports are not served. */
+function nodePortJumps(ctx: FamilyContext): string[] {
+  const { nodePortAddresses, nodeIPs } = ctx.node;
+  if (nodePortAddresses === 'all') {
+    const loopback = ctx.family === 'IPv6' ? '::1/128' : '127.0.0.0/8';
+    return [
+      `-A ${SERVICES_CHAIN} ${NODEPORTS_NOTE} -m addrtype --dst-type LOCAL ! -d ${loopback} -j ${NODEPORTS_CHAIN}`,
+    ];
+  }
+  return nodeIPs
+    .filter((ip) => !isLoopback(ip) && nodePortAddresses.some((cidr) => cidrContains(cidr, ip)))
+    .map((ip) => `-A ${SERVICES_CHAIN} ${NODEPORTS_NOTE} -d ${ip} -j ${NODEPORTS_CHAIN}`);
+}
+
+/** With several local-traffic matches, "not local" needs a chain: local traffic returns early. */
+function masqueradeNotLocalRules(ctx: FamilyContext): string[] {
+  return [
+    ...ctx.localMatches.map((match) => `-A ${MASQ_NOT_LOCAL_CHAIN} ${match} -j RETURN`),
+    `-A ${MASQ_NOT_LOCAL_CHAIN} -j ${MARK_MASQ_CHAIN}`,
+  ];
+}
