@@ -1,0 +1,169 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { serviceChainNames } from '../../../dataplanes/iptables/chain-names.ts';
+import {
+  iptablesPlanner,
+  planFamilyFull,
+  planFamilyIncremental,
+} from '../../../dataplanes/iptables/planner.ts';
+import { restoreInput } from '../../../dataplanes/iptables/restore-plan.ts';
+import { probability } from '../../../dataplanes/iptables/service-port-rules.ts';
+import type { ProxyState, ServicePort } from '../../../src/model/proxy-state.ts';
+import { FakeTables } from './fake-tables.ts';
+import { randomChange, randomSource, randomState } from './random-states.ts';
+import { endpoint, familyState, SCENARIOS, servicePort } from './scenarios.ts';
+
+function full(state: ProxyState): string {
+  return restoreInput(planFamilyFull(state));
+}
+
+function incremental(prev: ProxyState, next: ProxyState): string {
+  const plan = planFamilyIncremental(prev, next);
+  return plan ? restoreInput(plan) : '';
+}
+
+function withPort(state: ProxyState, sp: ServicePort): ProxyState {
+  return familyState(state.family, [...[...state.servicePorts.values()].filter((p) => p.key !== sp.key), sp]);
+}
+
+const web = servicePort('ns1', 'web', {
+  clusterIP: '10.96.0.10',
+  clusterEndpoints: [endpoint('10.244.1.10', 8080, true), endpoint('10.244.2.10', 8080)],
+});
+
+test('service chain names hash like kube-proxy (sha256, base32, 16 characters)', () => {
+  // kube-proxy's own fixtures name ns1/svc1:p80 over TCP KUBE-SVC-XPGD46QRK7WJZT7O.
+  const names = serviceChainNames({ key: 'ns1/svc1:p80', protocol: 'TCP' } as ServicePort);
+  assert.equal(names.cluster, 'KPROXY-SVC-XPGD46QRK7WJZT7O');
+  assert.equal(names.external, 'KPROXY-EXT-XPGD46QRK7WJZT7O');
+});
+
+test('endpoint probabilities are 1/(n-i) printed with ten decimals', () => {
+  assert.deepEqual([4, 3, 2].map(probability), ['0.2500000000', '0.3333333333', '0.5000000000']);
+  const rules = full(familyState('IPv4', [web])).split('\n');
+  const choices = rules.filter((r) => r.startsWith('-A KPROXY-SVC-') && r.includes('-> '));
+  assert.equal(choices.length, 2);
+  assert.match(choices[0]!, /--probability 0\.5000000000 -j KPROXY-SEP-/);
+  assert.doesNotMatch(choices[1]!, /statistic/, 'the last endpoint must be an unconditional match');
+});
+
+test('rendering is byte-identical for the same state', () => {
+  for (const state of Object.values(SCENARIOS)) {
+    assert.equal(
+      iptablesPlanner.render(iptablesPlanner.planFull(state)),
+      iptablesPlanner.render(iptablesPlanner.planFull(structuredClone(state))),
+    );
+  }
+});
+
+test('IPv6 uses bracketed DNAT targets and excludes ::1 from node ports', () => {
+  const text = iptablesPlanner.render(iptablesPlanner.planFull(SCENARIOS['dual-stack']!));
+  const [v4, v6] = text.split('# ip6tables-restore input');
+  assert.match(v4!, /^# iptables-restore input/);
+  assert.match(v6!, /--to-destination \[fd00:244:2::10\]:8080/);
+  assert.match(v6!, /--dst-type LOCAL ! -d ::1\/128 -j KPROXY-NODEPORTS/);
+  assert.doesNotMatch(v6!, /10\.96\./);
+});
+
+test('a service without endpoints is rejected in the filter table and gets no nat chains', () => {
+  const text = full(SCENARIOS['no-endpoints']!.IPv4!);
+  assert.match(
+    text,
+    /-A KPROXY-SERVICES .*"ns1\/empty:80\/TCP has no endpoints" .* -d 10\.96\.0\.70 --dport 80 -j REJECT/,
+  );
+  assert.match(text, /-A KPROXY-EXTERNAL-SERVICES .* -d 192\.0\.2\.70 --dport 80 -j REJECT/);
+  assert.match(text, /-A KPROXY-EXTERNAL-SERVICES .*--dst-type LOCAL .*--dport 30070 -j REJECT/);
+  assert.doesNotMatch(text, /KPROXY-(SVC|EXT|SEP)-/);
+});
+
+test('internal traffic policy Local without local endpoints drops ClusterIP traffic', () => {
+  const text = full(SCENARIOS['internal-traffic-local']!.IPv4!);
+  assert.match(
+    text,
+    /"ns1\/itp-none-here:80\/TCP has no local endpoints" .* -d 10\.96\.0\.41 --dport 80 -j DROP/,
+  );
+  assert.match(text, /"ns1\/itp:80\/TCP cluster IP" .* -d 10\.96\.0\.40 --dport 80 -j KPROXY-SVL-/);
+});
+
+test('session affinity checks recent lists in the service chain and sets them in the endpoint chain', () => {
+  const text = full(SCENARIOS['session-affinity']!.IPv4!);
+  const sep =
+    /-A KPROXY-SVC-\S+ .* -m recent --name (KPROXY-SEP-\S+) --rcheck --seconds 10800 --reap -j \1/.exec(text);
+  assert.ok(sep, 'affinity check rule');
+  assert.match(text, new RegExp(`-A ${sep[1]} .* -m recent --name ${sep[1]} --set -m tcp -p tcp -j DNAT`));
+});
+
+test('LoadBalancer source ranges go through a firewall chain, with the LB IP allowed when the node is in range', () => {
+  const text = full(SCENARIOS['load-balancer']!.IPv4!);
+  const fw = /-d 192\.0\.2\.51 --dport 80 -j (KPROXY-FW-\S+)/.exec(text)?.[1];
+  assert.ok(fw);
+  const fwRules = text.split('\n').filter((r) => r.startsWith(`-A ${fw} `));
+  assert.deepEqual(
+    fwRules.map((r) => / -s (\S+)/.exec(r)?.[1] ?? 'end'),
+    ['198.51.100.0/24', '10.100.0.0/16', '192.0.2.51', 'end'],
+  );
+  assert.match(
+    text,
+    new RegExp(`-A KPROXY-PROXY-FIREWALL .*not accepted by ${fw}.* -d 192\\.0\\.2\\.51 --dport 80 -j DROP`),
+  );
+});
+
+test('an incremental plan with no change is empty', () => {
+  const state = SCENARIOS['external-traffic-local']!.IPv4!;
+  assert.equal(incremental(state, structuredClone(state)), '');
+});
+
+test('an endpoint change rewrites only that service chain and deletes the old endpoint chain', () => {
+  const before = familyState('IPv4', [web]);
+  const after = withPort(before, {
+    ...web,
+    clusterEndpoints: [web.clusterEndpoints[0]!, endpoint('10.244.2.99', 8080)],
+  });
+  const text = incremental(before, after);
+  const declared = text.split('\n').filter((l) => l.startsWith(':'));
+  assert.equal(declared.length, 3, text);
+  assert.ok(declared.some((l) => l.startsWith(':KPROXY-SVC-')));
+  assert.doesNotMatch(text, /KPROXY-SERVICES/, 'unchanged top-level chains are not rewritten');
+  assert.equal(text.split('\n').filter((l) => l.startsWith('-X KPROXY-SEP-')).length, 1);
+});
+
+test('partial syncs on top of a full sync give the full sync of the last state (random sequences)', () => {
+  const seed = Number(process.env.KPROXY_SEED ?? Date.now() % 100000);
+  process.stdout.write(`# partial ≡ full: seed ${seed} (KPROXY_SEED=${seed} repeats it)\n`);
+  const random = randomSource(seed);
+  for (let run = 0; run < 30; run++) {
+    let state = randomState(random);
+    const kernel = new FakeTables();
+    kernel.restore(full(state));
+    for (let step = 0; step < 8; step++) {
+      const next = randomChange(random, state);
+      kernel.restore(incremental(state, next));
+      const fresh = new FakeTables();
+      fresh.restore(full(next));
+      assert.equal(kernel.dump(), fresh.dump(), `seed ${seed}, run ${run}, step ${step}`);
+      state = next;
+    }
+  }
+});
+
+test('changing node settings re-renders every service chain that depends on them', () => {
+  const before = familyState('IPv4', [web]);
+  const after = familyState('IPv4', [web], { masqueradeAll: true });
+  const kernel = new FakeTables();
+  kernel.restore(full(before));
+  kernel.restore(incremental(before, after));
+  const fresh = new FakeTables();
+  fresh.restore(full(after));
+  assert.equal(kernel.dump(), fresh.dump());
+});
+
+test('a family that disappears leaves no service chains behind', () => {
+  const before = familyState('IPv4', [web]);
+  const kernel = new FakeTables();
+  kernel.restore(full(before));
+  kernel.restore(restoreInput(planFamilyIncremental(before, undefined)!));
+  assert.deepEqual(
+    kernel.chains('nat').filter((c) => /KPROXY-(SVC|SEP)-/.test(c)),
+    [],
+  );
+});
