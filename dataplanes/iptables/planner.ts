@@ -7,7 +7,8 @@
 // deleted. Chain contents are compared, so an unchanged service port costs nothing even when the
 // caller calls it changed.
 
-import type { ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
+import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
+import type { ProxyState } from '../../src/model/proxy-state.ts';
 import type { DataplanePlanner } from '../shared/dataplane.ts';
 import { CANARY_CHAIN } from './chain-names.ts';
 import { familyContext } from './family-context.ts';
@@ -119,15 +120,6 @@ function sameRules(a: readonly string[] | undefined, b: readonly string[]): bool
 
 /** Service ports added, removed or different; every one when node settings changed. */
 function changedKeys(prev: ProxyState, next: ProxyState, all: boolean): string[] {
-  const keys = new Set([...prev.servicePorts.keys(), ...next.servicePorts.keys()]);
-  return [...keys].sort().filter((key) => {
-    if (all) return true;
-    const a = prev.servicePorts.get(key);
-    const b = next.servicePorts.get(key);
-    return a !== b && !sameServicePort(a, b);
-  });
-}
-
-function sameServicePort(a?: ServicePort, b?: ServicePort): boolean {
-  return a !== undefined && b !== undefined && JSON.stringify(a) === JSON.stringify(b);
+  if (!all) return [...changedServicePorts(prev, next)].sort();
+  return [...new Set([...prev.servicePorts.keys(), ...next.servicePorts.keys()])].sort();
 }

@@ -4,7 +4,9 @@
 // A service port contributes lines to the shared top-level chains (sharedRules) and owns its own
 // nat chains (ownChains: SVC/SVL/EXT/FW/SEP). The two are separate so an incremental plan can
 // rewrite the shared chains without rendering every service's own chains.
+import { externallyAccessible } from '../../src/model/endpoint-selection.ts';
 import type { Endpoint, ServicePort } from '../../src/model/proxy-state.ts';
+import { cidrContains } from '../shared/cidr.ts';
 import {
   EXTERNAL_SERVICES_CHAIN,
   endpointAddress,
@@ -17,7 +19,6 @@ import {
   type ServiceChainNames,
   serviceChainNames,
 } from './chain-names.ts';
-import { cidrContains } from './cidr.ts';
 import type { FamilyContext } from './family-context.ts';
 import { negateMatch } from './local-traffic.ts';
 
@@ -56,8 +57,6 @@ function decide(sp: ServicePort): Decisions {
     sp.hasEndpoints && (sp.internalPolicyLocal ? usesLocalChain : usesClusterChain);
   const hasExternalEndpoints =
     sp.hasEndpoints && (sp.externalPolicyLocal ? usesLocalChain : usesClusterChain);
-  const externallyAccessible =
-    sp.nodePort !== 0 || sp.externalIPs.length > 0 || sp.loadBalancerIPs.length > 0;
   const usesFirewallChain =
     sp.hasEndpoints && sp.loadBalancerIPs.length > 0 && sp.loadBalancerSourceRanges.length > 0;
   const noEndpoints = { target: 'REJECT', comment: `${sp.key} has no endpoints` };
@@ -73,7 +72,7 @@ function decide(sp: ServicePort): Decisions {
     externalPolicyChain: sp.externalPolicyLocal ? names.local : names.cluster,
     hasExternalEndpoints,
     // Needed even without external endpoints: it holds the short-circuit for local traffic.
-    usesExternalChain: sp.hasEndpoints && externallyAccessible,
+    usesExternalChain: sp.hasEndpoints && externallyAccessible(sp),
     usesFirewallChain,
     loadBalancerChain: usesFirewallChain ? names.firewall : names.external,
     internalFilter: !sp.hasEndpoints ? noEndpoints : hasInternalEndpoints ? undefined : noLocalEndpoints,

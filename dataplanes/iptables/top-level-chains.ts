@@ -1,6 +1,8 @@
 // The shared top-level chains (KPROXY-SERVICES, KPROXY-NODEPORTS, ...) of one family: the fixed
 // rules plus every service port's contributions, following kube-proxy's syncProxyRules.
+import ipaddr from 'ipaddr.js';
 import type { ProxyState } from '../../src/model/proxy-state.ts';
+import { cidrContains } from '../shared/cidr.ts';
 import {
   EXTERNAL_SERVICES_CHAIN,
   FIREWALL_CHAIN,
@@ -11,7 +13,6 @@ import {
   POSTROUTING_CHAIN,
   SERVICES_CHAIN,
 } from './chain-names.ts';
-import { cidrContains, isLoopback } from './cidr.ts';
 import type { FamilyContext } from './family-context.ts';
 import type { Chains } from './restore-plan.ts';
 import { appendSharedRules, comment, emptySharedRules } from './service-port-rules.ts';
@@ -75,7 +76,10 @@ function nodePortJumps(ctx: FamilyContext): string[] {
     ];
   }
   return nodeIPs
-    .filter((ip) => !isLoopback(ip) && nodePortAddresses.some((cidr) => cidrContains(cidr, ip)))
+    .filter(
+      (ip) =>
+        ipaddr.parse(ip).range() !== 'loopback' && nodePortAddresses.some((cidr) => cidrContains(cidr, ip)),
+    )
     .map((ip) => `-A ${SERVICES_CHAIN} ${NODEPORTS_NOTE} -d ${ip} -j ${NODEPORTS_CHAIN}`);
 }
 
