@@ -1,0 +1,424 @@
+// A generic informer: keeps a Store of one resource equal to the API server's state and tells
+// listeners what changed. list (paginated) → watch from the list's resourceVersion → on a normal
+// end, watch again; on 410 Expired, relist and let the result replace the store (deletions missed
+// meanwhile become delete events); on errors, capped backoff with jitter honouring Retry-After.
+// Watch-list (sendInitialEvents) replaces the paginated list when the server offers it.
+
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from 'pino';
+import { Backoff, type BackoffOptions } from './backoff.ts';
+import { type ApiError, formatApiError, isExpired, type KubeApi, type WatchItem } from './client.ts';
+import type { InformerMetrics } from './informer-metrics.ts';
+import type { KubeObject } from './objects.ts';
+import { objectKey, type ResourceType } from './resources.ts';
+import { type ReadonlyStore, Store } from './store.ts';
+
+/** The shape of decodeObject (src/kube/decode.ts): slims and validates one API object. */
+export type Decoder = (
+  raw: unknown,
+) =>
+  | { readonly kind: 'object'; readonly object: KubeObject }
+  | { readonly kind: 'invalid'; readonly problem: { readonly object: string; readonly reason: string } }
+  | { readonly kind: 'ignored'; readonly reason: string };
+
+export type InformerEvent<T extends KubeObject> =
+  | { readonly type: 'add'; readonly object: T }
+  | { readonly type: 'update'; readonly old: T; readonly object: T }
+  | { readonly type: 'delete'; readonly object: T };
+
+export interface InformerOptions {
+  readonly api: KubeApi;
+  readonly resource: ResourceType;
+  readonly decode: Decoder;
+  readonly labelSelector?: string;
+  readonly fieldSelector?: string;
+  readonly logger: Logger;
+  readonly metrics: InformerMetrics;
+  /** Items per list page (limit); default 500 as client-go. */
+  readonly pageSize?: number;
+  readonly backoff?: BackoffOptions;
+  /** Try watch-list first; default true. Falls back to list+watch when the server refuses it. */
+  readonly watchList?: boolean;
+  /** Watch timeoutSeconds is drawn from this range so that watches of many nodes do not end together. */
+  readonly watchTimeoutSeconds?: { readonly min: number; readonly max: number };
+  /** Longest Retry-After honoured, so a confused server cannot park us for hours; default 300 s. */
+  readonly maxRetryAfterSeconds?: number;
+  readonly random?: () => number;
+}
+
+const INITIAL_EVENTS_END = 'k8s.io/initial-events-end';
+
+/** How one watch ended, which decides what the loop does next. */
+type WatchEnd =
+  | { readonly kind: 'closed' }
+  | { readonly kind: 'expired' }
+  | { readonly kind: 'unsupported'; readonly error: ApiError }
+  | { readonly kind: 'failed'; readonly error: ApiError }
+  | { readonly kind: 'stopped' };
+
+interface RawMeta {
+  readonly metadata?: {
+    readonly name?: unknown;
+    readonly namespace?: unknown;
+    readonly resourceVersion?: unknown;
+    readonly annotations?: Record<string, unknown>;
+  };
+  readonly kind?: unknown;
+  readonly apiVersion?: unknown;
+}
+
+export class Informer<T extends KubeObject> {
+  readonly #store = new Store<T>();
+  readonly #options: InformerOptions;
+  readonly #resource: ResourceType;
+  readonly #log: Logger;
+  readonly #backoff: Backoff;
+  readonly #random: () => number;
+  readonly #listeners = new Set<(event: InformerEvent<T>) => void>();
+  readonly #abort = new AbortController();
+  #useWatchList: boolean;
+  #synced = false;
+  #syncWaiters: (() => void)[] = [];
+  #running: Promise<void> | undefined;
+
+  constructor(options: InformerOptions) {
+    this.#options = options;
+    this.#resource = options.resource;
+    this.#log = options.logger.child({ resource: options.resource.plural });
+    this.#random = options.random ?? Math.random;
+    this.#backoff = new Backoff({ random: this.#random, ...options.backoff });
+    this.#useWatchList = options.watchList ?? true;
+  }
+
+  get store(): ReadonlyStore<T> {
+    return this.#store;
+  }
+
+  /** Listeners run synchronously, after the store already holds the change. Returns unsubscribe. */
+  onChange(listener: (event: InformerEvent<T>) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  hasSynced(): boolean {
+    return this.#synced;
+  }
+
+  /** Resolves once the store first holds a complete list; rejects if the signal aborts first. */
+  waitForSync(signal?: AbortSignal): Promise<void> {
+    if (this.#synced) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const onAbort = () => reject(signal?.reason ?? new Error('aborted'));
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.#syncWaiters.push(() => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      });
+    });
+  }
+
+  start(): void {
+    if (this.#running) throw new Error(`informer for ${this.#resource.plural} already started`);
+    this.#running = this.#run();
+  }
+
+  async stop(): Promise<void> {
+    this.#abort.abort();
+    await this.#running;
+  }
+
+  async #run(): Promise<void> {
+    const signal = this.#abort.signal;
+    // undefined: the store must be rebuilt from a full list before watching.
+    let rv: string | undefined;
+    let relistReason = 'initial';
+    while (!signal.aborted) {
+      if (rv === undefined && !this.#useWatchList) {
+        this.#count('relists', relistReason);
+        const listed = await this.#list();
+        if (!listed.ok) {
+          if (!signal.aborted) await this.#fail(listed.error, 'list');
+          continue;
+        }
+        rv = listed.rv;
+        this.#backoff.reset();
+      }
+      const watchList = rv === undefined;
+      if (watchList) this.#count('relists', relistReason);
+      const session = { rv };
+      const end = await this.#watch(session);
+      rv = session.rv;
+      switch (end.kind) {
+        case 'stopped':
+          return;
+        case 'closed':
+          this.#options.metrics.watchRestarts.inc({ resource: this.#resource.plural, reason: 'closed' });
+          break;
+        case 'expired':
+          this.#log.info({ resourceVersion: rv }, 'watch history expired; relisting');
+          this.#count('errors', 'expired');
+          rv = undefined;
+          relistReason = 'expired';
+          break;
+        case 'unsupported':
+          this.#log.info(
+            { error: formatApiError(end.error) },
+            'server refused watch-list; using list and watch',
+          );
+          this.#useWatchList = false;
+          break;
+        case 'failed':
+          this.#options.metrics.watchRestarts.inc({ resource: this.#resource.plural, reason: 'error' });
+          await this.#fail(end.error, 'watch');
+          break;
+      }
+    }
+  }
+
+  /** Pages through the whole collection and replaces the store with it. */
+  async #list(): Promise<{ ok: true; rv: string } | { ok: false; error: ApiError }> {
+    const fresh = new Map<string, T>();
+    let cont: string | undefined;
+    for (;;) {
+      const page = await this.#options.api.list(
+        this.#resource,
+        {
+          ...this.#selectors(),
+          limit: this.#options.pageSize ?? 500,
+          ...(cont ? { continue: cont } : {}),
+        },
+        this.#abort.signal,
+      );
+      if (!page.ok) {
+        if (cont && isExpired(page.error)) {
+          // The snapshot behind the continue token is gone: start the list over.
+          this.#log.info('list continue token expired; listing from the start');
+          this.#count('errors', 'expired');
+          fresh.clear();
+          cont = undefined;
+          continue;
+        }
+        return page;
+      }
+      for (const raw of page.value.items) this.#decodeInto(fresh, raw);
+      cont = page.value.continue;
+      if (!cont) {
+        this.#replace(fresh);
+        return { ok: true, rv: page.value.resourceVersion };
+      }
+    }
+  }
+
+  /**
+   * One watch. Without session.rv it is a watch-list: events up to the initial-events-end bookmark
+   * build a fresh store that then replaces the old one. session.rv follows the stream.
+   */
+  async #watch(session: { rv: string | undefined }): Promise<WatchEnd> {
+    const signal = this.#abort.signal;
+    const initial = session.rv === undefined ? new Map<string, T>() : undefined;
+    const { min, max } = this.#options.watchTimeoutSeconds ?? { min: 300, max: 600 };
+    const started = await this.#options.api.watch(
+      this.#resource,
+      {
+        ...this.#selectors(),
+        ...(initial ? { sendInitialEvents: true } : { resourceVersion: session.rv }),
+        allowWatchBookmarks: true,
+        timeoutSeconds: min + Math.floor(this.#random() * (max - min + 1)),
+      },
+      signal,
+    );
+    if (signal.aborted) return { kind: 'stopped' };
+    if (!started.ok) return this.#classifyStartError(started.error, initial !== undefined);
+    let pending = initial;
+    let sawEvent = false;
+    for await (const item of started.value) {
+      if (signal.aborted) return { kind: 'stopped' };
+      const end = this.#handleItem(item, session, pending);
+      if (end) return end;
+      if (!sawEvent) {
+        sawEvent = true;
+        this.#backoff.reset();
+      }
+      if (pending && session.rv !== undefined) {
+        // The initial-events-end bookmark arrived: the watch-list is complete.
+        this.#replace(pending);
+        pending = undefined;
+      }
+    }
+    if (signal.aborted) return { kind: 'stopped' };
+    // A watch-list that ended before its initial events completed left nothing usable.
+    if (pending) session.rv = undefined;
+    return { kind: 'closed' };
+  }
+
+  #classifyStartError(error: ApiError, watchList: boolean): WatchEnd {
+    if (isExpired(error)) return { kind: 'expired' };
+    // A server without watch-list answers the unknown parameters with 400/422 (Invalid, BadRequest).
+    if (watchList && error.kind === 'status' && (error.status === 400 || error.status === 422)) {
+      return { kind: 'unsupported', error };
+    }
+    return { kind: 'failed', error };
+  }
+
+  /** Applies one watch item. Returns how the watch ended when the item ends it. */
+  #handleItem(
+    item: WatchItem,
+    session: { rv: string | undefined },
+    pending: Map<string, T> | undefined,
+  ): WatchEnd | undefined {
+    if (item.kind === 'error') return { kind: 'failed', error: item.error };
+    if (item.kind === 'malformed') {
+      this.#count('errors', 'malformed');
+      this.#log.warn({ line: item.line, reason: item.reason }, 'malformed watch line skipped');
+      return undefined;
+    }
+    this.#options.metrics.events.inc({ resource: this.#resource.plural, type: item.type });
+    const raw = item.object as RawMeta & { code?: unknown; reason?: unknown; message?: unknown };
+    const rv = typeof raw.metadata?.resourceVersion === 'string' ? raw.metadata.resourceVersion : undefined;
+    switch (item.type) {
+      case 'ADDED':
+      case 'MODIFIED':
+        if (pending) this.#decodeInto(pending, raw);
+        else this.#apply(raw);
+        break;
+      case 'DELETED':
+        if (pending) pending.delete(rawKey(raw));
+        else this.#remove(rawKey(raw));
+        break;
+      case 'BOOKMARK':
+        // During a watch-list only the marked bookmark makes the stream resumable.
+        if (pending && raw.metadata?.annotations?.[INITIAL_EVENTS_END] !== 'true') return undefined;
+        if (rv !== undefined) session.rv = rv;
+        return undefined;
+      case 'ERROR': {
+        const code = typeof raw.code === 'number' ? raw.code : 500;
+        const error: ApiError = {
+          kind: 'status',
+          status: code,
+          reason: typeof raw.reason === 'string' ? raw.reason : 'Unknown',
+          message: typeof raw.message === 'string' ? raw.message : '',
+        };
+        return isExpired(error) ? { kind: 'expired' } : { kind: 'failed', error };
+      }
+      default:
+        this.#count('errors', 'malformed');
+        this.#log.warn({ type: item.type }, 'watch event of unknown type skipped');
+        return undefined;
+    }
+    if (!pending && rv !== undefined) session.rv = rv;
+    return undefined;
+  }
+
+  /** Decodes a raw object; a valid one goes into `into`, an invalid or ignored one leaves it. */
+  #decodeInto(into: Map<string, T>, raw: unknown): void {
+    const decoded = this.#decode(raw);
+    if (decoded) into.set(objectKey(decoded.metadata), decoded);
+    else into.delete(rawKey(raw as RawMeta));
+  }
+
+  #decode(raw: unknown): T | undefined {
+    const r = raw as RawMeta;
+    // List items come without kind and apiVersion; the decoder needs them to know what it reads.
+    const typed =
+      r.kind === undefined ? { ...r, kind: this.#resource.kind, apiVersion: this.#resource.apiVersion } : r;
+    const result = this.#options.decode(typed);
+    if (result.kind === 'object' && result.object.kind === this.#resource.kind) return result.object as T;
+    if (result.kind === 'ignored') {
+      this.#log.debug({ key: rawKey(r), reason: result.reason }, 'object ignored');
+      return undefined;
+    }
+    const reason =
+      result.kind === 'invalid'
+        ? result.problem.reason
+        : `kind ${result.object.kind} in ${this.#resource.plural}`;
+    this.#count('errors', 'invalid');
+    this.#log.warn({ key: rawKey(r), reason }, 'invalid object skipped');
+    return undefined;
+  }
+
+  /**
+   * Applies a watched add/update. An object that no longer decodes is dropped from the store: a
+   * stale earlier version would keep programming rules the server no longer describes.
+   */
+  #apply(raw: RawMeta): void {
+    const object = this.#decode(raw);
+    if (!object) {
+      this.#remove(rawKey(raw));
+      return;
+    }
+    const old = this.#store.set(objectKey(object.metadata), object);
+    this.#emit(old ? { type: 'update', old, object } : { type: 'add', object });
+  }
+
+  #remove(key: string): void {
+    const old = this.#store.delete(key);
+    if (old) this.#emit({ type: 'delete', object: old });
+  }
+
+  /** The store becomes exactly `fresh`; differences are emitted as add/update/delete. */
+  #replace(fresh: Map<string, T>): void {
+    for (const key of [...this.#store.keys()]) if (!fresh.has(key)) this.#remove(key);
+    for (const [key, object] of fresh) {
+      const old = this.#store.set(key, object);
+      if (!old) this.#emit({ type: 'add', object });
+      else if (
+        old.metadata.resourceVersion !== object.metadata.resourceVersion ||
+        !old.metadata.resourceVersion
+      ) {
+        this.#emit({ type: 'update', old, object });
+      }
+    }
+    if (!this.#synced) {
+      this.#synced = true;
+      this.#log.info({ objects: this.#store.size }, 'synced');
+      for (const wake of this.#syncWaiters) wake();
+      this.#syncWaiters = [];
+    }
+  }
+
+  #emit(event: InformerEvent<T>): void {
+    for (const listener of this.#listeners) listener(event);
+  }
+
+  async #fail(error: ApiError, during: 'list' | 'watch'): Promise<void> {
+    this.#count('errors', errorReason(error));
+    let delay = this.#backoff.next();
+    if (error.kind === 'status' && error.retryAfterSeconds !== undefined) {
+      delay = Math.max(
+        delay,
+        Math.min(error.retryAfterSeconds, this.#options.maxRetryAfterSeconds ?? 300) * 1000,
+      );
+    }
+    this.#log.warn({ error: formatApiError(error), retryInMs: delay }, `${during} failed`);
+    try {
+      await sleep(delay, undefined, { signal: this.#abort.signal });
+    } catch {
+      // Aborted by stop(): the loop checks the signal.
+    }
+  }
+
+  #selectors(): { labelSelector?: string; fieldSelector?: string } {
+    const { labelSelector, fieldSelector } = this.#options;
+    return { ...(labelSelector ? { labelSelector } : {}), ...(fieldSelector ? { fieldSelector } : {}) };
+  }
+
+  #count(metric: 'relists' | 'errors', reason: string): void {
+    this.#options.metrics[metric].inc({ resource: this.#resource.plural, reason });
+  }
+}
+
+function rawKey(raw: RawMeta): string {
+  const name = typeof raw.metadata?.name === 'string' ? raw.metadata.name : '';
+  const namespace = typeof raw.metadata?.namespace === 'string' ? raw.metadata.namespace : undefined;
+  return objectKey({ name, namespace });
+}
+
+export function errorReason(error: ApiError): string {
+  if (error.kind !== 'status') return error.kind;
+  if (error.status === 410) return 'expired';
+  if (error.status === 429) return 'throttled';
+  if (error.status === 401) return 'unauthorized';
+  if (error.status === 403) return 'forbidden';
+  if (error.status >= 500) return 'server';
+  return 'client';
+}

@@ -1,0 +1,234 @@
+// kubeconfig files as kubectl reads them: clusters, users and contexts by name, current-context,
+// certificate and key files or inline data, bearer token or tokenFile, insecure-skip-tls-verify.
+// Several files (KUBECONFIG=a:b) merge like kubectl: the first file to define a name or to set
+// current-context wins. Relative file paths resolve against the file that mentions them.
+
+import { readFile } from 'node:fs/promises';
+import { homedir } from 'node:os';
+import { delimiter, dirname, isAbsolute, join, resolve } from 'node:path';
+import { parse } from 'yaml';
+import type { ClusterConnection, ConfigError, ConnectionResult } from './connection.ts';
+import { FileTokenSource, staticTokenSource } from './token-source.ts';
+
+/** Which files to read: --kubeconfig alone, else every KUBECONFIG entry, else ~/.kube/config. */
+export function kubeconfigPaths(
+  flag: string | undefined,
+  env: NodeJS.ProcessEnv,
+  home: string = homedir(),
+): string[] {
+  if (flag) return [flag];
+  const fromEnv = (env.KUBECONFIG ?? '').split(delimiter).filter((p) => p !== '');
+  return fromEnv.length > 0 ? fromEnv : [join(home, '.kube', 'config')];
+}
+
+type Entry = Record<string, unknown>;
+
+interface Named {
+  readonly file: string;
+  readonly field: string;
+  readonly value: Entry;
+}
+
+interface Merged {
+  readonly clusters: Map<string, Named>;
+  readonly users: Map<string, Named>;
+  readonly contexts: Map<string, Named>;
+  currentContext?: { readonly file: string; readonly name: string };
+}
+
+export interface LoadKubeconfigOptions {
+  /** --context: use this context instead of current-context. */
+  readonly context?: string;
+  /** Whether a missing file is an error (an explicit --kubeconfig) or skipped (KUBECONFIG entries). */
+  readonly requireAll?: boolean;
+}
+
+export async function loadKubeconfig(
+  paths: readonly string[],
+  options: LoadKubeconfigOptions = {},
+): Promise<ConnectionResult> {
+  const merged: Merged = { clusters: new Map(), users: new Map(), contexts: new Map() };
+  let read = 0;
+  for (const path of paths) {
+    const file = resolve(path);
+    let text: string;
+    try {
+      text = await readFile(file, 'utf8');
+    } catch (err) {
+      if (options.requireAll || paths.length === 1)
+        return fail({ file, reason: `cannot read: ${(err as Error).message}` });
+      continue;
+    }
+    let doc: unknown;
+    try {
+      doc = parse(text);
+    } catch (err) {
+      return fail({ file, reason: `not valid YAML: ${(err as Error).message}` });
+    }
+    const problem = mergeFile(merged, file, doc ?? {});
+    if (problem) return fail(problem);
+    read++;
+  }
+  if (read === 0) return fail({ reason: `no kubeconfig file found (looked at ${paths.join(', ')})` });
+  return resolveContext(merged, options.context);
+}
+
+function mergeFile(merged: Merged, file: string, doc: unknown): ConfigError | undefined {
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc))
+    return { file, reason: 'not a kubeconfig (a YAML map)' };
+  const config = doc as Entry;
+  for (const [list, key, into] of [
+    ['clusters', 'cluster', merged.clusters],
+    ['users', 'user', merged.users],
+    ['contexts', 'context', merged.contexts],
+  ] as const) {
+    const entries = config[list] ?? [];
+    if (!Array.isArray(entries)) return { file, field: list, reason: 'must be a list' };
+    for (const [i, entry] of entries.entries()) {
+      const field = `${list}[${i}]`;
+      const name = (entry as Entry | null)?.name;
+      if (typeof name !== 'string' || name === '')
+        return { file, field: `${field}.name`, reason: 'required' };
+      const value = (entry as Entry)[key] ?? {};
+      if (typeof value !== 'object' || value === null)
+        return { file, field: `${field}.${key}`, reason: 'must be a map' };
+      if (!into.has(name)) into.set(name, { file, field: `${field}.${key}`, value: value as Entry });
+    }
+  }
+  const current = config['current-context'];
+  if (merged.currentContext === undefined && typeof current === 'string' && current !== '') {
+    merged.currentContext = { file, name: current };
+  }
+  return undefined;
+}
+
+async function resolveContext(merged: Merged, override: string | undefined): Promise<ConnectionResult> {
+  const contextName = override ?? merged.currentContext?.name;
+  if (!contextName) return fail({ reason: 'no current-context set and no --context given' });
+  const context = merged.contexts.get(contextName);
+  if (!context) {
+    return fail({
+      ...(merged.currentContext ? { file: merged.currentContext.file } : {}),
+      reason: `context "${contextName}" not found`,
+    });
+  }
+  const clusterName = context.value.cluster;
+  if (typeof clusterName !== 'string' || clusterName === '') {
+    return fail({ file: context.file, field: `${context.field}.cluster`, reason: 'required' });
+  }
+  const cluster = merged.clusters.get(clusterName);
+  if (!cluster)
+    return fail({
+      file: context.file,
+      field: `${context.field}.cluster`,
+      reason: `cluster "${clusterName}" not found`,
+    });
+  const userName = context.value.user;
+  const user = typeof userName === 'string' && userName !== '' ? merged.users.get(userName) : undefined;
+  if (typeof userName === 'string' && userName !== '' && !user) {
+    return fail({
+      file: context.file,
+      field: `${context.field}.user`,
+      reason: `user "${userName}" not found`,
+    });
+  }
+
+  const server = cluster.value.server;
+  if (typeof server !== 'string' || server === '')
+    return fail({ file: cluster.file, field: `${cluster.field}.server`, reason: 'required' });
+  try {
+    new URL(server);
+  } catch {
+    return fail({ file: cluster.file, field: `${cluster.field}.server`, reason: `"${server}" is not a URL` });
+  }
+  const ca = await fileOrData(cluster, 'certificate-authority', 'certificate-authority-data');
+  if (!ca.ok) return fail(ca.error);
+  let connection: ClusterConnection = {
+    server,
+    ...(ca.value ? { ca: ca.value } : {}),
+    ...(cluster.value['insecure-skip-tls-verify'] === true ? { insecureSkipTlsVerify: true } : {}),
+    ...(typeof cluster.value['tls-server-name'] === 'string'
+      ? { tlsServerName: cluster.value['tls-server-name'] }
+      : {}),
+  };
+  if (user) {
+    for (const unsupported of ['exec', 'auth-provider', 'username']) {
+      if (user.value[unsupported] !== undefined) {
+        return fail({
+          file: user.file,
+          field: `${user.field}.${unsupported}`,
+          reason: 'not supported by kproxy; use a client certificate, token or tokenFile',
+        });
+      }
+    }
+    const cert = await fileOrData(user, 'client-certificate', 'client-certificate-data');
+    if (!cert.ok) return fail(cert.error);
+    const key = await fileOrData(user, 'client-key', 'client-key-data');
+    if (!key.ok) return fail(key.error);
+    if ((cert.value === undefined) !== (key.value === undefined)) {
+      return fail({
+        file: user.file,
+        field: user.field,
+        reason: 'a client certificate needs a client key, and a key needs a certificate',
+      });
+    }
+    const token = user.value.token;
+    const tokenFile = user.value.tokenFile;
+    connection = {
+      ...connection,
+      ...(cert.value ? { cert: cert.value, key: key.value } : {}),
+      ...(typeof token === 'string' && token !== ''
+        ? { tokenSource: staticTokenSource(token) }
+        : typeof tokenFile === 'string' && tokenFile !== ''
+          ? { tokenSource: new FileTokenSource(relativeTo(user.file, tokenFile)) }
+          : {}),
+    };
+  }
+  return { ok: true, connection };
+}
+
+/** A PEM from `<fileField>` (a path) or `<dataField>` (base64); data wins, as in client-go. */
+async function fileOrData(
+  entry: Named,
+  fileField: string,
+  dataField: string,
+): Promise<{ ok: true; value: string | undefined } | { ok: false; error: ConfigError }> {
+  const data = entry.value[dataField];
+  if (typeof data === 'string' && data !== '') {
+    const pem = Buffer.from(data, 'base64').toString('utf8');
+    if (!pem.includes('-----BEGIN')) {
+      return {
+        ok: false,
+        error: {
+          file: entry.file,
+          field: `${entry.field}.${dataField}`,
+          reason: 'is not base64-encoded PEM',
+        },
+      };
+    }
+    return { ok: true, value: pem };
+  }
+  const path = entry.value[fileField];
+  if (typeof path !== 'string' || path === '') return { ok: true, value: undefined };
+  const full = relativeTo(entry.file, path);
+  try {
+    return { ok: true, value: await readFile(full, 'utf8') };
+  } catch (err) {
+    return {
+      ok: false,
+      error: {
+        file: entry.file,
+        field: `${entry.field}.${fileField}`,
+        reason: `cannot read ${full}: ${(err as Error).message}`,
+      },
+    };
+  }
+}
+
+function relativeTo(configFile: string, path: string): string {
+  return isAbsolute(path) ? path : resolve(dirname(configFile), path);
+}
+
+function fail(error: ConfigError): ConnectionResult {
+  return { ok: false, error };
+}

@@ -1,0 +1,87 @@
+// The three informers a proxy needs, with kube-proxy's server-side selectors: Services and
+// EndpointSlices that no other proxy claims (or, with a proxy name, only those claiming us;
+// headless services' slices never), and this node's own Node object.
+
+import type { Logger } from 'pino';
+import type { BackoffOptions } from './backoff.ts';
+import type { KubeApi } from './client.ts';
+import { decodeObject } from './decode.ts';
+import { Informer } from './informer.ts';
+import type { InformerMetrics } from './informer-metrics.ts';
+import {
+  type EndpointSlice,
+  HEADLESS_LABEL,
+  type Node,
+  SERVICE_PROXY_NAME_LABEL,
+  type Service,
+} from './objects.ts';
+import { ENDPOINT_SLICES, NODES, SERVICES } from './resources.ts';
+
+export function serviceLabelSelector(proxyName?: string): string {
+  return proxyName ? `${SERVICE_PROXY_NAME_LABEL}=${proxyName}` : `!${SERVICE_PROXY_NAME_LABEL}`;
+}
+
+export function endpointSliceLabelSelector(proxyName?: string): string {
+  return `${serviceLabelSelector(proxyName)},!${HEADLESS_LABEL}`;
+}
+
+export function nodeFieldSelector(nodeName: string): string {
+  return `metadata.name=${nodeName}`;
+}
+
+export interface ProxyInformersOptions {
+  readonly api: KubeApi;
+  readonly nodeName: string;
+  /** kube-proxy's service.kubernetes.io/service-proxy-name: serve only services that name us. */
+  readonly proxyName?: string;
+  readonly logger: Logger;
+  readonly metrics: InformerMetrics;
+  readonly backoff?: BackoffOptions;
+  readonly watchList?: boolean;
+}
+
+export interface ProxyInformers {
+  readonly services: Informer<Service>;
+  readonly endpointSlices: Informer<EndpointSlice>;
+  readonly node: Informer<Node>;
+}
+
+export function createProxyInformers(options: ProxyInformersOptions): ProxyInformers {
+  const common = {
+    api: options.api,
+    decode: decodeObject,
+    logger: options.logger,
+    metrics: options.metrics,
+    ...(options.backoff ? { backoff: options.backoff } : {}),
+    ...(options.watchList === undefined ? {} : { watchList: options.watchList }),
+  };
+  return {
+    services: new Informer<Service>({
+      ...common,
+      resource: SERVICES,
+      labelSelector: serviceLabelSelector(options.proxyName),
+    }),
+    endpointSlices: new Informer<EndpointSlice>({
+      ...common,
+      resource: ENDPOINT_SLICES,
+      labelSelector: endpointSliceLabelSelector(options.proxyName),
+    }),
+    node: new Informer<Node>({
+      ...common,
+      resource: NODES,
+      fieldSelector: nodeFieldSelector(options.nodeName),
+    }),
+  };
+}
+
+export function startAll(informers: ProxyInformers): void {
+  for (const informer of Object.values(informers)) (informer as Informer<never>).start();
+}
+
+export async function stopAll(informers: ProxyInformers): Promise<void> {
+  await Promise.all(Object.values(informers).map((i: Informer<never>) => i.stop()));
+}
+
+export async function waitForAllSynced(informers: ProxyInformers, signal?: AbortSignal): Promise<void> {
+  await Promise.all(Object.values(informers).map((i: Informer<never>) => i.waitForSync(signal)));
+}

@@ -1,0 +1,58 @@
+// The stand-in API server as a process, for the netns lab and the memory benchmark:
+//   node test/support/apiserver/main.ts [--host H] [--port N] [--data FILE] [--token T]...
+// FILE is YAML or JSON: a List, or documents, of Services, EndpointSlices and Nodes (kubectl -o yaml
+// output works). Prints "listening <url>" once ready; stops on SIGTERM/SIGINT.
+
+import { readFile } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import { parseAllDocuments } from 'yaml';
+import { RESOURCE_TYPES } from '../../../src/kube/resources.ts';
+import { startApiServer } from './server.ts';
+
+const { values } = parseArgs({
+  options: {
+    host: { type: 'string', default: '127.0.0.1' },
+    port: { type: 'string', default: '0' },
+    data: { type: 'string' },
+    token: { type: 'string', multiple: true },
+    'bookmark-interval-ms': { type: 'string', default: '1000' },
+  },
+});
+
+const server = await startApiServer({
+  host: values.host,
+  port: Number(values.port),
+  bookmarkIntervalMs: Number(values['bookmark-interval-ms']),
+  ...(values.token ? { tokens: values.token } : {}),
+});
+
+if (values.data) {
+  const text = await readFile(values.data, 'utf8');
+  // JSON is YAML, but the JSON parser is far faster for the benchmark's large files.
+  const docs: unknown[] = values.data.endsWith('.json')
+    ? [JSON.parse(text)]
+    : parseAllDocuments(text).map((d) => d.toJS());
+  const objects = docs.flatMap((d) => {
+    const doc = d as { kind?: string; items?: unknown[] } | null;
+    return doc?.items && doc.kind?.endsWith('List') ? doc.items : doc ? [doc] : [];
+  }) as { kind?: string }[];
+  for (const [i, object] of objects.entries()) {
+    const resource = RESOURCE_TYPES.find((r) => r.kind === object.kind);
+    if (!resource) {
+      console.error(`${values.data}: object ${i}: kind ${JSON.stringify(object.kind)} is not served`);
+      process.exit(2);
+    }
+    const result = server.state.apply(resource, object);
+    if (!result.ok) {
+      console.error(`${values.data}: object ${i}: ${result.message}`);
+      process.exit(2);
+    }
+  }
+}
+
+console.log(`listening ${server.url}`);
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.once(signal, () => {
+    server.stop().then(() => process.exit(0));
+  });
+}

@@ -1,0 +1,566 @@
+// A real HTTP(S) server that speaks kube-apiserver's wire protocol for Services, EndpointSlices and
+// Nodes: JSON lists (chunked with expiring continue tokens), watch streams (newline-delimited JSON
+// events over chunked transfer, bookmarks, watch-list), label/field selectors, create/update/delete,
+// bearer-token and client-certificate authentication, and fault injection. Tests and the netns lab
+// drive it either over HTTP or in-process through `state` and `faults`.
+
+import { Buffer } from 'node:buffer';
+import http from 'node:http';
+import https from 'node:https';
+import type { AddressInfo, Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import { groupVersionPath, RESOURCE_TYPES, type ResourceType } from '../../../src/kube/resources.ts';
+import { matches, parseFieldSelector, parseLabelSelector, type Selector } from './selectors.ts';
+import { type Change, ClusterState, type StoredObject, type WriteResult } from './state.ts';
+
+export interface ApiServerOptions {
+  readonly host?: string;
+  readonly port?: number;
+  /** Serve HTTPS with this certificate; with `clientCa`, client certificates signed by it are accepted. */
+  readonly tls?: { readonly cert: string; readonly key: string; readonly clientCa?: string };
+  /** Accepted bearer tokens. Without tokens and without clientCa, every request is allowed. */
+  readonly tokens?: readonly string[];
+  readonly historyLimit?: number;
+  /** How often an idle watch that asked for bookmarks gets one. */
+  readonly bookmarkIntervalMs?: number;
+  /** Whether watch-list (sendInitialEvents) is offered; when not, such a watch is refused with 422. */
+  readonly watchList?: boolean;
+}
+
+export interface RequestRecord {
+  readonly method: string;
+  readonly path: string;
+  readonly query: URLSearchParams;
+  readonly authorization: string | undefined;
+}
+
+interface PendingFault {
+  count: number;
+  readonly apply: (res: http.ServerResponse) => 'handled' | Promise<void>;
+}
+
+interface Watch {
+  readonly socket: Socket;
+  readonly write: (line: string) => void;
+}
+
+type Route =
+  | {
+      readonly resource: ResourceType;
+      readonly namespace: string | undefined;
+      readonly name: string | undefined;
+    }
+  | undefined;
+
+const MAX_REQUEST_LOG = 2000;
+const MAX_SNAPSHOTS = 32;
+
+/** Fault injection, for tests and the lab. Request faults apply to the next `count` GET requests. */
+export class Faults {
+  readonly #server: StandInApiServer;
+  readonly pending: PendingFault[] = [];
+
+  constructor(server: StandInApiServer) {
+    this.#server = server;
+  }
+
+  /** Answer the next `count` GETs with this status (e.g. 500, or 429 with Retry-After). */
+  failNext(count: number, code: number, retryAfterSeconds?: number): void {
+    this.pending.push({
+      count,
+      apply: (res) => {
+        const headers: Record<string, string> = {};
+        if (retryAfterSeconds !== undefined) headers['retry-after'] = String(retryAfterSeconds);
+        const reason = code === 429 ? 'TooManyRequests' : 'InternalError';
+        sendStatus(res, code, reason, `injected fault: ${code}`, headers);
+        return 'handled';
+      },
+    });
+  }
+
+  /** Hold the next `count` GETs for `ms` before answering them normally. */
+  stallNext(count: number, ms: number): void {
+    this.pending.push({ count, apply: () => new Promise((resolve) => setTimeout(resolve, ms)) });
+  }
+
+  /** Answer the next `count` GETs with HTTP 410 Expired (as a server answers a too-old resourceVersion). */
+  expireNext(count: number): void {
+    this.pending.push({
+      count,
+      apply: (res) => {
+        sendStatus(res, 410, 'Expired', 'injected fault: too old resource version');
+        return 'handled';
+      },
+    });
+  }
+
+  /** Cut every open watch connection without a clean end. */
+  dropWatches(): number {
+    return this.#server.dropWatches();
+  }
+
+  /** Write a line to every open watch (e.g. malformed JSON). */
+  writeToWatches(line: string): void {
+    this.#server.writeToWatches(line);
+  }
+
+  /** Forget the event history: open watches' next resume and outstanding continue tokens get 410. */
+  compact(): void {
+    this.#server.compact();
+  }
+}
+
+export class StandInApiServer {
+  readonly state: ClusterState;
+  readonly faults: Faults;
+  readonly requests: RequestRecord[] = [];
+  #url = '';
+  #tokens: Set<string> | undefined;
+  readonly #options: ApiServerOptions;
+  readonly #server: http.Server;
+  readonly #watches = new Set<Watch>();
+  readonly #sockets = new Set<Socket>();
+  readonly #snapshots = new Map<string, { readonly rv: number; readonly items: readonly StoredObject[] }>();
+  #snapshotSeq = 0;
+
+  constructor(options: ApiServerOptions = {}) {
+    this.#options = options;
+    this.state = new ClusterState({ historyLimit: options.historyLimit });
+    this.faults = new Faults(this);
+    this.#tokens = options.tokens ? new Set(options.tokens) : undefined;
+    const handler = (req: http.IncomingMessage, res: http.ServerResponse) => {
+      this.#handle(req, res).catch((err: unknown) => {
+        if (!res.headersSent) sendStatus(res, 500, 'InternalError', String(err));
+        else res.destroy();
+      });
+    };
+    this.#server = options.tls
+      ? https.createServer(
+          {
+            cert: options.tls.cert,
+            key: options.tls.key,
+            ...(options.tls.clientCa
+              ? { ca: options.tls.clientCa, requestCert: true, rejectUnauthorized: false }
+              : {}),
+          },
+          handler,
+        )
+      : http.createServer(handler);
+    this.#server.on('connection', (socket: Socket) => {
+      this.#sockets.add(socket);
+      socket.on('close', () => this.#sockets.delete(socket));
+    });
+    // tls servers report the TLS socket on secureConnection; track it too so stop() can close it.
+    this.#server.on('secureConnection', (socket: Socket) => {
+      this.#sockets.add(socket);
+      socket.on('close', () => this.#sockets.delete(socket));
+    });
+  }
+
+  /** Base URL, e.g. http://127.0.0.1:40123 (after start). */
+  get url(): string {
+    return this.#url;
+  }
+
+  get openWatches(): number {
+    return this.#watches.size;
+  }
+
+  /** Replace the accepted bearer tokens (token rotation). */
+  setTokens(tokens: readonly string[]): void {
+    this.#tokens = new Set(tokens);
+  }
+
+  async start(): Promise<string> {
+    const host = this.#options.host ?? '127.0.0.1';
+    await new Promise<void>((resolve, reject) => {
+      this.#server.once('error', reject);
+      this.#server.listen(this.#options.port ?? 0, host, () => resolve());
+    });
+    const { port } = this.#server.address() as AddressInfo;
+    const shownHost = host.includes(':') ? `[${host}]` : host;
+    this.#url = `${this.#options.tls ? 'https' : 'http'}://${shownHost}:${port}`;
+    return this.#url;
+  }
+
+  async stop(): Promise<void> {
+    for (const socket of this.#sockets) socket.destroy();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+
+  /** Compaction also ends every list snapshot that continue tokens point into. */
+  compact(): void {
+    this.state.compact();
+    this.#snapshots.clear();
+  }
+
+  dropWatches(): number {
+    const n = this.#watches.size;
+    for (const w of this.#watches) w.socket.destroy();
+    this.#watches.clear();
+    return n;
+  }
+
+  writeToWatches(line: string): void {
+    for (const w of this.#watches) w.write(line);
+  }
+
+  async #handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://stand-in');
+    this.requests.push({
+      method: req.method ?? 'GET',
+      path: url.pathname,
+      query: url.searchParams,
+      authorization: req.headers.authorization,
+    });
+    if (this.requests.length > MAX_REQUEST_LOG)
+      this.requests.splice(0, this.requests.length - MAX_REQUEST_LOG);
+
+    if (!this.#authenticated(req)) {
+      sendStatus(res, 401, 'Unauthorized', 'Unauthorized');
+      return;
+    }
+    if (url.pathname === '/version') {
+      sendJson(res, 200, { major: '1', minor: '34', gitVersion: 'v1.34.0-kproxy-stand-in' });
+      return;
+    }
+    const route = parseRoute(url.pathname);
+    if (!route) {
+      sendStatus(res, 404, 'NotFound', `the server could not find the requested resource (${url.pathname})`);
+      return;
+    }
+    if (req.method === 'GET') {
+      const fault = this.faults.pending.find((f) => f.count > 0);
+      if (fault) {
+        fault.count--;
+        const outcome = fault.apply(res);
+        if (outcome === 'handled') return;
+        await outcome;
+        if (res.destroyed) return;
+      }
+    }
+    switch (req.method) {
+      case 'GET':
+        if (route.name !== undefined) this.#get(res, route.resource, route.namespace, route.name);
+        else if (url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1')
+          this.#watch(req, res, route.resource, route.namespace, url.searchParams);
+        else this.#list(res, route.resource, route.namespace, url.searchParams);
+        return;
+      case 'POST':
+      case 'PUT': {
+        const body = await readJson(req);
+        if (body === undefined || typeof body !== 'object' || body === null) {
+          sendStatus(res, 400, 'BadRequest', 'the request body is not a JSON object');
+          return;
+        }
+        const input = body as { metadata?: { name?: unknown; namespace?: unknown } };
+        const metadata = { ...input.metadata };
+        if (route.namespace !== undefined) metadata.namespace = route.namespace;
+        if (req.method === 'PUT') {
+          if (route.name === undefined || metadata.name !== route.name) {
+            sendStatus(res, 400, 'BadRequest', 'the name in the body does not match the URL');
+            return;
+          }
+          sendWrite(res, route.resource, this.state.update(route.resource, { ...input, metadata }), 200);
+        } else {
+          sendWrite(res, route.resource, this.state.create(route.resource, { ...input, metadata }), 201);
+        }
+        return;
+      }
+      case 'DELETE':
+        if (route.name === undefined) {
+          sendStatus(res, 405, 'MethodNotAllowed', 'collection delete is not supported');
+          return;
+        }
+        sendWrite(res, route.resource, this.state.delete(route.resource, route.namespace, route.name), 200);
+        return;
+      default:
+        sendStatus(res, 405, 'MethodNotAllowed', `${req.method} is not supported`);
+    }
+  }
+
+  #authenticated(req: http.IncomingMessage): boolean {
+    const needsAuth = this.#tokens !== undefined || this.#options.tls?.clientCa !== undefined;
+    if (!needsAuth) return true;
+    const auth = req.headers.authorization;
+    if (auth?.startsWith('Bearer ') && this.#tokens?.has(auth.slice(7))) return true;
+    const socket = req.socket as TLSSocket;
+    return this.#options.tls?.clientCa !== undefined && socket.authorized === true;
+  }
+
+  #get(res: http.ServerResponse, resource: ResourceType, namespace: string | undefined, name: string): void {
+    const object = this.state.get(resource, namespace, name);
+    if (!object) sendStatus(res, 404, 'NotFound', `${resource.plural} "${name}" not found`);
+    else sendJson(res, 200, withKind(resource, object));
+  }
+
+  #list(
+    res: http.ServerResponse,
+    resource: ResourceType,
+    namespace: string | undefined,
+    q: URLSearchParams,
+  ): void {
+    const filter = selectorFilter(resource, namespace, q);
+    if (typeof filter === 'string') {
+      sendStatus(res, 400, 'BadRequest', filter);
+      return;
+    }
+    const limit = Number(q.get('limit') ?? '0');
+    const token = q.get('continue');
+    let snapshotId: string;
+    let offset = 0;
+    let snapshot: { readonly rv: number; readonly items: readonly StoredObject[] } | undefined;
+    if (token) {
+      const decoded = decodeContinue(token);
+      snapshot = decoded ? this.#snapshots.get(decoded.id) : undefined;
+      if (!decoded || !snapshot || snapshot.rv < this.state.oldestResourceVersion) {
+        sendStatus(
+          res,
+          410,
+          'Expired',
+          'The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.',
+        );
+        return;
+      }
+      snapshotId = decoded.id;
+      offset = decoded.offset;
+    } else {
+      const full = this.state.snapshot(resource);
+      snapshot = { rv: full.rv, items: full.items.filter(filter) };
+      snapshotId = String(++this.#snapshotSeq);
+    }
+    const end = limit > 0 ? Math.min(offset + limit, snapshot.items.length) : snapshot.items.length;
+    const metadata: Record<string, unknown> = { resourceVersion: String(snapshot.rv) };
+    if (end < snapshot.items.length) {
+      this.#snapshots.set(snapshotId, snapshot);
+      if (this.#snapshots.size > MAX_SNAPSHOTS) this.#snapshots.delete(this.#snapshots.keys().next().value!);
+      metadata.continue = encodeContinue(snapshotId, snapshot.rv, end);
+      metadata.remainingItemCount = snapshot.items.length - end;
+    } else {
+      this.#snapshots.delete(snapshotId);
+    }
+    sendJson(res, 200, {
+      kind: resource.listKind,
+      apiVersion: resource.apiVersion,
+      metadata,
+      items: snapshot.items.slice(offset, end),
+    });
+  }
+
+  #watch(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    resource: ResourceType,
+    namespace: string | undefined,
+    q: URLSearchParams,
+  ): void {
+    const filter = selectorFilter(resource, namespace, q);
+    if (typeof filter === 'string') {
+      sendStatus(res, 400, 'BadRequest', filter);
+      return;
+    }
+    const bookmarks = q.get('allowWatchBookmarks') === 'true';
+    const initialEvents = q.get('sendInitialEvents') === 'true';
+    if (initialEvents) {
+      if (this.#options.watchList === false) {
+        sendStatus(
+          res,
+          422,
+          'Invalid',
+          'sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled',
+        );
+        return;
+      }
+      if (q.get('resourceVersionMatch') !== 'NotOlderThan' || !bookmarks) {
+        sendStatus(
+          res,
+          422,
+          'Invalid',
+          'sendInitialEvents requires resourceVersionMatch=NotOlderThan and allowWatchBookmarks=true',
+        );
+        return;
+      }
+    }
+    const rvParam = q.get('resourceVersion') ?? '';
+    res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-cache, private' });
+    res.flushHeaders();
+    const write = (line: string) => {
+      if (!res.destroyed) res.write(line);
+    };
+    const send = (type: string, object: unknown) => write(`${JSON.stringify({ type, object })}\n`);
+    const bookmark = (annotations?: Record<string, string>) =>
+      send('BOOKMARK', {
+        kind: resource.kind,
+        apiVersion: resource.apiVersion,
+        metadata: {
+          resourceVersion: String(this.state.resourceVersion),
+          ...(annotations ? { annotations } : {}),
+        },
+      });
+    const deliver = (change: Change) => {
+      if (change.resource !== resource.plural) return;
+      const type = filteredType(change, filter);
+      if (type) send(type, withKind(resource, change.object));
+    };
+
+    // Replaying history and subscribing happen in one synchronous step, so no change falls between.
+    if (initialEvents || rvParam === '' || rvParam === '0') {
+      for (const object of this.state.snapshot(resource).items)
+        if (filter(object)) send('ADDED', withKind(resource, object));
+      if (initialEvents) bookmark({ 'k8s.io/initial-events-end': 'true' });
+    } else {
+      const changes = this.state.changesSince(resource, Number(rvParam));
+      if (changes === 'expired') {
+        send(
+          'ERROR',
+          status(
+            410,
+            'Expired',
+            `too old resource version: ${rvParam} (${this.state.oldestResourceVersion})`,
+          ),
+        );
+        res.end();
+        return;
+      }
+      for (const change of changes) deliver(change);
+    }
+    const unsubscribe = this.state.subscribe(deliver);
+    const watch: Watch = { socket: req.socket, write };
+    this.#watches.add(watch);
+    const timers: NodeJS.Timeout[] = [];
+    if (bookmarks) timers.push(setInterval(() => bookmark(), this.#options.bookmarkIntervalMs ?? 1000));
+    const timeoutSeconds = Number(q.get('timeoutSeconds') ?? '0');
+    if (timeoutSeconds > 0) timers.push(setTimeout(() => res.end(), timeoutSeconds * 1000));
+    res.on('close', () => {
+      unsubscribe();
+      this.#watches.delete(watch);
+      for (const t of timers) clearTimeout(t);
+    });
+  }
+}
+
+/** The event type a selector-filtered watcher sees: an object entering the selection is ADDED to it. */
+function filteredType(change: Change, filter: (o: StoredObject) => boolean): string | undefined {
+  const now = filter(change.object);
+  if (change.type === 'MODIFIED') {
+    const before = change.previous !== undefined && filter(change.previous);
+    if (before && now) return 'MODIFIED';
+    if (now) return 'ADDED';
+    return before ? 'DELETED' : undefined;
+  }
+  return now ? change.type : undefined;
+}
+
+function selectorFilter(
+  resource: ResourceType,
+  namespace: string | undefined,
+  q: URLSearchParams,
+): ((o: StoredObject) => boolean) | string {
+  const labels = parseLabelSelector(q.get('labelSelector'));
+  if (!labels.ok) return `labelSelector: ${labels.reason}`;
+  const fields = parseFieldSelector(q.get('fieldSelector'));
+  if (!fields.ok) return `fieldSelector: ${fields.reason}`;
+  const labelSel: Selector = labels.selector;
+  const fieldSel: Selector = fields.selector;
+  return (o) =>
+    (namespace === undefined || !resource.namespaced || o.metadata.namespace === namespace) &&
+    matches(labelSel, o.metadata.labels ?? {}) &&
+    matches(fieldSel, { 'metadata.name': o.metadata.name, 'metadata.namespace': o.metadata.namespace ?? '' });
+}
+
+function parseRoute(pathname: string): Route {
+  for (const resource of RESOURCE_TYPES) {
+    const prefix = `${groupVersionPath(resource)}/`;
+    if (!pathname.startsWith(prefix)) continue;
+    const parts = pathname.slice(prefix.length).split('/').map(decodeURIComponent);
+    if (
+      parts[0] === 'namespaces' &&
+      resource.namespaced &&
+      parts.length >= 3 &&
+      parts[2] === resource.plural
+    ) {
+      if (parts.length <= 4) return { resource, namespace: parts[1], name: parts[3] };
+    } else if (parts[0] === resource.plural && parts.length <= 2) {
+      return { resource, namespace: undefined, name: parts[1] };
+    }
+  }
+  return undefined;
+}
+
+function encodeContinue(id: string, rv: number, offset: number): string {
+  return Buffer.from(JSON.stringify({ id, rv, offset })).toString('base64url');
+}
+
+function decodeContinue(token: string): { id: string; offset: number } | undefined {
+  try {
+    const parsed = JSON.parse(Buffer.from(token, 'base64url').toString()) as {
+      id?: unknown;
+      offset?: unknown;
+    };
+    return typeof parsed.id === 'string' && typeof parsed.offset === 'number'
+      ? { id: parsed.id, offset: parsed.offset }
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function withKind(resource: ResourceType, object: StoredObject): unknown {
+  return { kind: resource.kind, apiVersion: resource.apiVersion, ...object };
+}
+
+function status(code: number, reason: string, message: string): unknown {
+  return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code };
+}
+
+function sendJson(
+  res: http.ServerResponse,
+  code: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
+  const text = JSON.stringify(body);
+  res.writeHead(code, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+    ...headers,
+  });
+  res.end(text);
+}
+
+function sendStatus(
+  res: http.ServerResponse,
+  code: number,
+  reason: string,
+  message: string,
+  headers: Record<string, string> = {},
+): void {
+  sendJson(res, code, status(code, reason, message), headers);
+}
+
+function sendWrite(
+  res: http.ServerResponse,
+  resource: ResourceType,
+  result: WriteResult,
+  okCode: number,
+): void {
+  if (result.ok) sendJson(res, okCode, withKind(resource, result.object));
+  else sendStatus(res, result.code, result.reason, result.message);
+}
+
+async function readJson(req: http.IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+/** Starts a stand-in API server (on 127.0.0.1 and a free port unless told otherwise). */
+export async function startApiServer(options: ApiServerOptions = {}): Promise<StandInApiServer> {
+  const server = new StandInApiServer(options);
+  await server.start();
+  return server;
+}
