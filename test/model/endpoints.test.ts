@@ -141,10 +141,11 @@ describe('endpoints of a service port', () => {
   });
 
   it('ignores slices labelled for another proxy or as headless', () => {
-    for (const labels of [
+    const cases: Record<string, string>[] = [
       { 'service.kubernetes.io/service-proxy-name': 'x' },
       { 'service.kubernetes.io/headless': '' },
-    ]) {
+    ];
+    for (const labels of cases) {
       const out = build([service('web'), slice('web', [endpoint('10.244.1.5')], { labels })]);
       assert.equal(portOf(out, WEB).hasEndpoints, false);
     }
