@@ -1,0 +1,201 @@
+// The fields of a KubeProxyConfiguration that kproxy understands, keyed by their dotted path
+// ("iptables.masqueradeBit"), and how one raw value of each is checked. The config file and the
+// command-line flags both go through here, so a value means the same wherever it comes from.
+
+import { canonicalCIDR, canonicalIP } from '../model/ip-address.ts';
+import { parseGoDuration } from './go-duration.ts';
+
+export type FieldValue = string | number | boolean | readonly string[];
+
+export type FieldSpec =
+  | { readonly type: 'string'; readonly oneOf?: readonly string[]; readonly check?: ItemCheck }
+  | { readonly type: 'boolean' }
+  | { readonly type: 'integer'; readonly min: number; readonly max: number; readonly zeroIsUnset?: boolean }
+  | { readonly type: 'number'; readonly min: number; readonly zeroIsUnset?: boolean }
+  | { readonly type: 'duration'; readonly zeroIsUnset?: boolean }
+  | { readonly type: 'list'; readonly check: ItemCheck }
+  /** A kube-proxy field kproxy has no use for: any value is accepted so existing files still load. */
+  | { readonly type: 'accepted' };
+
+/** A reason when `item` is not acceptable. */
+type ItemCheck = (item: string) => string | undefined;
+
+/** The value, `undefined` when the field is left unset (null, "", or a zero that means "default"), or a reason. */
+export type FieldParse =
+  | { readonly ok: true; readonly value: FieldValue | undefined }
+  | { readonly ok: false; readonly reason: string };
+
+const INT32_MAX = 2 ** 31 - 1;
+const duration = { type: 'duration' } as const;
+const periodDuration = { type: 'duration', zeroIsUnset: true } as const;
+const boolean = { type: 'boolean' } as const;
+const string = { type: 'string' } as const;
+const accepted = { type: 'accepted' } as const;
+
+const checkCIDR: ItemCheck = (item) => (canonicalCIDR(item) ? undefined : `${show(item)} is not a CIDR`);
+const checkIP: ItemCheck = (item) => (canonicalIP(item) ? undefined : `${show(item)} is not an IP address`);
+const checkNodePortAddress: ItemCheck = (item) =>
+  item === 'primary' || canonicalCIDR(item) ? undefined : `${show(item)} is not a CIDR or "primary"`;
+/** "IP:port", "[IPv6]:port", ":port", or a bare IP (kube-proxy then adds the default port). */
+const checkBindAddress: ItemCheck = (item) => {
+  if (canonicalIP(item)) return undefined;
+  const match = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d+)$/.exec(item);
+  const host = match?.[1] ?? match?.[2];
+  if (match === null || host === undefined || (host !== '' && !canonicalIP(host))) {
+    return `${show(item)} is not an IP:port address`;
+  }
+  return Number(match[3]) <= 65535 ? undefined : `${show(item)} has a port out of range (0-65535)`;
+};
+
+export const PROXY_MODES = ['iptables', 'nftables', 'ipvs'] as const;
+export const DETECT_LOCAL_MODES = [
+  'ClusterCIDR',
+  'NodeCIDR',
+  'BridgeInterface',
+  'InterfaceNamePrefix',
+] as const;
+export const IPVS_SCHEDULERS = [
+  'rr',
+  'wrr',
+  'lc',
+  'wlc',
+  'lblc',
+  'lblcr',
+  'sh',
+  'dh',
+  'sed',
+  'nq',
+  'mh',
+] as const;
+
+const modeSection = {
+  masqueradeAll: boolean,
+  masqueradeBit: { type: 'integer', min: 0, max: 31 },
+  syncPeriod: periodDuration,
+  minSyncPeriod: periodDuration,
+  localhostNodePorts: boolean,
+} as const;
+
+/** Every field path kproxy reads from a config file (kube-proxy's names, plus kproxy's nodeIPs). */
+export const CONFIG_FIELDS: ReadonlyMap<string, FieldSpec> = new Map<string, FieldSpec>([
+  ['mode', { type: 'string', oneOf: PROXY_MODES }],
+  ['hostnameOverride', string],
+  ['nodeIPs', { type: 'list', check: checkIP }],
+  ['bindAddress', { type: 'string', check: checkIP }],
+  ['healthzBindAddress', { type: 'string', check: checkBindAddress }],
+  ['metricsBindAddress', { type: 'string', check: checkBindAddress }],
+  ['clusterCIDR', { type: 'list', check: checkCIDR }],
+  ['detectLocalMode', { type: 'string', oneOf: DETECT_LOCAL_MODES }],
+  ['detectLocal.bridgeInterface', string],
+  ['detectLocal.interfaceNamePrefix', string],
+  ['nodePortAddresses', { type: 'list', check: checkNodePortAddress }],
+  ['masqueradeAll', boolean],
+  ['syncPeriod', periodDuration],
+  ['minSyncPeriod', periodDuration],
+  ...sectionFields('iptables', modeSection),
+  ...sectionFields('nftables', modeSection),
+  ['ipvs.scheduler', { type: 'string', oneOf: IPVS_SCHEDULERS }],
+  ['ipvs.syncPeriod', periodDuration],
+  ['ipvs.minSyncPeriod', duration],
+  ['ipvs.strictARP', boolean],
+  ['ipvs.tcpTimeout', duration],
+  ['ipvs.tcpFinTimeout', duration],
+  ['ipvs.udpTimeout', duration],
+  ['ipvs.excludeCIDRs', { type: 'list', check: checkCIDR }],
+  ['conntrack.maxPerCore', { type: 'integer', min: 0, max: INT32_MAX }],
+  ['conntrack.min', { type: 'integer', min: 0, max: INT32_MAX }],
+  ['conntrack.tcpEstablishedTimeout', duration],
+  ['conntrack.tcpCloseWaitTimeout', duration],
+  ['conntrack.tcpBeLiberal', boolean],
+  ['conntrack.udpTimeout', duration],
+  ['conntrack.udpStreamTimeout', duration],
+  ['clientConnection.kubeconfig', string],
+  ['clientConnection.qps', { type: 'number', min: 0, zeroIsUnset: true }],
+  ['clientConnection.burst', { type: 'integer', min: 0, max: INT32_MAX, zeroIsUnset: true }],
+  ['logging.verbosity', { type: 'integer', min: 0, max: INT32_MAX }],
+  // Fields kube-proxy (or kubeadm's generated file) has that do not apply to kproxy.
+  ['bindAddressHardFail', accepted],
+  ['configSyncPeriod', accepted],
+  ['enableProfiling', accepted],
+  ['featureGates', accepted],
+  ['oomScoreAdj', accepted],
+  ['portRange', accepted],
+  ['showHiddenMetricsForVersion', accepted],
+  ['udpIdleTimeout', accepted],
+  ['winkernel', accepted],
+  ['clientConnection.acceptContentTypes', accepted],
+  ['clientConnection.contentType', accepted],
+  ['conntrack.max', accepted],
+  ['logging.format', accepted],
+  ['logging.flushFrequency', accepted],
+  ['logging.options', accepted],
+]);
+
+function sectionFields(section: string, fields: Readonly<Record<string, FieldSpec>>): [string, FieldSpec][] {
+  return Object.entries(fields).map(([name, spec]) => [`${section}.${name}`, spec]);
+}
+
+/** Checks one raw value: from YAML (any JSON-like value) or from a flag (a string, boolean or string[]). */
+export function parseFieldValue(spec: FieldSpec, raw: unknown): FieldParse {
+  if (raw === null || raw === undefined) return unset;
+  switch (spec.type) {
+    case 'accepted':
+      return unset;
+    case 'boolean':
+      if (typeof raw === 'boolean') return { ok: true, value: raw };
+      if (raw === 'true' || raw === 'false') return { ok: true, value: raw === 'true' };
+      return fail(`${show(raw)} is not true or false`);
+    case 'string': {
+      if (typeof raw !== 'string') return fail(`${show(raw)} is not a string`);
+      if (raw === '') return unset;
+      if (spec.oneOf && !spec.oneOf.includes(raw))
+        return fail(`${show(raw)} is not one of ${spec.oneOf.join(', ')}`);
+      const reason = spec.check?.(raw);
+      return reason === undefined ? { ok: true, value: raw } : fail(reason);
+    }
+    case 'integer':
+    case 'number': {
+      const value = typeof raw === 'string' && /^-?\d+(\.\d+)?$/.test(raw) ? Number(raw) : raw;
+      if (
+        typeof value !== 'number' ||
+        !Number.isFinite(value) ||
+        (spec.type === 'integer' && !Number.isInteger(value))
+      ) {
+        return fail(`${show(raw)} is not ${spec.type === 'integer' ? 'an integer' : 'a number'}`);
+      }
+      if (spec.type === 'integer' && (value < spec.min || value > spec.max)) {
+        return fail(`${value} is out of range (${spec.min}-${spec.max})`);
+      }
+      if (value < spec.min) return fail(`${value} is less than ${spec.min}`);
+      return value === 0 && spec.zeroIsUnset ? unset : { ok: true, value };
+    }
+    case 'duration': {
+      const ms = typeof raw === 'string' ? parseGoDuration(raw) : undefined;
+      if (ms === undefined) return fail(`${show(raw)} is not a duration (like 30s, 1m0s, 500ms)`);
+      return ms === 0 && spec.zeroIsUnset ? unset : { ok: true, value: ms };
+    }
+    case 'list': {
+      const items = typeof raw === 'string' ? raw.split(',') : raw;
+      if (!Array.isArray(items) || !items.every((item) => typeof item === 'string')) {
+        return fail(`${show(raw)} is not a list of strings`);
+      }
+      const trimmed = items.map((item) => item.trim()).filter((item) => item !== '');
+      for (const item of trimmed) {
+        const reason = spec.check(item);
+        if (reason !== undefined) return fail(reason);
+      }
+      return trimmed.length === 0 ? unset : { ok: true, value: trimmed };
+    }
+  }
+}
+
+const unset: FieldParse = { ok: true, value: undefined };
+
+function fail(reason: string): FieldParse {
+  return { ok: false, reason };
+}
+
+/** A value as it appears in a message: strings quoted, everything else as JSON. */
+export function show(value: unknown): string {
+  return JSON.stringify(value) ?? String(value);
+}

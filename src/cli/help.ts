@@ -1,0 +1,41 @@
+// Usage text for `kproxy help` and `kproxy render --help`.
+import { PROXY_FLAGS } from './proxy-flags.ts';
+
+export const MAIN_USAGE = `kproxy: a kube-proxy replacement (nftables, iptables, IPVS)
+
+Usage: kproxy COMMAND [flags]
+
+Commands:
+  render     print the rules for cluster objects read from files (dry run)
+  help       show this help (also --help, -h)
+  version    print the version
+
+Run "kproxy render --help" for the render flags.
+`;
+
+const proxyFlagLines = Object.entries(PROXY_FLAGS)
+  .map(([name, flag]) => {
+    const left = `  --${name}${flag.type === 'boolean' ? '' : ' VALUE'}`;
+    return `${left.padEnd(42)} ${flag.help}`;
+  })
+  .join('\n');
+
+export const RENDER_USAGE = `Usage: kproxy render [--mode nftables|iptables] (--input PATH... | --example) [flags]
+
+Reads Services, EndpointSlices and Nodes (kubectl get services,endpointslices,nodes -A -o yaml|json,
+a List, multi-document YAML or single objects) and prints the ruleset this node would get.
+
+  --mode MODE                                nftables or iptables (same as --proxy-mode; default iptables)
+  --input PATH                               file, directory (its .yaml/.yml/.json files) or - for stdin;
+                                             repeatable
+  --example                                  also read the bundled example cluster; without --node,
+                                             render for its first node (node-1)
+  --since PATH                               print the incremental update from PATH's objects instead
+                                             of the full ruleset; repeatable like --input
+  --strict                                   exit 1 (and print nothing) when any object was skipped
+  --family ipv4|ipv6|both                    which families to render (default both)
+  --config FILE                              KubeProxyConfiguration file; flags override it
+
+kube-proxy flags (same meanings):
+${proxyFlagLines}
+`;

@@ -1,0 +1,42 @@
+// Text of one input file → the plain documents in it. Accepts JSON (what `kubectl -o json`
+// prints) and YAML with any number of `---` separated documents. A file that does not parse is a
+// user error naming the file and line.
+import { LineCounter, parseAllDocuments } from 'yaml';
+
+export type ParseDocumentsResult =
+  | { readonly ok: true; readonly documents: readonly unknown[] }
+  | { readonly ok: false; readonly error: string };
+
+export function parseDocuments(text: string, file: string): ParseDocumentsResult {
+  const json = parseJsonFast(text);
+  if (json !== undefined) return { ok: true, documents: [json] };
+  const lineCounter = new LineCounter();
+  const parsed = parseAllDocuments(text, { lineCounter, prettyErrors: false });
+  // parseAllDocuments returns an EmptyStream (not an array) for empty input.
+  const documents = Array.isArray(parsed) ? parsed : [];
+  const documentsOut: unknown[] = [];
+  for (const document of documents) {
+    const error = document.errors[0];
+    if (error !== undefined) {
+      return { ok: false, error: `${file}:${lineCounter.linePos(error.pos[0]).line}: ${error.message}` };
+    }
+    const value: unknown = document.toJS({ maxAliasCount: 100 });
+    // An empty document (a stray `---`) holds nothing.
+    if (value !== null && value !== undefined) documentsOut.push(value);
+  }
+  return { ok: true, documents: documentsOut };
+}
+
+/**
+ * kubectl's JSON output can be large; JSON.parse is much faster than the YAML parser. Anything
+ * that is not valid JSON goes to the YAML parser, which also gives the line of a syntax error.
+ */
+function parseJsonFast(text: string): unknown {
+  const first = text.trimStart()[0];
+  if (first !== '{' && first !== '[') return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
