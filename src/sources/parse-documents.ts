@@ -20,7 +20,14 @@ export function parseDocuments(text: string, file: string): ParseDocumentsResult
     if (error !== undefined) {
       return { ok: false, error: `${file}:${lineCounter.linePos(error.pos[0]).line}: ${error.message}` };
     }
-    const value: unknown = document.toJS({ maxAliasCount: 100 });
+    let value: unknown;
+    try {
+      value = document.toJS({ maxAliasCount: 100 });
+    } catch (error) {
+      // Alias problems (unknown anchor, alias bombs) only show when converting.
+      const line = lineCounter.linePos(document.range[0]).line;
+      return { ok: false, error: `${file}:${line}: ${(error as Error).message}` };
+    }
     // An empty document (a stray `---`) holds nothing.
     if (value !== null && value !== undefined) documentsOut.push(value);
   }

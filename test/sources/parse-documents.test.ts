@@ -1,0 +1,54 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { parseDocuments } from '../../src/sources/parse-documents.ts';
+
+test('multi-document YAML gives one document per ---, skipping empty ones', () => {
+  const text = '---\nkind: Service\nmetadata: {name: a}\n---\n---\nkind: Node\nmetadata: {name: n}\n';
+  const result = parseDocuments(text, 'x.yaml');
+  assert.deepEqual(result, {
+    ok: true,
+    documents: [
+      { kind: 'Service', metadata: { name: 'a' } },
+      { kind: 'Node', metadata: { name: 'n' } },
+    ],
+  });
+});
+
+test('JSON (kubectl -o json) parses as one document', () => {
+  const result = parseDocuments('{"kind": "List", "items": [{"kind": "Node"}]}\n', 'x.json');
+  assert.deepEqual(result, { ok: true, documents: [{ kind: 'List', items: [{ kind: 'Node' }] }] });
+});
+
+test('an empty file has no documents', () => {
+  assert.deepEqual(parseDocuments('', 'empty.yaml'), { ok: true, documents: [] });
+  assert.deepEqual(parseDocuments('# only a comment\n', 'c.yaml'), { ok: true, documents: [] });
+});
+
+test('a YAML syntax error names the file and the line', () => {
+  const result = parseDocuments('kind: Service\nmetadata:\n  name: web\n  labels: {a: 1\nspec: {}\n', 'svc.yaml');
+  assert.equal(result.ok, false);
+  assert.equal(!result.ok && result.error, 'svc.yaml:5: Flow map in block collection must be sufficiently indented and end with a }');
+  assert.equal(!result.ok && result.error.split('\n').length, 1, 'one line, no code frame');
+});
+
+test('a syntax error in a later document reports that document’s line', () => {
+  const result = parseDocuments('kind: Node\n---\nkind: Service\nmetadata: [\n', 'two.yaml');
+  assert.equal(result.ok, false);
+  assert.match(!result.ok ? result.error : '', /^two\.yaml:5: /);
+});
+
+test('broken JSON falls back to the YAML parser and reports file:line', () => {
+  const result = parseDocuments('{\n  "kind": "Service",\n  "metadata": {,}\n}\n', 'bad.json');
+  assert.deepEqual(result.ok, false);
+  assert.equal(!result.ok && result.error, 'bad.json:3: Unexpected , in flow map');
+});
+
+test('duplicate keys are a parse error, not a silent overwrite', () => {
+  const result = parseDocuments('kind: Service\nkind: Node\n', 'dup.yaml');
+  assert.match(!result.ok ? result.error : '', /^dup\.yaml:2: .*unique/);
+});
+
+test('an alias to an unknown anchor is a user error, not a crash', () => {
+  const result = parseDocuments('kind: Node\n---\nkind: Service\nmetadata: *missing\n', 'alias.yaml');
+  assert.match(!result.ok ? result.error : '', /^alias\.yaml:\d+: .*alias/i);
+});
