@@ -65,8 +65,8 @@ function rawSlice(fields: Record<string, unknown> = {}): Record<string, unknown>
 
 function decoded<T extends KubeObject>(raw: unknown): T {
   const result = decodeObject(raw);
-  assert.equal(result.kind, 'object', JSON.stringify(result));
-  return (result as { object: T }).object;
+  if (result.kind !== 'object') assert.fail(JSON.stringify(result));
+  return result.object as T;
 }
 
 function reasonOf(result: DecodeResult): string {
