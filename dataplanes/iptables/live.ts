@@ -1,0 +1,273 @@
+// The live iptables dataplane: the only iptables code that touches the kernel.
+//
+// It keeps a record of what it committed (the state, the nat chains it owns, rule counts) and
+// never reads the kernel on the hot path: an incremental sync is planned from the record. It reads
+// the kernel once at start (to find chains an earlier run left), for the cheap canary check, and
+// in cleanup. Anything unexpected — a missing canary, a failed restore — leads to a full sync.
+import type { DualStackState, IPFamily } from '../../src/model/proxy-state.ts';
+import type { CommandRunner } from '../shared/command-runner.ts';
+import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
+import { deleteStaleUdpFlows, staleUdpFlowDeletions } from '../shared/udp-conntrack-cleanup.ts';
+import { chooseBackend, type IptablesBackend, type IptablesTools, iptablesTools } from './backend.ts';
+import { CANARY_CHAIN, isKproxyChain } from './chain-names.ts';
+import { JUMP_RULES } from './jump-rules.ts';
+import { iptablesPlanner } from './planner.ts';
+import {
+  applyRuleCounts,
+  FAMILIES,
+  type FamilyPlan,
+  type IptablesPlan,
+  type IptablesTable,
+  restoreInput,
+} from './restore-plan.ts';
+
+export type IptablesLog = (message: string, fields?: Readonly<Record<string, unknown>>) => void;
+
+export interface IptablesDataplaneOptions {
+  readonly runner: CommandRunner;
+  /** Use this backend; otherwise start() chooses like kube-proxy (and logs why). */
+  readonly backend?: IptablesBackend;
+  readonly log?: IptablesLog;
+}
+
+/** An iptables tool failed; `stderr` says why. */
+export class IptablesCommandError extends Error {
+  readonly stderr: string;
+  constructor(command: string, stderr: string) {
+    super(`${command} failed: ${stderr.trim()}`);
+    this.name = 'IptablesCommandError';
+    this.stderr = stderr;
+  }
+}
+
+const TABLES: readonly IptablesTable[] = ['filter', 'nat', 'mangle'];
+const RESTORE_FLAGS = ['--noflush', '--wait'];
+
+export class IptablesDataplane implements LiveDataplane {
+  readonly mode = 'iptables';
+  readonly #runner: CommandRunner;
+  readonly #log: IptablesLog;
+  #backend: IptablesBackend | undefined;
+  /** The state the kernel holds, when we are sure of it; undefined forces the next sync to be full. */
+  #committed: DualStackState | undefined;
+  /** The last state synced, even if the record was invalidated since (for conntrack cleanup). */
+  #lastSynced: DualStackState | undefined;
+  /** Per family, the nat chains we own (so a full sync can delete the stale ones). */
+  readonly #natChains = new Map<IPFamily, Set<string>>();
+  /** Per family, rules per "table/chain" (for the rule-count metrics). */
+  readonly #ruleCounts = new Map<IPFamily, Map<string, number>>();
+
+  constructor(options: IptablesDataplaneOptions) {
+    this.#runner = options.runner;
+    this.#backend = options.backend;
+    this.#log = options.log ?? (() => {});
+  }
+
+  get backend(): IptablesBackend | undefined {
+    return this.#backend;
+  }
+
+  async start(): Promise<void> {
+    await this.#ensureBackend();
+    for (const family of FAMILIES) {
+      this.#natChains.set(family, new Set((await this.#existingChains(family, 'nat')).filter(isKproxyChain)));
+    }
+  }
+
+  async sync(state: DualStackState, kind: SyncKind): Promise<SyncOutcome> {
+    await this.#ensureBackend();
+    const prev = this.#lastSynced;
+    let ran: SyncKind = 'full';
+    if (kind === 'incremental' && this.#committed !== undefined) {
+      ran = (await this.#tryIncremental(this.#committed, state)) ? 'incremental' : 'full';
+    }
+    if (ran === 'full') await this.#syncFull(state);
+    this.#committed = state;
+    this.#lastSynced = state;
+    return {
+      kind: ran,
+      objectCount: this.#objectCount(),
+      conntrackEntriesDeleted: await this.#cleanConntrack(prev, state),
+    };
+  }
+
+  async intact(): Promise<boolean> {
+    const committed = this.#committed;
+    if (committed === undefined || this.#backend === undefined) return false;
+    const checks = FAMILIES.filter((family) => committed[family] !== undefined).flatMap((family) =>
+      TABLES.map(async (table) => {
+        const result = await this.#iptables(family, ['-t', table, '-S', CANARY_CHAIN]);
+        return result.exitCode === 0 && result.stdout.includes(`-A ${CANARY_CHAIN} `);
+      }),
+    );
+    return (await Promise.all(checks)).every(Boolean);
+  }
+
+  /** Removes every KPROXY chain and every rule that jumps to one, in both families, and nothing else. */
+  async cleanup(): Promise<void> {
+    await this.#ensureBackend();
+    for (const family of FAMILIES) {
+      for (const table of TABLES) await this.#cleanupTable(family, table);
+      this.#natChains.set(family, new Set());
+      this.#ruleCounts.delete(family);
+    }
+    this.#committed = undefined;
+  }
+
+  async #tryIncremental(committed: DualStackState, state: DualStackState): Promise<boolean> {
+    // A family that comes or goes is a full sync: it installs or removes the jump rules too.
+    if (FAMILIES.some((family) => (committed[family] === undefined) !== (state[family] === undefined)))
+      return false;
+    try {
+      if (!(await this.intact())) {
+        this.#log('iptables canary missing: someone flushed our rules; full sync');
+        return false;
+      }
+      await this.#apply(iptablesPlanner.planIncremental(committed, state));
+      return true;
+    } catch (error) {
+      this.#log('iptables incremental sync failed; full sync', { error: String(error) });
+      return false;
+    }
+  }
+
+  async #syncFull(state: DualStackState): Promise<void> {
+    this.#committed = undefined;
+    const plan = iptablesPlanner.planFull(state);
+    const withStale: IptablesPlan = {
+      kind: 'full',
+      IPv4: plan.IPv4 && this.#deletingStaleChains(plan.IPv4),
+      IPv6: plan.IPv6 && this.#deletingStaleChains(plan.IPv6),
+    };
+    for (const family of FAMILIES) this.#ruleCounts.set(family, new Map());
+    await this.#apply(withStale);
+    for (const family of FAMILIES) {
+      if (state[family] !== undefined) await this.#ensureJumps(family);
+      else if (this.#natChains.get(family)?.size) {
+        // The family went away: nothing of it may stay behind.
+        for (const table of TABLES) await this.#cleanupTable(family, table);
+        this.#natChains.set(family, new Set());
+      }
+    }
+  }
+
+  /** A full plan plus the deletion of the nat chains we own that the plan no longer has. */
+  #deletingStaleChains(plan: FamilyPlan): FamilyPlan {
+    const owned = this.#natChains.get(plan.family) ?? new Set<string>();
+    return {
+      family: plan.family,
+      tables: plan.tables.map((t) =>
+        t.table === 'nat' ? { ...t, deleted: [...owned].filter((chain) => !t.chains.has(chain)).sort() } : t,
+      ),
+    };
+  }
+
+  async #apply(plan: IptablesPlan): Promise<void> {
+    for (const family of FAMILIES) {
+      const familyPlan = plan[family];
+      if (familyPlan === undefined) continue;
+      const input = restoreInput(familyPlan);
+      if (input === '') continue;
+      const tool = this.#tools(family).restore;
+      const result = await this.#runner.run(tool, RESTORE_FLAGS, input);
+      if (result.exitCode !== 0) throw new IptablesCommandError(tool, result.stderr);
+      this.#record(familyPlan);
+    }
+  }
+
+  #record(plan: FamilyPlan): void {
+    const owned = this.#natChains.get(plan.family) ?? new Set<string>();
+    for (const t of plan.tables.filter((t) => t.table === 'nat')) {
+      for (const chain of t.chains.keys()) owned.add(chain);
+      for (const chain of t.deleted) owned.delete(chain);
+    }
+    this.#natChains.set(plan.family, owned);
+    const counts = this.#ruleCounts.get(plan.family) ?? new Map<string, number>();
+    applyRuleCounts(counts, plan);
+    this.#ruleCounts.set(plan.family, counts);
+  }
+
+  async #ensureJumps(family: IPFamily): Promise<void> {
+    for (const { table, from, spec } of JUMP_RULES) {
+      const check = await this.#iptables(family, ['-t', table, '-C', from, ...spec]);
+      if (check.exitCode === 0) continue;
+      const insert = await this.#iptables(family, ['-t', table, '-I', from, '1', ...spec]);
+      if (insert.exitCode !== 0) throw new IptablesCommandError(this.#tools(family).iptables, insert.stderr);
+    }
+  }
+
+  /** One restore: every rule of a foreign chain that jumps to a KPROXY chain, then every KPROXY chain. */
+  async #cleanupTable(family: IPFamily, table: IptablesTable): Promise<void> {
+    const saved = await this.#save(family, table);
+    const chains = chainNames(saved).filter(isKproxyChain);
+    const jumps = saved
+      .split('\n')
+      .filter(
+        (line) => /^-A \S+ /.test(line) && !isKproxyChain(line.split(' ')[1]!) && / -j KPROXY-/.test(line),
+      );
+    if (chains.length === 0 && jumps.length === 0) return;
+    const input = [
+      `*${table}`,
+      ...chains.map((chain) => `:${chain} - [0:0]`),
+      ...jumps.map((line) => `-D${line.slice(2)}`),
+      ...chains.map((chain) => `-X ${chain}`),
+      'COMMIT',
+      '',
+    ].join('\n');
+    const tool = this.#tools(family).restore;
+    const result = await this.#runner.run(tool, RESTORE_FLAGS, input);
+    if (result.exitCode !== 0) throw new IptablesCommandError(tool, result.stderr);
+  }
+
+  async #existingChains(family: IPFamily, table: IptablesTable): Promise<string[]> {
+    return chainNames(await this.#save(family, table));
+  }
+
+  async #save(family: IPFamily, table: IptablesTable): Promise<string> {
+    const tool = this.#tools(family).save;
+    const result = await this.#runner.run(tool, ['-t', table]);
+    // A table that was never used has nothing of ours; some versions fail to list it at all.
+    return result.exitCode === 0 ? result.stdout : '';
+  }
+
+  #iptables(family: IPFamily, args: readonly string[]) {
+    return this.#runner.run(this.#tools(family).iptables, ['-w', ...args]);
+  }
+
+  #tools(family: IPFamily): IptablesTools {
+    if (this.#backend === undefined) throw new Error('iptables backend used before it was chosen');
+    return iptablesTools(this.#backend, family);
+  }
+
+  async #ensureBackend(): Promise<void> {
+    if (this.#backend !== undefined) return;
+    const choice = await chooseBackend(this.#runner);
+    this.#backend = choice.backend;
+    this.#log(`iptables backend: ${choice.backend}`, { reason: choice.reason });
+  }
+
+  #objectCount(): number {
+    let total = 0;
+    for (const counts of this.#ruleCounts.values()) for (const n of counts.values()) total += n;
+    return total;
+  }
+
+  async #cleanConntrack(prev: DualStackState | undefined, next: DualStackState): Promise<number> {
+    let deleted = 0;
+    for (const family of FAMILIES) {
+      const after = next[family];
+      // Without a previous state we cannot tell what went stale (kube-proxy's first sync neither).
+      if (prev === undefined || after === undefined) continue;
+      deleted += await deleteStaleUdpFlows(this.#runner, staleUdpFlowDeletions(prev[family], after));
+    }
+    return deleted;
+  }
+}
+
+/** Chain names declared in iptables-save output (":NAME POLICY [p:b]"). */
+function chainNames(saved: string): string[] {
+  return saved
+    .split('\n')
+    .filter((line) => line.startsWith(':'))
+    .map((line) => line.slice(1).split(' ')[0]!);
+}
