@@ -1,0 +1,214 @@
+// The fixed part of a family's table: every set and map, and every chain that does not depend on
+// a service. Per-service data only ever goes into these maps as elements, so the number of
+// chains and sets stays constant as services come and go (see docs/architecture.md).
+import type { NodeSettings } from '../../src/model/proxy-state.ts';
+import type { FamilySyntax } from './family-syntax.ts';
+import { localTrafficMatches, notLocalTrafficMatch } from './local-traffic.ts';
+import type { RulesetBuilder } from './ruleset.ts';
+import type { ChainSpec, SetSpec } from './transaction.ts';
+
+/** Key expression of the VIP maps: destination . protocol . port. */
+export function vipKey(syntax: FamilySyntax): string {
+  return `${syntax.ip} daddr . meta l4proto . th dport`;
+}
+
+export const NODEPORT_KEY = 'meta l4proto . th dport';
+
+function sets(syntax: FamilySyntax): SetSpec[] {
+  const vip = `${syntax.addrType} . inet_proto . inet_service`;
+  const port = 'inet_proto . inet_service';
+  const map = (name: string, type: string, comment: string): SetSpec => ({
+    name,
+    kind: 'map',
+    type,
+    comment,
+  });
+  const backends = (name: string, key: string, comment: string): SetSpec =>
+    map(name, `typeof ${key} . numgen random mod 1 : ${syntax.ip} daddr . th dport`, comment);
+  return [
+    map('service-ips', `type ${vip} : verdict`, 'service VIP . proto . port -> traffic policy chain'),
+    map('service-nodeports', `type ${port} : verdict`, 'node port proto . port -> traffic policy chain'),
+    {
+      name: 'nodeport-ips',
+      kind: 'set',
+      type: `type ${syntax.addrType}`,
+      comment: 'addresses serving node ports',
+    },
+    map('cluster-endpoints', `type ${vip} : verdict`, 'VIP . proto . port -> chain picking one endpoint'),
+    map('local-endpoints', `type ${vip} : verdict`, 'VIP . proto . port -> chain picking one local endpoint'),
+    map('nodeport-cluster-endpoints', `type ${port} : verdict`, 'node port -> chain picking one endpoint'),
+    map(
+      'nodeport-local-endpoints',
+      `type ${port} : verdict`,
+      'node port -> chain picking one local endpoint',
+    ),
+    backends('backends', vipKey(syntax), 'VIP . proto . port . index -> endpoint'),
+    backends('local-backends', vipKey(syntax), 'VIP . proto . port . index -> local endpoint'),
+    backends('nodeport-backends', NODEPORT_KEY, 'node port . index -> endpoint'),
+    backends('nodeport-local-backends', NODEPORT_KEY, 'node port . index -> local endpoint'),
+    {
+      name: 'hairpin',
+      kind: 'set',
+      type: `type ${syntax.addrType} . ${syntax.addrType}`,
+      comment: 'local endpoint . itself: a pod reaching itself through a service',
+    },
+    {
+      name: 'firewall-ips',
+      kind: 'set',
+      type: `type ${vip}`,
+      comment: 'LoadBalancer IPs with source ranges',
+    },
+    {
+      name: 'firewall-allow',
+      kind: 'set',
+      type: `type ${vip} . ${syntax.addrType}`,
+      flags: ['interval'],
+      comment: 'LoadBalancer IP . proto . port . allowed source range',
+    },
+    map('no-endpoint-services', `type ${vip} : verdict`, 'VIPs without usable endpoints: reject or drop'),
+    map(
+      'no-endpoint-nodeports',
+      `type ${port} : verdict`,
+      'node ports without usable endpoints: reject or drop',
+    ),
+  ];
+}
+
+function chain(name: string, comment: string, rules: readonly string[]): ChainSpec {
+  return { name, comment, rules };
+}
+
+function baseChains(syntax: FamilySyntax): ChainSpec[] {
+  const ip = syntax.ip;
+  const newConn = (target: string): string => `ct state new jump ${target}`;
+  return [
+    {
+      name: 'nat-prerouting',
+      comment: 'DNAT service traffic from outside',
+      base: { type: 'nat', hook: 'prerouting', priority: 'dstnat' },
+      rules: ['jump services'],
+    },
+    {
+      // nft 1.0.6 does not accept the name "dstnat" in the output hook; it is -100 there too.
+      name: 'nat-output',
+      comment: 'DNAT service traffic from this host',
+      base: { type: 'nat', hook: 'output', priority: '-100' },
+      rules: ['jump services'],
+    },
+    {
+      name: 'nat-postrouting',
+      comment: 'masquerade hairpin and marked traffic',
+      base: { type: 'nat', hook: 'postrouting', priority: 'srcnat' },
+      rules: [`ct status dnat ${ip} saddr . ${ip} daddr @hairpin masquerade`, 'jump masquerading'],
+    },
+    // Filter checks run before DNAT (priority dstnat - 10), as in kube-proxy; reject is only
+    // allowed in input/forward/output on older kernels.
+    {
+      name: 'filter-prerouting',
+      comment: 'LoadBalancer source ranges',
+      base: { type: 'filter', hook: 'prerouting', priority: '-110' },
+      rules: [newConn('firewall-check')],
+    },
+    {
+      name: 'filter-input',
+      comment: 'no-endpoint checks for traffic to this host',
+      base: { type: 'filter', hook: 'input', priority: '-110' },
+      rules: [newConn('nodeport-endpoints-check'), newConn('service-endpoints-check')],
+    },
+    {
+      name: 'filter-forward',
+      comment: 'no-endpoint checks for routed traffic',
+      base: { type: 'filter', hook: 'forward', priority: '-110' },
+      rules: [newConn('service-endpoints-check')],
+    },
+    {
+      name: 'filter-output',
+      comment: 'no-endpoint and source range checks for traffic from this host',
+      base: { type: 'filter', hook: 'output', priority: '-110' },
+      rules: [newConn('service-endpoints-check'), newConn('firewall-check')],
+    },
+  ];
+}
+
+/** Matches a destination that serves node ports. */
+function nodePortDestination(syntax: FamilySyntax, node: NodeSettings): string {
+  return node.nodePortAddresses === 'all'
+    ? `fib daddr type local ${syntax.ip} daddr != ${syntax.loopback}`
+    : `${syntax.ip} daddr @nodeport-ips`;
+}
+
+function policyChains(syntax: FamilySyntax, node: NodeSettings): ChainSpec[] {
+  const vip = vipKey(syntax);
+  const masq = 'jump mark-for-masquerade';
+  const notLocal = notLocalTrafficMatch(syntax, node.localDetector);
+  const clusterMasq = node.masqueradeAll ? [masq] : notLocal ? [`${notLocal} ${masq}`] : [];
+  // eTP Local: pod traffic short-circuits to all endpoints (as if it left and came back through
+  // the load balancer), host traffic too but masqueraded; the rest keeps its source and goes
+  // to local endpoints only.
+  const localPolicy = (key: string, cluster: string, local: string): string[] => [
+    ...localTrafficMatches(syntax, node.localDetector).map((m) => `${m} ${key} vmap @${cluster}`),
+    `fib saddr type local ${masq}`,
+    `fib saddr type local ${key} vmap @${cluster}`,
+    `${key} vmap @${local}`,
+  ];
+  return [
+    chain('services', 'dispatch service VIPs and node ports to their policy chain', [
+      `${vip} vmap @service-ips`,
+      `${nodePortDestination(syntax, node)} ${NODEPORT_KEY} vmap @service-nodeports`,
+    ]),
+    chain('cluster-ip', 'ClusterIP traffic: masquerade off-cluster sources', [
+      ...clusterMasq,
+      `${vip} vmap @cluster-endpoints`,
+    ]),
+    chain('external', 'external traffic, policy Cluster: masquerade', [
+      masq,
+      `${vip} vmap @cluster-endpoints`,
+    ]),
+    chain(
+      'external-local',
+      'external traffic, policy Local',
+      localPolicy(vip, 'cluster-endpoints', 'local-endpoints'),
+    ),
+    chain('nodeport', 'node port traffic, policy Cluster: masquerade', [
+      masq,
+      `${NODEPORT_KEY} vmap @nodeport-cluster-endpoints`,
+    ]),
+    chain(
+      'nodeport-local',
+      'node port traffic, policy Local',
+      localPolicy(NODEPORT_KEY, 'nodeport-cluster-endpoints', 'nodeport-local-endpoints'),
+    ),
+  ];
+}
+
+function checkChains(syntax: FamilySyntax, node: NodeSettings): ChainSpec[] {
+  const ip = syntax.ip;
+  const vip = vipKey(syntax);
+  const mark = `0x${(1 << node.masqueradeBit).toString(16)}`;
+  return [
+    chain('firewall-check', 'drop LoadBalancer traffic from outside loadBalancerSourceRanges', [
+      `${vip} @firewall-ips ${vip} . ${ip} saddr != @firewall-allow drop`,
+    ]),
+    chain('service-endpoints-check', 'reject or drop traffic to VIPs without usable endpoints', [
+      `${vip} vmap @no-endpoint-services`,
+    ]),
+    chain('nodeport-endpoints-check', 'reject or drop traffic to node ports without usable endpoints', [
+      `${nodePortDestination(syntax, node)} ${NODEPORT_KEY} vmap @no-endpoint-nodeports`,
+    ]),
+    chain('reject-chain', 'service without any endpoint', ['reject']),
+    chain('mark-for-masquerade', 'ask nat-postrouting to masquerade', [`meta mark set meta mark or ${mark}`]),
+    chain('masquerading', 'masquerade marked packets', [
+      `meta mark & ${mark} == 0 return`,
+      `meta mark set meta mark xor ${mark}`,
+      'masquerade fully-random',
+    ]),
+  ];
+}
+
+/** Adds every set, map and fixed chain of the family's table. */
+export function addBaseObjects(builder: RulesetBuilder, syntax: FamilySyntax, node: NodeSettings): void {
+  for (const set of sets(syntax)) builder.addSet(set);
+  for (const c of [...baseChains(syntax), ...policyChains(syntax, node), ...checkChains(syntax, node)]) {
+    builder.addChain(c);
+  }
+}

@@ -1,0 +1,41 @@
+// ProxyState -> the ruleset kproxy wants in the kernel, per family.
+import type { DualStackState, NodeSettings, ProxyState } from '../../src/model/proxy-state.ts';
+import { cidrContains } from '../shared/cidr.ts';
+import { addBaseObjects } from './base-objects.ts';
+import { type FamilySyntax, familySyntax } from './family-syntax.ts';
+import { type DesiredRuleset, type FamilyRuleset, RulesetBuilder } from './ruleset.ts';
+import { addServicePort } from './service-port.ts';
+
+/** This node's addresses that serve node ports, when limited by --nodeport-addresses. */
+function addNodePortAddresses(builder: RulesetBuilder, node: NodeSettings): void {
+  const cidrs = node.nodePortAddresses;
+  if (cidrs === 'all') return;
+  for (const ip of node.nodeIPs) {
+    if (cidrs.some((cidr) => cidrContains(cidr, ip))) builder.addElement('nodeport-ips', { key: ip });
+  }
+}
+
+/** Local endpoints reaching themselves through a service must be masqueraded, or replies skip us. */
+function addHairpin(builder: RulesetBuilder, state: ProxyState): void {
+  for (const sp of state.servicePorts.values()) {
+    for (const ep of [...sp.clusterEndpoints, ...sp.localEndpoints]) {
+      if (ep.isLocal) builder.addElement('hairpin', { key: `${ep.ip} . ${ep.ip}` });
+    }
+  }
+}
+
+function familyRuleset(state: ProxyState, syntax: FamilySyntax): FamilyRuleset {
+  const builder = new RulesetBuilder(syntax.family);
+  addBaseObjects(builder, syntax, state.node);
+  addNodePortAddresses(builder, state.node);
+  for (const sp of state.servicePorts.values()) addServicePort(builder, syntax, state.node, sp);
+  addHairpin(builder, state);
+  return builder.build();
+}
+
+export function desiredRuleset(state: DualStackState): DesiredRuleset {
+  return {
+    ...(state.IPv4 && { ip: familyRuleset(state.IPv4, familySyntax('IPv4')) }),
+    ...(state.IPv6 && { ip6: familyRuleset(state.IPv6, familySyntax('IPv6')) }),
+  };
+}

@@ -1,0 +1,75 @@
+// The incremental sync: the smallest transaction that takes a kernel holding `prev` to `next`.
+// Order matters inside the transaction: new sets and chains first (elements and rules refer to
+// them), then rewritten chains, then element deletes before adds (a changed value is a delete
+// plus an add), and last the chains and sets nothing refers to any more.
+import { defineFamily } from './full-transaction.ts';
+import { type DesiredRuleset, FAMILIES, type FamilyRuleset } from './ruleset.ts';
+import { type ChainSpec, type ElementSpec, NftTransaction } from './transaction.ts';
+
+function sameJSON(a: unknown, b: unknown): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+function sameChainHeader(a: ChainSpec, b: ChainSpec): boolean {
+  return a.comment === b.comment && sameJSON(a.base, b.base);
+}
+
+function diffFamily(tx: NftTransaction, prev: FamilyRuleset, next: FamilyRuleset): void {
+  const family = next.family;
+  for (const [name, set] of next.sets) {
+    const old = prev.sets.get(name);
+    if (old === undefined) tx.addSet(family, set);
+    // Names of sets that can change (affinity) carry their definition, so this is a bug.
+    else if (!sameJSON(old, set)) throw new Error(`nft set ${name} changed its definition`);
+  }
+  const rewritten: ChainSpec[] = [];
+  for (const [name, chain] of next.chains) {
+    const old = prev.chains.get(name);
+    if (old === undefined) {
+      tx.addChain(family, chain);
+      rewritten.push(chain);
+    } else if (!sameChainHeader(old, chain)) {
+      throw new Error(`nft chain ${name} changed its hook or comment`);
+    } else if (!sameJSON(old.rules, chain.rules)) {
+      tx.flushChain(family, name);
+      rewritten.push(chain);
+    }
+  }
+  for (const chain of rewritten) {
+    for (const rule of chain.rules) tx.addRule(family, chain.name, rule);
+  }
+  const adds: [string, ElementSpec[]][] = [];
+  for (const [set, nextElements] of next.elements) {
+    const prevElements = prev.elements.get(set) ?? new Map<string, ElementSpec>();
+    const removed: ElementSpec[] = [];
+    const added: ElementSpec[] = [];
+    for (const [key, element] of prevElements) {
+      const now = nextElements.get(key);
+      if (now === undefined || !sameJSON(now, element)) removed.push(element);
+    }
+    for (const [key, element] of nextElements) {
+      const before = prevElements.get(key);
+      if (before === undefined || !sameJSON(before, element)) added.push(element);
+    }
+    tx.deleteElements(family, set, removed);
+    adds.push([set, added]);
+  }
+  for (const [set, added] of adds) tx.addElements(family, set, added);
+  const gone = [...prev.chains.keys()].filter((name) => !next.chains.has(name));
+  // Flush first: a removed chain may jump to another removed chain.
+  for (const name of gone) tx.flushChain(family, name);
+  for (const name of gone) tx.deleteChain(family, name);
+  for (const [name, set] of prev.sets) if (!next.sets.has(name)) tx.deleteSet(family, set.kind, name);
+}
+
+export function diffRulesets(prev: DesiredRuleset, next: DesiredRuleset): NftTransaction {
+  const tx = new NftTransaction();
+  for (const family of FAMILIES) {
+    const before = prev[family];
+    const after = next[family];
+    if (before && after) diffFamily(tx, before, after);
+    else if (before) tx.deleteTable(family);
+    else if (after) defineFamily(tx, after);
+  }
+  return tx;
+}

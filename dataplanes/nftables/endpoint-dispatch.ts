@@ -1,0 +1,87 @@
+// Picking one endpoint for a key (VIP . proto . port, or proto . port for node ports).
+// The key's endpoints become elements of a global map (key . index -> endpoint), and the key is
+// sent to a chain shared by every key with the same endpoint count:
+//   backends-3: dnat to <key> . numgen random mod 3 map @backends
+// so the chain count is bounded by the number of distinct endpoint counts, not by services.
+import type { Endpoint, ServicePort } from '../../src/model/proxy-state.ts';
+import { addAffinityChains } from './affinity.ts';
+import { NODEPORT_KEY, vipKey } from './base-objects.ts';
+import type { FamilySyntax } from './family-syntax.ts';
+import type { RulesetBuilder } from './ruleset.ts';
+import { fitComment } from './transaction.ts';
+
+/** Where a key's endpoints go: the four (dispatch map, endpoint map) pairs of the table. */
+export interface DispatchTarget {
+  readonly dispatchMap: string;
+  readonly backendsMap: string;
+  readonly nodePort: boolean;
+}
+
+export const CLUSTER: DispatchTarget = {
+  dispatchMap: 'cluster-endpoints',
+  backendsMap: 'backends',
+  nodePort: false,
+};
+export const LOCAL: DispatchTarget = {
+  dispatchMap: 'local-endpoints',
+  backendsMap: 'local-backends',
+  nodePort: false,
+};
+export const NODEPORT_CLUSTER: DispatchTarget = {
+  dispatchMap: 'nodeport-cluster-endpoints',
+  backendsMap: 'nodeport-backends',
+  nodePort: true,
+};
+export const NODEPORT_LOCAL: DispatchTarget = {
+  dispatchMap: 'nodeport-local-endpoints',
+  backendsMap: 'nodeport-local-backends',
+  nodePort: true,
+};
+
+/** Which of the service port's endpoint sets: affinity state is kept per set. */
+export type EndpointSetKind = 'cluster' | 'local';
+
+/**
+ * Sends `key` of `target` to one of `endpoints` (non-empty). With ClientIP affinity the key goes
+ * to the service port's affinity chain instead (the one per-service shape; affinity is rare).
+ */
+export function addDispatch(
+  builder: RulesetBuilder,
+  syntax: FamilySyntax,
+  servicePort: ServicePort,
+  target: DispatchTarget,
+  key: string,
+  endpoints: readonly Endpoint[],
+  setKind: EndpointSetKind,
+): void {
+  if (endpoints.length === 0) throw new Error(`dispatch of ${servicePort.key} without endpoints`);
+  const comment = fitComment(servicePort.key);
+  if (servicePort.sessionAffinity) {
+    const chain = addAffinityChains(builder, syntax, servicePort, endpoints, setKind);
+    builder.addElement(target.dispatchMap, { key, value: `goto ${chain}`, comment });
+    return;
+  }
+  const chain = addCountChain(builder, syntax, target, endpoints.length);
+  builder.addElement(target.dispatchMap, { key, value: `goto ${chain}`, comment });
+  for (const [i, ep] of endpoints.entries()) {
+    builder.addElement(target.backendsMap, { key: `${key} . ${i}`, value: `${ep.ip} . ${ep.port}` });
+  }
+}
+
+function addCountChain(
+  builder: RulesetBuilder,
+  syntax: FamilySyntax,
+  target: DispatchTarget,
+  count: number,
+): string {
+  const name = `${target.backendsMap}-${count}`;
+  const key = target.nodePort ? NODEPORT_KEY : vipKey(syntax);
+  builder.addChain({
+    name,
+    comment: `dnat to one of ${count} endpoints of the key in @${target.backendsMap}`,
+    rules: [
+      `meta l4proto { tcp, udp, sctp } dnat ${syntax.ip} to ${key} . numgen random mod ${count} map @${target.backendsMap}`,
+    ],
+  });
+  return name;
+}

@@ -1,0 +1,123 @@
+// One service port's elements: its VIPs and node port in the dispatch maps, its endpoints, the
+// no-endpoint verdicts and the LoadBalancer firewall. kube-proxy's rules, as map elements:
+// - a VIP gets a service-ips element only when some traffic to it can be served (for eTP Local
+//   that includes the pod/host short-circuit, so the element stays while any endpoint exists);
+// - traffic with no usable endpoint is REJECTed when the service has no endpoint at all, and
+//   DROPped when only its policy (iTP/eTP Local) leaves none.
+import type { NodeSettings, ServicePort } from '../../src/model/proxy-state.ts';
+import { cidrContains } from '../shared/cidr.ts';
+import { addDispatch, CLUSTER, LOCAL, NODEPORT_CLUSTER, NODEPORT_LOCAL } from './endpoint-dispatch.ts';
+import type { FamilySyntax } from './family-syntax.ts';
+import type { RulesetBuilder } from './ruleset.ts';
+import { fitComment } from './transaction.ts';
+
+function noEndpointVerdict(servicePort: ServicePort): string {
+  return servicePort.hasEndpoints ? 'drop' : 'goto reject-chain';
+}
+
+function addClusterIP(builder: RulesetBuilder, syntax: FamilySyntax, sp: ServicePort, proto: string): void {
+  const key = `${sp.clusterIP} . ${proto} . ${sp.port}`;
+  const comment = fitComment(sp.key);
+  const internal = sp.internalPolicyLocal ? sp.localEndpoints : sp.clusterEndpoints;
+  if (internal.length === 0) {
+    builder.addElement('no-endpoint-services', { key, value: noEndpointVerdict(sp), comment });
+    return;
+  }
+  builder.addElement('service-ips', { key, value: 'goto cluster-ip', comment });
+  addDispatch(builder, syntax, sp, CLUSTER, key, internal, sp.internalPolicyLocal ? 'local' : 'cluster');
+}
+
+/** Whether traffic from outside has a chain to go to (kube-proxy's usesExternalTrafficChain). */
+function servesExternal(sp: ServicePort): boolean {
+  return sp.hasEndpoints && (sp.externalPolicyLocal || sp.clusterEndpoints.length > 0);
+}
+
+function externalEndpoints(sp: ServicePort): number {
+  return (sp.externalPolicyLocal ? sp.localEndpoints : sp.clusterEndpoints).length;
+}
+
+function addExternalAddress(
+  builder: RulesetBuilder,
+  syntax: FamilySyntax,
+  sp: ServicePort,
+  proto: string,
+  address: string,
+  what: string,
+): void {
+  const key = `${address} . ${proto} . ${sp.port}`;
+  // An address claimed by an earlier service port (in key order) stays with it.
+  if (builder.hasElement('service-ips', key) || builder.hasElement('no-endpoint-services', key)) return;
+  const comment = fitComment(`${sp.key} ${what}`);
+  if (servesExternal(sp)) {
+    builder.addElement('service-ips', {
+      key,
+      value: sp.externalPolicyLocal ? 'goto external-local' : 'goto external',
+      comment,
+    });
+    if (sp.clusterEndpoints.length > 0)
+      addDispatch(builder, syntax, sp, CLUSTER, key, sp.clusterEndpoints, 'cluster');
+    if (sp.externalPolicyLocal && sp.localEndpoints.length > 0) {
+      addDispatch(builder, syntax, sp, LOCAL, key, sp.localEndpoints, 'local');
+    }
+  }
+  if (externalEndpoints(sp) === 0) {
+    builder.addElement('no-endpoint-services', { key, value: noEndpointVerdict(sp), comment });
+  }
+}
+
+function addNodePort(builder: RulesetBuilder, syntax: FamilySyntax, sp: ServicePort, proto: string): void {
+  const key = `${proto} . ${sp.nodePort}`;
+  if (builder.hasElement('service-nodeports', key) || builder.hasElement('no-endpoint-nodeports', key))
+    return;
+  const comment = fitComment(`${sp.key} node port`);
+  if (servesExternal(sp)) {
+    builder.addElement('service-nodeports', {
+      key,
+      value: sp.externalPolicyLocal ? 'goto nodeport-local' : 'goto nodeport',
+      comment,
+    });
+    if (sp.clusterEndpoints.length > 0) {
+      addDispatch(builder, syntax, sp, NODEPORT_CLUSTER, key, sp.clusterEndpoints, 'cluster');
+    }
+    if (sp.externalPolicyLocal && sp.localEndpoints.length > 0) {
+      addDispatch(builder, syntax, sp, NODEPORT_LOCAL, key, sp.localEndpoints, 'local');
+    }
+  }
+  if (externalEndpoints(sp) === 0) {
+    builder.addElement('no-endpoint-nodeports', { key, value: noEndpointVerdict(sp), comment });
+  }
+}
+
+/**
+ * LoadBalancer source ranges: traffic to the LB IP from elsewhere is dropped. As in kube-proxy,
+ * when a range holds this node's IP the LB IPs are allowed as sources too (a node reaching an LB
+ * IP it holds locally uses that IP as source).
+ */
+function addFirewall(builder: RulesetBuilder, sp: ServicePort, proto: string, node: NodeSettings): void {
+  const ranges = sp.loadBalancerSourceRanges;
+  if (ranges.length === 0 || sp.loadBalancerIPs.length === 0) return;
+  const nodeIP = node.nodeIPs[0];
+  const fromNode = nodeIP !== undefined && ranges.some((cidr) => cidrContains(cidr, nodeIP));
+  const sources = fromNode ? [...ranges, ...sp.loadBalancerIPs] : ranges;
+  for (const lbIP of sp.loadBalancerIPs) {
+    const key = `${lbIP} . ${proto} . ${sp.port}`;
+    if (builder.hasElement('firewall-ips', key)) continue;
+    builder.addElement('firewall-ips', { key, comment: fitComment(`${sp.key} source ranges`) });
+    for (const source of sources) builder.addElement('firewall-allow', { key: `${key} . ${source}` });
+  }
+}
+
+/** Adds everything one service port needs to the family's ruleset. */
+export function addServicePort(
+  builder: RulesetBuilder,
+  syntax: FamilySyntax,
+  node: NodeSettings,
+  sp: ServicePort,
+): void {
+  const proto = sp.protocol.toLowerCase();
+  addClusterIP(builder, syntax, sp, proto);
+  for (const ip of sp.externalIPs) addExternalAddress(builder, syntax, sp, proto, ip, 'external IP');
+  for (const ip of sp.loadBalancerIPs) addExternalAddress(builder, syntax, sp, proto, ip, 'load balancer IP');
+  if (sp.nodePort !== 0) addNodePort(builder, syntax, sp, proto);
+  addFirewall(builder, sp, proto, node);
+}
