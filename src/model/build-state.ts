@@ -8,6 +8,8 @@ import { objectRef, type Problem } from './problem.ts';
 import type { DualStackState, IPFamily, ProxyState, ServicePort, ServicePortKey } from './proxy-state.ts';
 import { servicePortsOfFamily } from './service-ports.ts';
 
+// The CLI and the daemon import the model's entry points from here.
+export { changedServicePorts } from './changed-service-ports.ts';
 export type { ProxyOptions } from './node-settings.ts';
 
 export interface ModelInput {
