@@ -25,7 +25,10 @@ test('fields become settings keyed by their dotted path, durations in ms, lists 
 });
 
 test('an out-of-range value names the field and the range', () => {
-  assert.equal(errorOf('nftables:\n  masqueradeBit: 40\n'), 'config.yaml: nftables.masqueradeBit: 40 is out of range (0-31)');
+  assert.equal(
+    errorOf('nftables:\n  masqueradeBit: 40\n'),
+    'config.yaml: nftables.masqueradeBit: 40 is out of range (0-31)',
+  );
 });
 
 test('an unknown top-level field is rejected by name', () => {
@@ -33,22 +36,40 @@ test('an unknown top-level field is rejected by name', () => {
 });
 
 test('an unknown field inside a section is rejected with its path', () => {
-  assert.equal(errorOf('iptables:\n  masqueradeBits: 14\n'), 'config.yaml: unknown field "iptables.masqueradeBits"');
+  assert.equal(
+    errorOf('iptables:\n  masqueradeBits: 14\n'),
+    'config.yaml: unknown field "iptables.masqueradeBits"',
+  );
 });
 
 test('invalid values of each kind are rejected with the field named', () => {
   const cases: [string, string][] = [
     ['mode: userspace\n', 'mode: "userspace" is not one of iptables, nftables, ipvs'],
     ['syncPeriod: 30\n', 'syncPeriod: 30 is not a duration (like 30s, 1m0s, 500ms)'],
-    ['iptables:\n  minSyncPeriod: soon\n', 'iptables.minSyncPeriod: "soon" is not a duration (like 30s, 1m0s, 500ms)'],
+    [
+      'iptables:\n  minSyncPeriod: soon\n',
+      'iptables.minSyncPeriod: "soon" is not a duration (like 30s, 1m0s, 500ms)',
+    ],
     ['masqueradeAll: yes\n', 'masqueradeAll: "yes" is not true or false'],
     ['clusterCIDR: 10.244.0.0/33\n', 'clusterCIDR: "10.244.0.0/33" is not a CIDR'],
     ['nodeIPs: [10.0.0.300]\n', 'nodeIPs: "10.0.0.300" is not an IP address'],
     ['nodePortAddresses: [all]\n', 'nodePortAddresses: "all" is not a CIDR or "primary"'],
-    ['detectLocalMode: Magic\n', 'detectLocalMode: "Magic" is not one of ClusterCIDR, NodeCIDR, BridgeInterface, InterfaceNamePrefix'],
-    ['healthzBindAddress: "0.0.0.0:99999"\n', 'healthzBindAddress: "0.0.0.0:99999" has a port out of range (0-65535)'],
-    ['metricsBindAddress: localhost:10249\n', 'metricsBindAddress: "localhost:10249" is not an IP:port address'],
-    ['ipvs:\n  scheduler: random\n', 'ipvs.scheduler: "random" is not one of rr, wrr, lc, wlc, lblc, lblcr, sh, dh, sed, nq, mh'],
+    [
+      'detectLocalMode: Magic\n',
+      'detectLocalMode: "Magic" is not one of ClusterCIDR, NodeCIDR, BridgeInterface, InterfaceNamePrefix',
+    ],
+    [
+      'healthzBindAddress: "0.0.0.0:99999"\n',
+      'healthzBindAddress: "0.0.0.0:99999" has a port out of range (0-65535)',
+    ],
+    [
+      'metricsBindAddress: localhost:10249\n',
+      'metricsBindAddress: "localhost:10249" is not an IP:port address',
+    ],
+    [
+      'ipvs:\n  scheduler: random\n',
+      'ipvs.scheduler: "random" is not one of rr, wrr, lc, wlc, lblc, lblcr, sh, dh, sed, nq, mh',
+    ],
     ['conntrack:\n  maxPerCore: -1\n', 'conntrack.maxPerCore: -1 is out of range (0-2147483647)'],
     ['conntrack:\n  min: 1.5\n', 'conntrack.min: 1.5 is not an integer'],
     ['clientConnection:\n  qps: -2\n', 'clientConnection.qps: -2 is less than 0'],
@@ -137,8 +158,14 @@ winkernel:
 });
 
 test('the document must be a KubeProxyConfiguration of the v1alpha1 API', () => {
-  const wrongKind = parseConfigFile('apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeletConfiguration\n', 'c.yaml');
-  assert.deepEqual(wrongKind, { ok: false, error: 'c.yaml: kind: "KubeletConfiguration" is not KubeProxyConfiguration' });
+  const wrongKind = parseConfigFile(
+    'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeletConfiguration\n',
+    'c.yaml',
+  );
+  assert.deepEqual(wrongKind, {
+    ok: false,
+    error: 'c.yaml: kind: "KubeletConfiguration" is not KubeProxyConfiguration',
+  });
   const wrongVersion = parseConfigFile('apiVersion: v1\nkind: KubeProxyConfiguration\n', 'c.yaml');
   assert.deepEqual(wrongVersion, {
     ok: false,

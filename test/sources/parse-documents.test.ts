@@ -25,9 +25,15 @@ test('an empty file has no documents', () => {
 });
 
 test('a YAML syntax error names the file and the line', () => {
-  const result = parseDocuments('kind: Service\nmetadata:\n  name: web\n  labels: {a: 1\nspec: {}\n', 'svc.yaml');
+  const result = parseDocuments(
+    'kind: Service\nmetadata:\n  name: web\n  labels: {a: 1\nspec: {}\n',
+    'svc.yaml',
+  );
   assert.equal(result.ok, false);
-  assert.equal(!result.ok && result.error, 'svc.yaml:5: Flow map in block collection must be sufficiently indented and end with a }');
+  assert.equal(
+    !result.ok && result.error,
+    'svc.yaml:5: Flow map in block collection must be sufficiently indented and end with a }',
+  );
   assert.equal(!result.ok && result.error.split('\n').length, 1, 'one line, no code frame');
 });
 

@@ -10,7 +10,12 @@ const service = (name: string, port = 80) => ({
   apiVersion: 'v1',
   kind: 'Service',
   metadata: { name, namespace: 'default' },
-  spec: { type: 'ClusterIP', clusterIP: '10.96.0.20', clusterIPs: ['10.96.0.20'], ports: [{ port, protocol: 'TCP' }] },
+  spec: {
+    type: 'ClusterIP',
+    clusterIP: '10.96.0.20',
+    clusterIPs: ['10.96.0.20'],
+    ports: [{ port, protocol: 'TCP' }],
+  },
 });
 const node = { apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-1' } };
 const noStdin = () => Promise.reject(new Error('stdin must not be read'));
@@ -74,7 +79,11 @@ test('a directory reads its .yaml, .yml and .json files in name order and nothin
   await writeFile(join(sub, 'c.yaml'), JSON.stringify(service('third')));
   await writeFile(join(sub, 'notes.txt'), 'not: [yaml');
   const result = await readObjects([sub], noStdin);
-  assert.deepEqual(result.ok && result.objects.map((object) => object.metadata.name), ['first', 'second', 'third']);
+  assert.deepEqual(result.ok && result.objects.map((object) => object.metadata.name), [
+    'first',
+    'second',
+    'third',
+  ]);
 });
 
 test('an invalid object is skipped with a warning naming file, object and field; the rest is kept', async () => {
@@ -92,7 +101,10 @@ test('an invalid object is skipped with a warning naming file, object and field;
 });
 
 test('other kinds (Pods, ConfigMaps) are ignored without a warning', async () => {
-  const path = await write('pods.yaml', 'kind: Pod\napiVersion: v1\nmetadata: {name: p}\n---\nkind: ConfigMap\napiVersion: v1\nmetadata: {name: c}\n');
+  const path = await write(
+    'pods.yaml',
+    'kind: Pod\napiVersion: v1\nmetadata: {name: p}\n---\nkind: ConfigMap\napiVersion: v1\nmetadata: {name: c}\n',
+  );
   const result = await readObjects([path], noStdin);
   assert.deepEqual(result, { ok: true, objects: [], warnings: [] });
 });

@@ -1,0 +1,210 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { type ConfigEnvironment, loadProxyConfig, resolveProxyConfig } from '../../src/cli/config.ts';
+import { parseFlags } from '../../src/cli/parse-flags.ts';
+import { PROXY_FLAG_OPTIONS } from '../../src/cli/proxy-flags.ts';
+
+const HEADER = 'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n';
+
+function environment(files: Record<string, string> = {}): ConfigEnvironment {
+  return {
+    hostname: 'Worker-7.example',
+    readFile: async (path) => {
+      const text = files[path];
+      if (text === undefined) throw Object.assign(new Error(`ENOENT: ${path}`), { code: 'ENOENT' });
+      return text;
+    },
+  };
+}
+
+async function load(args: string[], files: Record<string, string> = {}) {
+  const flags = parseFlags(args, PROXY_FLAG_OPTIONS);
+  assert.ok(flags.ok, !flags.ok ? flags.error : '');
+  return loadProxyConfig(flags.values, environment(files));
+}
+
+async function loadOk(args: string[], files: Record<string, string> = {}) {
+  const result = await load(args, files);
+  assert.ok(result.ok, !result.ok ? result.error : '');
+  return result.config;
+}
+
+test('with nothing set, every field has kube-proxy’s default', async () => {
+  const config = await loadOk([]);
+  assert.equal(config.mode, 'iptables');
+  assert.equal(config.nodeName, 'worker-7.example', 'the hostname, lower-cased');
+  assert.deepEqual(config.nodeIPs, []);
+  assert.equal(config.healthzBindAddress, '0.0.0.0:10256');
+  assert.equal(config.metricsBindAddress, '127.0.0.1:10249');
+  assert.equal(config.detectLocalMode, 'ClusterCIDR');
+  assert.deepEqual(config.clusterCIDRs, []);
+  assert.deepEqual(config.nodePortAddresses, []);
+  assert.equal(config.masqueradeAll, false);
+  assert.equal(config.masqueradeBit, 14);
+  assert.equal(config.syncPeriodMs, 30_000);
+  assert.equal(config.minSyncPeriodMs, 1000);
+  assert.equal(config.nftables.localhostNodePorts, true);
+  assert.equal(config.ipvs.scheduler, 'rr');
+  assert.equal(config.ipvs.minSyncPeriodMs, 0);
+  assert.deepEqual(config.conntrack, {
+    maxPerCore: 32768,
+    min: 131072,
+    tcpEstablishedTimeoutMs: 86_400_000,
+    tcpCloseWaitTimeoutMs: 3_600_000,
+    tcpBeLiberal: false,
+    udpTimeoutMs: 0,
+    udpStreamTimeoutMs: 0,
+  });
+  assert.deepEqual(config.clientConnection, { kubeconfig: '', qps: 5, burst: 10 });
+  assert.equal(config.logging.verbosity, 0);
+});
+
+test('flags override the config file', async () => {
+  const files = {
+    '/etc/kproxy/config.yaml': `${HEADER}mode: nftables\nhostnameOverride: node-1\nclusterCIDR: 10.244.0.0/16\nnftables:\n  masqueradeBit: 5\n  syncPeriod: 1m\n`,
+  };
+  const config = await loadOk(
+    [
+      '--config=/etc/kproxy/config.yaml',
+      '--node',
+      'node-2',
+      '--iptables-masquerade-bit',
+      '7',
+      '--cluster-cidr',
+      '10.100.0.0/16,fd00:100::/56',
+    ],
+    files,
+  );
+  assert.equal(config.mode, 'nftables');
+  assert.equal(config.nodeName, 'node-2');
+  assert.equal(config.masqueradeBit, 7);
+  assert.equal(config.syncPeriodMs, 60_000, 'from the file, untouched by flags');
+  assert.deepEqual(config.clusterCIDRs, ['10.100.0.0/16', 'fd00:100::/56']);
+});
+
+test('--masquerade-all=false overrides masqueradeAll: true in the file', async () => {
+  const files = { 'c.yaml': `${HEADER}mode: nftables\nnftables:\n  masqueradeAll: true\n` };
+  assert.equal((await loadOk(['--config', 'c.yaml'], files)).masqueradeAll, true);
+  assert.equal((await loadOk(['--config', 'c.yaml', '--masquerade-all=false'], files)).masqueradeAll, false);
+});
+
+test('the active mode’s section wins over the top-level field, which wins over the default', async () => {
+  const files = {
+    'c.yaml': `${HEADER}mode: nftables\nsyncPeriod: 10s\nminSyncPeriod: 2s\nnftables:\n  syncPeriod: 20s\n`,
+  };
+  const config = await loadOk(['--config', 'c.yaml'], files);
+  assert.equal(config.syncPeriodMs, 20_000);
+  assert.equal(config.minSyncPeriodMs, 2000);
+  assert.equal(config.iptables.syncPeriodMs, 10_000, 'other sections fall back to the top level too');
+});
+
+test('ipvs mode takes its periods from ipvs and its masquerade settings from iptables', async () => {
+  const config = await loadOk([
+    '--proxy-mode=ipvs',
+    '--ipvs-sync-period=45s',
+    '--iptables-masquerade-bit=12',
+    '--ipvs-scheduler=lc',
+  ]);
+  assert.equal(config.syncPeriodMs, 45_000);
+  assert.equal(config.masqueradeBit, 12);
+  assert.equal(config.ipvs.scheduler, 'lc');
+});
+
+test('--node-ip is repeatable and canonicalised; --bind-address is a node IP unless unspecified', async () => {
+  assert.deepEqual((await loadOk(['--node-ip', '192.168.10.11', '--node-ip', 'FD00::0011'])).nodeIPs, [
+    '192.168.10.11',
+    'fd00::11',
+  ]);
+  assert.deepEqual((await loadOk(['--bind-address', '192.168.10.12'])).nodeIPs, ['192.168.10.12']);
+  assert.deepEqual((await loadOk(['--bind-address', '0.0.0.0'])).nodeIPs, []);
+  assert.deepEqual((await loadOk(['--bind-address', '::'])).nodeIPs, []);
+});
+
+test('an IPv6 bind address moves the default health and metrics addresses to IPv6', async () => {
+  const config = await loadOk(['--bind-address', '::']);
+  assert.equal(config.healthzBindAddress, '[::]:10256');
+  assert.equal(config.metricsBindAddress, '[::1]:10249');
+});
+
+test('a bind address without a port gets the default port', async () => {
+  const config = await loadOk(['--healthz-bind-address', '127.0.0.1', '--metrics-bind-address', '::1']);
+  assert.equal(config.healthzBindAddress, '127.0.0.1:10256');
+  assert.equal(config.metricsBindAddress, '[::1]:10249');
+});
+
+test('an invalid flag value is a usage error naming the flag', async () => {
+  const cases: [string[], string][] = [
+    [['--iptables-masquerade-bit', '40'], '--iptables-masquerade-bit: 40 is out of range (0-31)'],
+    [['--iptables-masquerade-bit', 'x'], '--iptables-masquerade-bit: "x" is not an integer'],
+    [['--proxy-mode', 'kernelspace'], '--proxy-mode: "kernelspace" is not one of iptables, nftables, ipvs'],
+    [['--node-ip', '10.0.0.1', '--node-ip', 'nope'], '--node-ip: "nope" is not an IP address'],
+    [
+      ['--iptables-sync-period', '30'],
+      '--iptables-sync-period: "30" is not a duration (like 30s, 1m0s, 500ms)',
+    ],
+    [
+      ['--nodeport-addresses', '10.0.0.0/8,bogus'],
+      '--nodeport-addresses: "bogus" is not a CIDR or "primary"',
+    ],
+  ];
+  for (const [args, error] of cases)
+    assert.deepEqual(await load(args), { ok: false, error, usage: true }, args.join(' '));
+});
+
+test('config file problems are errors (not usage errors) naming the file', async () => {
+  assert.deepEqual(await load(['--config', 'missing.yaml']), {
+    ok: false,
+    error: 'missing.yaml: no such file or directory',
+    usage: false,
+  });
+  assert.deepEqual(await load(['--config', 'c.yaml'], { 'c.yaml': `${HEADER}iptable: {}\n` }), {
+    ok: false,
+    error: 'c.yaml: unknown field "iptable"',
+    usage: false,
+  });
+});
+
+test('settings that contradict each other are rejected', async () => {
+  const cases: [string[], string][] = [
+    [
+      ['--cluster-cidr', '10.1.0.0/16,10.2.0.0/16'],
+      'clusterCIDR: more than one IPv4 CIDR in 10.1.0.0/16,10.2.0.0/16',
+    ],
+    [
+      ['--nodeport-addresses', 'primary,10.0.0.0/8'],
+      'nodePortAddresses: "primary" cannot be combined with CIDRs',
+    ],
+    [
+      ['--detect-local-mode', 'BridgeInterface'],
+      'detectLocal.bridgeInterface: required when detectLocalMode is BridgeInterface',
+    ],
+    [
+      ['--detect-local-mode', 'InterfaceNamePrefix'],
+      'detectLocal.interfaceNamePrefix: required when detectLocalMode is InterfaceNamePrefix',
+    ],
+    [
+      ['--iptables-sync-period', '1s', '--iptables-min-sync-period', '5s'],
+      'iptables.minSyncPeriod: 5000ms is longer than syncPeriod (1000ms)',
+    ],
+  ];
+  for (const [args, error] of cases)
+    assert.deepEqual(await load(args), { ok: false, error, usage: false }, args.join(' '));
+});
+
+test('resolveProxyConfig is pure: the hostname is an input', () => {
+  const result = resolveProxyConfig(new Map(), 'NODE-9');
+  assert.ok(result.ok);
+  assert.equal(result.config.nodeName, 'node-9');
+  assert.equal(result.config.hostnameOverride, '');
+});
+
+test('unknown flags and missing values are reported by parseFlags', () => {
+  assert.deepEqual(parseFlags(['--iptables-masq-bit', '3'], PROXY_FLAG_OPTIONS), {
+    ok: false,
+    error: "Unknown option '--iptables-masq-bit'",
+  });
+  assert.deepEqual(parseFlags(['--node'], PROXY_FLAG_OPTIONS), {
+    ok: false,
+    error: "Option '--node <value>' argument missing",
+  });
+});

@@ -1,0 +1,51 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { resolveProxyConfig } from '../../src/cli/config.ts';
+import type { Settings } from '../../src/cli/config-file.ts';
+import { toProxyOptions } from '../../src/cli/proxy-options.ts';
+
+function configWith(settings: Record<string, string | number | boolean | string[]>) {
+  const result = resolveProxyConfig(new Map(Object.entries(settings)) as Settings, 'host-1');
+  assert.ok(result.ok, !result.ok ? result.error : '');
+  return result.config;
+}
+
+test('the node identity and traffic settings reach the model', () => {
+  const options = toProxyOptions(
+    configWith({
+      hostnameOverride: 'node-1',
+      nodeIPs: ['192.168.10.11'],
+      clusterCIDR: ['10.244.0.0/16'],
+      masqueradeAll: true,
+      'iptables.masqueradeBit': 3,
+      nodePortAddresses: ['primary'],
+    }),
+  );
+  assert.deepEqual(options, {
+    nodeName: 'node-1',
+    nodeIPs: ['192.168.10.11'],
+    detectLocalMode: 'ClusterCIDR',
+    clusterCIDRs: ['10.244.0.0/16'],
+    bridgeInterface: undefined,
+    interfaceNamePrefix: undefined,
+    masqueradeAll: true,
+    masqueradeBit: 3,
+    nodePortAddresses: ['primary'],
+  });
+});
+
+test('ClusterCIDR detection without a cluster CIDR means no local-traffic detection (as kube-proxy)', () => {
+  assert.equal(toProxyOptions(configWith({})).detectLocalMode, 'None');
+});
+
+test('bridge and prefix detection carry their interface settings', () => {
+  const bridge = toProxyOptions(
+    configWith({ detectLocalMode: 'BridgeInterface', 'detectLocal.bridgeInterface': 'cbr0' }),
+  );
+  assert.equal(bridge.detectLocalMode, 'BridgeInterface');
+  assert.equal(bridge.bridgeInterface, 'cbr0');
+  const prefix = toProxyOptions(
+    configWith({ detectLocalMode: 'InterfaceNamePrefix', 'detectLocal.interfaceNamePrefix': 'veth' }),
+  );
+  assert.equal(prefix.interfaceNamePrefix, 'veth');
+});

@@ -1,0 +1,237 @@
+import assert from 'node:assert/strict';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { main } from '../../src/cli/main.ts';
+import { captureIO } from './capture-io.ts';
+
+const EXAMPLE_CONFIG = new URL('../../examples/kube-proxy-config.yaml', import.meta.url).pathname;
+
+async function run(argv: string[], stdin = '') {
+  const captured = captureIO(stdin);
+  const code = await main(argv, captured.io);
+  return { code, stdout: captured.stdout(), stderr: captured.stderr() };
+}
+
+const service = (name: string, clusterIP: string, port = 80) => ({
+  apiVersion: 'v1',
+  kind: 'Service',
+  metadata: { name, namespace: 'default' },
+  spec: {
+    type: 'ClusterIP',
+    clusterIP,
+    clusterIPs: [clusterIP],
+    ports: [{ name: 'http', port, protocol: 'TCP' }],
+  },
+});
+const slice = (name: string, ips: string[]) => ({
+  apiVersion: 'discovery.k8s.io/v1',
+  kind: 'EndpointSlice',
+  metadata: { name: `${name}-abcde`, namespace: 'default', labels: { 'kubernetes.io/service-name': name } },
+  addressType: 'IPv4',
+  endpoints: ips.map((ip) => ({ addresses: [ip], conditions: { ready: true }, nodeName: 'node-1' })),
+  ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+});
+const list = (...items: unknown[]) => JSON.stringify({ apiVersion: 'v1', kind: 'List', items });
+const node = ['--node', 'node-1', '--node-ip', '192.168.10.11'];
+
+let dir = '';
+before(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'kproxy-render-'));
+});
+after(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function write(name: string, text: string): Promise<string> {
+  const path = join(dir, name);
+  await writeFile(path, text);
+  return path;
+}
+
+test('render --mode nftables --example prints an nftables ruleset for both families', async () => {
+  const result = await run(['render', '--mode', 'nftables', '--example']);
+  assert.equal(result.stderr, '');
+  assert.equal(result.code, 0);
+  assert.match(result.stdout, /table ip kproxy/);
+  assert.match(result.stdout, /table ip6 kproxy/);
+  assert.match(result.stdout, /default\/web:80\/TCP/);
+});
+
+test('render --mode iptables --example prints iptables-restore input for both families, no warnings', async () => {
+  const result = await run(['render', '--mode', 'iptables', '--example']);
+  assert.equal(result.stderr, '');
+  assert.equal(result.code, 0);
+  assert.match(result.stdout, /^# iptables-restore input/m);
+  assert.match(result.stdout, /^# ip6tables-restore input/m);
+  assert.match(result.stdout, /\*nat/);
+  for (const key of [
+    'default/web:80/TCP',
+    'kube-system/kube-dns:53/UDP',
+    'telecom/diameter:3868/SCTP',
+    'default/echo-v6:80/TCP',
+  ]) {
+    assert.ok(result.stdout.includes(key), key);
+  }
+  for (const skipped of ['shop/postgres', 'shop/payments-provider', 'default/mesh-gateway']) {
+    assert.ok(!result.stdout.includes(skipped), `${skipped} must be skipped`);
+  }
+});
+
+test('--example without --node renders for the example’s first node, node-1', async () => {
+  // node-exporter has internalTrafficPolicy Local and runs with host networking on every node.
+  const defaultNode = await run(['render', '--mode', 'iptables', '--example', '--family', 'ipv4']);
+  assert.match(defaultNode.stdout, /192\.168\.10\.11:9100/);
+  assert.doesNotMatch(defaultNode.stdout, /192\.168\.10\.12:9100/);
+  const node2 = await run([
+    'render',
+    '--mode',
+    'iptables',
+    '--example',
+    '--family',
+    'ipv4',
+    '--node',
+    'node-2',
+  ]);
+  assert.match(node2.stdout, /192\.168\.10\.12:9100/);
+  assert.doesNotMatch(node2.stdout, /192\.168\.10\.11:9100/);
+});
+
+test('rendering is deterministic: the same input gives the same bytes', async () => {
+  const first = await run(['render', '--mode', 'iptables', '--example']);
+  const second = await run(['render', '--mode', 'iptables', '--example']);
+  assert.equal(first.stdout, second.stdout);
+});
+
+test('--family ipv4 leaves out the IPv6 rules', async () => {
+  const result = await run(['render', '--mode', 'iptables', '--example', '--family', 'ipv4']);
+  assert.equal(result.code, 0);
+  assert.doesNotMatch(result.stdout, /ip6tables/);
+  assert.doesNotMatch(result.stdout, /fd00:/);
+});
+
+test('the example config file works with --example', async () => {
+  const result = await run(['render', '--config', EXAMPLE_CONFIG, '--proxy-mode', 'iptables', '--example']);
+  assert.equal(result.stderr, '');
+  assert.equal(result.code, 0);
+  assert.match(result.stdout, /default\/web:80\/TCP/);
+});
+
+test('an invalid object is skipped with a warning and the rest is rendered', async () => {
+  const bad = service('bad', '10.96.0.99', 70000);
+  const path = await write(
+    'mixed.json',
+    list(service('good', '10.96.0.20'), slice('good', ['10.244.1.5']), bad),
+  );
+  const result = await run(['render', '--mode', 'iptables', '--input', path, ...node]);
+  assert.equal(result.code, 0);
+  assert.match(
+    result.stderr,
+    new RegExp(`^warning: ${path}: Service default/bad skipped: spec\\.ports\\[0\\]\\.port: .*70000`),
+  );
+  assert.equal(result.stderr.split('\n').length, 2, 'one warning line');
+  assert.match(result.stdout, /default\/good:80\/TCP/);
+  assert.doesNotMatch(result.stdout, /default\/bad/);
+});
+
+test('--strict turns warnings into exit 1 and renders nothing', async () => {
+  const path = await write('strict.json', list(service('good', '10.96.0.20'), service('bad', '10.96.0.300')));
+  const result = await run(['render', '--mode', 'iptables', '--input', path, '--strict', ...node]);
+  assert.equal(result.code, 1);
+  assert.equal(result.stdout, '');
+  assert.match(result.stderr, /^warning: .*Service default\/bad skipped/m);
+  assert.match(result.stderr, /--strict/);
+});
+
+test('--strict with clean input exits 0', async () => {
+  const path = await write('clean.json', list(service('good', '10.96.0.20'), slice('good', ['10.244.1.5'])));
+  const result = await run(['render', '--mode', 'iptables', '--input', path, '--strict', ...node]);
+  assert.equal(result.stderr, '');
+  assert.equal(result.code, 0);
+});
+
+test('a file that does not parse: exit 1, one line with file:line, no stack trace', async () => {
+  const path = await write('broken.yaml', 'kind: Service\nmetadata:\n  name: [web\n');
+  const result = await run(['render', '--mode', 'iptables', '--input', path]);
+  assert.equal(result.code, 1);
+  assert.equal(result.stdout, '');
+  assert.match(result.stderr, new RegExp(`^kproxy render: ${path}:\\d+: [^\\n]+\\n$`));
+});
+
+test('--input - reads the objects from stdin', async () => {
+  const stdin = list(service('piped', '10.96.0.21'), slice('piped', ['10.244.1.6']));
+  const result = await run(['render', '--mode', 'iptables', '--input', '-', ...node], stdin);
+  assert.equal(result.code, 0);
+  assert.match(result.stdout, /default\/piped:80\/TCP/);
+});
+
+test('--since prints the incremental update, which differs from the full ruleset', async () => {
+  const old = await write('old.json', list(service('web', '10.96.0.20'), slice('web', ['10.244.1.5'])));
+  const next = await write(
+    'new.json',
+    list(service('web', '10.96.0.20'), slice('web', ['10.244.1.5', '10.244.1.6'])),
+  );
+  const full = await run(['render', '--mode', 'iptables', '--input', next, ...node]);
+  const incremental = await run(['render', '--mode', 'iptables', '--input', next, '--since', old, ...node]);
+  assert.equal(incremental.code, 0);
+  assert.match(incremental.stdout, /incremental/);
+  assert.match(incremental.stdout, /10\.244\.1\.6/);
+  assert.notEqual(incremental.stdout, full.stdout);
+});
+
+test('usage errors exit 2 with one clear line', async () => {
+  const cases: [string[], RegExp][] = [
+    [['render', '--mode', 'iptables'], /no input/],
+    [['render', '--example', '--bogus'], /Unknown option '--bogus'/],
+    [['render', '--example', '--family', 'ipv5'], /--family: "ipv5" is not ipv4, ipv6 or both/],
+    [['render', '--example', '--mode', 'pf'], /--proxy-mode: "pf" is not one of iptables, nftables, ipvs/],
+    [['render', '--example', '--mode', 'iptables', '--proxy-mode', 'nftables'], /disagree/],
+    [['render', 'stray'], /Unexpected argument 'stray'/],
+  ];
+  for (const [argv, message] of cases) {
+    const result = await run(argv);
+    assert.equal(result.code, 2, argv.join(' '));
+    assert.match(result.stderr, message);
+    assert.doesNotMatch(result.stderr, /\n\s+at /, 'no stack trace');
+  }
+});
+
+test('a missing input file or config file is exit 1 naming it', async () => {
+  const missing = join(dir, 'missing.yaml');
+  const input = await run(['render', '--mode', 'iptables', '--input', missing]);
+  assert.deepEqual([input.code, input.stderr], [1, `kproxy render: ${missing}: no such file or directory\n`]);
+  const config = await run(['render', '--example', '--config', missing]);
+  assert.deepEqual(
+    [config.code, config.stderr],
+    [1, `kproxy render: ${missing}: no such file or directory\n`],
+  );
+});
+
+test('a mode without a planner yet is a clear error', async () => {
+  const result = await run(['render', '--mode', 'ipvs', '--example']);
+  assert.equal(result.code, 1);
+  assert.equal(result.stderr, 'kproxy render: mode ipvs cannot render yet\n');
+});
+
+test('render --help documents the flags', async () => {
+  const result = await run(['render', '--help']);
+  assert.equal(result.code, 0);
+  for (const flag of [
+    '--input',
+    '--example',
+    '--since',
+    '--strict',
+    '--family',
+    '--cluster-cidr',
+    '--node-ip',
+  ]) {
+    assert.ok(result.stdout.includes(flag), flag);
+  }
+});
+
+test('the example cluster file is a kubectl-style v1 List', async () => {
+  const text = await readFile(new URL('../../examples/cluster.yaml', import.meta.url), 'utf8');
+  assert.match(text, /^apiVersion: v1$/m);
+  assert.match(text, /^kind: List$/m);
+});
