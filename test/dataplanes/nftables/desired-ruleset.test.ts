@@ -1,0 +1,256 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { desiredRuleset } from '../../../dataplanes/nftables/desired-ruleset.ts';
+import type { FamilyRuleset } from '../../../dataplanes/nftables/ruleset.ts';
+import type { DualStackState } from '../../../src/model/proxy-state.ts';
+import { endpoint, ipv4, localEndpoint, proxyState, servicePort } from './fixtures.ts';
+
+function v4(state: DualStackState): FamilyRuleset {
+  const ruleset = desiredRuleset(state).ip;
+  assert.ok(ruleset, 'no ip table');
+  return ruleset;
+}
+
+/** key -> value (or "" for a set element) of one set. */
+function elements(ruleset: FamilyRuleset, set: string): Record<string, string> {
+  return Object.fromEntries([...(ruleset.elements.get(set) ?? [])].map(([key, e]) => [key, e.value ?? '']));
+}
+
+function rules(ruleset: FamilyRuleset, chain: string): readonly string[] {
+  const c = ruleset.chains.get(chain);
+  assert.ok(c, `no chain ${chain}`);
+  return c.rules;
+}
+
+const twoEndpoints = [endpoint('10.244.2.10'), localEndpoint('10.244.1.10')];
+
+describe('ClusterIP', () => {
+  test('a service port with endpoints goes to cluster-ip, then to the chain for its endpoint count', () => {
+    const r = v4(ipv4([servicePort('web', { clusterIP: '10.96.0.10', clusterEndpoints: twoEndpoints })]));
+    assert.deepEqual(elements(r, 'service-ips'), { '10.96.0.10 . tcp . 80': 'goto cluster-ip' });
+    assert.deepEqual(elements(r, 'cluster-endpoints'), { '10.96.0.10 . tcp . 80': 'goto backends-2' });
+    assert.deepEqual(elements(r, 'backends'), {
+      '10.96.0.10 . tcp . 80 . 0': '10.244.2.10 . 8080',
+      '10.96.0.10 . tcp . 80 . 1': '10.244.1.10 . 8080',
+    });
+    assert.match(rules(r, 'backends-2')[0]!, /numgen random mod 2 map @backends$/);
+    assert.deepEqual(elements(r, 'no-endpoint-services'), {});
+  });
+
+  test('the service port key is the comment of its elements', () => {
+    const r = v4(ipv4([servicePort('web', { clusterIP: '10.96.0.10', clusterEndpoints: twoEndpoints })]));
+    assert.equal(r.elements.get('service-ips')?.get('10.96.0.10 . tcp . 80')?.comment, 'default/web:80/TCP');
+  });
+
+  test('services with the same endpoint count share one chain; chains follow distinct counts only', () => {
+    const ports = [1, 2, 3].map((i) =>
+      servicePort(`s${i}`, { clusterIP: `10.96.0.${i}`, clusterEndpoints: [endpoint(`10.244.2.${i}`)] }),
+    );
+    ports.push(servicePort('two', { clusterIP: '10.96.0.9', clusterEndpoints: twoEndpoints }));
+    const r = v4(ipv4(ports));
+    assert.deepEqual(
+      [...r.chains.keys()].filter((c) => /^backends-\d+$/.test(c)),
+      ['backends-1', 'backends-2'],
+    );
+  });
+
+  test('no endpoints at all: no DNAT element, REJECT in no-endpoint-services', () => {
+    const r = v4(ipv4([servicePort('none', { clusterIP: '10.96.0.99', nodePort: 30099 })]));
+    assert.deepEqual(elements(r, 'service-ips'), {});
+    assert.deepEqual(elements(r, 'no-endpoint-services'), { '10.96.0.99 . tcp . 80': 'goto reject-chain' });
+    assert.deepEqual(elements(r, 'no-endpoint-nodeports'), { 'tcp . 30099': 'goto reject-chain' });
+    assert.deepEqual(elements(r, 'service-nodeports'), {});
+  });
+
+  test('internalTrafficPolicy Local uses the local endpoints, and DROPs when there are none', () => {
+    const local = servicePort('loc', {
+      clusterIP: '10.96.0.10',
+      internalPolicyLocal: true,
+      clusterEndpoints: twoEndpoints,
+    });
+    const r = v4(ipv4([local]));
+    assert.deepEqual(elements(r, 'backends'), { '10.96.0.10 . tcp . 80 . 0': '10.244.1.10 . 8080' });
+    const none = servicePort('loc', {
+      clusterIP: '10.96.0.10',
+      internalPolicyLocal: true,
+      clusterEndpoints: [endpoint('10.244.2.10')],
+      localEndpoints: [],
+    });
+    const r2 = v4(ipv4([none]));
+    assert.deepEqual(elements(r2, 'service-ips'), {});
+    assert.deepEqual(elements(r2, 'no-endpoint-services'), { '10.96.0.10 . tcp . 80': 'drop' });
+  });
+
+  test('off-cluster sources are masqueraded per the detector; masqueradeAll masquerades everything', () => {
+    const sp = servicePort('web', { clusterIP: '10.96.0.10', clusterEndpoints: twoEndpoints });
+    assert.equal(
+      rules(v4(ipv4([sp])), 'cluster-ip')[0],
+      'ip saddr != 10.244.0.0/16 jump mark-for-masquerade',
+    );
+    assert.equal(rules(v4(ipv4([sp], { masqueradeAll: true })), 'cluster-ip')[0], 'jump mark-for-masquerade');
+    const byPrefix = v4(
+      ipv4([sp], { localDetector: { mode: 'InterfaceNamePrefix', prefixes: ['veth', 'cali'] } }),
+    );
+    assert.equal(
+      rules(byPrefix, 'cluster-ip')[0],
+      'iifname != "veth*" iifname != "cali*" jump mark-for-masquerade',
+    );
+    const none = v4(ipv4([sp], { localDetector: { mode: 'None' } }));
+    assert.deepEqual(rules(none, 'cluster-ip'), [
+      'ip daddr . meta l4proto . th dport vmap @cluster-endpoints',
+    ]);
+  });
+});
+
+describe('external traffic', () => {
+  const web = (overrides: Partial<Parameters<typeof servicePort>[1]>) =>
+    servicePort('web', {
+      clusterIP: '10.96.0.10',
+      nodePort: 30080,
+      externalIPs: ['192.168.5.5'],
+      clusterEndpoints: twoEndpoints,
+      ...overrides,
+    });
+
+  test('policy Cluster: external IPs and node ports masquerade and use all endpoints', () => {
+    const r = v4(ipv4([web({})]));
+    assert.equal(elements(r, 'service-ips')['192.168.5.5 . tcp . 80'], 'goto external');
+    assert.equal(elements(r, 'service-nodeports')['tcp . 30080'], 'goto nodeport');
+    assert.equal(elements(r, 'nodeport-cluster-endpoints')['tcp . 30080'], 'goto nodeport-backends-2');
+    assert.deepEqual(rules(r, 'external')[0], 'jump mark-for-masquerade');
+  });
+
+  test('policy Local: local endpoints for outside traffic, all endpoints for the pod/host short-circuit', () => {
+    const r = v4(ipv4([web({ externalPolicyLocal: true })]));
+    assert.equal(elements(r, 'service-ips')['192.168.5.5 . tcp . 80'], 'goto external-local');
+    assert.equal(elements(r, 'cluster-endpoints')['192.168.5.5 . tcp . 80'], 'goto backends-2');
+    assert.equal(elements(r, 'local-endpoints')['192.168.5.5 . tcp . 80'], 'goto local-backends-1');
+    assert.equal(elements(r, 'nodeport-local-endpoints')['tcp . 30080'], 'goto nodeport-local-backends-1');
+    assert.deepEqual(rules(r, 'external-local'), [
+      'ip saddr 10.244.0.0/16 ip daddr . meta l4proto . th dport vmap @cluster-endpoints',
+      'fib saddr type local jump mark-for-masquerade',
+      'fib saddr type local ip daddr . meta l4proto . th dport vmap @cluster-endpoints',
+      'ip daddr . meta l4proto . th dport vmap @local-endpoints',
+    ]);
+  });
+
+  test('policy Local without local endpoints: short-circuit kept, outside traffic DROPped', () => {
+    const r = v4(ipv4([web({ externalPolicyLocal: true, clusterEndpoints: [endpoint('10.244.2.10')] })]));
+    assert.equal(elements(r, 'service-ips')['192.168.5.5 . tcp . 80'], 'goto external-local');
+    assert.equal(elements(r, 'no-endpoint-services')['192.168.5.5 . tcp . 80'], 'drop');
+    assert.equal(elements(r, 'no-endpoint-nodeports')['tcp . 30080'], 'drop');
+    assert.deepEqual(elements(r, 'local-endpoints'), {});
+  });
+
+  test('an external IP claimed by two service ports stays with the first in key order', () => {
+    const a = servicePort('a', {
+      clusterIP: '10.96.0.1',
+      externalIPs: ['192.168.5.5'],
+      clusterEndpoints: twoEndpoints,
+    });
+    const b = servicePort('b', {
+      clusterIP: '10.96.0.2',
+      externalIPs: ['192.168.5.5'],
+      clusterEndpoints: [],
+    });
+    const r = v4(ipv4([b, a]));
+    assert.equal(
+      r.elements.get('service-ips')?.get('192.168.5.5 . tcp . 80')?.comment,
+      'default/a:80/TCP external IP',
+    );
+    assert.deepEqual(elements(r, 'no-endpoint-services'), { '10.96.0.2 . tcp . 80': 'goto reject-chain' });
+  });
+
+  test('LoadBalancer source ranges fill the firewall sets; LB IPs are allowed when a range holds the node', () => {
+    const lb = (ranges: string[]) =>
+      v4(ipv4([web({ loadBalancerIPs: ['192.168.6.6'], loadBalancerSourceRanges: ranges })]));
+    assert.deepEqual(elements(lb(['203.0.113.0/24']), 'firewall-ips'), { '192.168.6.6 . tcp . 80': '' });
+    assert.deepEqual(Object.keys(elements(lb(['203.0.113.0/24']), 'firewall-allow')), [
+      '192.168.6.6 . tcp . 80 . 203.0.113.0/24',
+    ]);
+    assert.deepEqual(Object.keys(elements(lb(['10.100.0.0/24']), 'firewall-allow')), [
+      '192.168.6.6 . tcp . 80 . 10.100.0.0/24',
+      '192.168.6.6 . tcp . 80 . 192.168.6.6',
+    ]);
+    assert.deepEqual(elements(lb([]), 'firewall-ips'), {});
+  });
+
+  test('node ports on all local addresses, or only on the node addresses in nodePortAddresses', () => {
+    const all = v4(ipv4([web({})]));
+    assert.match(rules(all, 'services')[1]!, /^fib daddr type local ip daddr != 127\.0\.0\.0\/8 /);
+    const limited = v4(
+      ipv4([web({})], { nodeIPs: ['10.100.0.11', '172.16.0.1'], nodePortAddresses: ['10.100.0.0/24'] }),
+    );
+    assert.match(rules(limited, 'services')[1]!, /^ip daddr @nodeport-ips /);
+    assert.deepEqual(elements(limited, 'nodeport-ips'), { '10.100.0.11': '' });
+  });
+});
+
+describe('session affinity, hairpin, families', () => {
+  test('ClientIP affinity: per-endpoint timeout sets checked before a random pick', () => {
+    const r = v4(
+      ipv4([
+        servicePort('web', {
+          clusterIP: '10.96.0.10',
+          clusterEndpoints: twoEndpoints,
+          sessionAffinity: { timeoutSeconds: 60 },
+        }),
+      ]),
+    );
+    const target = elements(r, 'cluster-endpoints')['10.96.0.10 . tcp . 80']!;
+    const chain = target.replace('goto ', '');
+    assert.match(chain, /^affinity-[0-9a-f]{16}-cluster$/);
+    const [first, second, pick] = rules(r, chain);
+    assert.match(first!, /^ip saddr @(affinity-\w+) goto \1$/);
+    assert.match(second!, /^ip saddr @(affinity-\w+) goto \1$/);
+    assert.match(pick!, /^numgen random mod 2 vmap \{ 0 : goto affinity-\w+, 1 : goto affinity-\w+ \}$/);
+    const endpointChain = first!.split(' ').at(-1)!;
+    assert.equal(r.sets.get(endpointChain)?.timeoutSeconds, 60);
+    assert.match(rules(r, endpointChain)[1]!, /^meta l4proto tcp dnat ip to 10\.244\.\d\.10:8080$/);
+    assert.deepEqual(elements(r, 'backends'), {});
+  });
+
+  test('an endpoint keeps its affinity set when another endpoint goes away', () => {
+    const affinity = { timeoutSeconds: 60 };
+    const before = v4(
+      ipv4([
+        servicePort('w', {
+          clusterIP: '10.96.0.1',
+          clusterEndpoints: twoEndpoints,
+          sessionAffinity: affinity,
+        }),
+      ]),
+    );
+    const after = v4(
+      ipv4([
+        servicePort('w', {
+          clusterIP: '10.96.0.1',
+          clusterEndpoints: [twoEndpoints[0]!],
+          sessionAffinity: affinity,
+        }),
+      ]),
+    );
+    const affinitySets = (r: FamilyRuleset) => [...r.sets.keys()].filter((s) => s.startsWith('affinity-'));
+    assert.equal(affinitySets(after).length, 1);
+    assert.ok(affinitySets(before).includes(affinitySets(after)[0]!));
+  });
+
+  test('every local endpoint is in the hairpin set, remote ones are not', () => {
+    const r = v4(ipv4([servicePort('web', { clusterIP: '10.96.0.10', clusterEndpoints: twoEndpoints })]));
+    assert.deepEqual(elements(r, 'hairpin'), { '10.244.1.10 . 10.244.1.10': '' });
+  });
+
+  test('IPv6 renders into the ip6 table with ip6 matches; absent families have no table', () => {
+    const state = {
+      IPv6: proxyState('IPv6', [
+        servicePort('web', { clusterIP: 'fd00:96::10', clusterEndpoints: [endpoint('fd00:244:2::10')] }),
+      ]),
+    };
+    const desired = desiredRuleset(state);
+    assert.equal(desired.ip, undefined);
+    assert.deepEqual(Object.keys(Object.fromEntries(desired.ip6!.elements.get('backends')!)), [
+      'fd00:96::10 . tcp . 80 . 0',
+    ]);
+    assert.match(desired.ip6!.chains.get('backends-1')!.rules[0]!, /dnat ip6 to ip6 daddr/);
+  });
+});

@@ -1,0 +1,22 @@
+// Golden files: the exact full scripts for hand-built states. UPDATE_GOLDEN=1 rewrites them
+// (look at the diff by eye before committing).
+import assert from 'node:assert/strict';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
+import type { DualStackState } from '../../../src/model/proxy-state.ts';
+import { goldenStates } from './golden-states.ts';
+
+const GOLDEN_DIR = join(import.meta.dirname, '../../golden/nftables');
+
+function checkGolden(name: string, state: DualStackState): void {
+  const actual = nftablesPlanner.render(nftablesPlanner.planFull(state));
+  const file = join(GOLDEN_DIR, `${name}.nft`);
+  if (process.env.UPDATE_GOLDEN === '1') writeFileSync(file, actual);
+  assert.equal(actual, readFileSync(file, 'utf8'), `${file} differs (UPDATE_GOLDEN=1 to rewrite)`);
+}
+
+for (const [name, state] of Object.entries(goldenStates)) {
+  test(`golden: ${name}`, () => checkGolden(name, state));
+}
