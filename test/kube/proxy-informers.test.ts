@@ -1,0 +1,94 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import pino from 'pino';
+import { Registry } from 'prom-client';
+import { KubeClient } from '../../src/kube/client.ts';
+import { createInformerMetrics } from '../../src/kube/informer-metrics.ts';
+import { createProxyInformers, startAll, stopAll, waitForAllSynced } from '../../src/kube/proxy-informers.ts';
+import { ENDPOINT_SLICES, NODES, SERVICES } from '../../src/kube/resources.ts';
+import { sampleEndpointSlice, sampleNode, sampleService } from '../support/apiserver/sample-objects.ts';
+import { type StandInApiServer, startApiServer } from '../support/apiserver/server.ts';
+import { eventually } from './harness.ts';
+
+const PROXY_NAME = 'service.kubernetes.io/service-proxy-name';
+const HEADLESS = 'service.kubernetes.io/headless';
+
+function populate(server: StandInApiServer): void {
+  server.state.apply(SERVICES, sampleService('default', 'ours'));
+  server.state.apply(
+    SERVICES,
+    sampleService('default', 'other-proxy', { labels: { [PROXY_NAME]: 'other' } }),
+  );
+  server.state.apply(SERVICES, sampleService('default', 'claimed', { labels: { [PROXY_NAME]: 'kproxy' } }));
+  server.state.apply(ENDPOINT_SLICES, sampleEndpointSlice('default', 'ours-abc', { service: 'ours' }));
+  server.state.apply(
+    ENDPOINT_SLICES,
+    sampleEndpointSlice('default', 'headless-abc', { labels: { [HEADLESS]: '' } }),
+  );
+  server.state.apply(
+    ENDPOINT_SLICES,
+    sampleEndpointSlice('default', 'claimed-abc', { service: 'claimed', labels: { [PROXY_NAME]: 'kproxy' } }),
+  );
+  server.state.apply(NODES, sampleNode('node-1'));
+  server.state.apply(NODES, sampleNode('node-2', '192.168.0.11'));
+}
+
+async function withInformers(
+  proxyName: string | undefined,
+  check: (informers: ReturnType<typeof createProxyInformers>, server: StandInApiServer) => Promise<void>,
+): Promise<void> {
+  const server = await startApiServer();
+  populate(server);
+  const client = new KubeClient({ server: server.url });
+  const informers = createProxyInformers({
+    api: client,
+    nodeName: 'node-1',
+    ...(proxyName ? { proxyName } : {}),
+    logger: pino({ level: 'silent' }),
+    metrics: createInformerMetrics(new Registry()),
+  });
+  startAll(informers);
+  try {
+    await waitForAllSynced(informers);
+    await check(informers, server);
+  } finally {
+    await stopAll(informers);
+    await client.close();
+    await server.stop();
+  }
+}
+
+describe('proxy informers', () => {
+  test('without a proxy name: unclaimed services, non-headless slices, and only this node', async () => {
+    await withInformers(undefined, async ({ services, endpointSlices, node }, server) => {
+      assert.deepEqual([...services.store.keys()], ['default/ours']);
+      assert.deepEqual([...endpointSlices.store.keys()], ['default/ours-abc']);
+      assert.deepEqual([...node.store.keys()], ['node-1']);
+      assert.equal(node.store.get('node-1')?.status?.addresses?.[0]?.address, '192.168.0.10');
+      // The filtering happens on the server: the selectors are in the requests.
+      const selectors = server.requests.map(
+        (r) => r.query.get('labelSelector') ?? r.query.get('fieldSelector'),
+      );
+      assert.ok(selectors.includes(`!${PROXY_NAME}`));
+      assert.ok(selectors.includes(`!${PROXY_NAME},!${HEADLESS}`));
+      assert.ok(selectors.includes('metadata.name=node-1'));
+    });
+  });
+
+  test('with a proxy name: only what names this proxy', async () => {
+    await withInformers('kproxy', async ({ services, endpointSlices }) => {
+      assert.deepEqual([...services.store.keys()], ['default/claimed']);
+      assert.deepEqual([...endpointSlices.store.keys()], ['default/claimed-abc']);
+    });
+  });
+
+  test('a service that another proxy claims later leaves the store with a delete event', async () => {
+    await withInformers(undefined, async ({ services }, server) => {
+      const events: string[] = [];
+      services.onChange((e) => events.push(`${e.type} ${e.object.metadata.name}`));
+      server.state.apply(SERVICES, sampleService('default', 'ours', { labels: { [PROXY_NAME]: 'other' } }));
+      await eventually(() => assert.deepEqual(events, ['delete ours']));
+      assert.equal(services.store.size, 0);
+    });
+  });
+});
