@@ -2,12 +2,15 @@
 // load balancers and kubelet-style probes that know kube-proxy work unchanged:
 // - unhealthy when a change has been queued for longer than the timeout (2 × syncPeriod) without a
 //   successful sync: the loop is stuck or keeps failing;
+// - also unhealthy when the API server has been out of reach for longer than the timeout: the
+//   rules stay, but they no longer follow the cluster (see api-contact.ts);
 // - /healthz is also 503 when this node is being deleted or is tainted for scale-down by the
 //   cluster autoscaler, so load balancers drain it first; /livez ignores that.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Node } from '../kube/objects.ts';
 import type { Clock } from '../sync/clock.ts';
 import type { SyncLoopEvent } from '../sync/sync-loop.ts';
+import type { ContactEvent } from './api-contact.ts';
 
 /** The taint the cluster autoscaler puts on a node it is about to remove. */
 export const TO_BE_DELETED_TAINT = 'ToBeDeletedByClusterAutoscaler';
@@ -32,6 +35,7 @@ export class ProxyHealth {
   #oldestQueued: number | undefined;
   #lastUpdated = 0;
   #nodeEligible = true;
+  #apiLostAt: number | undefined;
 
   constructor(clock: Clock, timeoutMs: number) {
     this.#clock = clock;
@@ -57,10 +61,16 @@ export class ProxyHealth {
     this.#nodeEligible = nodeEligible(node);
   }
 
-  /** Liveness only: syncs keep up. */
+  apiContact(event: ContactEvent): void {
+    this.#apiLostAt = event.type === 'lost' ? event.at : undefined;
+  }
+
+  /** Liveness only: syncs keep up with the cluster. */
   live(): HealthStatus {
     const currentTime = this.#clock.now();
-    const healthy = this.#oldestQueued === undefined || currentTime - this.#oldestQueued <= this.#timeoutMs;
+    const fresh = (since: number | undefined) =>
+      since === undefined || currentTime - since <= this.#timeoutMs;
+    const healthy = fresh(this.#oldestQueued) && fresh(this.#apiLostAt);
     return { healthy, nodeEligible: this.#nodeEligible, lastUpdated: this.#lastUpdated, currentTime };
   }
 

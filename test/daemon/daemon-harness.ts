@@ -1,0 +1,84 @@
+// Shared pieces of the daemon tests: a config from YAML text, a dataplane that records what it is
+// asked to do, and polling for a condition (no timed assertions: only a generous upper bound).
+import { setTimeout as sleep } from 'node:timers/promises';
+import { pino } from 'pino';
+import type { LiveDataplane, SyncKind, SyncOutcome } from '../../dataplanes/shared/dataplane.ts';
+import { loadProxyConfig, type ProxyConfig } from '../../src/cli/config.ts';
+import type { DualStackState } from '../../src/model/proxy-state.ts';
+
+export async function configFromYaml(yaml: string, flags: Record<string, string> = {}): Promise<ProxyConfig> {
+  const loaded = await loadProxyConfig(
+    { config: 'test-config.yaml', ...flags },
+    { readFile: async () => yaml, hostname: 'test-host' },
+  );
+  if (!loaded.ok) throw new Error(`test config rejected: ${loaded.error}`);
+  return loaded.config;
+}
+
+/** Fast periods so that syncs, retries and the health timeout happen within a test. */
+export const FAST_CONFIG = `
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: nftables
+hostnameOverride: node-1
+healthzBindAddress: 127.0.0.1:0
+metricsBindAddress: 127.0.0.1:0
+nftables:
+  syncPeriod: 500ms
+  minSyncPeriod: 50ms
+`;
+
+export interface RecordedSync {
+  readonly kind: SyncKind;
+  readonly state: DualStackState;
+}
+
+export class RecordingDataplane implements LiveDataplane {
+  readonly mode = 'nftables' as const;
+  readonly syncs: RecordedSync[] = [];
+  starts = 0;
+  cleanups = 0;
+  failNext = 0;
+  intactAnswer = true;
+
+  async start(): Promise<void> {
+    this.starts++;
+  }
+
+  async sync(state: DualStackState, kind: SyncKind): Promise<SyncOutcome> {
+    if (this.failNext > 0) {
+      this.failNext--;
+      throw new Error('injected dataplane failure');
+    }
+    this.syncs.push({ kind, state });
+    return { kind, objectCount: state.IPv4?.servicePorts.size ?? 0, conntrackEntriesDeleted: 0 };
+  }
+
+  async intact(): Promise<boolean> {
+    return this.intactAnswer;
+  }
+
+  async cleanup(): Promise<void> {
+    this.cleanups++;
+  }
+
+  get last(): RecordedSync | undefined {
+    return this.syncs.at(-1);
+  }
+}
+
+/** Polls until `check` returns true; throws with `what` after `timeoutMs`. */
+export async function eventually(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 15_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`);
+    await sleep(20);
+  }
+}
+
+/** A logger that keeps the JSON lines, for assertions on what the daemon logs. */
+export function memoryLogger(level = 'debug') {
+  const lines: Record<string, unknown>[] = [];
+  const logger = pino({ level }, { write: (line: string) => lines.push(JSON.parse(line)) });
+  return { logger, lines };
+}

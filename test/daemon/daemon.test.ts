@@ -1,0 +1,211 @@
+import assert from 'node:assert/strict';
+import { createServer } from 'node:net';
+import { describe, test } from 'node:test';
+import { type Daemon, nodeSettingsChanged, startDaemon } from '../../src/daemon/daemon.ts';
+import { KubeClient } from '../../src/kube/client.ts';
+import type { Node } from '../../src/kube/objects.ts';
+import { ENDPOINT_SLICES, NODES, SERVICES } from '../../src/kube/resources.ts';
+import { systemClock } from '../../src/sync/clock.ts';
+import { ProxyMetrics } from '../../src/sync/metrics.ts';
+import { sampleEndpointSlice, sampleNode, sampleService } from '../support/apiserver/sample-objects.ts';
+import { type StandInApiServer, startApiServer } from '../support/apiserver/server.ts';
+import {
+  configFromYaml,
+  eventually,
+  FAST_CONFIG,
+  memoryLogger,
+  RecordingDataplane,
+} from './daemon-harness.ts';
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+interface Running {
+  readonly api: StandInApiServer;
+  readonly dataplane: RecordingDataplane;
+  readonly daemon: Daemon;
+  readonly lines: Record<string, unknown>[];
+}
+
+/** A stand-in API server holding web (one endpoint) and node-1, and a daemon against it. */
+async function run(t: { after(fn: () => Promise<unknown>): void }, setup?: (api: StandInApiServer) => void) {
+  const api = await startApiServer({ port: await freePort() });
+  t.after(() => api.stop());
+  api.state.apply(SERVICES, sampleService('default', 'web', { clusterIP: '10.96.0.10' }));
+  api.state.apply(ENDPOINT_SLICES, sampleEndpointSlice('default', 'web-abc', { service: 'web' }));
+  api.state.apply(NODES, sampleNode('node-1'));
+  setup?.(api);
+  const client = new KubeClient({ server: api.url });
+  t.after(() => client.close());
+  const { logger, lines } = memoryLogger();
+  const dataplane = new RecordingDataplane();
+  const started = await startDaemon({
+    config: await configFromYaml(FAST_CONFIG),
+    logger,
+    api: client,
+    dataplane,
+    clock: systemClock,
+    healthCheckHost: '127.0.0.1',
+    informerBackoff: { initialMs: 20, maxMs: 100 },
+    metrics: new ProxyMetrics('nftables', { processMetrics: false }),
+  });
+  assert.ok(started.ok, started.ok ? '' : started.error);
+  t.after(() => started.daemon.stop());
+  return { api, dataplane, daemon: started.daemon, lines } satisfies Running;
+}
+
+const portKeys = (r: Running) => [...(r.dataplane.last?.state.IPv4?.servicePorts.keys() ?? [])];
+
+describe('daemon against the stand-in API server', () => {
+  test('syncs only once the informers have synced; the first sync is full and holds the cluster', async (t) => {
+    const r = await run(t, (api) => api.faults.stallNext(3, 300));
+    assert.equal(r.dataplane.syncs.length, 0, 'no sync while the API server has not answered');
+    assert.equal(r.dataplane.starts, 1, 'earlier rules are adopted before anything else');
+    await eventually('first sync', () => r.dataplane.syncs.length > 0);
+    const first = r.dataplane.syncs[0]!;
+    assert.equal(first.kind, 'full');
+    const web = first.state.IPv4?.servicePorts.get('default/web:80/TCP');
+    assert.deepEqual(
+      web?.clusterEndpoints.map((e) => `${e.ip}:${e.port}`),
+      ['10.244.0.5:8080'],
+    );
+    assert.deepEqual(first.state.IPv4?.node.nodeIPs, ['192.168.0.10']);
+    const line = r.lines.find((l) => l.msg === 'rules synced');
+    assert.ok(line, 'one log line per sync');
+    assert.equal(line.kind, 'full');
+    assert.equal(line.servicePorts, 1);
+    assert.equal(line.endpoints, 1);
+    assert.equal(typeof line.durationMs, 'number');
+  });
+
+  test('services created, changed and deleted are followed by incremental syncs', async (t) => {
+    const r = await run(t);
+    await eventually('first sync', () => r.dataplane.syncs.length > 0);
+    r.api.state.apply(SERVICES, sampleService('default', 'db', { clusterIP: '10.96.0.20', port: 5432 }));
+    await eventually('db added', () => portKeys(r).includes('default/db:5432/TCP'));
+    r.api.state.apply(SERVICES, sampleService('default', 'db', { clusterIP: '10.96.0.20', port: 5433 }));
+    await eventually('db port changed', () => portKeys(r).includes('default/db:5433/TCP'));
+    assert.ok(!portKeys(r).includes('default/db:5432/TCP'));
+    r.api.state.apply(
+      ENDPOINT_SLICES,
+      sampleEndpointSlice('default', 'web-abc', { service: 'web', addresses: ['10.244.0.5', '10.244.0.6'] }),
+    );
+    await eventually(
+      'second web endpoint',
+      () =>
+        r.dataplane.last?.state.IPv4?.servicePorts.get('default/web:80/TCP')?.clusterEndpoints.length === 2,
+    );
+    r.api.state.delete(SERVICES, 'default', 'db');
+    await eventually('db deleted', () => !portKeys(r).some((k) => k.startsWith('default/db:')));
+    assert.ok(r.dataplane.syncs.slice(1).every((s) => s.kind === 'incremental'));
+  });
+
+  test('a node label change asks for a full sync', async (t) => {
+    const r = await run(t);
+    await eventually('first sync', () => r.dataplane.syncs.length > 0);
+    const before = r.dataplane.syncs.length;
+    const node = sampleNode('node-1');
+    (node.metadata as { labels: Record<string, string> }).labels['topology.kubernetes.io/zone'] = 'zone-b';
+    r.api.state.apply(NODES, node);
+    await eventually('resync after the label change', () => r.dataplane.syncs.length > before);
+    assert.equal(r.dataplane.last?.kind, 'full');
+  });
+
+  test('a failed sync is retried as a full sync and counted', async (t) => {
+    const r = await run(t, () => {});
+    r.dataplane.failNext = 2;
+    await eventually('a sync after two failures', () => r.dataplane.syncs.length > 0);
+    assert.equal(r.dataplane.syncs[0]?.kind, 'full');
+    const text = await (await fetch(`${r.daemon.metricsUrl}/metrics`)).text();
+    assert.match(text, /^kubeproxy_sync_proxy_rules_nftables_sync_failures_total 2$/m);
+    assert.ok(r.lines.some((l) => l.msg === 'sync failed; retrying with a full sync' && l.level === 50));
+  });
+
+  test('/healthz, /livez and /metrics are served with kube-proxy semantics', async (t) => {
+    const r = await run(t);
+    await eventually('first sync', () => r.dataplane.syncs.length > 0);
+    const healthz = await fetch(`${r.daemon.healthzUrl}/healthz`);
+    assert.equal(healthz.status, 200);
+    assert.equal(((await healthz.json()) as { nodeEligible: boolean }).nodeEligible, true);
+    assert.equal((await fetch(`${r.daemon.healthzUrl}/livez`)).status, 200);
+    const metrics = await (await fetch(`${r.daemon.metricsUrl}/metrics`)).text();
+    const last = /^kubeproxy_sync_proxy_rules_last_timestamp_seconds (\S+)$/m.exec(metrics);
+    assert.ok(last && Number(last[1]) > 0, 'last sync timestamp is set');
+    assert.match(metrics, /^kubeproxy_sync_full_proxy_rules_duration_seconds_count [1-9]/m);
+    assert.match(metrics, /^kubeproxy_sync_proxy_rules_service_changes_total 1$/m);
+    assert.match(metrics, /^kubeproxy_proxy_healthz_total\{code="200"\} 1$/m);
+    assert.match(metrics, /^kproxy_informer_relists_total\{resource="services",reason="initial"\} 1$/m);
+    assert.equal(await (await fetch(`${r.daemon.metricsUrl}/proxyMode`)).text(), 'nftables');
+  });
+
+  test('a node marked for deletion fails /healthz but not /livez', async (t) => {
+    const r = await run(t);
+    await eventually('first sync', () => r.dataplane.syncs.length > 0);
+    const node = sampleNode('node-1');
+    (node.spec as Record<string, unknown>).taints = [
+      { key: 'ToBeDeletedByClusterAutoscaler', value: '1700000000', effect: 'NoSchedule' },
+    ];
+    r.api.state.apply(NODES, node);
+    await eventually(
+      'healthz 503',
+      async () => (await fetch(`${r.daemon.healthzUrl}/healthz`)).status === 503,
+    );
+    assert.equal((await fetch(`${r.daemon.healthzUrl}/livez`)).status, 200);
+  });
+
+  test('an API server outage leaves the rules, turns healthz 503 after the timeout, and recovery resyncs', async (t) => {
+    const r = await run(t);
+    await eventually('first sync', () => r.dataplane.syncs.length > 0);
+    await r.api.stop();
+    // Health timeout is 2 × syncPeriod = 1 s.
+    await eventually('healthz 503 during the outage', async () => {
+      return (await fetch(`${r.daemon.healthzUrl}/healthz`)).status === 503;
+    });
+    assert.equal(r.dataplane.cleanups, 0, 'rules are never removed');
+    assert.ok(portKeys(r).includes('default/web:80/TCP'), 'the last synced state still stands');
+    // The cluster moves on while the node cannot see it.
+    r.api.state.apply(SERVICES, sampleService('default', 'late', { clusterIP: '10.96.0.30' }));
+    await r.api.start();
+    await eventually('the change made during the outage is synced', () =>
+      portKeys(r).includes('default/late:80/TCP'),
+    );
+    await eventually(
+      'healthz 200 again',
+      async () => (await fetch(`${r.daemon.healthzUrl}/healthz`)).status === 200,
+    );
+    assert.ok(r.lines.some((l) => l.msg === 'lost contact with the API server; rules stay as they are'));
+  });
+
+  test('stop() leaves the rules and ends syncing and listening', async (t) => {
+    const r = await run(t);
+    await eventually('first sync', () => r.dataplane.syncs.length > 0);
+    await r.daemon.stop();
+    const count = r.dataplane.syncs.length;
+    r.api.state.apply(SERVICES, sampleService('default', 'after', { clusterIP: '10.96.0.40' }));
+    await assert.rejects(fetch(`${r.daemon.healthzUrl}/healthz`));
+    assert.equal(r.dataplane.cleanups, 0);
+    assert.equal(r.dataplane.syncs.length, count);
+    assert.ok(r.lines.some((l) => l.msg === 'stopped; rules left in place'));
+  });
+});
+
+describe('nodeSettingsChanged', () => {
+  const node = (labels: Record<string, string>, version: string): Node => ({
+    kind: 'Node',
+    metadata: { name: 'node-1', labels, resourceVersion: version },
+    spec: { podCIDRs: ['10.244.0.0/24'] },
+    status: { addresses: [{ type: 'InternalIP', address: '192.168.0.10' }] },
+  });
+
+  test('a heartbeat (new resourceVersion only) is not a settings change; a label change is', () => {
+    const old = node({ zone: 'a' }, '1');
+    assert.equal(nodeSettingsChanged({ type: 'update', old, object: node({ zone: 'a' }, '2') }), false);
+    assert.equal(nodeSettingsChanged({ type: 'update', old, object: node({ zone: 'b' }, '3') }), true);
+    assert.equal(nodeSettingsChanged({ type: 'add', object: old }), true);
+  });
+});
