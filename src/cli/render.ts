@@ -3,16 +3,16 @@
 import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import type { ParseArgsOptionsConfig } from 'node:util';
-import type { DataplaneMode } from '../../dataplanes/shared/dataplane.ts';
+import type { KubeObject } from '../kube/objects.ts';
 import { buildProxyState } from '../model/build-state.ts';
-import type { DualStackState } from '../model/proxy-state.ts';
+import type { DualStackState, IPFamily } from '../model/proxy-state.ts';
 import { groupObjects } from '../sources/cluster-objects.ts';
 import { EXAMPLE_CLUSTER_PATH } from '../sources/example-cluster.ts';
 import { formatSourceWarning, readObjects } from '../sources/read-objects.ts';
 import { loadProxyConfig, type ProxyConfig } from './config.ts';
 import { RENDER_USAGE } from './help.ts';
 import { type CliIO, readAllText } from './io.ts';
-import { parseFlags } from './parse-flags.ts';
+import { type FlagValues, parseFlags } from './parse-flags.ts';
 import { loadPlanner } from './planners.ts';
 import { PROXY_FLAG_OPTIONS } from './proxy-flags.ts';
 import { toProxyOptions } from './proxy-options.ts';
@@ -28,78 +28,103 @@ const RENDER_OPTIONS: ParseArgsOptionsConfig = {
   help: { type: 'boolean', short: 'h' },
 };
 
-const FAMILIES: Readonly<Record<string, readonly (keyof DualStackState)[]>> = {
+const FAMILIES: Readonly<Record<string, readonly IPFamily[]>> = {
   ipv4: ['IPv4'],
   ipv6: ['IPv6'],
   both: ['IPv4', 'IPv6'],
 };
 
+interface RenderRequest {
+  readonly inputs: readonly string[];
+  readonly since: readonly string[];
+  readonly example: boolean;
+  readonly strict: boolean;
+  readonly families: readonly IPFamily[];
+  readonly config: ProxyConfig;
+}
+
+/** A reason to stop: 2 for a wrong command line, 1 for anything else the user can fix. */
+interface Failure {
+  readonly exitCode: 1 | 2;
+  readonly message: string;
+}
+
 export async function renderCommand(args: readonly string[], io: CliIO): Promise<number> {
-  const usage = (message: string) => {
-    io.stderr.write(`kproxy render: ${message}\n(see kproxy render --help)\n`);
-    return 2;
-  };
-  const error = (message: string) => {
-    io.stderr.write(`kproxy render: ${message}\n`);
-    return 1;
+  const fail = ({ exitCode, message }: Failure) => {
+    io.stderr.write(`kproxy render: ${message}\n${exitCode === 2 ? '(see kproxy render --help)\n' : ''}`);
+    return exitCode;
   };
   const flags = parseFlags(args, RENDER_OPTIONS);
-  if (!flags.ok) return usage(flags.error);
-  const { values } = flags;
-  if (values.help) {
+  if (!flags.ok) return fail({ exitCode: 2, message: flags.error });
+  if (flags.values.help) {
     io.stdout.write(RENDER_USAGE);
     return 0;
   }
-  if (
-    values.mode !== undefined &&
-    values['proxy-mode'] !== undefined &&
-    values.mode !== values['proxy-mode']
-  ) {
-    return usage('--mode and --proxy-mode disagree');
-  }
-  const inputs = [...((values.input as string[] | undefined) ?? [])];
-  if (values.example) inputs.push(EXAMPLE_CLUSTER_PATH);
-  if (inputs.length === 0) return usage('no input: give --input PATH (repeatable, - for stdin) or --example');
-  const family = FAMILIES[(values.family as string | undefined) ?? 'both'];
-  if (family === undefined)
-    return usage(`--family: ${JSON.stringify(values.family)} is not ipv4, ipv6 or both`);
-
-  const loaded = await loadProxyConfig(
-    { ...values, 'proxy-mode': values.mode ?? values['proxy-mode'] },
-    { readFile: (path) => readFile(path, 'utf8'), hostname: hostname() },
-  );
-  if (!loaded.ok) return loaded.usage ? usage(loaded.error) : error(loaded.error);
-  const plannerLoad = loadPlanner(loaded.config.mode as DataplaneMode);
-  if (plannerLoad === undefined) return error(`mode ${loaded.config.mode} cannot render yet`);
+  const request = await renderRequest(flags.values);
+  if ('exitCode' in request) return fail(request);
+  const plannerLoad = loadPlanner(request.config.mode);
+  if (plannerLoad === undefined)
+    return fail({ exitCode: 1, message: `mode ${request.config.mode} cannot render yet` });
 
   const stdinText = once(() => readAllText(io.stdin));
-  const current = await readObjects(inputs, stdinText);
-  if (!current.ok) return error(current.error);
-  const sincePaths = (values.since as string[] | undefined) ?? [];
-  const previous = sincePaths.length > 0 ? await readObjects(sincePaths, stdinText) : undefined;
-  if (previous !== undefined && !previous.ok) return error(previous.error);
+  const current = await readObjects(request.inputs, stdinText);
+  if (!current.ok) return fail({ exitCode: 1, message: current.error });
+  const previous = request.since.length > 0 ? await readObjects(request.since, stdinText) : undefined;
+  if (previous !== undefined && !previous.ok) return fail({ exitCode: 1, message: previous.error });
 
-  const config = withRenderNodeName(loaded.config, values.example === true ? current.objects : []);
+  const config = withRenderNodeName(request.config, request.example ? current.objects : []);
   const warnings = [...(previous?.warnings ?? []), ...current.warnings].map(formatSourceWarning);
-  const stateOf = (objects: Parameters<typeof groupObjects>[0]) => {
-    const { services, endpointSlices, nodes } = groupObjects(objects);
-    const node = nodes.find((candidate) => candidate.metadata.name === config.nodeName);
-    const built = buildProxyState({ services, endpointSlices, node }, toProxyOptions(config));
-    warnings.push(...built.problems.map((problem) => `${problem.object}: ${problem.reason}`));
-    return onlyFamilies(built.state, family);
+  const stateOf = (objects: readonly KubeObject[]) => {
+    const built = buildState(objects, config, request.families);
+    warnings.push(...built.warnings);
+    return built.state;
   };
   const previousState = previous && stateOf(previous.objects);
   const state = stateOf(current.objects);
 
   const uniqueWarnings = [...new Set(warnings)];
   for (const warning of uniqueWarnings) io.stderr.write(`warning: ${warning}\n`);
-  if (values.strict && uniqueWarnings.length > 0) {
-    return error(`${uniqueWarnings.length} warning(s) and --strict: nothing rendered`);
+  if (request.strict && uniqueWarnings.length > 0) {
+    return fail({
+      exitCode: 1,
+      message: `${uniqueWarnings.length} warning(s) and --strict: nothing rendered`,
+    });
   }
   const planner = await plannerLoad;
-  const plan = previousState ? planner.planIncremental(previousState, state) : planner.planFull(state);
-  io.stdout.write(planner.render(plan));
+  io.stdout.write(
+    planner.render(previousState ? planner.planIncremental(previousState, state) : planner.planFull(state)),
+  );
   return 0;
+}
+
+async function renderRequest(values: FlagValues): Promise<RenderRequest | Failure> {
+  const usage = (message: string): Failure => ({ exitCode: 2, message });
+  const mode = values.mode ?? values['proxy-mode'];
+  if (values['proxy-mode'] !== undefined && mode !== values['proxy-mode']) {
+    return usage('--mode and --proxy-mode disagree');
+  }
+  const example = values.example === true;
+  const inputs = [
+    ...((values.input as string[] | undefined) ?? []),
+    ...(example ? [EXAMPLE_CLUSTER_PATH] : []),
+  ];
+  if (inputs.length === 0) return usage('no input: give --input PATH (repeatable, - for stdin) or --example');
+  const families = FAMILIES[(values.family as string | undefined) ?? 'both'];
+  if (families === undefined)
+    return usage(`--family: ${JSON.stringify(values.family)} is not ipv4, ipv6 or both`);
+  const loaded = await loadProxyConfig(
+    { ...values, 'proxy-mode': mode },
+    { readFile: (path) => readFile(path, 'utf8'), hostname: hostname() },
+  );
+  if (!loaded.ok) return { exitCode: loaded.usage ? 2 : 1, message: loaded.error };
+  return {
+    inputs,
+    since: (values.since as string[] | undefined) ?? [],
+    example,
+    strict: values.strict === true,
+    families,
+    config: loaded.config,
+  };
 }
 
 /**
@@ -107,19 +132,29 @@ export async function renderCommand(args: readonly string[], io: CliIO): Promise
  * Node of the inputs (node-1 of the example: the machine's hostname would match no node there);
  * else the machine's hostname, as kube-proxy does.
  */
-function withRenderNodeName(
-  config: ProxyConfig,
-  exampleObjects: Parameters<typeof groupObjects>[0],
-): ProxyConfig {
+function withRenderNodeName(config: ProxyConfig, exampleObjects: readonly KubeObject[]): ProxyConfig {
   if (config.hostnameOverride !== '') return config;
   const firstNode = groupObjects(exampleObjects).nodes[0];
   return firstNode ? { ...config, nodeName: firstNode.metadata.name } : config;
 }
 
-function onlyFamilies(state: DualStackState, families: readonly (keyof DualStackState)[]): DualStackState {
-  return Object.fromEntries(
-    families.filter((family) => state[family]).map((family) => [family, state[family]]),
+/** The state of the requested families for this node, and what the user should hear about. */
+function buildState(
+  objects: readonly KubeObject[],
+  config: ProxyConfig,
+  families: readonly IPFamily[],
+): { readonly state: DualStackState; readonly warnings: readonly string[] } {
+  const { services, endpointSlices, nodes } = groupObjects(objects);
+  const node = nodes.find((candidate) => candidate.metadata.name === config.nodeName);
+  const built = buildProxyState({ services, endpointSlices, node }, toProxyOptions(config));
+  const warnings = built.problems.map((problem) => `${problem.object}: ${problem.reason}`);
+  if (node === undefined && config.nodeIPs.length === 0) {
+    warnings.push(`no Node "${config.nodeName}" in the input and no --node-ip: this node's IPs are unknown`);
+  }
+  const state = Object.fromEntries(
+    families.filter((family) => built.state[family]).map((family) => [family, built.state[family]]),
   );
+  return { state, warnings };
 }
 
 function once<T>(load: () => Promise<T>): () => Promise<T> {

@@ -235,3 +235,18 @@ test('the example cluster file is a kubectl-style v1 List', async () => {
   assert.match(text, /^apiVersion: v1$/m);
   assert.match(text, /^kind: List$/m);
 });
+
+test('the bundled example is clean: --strict passes in both modes', async () => {
+  for (const mode of ['nftables', 'iptables']) {
+    const result = await run(['render', '--mode', mode, '--example', '--strict']);
+    assert.equal(result.stderr, '', mode);
+    assert.equal(result.code, 0, mode);
+  }
+});
+
+test('rendering for a node that is not in the input, without --node-ip, warns', async () => {
+  const path = await write('no-node.json', list(service('web', '10.96.0.20'), slice('web', ['10.244.1.5'])));
+  const result = await run(['render', '--mode', 'iptables', '--input', path, '--node', 'ghost']);
+  assert.equal(result.code, 0);
+  assert.match(result.stderr, /^warning: no Node "ghost" in the input and no --node-ip/m);
+});
