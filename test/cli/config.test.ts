@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
 import { test } from 'node:test';
 import { type ConfigEnvironment, loadProxyConfig, resolveProxyConfig } from '../../src/cli/config.ts';
 import { parseFlags } from '../../src/cli/parse-flags.ts';
@@ -207,4 +208,66 @@ test('unknown flags and missing values are reported by parseFlags', () => {
     ok: false,
     error: "Option '--node <value>' argument missing",
   });
+});
+
+test('each kube-proxy flag lands in its config field', async () => {
+  const config = await loadOk([
+    '--kubeconfig=/etc/kproxy/kubeconfig',
+    '--master=https://10.0.0.1:6443',
+    '--hostname-override=Node-3',
+    '--pod-bridge-interface=cbr0',
+    '--pod-interface-name-prefix=veth',
+    '--iptables-localhost-nodeports=false',
+    '--ipvs-strict-arp',
+    '--ipvs-tcp-timeout=15m',
+    '--ipvs-tcpfin-timeout=30s',
+    '--ipvs-udp-timeout=5s',
+    '--ipvs-min-sync-period=2s',
+    '--ipvs-exclude-cidrs=10.0.0.0/8',
+    '--conntrack-max-per-core=0',
+    '--conntrack-min=1000',
+    '--conntrack-tcp-timeout-established=12h',
+    '--conntrack-tcp-timeout-close-wait=30m',
+    '--conntrack-tcp-be-liberal',
+    '--conntrack-udp-timeout=30s',
+    '--conntrack-udp-timeout-stream=2m',
+    '--kube-api-qps=20',
+    '--kube-api-burst=40',
+    '--v=4',
+  ]);
+  assert.equal(config.clientConnection.kubeconfig, '/etc/kproxy/kubeconfig');
+  assert.equal(config.master, 'https://10.0.0.1:6443');
+  assert.equal(config.nodeName, 'node-3');
+  assert.deepEqual(config.detectLocal, { bridgeInterface: 'cbr0', interfaceNamePrefix: 'veth' });
+  assert.equal(config.iptables.localhostNodePorts, false);
+  assert.deepEqual(config.ipvs, {
+    scheduler: 'rr',
+    syncPeriodMs: 30_000,
+    minSyncPeriodMs: 2000,
+    strictARP: true,
+    tcpTimeoutMs: 900_000,
+    tcpFinTimeoutMs: 30_000,
+    udpTimeoutMs: 5000,
+    excludeCIDRs: ['10.0.0.0/8'],
+  });
+  assert.deepEqual(config.conntrack, {
+    maxPerCore: 0,
+    min: 1000,
+    tcpEstablishedTimeoutMs: 43_200_000,
+    tcpCloseWaitTimeoutMs: 1_800_000,
+    tcpBeLiberal: true,
+    udpTimeoutMs: 30_000,
+    udpStreamTimeoutMs: 120_000,
+  });
+  assert.deepEqual(config.clientConnection, { kubeconfig: '/etc/kproxy/kubeconfig', qps: 20, burst: 40 });
+  assert.equal(config.logging.verbosity, 4);
+});
+
+test('the bundled example config loads for node-1 in nftables mode', async () => {
+  const path = new URL('../../examples/kube-proxy-config.yaml', import.meta.url).pathname;
+  const config = await loadOk(['--config', path], { [path]: await readFile(path, 'utf8') });
+  assert.equal(config.mode, 'nftables');
+  assert.equal(config.nodeName, 'node-1');
+  assert.deepEqual(config.nodeIPs, ['192.168.10.11', 'fd00:192:168:10::11']);
+  assert.deepEqual(config.clusterCIDRs, ['10.244.0.0/16', 'fd00:10:244::/56']);
 });
