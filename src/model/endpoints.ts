@@ -97,15 +97,20 @@ function candidateOf(raw: EndpointSliceEndpoint, port: number, nodeName: string)
 
 /**
  * The same ip:port may appear twice while an endpoint moves between slices, or when a new pod
- * reuses a terminating pod's IP: like kube-proxy, prefer the one that is not terminating;
- * otherwise the first one (slices are in name order) wins.
+ * reuses a terminating pod's IP. Like kube-proxy, prefer the copy that is not terminating; where
+ * kube-proxy leaves the choice to map order, prefer a ready copy, then the first (slices are in
+ * name order), so the result never depends on input order.
  */
 function addEndpoint(set: Map<string, CandidateEndpoint>, candidate: CandidateEndpoint): void {
   const key = `${candidate.endpoint.ip}|${candidate.endpoint.port}`;
   const existing = set.get(key);
-  if (existing === undefined || (existing.endpoint.terminating && !candidate.endpoint.terminating)) {
+  if (existing === undefined || preference(candidate.endpoint) > preference(existing.endpoint)) {
     set.set(key, candidate);
   }
+}
+
+function preference(endpoint: Endpoint): number {
+  return (endpoint.terminating ? 0 : 2) + (endpoint.ready ? 1 : 0);
 }
 
 function compareCandidates(a: CandidateEndpoint, b: CandidateEndpoint): number {

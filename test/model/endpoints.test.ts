@@ -96,6 +96,22 @@ describe('endpoints of a service port', () => {
     }
   });
 
+  it('prefers the ready copy of a duplicated ip:port that is terminating in neither slice', () => {
+    const starting = endpoint('10.244.1.5', { ready: false });
+    const running = endpoint('10.244.1.5', { ready: true });
+    for (const [first, second] of [
+      [starting, running],
+      [running, starting],
+    ]) {
+      const out = build([
+        service('web'),
+        slice('web', [first!], { name: 'web-aaaaa' }),
+        slice('web', [second!], { name: 'web-bbbbb' }),
+      ]);
+      assert.deepEqual(addresses(portOf(out, WEB).clusterEndpoints), ['10.244.1.5:8080']);
+    }
+  });
+
   it('sorts endpoints by ip then port', () => {
     const out = build([
       service('web'),
