@@ -142,9 +142,7 @@ export function parseFieldValue(spec: FieldSpec, raw: unknown): FieldParse {
     case 'accepted':
       return unset;
     case 'boolean':
-      if (typeof raw === 'boolean') return { ok: true, value: raw };
-      if (raw === 'true' || raw === 'false') return { ok: true, value: raw === 'true' };
-      return fail(`${show(raw)} is not true or false`);
+      return typeof raw === 'boolean' ? { ok: true, value: raw } : fail(`${show(raw)} is not true or false`);
     case 'string': {
       if (typeof raw !== 'string') return fail(`${show(raw)} is not a string`);
       if (raw === '') return unset;

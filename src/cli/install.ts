@@ -1,0 +1,130 @@
+// `kproxy install [--root DIR]`: lays kproxy out on a node, or under DIR for a package build or a
+// test: the app with its production dependencies and the bundled Node in /usr/lib/kproxy, a
+// `kproxy` command in /usr/sbin, the systemd unit, and /etc/kproxy/config.yaml (written only when
+// absent: an operator's configuration is never overwritten). It does not start anything.
+import { chmod, copyFile, cp, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { ParseArgsOptionsConfig } from 'node:util';
+import type { CliIO } from './io.ts';
+import { parseFlags } from './parse-flags.ts';
+
+export const APP_DIR = '/usr/lib/kproxy';
+export const CONFIG_PATH = '/etc/kproxy/config.yaml';
+export const UNIT_PATH = '/usr/lib/systemd/system/kproxy.service';
+export const COMMAND_PATH = '/usr/sbin/kproxy';
+
+/** The checkout or installed tree this module runs from. */
+const SOURCE_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+/** What the app needs at run time; tests, benchmarks and tooling stay behind. */
+const APP_ENTRIES = [
+  'package.json',
+  'package-lock.json',
+  'README.md',
+  'bin',
+  'src',
+  'dataplanes',
+  'examples',
+  'systemd',
+];
+
+const DEFAULT_CONFIG = `# kproxy configuration: kube-proxy's KubeProxyConfiguration, same field names.
+# See ${APP_DIR}/examples/kube-proxy-config.yaml for a fuller example.
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: nftables
+clientConnection:
+  kubeconfig: /etc/kproxy/kubeconfig
+`;
+
+const COMMAND_SCRIPT = `#!/bin/sh
+# kproxy with its bundled Node (the distribution's may be too old).
+exec ${APP_DIR}/node_modules/node/bin/node ${APP_DIR}/bin/kproxy.ts "$@"
+`;
+
+const INSTALL_OPTIONS: ParseArgsOptionsConfig = {
+  root: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+};
+
+export const INSTALL_USAGE = `Usage: kproxy install [--root DIR]
+
+Installs kproxy: ${APP_DIR} (the app and its Node), ${COMMAND_PATH}, ${UNIT_PATH},
+and ${CONFIG_PATH} when there is none. With --root, everything goes under DIR instead of /
+(package builds, tests). Then: systemctl daemon-reload && systemctl enable --now kproxy
+`;
+
+export async function installCommand(args: readonly string[], io: CliIO): Promise<number> {
+  const flags = parseFlags(args, INSTALL_OPTIONS);
+  if (!flags.ok) {
+    io.stderr.write(`kproxy install: ${flags.error}\n(see kproxy install --help)\n`);
+    return 2;
+  }
+  if (flags.values.help) {
+    io.stdout.write(INSTALL_USAGE);
+    return 0;
+  }
+  const root = (flags.values.root as string | undefined) ?? '/';
+  try {
+    for (const line of await install(root)) io.stdout.write(`${line}\n`);
+  } catch (error) {
+    const { code, path, message } = error as NodeJS.ErrnoException;
+    io.stderr.write(`kproxy install: ${path ? `${path}: ${code}` : message}\n`);
+    return 1;
+  }
+  return 0;
+}
+
+/** Performs the installation under `root`; returns one line per thing done, for the operator. */
+export async function install(root: string): Promise<string[]> {
+  const done: string[] = [];
+  const app = join(root, APP_DIR);
+  await mkdir(app, { recursive: true });
+  for (const entry of APP_ENTRIES) {
+    await cp(join(SOURCE_ROOT, entry), join(app, entry), { recursive: true, force: true });
+  }
+  for (const dir of await productionPackageDirs()) {
+    await cp(join(SOURCE_ROOT, dir), join(app, dir), {
+      recursive: true,
+      force: true,
+      verbatimSymlinks: true,
+    });
+  }
+  done.push(`installed the app in ${app}`);
+
+  const command = join(root, COMMAND_PATH);
+  await mkdir(join(command, '..'), { recursive: true });
+  await writeFile(command, COMMAND_SCRIPT);
+  await chmod(command, 0o755);
+  done.push(`installed ${command}`);
+
+  const unit = join(root, UNIT_PATH);
+  await mkdir(join(unit, '..'), { recursive: true });
+  await copyFile(join(SOURCE_ROOT, 'systemd/kproxy.service'), unit);
+  done.push(`installed ${unit}`);
+
+  const config = join(root, CONFIG_PATH);
+  await mkdir(join(config, '..'), { recursive: true, mode: 0o750 });
+  try {
+    await writeFile(config, DEFAULT_CONFIG, { flag: 'wx', mode: 0o640 });
+    done.push(`wrote ${config} (set clientConnection.kubeconfig or hostnameOverride as needed)`);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    done.push(`kept the existing ${config}`);
+  }
+  return done;
+}
+
+/** node_modules/<package> of every non-dev dependency, from the lockfile (nested ones come along). */
+async function productionPackageDirs(): Promise<string[]> {
+  const lock = JSON.parse(await readFile(join(SOURCE_ROOT, 'package-lock.json'), 'utf8')) as {
+    packages: Record<string, { dev?: boolean }>;
+  };
+  return Object.entries(lock.packages)
+    .filter(
+      ([path, meta]) =>
+        path.split('node_modules/').length === 2 && path.startsWith('node_modules/') && !meta.dev,
+    )
+    .map(([path]) => path);
+}
