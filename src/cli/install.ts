@@ -3,7 +3,7 @@
 // `kproxy` command in /usr/sbin, the systemd unit, and /etc/kproxy/config.yaml (written only when
 // absent: an operator's configuration is never overwritten). It does not start anything.
 import { chmod, copyFile, cp, mkdir, readFile, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ParseArgsOptionsConfig } from 'node:util';
 import type { CliIO } from './io.ts';

@@ -28,9 +28,9 @@ export const PROXY_FLAGS: Readonly<Record<string, ProxyFlag>> = {
   },
   master: { type: 'string', paths: ['master'], help: 'API server address (overrides the kubeconfig)' },
   'proxy-mode': { type: 'string', paths: ['mode'], help: 'iptables, nftables or ipvs' },
-  'hostname-override': { type: 'string', paths: ['hostnameOverride'], help: 'this node's name' },
+  'hostname-override': { type: 'string', paths: ['hostnameOverride'], help: "this node's name" },
   node: { type: 'string', paths: ['hostnameOverride'], help: 'alias of --hostname-override' },
-  'node-ip': { type: 'string', multiple: true, paths: ['nodeIPs'], help: 'this node's IP (repeatable)' },
+  'node-ip': { type: 'string', multiple: true, paths: ['nodeIPs'], help: "this node's IP (repeatable)" },
   'bind-address': { type: 'string', paths: ['bindAddress'], help: 'node IP unless 0.0.0.0 or ::' },
   'cluster-cidr': { type: 'string', paths: ['clusterCIDR'], help: 'pod CIDRs, comma-separated' },
   'detect-local-mode': {
