@@ -116,7 +116,8 @@ function decodeMetadata(raw: unknown, namespaced: boolean): ObjectMeta {
   if (typeof name !== 'string' || name === '') fail('metadata.name', 'missing');
   const out: Writable<ObjectMeta> = { name };
   if (namespaced) out.namespace = namespaceOf(meta);
-  else if (meta.namespace !== undefined && meta.namespace !== '') fail('metadata.namespace', 'must be empty');
+  else if (typeof meta.namespace === 'string' && meta.namespace !== '')
+    fail('metadata.namespace', 'must be empty');
   setIfDefined(out, 'resourceVersion', optionalString(meta, 'resourceVersion', 'metadata'));
   setIfDefined(out, 'uid', optionalString(meta, 'uid', 'metadata'));
   setIfDefined(out, 'deletionTimestamp', optionalString(meta, 'deletionTimestamp', 'metadata'));

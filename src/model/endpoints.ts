@@ -31,6 +31,13 @@ export function indexSlicesByService(slices: readonly EndpointSlice[], problems:
       });
       continue;
     }
+    const unnamed = slice.ports?.findIndex((port) => port.name === undefined) ?? -1;
+    if (unnamed >= 0) {
+      problems.push({
+        object: objectRef('EndpointSlice', slice.metadata.namespace, slice.metadata.name),
+        reason: `ports[${unnamed}].name: missing, so the port is ignored (an unnamed port has name "")`,
+      });
+    }
     const key = `${slice.metadata.namespace ?? 'default'}/${serviceName}`;
     const group = index.get(key);
     if (group === undefined) index.set(key, [slice]);

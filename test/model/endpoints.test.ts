@@ -60,6 +60,20 @@ describe('endpoints of a service port', () => {
     assert.equal(portOf(out, WEB).hasEndpoints, false);
   });
 
+  it('ignores a slice port without a name, and says so, as kube-proxy does', () => {
+    const out = build([
+      service('web', { ports: [{ port: 80 }] }),
+      slice('web', [endpoint('10.244.1.5')], { ports: [{ port: 8080 }] }),
+    ]);
+    assert.equal(portOf(out, WEB).hasEndpoints, false);
+    assert.deepEqual(out.problems, [
+      {
+        object: 'EndpointSlice default/web-abc12',
+        reason: 'ports[0].name: missing, so the port is ignored (an unnamed port has name "")',
+      },
+    ]);
+  });
+
   it('ignores slice ports without a port number', () => {
     const out = build([
       service('web'),
