@@ -2,7 +2,13 @@
 // called by the CLI (dry-run) and the daemon alike. Input objects come from decodeObject.
 import { type EndpointSlice, type Node, type Service, ZONE_LABEL } from '../kube/objects.ts';
 import { categorizeEndpoints } from './endpoint-selection.ts';
-import { type CandidateEndpoint, endpointsByPort, indexSlicesByService, portMatchKey } from './endpoints.ts';
+import {
+  type CandidateEndpoint,
+  compareText,
+  endpointsByPort,
+  indexSlicesByService,
+  portMatchKey,
+} from './endpoints.ts';
 import { nodeSettingsByFamily, type ProxyOptions } from './node-settings.ts';
 import { objectRef, type Problem } from './problem.ts';
 import type { DualStackState, IPFamily, ProxyState, ServicePort, ServicePortKey } from './proxy-state.ts';
@@ -48,7 +54,7 @@ export function buildProxyState(input: ModelInput, options: ProxyOptions): Model
         ports.push({ ...base, ...categorizeEndpoints(candidates, base, options.nodeName, zone) });
       }
     }
-    ports.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    ports.sort((a, b) => compareText(a.key, b.key));
     const servicePorts = new Map<ServicePortKey, ServicePort>();
     for (const port of ports) servicePorts.set(port.key, port);
     state[family] = { family, node, servicePorts };

@@ -10,7 +10,7 @@ import type { IPFamily, Protocol, ServicePort } from './proxy-state.ts';
 export type ServicePortBase = Omit<ServicePort, 'clusterEndpoints' | 'localEndpoints' | 'hasEndpoints'>;
 
 /** kube-proxy's default for sessionAffinityConfig.clientIP.timeoutSeconds (3 hours). */
-export const DEFAULT_AFFINITY_TIMEOUT_SECONDS = 10800;
+const DEFAULT_AFFINITY_TIMEOUT_SECONDS = 10800;
 
 /**
  * The service ports of `family`, one per spec.ports entry, or none when the service is not proxied
