@@ -1,0 +1,148 @@
+// `kproxy run`: the daemon. Configuration (file + kube-proxy flags) → one instance per node →
+// conntrack sysctls → API connection → the mode's live dataplane → the sync loop, until SIGTERM or
+// SIGINT, which stop it cleanly and leave the rules in place.
+import { readFile } from 'node:fs/promises';
+import { availableParallelism, hostname } from 'node:os';
+import type { ParseArgsOptionsConfig } from 'node:util';
+import { type DestinationStream, type Logger, pino } from 'pino';
+import type { DataplaneMode, LiveDataplane } from '../../dataplanes/shared/dataplane.ts';
+import { applyConntrackSysctls } from '../daemon/conntrack-sysctls.ts';
+import { startDaemon } from '../daemon/daemon.ts';
+import { acquireInstanceLock } from '../daemon/instance-lock.ts';
+import { createLiveDataplane, LIVE_MODES } from '../daemon/live-dataplanes.ts';
+import { KubeClient } from '../kube/client.ts';
+import { formatConfigError } from '../kube/connection.ts';
+import { loadConnection } from '../kube/load-connection.ts';
+import { systemClock } from '../sync/clock.ts';
+import { loadProxyConfig, type ProxyConfig } from './config.ts';
+import type { CliIO } from './io.ts';
+import { parseFlags } from './parse-flags.ts';
+import { PROXY_FLAG_OPTIONS } from './proxy-flags.ts';
+
+const RUN_OPTIONS: ParseArgsOptionsConfig = {
+  ...PROXY_FLAG_OPTIONS,
+  help: { type: 'boolean', short: 'h' },
+};
+
+export const RUN_USAGE = `Usage: kproxy run [--config FILE] [kube-proxy flags]
+
+Runs the node proxy: watches Services and EndpointSlices and keeps this node's rules in sync.
+Stops on SIGTERM/SIGINT and leaves the rules in place (kproxy cleanup removes them).
+Modes that can run here: ${LIVE_MODES.join(', ')}.
+`;
+
+/** What the command needs from the process; tests replace it. */
+export interface RunEnvironment {
+  readonly env: NodeJS.ProcessEnv;
+  readonly procRoot: string;
+  /** Resolves with the signal's name when the process is asked to stop. */
+  shutdownRequested(): Promise<string>;
+  /** The dataplane for a mode; the real kernel one by default. */
+  readonly dataplane?: (mode: DataplaneMode, logger: Logger) => Promise<LiveDataplane> | undefined;
+}
+
+export function processRunEnvironment(): RunEnvironment {
+  // Listening from the start: a signal during start-up still stops the daemon cleanly.
+  const requested = new Promise<string>((resolve) => {
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => resolve(signal));
+  });
+  return { env: process.env, procRoot: '/proc', shutdownRequested: () => requested };
+}
+
+/** kube-proxy's -v levels onto pino's: 0-1 info, 2-3 debug, 4 and up trace. */
+export function logLevel(verbosity: number): 'info' | 'debug' | 'trace' {
+  return verbosity >= 4 ? 'trace' : verbosity >= 2 ? 'debug' : 'info';
+}
+
+export async function runCommand(
+  args: readonly string[],
+  io: CliIO,
+  environment: RunEnvironment = processRunEnvironment(),
+): Promise<number> {
+  const flags = parseFlags(args, RUN_OPTIONS);
+  if (!flags.ok) {
+    io.stderr.write(`kproxy run: ${flags.error}\n(see kproxy run --help)\n`);
+    return 2;
+  }
+  if (flags.values.help) {
+    io.stdout.write(RUN_USAGE);
+    return 0;
+  }
+  const loaded = await loadProxyConfig(flags.values, {
+    readFile: (path) => readFile(path, 'utf8'),
+    hostname: hostname(),
+  });
+  if (!loaded.ok) {
+    io.stderr.write(`kproxy run: ${loaded.error}\n`);
+    return loaded.usage ? 2 : 1;
+  }
+  const { config } = loaded;
+  // JSON lines on stdout: journald (or the container runtime) collects them.
+  const logger = pino({ level: logLevel(config.logging.verbosity) }, io.stdout as DestinationStream);
+  const fail = (message: string) => {
+    logger.fatal(message);
+    io.stderr.write(`kproxy run: ${message}\n`);
+    return 1;
+  };
+
+  const lock = await acquireInstanceLock();
+  if (!lock.ok) return fail(lock.message);
+  try {
+    return await runLocked(config, logger, environment, fail);
+  } finally {
+    await lock.lock.release();
+  }
+}
+
+async function runLocked(
+  config: ProxyConfig,
+  logger: Logger,
+  environment: RunEnvironment,
+  fail: (message: string) => number,
+): Promise<number> {
+  const makeDataplane = environment.dataplane ?? ((mode, log) => createLiveDataplane(mode, { logger: log }));
+  const dataplane = await makeDataplane(config.mode, logger);
+  if (dataplane === undefined) {
+    return fail(`mode: ${config.mode} cannot run on this build yet (available: ${LIVE_MODES.join(', ')})`);
+  }
+
+  const sysctls = await applyConntrackSysctls(config.conntrack, {
+    procRoot: environment.procRoot,
+    cores: availableParallelism(),
+  });
+  for (const action of sysctls.actions) {
+    if (action.action === 'set')
+      logger.info({ sysctl: action.key, from: action.from, to: action.to }, 'set sysctl');
+    else logger.info({ sysctl: action.key, reason: action.reason }, 'left sysctl as it is');
+  }
+  if (!sysctls.ok) return fail(sysctls.error);
+
+  const connection = await loadConnection({
+    ...(config.clientConnection.kubeconfig ? { kubeconfig: config.clientConnection.kubeconfig } : {}),
+    ...(config.master ? { master: config.master } : {}),
+    env: environment.env,
+  });
+  if (!connection.ok) return fail(`API server connection: ${formatConfigError(connection.error)}`);
+  const client = new KubeClient(connection.connection);
+
+  const started = await startDaemon({ config, logger, api: client, dataplane, clock: systemClock });
+  if (!started.ok) {
+    await client.close();
+    return fail(started.error);
+  }
+  logger.info(
+    {
+      mode: config.mode,
+      node: config.nodeName,
+      server: connection.connection.server,
+      healthz: started.daemon.healthzUrl,
+      metrics: started.daemon.metricsUrl,
+    },
+    'kproxy started',
+  );
+  const signal = await environment.shutdownRequested();
+  logger.info({ signal }, 'stopping');
+  await started.daemon.stop();
+  await client.close();
+  return 0;
+}

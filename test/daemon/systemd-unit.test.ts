@@ -1,0 +1,78 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { APP_DIR, CONFIG_PATH } from '../../src/cli/install.ts';
+
+const run = promisify(execFile);
+const REPO = fileURLToPath(new URL('../../', import.meta.url));
+const UNIT = join(REPO, 'systemd/kproxy.service');
+
+/** The unit's settings: key → values (a key may repeat). */
+function settings(text: string): Map<string, string[]> {
+  const map = new Map<string, string[]>();
+  for (const line of text.split('\n')) {
+    const match = /^([A-Za-z]+)=(.*)$/.exec(line);
+    if (match) map.set(match[1]!, [...(map.get(match[1]!) ?? []), match[2]!]);
+  }
+  return map;
+}
+
+async function hasSystemdAnalyze(): Promise<boolean> {
+  try {
+    await run('systemd-analyze', ['--version']);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe('systemd/kproxy.service', () => {
+  test('passes systemd-analyze verify without a warning', async (t) => {
+    if (!(await hasSystemdAnalyze())) {
+      process.stderr.write(`SKIPPED ${t.name}: systemd-analyze is not installed\n`);
+      t.skip('needs systemd-analyze (apt-get install systemd)');
+      return;
+    }
+    // verify checks that ExecStart's files exist: point the installed layout at this checkout,
+    // which has the same shape (bin/kproxy.ts, node_modules/node/bin/node).
+    const dir = await mkdtemp(join(tmpdir(), 'kproxy-unit-'));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    const unit = (await readFile(UNIT, 'utf8')).replaceAll(`${APP_DIR}/`, REPO);
+    await writeFile(join(dir, 'kproxy.service'), unit);
+    const result = await run('systemd-analyze', ['verify', join(dir, 'kproxy.service')]);
+    assert.equal(result.stderr, '', 'no warnings (an unknown or misspelt directive is only a warning)');
+  });
+
+  test('runs the installed kproxy with its config, restarts on failure, and replaces kube-proxy', async () => {
+    const unit = settings(await readFile(UNIT, 'utf8'));
+    assert.deepEqual(unit.get('ExecStart'), [
+      `${APP_DIR}/node_modules/node/bin/node ${APP_DIR}/bin/kproxy.ts run --config ${CONFIG_PATH}`,
+    ]);
+    assert.deepEqual(unit.get('Type'), ['exec']);
+    assert.deepEqual(unit.get('Restart'), ['on-failure']);
+    assert.deepEqual(unit.get('Conflicts'), ['kube-proxy.service']);
+  });
+
+  test('has only the capabilities it needs and the hardening options', async () => {
+    const unit = settings(await readFile(UNIT, 'utf8'));
+    assert.deepEqual(unit.get('CapabilityBoundingSet'), ['CAP_NET_ADMIN CAP_NET_RAW']);
+    assert.deepEqual(unit.get('AmbientCapabilities'), ['CAP_NET_ADMIN CAP_NET_RAW']);
+    assert.deepEqual(unit.get('RestrictAddressFamilies'), ['AF_UNIX AF_INET AF_INET6 AF_NETLINK']);
+    for (const key of [
+      'NoNewPrivileges',
+      'ProtectHome',
+      'PrivateTmp',
+      'ProtectKernelTunables',
+      'PrivateDevices',
+    ]) {
+      assert.deepEqual(unit.get(key), ['yes'], key);
+    }
+    assert.deepEqual(unit.get('ProtectSystem'), ['strict']);
+    assert.deepEqual(unit.get('ReadWritePaths'), ['/proc/sys/net /run/kproxy /run/xtables.lock']);
+  });
+});
