@@ -14,6 +14,9 @@ export function vipKey(syntax: FamilySyntax): string {
 
 export const NODEPORT_KEY = 'meta l4proto . th dport';
 
+export const L4_PROTOCOLS = ['tcp', 'udp', 'sctp'] as const;
+export type L4Protocol = (typeof L4_PROTOCOLS)[number];
+
 function sets(syntax: FamilySyntax): SetSpec[] {
   const vip = `${syntax.addrType} . inet_proto . inet_service`;
   const port = 'inet_proto . inet_service';
@@ -23,8 +26,18 @@ function sets(syntax: FamilySyntax): SetSpec[] {
     type,
     comment,
   });
-  const backends = (name: string, key: string, comment: string): SetSpec =>
-    map(name, `typeof ${key} . numgen random mod 1 : ${syntax.ip} daddr . th dport`, comment);
+  // One endpoint map per protocol: with `meta l4proto . th dport` in a typeof key, nft 1.0.6
+  // cannot read the map's rules and elements back from the kernel ("conflicting protocols"), which
+  // breaks every later incremental transaction. `tcp dport` etc. round-trip cleanly.
+  const backends = (name: string, nodePort: boolean, comment: string): SetSpec[] =>
+    L4_PROTOCOLS.map((proto) => {
+      const key = nodePort ? `${proto} dport` : `${syntax.ip} daddr . ${proto} dport`;
+      return map(
+        `${name}-${proto}`,
+        `typeof ${key} . numgen random mod 1 : ${syntax.ip} daddr . ${proto} dport`,
+        `${proto}: ${comment}`,
+      );
+    });
   return [
     map('service-ips', `type ${vip} : verdict`, 'service VIP . proto . port -> traffic policy chain'),
     map('service-nodeports', `type ${port} : verdict`, 'node port proto . port -> traffic policy chain'),
@@ -42,10 +55,10 @@ function sets(syntax: FamilySyntax): SetSpec[] {
       `type ${port} : verdict`,
       'node port -> chain picking one local endpoint',
     ),
-    backends('backends', vipKey(syntax), 'VIP . proto . port . index -> endpoint'),
-    backends('local-backends', vipKey(syntax), 'VIP . proto . port . index -> local endpoint'),
-    backends('nodeport-backends', NODEPORT_KEY, 'node port . index -> endpoint'),
-    backends('nodeport-local-backends', NODEPORT_KEY, 'node port . index -> local endpoint'),
+    ...backends('backends', false, 'VIP . port . index -> endpoint'),
+    ...backends('local-backends', false, 'VIP . port . index -> local endpoint'),
+    ...backends('nodeport-backends', true, 'node port . index -> endpoint'),
+    ...backends('nodeport-local-backends', true, 'node port . index -> local endpoint'),
     {
       name: 'hairpin',
       kind: 'set',

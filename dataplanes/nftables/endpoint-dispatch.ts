@@ -1,11 +1,12 @@
 // Picking one endpoint for a key (VIP . proto . port, or proto . port for node ports).
-// The key's endpoints become elements of a global map (key . index -> endpoint), and the key is
-// sent to a chain shared by every key with the same endpoint count:
-//   backends-3: dnat to <key> . numgen random mod 3 map @backends
+// The key's endpoints become elements of a global map per protocol (VIP . port . index ->
+// endpoint), and the key is sent to a chain shared by every key with the same protocol and
+// endpoint count:
+//   backends-tcp-3: dnat to ip daddr . tcp dport . numgen random mod 3 map @backends-tcp
 // so the chain count is bounded by the number of distinct endpoint counts, not by services.
 import type { Endpoint, ServicePort } from '../../src/model/proxy-state.ts';
 import { addAffinityChains } from './affinity.ts';
-import { NODEPORT_KEY, vipKey } from './base-objects.ts';
+import type { L4Protocol } from './base-objects.ts';
 import type { FamilySyntax } from './family-syntax.ts';
 import type { RulesetBuilder } from './ruleset.ts';
 import { fitComment } from './transaction.ts';
@@ -42,29 +43,35 @@ export const NODEPORT_LOCAL: DispatchTarget = {
 export type EndpointSetKind = 'cluster' | 'local';
 
 /**
- * Sends `key` of `target` to one of `endpoints` (non-empty). With ClientIP affinity the key goes
- * to the service port's affinity chain instead (the one per-service shape; affinity is rare).
+ * Sends traffic for `address` (absent for a node port) . protocol . `port` of `target` to one of
+ * `endpoints` (non-empty). With ClientIP affinity it goes to the service port's affinity chain
+ * instead (the one per-service shape; affinity is rare).
  */
 export function addDispatch(
   builder: RulesetBuilder,
   syntax: FamilySyntax,
   servicePort: ServicePort,
   target: DispatchTarget,
-  key: string,
+  address: string | undefined,
+  port: number,
   endpoints: readonly Endpoint[],
   setKind: EndpointSetKind,
 ): void {
   if (endpoints.length === 0) throw new Error(`dispatch of ${servicePort.key} without endpoints`);
+  const proto = servicePort.protocol.toLowerCase() as L4Protocol;
+  const prefix = address === undefined ? '' : `${address} . `;
+  const key = `${prefix}${proto} . ${port}`;
   const comment = fitComment(servicePort.key);
   if (servicePort.sessionAffinity) {
     const chain = addAffinityChains(builder, syntax, servicePort, endpoints, setKind);
     builder.addElement(target.dispatchMap, { key, value: `goto ${chain}`, comment });
     return;
   }
-  const chain = addCountChain(builder, syntax, target, endpoints.length);
+  const backends = `${target.backendsMap}-${proto}`;
+  const chain = addCountChain(builder, syntax, target, backends, proto, endpoints.length);
   builder.addElement(target.dispatchMap, { key, value: `goto ${chain}`, comment });
   for (const [i, ep] of endpoints.entries()) {
-    builder.addElement(target.backendsMap, { key: `${key} . ${i}`, value: `${ep.ip} . ${ep.port}` });
+    builder.addElement(backends, { key: `${prefix}${port} . ${i}`, value: `${ep.ip} . ${ep.port}` });
   }
 }
 
@@ -72,16 +79,16 @@ function addCountChain(
   builder: RulesetBuilder,
   syntax: FamilySyntax,
   target: DispatchTarget,
+  backends: string,
+  proto: L4Protocol,
   count: number,
 ): string {
-  const name = `${target.backendsMap}-${count}`;
-  const key = target.nodePort ? NODEPORT_KEY : vipKey(syntax);
+  const name = `${backends}-${count}`;
+  const key = target.nodePort ? `${proto} dport` : `${syntax.ip} daddr . ${proto} dport`;
   builder.addChain({
     name,
-    comment: `dnat to one of ${count} endpoints of the key in @${target.backendsMap}`,
-    rules: [
-      `meta l4proto { tcp, udp, sctp } dnat ${syntax.ip} to ${key} . numgen random mod ${count} map @${target.backendsMap}`,
-    ],
+    comment: `dnat to one of ${count} endpoints of the key in @${backends}`,
+    rules: [`dnat ${syntax.ip} to ${key} . numgen random mod ${count} map @${backends}`],
   });
   return name;
 }

@@ -24,7 +24,16 @@ function addClusterIP(builder: RulesetBuilder, syntax: FamilySyntax, sp: Service
     return;
   }
   builder.addElement('service-ips', { key, value: 'goto cluster-ip', comment });
-  addDispatch(builder, syntax, sp, CLUSTER, key, internal, sp.internalPolicyLocal ? 'local' : 'cluster');
+  addDispatch(
+    builder,
+    syntax,
+    sp,
+    CLUSTER,
+    sp.clusterIP,
+    sp.port,
+    internal,
+    sp.internalPolicyLocal ? 'local' : 'cluster',
+  );
 }
 
 /** Whether traffic from outside has a chain to go to (kube-proxy's usesExternalTrafficChain). */
@@ -55,9 +64,9 @@ function addExternalAddress(
       comment,
     });
     if (sp.clusterEndpoints.length > 0)
-      addDispatch(builder, syntax, sp, CLUSTER, key, sp.clusterEndpoints, 'cluster');
+      addDispatch(builder, syntax, sp, CLUSTER, address, sp.port, sp.clusterEndpoints, 'cluster');
     if (sp.externalPolicyLocal && sp.localEndpoints.length > 0) {
-      addDispatch(builder, syntax, sp, LOCAL, key, sp.localEndpoints, 'local');
+      addDispatch(builder, syntax, sp, LOCAL, address, sp.port, sp.localEndpoints, 'local');
     }
   }
   if (externalEndpoints(sp) === 0) {
@@ -77,10 +86,19 @@ function addNodePort(builder: RulesetBuilder, syntax: FamilySyntax, sp: ServiceP
       comment,
     });
     if (sp.clusterEndpoints.length > 0) {
-      addDispatch(builder, syntax, sp, NODEPORT_CLUSTER, key, sp.clusterEndpoints, 'cluster');
+      addDispatch(
+        builder,
+        syntax,
+        sp,
+        NODEPORT_CLUSTER,
+        undefined,
+        sp.nodePort,
+        sp.clusterEndpoints,
+        'cluster',
+      );
     }
     if (sp.externalPolicyLocal && sp.localEndpoints.length > 0) {
-      addDispatch(builder, syntax, sp, NODEPORT_LOCAL, key, sp.localEndpoints, 'local');
+      addDispatch(builder, syntax, sp, NODEPORT_LOCAL, undefined, sp.nodePort, sp.localEndpoints, 'local');
     }
   }
   if (externalEndpoints(sp) === 0) {

@@ -28,12 +28,15 @@ describe('ClusterIP', () => {
   test('a service port with endpoints goes to cluster-ip, then to the chain for its endpoint count', () => {
     const r = v4(ipv4([servicePort('web', { clusterIP: '10.96.0.10', clusterEndpoints: twoEndpoints })]));
     assert.deepEqual(elements(r, 'service-ips'), { '10.96.0.10 . tcp . 80': 'goto cluster-ip' });
-    assert.deepEqual(elements(r, 'cluster-endpoints'), { '10.96.0.10 . tcp . 80': 'goto backends-2' });
-    assert.deepEqual(elements(r, 'backends'), {
-      '10.96.0.10 . tcp . 80 . 0': '10.244.2.10 . 8080',
-      '10.96.0.10 . tcp . 80 . 1': '10.244.1.10 . 8080',
+    assert.deepEqual(elements(r, 'cluster-endpoints'), { '10.96.0.10 . tcp . 80': 'goto backends-tcp-2' });
+    assert.deepEqual(elements(r, 'backends-tcp'), {
+      '10.96.0.10 . 80 . 0': '10.244.2.10 . 8080',
+      '10.96.0.10 . 80 . 1': '10.244.1.10 . 8080',
     });
-    assert.match(rules(r, 'backends-2')[0]!, /numgen random mod 2 map @backends$/);
+    assert.equal(
+      rules(r, 'backends-tcp-2')[0],
+      'dnat ip to ip daddr . tcp dport . numgen random mod 2 map @backends-tcp',
+    );
     assert.deepEqual(elements(r, 'no-endpoint-services'), {});
   });
 
@@ -49,8 +52,8 @@ describe('ClusterIP', () => {
     ports.push(servicePort('two', { clusterIP: '10.96.0.9', clusterEndpoints: twoEndpoints }));
     const r = v4(ipv4(ports));
     assert.deepEqual(
-      [...r.chains.keys()].filter((c) => /^backends-\d+$/.test(c)),
-      ['backends-1', 'backends-2'],
+      [...r.chains.keys()].filter((c) => /^backends-tcp-\d+$/.test(c)),
+      ['backends-tcp-1', 'backends-tcp-2'],
     );
   });
 
@@ -69,7 +72,7 @@ describe('ClusterIP', () => {
       clusterEndpoints: twoEndpoints,
     });
     const r = v4(ipv4([local]));
-    assert.deepEqual(elements(r, 'backends'), { '10.96.0.10 . tcp . 80 . 0': '10.244.1.10 . 8080' });
+    assert.deepEqual(elements(r, 'backends-tcp'), { '10.96.0.10 . 80 . 0': '10.244.1.10 . 8080' });
     const none = servicePort('loc', {
       clusterIP: '10.96.0.10',
       internalPolicyLocal: true,
@@ -116,16 +119,19 @@ describe('external traffic', () => {
     const r = v4(ipv4([web({})]));
     assert.equal(elements(r, 'service-ips')['192.168.5.5 . tcp . 80'], 'goto external');
     assert.equal(elements(r, 'service-nodeports')['tcp . 30080'], 'goto nodeport');
-    assert.equal(elements(r, 'nodeport-cluster-endpoints')['tcp . 30080'], 'goto nodeport-backends-2');
+    assert.equal(elements(r, 'nodeport-cluster-endpoints')['tcp . 30080'], 'goto nodeport-backends-tcp-2');
     assert.deepEqual(rules(r, 'external')[0], 'jump mark-for-masquerade');
   });
 
   test('policy Local: local endpoints for outside traffic, all endpoints for the pod/host short-circuit', () => {
     const r = v4(ipv4([web({ externalPolicyLocal: true })]));
     assert.equal(elements(r, 'service-ips')['192.168.5.5 . tcp . 80'], 'goto external-local');
-    assert.equal(elements(r, 'cluster-endpoints')['192.168.5.5 . tcp . 80'], 'goto backends-2');
-    assert.equal(elements(r, 'local-endpoints')['192.168.5.5 . tcp . 80'], 'goto local-backends-1');
-    assert.equal(elements(r, 'nodeport-local-endpoints')['tcp . 30080'], 'goto nodeport-local-backends-1');
+    assert.equal(elements(r, 'cluster-endpoints')['192.168.5.5 . tcp . 80'], 'goto backends-tcp-2');
+    assert.equal(elements(r, 'local-endpoints')['192.168.5.5 . tcp . 80'], 'goto local-backends-tcp-1');
+    assert.equal(
+      elements(r, 'nodeport-local-endpoints')['tcp . 30080'],
+      'goto nodeport-local-backends-tcp-1',
+    );
     assert.deepEqual(rules(r, 'external-local'), [
       'ip saddr 10.244.0.0/16 ip daddr . meta l4proto . th dport vmap @cluster-endpoints',
       'fib saddr type local jump mark-for-masquerade',
@@ -207,7 +213,7 @@ describe('session affinity, hairpin, families', () => {
     const endpointChain = first!.split(' ').at(-1)!;
     assert.equal(r.sets.get(endpointChain)?.timeoutSeconds, 60);
     assert.match(rules(r, endpointChain)[1]!, /^meta l4proto tcp dnat ip to 10\.244\.\d\.10:8080$/);
-    assert.deepEqual(elements(r, 'backends'), {});
+    assert.deepEqual(elements(r, 'backends-tcp'), {});
   });
 
   test('an endpoint keeps its affinity set when another endpoint goes away', () => {
@@ -248,9 +254,9 @@ describe('session affinity, hairpin, families', () => {
     };
     const desired = desiredRuleset(state);
     assert.equal(desired.ip, undefined);
-    assert.deepEqual(Object.keys(Object.fromEntries(desired.ip6!.elements.get('backends')!)), [
-      'fd00:96::10 . tcp . 80 . 0',
+    assert.deepEqual(Object.keys(Object.fromEntries(desired.ip6!.elements.get('backends-tcp')!)), [
+      'fd00:96::10 . 80 . 0',
     ]);
-    assert.match(desired.ip6!.chains.get('backends-1')!.rules[0]!, /dnat ip6 to ip6 daddr/);
+    assert.match(desired.ip6!.chains.get('backends-tcp-1')!.rules[0]!, /dnat ip6 to ip6 daddr/);
   });
 });

@@ -18,8 +18,8 @@ test('an endpoint replaced in place is one element delete and one add, nothing e
   const tx = nftablesPlanner.planIncremental(ipv4([web(['10.244.1.10'])]), ipv4([web(['10.244.1.11'])]));
   assert.equal(
     nftablesPlanner.render(tx),
-    'delete element ip kproxy backends { 10.96.0.10 . tcp . 80 . 0 }\n' +
-      'add element ip kproxy backends { 10.96.0.10 . tcp . 80 . 0 : 10.244.1.11 . 8080 }\n',
+    'delete element ip kproxy backends-tcp { 10.96.0.10 . 80 . 0 }\n' +
+      'add element ip kproxy backends-tcp { 10.96.0.10 . 80 . 0 : 10.244.1.11 . 8080 }\n',
   );
 });
 
@@ -32,12 +32,12 @@ test('a new endpoint count adds its chain first; the unused count chain is delet
   );
   const lines = script.split('\n');
   const at = (prefix: string) => lines.findIndex((l) => l.startsWith(prefix));
-  assert.ok(at('add chain ip kproxy backends-2') === 0, script);
+  assert.ok(at('add chain ip kproxy backends-tcp-2') === 0, script);
   assert.ok(
-    at('delete element ip kproxy cluster-endpoints') < at('delete chain ip kproxy backends-1'),
+    at('delete element ip kproxy cluster-endpoints') < at('delete chain ip kproxy backends-tcp-1'),
     script,
   );
-  assert.ok(at('add element ip kproxy cluster-endpoints') > at('add rule ip kproxy backends-2'), script);
+  assert.ok(at('add element ip kproxy cluster-endpoints') > at('add rule ip kproxy backends-tcp-2'), script);
 });
 
 test('no change gives an empty transaction', () => {
