@@ -80,18 +80,23 @@ export async function installCommand(args: readonly string[], io: CliIO): Promis
 export async function install(root: string): Promise<string[]> {
   const done: string[] = [];
   const app = join(root, APP_DIR);
-  await mkdir(app, { recursive: true });
-  for (const entry of APP_ENTRIES) {
-    await cp(join(SOURCE_ROOT, entry), join(app, entry), { recursive: true, force: true });
+  // `kproxy install` run by an installed kproxy: the app is already where it belongs.
+  if (resolve(app) === resolve(SOURCE_ROOT)) {
+    done.push(`the app already runs from ${app}`);
+  } else {
+    await mkdir(app, { recursive: true });
+    for (const entry of APP_ENTRIES) {
+      await cp(join(SOURCE_ROOT, entry), join(app, entry), { recursive: true, force: true });
+    }
+    for (const dir of await productionPackageDirs()) {
+      await cp(join(SOURCE_ROOT, dir), join(app, dir), {
+        recursive: true,
+        force: true,
+        verbatimSymlinks: true,
+      });
+    }
+    done.push(`installed the app in ${app}`);
   }
-  for (const dir of await productionPackageDirs()) {
-    await cp(join(SOURCE_ROOT, dir), join(app, dir), {
-      recursive: true,
-      force: true,
-      verbatimSymlinks: true,
-    });
-  }
-  done.push(`installed the app in ${app}`);
 
   const command = join(root, COMMAND_PATH);
   await mkdir(join(command, '..'), { recursive: true });
