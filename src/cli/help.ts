@@ -7,6 +7,9 @@ Usage: kproxy COMMAND [flags]
 
 Commands:
   render     print the rules for cluster objects read from files (dry run)
+  run        run the node proxy daemon (see kproxy run --help)
+  cleanup    remove kproxy's rules (--kube-proxy: also kube-proxy's leftovers)
+  install    install kproxy, its systemd unit and /etc/kproxy/config.yaml
   help       show this help (also --help, -h)
   version    print the version
 

@@ -1,13 +1,19 @@
 // The kproxy command line: one table of subcommands. bin/kproxy.ts and `npm run kproxy` call main().
 import { readFileSync } from 'node:fs';
+import { cleanupCommand } from './cleanup.ts';
 import { MAIN_USAGE } from './help.ts';
+import { installCommand } from './install.ts';
 import { type CliIO, processIO } from './io.ts';
 import { renderCommand } from './render.ts';
+import { runCommand } from './run.ts';
 
 type Command = (args: readonly string[], io: CliIO) => Promise<number>;
 
 const COMMANDS: Readonly<Record<string, Command>> = {
   render: renderCommand,
+  run: (args, io) => runCommand(args, io),
+  cleanup: (args, io) => cleanupCommand(args, io),
+  install: installCommand,
   help: helpCommand,
   '--help': helpCommand,
   '-h': helpCommand,
