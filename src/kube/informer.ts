@@ -11,6 +11,7 @@ import { type ApiError, formatApiError, isExpired, type KubeApi, type WatchItem 
 import type { InformerMetrics } from './informer-metrics.ts';
 import type { KubeObject } from './objects.ts';
 import { objectKey, type ResourceType } from './resources.ts';
+import { SharedParts } from './shared-parts.ts';
 import { type ReadonlyStore, Store } from './store.ts';
 
 /** The shape of decodeObject (src/kube/decode.ts): slims and validates one API object. */
@@ -76,6 +77,7 @@ export class Informer<T extends KubeObject> {
   readonly #random: () => number;
   readonly #listeners = new Set<(event: InformerEvent<T>) => void>();
   readonly #abort = new AbortController();
+  readonly #shared = new SharedParts();
   #useWatchList: boolean;
   #synced = false;
   #syncWaiters: (() => void)[] = [];
@@ -322,7 +324,9 @@ export class Informer<T extends KubeObject> {
     const typed =
       r.kind === undefined ? { ...r, kind: this.#resource.kind, apiVersion: this.#resource.apiVersion } : r;
     const result = this.#options.decode(typed);
-    if (result.kind === 'object' && result.object.kind === this.#resource.kind) return result.object as T;
+    if (result.kind === 'object' && result.object.kind === this.#resource.kind) {
+      return this.#shared.compact(result.object as T);
+    }
     if (result.kind === 'ignored') {
       this.#log.debug({ key: rawKey(r), reason: result.reason }, 'object ignored');
       return undefined;
