@@ -79,6 +79,7 @@ export async function runCommand(
   const { config } = loaded;
   // JSON lines on stdout: journald (or the container runtime) collects them.
   const logger = pino({ level: logLevel(config.logging.verbosity) }, io.stdout as DestinationStream);
+  logger.debug({ config }, 'effective configuration');
   const fail = (message: string) => {
     logger.fatal(message);
     io.stderr.write(`kproxy run: ${message}\n`);

@@ -32,10 +32,22 @@ COMMIT
 
 describe('kube-proxy leftovers', () => {
   test('kube-proxy chains are recognised; kubelet and kproxy chains are not', () => {
-    for (const chain of ['KUBE-SERVICES', 'KUBE-SVC-ABC', 'KUBE-SEP-ABC', 'KUBE-PROXY-CANARY', 'KUBE-NODE-PORT']) {
+    for (const chain of [
+      'KUBE-SERVICES',
+      'KUBE-SVC-ABC',
+      'KUBE-SEP-ABC',
+      'KUBE-PROXY-CANARY',
+      'KUBE-NODE-PORT',
+    ]) {
       assert.ok(isKubeProxyChain(chain), chain);
     }
-    for (const chain of ['KUBE-FIREWALL', 'KUBE-MARK-DROP', 'KUBE-KUBELET-CANARY', 'KPROXY-SERVICES', 'PREROUTING']) {
+    for (const chain of [
+      'KUBE-FIREWALL',
+      'KUBE-MARK-DROP',
+      'KUBE-KUBELET-CANARY',
+      'KPROXY-SERVICES',
+      'PREROUTING',
+    ]) {
       assert.ok(!isKubeProxyChain(chain), chain);
     }
   });
@@ -74,7 +86,8 @@ describe('kube-proxy leftovers', () => {
     const ns = await lab.addNetns('node');
     await lab.exec(ns, 'iptables-nft-restore', [], { input: NAT });
     await lab.exec(ns, 'nft', ['-f', '-'], {
-      input: 'table ip kube-proxy {\n chain services {\n }\n}\ntable ip6 kube-proxy {\n}\ntable ip other {\n}\n',
+      input:
+        'table ip kube-proxy {\n chain services {\n }\n}\ntable ip6 kube-proxy {\n}\ntable ip other {\n}\n',
     });
 
     let stdout = '';

@@ -1,0 +1,119 @@
+import assert from 'node:assert/strict';
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { logLevel, type RunEnvironment, runCommand } from '../../src/cli/run.ts';
+import { NODES, SERVICES } from '../../src/kube/resources.ts';
+import { sampleNode, sampleService } from '../support/apiserver/sample-objects.ts';
+import { startApiServer } from '../support/apiserver/server.ts';
+import { eventually, RecordingDataplane } from './daemon-harness.ts';
+
+function capture() {
+  let stdout = '';
+  let stderr = '';
+  const io = {
+    stdout: { write: (text: string) => ((stdout += text), true) },
+    stderr: { write: (text: string) => (stderr += text) },
+    stdin: (async function* () {})(),
+  };
+  return { io, out: () => stdout, err: () => stderr };
+}
+
+/** A temporary dir with a config file and a fake /proc (so no host sysctl is ever written). */
+async function workspace(t: { after(fn: () => Promise<void>): void }, config: string) {
+  const dir = await mkdtemp(join(tmpdir(), 'kproxy-run-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  await writeFile(join(dir, 'config.yaml'), config);
+  const proc = join(dir, 'proc');
+  await mkdir(join(proc, 'self/ns'), { recursive: true });
+  await mkdir(join(proc, '1/ns'), { recursive: true });
+  await symlink('net:[1]', join(proc, 'self/ns/net'));
+  await symlink('net:[1]', join(proc, '1/ns/net'));
+  return { config: join(dir, 'config.yaml'), proc };
+}
+
+const CONFIG = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+hostnameOverride: node-1
+healthzBindAddress: 127.0.0.1:0
+metricsBindAddress: 127.0.0.1:0
+iptables:
+  minSyncPeriod: 50ms
+`;
+
+function environment(proc: string, dataplane: RecordingDataplane) {
+  let stop: (signal: string) => void = () => {};
+  const stopped = new Promise<string>((resolve) => (stop = resolve));
+  const env: RunEnvironment = {
+    env: {},
+    procRoot: proc,
+    shutdownRequested: () => stopped,
+    dataplane: async () => dataplane,
+  };
+  return { env, stop };
+}
+
+describe('kproxy run', () => {
+  test('maps kube-proxy verbosity onto log levels', () => {
+    assert.deepEqual([0, 1, 2, 3, 4, 9].map(logLevel), ['info', 'info', 'debug', 'debug', 'trace', 'trace']);
+  });
+
+  test('a config file with an unknown field is rejected at start, naming the field', async (t) => {
+    const ws = await workspace(t, `${CONFIG}iptable:\n  masqueradeBit: 14\n`);
+    const { io, err } = capture();
+    const code = await runCommand(
+      ['--config', ws.config],
+      io,
+      environment(ws.proc, new RecordingDataplane()).env,
+    );
+    assert.equal(code, 1);
+    assert.match(err(), /^kproxy run: .*config\.yaml: unknown field "iptable"/);
+  });
+
+  test('an unknown flag is a usage error', async () => {
+    const { io, err } = capture();
+    assert.equal(await runCommand(['--no-such-flag'], io), 2);
+    assert.match(err(), /Unknown option '--no-such-flag'/);
+  });
+
+  test('runs until asked to stop, logs JSON, and a second instance on the node is refused', async (t) => {
+    const api = await startApiServer();
+    t.after(() => api.stop());
+    api.state.apply(SERVICES, sampleService('default', 'web'));
+    api.state.apply(NODES, sampleNode('node-1'));
+    const ws = await workspace(t, CONFIG);
+    const dataplane = new RecordingDataplane();
+    const first = capture();
+    const { env, stop } = environment(ws.proc, dataplane);
+    const running = runCommand(['--config', ws.config, '--master', api.url, '--v', '2'], first.io, env);
+    t.after(() => stop('SIGTERM'));
+    await eventually('first sync', () => dataplane.syncs.length > 0);
+    assert.ok(dataplane.last?.state.IPv4?.servicePorts.has('default/web:80/TCP'));
+
+    const second = capture();
+    const refused = await runCommand(
+      ['--config', ws.config, '--master', api.url],
+      second.io,
+      environment(ws.proc, new RecordingDataplane()).env,
+    );
+    assert.equal(refused, 1);
+    assert.match(second.err(), /another kproxy \(pid \d+\) is already running in this network namespace/);
+
+    stop('SIGTERM');
+    assert.equal(await running, 0);
+    const lines = first
+      .out()
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+    assert.ok(lines.some((l) => l.msg === 'kproxy started' && l.server === api.url));
+    assert.ok(lines.some((l) => l.msg === 'stopping' && l.signal === 'SIGTERM'));
+    assert.ok(
+      lines.some((l) => l.level === 20 && l.msg === 'effective configuration'),
+      '--v 2 enables debug lines',
+    );
+    assert.equal(dataplane.cleanups, 0, 'rules stay after a stop');
+  });
+});
