@@ -117,13 +117,13 @@ export async function loadProxyConfig(
   return config.ok ? config : { ...config, usage: false };
 }
 
-/** Fills in kube-proxy's defaults and checks what no single field can check alone. */
+/** Fills in kube-proxy's defaults (except the mode: kproxy's default is its nftables dataplane) and checks what no single field can check alone. */
 export function resolveProxyConfig(
   settings: Settings,
   hostname: string,
 ): { readonly ok: true; readonly config: ProxyConfig } | { readonly ok: false; readonly error: string } {
   const get = settingReader(settings);
-  const mode = get.string('mode', 'iptables') as ProxyMode;
+  const mode = get.string('mode', 'nftables') as ProxyMode;
   const bindAddress = canonicalIP(get.string('bindAddress', '0.0.0.0'))!;
   const ipv6Bind = familyOf(bindAddress) === 'IPv6';
   const ruleMode = (section: 'iptables' | 'nftables'): RuleModeConfig => ({

@@ -29,7 +29,7 @@ Reads Services, EndpointSlices and Nodes (kubectl get services,endpointslices,no
 a List, multi-document YAML or single objects) and prints the ruleset this node would get.
 For large clusters prefer -o json: it reads many times faster than YAML.
 
-  --mode MODE                                nftables or iptables (same as --proxy-mode; default iptables)
+  --mode MODE                                nftables or iptables (same as --proxy-mode; default nftables)
   --input PATH                               file, directory (its .yaml/.yml/.json files) or - for stdin;
                                              repeatable
   --example                                  also read the bundled example cluster; without --node,

@@ -30,9 +30,9 @@ async function loadOk(args: string[], files: Record<string, string> = {}) {
   return result.config;
 }
 
-test('with nothing set, every field has kube-proxy’s default', async () => {
+test('with nothing set, every field has kube-proxy’s default (the mode: kproxy’s nftables)', async () => {
   const config = await loadOk([]);
-  assert.equal(config.mode, 'iptables');
+  assert.equal(config.mode, 'nftables');
   assert.equal(config.nodeName, 'worker-7.example', 'the hostname, lower-cased');
   assert.deepEqual(config.nodeIPs, []);
   assert.equal(config.healthzBindAddress, '0.0.0.0:10256');
@@ -184,7 +184,7 @@ test('settings that contradict each other are rejected', async () => {
       'detectLocal.interfaceNamePrefix: required when detectLocalMode is InterfaceNamePrefix',
     ],
     [
-      ['--iptables-sync-period', '1s', '--iptables-min-sync-period', '5s'],
+      ['--proxy-mode', 'iptables', '--iptables-sync-period', '1s', '--iptables-min-sync-period', '5s'],
       'iptables.minSyncPeriod: 5000ms is longer than syncPeriod (1000ms)',
     ],
   ];

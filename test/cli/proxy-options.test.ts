@@ -13,6 +13,7 @@ function configWith(settings: Record<string, string | number | boolean | string[
 test('the node identity and traffic settings reach the model', () => {
   const options = toProxyOptions(
     configWith({
+      mode: 'iptables',
       hostnameOverride: 'node-1',
       nodeIPs: ['192.168.10.11'],
       clusterCIDR: ['10.244.0.0/16'],
@@ -48,4 +49,10 @@ test('bridge and prefix detection carry their interface settings', () => {
     configWith({ detectLocalMode: 'InterfaceNamePrefix', 'detectLocal.interfaceNamePrefix': 'veth' }),
   );
   assert.equal(prefix.interfaceNamePrefix, 'veth');
+});
+
+test('the default mode is nftables, and its section holds the masquerade settings', () => {
+  const config = configWith({ 'nftables.masqueradeBit': 5 });
+  assert.equal(config.mode, 'nftables');
+  assert.equal(toProxyOptions(config).masqueradeBit, 5);
 });
