@@ -63,7 +63,9 @@ function clusterState(topology: Topology): DualStackState {
 }
 
 for (const backend of ['nft', 'legacy'] as const) {
-  describe(`iptables-${backend} rules carry real traffic`, { skip: !isRoot && 'needs root' }, () => {
+  describe(`iptables-${backend} rules carry real traffic`, {
+    skip: !isRoot && 'needs root: network namespaces and iptables (run the suite as root)',
+  }, () => {
     let lab: Lab;
     let topology: Topology;
     let dataplane: IptablesDataplane;
