@@ -1,0 +1,161 @@
+// The live dataplane's decisions, with a recording runner instead of the kernel.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { chooseBackend } from '../../../dataplanes/iptables/backend.ts';
+import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
+import type { DualStackState } from '../../../src/model/proxy-state.ts';
+import { type RecordedCall, RecordingRunner } from './recording-runner.ts';
+import { endpoint, familyState, SCENARIOS, servicePort } from './scenarios.ts';
+
+const CANARY_OK = '-N KPROXY-PROXY-CANARY\n-A KPROXY-PROXY-CANARY -j RETURN\n';
+
+/** A kernel where everything succeeds and the canary is in place. */
+function healthy(call: RecordedCall) {
+  if (call.args.includes('-S')) return { stdout: CANARY_OK };
+  return undefined;
+}
+
+const before: DualStackState = SCENARIOS['cluster-ip']!;
+const web = before.IPv4!.servicePorts.get('ns1/web:80/TCP')!;
+const after: DualStackState = {
+  IPv4: familyState(
+    'IPv4',
+    [...before.IPv4!.servicePorts.values()]
+      .filter((sp) => sp !== web)
+      .concat({
+        ...web,
+        clusterEndpoints: [endpoint('10.244.9.9', 8080)],
+      }),
+  ),
+};
+
+test('the backend already holding kube-proxy or kproxy rules is chosen', async () => {
+  const runner = new RecordingRunner((call) =>
+    call.command === 'iptables-legacy-save'
+      ? { stdout: ':KUBE-SERVICES - [0:0]\n-A KUBE-SERVICES -j RETURN\n' }
+      : undefined,
+  );
+  assert.equal((await chooseBackend(runner)).backend, 'legacy');
+});
+
+test('without proxy rules the backend with more rules wins, and nft by default', async () => {
+  const legacyBusy = new RecordingRunner((call) =>
+    call.command === 'iptables-legacy-save' ? { stdout: '-A INPUT -j ACCEPT\n' } : undefined,
+  );
+  assert.equal((await chooseBackend(legacyBusy)).backend, 'legacy');
+  const missingLegacy = new RecordingRunner((call) =>
+    call.command.includes('legacy') ? { exitCode: 127, stderr: 'not found' } : undefined,
+  );
+  assert.equal((await chooseBackend(missingLegacy)).backend, 'nft');
+});
+
+test('every command of a dataplane uses the one backend it chose', async () => {
+  const runner = new RecordingRunner(healthy);
+  const dataplane = new IptablesDataplane({ runner, backend: 'legacy' });
+  await dataplane.start();
+  await dataplane.sync(SCENARIOS['dual-stack']!, 'full');
+  await dataplane.sync(SCENARIOS['dual-stack']!, 'incremental');
+  await dataplane.cleanup();
+  const tools = runner.calls.map((c) => c.command).filter((c) => c.includes('tables'));
+  assert.ok(tools.length > 10);
+  assert.deepEqual(
+    tools.filter((c) => !c.includes('-legacy')),
+    [],
+  );
+});
+
+test('an incremental sync sends only the changed chains', async () => {
+  const runner = new RecordingRunner(healthy);
+  const dataplane = new IptablesDataplane({ runner, backend: 'nft' });
+  await dataplane.sync(before, 'full');
+  runner.calls.length = 0;
+  const outcome = await dataplane.sync(after, 'incremental');
+  assert.equal(outcome.kind, 'incremental');
+  const [restore, ...more] = runner.restores();
+  assert.equal(more.length, 0);
+  assert.deepEqual(restore!.args, ['--noflush', '--wait']);
+  assert.doesNotMatch(restore!.input, /KPROXY-SERVICES|KPROXY-PROXY-CANARY/);
+  assert.match(restore!.input, /--to-destination 10\.244\.9\.9:8080/);
+});
+
+test('a failed incremental restore falls back to a full sync that also deletes stale chains', async () => {
+  const runner = new RecordingRunner(healthy);
+  const dataplane = new IptablesDataplane({ runner, backend: 'nft' });
+  await dataplane.sync(before, 'full');
+  let failed = false;
+  runner.answer((call) => {
+    if (call.command.endsWith('-restore') && !failed) {
+      failed = true;
+      return { exitCode: 2, stderr: 'iptables-restore: line 3 failed' };
+    }
+    return healthy(call);
+  });
+  const outcome = await dataplane.sync(after, 'incremental');
+  assert.equal(outcome.kind, 'full');
+  const fullRestore = runner.restores().at(-1)!;
+  assert.match(fullRestore.input, /^\*mangle\n:KPROXY-PROXY-CANARY/);
+  // The endpoint chains of the old endpoints are gone from the new state: deleted by name.
+  assert.equal(fullRestore.input.match(/^-X KPROXY-SEP-/gm)?.length, 3);
+});
+
+test('a missing canary turns an incremental sync into a full one', async () => {
+  const runner = new RecordingRunner(healthy);
+  const dataplane = new IptablesDataplane({ runner, backend: 'nft' });
+  await dataplane.sync(before, 'full');
+  runner.answer((call) => (call.args.includes('-S') ? { exitCode: 1, stderr: 'No chain' } : undefined));
+  assert.equal(await dataplane.intact(), false);
+  assert.equal((await dataplane.sync(after, 'incremental')).kind, 'full');
+});
+
+test('a full sync ensures each jump rule: checked first, inserted only when missing', async () => {
+  const runner = new RecordingRunner((call) =>
+    call.args.includes('-C') && call.args.includes('PREROUTING') ? { exitCode: 1 } : healthy(call),
+  );
+  const dataplane = new IptablesDataplane({ runner, backend: 'nft' });
+  await dataplane.sync(before, 'full');
+  const inserts = runner.calls.filter((c) => c.args.includes('-I'));
+  assert.equal(inserts.length, 1);
+  assert.deepEqual(inserts[0]!.args.slice(0, 6), ['-w', '-t', 'nat', '-I', 'PREROUTING', '1']);
+});
+
+test('the rule count follows incremental syncs', async () => {
+  const runner = new RecordingRunner(healthy);
+  const dataplane = new IptablesDataplane({ runner, backend: 'nft' });
+  const one = { IPv4: familyState('IPv4', [web]) };
+  const full = await dataplane.sync(one, 'full');
+  const two = {
+    IPv4: familyState('IPv4', [
+      web,
+      servicePort('ns1', 'other', {
+        clusterIP: '10.96.0.99',
+        clusterEndpoints: [endpoint('10.244.5.5', 80)],
+      }),
+    ]),
+  };
+  const grown = await dataplane.sync(two, 'incremental');
+  // One ClusterIP rule in KPROXY-SERVICES, masquerade + choice in its SVC chain, two in its SEP chain.
+  assert.equal(grown.objectCount - full.objectCount, 5);
+  const fresh = await new IptablesDataplane({ runner, backend: 'nft' }).sync(two, 'full');
+  assert.equal(grown.objectCount, fresh.objectCount);
+});
+
+test('UDP flows to a removed endpoint are deleted from conntrack after the sync', async () => {
+  const runner = new RecordingRunner((call) =>
+    call.command === 'conntrack'
+      ? { exitCode: 0, stderr: 'conntrack v1.4.7 (conntrack-tools): 2 flow entries have been deleted.\n' }
+      : healthy(call),
+  );
+  const dataplane = new IptablesDataplane({ runner, backend: 'nft' });
+  const dns = before.IPv4!.servicePorts.get('kube-system/dns:53/UDP')!;
+  await dataplane.sync(before, 'full');
+  const moved = {
+    IPv4: familyState('IPv4', [web, { ...dns, clusterEndpoints: [endpoint('10.244.2.54', 53)] }]),
+  };
+  const outcome = await dataplane.sync(moved, 'incremental');
+  const deletions = runner.calls.filter((c) => c.command === 'conntrack');
+  assert.deepEqual(
+    deletions.map((c) => c.args),
+    [['-D', '-p', 'udp', '--orig-dst', '10.96.0.53', '--dport', '53', '--reply-src', '10.244.2.53']],
+  );
+  assert.equal(outcome.conntrackEntriesDeleted, 2);
+});
