@@ -18,7 +18,7 @@ export function createInformerMetrics(registry: Registry): InformerMetrics {
   return {
     relists: new Counter({
       name: 'kproxy_informer_relists_total',
-      help: 'Full lists of a resource, initial or after the watch history expired.',
+      help: 'Full lists (or watch-lists) of a resource started, initially or after the watch history expired.',
       labelNames: ['resource', 'reason'],
       registers,
     }),

@@ -42,6 +42,11 @@ export interface InformerOptions {
   readonly watchList?: boolean;
   /** Watch timeoutSeconds is drawn from this range so that watches of many nodes do not end together. */
   readonly watchTimeoutSeconds?: { readonly min: number; readonly max: number };
+  /**
+   * A watch still open this long after its timeoutSeconds is abandoned: the server would have ended
+   * it, so the connection is half-open (the far end vanished without a FIN). Default 30 s.
+   */
+  readonly watchGraceMs?: number;
   /** Longest Retry-After honoured, so a confused server cannot park us for hours; default 300 s. */
   readonly maxRetryAfterSeconds?: number;
   readonly random?: () => number;
@@ -51,7 +56,8 @@ const INITIAL_EVENTS_END = 'k8s.io/initial-events-end';
 
 /** How one watch ended, which decides what the loop does next. */
 type WatchEnd =
-  | { readonly kind: 'closed' }
+  /** empty: nothing at all arrived, which a healthy server does not do (it sends bookmarks). */
+  | { readonly kind: 'closed'; readonly empty: boolean }
   | { readonly kind: 'expired' }
   | { readonly kind: 'unsupported'; readonly error: ApiError }
   | { readonly kind: 'failed'; readonly error: ApiError }
@@ -155,6 +161,8 @@ export class Informer<T extends KubeObject> {
           return;
         case 'closed':
           this.#options.metrics.watchRestarts.inc({ resource: this.#resource.plural, reason: 'closed' });
+          // A server (or proxy) that ends every watch at once must not make us spin.
+          if (end.empty) await this.#pause(this.#backoff.next());
           break;
         case 'expired':
           this.#log.info({ resourceVersion: rv }, 'watch history expired; relisting');
@@ -219,15 +227,17 @@ export class Informer<T extends KubeObject> {
     const signal = this.#abort.signal;
     const initial = session.rv === undefined ? new Map<string, T>() : undefined;
     const { min, max } = this.#options.watchTimeoutSeconds ?? { min: 300, max: 600 };
+    const timeoutSeconds = min + Math.floor(this.#random() * (max - min + 1));
+    const watchdog = AbortSignal.timeout(timeoutSeconds * 1000 + (this.#options.watchGraceMs ?? 30_000));
     const started = await this.#options.api.watch(
       this.#resource,
       {
         ...this.#selectors(),
         ...(initial ? { sendInitialEvents: true } : { resourceVersion: session.rv }),
         allowWatchBookmarks: true,
-        timeoutSeconds: min + Math.floor(this.#random() * (max - min + 1)),
+        timeoutSeconds,
       },
-      signal,
+      AbortSignal.any([signal, watchdog]),
     );
     if (signal.aborted) return { kind: 'stopped' };
     if (!started.ok) return this.#classifyStartError(started.error, initial !== undefined);
@@ -235,6 +245,10 @@ export class Informer<T extends KubeObject> {
     let sawEvent = false;
     for await (const item of started.value) {
       if (signal.aborted) return { kind: 'stopped' };
+      if (item.kind === 'error' && watchdog.aborted) {
+        const message = `watch still open ${timeoutSeconds} s after its timeout; connection presumed dead`;
+        return { kind: 'failed', error: { kind: 'network', message } };
+      }
       const end = this.#handleItem(item, session, pending);
       if (end) return end;
       if (!sawEvent) {
@@ -250,7 +264,7 @@ export class Informer<T extends KubeObject> {
     if (signal.aborted) return { kind: 'stopped' };
     // A watch-list that ended before its initial events completed left nothing usable.
     if (pending) session.rv = undefined;
-    return { kind: 'closed' };
+    return { kind: 'closed', empty: !sawEvent };
   }
 
   #classifyStartError(error: ApiError, watchList: boolean): WatchEnd {
@@ -394,8 +408,12 @@ export class Informer<T extends KubeObject> {
       );
     }
     this.#log.warn({ error: formatApiError(error), retryInMs: delay }, `${during} failed`);
+    await this.#pause(delay);
+  }
+
+  async #pause(ms: number): Promise<void> {
     try {
-      await sleep(delay, undefined, { signal: this.#abort.signal });
+      await sleep(ms, undefined, { signal: this.#abort.signal });
     } catch {
       // Aborted by stop(): the loop checks the signal.
     }

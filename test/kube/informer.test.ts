@@ -155,6 +155,24 @@ describe('Informer robustness', () => {
     assert.equal(server.requests.at(-1)?.authorization, 'Bearer new-token');
   });
 
+  test('a watch that goes silent past its timeout (half-open connection) is abandoned and resumed', async (t) => {
+    const server = await startApiServer();
+    const ti = startTestInformer<Service>(server, SERVICES, {
+      watchTimeoutSeconds: { min: 1, max: 1 },
+      watchGraceMs: 300,
+    });
+    t.after(async () => {
+      await ti.close();
+      await server.stop();
+    });
+    await ti.informer.waitForSync();
+    await eventually(() => assert.equal(server.openWatches, 1));
+    server.faults.freezeWatches();
+    server.state.apply(SERVICES, sampleService('ns', 'while-frozen'));
+    await eventually(() => assert.ok(ti.informer.store.has('ns/while-frozen')));
+    assert.ok(ti.log.lines.some((l) => String(l.error).includes('connection presumed dead')));
+  });
+
   test('stop() ends the informer promptly even during a backoff', async () => {
     const server = await startApiServer();
     server.faults.failNext(100, 503, 60);

@@ -42,6 +42,8 @@ interface PendingFault {
 interface Watch {
   readonly socket: Socket;
   readonly write: (line: string) => void;
+  /** From now on send nothing and never end: what a client sees of a half-open connection. */
+  readonly freeze: () => void;
 }
 
 type Route =
@@ -97,6 +99,11 @@ export class Faults {
   /** Cut every open watch connection without a clean end. */
   dropWatches(): number {
     return this.#server.dropWatches();
+  }
+
+  /** Open watches go silent and stay open, as over a connection whose far end vanished. */
+  freezeWatches(): void {
+    this.#server.freezeWatches();
   }
 
   /** Write a line to every open watch (e.g. malformed JSON). */
@@ -203,6 +210,10 @@ export class StandInApiServer {
 
   writeToWatches(line: string): void {
     for (const w of this.#watches) w.write(line);
+  }
+
+  freezeWatches(): void {
+    for (const w of this.#watches) w.freeze();
   }
 
   async #handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
@@ -384,8 +395,9 @@ export class StandInApiServer {
     const rvParam = q.get('resourceVersion') ?? '';
     res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-cache, private' });
     res.flushHeaders();
+    let frozen = false;
     const write = (line: string) => {
-      if (!res.destroyed) res.write(line);
+      if (!res.destroyed && !frozen) res.write(line);
     };
     const send = (type: string, object: unknown) => write(`${JSON.stringify({ type, object })}\n`);
     const bookmark = (annotations?: Record<string, string>) =>
@@ -425,9 +437,13 @@ export class StandInApiServer {
       for (const change of changes) deliver(change);
     }
     const unsubscribe = this.state.subscribe(deliver);
-    const watch: Watch = { socket: req.socket, write };
-    this.#watches.add(watch);
     const timers: NodeJS.Timeout[] = [];
+    const freeze = () => {
+      frozen = true;
+      for (const t of timers) clearTimeout(t);
+    };
+    const watch: Watch = { socket: req.socket, write, freeze };
+    this.#watches.add(watch);
     if (bookmarks) timers.push(setInterval(() => bookmark(), this.#options.bookmarkIntervalMs ?? 1000));
     const timeoutSeconds = Number(q.get('timeoutSeconds') ?? '0');
     if (timeoutSeconds > 0) timers.push(setTimeout(() => res.end(), timeoutSeconds * 1000));
