@@ -4,7 +4,7 @@
 // plus an add), and last the chains and sets nothing refers to any more.
 import { defineFamily } from './full-transaction.ts';
 import { type DesiredRuleset, FAMILIES, type FamilyRuleset } from './ruleset.ts';
-import { type ChainSpec, type ElementSpec, NftTransaction } from './transaction.ts';
+import { type ChainSpec, type ElementSpec, NftTransaction, TABLE } from './transaction.ts';
 
 function sameJSON(a: unknown, b: unknown): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
@@ -62,8 +62,8 @@ function diffFamily(tx: NftTransaction, prev: FamilyRuleset, next: FamilyRuleset
   for (const [name, set] of prev.sets) if (!next.sets.has(name)) tx.deleteSet(family, set.kind, name);
 }
 
-export function diffRulesets(prev: DesiredRuleset, next: DesiredRuleset): NftTransaction {
-  const tx = new NftTransaction();
+export function diffRulesets(prev: DesiredRuleset, next: DesiredRuleset, table = TABLE): NftTransaction {
+  const tx = new NftTransaction(table);
   for (const family of FAMILIES) {
     const before = prev[family];
     const after = next[family];

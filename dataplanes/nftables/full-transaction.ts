@@ -4,7 +4,7 @@
 // transaction, so packets see the old ruleset or the new one, never a mix; established
 // connections keep their conntrack NAT bindings across it.
 import { type DesiredRuleset, FAMILIES, type FamilyRuleset } from './ruleset.ts';
-import { NftTransaction } from './transaction.ts';
+import { NftTransaction, TABLE } from './transaction.ts';
 
 export const TABLE_COMMENT = 'kproxy: Kubernetes service proxy (managed by kproxy; do not edit)';
 
@@ -21,8 +21,8 @@ export function defineFamily(tx: NftTransaction, ruleset: FamilyRuleset): void {
   for (const [set, elements] of ruleset.elements) tx.addElements(family, set, [...elements.values()]);
 }
 
-export function fullTransaction(desired: DesiredRuleset): NftTransaction {
-  const tx = new NftTransaction();
+export function fullTransaction(desired: DesiredRuleset, table = TABLE): NftTransaction {
+  const tx = new NftTransaction(table);
   for (const family of FAMILIES) {
     tx.addTable(family).deleteTable(family);
     const ruleset = desired[family];

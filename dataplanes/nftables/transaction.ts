@@ -1,6 +1,7 @@
 // An nft transaction built in memory with verbs that mirror the nft tool (knftables-style). Its
 // string form IS the `nft -f` script: what apply runs, what dry-run prints, what golden files hold.
-// Every object lives in the table `kproxy` of its family; the table name is not a parameter.
+// Every object lives in one table of its family: `kproxy` unless the constructor names another
+// (the IPVS dataplane keeps its companion rules in `kproxy-ipvs`).
 
 export type NftFamily = 'ip' | 'ip6';
 
@@ -102,7 +103,13 @@ export function fitComment(text: string): string {
 }
 
 export class NftTransaction {
+  readonly table: string;
   readonly #ops: NftOp[] = [];
+
+  constructor(table: string = TABLE) {
+    checkName('table', table);
+    this.table = table;
+  }
 
   get ops(): readonly NftOp[] {
     return this.#ops;
@@ -166,7 +173,7 @@ export class NftTransaction {
 
   /** The `nft -f` script. */
   toString(): string {
-    return this.#ops.map(renderOp).join('');
+    return this.#ops.map((op) => renderOp(op, this.table)).join('');
   }
 
   #elements(verb: 'add' | 'delete', family: NftFamily, set: string, elements: readonly ElementSpec[]): this {
@@ -182,8 +189,8 @@ export class NftTransaction {
   }
 }
 
-function renderOp(op: NftOp): string {
-  const where = `${op.family} ${TABLE}`;
+function renderOp(op: NftOp, table: string): string {
+  const where = `${op.family} ${table}`;
   switch (op.object) {
     case 'table':
       if (op.verb === 'delete' || op.comment === undefined) return `${op.verb} table ${where}\n`;
