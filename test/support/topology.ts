@@ -2,7 +2,8 @@
 //
 //   underlay ns: bridge br0 ── eth0 of every node ns (10.100.0.11+i, fd00:100::11+i)
 //                          └── eth0 of the external client ns (10.100.0.200, fd00:100::200)
-//   node i:  pod CIDR 10.244.(i+1).0/24 and fd00:244:(i+1)::/64, routes to the other nodes' pod CIDRs
+//   node i:  pod CIDR 10.244.(i+1).0/24 and fd00:244:(i+1)::/64, routes to the other nodes' pod CIDRs,
+//            default route via the client (the outside world)
 //   pod m on node i: 10.244.(i+1).(10+m) and fd00:244:(i+1)::(10+m), on a veth to its node
 //
 // Pods are ROUTED (a /32 per pod veth, gateway 10.244.x.1 / fe80::1), not bridged: every pod
@@ -85,6 +86,12 @@ export class Topology {
     const clientNs = await lab.addNetns('client');
     const client: ClientInfo = { ns: clientNs, ipv4: '10.100.0.200', ipv6: 'fd00:100::200' };
     await attachToUnderlay(lab, underlay, clientNs, 'cl', client.ipv4, client.ipv6);
+    // The client stands for the outside world: nodes route everything unknown (e.g. a service
+    // address nothing DNATs) to it, as real nodes have a default route.
+    for (const node of nodes) {
+      await lab.addRoute(node.ns, ['default', 'via', client.ipv4]);
+      await lab.addRoute(node.ns, ['default', 'via', client.ipv6]);
+    }
     return new Topology(lab, underlay, nodes, client);
   }
 
@@ -163,6 +170,10 @@ async function createNode(lab: Lab, underlay: string, i: number, podCount: numbe
   const ns = await lab.addNetns(name);
   const ipv4 = `10.100.0.${11 + i}`;
   const ipv6 = `fd00:100::${11 + i}`;
+  // No ICMP redirects: the client and other nodes share the node's underlay link, and a redirect
+  // sent first uses up the ICMP rate limit that a REJECT's port-unreachable then needs.
+  await lab.sysctl(ns, 'net.ipv4.conf.all.send_redirects', '0');
+  await lab.sysctl(ns, 'net.ipv4.conf.default.send_redirects', '0');
   await attachToUnderlay(lab, underlay, ns, `n${i}`, ipv4, ipv6);
   await lab.sysctl(ns, 'net.ipv4.ip_forward', '1');
   await lab.sysctl(ns, 'net.ipv6.conf.all.forwarding', '1');

@@ -1,0 +1,190 @@
+// Real packets through the rendered ruleset: a two-node cluster of namespaces, kproxy's rules in
+// the node namespaces, pods running the echo server, and a client outside the cluster.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
+import type { DualStackState, ServicePort } from '../../../src/model/proxy-state.ts';
+import type { EchoOutcome } from '../../support/echo-client.ts';
+import { Lab } from '../../support/netns.ts';
+import {
+  CLUSTER_CIDR_V4,
+  CLUSTER_CIDR_V6,
+  type PodInfo,
+  replies,
+  Topology,
+  tally,
+} from '../../support/topology.ts';
+import { endpoint, proxyState, servicePort } from './fixtures.ts';
+import { nftLoad } from './kernel-support.ts';
+
+const isRoot = process.getuid?.() === 0;
+const ROOT_REASON =
+  'needs root: network namespaces and nft (run the suite as root to include these kernel tests)';
+if (!isRoot) process.stderr.write(`SKIPPED nftables packet tests: ${ROOT_REASON}\n`);
+
+type Spec = Omit<Parameters<typeof servicePort>[1], 'clusterEndpoints'> & { pods?: readonly PodInfo[] };
+
+/** A service port as node `nodeName` sees it: endpoints on that node are local. */
+function portFor(nodeName: string, name: string, spec: Spec, v6 = false): ServicePort {
+  const pods = spec.pods ?? [];
+  const clusterEndpoints = pods.map((p) =>
+    endpoint(v6 ? p.ipv6 : p.ipv4, spec.protocol === 'UDP' ? 5353 : 8080, {
+      isLocal: p.nodeName === nodeName,
+    }),
+  );
+  return servicePort(name, {
+    ...spec,
+    clusterEndpoints,
+    localEndpoints: clusterEndpoints.filter((e) => e.isLocal),
+  });
+}
+
+function names(outcomes: readonly EchoOutcome[]): string[] {
+  return [...tally(outcomes).keys()];
+}
+
+describe('nftables ruleset with real packets', { skip: isRoot ? false : ROOT_REASON }, () => {
+  let lab: Lab;
+  let topo: Topology;
+  let pod: (name: string) => PodInfo;
+  const client = () => topo.client.ns;
+
+  function stateFor(nodeName: string): DualStackState {
+    const [a0, a1, a2] = topo.nodes[0]!.pods;
+    const [b0, b1] = topo.nodes[1]!.pods;
+    const ports: ServicePort[] = [
+      portFor(nodeName, 'web', { clusterIP: '10.96.0.10', nodePort: 30080, pods: [a0!, b0!] }),
+      portFor(nodeName, 'dns', { clusterIP: '10.96.0.53', protocol: 'UDP', port: 53, pods: [a1!, b0!] }),
+      portFor(nodeName, 'empty', { clusterIP: '10.96.0.99', nodePort: 30099 }),
+      portFor(nodeName, 'local', {
+        clusterIP: '10.96.0.20',
+        nodePort: 30020,
+        externalPolicyLocal: true,
+        pods: [a2!],
+      }),
+      portFor(nodeName, 'lb-allowed', {
+        clusterIP: '10.96.0.21',
+        loadBalancerIPs: ['192.168.6.6'],
+        loadBalancerSourceRanges: [`${topo.client.ipv4}/32`],
+        pods: [b1!],
+      }),
+      portFor(nodeName, 'lb-denied', {
+        clusterIP: '10.96.0.22',
+        loadBalancerIPs: ['192.168.6.7'],
+        loadBalancerSourceRanges: ['203.0.113.0/24'],
+        pods: [b1!],
+      }),
+      portFor(nodeName, 'sticky', {
+        clusterIP: '10.96.0.30',
+        sessionAffinity: { timeoutSeconds: 600 },
+        pods: [a0!, a1!, b0!, b1!],
+      }),
+      portFor(nodeName, 'self', { clusterIP: '10.96.0.40', pods: [a2!] }),
+    ];
+    const node = topo.nodes.find((n) => n.name === nodeName)!;
+    return {
+      IPv4: proxyState('IPv4', ports, {
+        nodeName,
+        nodeIPs: [node.ipv4],
+        localDetector: { mode: 'ClusterCIDR', cidrs: [CLUSTER_CIDR_V4] },
+      }),
+      IPv6: proxyState(
+        'IPv6',
+        [portFor(nodeName, 'web6', { clusterIP: 'fd00:96::10', nodePort: 30080, pods: [a0!, b0!] }, true)],
+        { nodeName, nodeIPs: [node.ipv6], localDetector: { mode: 'ClusterCIDR', cidrs: [CLUSTER_CIDR_V6] } },
+      ),
+    };
+  }
+
+  before(async () => {
+    lab = new Lab('nftpkt');
+    topo = await Topology.create(lab, { podsPerNode: [3, 2] });
+    pod = (name) => topo.pod(name);
+    for (const p of topo.nodes.flatMap((n) => n.pods)) await topo.startEcho(p, { tcp: [8080], udp: [5353] });
+    // The client reaches service addresses through node-0.
+    for (const cidr of ['10.96.0.0/16', '192.168.6.0/24']) {
+      await lab.addRoute(client(), [cidr, 'via', topo.nodes[0]!.ipv4]);
+    }
+    await lab.addRoute(client(), ['fd00:96::/64', 'via', topo.nodes[0]!.ipv6]);
+    for (const node of topo.nodes) {
+      await nftLoad(lab, node.ns, nftablesPlanner.render(nftablesPlanner.planFull(stateFor(node.name))));
+    }
+  });
+  after(() => lab?.destroy());
+
+  test('TCP to a ClusterIP from outside reaches only its endpoints, on both nodes', async () => {
+    const outcomes = await topo.connect(client(), 'tcp', '10.96.0.10', 80, { count: 40 });
+    assert.deepEqual(names(outcomes), ['node-0-pod-0', 'node-1-pod-0']);
+  });
+
+  test('UDP to a ClusterIP reaches only its endpoints', async () => {
+    const outcomes = await topo.connect(client(), 'udp', '10.96.0.53', 53, { count: 40 });
+    assert.deepEqual(names(outcomes), ['node-0-pod-1', 'node-1-pod-0']);
+  });
+
+  test('a pod reaches a ClusterIP through its node', async () => {
+    const outcomes = await topo.connect(pod('node-0-pod-1').ns, 'tcp', '10.96.0.10', 80, { count: 20 });
+    assert.deepEqual(names(outcomes), ['node-0-pod-0', 'node-1-pod-0']);
+  });
+
+  test('IPv6: a ClusterIP and a node port reach only their endpoints', async () => {
+    assert.deepEqual(names(await topo.connect(client(), 'tcp', 'fd00:96::10', 80, { count: 30 })), [
+      'node-0-pod-0',
+      'node-1-pod-0',
+    ]);
+    assert.deepEqual(names(await topo.connect(client(), 'tcp', topo.nodes[1]!.ipv6, 30080, { count: 30 })), [
+      'node-0-pod-0',
+      'node-1-pod-0',
+    ]);
+  });
+
+  test('a NodePort on either node reaches the endpoints on both', async () => {
+    for (const node of topo.nodes) {
+      const outcomes = await topo.connect(client(), 'tcp', node.ipv4, 30080, { count: 30 });
+      assert.deepEqual(names(outcomes), ['node-0-pod-0', 'node-1-pod-0'], node.name);
+    }
+  });
+
+  test('a service without endpoints is refused at once, not timed out', async () => {
+    const outcomes = await topo.connect(client(), 'tcp', '10.96.0.99', 80, { timeoutMs: 3000 });
+    assert.deepEqual(names(outcomes), ['error:ECONNREFUSED']);
+    const viaNodePort = await topo.connect(client(), 'tcp', topo.nodes[1]!.ipv4, 30099, { timeoutMs: 3000 });
+    assert.deepEqual(names(viaNodePort), ['error:ECONNREFUSED']);
+    const fromPod = await topo.connect(pod('node-1-pod-1').ns, 'tcp', '10.96.0.99', 80, { timeoutMs: 3000 });
+    assert.deepEqual(names(fromPod), ['error:ECONNREFUSED']);
+  });
+
+  test('externalTrafficPolicy Local keeps the client source; a node without local endpoints drops', async () => {
+    const served = replies(await topo.connect(client(), 'tcp', topo.nodes[0]!.ipv4, 30020, { count: 5 }));
+    assert.deepEqual(new Set(served.map((r) => r.name)), new Set(['node-0-pod-2']));
+    for (const r of served) assert.equal(r.peer.split(':')[0], topo.client.ipv4);
+    const dropped = await topo.connect(client(), 'tcp', topo.nodes[1]!.ipv4, 30020, { timeoutMs: 1500 });
+    assert.deepEqual(names(dropped), ['error:timeout']);
+  });
+
+  test('a pod on a node without local endpoints still reaches an eTP Local node port (short-circuit)', async () => {
+    const outcomes = await topo.connect(pod('node-1-pod-0').ns, 'tcp', topo.nodes[1]!.ipv4, 30020, {
+      count: 3,
+    });
+    assert.deepEqual(names(outcomes), ['node-0-pod-2']);
+  });
+
+  test('LoadBalancer source ranges: the client is let in by one service and dropped by another', async () => {
+    assert.deepEqual(names(await topo.connect(client(), 'tcp', '192.168.6.6', 80, { count: 3 })), [
+      'node-1-pod-1',
+    ]);
+    const denied = await topo.connect(client(), 'tcp', '192.168.6.7', 80, { timeoutMs: 1500 });
+    assert.deepEqual(names(denied), ['error:timeout']);
+  });
+
+  test('ClientIP affinity sends every connection of a client to one endpoint', async () => {
+    const outcomes = await topo.connect(client(), 'tcp', '10.96.0.30', 80, { count: 30 });
+    assert.equal(tally(outcomes).size, 1, JSON.stringify([...tally(outcomes)]));
+    assert.ok(!names(outcomes)[0]!.startsWith('error'), names(outcomes)[0]);
+  });
+
+  test('hairpin: a pod reaches itself through its own service', async () => {
+    const outcomes = await topo.connect(pod('node-0-pod-2').ns, 'tcp', '10.96.0.40', 80, { count: 3 });
+    assert.deepEqual(names(outcomes), ['node-0-pod-2']);
+  });
+});
