@@ -6,13 +6,7 @@ import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import type { DualStackState, Endpoint, ServicePort } from '../../../src/model/proxy-state.ts';
 import { Lab, requireRoot } from '../../support/netns.ts';
-import {
-  CLUSTER_CIDR_V4,
-  replies,
-  type Topology,
-  Topology as TopologyClass,
-  tally,
-} from '../../support/topology.ts';
+import { CLUSTER_CIDR_V4, CLUSTER_CIDR_V6, replies, Topology, tally } from '../../support/topology.ts';
 import { endpoint, familyState, servicePort } from './scenarios.ts';
 
 const isRoot = process.getuid?.() === 0;
@@ -54,7 +48,16 @@ function clusterState(topology: Topology): DualStackState {
       clusterEndpoints: all,
     }),
   ];
+  const all6 = topology.nodes.flatMap((node, i) => node.pods.map((pod) => endpoint(pod.ipv6, 8080, i === 0)));
   return {
+    IPv6: familyState(
+      'IPv6',
+      [servicePort('ns', 'web', { clusterIP: 'fd00:96::10', nodePort: 30080, clusterEndpoints: all6 })],
+      {
+        nodeIPs: [topology.nodes[0]!.ipv6],
+        localDetector: { mode: 'ClusterCIDR', cidrs: [CLUSTER_CIDR_V6] },
+      },
+    ),
     IPv4: familyState('IPv4', ports, {
       nodeIPs: [topology.nodes[0]!.ipv4],
       localDetector: { mode: 'ClusterCIDR', cidrs: [CLUSTER_CIDR_V4] },
@@ -74,7 +77,7 @@ for (const backend of ['nft', 'legacy'] as const) {
 
     before(async () => {
       lab = new Lab(`ipt-traffic-${backend}`);
-      topology = await TopologyClass.create(lab, { podsPerNode: [2, 1] });
+      topology = await Topology.create(lab, { podsPerNode: [2, 1] });
       client = topology.client.ns;
       node0IP = topology.nodes[0]!.ipv4;
       for (const pod of topology.nodes.flatMap((n) => n.pods)) {
@@ -83,6 +86,7 @@ for (const backend of ['nft', 'legacy'] as const) {
       // The client reaches service and LB addresses through node-0, as through a router.
       for (const range of ['10.96.0.0/16', '192.0.2.0/24'])
         await lab.addRoute(client, [range, 'via', node0IP]);
+      await lab.addRoute(client, ['fd00:96::/64', 'via', topology.nodes[0]!.ipv6]);
       // Like a node's default route: a VIP without endpoints must be routable to reach the REJECT.
       await lab.addRoute(topology.nodes[0]!.ns, ['10.96.0.0/16', 'dev', 'eth0']);
       dataplane = new IptablesDataplane({
@@ -106,6 +110,20 @@ for (const backend of ['nft', 'legacy'] as const) {
         ['node-0-pod-0', 'node-0-pod-1', 'node-1-pod-0'],
         String([...counts]),
       );
+    });
+
+    test('IPv6 ClusterIP and NodePort carry traffic through ip6tables', async (t) => {
+      if (!requireRoot(t)) return;
+      const viaService = tally(await topology.connect(client, 'tcp', 'fd00:96::10', 80, { count: 30 }));
+      assert.deepEqual(
+        [...viaService.keys()],
+        ['node-0-pod-0', 'node-0-pod-1', 'node-1-pod-0'],
+        String([...viaService]),
+      );
+      const viaNodePort = replies(
+        await topology.connect(client, 'tcp', topology.nodes[0]!.ipv6, 30080, { count: 5 }),
+      );
+      assert.equal(viaNodePort.length, 5);
     });
 
     test('ClusterIP carries UDP', async (t) => {
@@ -172,6 +190,7 @@ for (const backend of ['nft', 'legacy'] as const) {
       const web = state.IPv4!.servicePorts.get('ns/web:80/TCP')!;
       const onlyRemote = web.clusterEndpoints.filter((e) => !e.isLocal);
       const next = {
+        ...state,
         IPv4: familyState(
           'IPv4',
           [...state.IPv4!.servicePorts.values()]
