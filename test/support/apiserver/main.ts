@@ -1,8 +1,10 @@
 // The stand-in API server as a process, for the netns lab and the memory benchmark:
 //   node test/support/apiserver/main.ts [--host H] [--port N] [--data FILE] [--token T]...
+//     [--tls-cert PEM --tls-key PEM [--client-ca PEM]] [--history-limit N] [--no-watch-list]
 // FILE is YAML or JSON: a List, or documents, of Services, EndpointSlices and Nodes (kubectl -o yaml
 // output works). Prints "listening <url>" once ready; stops on SIGTERM/SIGINT.
 
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { parseAllDocuments } from 'yaml';
@@ -16,13 +18,37 @@ const { values } = parseArgs({
     data: { type: 'string' },
     token: { type: 'string', multiple: true },
     'bookmark-interval-ms': { type: 'string', default: '1000' },
+    'tls-cert': { type: 'string' },
+    'tls-key': { type: 'string' },
+    'client-ca': { type: 'string' },
+    'history-limit': { type: 'string' },
+    'no-watch-list': { type: 'boolean', default: false },
   },
 });
+
+const tlsCert = values['tls-cert'];
+const tlsKey = values['tls-key'];
+if ((tlsCert === undefined) !== (tlsKey === undefined)) {
+  console.error('--tls-cert and --tls-key go together');
+  process.exit(2);
+}
+const clientCa = values['client-ca'];
 
 const server = await startApiServer({
   host: values.host,
   port: Number(values.port),
   bookmarkIntervalMs: Number(values['bookmark-interval-ms']),
+  watchList: !values['no-watch-list'],
+  ...(values['history-limit'] ? { historyLimit: Number(values['history-limit']) } : {}),
+  ...(tlsCert && tlsKey
+    ? {
+        tls: {
+          cert: readFileSync(tlsCert, 'utf8'),
+          key: readFileSync(tlsKey, 'utf8'),
+          ...(clientCa ? { clientCa: readFileSync(clientCa, 'utf8') } : {}),
+        },
+      }
+    : {}),
   ...(values.token ? { tokens: values.token } : {}),
 });
 
