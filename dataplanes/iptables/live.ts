@@ -91,16 +91,14 @@ export class IptablesDataplane implements LiveDataplane {
     };
   }
 
+  /**
+   * The canary in every table of every family we program. A missing one means someone flushed or
+   * reloaded the tables: the record no longer describes the kernel, so the next sync is full.
+   */
   async intact(): Promise<boolean> {
-    const committed = this.#committed;
-    if (committed === undefined || this.#backend === undefined) return false;
-    const checks = FAMILIES.filter((family) => committed[family] !== undefined).flatMap((family) =>
-      TABLES.map(async (table) => {
-        const result = await this.#iptables(family, ['-t', table, '-S', CANARY_CHAIN]);
-        return result.exitCode === 0 && result.stdout.includes(`-A ${CANARY_CHAIN} `);
-      }),
-    );
-    return (await Promise.all(checks)).every(Boolean);
+    const ok = await this.#canariesPresent(TABLES);
+    if (!ok) this.#committed = undefined;
+    return ok;
   }
 
   /** Removes every KPROXY chain and every rule that jumps to one, in both families, and nothing else. */
@@ -119,7 +117,9 @@ export class IptablesDataplane implements LiveDataplane {
     if (FAMILIES.some((family) => (committed[family] === undefined) !== (state[family] === undefined)))
       return false;
     try {
-      if (!(await this.intact())) {
+      // Only the small mangle table on the hot path (iptables-nft reads a whole table to list one
+      // chain); intact(), which the sync loop calls periodically, checks nat and filter as well.
+      if (!(await this.#canariesPresent(['mangle']))) {
         this.#log('iptables canary missing: someone flushed our rules; full sync');
         return false;
       }
@@ -129,6 +129,18 @@ export class IptablesDataplane implements LiveDataplane {
       this.#log('iptables incremental sync failed; full sync', { error: String(error) });
       return false;
     }
+  }
+
+  async #canariesPresent(tables: readonly IptablesTable[]): Promise<boolean> {
+    const committed = this.#committed;
+    if (committed === undefined || this.#backend === undefined) return false;
+    const checks = FAMILIES.filter((family) => committed[family] !== undefined).flatMap((family) =>
+      tables.map(async (table) => {
+        const result = await this.#iptables(family, ['-t', table, '-S', CANARY_CHAIN]);
+        return result.exitCode === 0 && result.stdout.includes(`-A ${CANARY_CHAIN} `);
+      }),
+    );
+    return (await Promise.all(checks)).every(Boolean);
   }
 
   async #syncFull(state: DualStackState): Promise<void> {
