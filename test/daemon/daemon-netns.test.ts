@@ -1,0 +1,284 @@
+// The daemon end to end, on the real kernel: `kproxy run` as a process INSIDE a lab node
+// namespace, talking to the stand-in API server (a process on that namespace's loopback), with
+// pods running echo servers. Services change through the API → rules follow → real connections
+// follow; health and metrics are scraped; a restart under traffic keeps established connections;
+// an API server outage keeps the rules, turns /healthz 503, and recovery resyncs.
+// Runs for every mode this build can program.
+import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { LIVE_MODES } from '../../src/daemon/live-dataplanes.ts';
+import { ENDPOINT_SLICES, NODES, objectPath, type ResourceType, SERVICES } from '../../src/kube/resources.ts';
+import { sampleEndpointSlice, sampleNode, sampleService } from '../support/apiserver/sample-objects.ts';
+import { Lab, type LabProcess, requireRoot } from '../support/netns.ts';
+import { Topology, tally } from '../support/topology.ts';
+import { eventually } from './daemon-harness.ts';
+
+const REPO = fileURLToPath(new URL('../../', import.meta.url));
+const NODE_BIN = join(REPO, 'node_modules/.bin/node');
+const KPROXY = join(REPO, 'bin/kproxy.ts');
+const API_MAIN = join(REPO, 'test/support/apiserver/main.ts');
+const API_PORT = 6443;
+const API = `http://127.0.0.1:${API_PORT}`;
+const CLUSTER_IP = '10.96.0.10';
+const NODE_PORT = 30080;
+const TEST_PORTS = '40000-40999';
+
+function config(mode: string): string {
+  return `apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: ${mode}
+hostnameOverride: node-0
+clusterCIDR: 10.244.0.0/16
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+syncPeriod: 1s
+minSyncPeriod: 100ms
+conntrack:
+  maxPerCore: 0
+`;
+}
+
+/** web: ClusterIP and NodePort, port 80 → 8080 on the given pod IPs. */
+function webService() {
+  const service = sampleService('default', 'web', { clusterIP: CLUSTER_IP });
+  const spec = service.spec as { type: string; ports: Record<string, unknown>[] };
+  spec.type = 'NodePort';
+  spec.ports[0]!.nodePort = NODE_PORT;
+  return service;
+}
+
+function webSlice(addresses: readonly string[]) {
+  return sampleEndpointSlice('default', 'web-abc', { service: 'web', addresses, nodeName: 'node-0' });
+}
+
+interface Cluster {
+  readonly topo: Topology;
+  readonly nodeNs: string;
+  /** Sends an object to the stand-in API server (inside the node namespace). */
+  write(
+    method: 'POST' | 'PUT' | 'DELETE',
+    resource: ResourceType,
+    object: Record<string, unknown>,
+  ): Promise<void>;
+  /** GET inside the node namespace: status code and body. */
+  get(url: string): Promise<{ status: number; body: string }>;
+  startDaemon(): LabProcess;
+  /** An outage as the daemon sees it: its connections to the API server are reset, ours are not. */
+  blockApi(blocked: boolean): Promise<void>;
+}
+
+let labs = 0;
+
+async function cluster(t: { after(fn: () => Promise<void>): void }, mode: string): Promise<Cluster> {
+  const lab = new Lab(`d${mode.slice(0, 3)}${++labs}`);
+  t.after(() => lab.destroy());
+  const dir = await mkdtemp(join(tmpdir(), 'kproxy-e2e-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  await writeFile(join(dir, 'config.yaml'), config(mode));
+  const topo = await Topology.create(lab, { podsPerNode: [2] });
+  const nodeNs = topo.nodes[0]!.ns;
+  for (const pod of topo.nodes[0]!.pods) await topo.startEcho(pod, { tcp: [8080] });
+
+  // The test's own requests use source ports the simulated outage (blockApi) lets through.
+  const curl = (args: string[]) =>
+    lab.exec(nodeNs, 'curl', ['-sS', '--max-time', '5', '--local-port', TEST_PORTS, ...args], {
+      reject: false,
+    });
+  const c: Cluster = {
+    topo,
+    nodeNs,
+    async write(method, resource, object) {
+      const meta = object.metadata as { namespace?: string; name: string };
+      const path = objectPath(resource, meta.namespace, method === 'POST' ? undefined : meta.name);
+      const result = await curl([
+        '-f',
+        '-X',
+        method,
+        '-H',
+        'Content-Type: application/json',
+        ...(method === 'DELETE' ? [] : ['--data', JSON.stringify(object)]),
+        `${API}${path}`,
+      ]);
+      if (result.exitCode !== 0) throw new Error(`${method} ${path}: ${result.stderr}`);
+    },
+    async get(url) {
+      const result = await curl(['-w', '\n%{http_code}', url]);
+      const lines = result.stdout.split('\n');
+      return { status: Number(lines.pop()), body: lines.join('\n') };
+    },
+    startDaemon() {
+      return lab.spawn(nodeNs, NODE_BIN, [
+        KPROXY,
+        'run',
+        '--config',
+        join(dir, 'config.yaml'),
+        '--master',
+        API,
+      ]);
+    },
+    async blockApi(blocked) {
+      const rule = `tcp dport ${API_PORT} tcp sport != ${TEST_PORTS} reject with tcp reset`;
+      const script = blocked
+        ? `table inet kptest-outage {\n chain out {\n type filter hook output priority -300;\n ${rule}\n }\n}\n`
+        : 'delete table inet kptest-outage\n';
+      await lab.exec(nodeNs, 'nft', ['-f', '-'], { input: script });
+    },
+  };
+  const api = lab.spawn(nodeNs, NODE_BIN, [API_MAIN, '--port', String(API_PORT)]);
+  await api.waitFor('listening');
+  await c.write('POST', NODES, sampleNode('node-0', topo.nodes[0]!.ipv4));
+  return c;
+}
+
+const syncCount = (daemon: LabProcess) => daemon.output().split('"msg":"rules synced"').length - 1;
+
+async function backends(c: Cluster, fromNs: string, host: string, port: number, count = 12) {
+  return tally(await c.topo.connect(fromNs, 'tcp', host, port, { count, timeoutMs: 1000 }));
+}
+
+/** A client that holds one TCP connection open and checks it still echoes every 100 ms. */
+const HOLD_CONNECTION = `
+import { connect } from 'node:net';
+const [host, port, seconds] = process.argv.slice(1);
+const socket = connect({ host, port: Number(port) });
+socket.setEncoding('utf8');
+let buffer = '';
+let sent = 0;
+let echoed = 0;
+socket.on('data', (chunk) => {
+  buffer += chunk;
+  if (buffer.includes('\\n') && sent === 0) { console.log('connected ' + buffer.split('\\n')[0]); buffer = buffer.slice(buffer.indexOf('\\n') + 1); }
+  echoed += (buffer.match(/x/g) ?? []).length; buffer = buffer.replace(/x/g, '');
+});
+socket.on('error', (e) => { console.log('broken ' + e.code); process.exit(1); });
+socket.on('close', () => { if (!done) { console.log('broken close'); process.exit(1); } });
+let done = false;
+const timer = setInterval(() => { socket.write('x'); sent++; }, 100);
+setTimeout(() => {
+  clearInterval(timer);
+  setTimeout(() => { done = true; console.log(echoed >= sent - 1 ? 'ok ' + echoed : 'lost ' + echoed + '/' + sent); socket.end(); }, 500);
+}, Number(seconds) * 1000);
+`;
+
+for (const mode of LIVE_MODES) {
+  describe(`kproxy run end to end (${mode})`, () => {
+    test('services created, changed and deleted: rules and real connections follow; health and metrics served', async (t) => {
+      if (!requireRoot(t)) return;
+      const c = await cluster(t, mode);
+      const [pod0, pod1] = c.topo.nodes[0]!.pods;
+      const daemon = c.startDaemon();
+      await daemon.waitFor('"msg":"rules synced"', 20_000);
+
+      await c.write('POST', SERVICES, webService());
+      await c.write('POST', ENDPOINT_SLICES, webSlice([pod0!.ipv4, pod1!.ipv4]));
+      await eventually('both pods answer on the ClusterIP', async () => {
+        const seen = await backends(c, c.nodeNs, CLUSTER_IP, 80);
+        return seen.has(pod0!.name) && seen.has(pod1!.name);
+      });
+      await eventually('the NodePort answers from outside', async () => {
+        return (await backends(c, c.topo.client.ns, c.topo.nodes[0]!.ipv4, NODE_PORT, 4)).size > 0;
+      });
+
+      await c.write('PUT', ENDPOINT_SLICES, webSlice([pod1!.ipv4]));
+      await eventually('only pod 1 answers after its slice changed', async () => {
+        const seen = await backends(c, c.nodeNs, CLUSTER_IP, 80);
+        return seen.size === 1 && seen.has(pod1!.name);
+      });
+
+      const healthz = await c.get('http://127.0.0.1:10256/healthz');
+      assert.equal(healthz.status, 200, healthz.body);
+      assert.equal((JSON.parse(healthz.body) as { nodeEligible: boolean }).nodeEligible, true);
+      const metrics = await c.get('http://127.0.0.1:10249/metrics');
+      assert.equal(metrics.status, 200);
+      assert.match(metrics.body, /^kubeproxy_sync_proxy_rules_last_timestamp_seconds [1-9]/m);
+      assert.match(metrics.body, /^kubeproxy_sync_partial_proxy_rules_duration_seconds_count [1-9]/m);
+      assert.match(metrics.body, /^kubeproxy_sync_proxy_rules_endpoint_changes_total 2$/m);
+      assert.match(metrics.body, /^process_resident_memory_bytes /m);
+      assert.equal((await c.get('http://127.0.0.1:10249/proxyMode')).body, mode);
+
+      await c.write('DELETE', SERVICES, webService());
+      await eventually('the ClusterIP stops answering once the service is gone', async () => {
+        const seen = await backends(c, c.nodeNs, CLUSTER_IP, 80, 2);
+        return ![...seen.keys()].some((k) => k.startsWith('node-'));
+      });
+      await daemon.kill();
+    });
+
+    test('a restart under traffic keeps established connections; the rules stay while it is down', async (t) => {
+      if (!requireRoot(t)) return;
+      const c = await cluster(t, mode);
+      const [pod0] = c.topo.nodes[0]!.pods;
+      await c.write('POST', SERVICES, webService());
+      await c.write('POST', ENDPOINT_SLICES, webSlice([pod0!.ipv4]));
+      const first = c.startDaemon();
+      await first.waitFor('"msg":"rules synced"', 20_000);
+      await eventually('the NodePort answers', async () =>
+        (await backends(c, c.topo.client.ns, c.topo.nodes[0]!.ipv4, NODE_PORT, 2)).has(pod0!.name),
+      );
+
+      const holder = c.topo.lab.spawn(c.topo.client.ns, NODE_BIN, [
+        '--input-type=module',
+        '-e',
+        HOLD_CONNECTION,
+        c.topo.nodes[0]!.ipv4,
+        String(NODE_PORT),
+        '6',
+      ]);
+      await holder.waitFor('connected');
+      await first.kill(); // SIGTERM: a clean stop that leaves the rules.
+      assert.match(first.output(), /"msg":"stopped; rules left in place"/);
+      const whileDown = await backends(c, c.topo.client.ns, c.topo.nodes[0]!.ipv4, NODE_PORT, 3);
+      assert.deepEqual([...whileDown.keys()], [pod0!.name], 'new connections work while kproxy is down');
+
+      const second = c.startDaemon();
+      await second.waitFor('"msg":"rules synced"', 20_000);
+      const verdict = await holder.waitFor('ok', 20_000).catch(() => holder.output());
+      assert.match(verdict, /^ok \d+/, `the established connection survived: ${holder.output()}`);
+      await second.kill();
+    });
+
+    test('an API server outage keeps the rules, turns /healthz 503, and recovery resyncs', async (t) => {
+      if (!requireRoot(t)) return;
+      const c = await cluster(t, mode);
+      const [pod0, pod1] = c.topo.nodes[0]!.pods;
+      await c.write('POST', SERVICES, webService());
+      await c.write('POST', ENDPOINT_SLICES, webSlice([pod0!.ipv4]));
+      const daemon = c.startDaemon();
+      await daemon.waitFor('"msg":"rules synced"', 20_000);
+      await eventually('pod 0 answers', async () =>
+        (await backends(c, c.nodeNs, CLUSTER_IP, 80, 2)).has(pod0!.name),
+      );
+
+      await c.blockApi(true);
+      // The health timeout is 2 × syncPeriod = 2 s.
+      await eventually(
+        'healthz 503 during the outage',
+        async () => (await c.get('http://127.0.0.1:10256/healthz')).status === 503,
+      );
+      assert.deepEqual(
+        [...(await backends(c, c.nodeNs, CLUSTER_IP, 80, 4)).keys()],
+        [pod0!.name],
+        'rules stay',
+      );
+
+      // The cluster moves on while the node cannot see it: web now on pod 1.
+      await c.write('PUT', ENDPOINT_SLICES, webSlice([pod1!.ipv4]));
+      const before = syncCount(daemon);
+      await c.blockApi(false);
+      await eventually('a resync after recovery', () => syncCount(daemon) > before, 30_000);
+      await eventually('pod 1 answers after recovery', async () => {
+        const seen = await backends(c, c.nodeNs, CLUSTER_IP, 80, 4);
+        return seen.size === 1 && seen.has(pod1!.name);
+      });
+      await eventually(
+        'healthz 200 again',
+        async () => (await c.get('http://127.0.0.1:10256/healthz')).status === 200,
+      );
+      await daemon.kill();
+    });
+  });
+}
