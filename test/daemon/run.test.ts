@@ -13,7 +13,12 @@ function capture() {
   let stdout = '';
   let stderr = '';
   const io = {
-    stdout: { write: (text: string) => ((stdout += text), true) },
+    stdout: {
+      write: (text: string) => {
+        stdout += text;
+        return true;
+      },
+    },
     stderr: { write: (text: string) => (stderr += text) },
     stdin: (async function* () {})(),
   };
