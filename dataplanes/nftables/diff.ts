@@ -20,7 +20,7 @@ function diffFamily(tx: NftTransaction, prev: FamilyRuleset, next: FamilyRuleset
     const old = prev.sets.get(name);
     if (old === undefined) tx.addSet(family, set);
     // Names of sets that can change (affinity) carry their definition, so this is a bug.
-    else if (!sameJSON(old, set)) throw new Error(`nft set ${name} changed its definition`);
+    else if (!prev.adopted && !sameJSON(old, set)) throw new Error(`nft set ${name} changed its definition`);
   }
   const rewritten: ChainSpec[] = [];
   for (const [name, chain] of next.chains) {
@@ -28,7 +28,7 @@ function diffFamily(tx: NftTransaction, prev: FamilyRuleset, next: FamilyRuleset
     if (old === undefined) {
       tx.addChain(family, chain);
       rewritten.push(chain);
-    } else if (!sameChainHeader(old, chain)) {
+    } else if (!prev.adopted && !sameChainHeader(old, chain)) {
       throw new Error(`nft chain ${name} changed its hook or comment`);
     } else if (!sameJSON(old.rules, chain.rules)) {
       tx.flushChain(family, name);

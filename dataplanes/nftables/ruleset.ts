@@ -10,7 +10,12 @@ export interface FamilyRuleset {
   readonly chains: ReadonlyMap<string, ChainSpec>;
   /** Elements by set name, then by key; both in sorted order. */
   readonly elements: ReadonlyMap<string, ReadonlyMap<string, ElementSpec>>;
+  /** Read back from the kernel (see adopt.ts): chain rules unknown, set definitions unchecked. */
+  readonly adopted?: boolean;
 }
+
+/** The rules of a chain read back from the kernel: never equal to any desired chain's rules. */
+export const UNKNOWN_RULES: readonly string[] = Object.freeze(['# rules read back from the kernel']);
 
 /** One entry per family that has state; a family without state has no table. */
 export interface DesiredRuleset {

@@ -1,0 +1,42 @@
+// A recording NftRunner for unit tests: keeps every script, fails on demand, and answers the
+// listings with canned JSON.
+import { NftError, type NftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
+import type { NftFamily } from '../../../dataplanes/nftables/transaction.ts';
+import type { CommandResult, CommandRunner } from '../../../dataplanes/shared/command-runner.ts';
+
+export class RecordingNftRunner implements NftRunner {
+  readonly scripts: string[] = [];
+  /** Scripts to refuse, by predicate (each used once). */
+  readonly failures: ((script: string) => boolean)[] = [];
+  tables: Partial<Record<NftFamily, unknown>> = {};
+  handles: Partial<Record<NftFamily, number>> = { ip: 1 };
+
+  async run(script: string): Promise<void> {
+    const failure = this.failures.findIndex((f) => f(script));
+    if (failure >= 0) {
+      this.failures.splice(failure, 1);
+      throw new NftError('-f', 'Error: Could not process rule: No such file or directory');
+    }
+    this.scripts.push(script);
+  }
+
+  async listTableJson(family: NftFamily): Promise<unknown> {
+    return this.tables[family];
+  }
+
+  async listTablesJson(): Promise<unknown> {
+    return {
+      nftables: Object.entries(this.handles).map(([family, handle]) => ({
+        table: { family, name: 'kproxy', handle },
+      })),
+    };
+  }
+}
+
+export class RecordingCommandRunner implements CommandRunner {
+  readonly calls: string[][] = [];
+  async run(command: string, args: readonly string[]): Promise<CommandResult> {
+    this.calls.push([command, ...args]);
+    return { stdout: '', stderr: '1 flow entries have been deleted.\n', exitCode: 0 };
+  }
+}
