@@ -13,6 +13,17 @@ export interface LiveDataplaneOptions {
 type Factory = (options: LiveDataplaneOptions) => Promise<LiveDataplane>;
 
 const FACTORIES: Partial<Record<DataplaneMode, Factory>> = {
+  async nftables({ logger, runner }) {
+    const { NftablesDataplane } = await import('../../dataplanes/nftables/live.ts');
+    const { commandNftRunner } = await import('../../dataplanes/nftables/nft-runner.ts');
+    const commands = runner ?? execaRunner();
+    const log = logger.child({ dataplane: 'nftables' });
+    return new NftablesDataplane({
+      nft: commandNftRunner(commands),
+      commands,
+      log: (message, fields) => log.info(fields ?? {}, message),
+    });
+  },
   async iptables({ logger, runner }) {
     const { IptablesDataplane } = await import('../../dataplanes/iptables/live.ts');
     const log = logger.child({ dataplane: 'iptables' });

@@ -134,6 +134,19 @@ async function cluster(t: { after(fn: () => Promise<void>): void }, mode: string
   return c;
 }
 
+/** Whether the node namespace holds any rule of kproxy's for `mode`. */
+async function ownsRules(c: Cluster, mode: string): Promise<boolean> {
+  if (mode === 'nftables') {
+    return (await c.topo.lab.exec(c.nodeNs, 'nft', ['list', 'tables'])).stdout.includes('kproxy');
+  }
+  const saved = await Promise.all(
+    ['iptables-nft-save', 'iptables-legacy-save'].map((tool) =>
+      c.topo.lab.exec(c.nodeNs, tool, [], { reject: false }),
+    ),
+  );
+  return saved.some((result) => result.stdout.includes('KPROXY-'));
+}
+
 const syncCount = (daemon: LabProcess) => daemon.output().split('"msg":"rules synced"').length - 1;
 
 async function backends(c: Cluster, fromNs: string, host: string, port: number, count = 12) {
@@ -206,6 +219,12 @@ for (const mode of LIVE_MODES) {
         return ![...seen.keys()].some((k) => k.startsWith('node-'));
       });
       await daemon.kill();
+      assert.equal(await ownsRules(c, mode), true, 'a stopped daemon leaves its rules');
+      const cleanup = await c.topo.lab.exec(c.nodeNs, NODE_BIN, [KPROXY, 'cleanup', '--mode', mode], {
+        reject: false,
+      });
+      assert.equal(cleanup.exitCode, 0, cleanup.stderr);
+      assert.equal(await ownsRules(c, mode), false, 'kproxy cleanup removes them');
     });
 
     test('a restart under traffic keeps established connections; the rules stay while it is down', async (t) => {
