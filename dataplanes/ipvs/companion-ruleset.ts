@@ -1,0 +1,231 @@
+// The netfilter rules IPVS mode needs next to the virtual servers (kube-proxy's KUBE-SERVICES,
+// KUBE-POSTROUTING, KUBE-PROXY-FIREWALL and KUBE-IPVS-FILTER chains with their ipsets), as one nft
+// table per family, `kproxy-ipvs`. Per-service data only goes into sets as elements (one per VIP,
+// node port or hairpin endpoint), so the chains are fixed and the cost stays linear.
+//
+// Hook order matters: IPVS schedules in LOCAL_IN (priority 98) and LOCAL_OUT (-98). The nat chains
+// mark at -100, before IPVS rewrites the destination; the filter chains at -110 reject, drop or
+// firewall before IPVS sees the packet; postrouting masquerades what IPVS forwarded (the packet
+// mark survives the rewrite; net.ipv4.vs.conntrack=1 gives nf_nat a connection to work on).
+import type { NodeSettings, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
+import { type FamilySyntax, familySyntax } from '../nftables/family-syntax.ts';
+import { notLocalTrafficMatch } from '../nftables/local-traffic.ts';
+import { type FamilyRuleset, RulesetBuilder } from '../nftables/ruleset.ts';
+import { type ChainSpec, fitComment, type SetSpec } from '../nftables/transaction.ts';
+import { cidrContains } from '../shared/cidr.ts';
+import { externalEndpoints, internalEndpoints, nodePortAddresses } from './virtual-servers.ts';
+
+export const COMPANION_TABLE = 'kproxy-ipvs';
+
+const PORT_KEY = 'meta l4proto . th dport';
+const L4 = 'meta l4proto { tcp, udp, sctp }';
+
+function vipKey(syntax: FamilySyntax): string {
+  return `${syntax.ip} daddr . ${PORT_KEY}`;
+}
+
+function sets(syntax: FamilySyntax): SetSpec[] {
+  const addr = syntax.addrType;
+  const vip = `${addr} . inet_proto . inet_service`;
+  const port = 'inet_proto . inet_service';
+  const set = (name: string, type: string, comment: string, flags?: string[]): SetSpec => ({
+    name,
+    kind: 'set',
+    type: `type ${type}`,
+    comment,
+    ...(flags && { flags }),
+  });
+  const map = (name: string, type: string, comment: string): SetSpec => ({
+    name,
+    kind: 'map',
+    type: `type ${type} : verdict`,
+    comment,
+  });
+  return [
+    set('bound-ips', addr, 'addresses bound to kproxy-ipvs0'),
+    set('virtual-servers', vip, 'virtual servers on bound addresses'),
+    set('cluster-ips', vip, 'ClusterIP virtual servers: masquerade off-cluster sources'),
+    set('external-ips', vip, 'external and LB IP virtual servers, policy Cluster: masquerade'),
+    set('nodeport-ips', addr, 'node addresses serving node ports'),
+    set('nodeports', port, 'node ports, policy Cluster: masquerade'),
+    set('hairpin', `${addr} . inet_proto . inet_service . ${addr}`, 'local endpoint . port . itself'),
+    set('firewall-ips', vip, 'LoadBalancer IPs with source ranges'),
+    set('firewall-allow', `${vip} . ${addr}`, 'LoadBalancer IP . proto . port . allowed source', [
+      'interval',
+    ]),
+    map('no-endpoint-vips', vip, 'VIPs without usable endpoints: reject or drop'),
+    map('no-endpoint-nodeports', port, 'node ports without usable endpoints: reject or drop'),
+  ];
+}
+
+function chains(syntax: FamilySyntax, node: NodeSettings): ChainSpec[] {
+  const ip = syntax.ip;
+  const vip = vipKey(syntax);
+  const mark = `0x${(1 << node.masqueradeBit).toString(16)}`;
+  const masq = 'jump mark-for-masquerade';
+  const notLocal = notLocalTrafficMatch(syntax, node.localDetector);
+  const clusterMasq = node.masqueradeAll
+    ? [`${vip} @cluster-ips ${masq}`]
+    : notLocal
+      ? [`${vip} @cluster-ips ${notLocal} ${masq}`]
+      : [];
+  const newConn = (target: string): string => `ct state new jump ${target}`;
+  return [
+    {
+      name: 'nat-prerouting',
+      comment: 'mark service traffic from outside for masquerade',
+      base: { type: 'nat', hook: 'prerouting', priority: '-100' },
+      rules: ['jump services'],
+    },
+    {
+      name: 'nat-output',
+      comment: 'mark service traffic from this host for masquerade',
+      base: { type: 'nat', hook: 'output', priority: '-100' },
+      rules: ['jump services'],
+    },
+    {
+      name: 'nat-postrouting',
+      comment: 'masquerade hairpin and marked traffic',
+      base: { type: 'nat', hook: 'postrouting', priority: 'srcnat' },
+      rules: [`${ip} daddr . ${PORT_KEY} . ${ip} saddr @hairpin masquerade`, 'jump masquerading'],
+    },
+    {
+      name: 'filter-input',
+      comment: 'source ranges, no-endpoint checks and unknown ports on bound addresses',
+      base: { type: 'filter', hook: 'input', priority: '-110' },
+      rules: [newConn('firewall-check'), newConn('endpoints-check'), newConn('ipvs-filter')],
+    },
+    {
+      name: 'filter-output',
+      comment: 'no-endpoint checks for traffic from this host',
+      base: { type: 'filter', hook: 'output', priority: '-110' },
+      rules: [newConn('endpoints-check')],
+    },
+    {
+      name: 'services',
+      comment: 'which service traffic needs masquerade',
+      rules: [
+        ...clusterMasq,
+        `${vip} @external-ips ${masq}`,
+        `${ip} daddr @nodeport-ips ${PORT_KEY} @nodeports ${masq}`,
+      ],
+    },
+    {
+      name: 'firewall-check',
+      comment: 'drop LoadBalancer traffic from outside loadBalancerSourceRanges',
+      rules: [`${vip} @firewall-ips ${vip} . ${ip} saddr != @firewall-allow drop`],
+    },
+    {
+      name: 'endpoints-check',
+      comment: 'reject or drop traffic to virtual servers without usable endpoints',
+      rules: [
+        `${vip} vmap @no-endpoint-vips`,
+        `${ip} daddr @nodeport-ips ${PORT_KEY} vmap @no-endpoint-nodeports`,
+      ],
+    },
+    {
+      name: 'ipvs-filter',
+      comment: 'reject ports without a virtual server on bound addresses',
+      rules: [`${ip} daddr @bound-ips ${L4} ${vip} != @virtual-servers reject`],
+    },
+    { name: 'reject-chain', comment: 'service without any endpoint', rules: ['reject'] },
+    {
+      name: 'mark-for-masquerade',
+      comment: 'ask nat-postrouting to masquerade',
+      rules: [`meta mark set meta mark or ${mark}`],
+    },
+    {
+      name: 'masquerading',
+      comment: 'masquerade marked packets',
+      rules: [
+        `meta mark & ${mark} == 0 return`,
+        `meta mark set meta mark xor ${mark}`,
+        'masquerade fully-random',
+      ],
+    },
+  ];
+}
+
+function noEndpointVerdict(sp: ServicePort): string {
+  // kube-proxy's distinction: no endpoint anywhere → REJECT; only the policy leaves none → DROP.
+  return sp.hasEndpoints ? 'drop' : 'goto reject-chain';
+}
+
+function addServicePort(
+  builder: RulesetBuilder,
+  sp: ServicePort,
+  node: NodeSettings,
+  nodePorts: boolean,
+): void {
+  const proto = sp.protocol.toLowerCase();
+  const vip = (address: string): string => `${address} . ${proto} . ${sp.port}`;
+  const add = (set: string, key: string, what: string, value?: string): void => {
+    // A VIP claimed by an earlier service port (in key order) stays with it.
+    if (!builder.hasElement(set, key))
+      builder.addElement(set, { key, value, comment: fitComment(`${sp.key}${what}`) });
+  };
+  const clusterKey = vip(sp.clusterIP);
+  if (!builder.hasElement('virtual-servers', clusterKey)) {
+    add('virtual-servers', clusterKey, '');
+    add('cluster-ips', clusterKey, '');
+    if (internalEndpoints(sp).length === 0) add('no-endpoint-vips', clusterKey, '', noEndpointVerdict(sp));
+  }
+  const external = [
+    ...sp.externalIPs.map((ip) => [ip, ' external IP'] as const),
+    ...sp.loadBalancerIPs.map((ip) => [ip, ' load balancer IP'] as const),
+  ];
+  for (const [address, what] of external) {
+    const key = vip(address);
+    if (builder.hasElement('virtual-servers', key)) continue;
+    add('virtual-servers', key, what);
+    if (!sp.externalPolicyLocal) add('external-ips', key, what);
+    if (externalEndpoints(sp).length === 0) add('no-endpoint-vips', key, what, noEndpointVerdict(sp));
+  }
+  if (sp.nodePort !== 0 && nodePorts) {
+    const key = `${proto} . ${sp.nodePort}`;
+    if (!builder.hasElement('no-endpoint-nodeports', key) && !builder.hasElement('nodeports', key)) {
+      if (!sp.externalPolicyLocal) add('nodeports', key, ' node port');
+      if (externalEndpoints(sp).length === 0)
+        add('no-endpoint-nodeports', key, ' node port', noEndpointVerdict(sp));
+    }
+  }
+  addFirewall(builder, sp, proto, node);
+}
+
+/** As in kube-proxy: a range holding this node's IP also lets the LB IPs through as sources. */
+function addFirewall(builder: RulesetBuilder, sp: ServicePort, proto: string, node: NodeSettings): void {
+  const ranges = sp.loadBalancerSourceRanges;
+  if (ranges.length === 0) return;
+  const nodeIP = node.nodeIPs[0];
+  const fromNode = nodeIP !== undefined && ranges.some((cidr) => cidrContains(cidr, nodeIP));
+  const sources = fromNode ? [...ranges, ...sp.loadBalancerIPs] : ranges;
+  for (const lbIP of sp.loadBalancerIPs) {
+    const key = `${lbIP} . ${proto} . ${sp.port}`;
+    if (builder.hasElement('firewall-ips', key)) continue;
+    builder.addElement('firewall-ips', { key, comment: fitComment(`${sp.key} source ranges`) });
+    for (const source of sources) builder.addElement('firewall-allow', { key: `${key} . ${source}` });
+  }
+}
+
+function addHairpin(builder: RulesetBuilder, sp: ServicePort): void {
+  const proto = sp.protocol.toLowerCase();
+  for (const ep of [...sp.clusterEndpoints, ...sp.localEndpoints]) {
+    if (ep.isLocal) builder.addElement('hairpin', { key: `${ep.ip} . ${proto} . ${ep.port} . ${ep.ip}` });
+  }
+}
+
+/** The companion table's content for one family. */
+export function companionRuleset(state: ProxyState, boundAddresses: readonly string[]): FamilyRuleset {
+  const syntax = familySyntax(state.family);
+  const builder = new RulesetBuilder(syntax.family);
+  for (const set of sets(syntax)) builder.addSet(set);
+  for (const chain of chains(syntax, state.node)) builder.addChain(chain);
+  for (const address of boundAddresses) builder.addElement('bound-ips', { key: address });
+  const nodeAddresses = nodePortAddresses(state);
+  for (const address of nodeAddresses) builder.addElement('nodeport-ips', { key: address });
+  for (const sp of state.servicePorts.values()) {
+    addServicePort(builder, sp, state.node, nodeAddresses.length > 0);
+    addHairpin(builder, sp);
+  }
+  return builder.build();
+}

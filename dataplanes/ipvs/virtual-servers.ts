@@ -1,0 +1,119 @@
+// ProxyState → the IPVS virtual servers kube-proxy's IPVS proxier would create (syncService and
+// syncEndpoint in pkg/proxy/ipvs/proxier.go), per family:
+// - a virtual server per ClusterIP, external IP and LoadBalancer IP (these addresses are bound to
+//   the dummy link so the node accepts them) and per node-port address × node port (not bound);
+// - real servers: the endpoints the traffic's policy picks (iTP Local → local endpoints for the
+//   ClusterIP; eTP Local → local endpoints for external IPs, LB IPs and node ports), weight 1,
+//   masquerade forwarding;
+// - ClientIP affinity → a persistent virtual server with the affinity timeout.
+// A virtual server exists even without real servers, as upstream; the companion nft rules reject
+// or drop its traffic before IPVS sees it.
+import type { Endpoint, IPFamily, Protocol, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
+import { cidrContains } from '../shared/cidr.ts';
+
+export interface RealServer {
+  readonly address: string;
+  readonly port: number;
+  readonly weight: number;
+}
+
+/** What identifies a virtual server in the kernel, plus its settings (no real servers). */
+export interface VirtualService {
+  readonly family: IPFamily;
+  readonly protocol: Protocol;
+  readonly address: string;
+  readonly port: number;
+  readonly scheduler: string;
+  /** Persistence (ClientIP affinity) timeout in seconds; 0 = not persistent. */
+  readonly persistenceTimeout: number;
+}
+
+export interface VirtualServer extends VirtualService {
+  /** The service port this virtual server serves (for people reading a plan). */
+  readonly servicePort: string;
+  /** Sorted by address then port. */
+  readonly realServers: readonly RealServer[];
+}
+
+export interface IpvsFamilyServers {
+  /** Virtual servers by virtualServerKey, in key order. */
+  readonly virtualServers: ReadonlyMap<string, VirtualServer>;
+  /** Addresses to bind to the dummy link, sorted. */
+  readonly boundAddresses: readonly string[];
+}
+
+/** "1.2.3.4:80" or "[fd00::1]:80". */
+export function hostPort(address: string, port: number): string {
+  return address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`;
+}
+
+/** "TCP 10.96.0.10:80": unique per virtual server. */
+export function virtualServerKey(vs: Pick<VirtualService, 'protocol' | 'address' | 'port'>): string {
+  return `${vs.protocol} ${hostPort(vs.address, vs.port)}`;
+}
+
+/** "10.244.1.10:8080": unique per real server of one virtual server. */
+export function realServerKey(rs: Pick<RealServer, 'address' | 'port'>): string {
+  return hostPort(rs.address, rs.port);
+}
+
+function realServers(endpoints: readonly Endpoint[]): RealServer[] {
+  return endpoints.map((ep) => ({ address: ep.ip, port: ep.port, weight: 1 }));
+}
+
+/** The node addresses where node ports are served (--nodeport-addresses). */
+export function nodePortAddresses(state: ProxyState): readonly string[] {
+  const cidrs = state.node.nodePortAddresses;
+  if (cidrs === 'all') return state.node.nodeIPs;
+  return state.node.nodeIPs.filter((ip) => cidrs.some((cidr) => cidrContains(cidr, ip)));
+}
+
+/** The endpoints of traffic to external IPs, LB IPs and node ports. */
+export function externalEndpoints(sp: ServicePort): readonly Endpoint[] {
+  return sp.externalPolicyLocal ? sp.localEndpoints : sp.clusterEndpoints;
+}
+
+/** The endpoints of traffic to the ClusterIP. */
+export function internalEndpoints(sp: ServicePort): readonly Endpoint[] {
+  return sp.internalPolicyLocal ? sp.localEndpoints : sp.clusterEndpoints;
+}
+
+export function ipvsFamilyServers(state: ProxyState, scheduler: string): IpvsFamilyServers {
+  const servers = new Map<string, VirtualServer>();
+  const bound = new Set<string>();
+  const add = (sp: ServicePort, address: string, port: number, endpoints: readonly Endpoint[]): void => {
+    const vs: VirtualServer = {
+      family: state.family,
+      protocol: sp.protocol,
+      address,
+      port,
+      scheduler,
+      persistenceTimeout: sp.sessionAffinity?.timeoutSeconds ?? 0,
+      servicePort: sp.key,
+      realServers: realServers(endpoints),
+    };
+    const key = virtualServerKey(vs);
+    // An address claimed by an earlier service port (in key order) stays with it.
+    if (!servers.has(key)) servers.set(key, vs);
+  };
+  const nodeAddresses = nodePortAddresses(state);
+  for (const sp of state.servicePorts.values()) {
+    add(sp, sp.clusterIP, sp.port, internalEndpoints(sp));
+    bound.add(sp.clusterIP);
+    for (const ip of [...sp.externalIPs, ...sp.loadBalancerIPs]) {
+      add(sp, ip, sp.port, externalEndpoints(sp));
+      bound.add(ip);
+    }
+    if (sp.nodePort !== 0) {
+      for (const ip of nodeAddresses) add(sp, ip, sp.nodePort, externalEndpoints(sp));
+    }
+  }
+  return {
+    virtualServers: new Map([...servers].sort(([a], [b]) => compareText(a, b))),
+    boundAddresses: [...bound].sort(compareText),
+  };
+}
+
+export function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}

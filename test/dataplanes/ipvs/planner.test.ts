@@ -1,0 +1,226 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { IpvsOp, IpvsPlan } from '../../../dataplanes/ipvs/ipvs-plan.ts';
+import { ipvsadmLine } from '../../../dataplanes/ipvs/ipvs-render.ts';
+import { createIpvsPlanner, ipvsDesired, ipvsPlanner } from '../../../dataplanes/ipvs/planner.ts';
+import type { DualStackState } from '../../../src/model/proxy-state.ts';
+import { applyTransaction, dump, type FakeState } from '../nftables/fake-nft.ts';
+import { endpoint, ipv4, localEndpoint, proxyState, servicePort } from '../nftables/fixtures.ts';
+import { prng, randomState } from '../nftables/random-state.ts';
+import { applyOps, dumpServing, fromDesired } from './fake-ipvs.ts';
+
+const remote = endpoint('10.244.2.10');
+const local = localEndpoint('10.244.1.10');
+const RR = { scheduler: 'rr' };
+
+function full(state: DualStackState): Extract<IpvsPlan, { kind: 'full' }> {
+  const plan = ipvsPlanner.planFull(state);
+  assert.equal(plan.kind, 'full');
+  return plan as Extract<IpvsPlan, { kind: 'full' }>;
+}
+
+function incremental(prev: DualStackState, next: DualStackState): Extract<IpvsPlan, { kind: 'incremental' }> {
+  const plan = ipvsPlanner.planIncremental(prev, next);
+  assert.equal(plan.kind, 'incremental');
+  return plan as Extract<IpvsPlan, { kind: 'incremental' }>;
+}
+
+function servers(state: DualStackState, key: string): string[] {
+  const vs = ipvsDesired(state, RR).virtualServers.get(key);
+  assert.ok(vs, `virtual server ${key}`);
+  return vs.realServers.map((rs) => `${rs.address}:${rs.port}/${rs.weight}`);
+}
+
+test('a ClusterIP becomes a round-robin virtual server with every endpoint at weight 1', () => {
+  const state = ipv4([servicePort('web', { clusterIP: '10.96.0.10', clusterEndpoints: [remote, local] })]);
+  assert.deepEqual(servers(state, 'TCP 10.96.0.10:80'), ['10.244.2.10:8080/1', '10.244.1.10:8080/1']);
+  const vs = ipvsDesired(state, RR).virtualServers.get('TCP 10.96.0.10:80')!;
+  assert.equal(vs.scheduler, 'rr');
+  assert.equal(vs.persistenceTimeout, 0);
+  assert.deepEqual(full(state).desired.boundAddresses, ['10.96.0.10']);
+});
+
+test('the configured scheduler is used for every virtual server', () => {
+  const state = ipv4([
+    servicePort('web', { clusterIP: '10.96.0.10', nodePort: 30080, clusterEndpoints: [remote] }),
+  ]);
+  const desired = ipvsDesired(state, { scheduler: 'wlc' });
+  assert.deepEqual(
+    [...desired.virtualServers.values()].map((vs) => vs.scheduler),
+    ['wlc', 'wlc'],
+  );
+  const text = createIpvsPlanner({ scheduler: 'sh' }).render(
+    createIpvsPlanner({ scheduler: 'sh' }).planFull(state),
+  );
+  assert.match(text, /^-A -t 10\.96\.0\.10:80 -s sh$/m);
+});
+
+test('ClientIP affinity makes the virtual servers persistent for the affinity timeout', () => {
+  const state = ipv4([
+    servicePort('sticky', {
+      clusterIP: '10.96.0.30',
+      externalIPs: ['192.168.5.5'],
+      sessionAffinity: { timeoutSeconds: 600 },
+      clusterEndpoints: [remote],
+    }),
+  ]);
+  for (const vs of ipvsDesired(state, RR).virtualServers.values()) assert.equal(vs.persistenceTimeout, 600);
+  assert.match(ipvsPlanner.render(full(state)), /^-A -t 192\.168\.5\.5:80 -s rr -p 600$/m);
+});
+
+test('node ports get a virtual server on each node-port address, which is not bound to the dummy link', () => {
+  const state = ipv4(
+    [servicePort('np', { clusterIP: '10.96.0.40', nodePort: 30040, clusterEndpoints: [remote] })],
+    { nodeIPs: ['10.100.0.11', '192.168.1.11'], nodePortAddresses: ['192.168.1.0/24'] },
+  );
+  const keys = [...ipvsDesired(state, RR).virtualServers.keys()];
+  assert.deepEqual(keys, ['TCP 10.96.0.40:80', 'TCP 192.168.1.11:30040']);
+  assert.deepEqual(full(state).desired.boundAddresses, ['10.96.0.40']);
+});
+
+test('externalTrafficPolicy Local: external IPs, LB IPs and node ports only reach local endpoints', () => {
+  const state = ipv4([
+    servicePort('lb', {
+      clusterIP: '10.96.0.20',
+      nodePort: 30020,
+      externalIPs: ['192.168.5.5'],
+      loadBalancerIPs: ['192.168.6.6'],
+      externalPolicyLocal: true,
+      clusterEndpoints: [remote, local],
+    }),
+  ]);
+  assert.deepEqual(servers(state, 'TCP 10.96.0.20:80'), ['10.244.2.10:8080/1', '10.244.1.10:8080/1']);
+  for (const key of ['TCP 192.168.5.5:80', 'TCP 192.168.6.6:80', 'TCP 10.100.0.11:30020']) {
+    assert.deepEqual(servers(state, key), ['10.244.1.10:8080/1'], key);
+  }
+  assert.deepEqual(full(state).desired.boundAddresses, ['10.96.0.20', '192.168.5.5', '192.168.6.6']);
+  // No masquerade for policy Local: neither the external IPs nor the node port are in the sets.
+  const script = full(state).nft.toString();
+  assert.doesNotMatch(script, /add element ip kproxy-ipvs external-ips/);
+  assert.doesNotMatch(script, /add element ip kproxy-ipvs nodeports/);
+});
+
+test('internalTrafficPolicy Local: the ClusterIP only reaches local endpoints', () => {
+  const state = ipv4([
+    servicePort('itp', {
+      clusterIP: '10.96.0.21',
+      internalPolicyLocal: true,
+      clusterEndpoints: [remote, local],
+    }),
+  ]);
+  assert.deepEqual(servers(state, 'TCP 10.96.0.21:80'), ['10.244.1.10:8080/1']);
+});
+
+test('no endpoint at all is rejected; no endpoint for the policy is dropped', () => {
+  const state = ipv4([
+    servicePort('empty', { clusterIP: '10.96.0.99', nodePort: 30099 }),
+    servicePort('remote-only', {
+      clusterIP: '10.96.0.98',
+      nodePort: 30098,
+      externalPolicyLocal: true,
+      internalPolicyLocal: true,
+      clusterEndpoints: [remote],
+    }),
+  ]);
+  const script = full(state).nft.toString();
+  assert.match(script, /10\.96\.0\.99 \. tcp \. 80 comment "default\/empty:80\/TCP" : goto reject-chain/);
+  assert.match(script, /tcp \. 30099 comment "default\/empty:80\/TCP node port" : goto reject-chain/);
+  assert.match(script, /10\.96\.0\.98 \. tcp \. 80 comment "default\/remote-only:80\/TCP" : drop/);
+  assert.match(script, /tcp \. 30098 comment "default\/remote-only:80\/TCP node port" : drop/);
+  // The virtual servers still exist (as upstream): the companion table turns their traffic away.
+  assert.deepEqual(servers(state, 'TCP 10.96.0.99:80'), []);
+});
+
+test('a local endpoint reaching itself through a service is masqueraded (hairpin)', () => {
+  const state = ipv4([servicePort('web', { clusterIP: '10.96.0.10', clusterEndpoints: [remote, local] })]);
+  assert.match(
+    full(state).nft.toString(),
+    /add element ip kproxy-ipvs hairpin \{ 10\.244\.1\.10 \. tcp \. 8080 \. 10\.244\.1\.10 \}/,
+  );
+});
+
+test('an address claimed by two service ports goes to the first in key order', () => {
+  const state = ipv4([
+    servicePort('b', { clusterIP: '10.96.0.50', externalIPs: ['192.168.5.5'], clusterEndpoints: [remote] }),
+    servicePort('a', { clusterIP: '10.96.0.51', externalIPs: ['192.168.5.5'], clusterEndpoints: [local] }),
+  ]);
+  assert.deepEqual(servers(state, 'TCP 192.168.5.5:80'), ['10.244.1.10:8080/1']);
+});
+
+test('IPv6 virtual servers and addresses use bracketed host:port and /128', () => {
+  const state: DualStackState = {
+    IPv6: proxyState('IPv6', [
+      servicePort('web', { clusterIP: 'fd00:96::10', clusterEndpoints: [endpoint('fd00:244:2::10')] }),
+    ]),
+  };
+  const text = ipvsPlanner.render(full(state));
+  assert.match(text, /^-a -t \[fd00:96::10\]:80 -r \[fd00:244:2::10\]:8080 -m -w 1$/m);
+  assert.match(text, /^address add fd00:96::10\/128 dev kproxy-ipvs0$/m);
+  assert.match(text, /^add table ip6 kproxy-ipvs \{/m);
+});
+
+test('incremental: a removed TCP endpoint drains at weight 0, a removed UDP endpoint is deleted', () => {
+  const tcp = (eps: (typeof remote)[]) =>
+    servicePort('web', { clusterIP: '10.96.0.10', clusterEndpoints: eps });
+  const udp = (eps: (typeof remote)[]) =>
+    servicePort('dns', { clusterIP: '10.96.0.53', protocol: 'UDP', port: 53, clusterEndpoints: eps });
+  const plan = incremental(
+    ipv4([tcp([remote, local]), udp([remote, local])]),
+    ipv4([tcp([local]), udp([local])]),
+  );
+  assert.deepEqual(plan.ops.map(ipvsadmLine), [
+    '-e -t 10.96.0.10:80 -r 10.244.2.10:8080 -m -w 0',
+    '-d -u 10.96.0.53:53 -r 10.244.2.10:8080',
+  ]);
+  assert.deepEqual(plan.addresses, { add: [], delete: [] });
+  assert.ok(plan.nft.empty, 'no companion change for an endpoint change of a served VIP');
+});
+
+test('incremental: new and removed services add and delete virtual servers and addresses only', () => {
+  const web = servicePort('web', { clusterIP: '10.96.0.10', clusterEndpoints: [remote] });
+  const api = servicePort('api', { clusterIP: '10.96.0.11', clusterEndpoints: [local] });
+  const old = servicePort('old', { clusterIP: '10.96.0.12', clusterEndpoints: [local] });
+  const plan = incremental(ipv4([web, old]), ipv4([web, api]));
+  assert.deepEqual(plan.ops.map(ipvsadmLine), [
+    '-A -t 10.96.0.11:80 -s rr',
+    '-a -t 10.96.0.11:80 -r 10.244.1.10:8080 -m -w 1',
+    '-D -t 10.96.0.12:80',
+  ]);
+  assert.deepEqual(plan.addresses, { add: ['10.96.0.11'], delete: ['10.96.0.12'] });
+  assert.doesNotMatch(plan.nft.toString(), /10\.96\.0\.10/, 'the unchanged service is not touched');
+});
+
+test('incremental: turning on affinity edits the virtual server in place', () => {
+  const web = servicePort('web', { clusterIP: '10.96.0.10', clusterEndpoints: [remote] });
+  const plan = incremental(ipv4([web]), ipv4([{ ...web, sessionAffinity: { timeoutSeconds: 30 } }]));
+  assert.deepEqual(plan.ops.map(ipvsadmLine), ['-E -t 10.96.0.10:80 -s rr -p 30']);
+});
+
+test('planning is deterministic', () => {
+  const random = prng(7);
+  for (let i = 0; i < 20; i++) {
+    const state = randomState(random);
+    assert.equal(
+      ipvsPlanner.render(ipvsPlanner.planFull(state)),
+      ipvsPlanner.render(ipvsPlanner.planFull(state)),
+    );
+  }
+});
+
+test('full(A) then incremental(A→B) serves exactly what full(B) serves (random states)', () => {
+  const random = prng(42);
+  let prev: DualStackState = {};
+  let ipvs = fromDesired(full(prev).desired);
+  let nft: FakeState = applyTransaction(new Map(), full(prev).nft.ops);
+  for (let i = 0; i < 200; i++) {
+    const next = randomState(random);
+    const plan = incremental(prev, next);
+    applyOps(ipvs, plan.ops as IpvsOp[]);
+    nft = applyTransaction(nft, plan.nft.ops);
+    const expected = full(next);
+    assert.deepEqual(dumpServing(ipvs), dumpServing(fromDesired(expected.desired)), `step ${i}`);
+    assert.deepEqual(dump(nft), dump(applyTransaction(new Map(), expected.nft.ops)), `step ${i}`);
+    if (i % 50 === 49) ipvs = fromDesired(expected.desired);
+    prev = next;
+  }
+});
