@@ -28,21 +28,22 @@ export function trackApiContact(
     lost = !ok;
     onChange({ type: lost ? 'lost' : 'regained', at: clock.now() });
   };
-  const judge = <T>(result: ApiResult<T>): ApiResult<T> => {
-    outcome(result.ok || serverAnswered(result.error));
+  // A call cut short by the informer stopping says nothing about the server.
+  const judge = <T>(result: ApiResult<T>, signal: AbortSignal | undefined): ApiResult<T> => {
+    if (!signal?.aborted) outcome(result.ok || serverAnswered(result.error));
     return result;
   };
-  async function* observed(items: AsyncIterable<WatchItem>): AsyncIterable<WatchItem> {
+  async function* observed(items: AsyncIterable<WatchItem>, signal: AbortSignal | undefined) {
     for await (const item of items) {
-      if (item.kind === 'error') outcome(serverAnswered(item.error));
+      if (item.kind === 'error' && !signal?.aborted) outcome(serverAnswered(item.error));
       yield item;
     }
   }
   return {
-    list: async (resource, params, signal) => judge(await api.list(resource, params, signal)),
+    list: async (resource, params, signal) => judge(await api.list(resource, params, signal), signal),
     async watch(resource, params, signal) {
-      const result = judge(await api.watch(resource, params, signal));
-      return result.ok ? { ok: true, value: observed(result.value) } : result;
+      const result = judge(await api.watch(resource, params, signal), signal);
+      return result.ok ? { ok: true, value: observed(result.value, signal) } : result;
     },
   };
 }

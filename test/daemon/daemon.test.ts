@@ -191,6 +191,36 @@ describe('daemon against the stand-in API server', () => {
     assert.equal(r.dataplane.cleanups, 0);
     assert.equal(r.dataplane.syncs.length, count);
     assert.ok(r.lines.some((l) => l.msg === 'stopped; rules left in place'));
+    assert.ok(!r.lines.some((l) => l.msg === 'lost contact with the API server; rules stay as they are'));
+  });
+
+  test('a dual-stack node syncs both families in one state', async (t) => {
+    const r = await run(t, (api) => {
+      const node = sampleNode('node-1');
+      (node.status as { addresses: unknown[] }).addresses.push({ type: 'InternalIP', address: 'fd00::10' });
+      api.state.apply(NODES, node);
+      const service = sampleService('default', 'dual', { clusterIP: '10.96.0.50' });
+      Object.assign(service.spec as object, {
+        clusterIPs: ['10.96.0.50', 'fd00:96::50'],
+        ipFamilies: ['IPv4', 'IPv6'],
+        ipFamilyPolicy: 'RequireDualStack',
+      });
+      api.state.apply(SERVICES, service);
+      api.state.apply(ENDPOINT_SLICES, sampleEndpointSlice('default', 'dual-v4', { service: 'dual' }));
+      const v6 = sampleEndpointSlice('default', 'dual-v6', { service: 'dual' });
+      Object.assign(v6, { addressType: 'IPv6' });
+      (v6.endpoints as { addresses: string[] }[])[0]!.addresses = ['fd00:244::5'];
+      api.state.apply(ENDPOINT_SLICES, v6);
+    });
+    await eventually('first sync', () => r.dataplane.syncs.length > 0);
+    const { state } = r.dataplane.syncs[0]!;
+    assert.equal(state.IPv4?.servicePorts.get('default/dual:80/TCP')?.clusterIP, '10.96.0.50');
+    const v6 = state.IPv6?.servicePorts.get('default/dual:80/TCP');
+    assert.equal(v6?.clusterIP, 'fd00:96::50');
+    assert.deepEqual(
+      v6?.clusterEndpoints.map((e) => e.ip),
+      ['fd00:244::5'],
+    );
   });
 });
 
