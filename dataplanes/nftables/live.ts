@@ -98,6 +98,10 @@ export class NftablesDataplane implements LiveDataplane {
     } else {
       await this.#full(next);
     }
+    // An incremental sync creates or deletes the table of a family that appears or goes away.
+    if (ran === 'incremental' && FAMILIES.some((f) => Boolean(record?.desired[f]) !== Boolean(next[f]))) {
+      this.#handles = await this.#tableHandles();
+    }
     this.#record = { desired: next, state };
     const conntrackEntriesDeleted = await this.#cleanStaleUdpFlows(record?.state, state);
     return { kind: ran, objectCount: objectCount(next), conntrackEntriesDeleted };

@@ -131,6 +131,14 @@ export class Topology {
       .filter(Boolean)
       .map((l) => JSON.parse(l) as EchoOutcome);
   }
+
+  /** Opens one long-lived TCP connection (echo-client --hold); its output shows whether it still echoes. */
+  async holdConnection(fromNs: string, host: string, port: number): Promise<LabProcess> {
+    const args = [join(SUPPORT_DIR, 'echo-client.ts'), 'tcp', host, String(port), '--hold'];
+    const proc = this.lab.spawn(fromNs, process.execPath, args);
+    await proc.waitFor('"name"');
+    return proc;
+  }
 }
 
 /** The names of the backends that answered, with how often. Errors are counted under "error:<code>". */
