@@ -26,6 +26,7 @@ const API = `http://127.0.0.1:${API_PORT}`;
 const CLUSTER_IP = '10.96.0.10';
 const NODE_PORT = 30080;
 const TEST_PORTS = '40000-40999';
+const HEALTH_CHECK_PORT = 32000;
 
 function config(mode: string): string {
   return `apiVersion: kubeproxy.config.k8s.io/v1alpha1
@@ -212,6 +213,34 @@ for (const mode of LIVE_MODES) {
       assert.match(metrics.body, /^kubeproxy_sync_proxy_rules_endpoint_changes_total 2$/m);
       assert.match(metrics.body, /^process_resident_memory_bytes /m);
       assert.equal((await c.get('http://127.0.0.1:10249/proxyMode')).body, mode);
+
+      // A LoadBalancer with externalTrafficPolicy Local gets its health check node port.
+      const lb = sampleService('default', 'lb', { clusterIP: '10.96.0.20' });
+      Object.assign(lb.spec as object, {
+        type: 'LoadBalancer',
+        externalTrafficPolicy: 'Local',
+        healthCheckNodePort: HEALTH_CHECK_PORT,
+        ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: 30081 }],
+      });
+      Object.assign(lb, { status: { loadBalancer: { ingress: [{ ip: '192.0.2.10' }] } } });
+      await c.write('POST', SERVICES, lb);
+      await c.write(
+        'POST',
+        ENDPOINT_SLICES,
+        sampleEndpointSlice('default', 'lb-abc', {
+          service: 'lb',
+          addresses: [pod0!.ipv4],
+          nodeName: 'node-0',
+        }),
+      );
+      await eventually('the health check node port answers 200', async () => {
+        return (await c.get(`http://127.0.0.1:${HEALTH_CHECK_PORT}/`)).status === 200;
+      });
+      assert.deepEqual(JSON.parse((await c.get(`http://127.0.0.1:${HEALTH_CHECK_PORT}/`)).body), {
+        service: { namespace: 'default', name: 'lb' },
+        localEndpoints: 1,
+        serviceProxyHealthy: true,
+      });
 
       await c.write('DELETE', SERVICES, webService());
       await eventually('the ClusterIP stops answering once the service is gone', async () => {
