@@ -1,0 +1,130 @@
+// The kernel's IPVS table over generic netlink, behind a small interface (tests use a fake). The
+// socket lives in the network namespace of the process that opens it.
+import { createGenericNetlink, type GenericNetlinkSocket, genl } from 'netlink';
+import {
+  type DumpedRealServer,
+  decodeDest,
+  decodeService,
+  destIdentityMessage,
+  destMessage,
+  IPVS_CMD,
+  IPVS_GENL_NAME,
+  IPVS_GENL_VERSION,
+  serviceIdentityMessage,
+  serviceMessage,
+} from './ipvs-messages.ts';
+import type { RealServer, VirtualService } from './virtual-servers.ts';
+
+export interface IpvsClient {
+  listServices(): Promise<VirtualService[]>;
+  listServers(service: VirtualService): Promise<DumpedRealServer[]>;
+  addService(service: VirtualService): Promise<void>;
+  editService(service: VirtualService): Promise<void>;
+  deleteService(service: VirtualService): Promise<void>;
+  addServer(service: VirtualService, server: RealServer): Promise<void>;
+  editServer(service: VirtualService, server: RealServer): Promise<void>;
+  deleteServer(service: VirtualService, server: RealServer): Promise<void>;
+  close(): void;
+}
+
+export type IpvsErrorCode = 'EEXIST' | 'ENOENT' | 'ESRCH' | 'unavailable' | 'other';
+
+/** A refused IPVS command, classified so callers decide on the kind of failure. */
+export class IpvsError extends Error {
+  readonly code: IpvsErrorCode;
+
+  constructor(code: IpvsErrorCode, message: string) {
+    super(message);
+    this.name = 'IpvsError';
+    this.code = code;
+  }
+}
+
+function classify(what: string, err: unknown): IpvsError {
+  const message = err instanceof Error ? err.message : String(err);
+  // The netlink package reports kernel refusals as "Request rejected: <errno name>".
+  const errno = /Request rejected: (\w+)/.exec(message)?.[1];
+  const code: IpvsErrorCode = errno === 'EEXIST' || errno === 'ENOENT' || errno === 'ESRCH' ? errno : 'other';
+  return new IpvsError(code, `IPVS ${what}: ${message}`);
+}
+
+const DUMP = 0x300;
+
+export class NetlinkIpvsClient implements IpvsClient {
+  readonly #socket: GenericNetlinkSocket;
+  readonly #family: number;
+
+  private constructor(socket: GenericNetlinkSocket, family: number) {
+    this.#socket = socket;
+    this.#family = family;
+  }
+
+  /** Opens a socket in the current network namespace and resolves the IPVS family. */
+  static async open(): Promise<NetlinkIpvsClient> {
+    const socket = createGenericNetlink();
+    try {
+      const [reply] = await socket.ctrlRequest(genl.Commands.GET_FAMILY, { familyName: IPVS_GENL_NAME });
+      if (reply?.familyId === undefined) throw new Error('no family id in the reply');
+      return new NetlinkIpvsClient(socket, reply.familyId);
+    } catch (err) {
+      socket.socket.close();
+      const message = err instanceof Error ? err.message : String(err);
+      throw new IpvsError(
+        'unavailable',
+        `IPVS is not available in this kernel (modprobe ip_vs?): ${message}`,
+      );
+    }
+  }
+
+  async listServices(): Promise<VirtualService[]> {
+    const replies = await this.#request('list services', IPVS_CMD.GET_SERVICE, Buffer.alloc(0), DUMP);
+    return replies.map(decodeService).filter((s): s is VirtualService => s !== undefined);
+  }
+
+  async listServers(service: VirtualService): Promise<DumpedRealServer[]> {
+    const replies = await this.#request(
+      'list servers',
+      IPVS_CMD.GET_DEST,
+      serviceIdentityMessage(service),
+      DUMP,
+    );
+    return replies.map((body) => decodeDest(service.family, body));
+  }
+
+  async addService(service: VirtualService): Promise<void> {
+    await this.#request('add service', IPVS_CMD.NEW_SERVICE, serviceMessage(service));
+  }
+
+  async editService(service: VirtualService): Promise<void> {
+    await this.#request('edit service', IPVS_CMD.SET_SERVICE, serviceMessage(service));
+  }
+
+  async deleteService(service: VirtualService): Promise<void> {
+    await this.#request('delete service', IPVS_CMD.DEL_SERVICE, serviceIdentityMessage(service));
+  }
+
+  async addServer(service: VirtualService, server: RealServer): Promise<void> {
+    await this.#request('add server', IPVS_CMD.NEW_DEST, destMessage(service, server));
+  }
+
+  async editServer(service: VirtualService, server: RealServer): Promise<void> {
+    await this.#request('edit server', IPVS_CMD.SET_DEST, destMessage(service, server));
+  }
+
+  async deleteServer(service: VirtualService, server: RealServer): Promise<void> {
+    await this.#request('delete server', IPVS_CMD.DEL_DEST, destIdentityMessage(service, server));
+  }
+
+  close(): void {
+    this.#socket.socket.close();
+  }
+
+  async #request(what: string, cmd: number, body: Buffer, flags = 0): Promise<Buffer[]> {
+    try {
+      const [replies] = await this.#socket.request(this.#family, cmd, IPVS_GENL_VERSION, body, { flags });
+      return replies.map((r) => r.data);
+    } catch (err) {
+      throw classify(what, err);
+    }
+  }
+}
