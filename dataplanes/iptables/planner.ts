@@ -20,7 +20,7 @@ import {
   renderPlan,
   type TableChanges,
 } from './restore-plan.ts';
-import { ownChains } from './service-port-rules.ts';
+import { appendSharedRules, emptySharedRules, ownChains } from './service-port-rules.ts';
 import { topLevelChains } from './top-level-chains.ts';
 
 export const iptablesPlanner: DataplanePlanner<IptablesPlan> = {
@@ -64,12 +64,16 @@ export function planFamilyIncremental(prev?: ProxyState, next?: ProxyState): Fam
   if (prev === undefined) return planFamilyFull(next);
   const prevCtx = familyContext(prev);
   const nextCtx = familyContext(next);
-  const prevTop = topLevelChains(prev, prevCtx);
-  const nextTop = topLevelChains(next, nextCtx);
+  const nodeChanged = JSON.stringify(prev.node) !== JSON.stringify(next.node);
+  const keys = changedKeys(prev, next, nodeChanged);
+  // The shared chains hold a line or more per service port: re-render them (all of them) only
+  // when a changed service port's lines in them changed, which an endpoint change never does.
+  const sharedChanged = nodeChanged || keys.some((key) => sharedLines(prev, key) !== sharedLines(next, key));
+  const prevTop = sharedChanged ? topLevelChains(prev, prevCtx) : EMPTY_TOP;
+  const nextTop = sharedChanged ? topLevelChains(next, nextCtx) : EMPTY_TOP;
   const filter = diffChains(prevTop.filter, nextTop.filter);
   const nat = diffChains(prevTop.nat, nextTop.nat);
-  const nodeChanged = JSON.stringify(prev.node) !== JSON.stringify(next.node);
-  for (const key of changedKeys(prev, next, nodeChanged)) {
+  for (const key of keys) {
     const before = prev.servicePorts.get(key);
     const after = next.servicePorts.get(key);
     const service = diffChains(
@@ -84,6 +88,17 @@ export function planFamilyIncremental(prev?: ProxyState, next?: ProxyState): Fam
     { table: 'nat', ...nat },
   ];
   return { family: next.family, tables: tables.filter((t) => t.chains.size > 0 || t.deleted.length > 0) };
+}
+
+const EMPTY_TOP = { filter: new Map(), nat: new Map() };
+
+/** A service port's lines in the shared chains, as one comparable string. */
+function sharedLines(state: ProxyState, key: string): string {
+  const sp = state.servicePorts.get(key);
+  if (sp === undefined) return '';
+  const shared = emptySharedRules();
+  appendSharedRules(sp, shared);
+  return JSON.stringify(shared);
 }
 
 /** prev's family is gone: its service chains are deleted and the top-level chains emptied. */
