@@ -21,7 +21,10 @@ export interface Syncer {
 export type SyncReason = 'start' | 'change' | 'full-requested' | 'retry' | 'drift';
 
 export type SyncLoopEvent =
-  /** The first change since the last successful sync (kube-proxy's "QueuedUpdate"). */
+  /**
+   * A sync was asked for (kube-proxy's QueuedUpdate): a change, or start(). Health keeps the
+   * first one after the last successful sync, metrics the latest.
+   */
   | { readonly type: 'queued'; readonly at: number }
   | {
       readonly type: 'synced';
@@ -63,8 +66,6 @@ export class SyncLoop {
   /** A sync is owed: changes arrived, or a full sync is pending. */
   #dirty = true;
   #fullReason: SyncReason | undefined = 'start';
-  /** When the oldest change not yet synced arrived. */
-  #queuedAt: number | undefined;
   /** When the last sync or periodic check started (the anchor for both periods). */
   #lastRunAt = Number.NEGATIVE_INFINITY;
   #failures = 0;
@@ -80,7 +81,7 @@ export class SyncLoop {
     if (this.#stopped) return;
     if (request.full && this.#fullReason === undefined) this.#fullReason = 'full-requested';
     this.#dirty = true;
-    this.#markQueued();
+    this.#emit({ type: 'queued', at: this.#options.clock.now() });
     this.#schedule();
   }
 
@@ -88,7 +89,7 @@ export class SyncLoop {
   start(): void {
     if (this.#started || this.#stopped) return;
     this.#started = true;
-    this.#markQueued();
+    this.#emit({ type: 'queued', at: this.#options.clock.now() });
     this.#schedule();
   }
 
@@ -98,12 +99,6 @@ export class SyncLoop {
     this.#timer?.cancel();
     this.#timer = undefined;
     await this.#running;
-  }
-
-  #markQueued(): void {
-    if (this.#queuedAt !== undefined) return;
-    this.#queuedAt = this.#options.clock.now();
-    this.#emit({ type: 'queued', at: this.#queuedAt });
   }
 
   #schedule(): void {
@@ -141,11 +136,9 @@ export class SyncLoop {
     const { clock, syncer, syncPeriodMs } = this.#options;
     const reason = this.#fullReason ?? 'change';
     const requested: SyncKind = this.#fullReason === undefined ? 'incremental' : 'full';
-    const queuedAt = this.#queuedAt;
     // Changes that arrive from here on need another sync.
     this.#dirty = false;
     this.#fullReason = undefined;
-    this.#queuedAt = undefined;
     const startedAt = clock.now();
     try {
       const outcome = await syncer.sync(requested);
@@ -166,9 +159,6 @@ export class SyncLoop {
       this.#retryAt = now + retryInMs;
       this.#dirty = true;
       this.#fullReason = 'retry';
-      // The failed sync's changes are still pending, and still as old as they were.
-      if (queuedAt !== undefined) this.#queuedAt = Math.min(queuedAt, this.#queuedAt ?? queuedAt);
-      else this.#markQueued();
       this.#emit({
         type: 'failed',
         requested,

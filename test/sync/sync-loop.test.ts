@@ -230,27 +230,17 @@ describe('SyncLoop', () => {
     assert.equal(syncer.calls.length, 11);
   });
 
-  test('queued is reported once per pending batch, and a failure keeps the oldest change pending', async () => {
-    const { clock, syncer, events, loop, t0 } = setup();
+  test('every request and the start are reported as queued, with their time', async () => {
+    const { clock, events, loop, t0 } = setup();
     loop.requestSync();
     await clock.advance(500);
-    loop.requestSync();
-    syncer.failNext = 1;
+    loop.requestSync({ full: true });
     loop.start();
-    await clock.advance(0);
-    loop.requestSync();
-    assert.deepEqual(
-      events.filter((e) => e.type === 'queued'),
-      [{ type: 'queued', at: t0 }],
-    );
     await clock.advance(MIN);
     loop.requestSync();
     assert.deepEqual(
-      events.filter((e) => e.type === 'queued'),
-      [
-        { type: 'queued', at: t0 },
-        { type: 'queued', at: t0 + 500 + MIN },
-      ],
+      events.filter((e) => e.type === 'queued').map((e) => e.type === 'queued' && e.at - t0),
+      [0, 500, 500, 500 + MIN],
     );
   });
 
