@@ -1,0 +1,57 @@
+// The dummy link that holds the service addresses (kube-proxy's kube-ipvs0, here kproxy-ipvs0), so
+// the node accepts packets for them and IPVS sees them in LOCAL_IN. Driven with `ip` through the
+// command runner (its -batch input is what the plan renders).
+import type { CommandRunner } from '../shared/command-runner.ts';
+import { DUMMY_LINK } from './ipvs-plan.ts';
+import { addressLine } from './ipvs-render.ts';
+
+export class CommandError extends Error {
+  constructor(command: string, stderr: string) {
+    super(`${command} failed: ${stderr.trim()}`);
+    this.name = 'CommandError';
+  }
+}
+
+async function ip(runner: CommandRunner, args: readonly string[], input?: string): Promise<string> {
+  const result = await runner.run('ip', args, input);
+  if (result.exitCode !== 0) throw new CommandError(`ip ${args.join(' ')}`, result.stderr);
+  return result.stdout;
+}
+
+export async function linkExists(runner: CommandRunner): Promise<boolean> {
+  return (await runner.run('ip', ['link', 'show', 'dev', DUMMY_LINK])).exitCode === 0;
+}
+
+/** Creates the link when missing. Like kube-ipvs0 it stays down: local routes do not need it up. */
+export async function ensureLink(runner: CommandRunner): Promise<void> {
+  if (!(await linkExists(runner))) await ip(runner, ['link', 'add', DUMMY_LINK, 'type', 'dummy']);
+}
+
+export async function deleteLink(runner: CommandRunner): Promise<void> {
+  if (await linkExists(runner)) await ip(runner, ['link', 'del', DUMMY_LINK]);
+}
+
+interface IpAddressJson {
+  readonly addr_info?: readonly { readonly local?: string; readonly scope?: string }[];
+}
+
+/** The addresses on the link (none when it does not exist); link-local ones are the kernel's. */
+export async function boundAddresses(runner: CommandRunner): Promise<string[]> {
+  if (!(await linkExists(runner))) return [];
+  const links = JSON.parse(
+    (await ip(runner, ['-j', 'address', 'show', 'dev', DUMMY_LINK])) || '[]',
+  ) as IpAddressJson[];
+  return links
+    .flatMap((l) => l.addr_info ?? [])
+    .flatMap((a) => (a.local && a.scope !== 'link' ? [a.local] : []));
+}
+
+/** Adds and removes addresses in one `ip -batch` run. */
+export async function changeAddresses(
+  runner: CommandRunner,
+  add: readonly string[],
+  remove: readonly string[],
+): Promise<void> {
+  const lines = [...add.map((a) => addressLine('add', a)), ...remove.map((a) => addressLine('del', a))];
+  if (lines.length > 0) await ip(runner, ['-batch', '-'], lines.map((l) => `${l}\n`).join(''));
+}

@@ -1,0 +1,273 @@
+// The live IPVS dataplane: the only IPVS code that touches the kernel.
+//
+// It keeps a record of what it committed (the state, its virtual servers, the real servers
+// draining at weight 0) and plans incremental syncs from it. It reads the kernel at start (to
+// adopt the virtual servers an earlier run left on the dummy link's addresses), on a full sync
+// (reconcile against a dump), to sweep drained real servers, and in intact()/cleanup(). Any
+// failure of an incremental sync falls back to a full one.
+import type { DualStackState } from '../../src/model/proxy-state.ts';
+import type { CommandRunner } from '../shared/command-runner.ts';
+import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
+import { deleteStaleUdpFlows, staleUdpFlowDeletions } from '../shared/udp-conntrack-cleanup.ts';
+import { COMPANION_TABLE } from './companion-ruleset.ts';
+import { boundAddresses, CommandError, changeAddresses, deleteLink, ensureLink } from './dummy-link.ts';
+import type { IpvsClient } from './ipvs-client.ts';
+import { diffAddresses } from './ipvs-diff.ts';
+import { FAMILIES, type IpvsDesired, type IpvsOp, type IpvsPlan } from './ipvs-plan.ts';
+import { createIpvsPlanner, type IpvsPlannerOptions, ipvsDesired } from './planner.ts';
+import { reconcileServers, reconcileServices } from './reconcile.ts';
+import { type RealServer, realServerKey, type VirtualService, virtualServerKey } from './virtual-servers.ts';
+
+export type IpvsLog = (message: string, fields?: Readonly<Record<string, unknown>>) => void;
+
+export interface IpvsDataplaneOptions {
+  /** Runs ip, nft, sysctl and conntrack (in the namespace the client's socket lives in). */
+  readonly runner: CommandRunner;
+  /** Opens the IPVS netlink client (NetlinkIpvsClient.open for the real kernel). */
+  readonly openClient: () => Promise<IpvsClient>;
+  /** IPVS scheduler (kube-proxy's ipvs.scheduler); rr by default. */
+  readonly scheduler?: string;
+  readonly log?: IpvsLog;
+}
+
+/**
+ * Per-namespace sysctls IPVS mode needs, as kube-proxy sets them: conntrack entries for IPVS
+ * connections (so nf_nat can masquerade them), forwarding, and dropping connections whose real
+ * server is gone instead of blackholing them.
+ */
+const SYSCTLS = [
+  'net.ipv4.ip_forward=1',
+  'net.ipv4.vs.conntrack=1',
+  'net.ipv4.vs.expire_nodest_conn=1',
+  'net.ipv4.vs.expire_quiescent_template=1',
+];
+
+interface Draining {
+  readonly service: VirtualService;
+  readonly server: RealServer;
+}
+
+export class IpvsDataplane implements LiveDataplane {
+  readonly mode = 'ipvs';
+  readonly #runner: CommandRunner;
+  readonly #openClient: () => Promise<IpvsClient>;
+  readonly #options: IpvsPlannerOptions;
+  readonly #planner: ReturnType<typeof createIpvsPlanner>;
+  readonly #log: IpvsLog;
+  #client: IpvsClient | undefined;
+  /** The state the kernel holds, when we are sure of it; undefined forces the next sync to be full. */
+  #committed: DualStackState | undefined;
+  #lastSynced: DualStackState | undefined;
+  #record: IpvsDesired | undefined;
+  /** Keys of virtual servers we made or adopted (a full sync may delete them). */
+  readonly #owned = new Set<string>();
+  /** Real servers at weight 0 until their connections end, by "service key|server key". */
+  readonly #draining = new Map<string, Draining>();
+
+  constructor(options: IpvsDataplaneOptions) {
+    this.#runner = options.runner;
+    this.#openClient = options.openClient;
+    this.#options = { scheduler: options.scheduler ?? 'rr' };
+    this.#planner = createIpvsPlanner(this.#options);
+    this.#log = options.log ?? (() => {});
+  }
+
+  /** Real servers waiting for their connections to end (for tests and logs). */
+  get draining(): number {
+    return this.#draining.size;
+  }
+
+  async start(): Promise<void> {
+    const client = await this.#ensureClient();
+    const sysctl = await this.#runner.run('sysctl', ['-q', '-w', ...SYSCTLS]);
+    if (sysctl.exitCode !== 0) throw new CommandError('sysctl', sysctl.stderr);
+    const bound = new Set(await boundAddresses(this.#runner));
+    for (const service of await client.listServices()) {
+      if (bound.has(service.address)) this.#owned.add(virtualServerKey(service));
+    }
+    this.#log('adopted IPVS virtual servers', { count: this.#owned.size });
+  }
+
+  async sync(state: DualStackState, kind: SyncKind): Promise<SyncOutcome> {
+    const client = await this.#ensureClient();
+    await this.#sweepDrained(client);
+    const prev = this.#lastSynced;
+    let ran: SyncKind = 'full';
+    if (kind === 'incremental' && this.#committed !== undefined) {
+      try {
+        await this.#applyIncremental(client, this.#planner.planIncremental(this.#committed, state));
+        ran = 'incremental';
+      } catch (err) {
+        this.#log('incremental IPVS sync failed; falling back to full', { error: String(err) });
+      }
+    }
+    this.#committed = undefined;
+    if (ran === 'full') {
+      const plan = this.#planner.planFull(state);
+      if (plan.kind !== 'full') throw new Error('expected a full IPVS plan');
+      await this.#applyFull(client, plan);
+      this.#record = plan.desired;
+    } else {
+      this.#record = ipvsDesired(state, this.#options);
+    }
+    for (const key of this.#record.virtualServers.keys()) this.#owned.add(key);
+    this.#committed = state;
+    this.#lastSynced = state;
+    let conntrackEntriesDeleted = 0;
+    for (const family of FAMILIES) {
+      const next = state[family];
+      if (next) {
+        conntrackEntriesDeleted += await deleteStaleUdpFlows(
+          this.#runner,
+          staleUdpFlowDeletions(prev?.[family], next),
+        );
+      }
+    }
+    return { kind: ran, objectCount: this.#objectCount(), conntrackEntriesDeleted };
+  }
+
+  /** Every recorded virtual server is still in the kernel, and so is the companion table. */
+  async intact(): Promise<boolean> {
+    const record = this.#record;
+    if (record === undefined) return false;
+    const client = await this.#ensureClient();
+    const present = new Set((await client.listServices()).map(virtualServerKey));
+    const tables = (await this.#runner.run('nft', ['list', 'tables'])).stdout;
+    const ok =
+      [...record.virtualServers.keys()].every((key) => present.has(key)) &&
+      FAMILIES.every(
+        (f) =>
+          this.#committed?.[f] === undefined ||
+          tables.includes(`table ${f === 'IPv4' ? 'ip' : 'ip6'} ${COMPANION_TABLE}\n`),
+      );
+    if (!ok) this.#committed = undefined;
+    return ok;
+  }
+
+  /** Removes our virtual servers (those on the dummy link's addresses or made by us), the link and the nft tables. */
+  async cleanup(): Promise<void> {
+    const client = await this.#ensureClient();
+    const bound = new Set(await boundAddresses(this.#runner));
+    for (const service of await client.listServices()) {
+      const key = virtualServerKey(service);
+      if (bound.has(service.address) || this.#owned.has(key)) await client.deleteService(service);
+    }
+    await deleteLink(this.#runner);
+    for (const family of ['ip', 'ip6']) {
+      await this.#runner.run('nft', ['delete', 'table', family, COMPANION_TABLE]);
+    }
+    this.#owned.clear();
+    this.#draining.clear();
+    this.#record = undefined;
+    this.#committed = undefined;
+    this.#client?.close();
+    this.#client = undefined;
+  }
+
+  async #ensureClient(): Promise<IpvsClient> {
+    this.#client ??= await this.#openClient();
+    return this.#client;
+  }
+
+  async #applyIncremental(client: IpvsClient, plan: IpvsPlan): Promise<void> {
+    if (plan.kind !== 'incremental') throw new Error('expected an incremental IPVS plan');
+    await changeAddresses(this.#runner, plan.addresses.add, []);
+    await this.#applyOps(client, plan.ops);
+    await this.#nft(plan.nft.toString());
+    await changeAddresses(this.#runner, [], plan.addresses.delete);
+  }
+
+  async #applyFull(client: IpvsClient, plan: Extract<IpvsPlan, { kind: 'full' }>): Promise<void> {
+    const desired = plan.desired;
+    await ensureLink(this.#runner);
+    const current = await boundAddresses(this.#runner);
+    const addresses = diffAddresses(current, desired.boundAddresses);
+    await changeAddresses(this.#runner, addresses.add, []);
+    const bound = new Set([...current, ...desired.boundAddresses]);
+    const isOurs = (s: VirtualService): boolean =>
+      bound.has(s.address) || this.#owned.has(virtualServerKey(s));
+    const { ops, existing } = reconcileServices(desired, await client.listServices(), isOurs);
+    for (const vs of existing) ops.push(...reconcileServers(vs, await client.listServers(vs)));
+    // Whatever was draining is re-decided from the dump.
+    this.#draining.clear();
+    await this.#applyOps(client, ops);
+    await this.#nft(plan.nft.toString());
+    await changeAddresses(this.#runner, [], addresses.delete);
+  }
+
+  async #applyOps(client: IpvsClient, ops: readonly IpvsOp[]): Promise<void> {
+    for (const op of ops) {
+      const drainKey = `${virtualServerKey(op.service)}|${'server' in op ? realServerKey(op.server) : ''}`;
+      switch (op.op) {
+        case 'add-service':
+          await client.addService(op.service);
+          break;
+        case 'edit-service':
+          await client.editService(op.service);
+          break;
+        case 'delete-service':
+          await client.deleteService(op.service);
+          this.#owned.delete(virtualServerKey(op.service));
+          for (const key of this.#draining.keys()) {
+            if (key.startsWith(`${virtualServerKey(op.service)}|`)) this.#draining.delete(key);
+          }
+          break;
+        case 'add-server':
+          // A server coming back while it drains is still in the kernel: give it its weight again.
+          if (this.#draining.delete(drainKey)) await client.editServer(op.service, op.server);
+          else await client.addServer(op.service, op.server);
+          break;
+        case 'edit-server':
+          await client.editServer(op.service, op.server);
+          break;
+        case 'drain-server':
+          await client.editServer(op.service, op.server);
+          this.#draining.set(drainKey, { service: op.service, server: op.server });
+          break;
+        case 'delete-server':
+          await client.deleteServer(op.service, op.server);
+          this.#draining.delete(drainKey);
+      }
+    }
+  }
+
+  /** Deletes draining real servers whose connections have ended. */
+  async #sweepDrained(client: IpvsClient): Promise<void> {
+    const byService = new Map<string, Draining[]>();
+    for (const d of this.#draining.values()) {
+      const key = virtualServerKey(d.service);
+      byService.set(key, [...(byService.get(key) ?? []), d]);
+    }
+    for (const list of byService.values()) {
+      const service = list[0]!.service;
+      let dumped: Awaited<ReturnType<IpvsClient['listServers']>>;
+      try {
+        dumped = await client.listServers(service);
+      } catch {
+        dumped = [];
+      }
+      const now = new Map(dumped.map((rs) => [realServerKey(rs), rs]));
+      for (const d of list) {
+        const key = `${virtualServerKey(service)}|${realServerKey(d.server)}`;
+        const rs = now.get(realServerKey(d.server));
+        if (rs === undefined) this.#draining.delete(key);
+        else if (rs.activeConnections + rs.inactiveConnections === 0) {
+          await client.deleteServer(service, d.server);
+          this.#draining.delete(key);
+        }
+      }
+    }
+  }
+
+  async #nft(script: string): Promise<void> {
+    if (script === '') return;
+    const result = await this.#runner.run('nft', ['-f', '-'], script);
+    if (result.exitCode !== 0) throw new CommandError('nft -f', result.stderr);
+  }
+
+  #objectCount(): number {
+    let count = this.#record?.boundAddresses.length ?? 0;
+    for (const vs of this.#record?.virtualServers.values() ?? []) count += 1 + vs.realServers.length;
+    return count;
+  }
+}
