@@ -37,6 +37,8 @@ export interface RunEnvironment {
   readonly procRoot: string;
   /** Resolves with the signal's name when the process is asked to stop. */
   shutdownRequested(): Promise<string>;
+  /** Names the instance lock; tests use their own so a kproxy running on the machine is no obstacle. */
+  readonly lockPrefix?: string;
   /** The dataplane for a mode; the real kernel one by default. */
   readonly dataplane?: (mode: DataplaneMode, logger: Logger) => Promise<LiveDataplane> | undefined;
 }
@@ -86,7 +88,7 @@ export async function runCommand(
     return 1;
   };
 
-  const lock = await acquireInstanceLock();
+  const lock = await acquireInstanceLock(environment.lockPrefix ? { prefix: environment.lockPrefix } : {});
   if (!lock.ok) return fail(lock.message);
   try {
     return await runLocked(config, logger, environment, fail);

@@ -55,6 +55,7 @@ function environment(proc: string, dataplane: RecordingDataplane) {
     env: {},
     procRoot: proc,
     shutdownRequested: () => stopped,
+    lockPrefix: `kproxy-test-${process.pid}`,
     dataplane: async () => dataplane,
   };
   return { env, stop };
