@@ -7,7 +7,7 @@ import type { KubeObject } from '../kube/objects.ts';
 import { buildProxyState } from '../model/build-state.ts';
 import type { DualStackState, IPFamily } from '../model/proxy-state.ts';
 import { groupObjects } from '../sources/cluster-objects.ts';
-import { EXAMPLE_CLUSTER_PATH } from '../sources/example-cluster.ts';
+import { EXAMPLE_CLUSTER_PATH, EXAMPLE_CONFIG_PATH } from '../sources/example-cluster.ts';
 import { formatSourceWarning, readObjects } from '../sources/read-objects.ts';
 import { loadProxyConfig, type ProxyConfig } from './config.ts';
 import { RENDER_USAGE } from './help.ts';
@@ -112,8 +112,10 @@ async function renderRequest(values: FlagValues): Promise<RenderRequest | Failur
   const families = FAMILIES[(values.family as string | undefined) ?? 'both'];
   if (families === undefined)
     return usage(`--family: ${JSON.stringify(values.family)} is not ipv4, ipv6 or both`);
+  // --example comes with its node's configuration (cluster CIDR, node IPs) unless --config is given.
+  const config = values.config ?? (example ? EXAMPLE_CONFIG_PATH : undefined);
   const loaded = await loadProxyConfig(
-    { ...values, 'proxy-mode': mode },
+    { ...values, config, 'proxy-mode': mode },
     { readFile: (path) => readFile(path, 'utf8'), hostname: hostname() },
   );
   if (!loaded.ok) return { exitCode: loaded.usage ? 2 : 1, message: loaded.error };
