@@ -14,6 +14,8 @@ export interface IpvsDesired {
   readonly virtualServers: ReadonlyMap<string, VirtualServer>;
   /** Addresses bound to the dummy link, both families, sorted. */
   readonly boundAddresses: readonly string[];
+  /** Node addresses that serve node ports, both families. */
+  readonly nodePortAddresses: readonly string[];
 }
 
 export type IpvsOp =

@@ -183,9 +183,11 @@ export class IpvsDataplane implements LiveDataplane {
     const current = await boundAddresses(this.#runner);
     const addresses = diffAddresses(current, desired.boundAddresses);
     await changeAddresses(this.#runner, addresses.add, []);
-    const bound = new Set([...current, ...desired.boundAddresses]);
+    // Like kube-proxy (which removes every virtual server it does not want), but limited to the
+    // addresses that are ours: the dummy link's and the node-port addresses.
+    const addressesOurs = new Set([...current, ...desired.boundAddresses, ...desired.nodePortAddresses]);
     const isOurs = (s: VirtualService): boolean =>
-      bound.has(s.address) || this.#owned.has(virtualServerKey(s));
+      addressesOurs.has(s.address) || this.#owned.has(virtualServerKey(s));
     const { ops, existing } = reconcileServices(desired, await client.listServices(), isOurs);
     for (const vs of existing) ops.push(...reconcileServers(vs, await client.listServers(vs)));
     // Whatever was draining is re-decided from the dump.

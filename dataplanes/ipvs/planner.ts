@@ -24,6 +24,7 @@ interface Desired {
 function desired(state: DualStackState, options: IpvsPlannerOptions): Desired {
   const virtualServers = new Map<string, VirtualServer>();
   const bound: string[] = [];
+  const nodePortAddresses: string[] = [];
   const nft: { ip?: DesiredRuleset['ip']; ip6?: DesiredRuleset['ip6'] } = {};
   for (const family of FAMILIES) {
     const familyState = state[family];
@@ -31,9 +32,10 @@ function desired(state: DualStackState, options: IpvsPlannerOptions): Desired {
     const servers = ipvsFamilyServers(familyState, options.scheduler);
     for (const [key, vs] of servers.virtualServers) virtualServers.set(key, vs);
     bound.push(...servers.boundAddresses);
+    nodePortAddresses.push(...servers.nodePortAddresses);
     nft[family === 'IPv4' ? 'ip' : 'ip6'] = companionRuleset(familyState, servers.boundAddresses);
   }
-  return { ipvs: { virtualServers, boundAddresses: bound.sort(compareText) }, nft };
+  return { ipvs: { virtualServers, boundAddresses: bound.sort(compareText), nodePortAddresses }, nft };
 }
 
 /** The IPVS desired state of `state` (what a full sync must leave in the kernel). */

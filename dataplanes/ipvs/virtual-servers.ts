@@ -40,6 +40,8 @@ export interface IpvsFamilyServers {
   readonly virtualServers: ReadonlyMap<string, VirtualServer>;
   /** Addresses to bind to the dummy link, sorted. */
   readonly boundAddresses: readonly string[];
+  /** Node addresses with node-port virtual servers. */
+  readonly nodePortAddresses: readonly string[];
 }
 
 /** "1.2.3.4:80" or "[fd00::1]:80". */
@@ -111,6 +113,7 @@ export function ipvsFamilyServers(state: ProxyState, scheduler: string): IpvsFam
   return {
     virtualServers: new Map([...servers].sort(([a], [b]) => compareText(a, b))),
     boundAddresses: [...bound].sort(compareText),
+    nodePortAddresses: nodeAddresses,
   };
 }
 

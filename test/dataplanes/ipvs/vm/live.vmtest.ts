@@ -1,0 +1,268 @@
+// IPVS with real packets. Runs INSIDE the throwaway qemu VM (scripts/ipvs-in-qemu.sh; see
+// ../ipvs-in-vm.test.ts), whose kernel has ip_vs: the VM's own network namespace plays the node
+// (the IPVS netlink socket lives in the namespace of this process), pods and an outside client are
+// lab namespaces on veths to it:
+//   client 10.100.0.200 ── kpcl | node 10.100.0.11 | kpv<m> ── pod m 10.244.1.(10+m)
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { execa } from 'execa';
+import { NetlinkIpvsClient } from '../../../../dataplanes/ipvs/ipvs-client.ts';
+import { IpvsDataplane } from '../../../../dataplanes/ipvs/live.ts';
+import { execaRunner } from '../../../../dataplanes/shared/command-runner.ts';
+import type { DualStackState, Endpoint, ServicePort } from '../../../../src/model/proxy-state.ts';
+import type { EchoOutcome } from '../../../support/echo-client.ts';
+import { Lab } from '../../../support/netns.ts';
+import { tally } from '../../../support/topology.ts';
+import { ipv4, localEndpoint, servicePort } from '../../nftables/fixtures.ts';
+
+const SUPPORT = join(import.meta.dirname, '../../../support');
+const NODE_IP = '10.100.0.11';
+const CLIENT_IP = '10.100.0.200';
+const POD_IPS = ['10.244.1.10', '10.244.1.11', '10.244.1.12'];
+
+const lab = new Lab('ipvs');
+const pods: string[] = [];
+let client = '';
+
+async function root(args: readonly string[]): Promise<void> {
+  await execa('ip', args);
+}
+
+before(async () => {
+  if (process.getuid?.() !== 0) throw new Error('the IPVS VM tests run as root inside the VM');
+  client = await lab.addNetns('client');
+  await lab.ip(client, ['link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'kpcl', 'netns', '1']);
+  await lab.ip(client, ['link', 'set', 'eth0', 'up']);
+  await lab.ip(client, ['addr', 'add', `${CLIENT_IP}/24`, 'dev', 'eth0']);
+  await lab.ip(client, ['route', 'add', 'default', 'via', NODE_IP]);
+  await root(['link', 'set', 'kpcl', 'up']);
+  await root(['addr', 'add', `${NODE_IP}/24`, 'dev', 'kpcl']);
+  for (const [m, ip] of POD_IPS.entries()) {
+    const ns = await lab.addNetns(`pod-${m}`);
+    pods.push(ns);
+    await lab.ip(ns, ['link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', `kpv${m}`, 'netns', '1']);
+    await lab.ip(ns, ['link', 'set', 'eth0', 'up']);
+    await lab.ip(ns, ['addr', 'add', `${ip}/32`, 'dev', 'eth0']);
+    await lab.ip(ns, ['route', 'add', '10.244.1.1', 'dev', 'eth0', 'scope', 'link']);
+    await lab.ip(ns, ['route', 'add', 'default', 'via', '10.244.1.1', 'dev', 'eth0']);
+    await root(['link', 'set', `kpv${m}`, 'up']);
+    await root(['addr', 'add', '10.244.1.1/32', 'dev', `kpv${m}`]);
+    await root(['route', 'add', `${ip}/32`, 'dev', `kpv${m}`]);
+    const server = lab.spawn(ns, process.execPath, [
+      join(SUPPORT, 'echo-server.ts'),
+      `pod-${m}`,
+      '--tcp',
+      '8080',
+      '--udp',
+      '8080',
+    ]);
+    await server.waitFor('ready', 30_000);
+  }
+});
+
+after(async () => {
+  await lab.destroy();
+});
+
+function ep(m: number): Endpoint {
+  return localEndpoint(POD_IPS[m]!, 8080);
+}
+
+/** pod-2 is not ready: the model left it out, so no service reaches it. */
+function stateA(): DualStackState {
+  const ports: ServicePort[] = [
+    servicePort('web', { clusterIP: '10.96.0.10', nodePort: 30080, clusterEndpoints: [ep(0), ep(1)] }),
+    servicePort('dns', {
+      clusterIP: '10.96.0.53',
+      protocol: 'UDP',
+      port: 53,
+      clusterEndpoints: [ep(0), ep(1)],
+    }),
+    servicePort('sticky', {
+      clusterIP: '10.96.0.30',
+      sessionAffinity: { timeoutSeconds: 600 },
+      clusterEndpoints: [ep(0), ep(1)],
+    }),
+    servicePort('empty', { clusterIP: '10.96.0.99', nodePort: 30099 }),
+  ];
+  return ipv4(ports, { nodeIPs: [NODE_IP] });
+}
+
+/** web loses pod-1, empty goes away, api arrives. */
+function stateB(): DualStackState {
+  const ports: ServicePort[] = [
+    servicePort('web', { clusterIP: '10.96.0.10', nodePort: 30080, clusterEndpoints: [ep(0)] }),
+    servicePort('dns', {
+      clusterIP: '10.96.0.53',
+      protocol: 'UDP',
+      port: 53,
+      clusterEndpoints: [ep(0), ep(1)],
+    }),
+    servicePort('sticky', {
+      clusterIP: '10.96.0.30',
+      sessionAffinity: { timeoutSeconds: 600 },
+      clusterEndpoints: [ep(0), ep(1)],
+    }),
+    servicePort('api', { clusterIP: '10.96.0.11', port: 443, clusterEndpoints: [ep(1)] }),
+  ];
+  return ipv4(ports, { nodeIPs: [NODE_IP] });
+}
+
+async function connect(
+  ns: string,
+  proto: 'tcp' | 'udp',
+  host: string,
+  port: number,
+  count: number,
+): Promise<EchoOutcome[]> {
+  const args = [
+    join(SUPPORT, 'echo-client.ts'),
+    proto,
+    host,
+    String(port),
+    '--count',
+    String(count),
+    '--timeout',
+    '2000',
+  ];
+  const { stdout } = await lab.exec(ns, process.execPath, args);
+  return stdout
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as EchoOutcome);
+}
+
+function names(outcomes: readonly EchoOutcome[]): Record<string, number> {
+  return Object.fromEntries(tally(outcomes));
+}
+
+/** `ipvsadm -Ln` without counters, sorted, weight-0 (draining) real servers listed apart. */
+async function ipvsTable(): Promise<{ serving: string[]; draining: string[] }> {
+  const { stdout } = await execa('ipvsadm', ['-Sn']);
+  const lines = stdout.split('\n').filter(Boolean).sort();
+  return {
+    serving: lines.filter((l) => !l.endsWith(' -w 0')),
+    draining: lines.filter((l) => l.endsWith(' -w 0')),
+  };
+}
+
+async function kernelState(): Promise<{ ipvs: string[]; addresses: string; nft: string }> {
+  const addresses = (await execa('ip', ['-br', 'addr', 'show', 'dev', 'kproxy-ipvs0'])).stdout
+    .split(/\s+/)
+    .filter((a) => a.includes('/'))
+    .sort()
+    .join(' ');
+  const nft = (await execa('nft', ['list', 'table', 'ip', 'kproxy-ipvs'])).stdout;
+  return { ipvs: (await ipvsTable()).serving, addresses, nft };
+}
+
+function dataplane(): IpvsDataplane {
+  return new IpvsDataplane({ runner: execaRunner(), openClient: () => NetlinkIpvsClient.open() });
+}
+
+test('IPVS dataplane: real packets, incremental ≡ full, cleanup', async (t) => {
+  const dp = dataplane();
+  t.after(() => dp.cleanup());
+  await dp.start();
+  const outcome = await dp.sync(stateA(), 'full');
+  assert.equal(outcome.kind, 'full');
+
+  await t.test('ClusterIP from outside reaches only the ready backends, masqueraded', async () => {
+    const out = await connect(client, 'tcp', '10.96.0.10', 80, 12);
+    assert.deepEqual(names(out), { 'pod-0': 6, 'pod-1': 6 });
+    for (const o of out)
+      if ('peer' in o) assert.ok(!o.peer.startsWith(`${CLIENT_IP}:`), `masqueraded: ${o.peer}`);
+  });
+
+  await t.test('NodePort reaches only the ready backends', async () => {
+    assert.deepEqual(names(await connect(client, 'tcp', NODE_IP, 30080, 8)), { 'pod-0': 4, 'pod-1': 4 });
+  });
+
+  await t.test('UDP ClusterIP reaches only the ready backends', async () => {
+    const got = names(await connect(client, 'udp', '10.96.0.53', 53, 8));
+    assert.deepEqual(Object.keys(got).sort(), ['pod-0', 'pod-1']);
+  });
+
+  await t.test('pod traffic keeps its source; a pod reaching itself is hairpin-masqueraded', async () => {
+    const out = await connect(pods[0]!, 'tcp', '10.96.0.10', 80, 6);
+    assert.deepEqual(names(out), { 'pod-0': 3, 'pod-1': 3 });
+    for (const o of out) {
+      if (!('peer' in o)) continue;
+      if (o.name === 'pod-1') assert.ok(o.peer.startsWith(`${POD_IPS[0]}:`), `pod source kept: ${o.peer}`);
+      else assert.ok(!o.peer.startsWith(`${POD_IPS[0]}:`), `hairpin masqueraded: ${o.peer}`);
+    }
+  });
+
+  await t.test('ClientIP affinity sticks to one backend', async () => {
+    const got = names(await connect(client, 'tcp', '10.96.0.30', 80, 8));
+    assert.equal(Object.keys(got).length, 1, JSON.stringify(got));
+  });
+
+  await t.test('a service without endpoints is rejected, not left to time out', async () => {
+    assert.deepEqual(names(await connect(client, 'tcp', '10.96.0.99', 80, 2)), { 'error:ECONNREFUSED': 2 });
+    assert.deepEqual(names(await connect(client, 'tcp', NODE_IP, 30099, 1)), { 'error:ECONNREFUSED': 1 });
+  });
+
+  await t.test('a port without a virtual server on a service address is rejected', async () => {
+    assert.deepEqual(names(await connect(client, 'tcp', '10.96.0.10', 22, 1)), { 'error:ECONNREFUSED': 1 });
+  });
+
+  await t.test('incremental sync: traffic follows, removed endpoint drains at weight 0', async () => {
+    const result = await dp.sync(stateB(), 'incremental');
+    assert.equal(result.kind, 'incremental');
+    assert.deepEqual(names(await connect(client, 'tcp', '10.96.0.10', 80, 4)), { 'pod-0': 4 });
+    assert.deepEqual(names(await connect(client, 'tcp', '10.96.0.11', 443, 2)), { 'pod-1': 2 });
+    const gone = await connect(client, 'tcp', '10.96.0.99', 80, 1);
+    assert.ok(
+      gone.every((o) => 'error' in o),
+      `removed service unreachable: ${JSON.stringify(gone)}`,
+    );
+    const { draining } = await ipvsTable();
+    // pod-1 had connections to web's ClusterIP and node port (in TIME_WAIT in IPVS): it stays
+    // at weight 0 until they end.
+    assert.deepEqual(draining, [
+      '-a -t 10.100.0.11:30080 -r 10.244.1.11:8080 -m -w 0',
+      '-a -t 10.96.0.10:80 -r 10.244.1.11:8080 -m -w 0',
+    ]);
+  });
+
+  const incremental = await kernelState();
+  await dp.cleanup();
+
+  await t.test('cleanup removes virtual servers, link and companion table', async () => {
+    assert.equal((await execa('ipvsadm', ['-Sn'])).stdout.trim(), '');
+    assert.notEqual((await execa('ip', ['link', 'show', 'kproxy-ipvs0'], { reject: false })).exitCode, 0);
+    assert.doesNotMatch((await execa('nft', ['list', 'tables'])).stdout, /kproxy-ipvs/);
+  });
+
+  await t.test('a fresh full sync of B leaves exactly what full A + incremental B left', async () => {
+    const fresh = dataplane();
+    await fresh.start();
+    await fresh.sync(stateB(), 'full');
+    try {
+      assert.deepEqual(await kernelState(), incremental);
+    } finally {
+      await fresh.cleanup();
+    }
+  });
+
+  await t.test('a restarted dataplane adopts and reconciles what an earlier run left', async () => {
+    const first = dataplane();
+    await first.start();
+    await first.sync(stateA(), 'full');
+    const second = dataplane();
+    await second.start();
+    await second.sync(stateB(), 'full');
+    const after = await kernelState();
+    await second.cleanup();
+    const fresh = dataplane();
+    await fresh.start();
+    await fresh.sync(stateB(), 'full');
+    try {
+      assert.deepEqual(after, await kernelState());
+    } finally {
+      await fresh.cleanup();
+    }
+  });
+});
