@@ -15,21 +15,11 @@ function addNodePortAddresses(builder: RulesetBuilder, node: NodeSettings): void
   }
 }
 
-/** Local endpoints reaching themselves through a service must be masqueraded, or replies skip us. */
-function addHairpin(builder: RulesetBuilder, state: ProxyState): void {
-  for (const sp of state.servicePorts.values()) {
-    for (const ep of [...sp.clusterEndpoints, ...sp.localEndpoints]) {
-      if (ep.isLocal) builder.addElement('hairpin', { key: `${ep.ip} . ${ep.ip}` });
-    }
-  }
-}
-
 function familyRuleset(state: ProxyState, syntax: FamilySyntax): FamilyRuleset {
   const builder = new RulesetBuilder(syntax.family);
   addBaseObjects(builder, syntax, state.node);
   addNodePortAddresses(builder, state.node);
   for (const sp of state.servicePorts.values()) addServicePort(builder, syntax, state.node, sp);
-  addHairpin(builder, state);
   return builder.build();
 }
 

@@ -14,7 +14,8 @@ function sameChainHeader(a: ChainSpec, b: ChainSpec): boolean {
   return a.comment === b.comment && sameJSON(a.base, b.base);
 }
 
-function diffFamily(tx: NftTransaction, prev: FamilyRuleset, next: FamilyRuleset): void {
+/** Adds to `tx` what takes `prev` to `next` (whole tables, or just the touched objects of both). */
+export function diffFamily(tx: NftTransaction, prev: FamilyRuleset, next: FamilyRuleset): void {
   const family = next.family;
   for (const [name, set] of next.sets) {
     const old = prev.sets.get(name);

@@ -6,17 +6,23 @@
 // Any failed incremental transaction falls back to a full one; a failed full transaction leaves
 // the previous ruleset in place (nft transactions are atomic) and forgets the record, so the
 // sync loop's retry is full again.
+//
+// An incremental sync takes the fastest path that is right: the fragments of the changed service
+// ports (fragment-index.ts), else a diff of the whole desired rulesets, else a full sync.
+import { isDeepStrictEqual } from 'node:util';
+import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
 import type { DualStackState, IPFamily } from '../../src/model/proxy-state.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
 import { deleteStaleUdpFlows, staleUdpFlowDeletions } from '../shared/udp-conntrack-cleanup.ts';
 import { adoptTable } from './adopt.ts';
 import { desiredRuleset } from './desired-ruleset.ts';
-import { diffRulesets } from './diff.ts';
+import { diffFamily, diffRulesets } from './diff.ts';
+import { FragmentIndex } from './fragment-index.ts';
 import { fullTransaction } from './full-transaction.ts';
 import type { NftRunner } from './nft-runner.ts';
-import { type DesiredRuleset, FAMILIES } from './ruleset.ts';
-import { type NftFamily, TABLE } from './transaction.ts';
+import { type DesiredRuleset, FAMILIES, type FamilyRuleset } from './ruleset.ts';
+import { type NftFamily, NftTransaction, TABLE } from './transaction.ts';
 
 export type NftablesLog = (message: string, fields?: Readonly<Record<string, unknown>>) => void;
 
@@ -28,23 +34,27 @@ export interface NftablesDataplaneOptions {
 }
 
 interface CommittedRecord {
-  readonly desired: DesiredRuleset;
+  /** Absent after a fragment sync (not rebuilt, to stay fast): derived from `state` when needed. */
+  readonly desired?: DesiredRuleset;
   /** Absent after adoption: what the earlier run synced is unknown. */
   readonly state?: DualStackState;
+  /** Built on the first incremental sync that needs them; absent entry = not built yet. */
+  readonly indexes: Map<NftFamily, FragmentIndex | 'collisions'>;
+  readonly objectCount: number;
 }
 
 const MODEL_FAMILY: Readonly<Record<NftFamily, IPFamily>> = { ip: 'IPv4', ip6: 'IPv6' };
 
+function familyObjects(ruleset: FamilyRuleset | undefined): number {
+  let count = 0;
+  for (const chain of ruleset?.chains.values() ?? []) count += chain.rules.length;
+  for (const elements of ruleset?.elements.values() ?? []) count += elements.size;
+  return count;
+}
+
 /** Rules plus elements: what the rule-count metrics report. */
 export function objectCount(desired: DesiredRuleset): number {
-  let count = 0;
-  for (const family of FAMILIES) {
-    const ruleset = desired[family];
-    if (!ruleset) continue;
-    for (const chain of ruleset.chains.values()) count += chain.rules.length;
-    for (const elements of ruleset.elements.values()) count += elements.size;
-  }
-  return count;
+  return FAMILIES.reduce((sum, family) => sum + familyObjects(desired[family]), 0);
 }
 
 export class NftablesDataplane implements LiveDataplane {
@@ -64,54 +74,38 @@ export class NftablesDataplane implements LiveDataplane {
   }
 
   async start(): Promise<void> {
-    const desired: { ip?: ReturnType<typeof adoptTable>; ip6?: ReturnType<typeof adoptTable> } = {};
-    for (const family of FAMILIES)
-      desired[family] = adoptTable(family, await this.#nft.listTableJson(family));
-    if (!desired.ip && !desired.ip6) {
+    const ip = adoptTable('ip', await this.#nft.listTableJson('ip'));
+    const ip6 = adoptTable('ip6', await this.#nft.listTableJson('ip6'));
+    if (!ip && !ip6) {
       this.#log('nftables: no table from an earlier run');
       return;
     }
-    this.#record = {
-      desired: { ...(desired.ip && { ip: desired.ip }), ...(desired.ip6 && { ip6: desired.ip6 }) },
-    };
+    const desired: DesiredRuleset = { ...(ip && { ip }), ...(ip6 && { ip6 }) };
+    this.#record = { desired, indexes: new Map(), objectCount: objectCount(desired) };
     this.#handles = await this.#tableHandles();
-    this.#log('nftables: adopted the tables of an earlier run', {
-      objects: objectCount(this.#record.desired),
-    });
+    this.#log('nftables: adopted the tables of an earlier run', { objects: this.#record.objectCount });
   }
 
   async sync(state: DualStackState, kind: SyncKind): Promise<SyncOutcome> {
-    const next = desiredRuleset(state);
     const record = this.#record;
-    // Right after adoption even a full sync is a diff: same result, no table replaced under traffic.
-    const adopted = record !== undefined && FAMILIES.some((f) => record.desired[f]?.adopted);
-    let ran: SyncKind = 'full';
-    if (record && (kind === 'incremental' || adopted)) {
-      const script = diffRulesets(record.desired, next).toString();
-      try {
-        if (script !== '') await this.#nft.run(script);
-        ran = adopted ? 'full' : 'incremental';
-      } catch (error) {
-        this.#log('nftables: incremental sync failed, falling back to full', { error: String(error) });
-        await this.#full(next);
-      }
-    } else {
-      await this.#full(next);
+    let ran: SyncKind | undefined;
+    try {
+      ran = record && (await this.#syncAgainstRecord(record, state, kind));
+    } catch (error) {
+      this.#log('nftables: incremental sync failed, falling back to full', { error: String(error) });
     }
-    // An incremental sync creates or deletes the table of a family that appears or goes away.
-    if (ran === 'incremental' && FAMILIES.some((f) => Boolean(record?.desired[f]) !== Boolean(next[f]))) {
-      this.#handles = await this.#tableHandles();
+    if (ran === undefined) {
+      await this.#syncFull(state);
+      ran = 'full';
     }
-    this.#record = { desired: next, state };
     const conntrackEntriesDeleted = await this.#cleanStaleUdpFlows(record?.state, state);
-    return { kind: ran, objectCount: objectCount(next), conntrackEntriesDeleted };
+    return { kind: ran, objectCount: this.#record?.objectCount ?? 0, conntrackEntriesDeleted };
   }
 
   async intact(): Promise<boolean> {
     if (!this.#record) return false;
     const handles = await this.#tableHandles();
     for (const family of FAMILIES) {
-      if (Boolean(this.#record.desired[family]) !== handles.has(family)) return false;
       if (handles.get(family) !== this.#handles.get(family)) return false;
     }
     return true;
@@ -126,10 +120,71 @@ export class NftablesDataplane implements LiveDataplane {
     this.#handles = new Map();
   }
 
-  async #full(next: DesiredRuleset): Promise<void> {
+  /** A sync planned from the record, or undefined when only a full sync will do. */
+  async #syncAgainstRecord(
+    record: CommittedRecord,
+    state: DualStackState,
+    kind: SyncKind,
+  ): Promise<SyncKind | undefined> {
+    // Right after adoption even a full sync is a diff: same result, no table replaced under traffic.
+    const adopted = FAMILIES.some((f) => record.desired?.[f]?.adopted);
+    if (kind === 'incremental' && !adopted && (await this.#syncFragments(record, state)))
+      return 'incremental';
+    if (kind === 'full' && !adopted) return undefined;
+    const prev = record.desired ?? (record.state && desiredRuleset(record.state));
+    if (!prev) return undefined;
+    await this.#syncDiff(prev, state);
+    return adopted ? 'full' : 'incremental';
+  }
+
+  async #syncFull(state: DualStackState): Promise<void> {
     this.#record = undefined;
-    await this.#nft.run(fullTransaction(next).toString());
+    const desired = desiredRuleset(state);
+    await this.#nft.run(fullTransaction(desired).toString());
     this.#handles = await this.#tableHandles();
+    this.#record = { desired, state, indexes: new Map(), objectCount: objectCount(desired) };
+  }
+
+  async #syncDiff(prev: DesiredRuleset, state: DualStackState): Promise<void> {
+    const desired = desiredRuleset(state);
+    const script = diffRulesets(prev, desired).toString();
+    if (script !== '') await this.#nft.run(script);
+    // A family that appears or goes away has its table created or deleted.
+    if (FAMILIES.some((f) => Boolean(prev[f]) !== Boolean(desired[f])))
+      this.#handles = await this.#tableHandles();
+    this.#record = { desired, state, indexes: new Map(), objectCount: objectCount(desired) };
+  }
+
+  /** The fragment path; false when it does not apply (then nothing was changed). */
+  async #syncFragments(record: CommittedRecord, state: DualStackState): Promise<boolean> {
+    if (!record.state) return false;
+    const tx = new NftTransaction();
+    const commits: (() => void)[] = [];
+    let delta = 0;
+    for (const family of FAMILIES) {
+      const prev = record.state[MODEL_FAMILY[family]];
+      const next = state[MODEL_FAMILY[family]];
+      if (!prev && !next) continue;
+      if (!prev || !next || !isDeepStrictEqual(prev.node, next.node)) return false;
+      const changed = changedServicePorts(prev, next);
+      if (changed.size === 0) continue;
+      let index = record.indexes.get(family);
+      if (index === undefined) {
+        index = FragmentIndex.build(family, prev) ?? 'collisions';
+        record.indexes.set(family, index);
+      }
+      if (index === 'collisions') return false;
+      const ports = (s: typeof prev) => [...changed].flatMap((key) => s.servicePorts.get(key) ?? []);
+      const plan = index.plan(ports(prev), ports(next));
+      if (!plan) return false;
+      diffFamily(tx, plan.before, plan.after);
+      commits.push(plan.commit);
+      delta += familyObjects(plan.after) - familyObjects(plan.before);
+    }
+    if (!tx.empty) await this.#nft.run(tx.toString());
+    for (const commit of commits) commit();
+    this.#record = { state, indexes: record.indexes, objectCount: record.objectCount + delta };
+    return true;
   }
 
   async #tableHandles(): Promise<Map<NftFamily, number>> {

@@ -32,8 +32,12 @@ export class RulesetBuilder {
   readonly #chains = new Map<string, ChainSpec>();
   readonly #elements = new Map<string, Map<string, ElementSpec>>();
 
-  constructor(family: NftFamily) {
+  /** Open builders accept elements of sets they did not declare (a service port's fragment). */
+  readonly #open: boolean;
+
+  constructor(family: NftFamily, options: { readonly open?: boolean } = {}) {
     this.family = family;
+    this.#open = options.open ?? false;
   }
 
   addSet(set: SetSpec): void {
@@ -46,7 +50,7 @@ export class RulesetBuilder {
   }
 
   hasElement(set: string, key: string): boolean {
-    return this.#elementsOf(set).has(key);
+    return this.#elements.get(set)?.has(key) ?? this.#elementsOf(set).has(key);
   }
 
   addElement(set: string, element: ElementSpec): void {
@@ -63,7 +67,11 @@ export class RulesetBuilder {
   }
 
   #elementsOf(set: string): Map<string, ElementSpec> {
-    const elements = this.#elements.get(set);
+    let elements = this.#elements.get(set);
+    if (!elements && this.#open) {
+      elements = new Map();
+      this.#elements.set(set, elements);
+    }
     if (!elements) throw new Error(`element for undeclared set ${set}`);
     return elements;
   }

@@ -125,6 +125,13 @@ function addFirewall(builder: RulesetBuilder, sp: ServicePort, proto: string, no
   }
 }
 
+/** Local endpoints reaching themselves through a service must be masqueraded, or replies skip us. */
+function addHairpin(builder: RulesetBuilder, sp: ServicePort): void {
+  for (const ep of [...sp.clusterEndpoints, ...sp.localEndpoints]) {
+    if (ep.isLocal) builder.addElement('hairpin', { key: `${ep.ip} . ${ep.ip}` });
+  }
+}
+
 /** Adds everything one service port needs to the family's ruleset. */
 export function addServicePort(
   builder: RulesetBuilder,
@@ -138,4 +145,5 @@ export function addServicePort(
   for (const ip of sp.loadBalancerIPs) addExternalAddress(builder, syntax, sp, proto, ip, 'load balancer IP');
   if (sp.nodePort !== 0) addNodePort(builder, syntax, sp, proto);
   addFirewall(builder, sp, proto, node);
+  addHairpin(builder, sp);
 }

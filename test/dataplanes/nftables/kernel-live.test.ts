@@ -16,9 +16,15 @@ const isRoot = process.getuid?.() === 0;
 const ROOT_REASON = 'needs root: network namespaces, nft and conntrack (run the suite as root)';
 if (!isRoot) process.stderr.write(`SKIPPED nftables live kernel tests: ${ROOT_REASON}\n`);
 
+/** Fallbacks logged by any dataplane of this file: each one is a planning bug. */
+const fallbacks: string[] = [];
+
 function dataplaneIn(ns: string): NftablesDataplane {
   const commands = execaRunner(['ip', 'netns', 'exec', ns]);
-  return new NftablesDataplane({ nft: commandNftRunner(commands), commands });
+  const log = (message: string, fields?: Readonly<Record<string, unknown>>) => {
+    if (message.includes('falling back')) fallbacks.push(`${message} ${JSON.stringify(fields)}`);
+  };
+  return new NftablesDataplane({ nft: commandNftRunner(commands), commands, log });
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -133,6 +139,7 @@ describe('nftables live dataplane on the kernel', { skip: isRoot ? false : ROOT_
       assert.equal(outcome.kind, i === 6 ? 'full' : 'incremental', `step ${i} of seed ${seed} fell back`);
     }
     assert.equal(await dp.intact(), true);
+    assert.deepEqual(fallbacks, []);
     await nftLoad(lab, viaFull, nftablesPlanner.render(nftablesPlanner.planFull(last)));
     assert.deepEqual(
       await canonicalRuleset(lab, viaSyncs),

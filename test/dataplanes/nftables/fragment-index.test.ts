@@ -1,0 +1,89 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { diffFamily } from '../../../dataplanes/nftables/diff.ts';
+import { FragmentIndex } from '../../../dataplanes/nftables/fragment-index.ts';
+import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
+import { NftTransaction } from '../../../dataplanes/nftables/transaction.ts';
+import { changedServicePorts } from '../../../src/model/changed-service-ports.ts';
+import type { ProxyState } from '../../../src/model/proxy-state.ts';
+import { applyTransaction, dump } from './fake-nft.ts';
+import { endpoint, proxyState, servicePort } from './fixtures.ts';
+import { prng, randomState } from './random-state.ts';
+
+function fragmentStep(index: FragmentIndex, a: ProxyState, b: ProxyState): NftTransaction | undefined {
+  const changed = [...changedServicePorts(a, b)];
+  const plan = index.plan(
+    changed.flatMap((k) => a.servicePorts.get(k) ?? []),
+    changed.flatMap((k) => b.servicePorts.get(k) ?? []),
+  );
+  if (!plan) return undefined;
+  const tx = new NftTransaction();
+  diffFamily(tx, plan.before, plan.after);
+  plan.commit();
+  return tx;
+}
+
+test('fragments of the changed service ports take full(A) to exactly full(B), over random sequences', () => {
+  const seed = Number(process.env.NFT_SEED ?? Date.now() % 100000);
+  console.log(`fragment index: seed ${seed} (NFT_SEED=${seed} to repeat)`);
+  const random = prng(seed);
+  let applied = 0;
+  for (let run = 0; run < 30; run++) {
+    const first = randomState(random).IPv4;
+    if (!first) continue;
+    let index = FragmentIndex.build('ip', first);
+    let kernel = applyTransaction(new Map(), nftablesPlanner.planFull({ IPv4: first }).ops);
+    let prev = first;
+    for (let step = 0; step < 5 && index; step++) {
+      const drawn = randomState(random).IPv4;
+      if (!drawn) continue;
+      const next: ProxyState = { ...drawn, node: prev.node };
+      const tx = fragmentStep(index, prev, next);
+      if (!tx) {
+        index = undefined;
+        break;
+      }
+      kernel = applyTransaction(kernel, tx.ops);
+      const expected = applyTransaction(new Map(), nftablesPlanner.planFull({ IPv4: next }).ops);
+      assert.deepEqual(dump(kernel), dump(expected), `run ${run} step ${step} of seed ${seed}`);
+      applied++;
+      prev = next;
+    }
+  }
+  assert.ok(applied > 20, `only ${applied} fragment steps applied`);
+});
+
+test('an endpoint change touches only its own elements; a shared count chain stays', () => {
+  const port = (name: string, ip: string, eps: string[]) =>
+    servicePort(name, { clusterIP: ip, clusterEndpoints: eps.map((e) => endpoint(e)) });
+  const a = proxyState('IPv4', [
+    port('a', '10.96.0.1', ['10.244.1.1']),
+    port('b', '10.96.0.2', ['10.244.1.2']),
+  ]);
+  const b = proxyState('IPv4', [
+    port('a', '10.96.0.1', ['10.244.1.1', '10.244.1.3']),
+    a.servicePorts.get('default/b:80/TCP')!,
+  ]);
+  const index = FragmentIndex.build('ip', a)!;
+  const script = fragmentStep(index, a, b)!.toString();
+  assert.match(script, /^add chain ip kproxy backends-tcp-2 /m);
+  assert.doesNotMatch(script, /delete chain ip kproxy backends-tcp-1/, 'still used by b');
+  assert.doesNotMatch(script, /10\.96\.0\.2/, 'b untouched');
+});
+
+test('two service ports claiming one external IP make the index step aside', () => {
+  const claim = (name: string, ip: string) =>
+    servicePort(name, {
+      clusterIP: ip,
+      externalIPs: ['192.168.5.5'],
+      clusterEndpoints: [endpoint('10.244.1.1')],
+    });
+  assert.equal(
+    FragmentIndex.build('ip', proxyState('IPv4', [claim('a', '10.96.0.1'), claim('b', '10.96.0.2')])),
+    undefined,
+  );
+  const one = proxyState('IPv4', [claim('a', '10.96.0.1')]);
+  const two = proxyState('IPv4', [one.servicePorts.get('default/a:80/TCP')!, claim('b', '10.96.0.2')]);
+  const index = FragmentIndex.build('ip', one)!;
+  assert.equal(fragmentStep(index, one, two), undefined);
+});
