@@ -12,6 +12,7 @@ import { chooseBackend, type IptablesBackend, type IptablesTools, iptablesTools 
 import { CANARY_CHAIN, isKproxyChain } from './chain-names.ts';
 import { JUMP_RULES } from './jump-rules.ts';
 import { iptablesPlanner } from './planner.ts';
+import { restoreParts } from './restore-chunks.ts';
 import {
   applyRuleCounts,
   FAMILIES,
@@ -28,6 +29,8 @@ export interface IptablesDataplaneOptions {
   /** Use this backend; otherwise start() chooses like kube-proxy (and logs why). */
   readonly backend?: IptablesBackend;
   readonly log?: IptablesLog;
+  /** iptables-nft only: most service chains one restore declares (restore-chunks.ts). */
+  readonly nftChainsPerRestore?: number;
 }
 
 /** An iptables tool failed; `stderr` says why. */
@@ -42,11 +45,14 @@ export class IptablesCommandError extends Error {
 
 const TABLES: readonly IptablesTable[] = ['filter', 'nat', 'mangle'];
 const RESTORE_FLAGS = ['--noflush', '--wait'];
+/** See restore-chunks.ts: about a hundred services per iptables-nft-restore. */
+const NFT_CHAINS_PER_RESTORE = 1000;
 
 export class IptablesDataplane implements LiveDataplane {
   readonly mode = 'iptables';
   readonly #runner: CommandRunner;
   readonly #log: IptablesLog;
+  readonly #nftChainsPerRestore: number;
   #backend: IptablesBackend | undefined;
   /** The state the kernel holds, when we are sure of it; undefined forces the next sync to be full. */
   #committed: DualStackState | undefined;
@@ -61,6 +67,7 @@ export class IptablesDataplane implements LiveDataplane {
     this.#runner = options.runner;
     this.#backend = options.backend;
     this.#log = options.log ?? (() => {});
+    this.#nftChainsPerRestore = options.nftChainsPerRestore ?? NFT_CHAINS_PER_RESTORE;
   }
 
   get backend(): IptablesBackend | undefined {
@@ -178,12 +185,16 @@ export class IptablesDataplane implements LiveDataplane {
     for (const family of FAMILIES) {
       const familyPlan = plan[family];
       if (familyPlan === undefined) continue;
-      const input = restoreInput(familyPlan);
-      if (input === '') continue;
-      const tool = this.#tools(family).restore;
-      const result = await this.#runner.run(tool, RESTORE_FLAGS, input);
-      if (result.exitCode !== 0) throw new IptablesCommandError(tool, result.stderr);
-      this.#record(familyPlan);
+      const parts =
+        this.#backend === 'nft' ? restoreParts(familyPlan, this.#nftChainsPerRestore) : [familyPlan];
+      for (const part of parts) {
+        const input = restoreInput(part);
+        if (input === '') continue;
+        const tool = this.#tools(family).restore;
+        const result = await this.#runner.run(tool, RESTORE_FLAGS, input);
+        if (result.exitCode !== 0) throw new IptablesCommandError(tool, result.stderr);
+        this.#record(part);
+      }
     }
   }
 

@@ -168,12 +168,15 @@ export function appendSharedRules(sp: ServicePort, out: SharedRules): void {
   }
 }
 
-/** The nat chains a service port owns, in kube-proxy's declaration order, with their rules. */
+/**
+ * The nat chains a service port owns, with their rules. Every chain jumps only to chains after it
+ * (FW → EXT → SVC/SVL → SEP), so a restore split into parts can create them back to front.
+ */
 export function ownChains(sp: ServicePort, ctx: FamilyContext): Map<string, string[]> {
   const d = decide(sp);
   const chains = new Map<string, string[]>();
-  if (d.usesExternalChain) chains.set(d.names.external, externalChainRules(d, ctx));
   if (d.usesFirewallChain) chains.set(d.names.firewall, firewallChainRules(d, ctx));
+  if (d.usesExternalChain) chains.set(d.names.external, externalChainRules(d, ctx));
   if (d.usesClusterChain)
     chains.set(d.names.cluster, endpointChoiceRules(d, d.names.cluster, sp.clusterEndpoints));
   if (d.usesLocalChain) chains.set(d.names.local, endpointChoiceRules(d, d.names.local, sp.localEndpoints));

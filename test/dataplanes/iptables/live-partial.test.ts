@@ -41,9 +41,11 @@ for (const backend of ['nft', 'legacy'] as const) {
     t.after(() => lab.destroy());
     const incNs = await lab.addNetns('inc');
     const fullNs = await lab.addNetns('full');
+    // Restores in parts of a few chains, so that splitting (restore-chunks.ts) meets the kernel too.
     const incremental = new IptablesDataplane({
       runner: execaRunner(['ip', 'netns', 'exec', incNs]),
       backend,
+      nftChainsPerRestore: 4,
     });
     const full = new IptablesDataplane({ runner: execaRunner(['ip', 'netns', 'exec', fullNs]), backend });
     await incremental.start();
