@@ -6,6 +6,7 @@
 // UNKNOWN_RULES, and the diff rewrites every chain that still exists (flush + add, a few dozen
 // rules) and deletes the rest. Set definitions are taken on trust by name; if one differs, nft
 // refuses the transaction and the dataplane falls back to a full sync.
+import { CANARY_SET } from './base-objects.ts';
 import { type FamilyRuleset, UNKNOWN_RULES } from './ruleset.ts';
 import type { ChainSpec, ElementSpec, NftFamily, SetSpec } from './transaction.ts';
 
@@ -59,11 +60,25 @@ export function adoptTable(family: NftFamily, listing: unknown): FamilyRuleset |
     if (kind === 'chain') chains.set(name, { name, rules: UNKNOWN_RULES });
     if (kind === 'set' || kind === 'map') {
       sets.set(name, { name, kind, type: 'adopted' });
-      // Entries of dynamic sets (affinity) are added by packets, not by us: not part of the record.
+      // Entries of dynamic sets (affinity) are added by packets, and the canary's by the live
+      // dataplane outside any plan: neither is part of the record.
       const dynamic = Array.isArray(body.flags) && body.flags.includes('dynamic');
-      const list = Array.isArray(body.elem) && !dynamic ? body.elem.map(elementOf) : [];
+      const list =
+        Array.isArray(body.elem) && !dynamic && name !== CANARY_SET ? body.elem.map(elementOf) : [];
       elements.set(name, new Map(list.map((e) => [e.key, e])));
     }
   }
   return { family, sets, chains, elements, adopted: true };
+}
+
+/** The nonce in a canary set listing (`nft -j list set` or `list table`), if there is one. */
+export function canaryNonce(listing: unknown): number | undefined {
+  const objects =
+    (listing as { nftables?: Record<string, Record<string, Json>>[] } | undefined)?.nftables ?? [];
+  for (const object of objects) {
+    const set = object.set;
+    if (set?.name === CANARY_SET && Array.isArray(set.elem) && set.elem.length === 1)
+      return Number(set.elem[0]);
+  }
+  return undefined;
 }

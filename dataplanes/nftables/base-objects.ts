@@ -14,6 +14,9 @@ export function vipKey(syntax: FamilySyntax): string {
 
 export const NODEPORT_KEY = 'meta l4proto . th dport';
 
+/** A set the live dataplane puts one nonce in at every full sync; listing it is cheap at any size. */
+export const CANARY_SET = 'canary';
+
 export const L4_PROTOCOLS = ['tcp', 'udp', 'sctp'] as const;
 export type L4Protocol = (typeof L4_PROTOCOLS)[number];
 
@@ -79,6 +82,13 @@ function sets(syntax: FamilySyntax): SetSpec[] {
       comment: 'LoadBalancer IP . proto . port . allowed source range',
     },
     map('no-endpoint-services', `type ${vip} : verdict`, 'VIPs without usable endpoints: reject or drop'),
+    // Filled by the live dataplane only (a nonce per full sync), so not part of any plan.
+    {
+      name: CANARY_SET,
+      kind: 'set',
+      type: 'type mark',
+      comment: 'nonce of the last full sync: intact check',
+    },
     map(
       'no-endpoint-nodeports',
       `type ${port} : verdict`,

@@ -2,20 +2,23 @@
 //
 // It keeps a record of what it committed (the desired ruleset and the state it came from) and
 // plans incremental syncs against that record, never against the kernel. It reads the kernel
-// only at start (adoption), for the cheap intact() check (table handles), and in cleanup.
+// only at start (adoption), for the cheap intact() check (the canary set), and in cleanup.
 // Any failed incremental transaction falls back to a full one; a failed full transaction leaves
 // the previous ruleset in place (nft transactions are atomic) and forgets the record, so the
 // sync loop's retry is full again.
 //
 // An incremental sync takes the fastest path that is right: the fragments of the changed service
 // ports (fragment-index.ts), else a diff of the whole desired rulesets, else a full sync.
+
+import { randomInt } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
 import type { DualStackState, IPFamily } from '../../src/model/proxy-state.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
 import { deleteStaleUdpFlows, staleUdpFlowDeletions } from '../shared/udp-conntrack-cleanup.ts';
-import { adoptTable } from './adopt.ts';
+import { adoptTable, canaryNonce } from './adopt.ts';
+import { CANARY_SET } from './base-objects.ts';
 import { desiredRuleset } from './desired-ruleset.ts';
 import { diffFamily, diffRulesets } from './diff.ts';
 import { FragmentIndex } from './fragment-index.ts';
@@ -63,9 +66,9 @@ export class NftablesDataplane implements LiveDataplane {
   readonly #commands: CommandRunner;
   readonly #log: NftablesLog;
   #record: CommittedRecord | undefined;
-  /** Kernel handles of our tables after the last full sync: a changed handle means someone else
-   * deleted or replaced a table. */
-  #handles = new Map<NftFamily, number>();
+  /** The nonce the last full sync put in every table's canary set: a table without it was
+   * deleted, flushed or replaced by someone else. */
+  #nonce: number | undefined;
 
   constructor(options: NftablesDataplaneOptions) {
     this.#nft = options.nft;
@@ -74,15 +77,17 @@ export class NftablesDataplane implements LiveDataplane {
   }
 
   async start(): Promise<void> {
-    const ip = adoptTable('ip', await this.#nft.listTableJson('ip'));
-    const ip6 = adoptTable('ip6', await this.#nft.listTableJson('ip6'));
+    const listings = { ip: await this.#nft.listTableJson('ip'), ip6: await this.#nft.listTableJson('ip6') };
+    const ip = adoptTable('ip', listings.ip);
+    const ip6 = adoptTable('ip6', listings.ip6);
     if (!ip && !ip6) {
       this.#log('nftables: no table from an earlier run');
       return;
     }
     const desired: DesiredRuleset = { ...(ip && { ip }), ...(ip6 && { ip6 }) };
     this.#record = { desired, indexes: new Map(), objectCount: objectCount(desired) };
-    this.#handles = await this.#tableHandles();
+    const nonces = new Set(FAMILIES.filter((f) => desired[f]).map((f) => canaryNonce(listings[f])));
+    this.#nonce = nonces.size === 1 ? [...nonces][0] : undefined;
     this.#log('nftables: adopted the tables of an earlier run', { objects: this.#record.objectCount });
   }
 
@@ -103,10 +108,11 @@ export class NftablesDataplane implements LiveDataplane {
   }
 
   async intact(): Promise<boolean> {
-    if (!this.#record) return false;
-    const handles = await this.#tableHandles();
+    const record = this.#record;
+    if (!record || this.#nonce === undefined) return false;
     for (const family of FAMILIES) {
-      if (handles.get(family) !== this.#handles.get(family)) return false;
+      if (!(record.desired?.[family] ?? record.state?.[MODEL_FAMILY[family]])) continue;
+      if (canaryNonce(await this.#nft.listSetJson(family, CANARY_SET)) !== this.#nonce) return false;
     }
     return true;
   }
@@ -117,7 +123,7 @@ export class NftablesDataplane implements LiveDataplane {
       FAMILIES.map((f) => `add table ${f} ${TABLE}\ndelete table ${f} ${TABLE}\n`).join(''),
     );
     this.#record = undefined;
-    this.#handles = new Map();
+    this.#nonce = undefined;
   }
 
   /** A sync planned from the record, or undefined when only a full sync will do. */
@@ -140,18 +146,25 @@ export class NftablesDataplane implements LiveDataplane {
   async #syncFull(state: DualStackState): Promise<void> {
     this.#record = undefined;
     const desired = desiredRuleset(state);
-    await this.#nft.run(fullTransaction(desired).toString());
-    this.#handles = await this.#tableHandles();
+    const nonce = randomInt(1, 2 ** 32);
+    const tx = fullTransaction(desired);
+    for (const family of FAMILIES)
+      if (desired[family]) tx.addElements(family, CANARY_SET, [{ key: `${nonce}` }]);
+    await this.#nft.run(tx.toString());
+    this.#nonce = nonce;
     this.#record = { desired, state, indexes: new Map(), objectCount: objectCount(desired) };
   }
 
   async #syncDiff(prev: DesiredRuleset, state: DualStackState): Promise<void> {
     const desired = desiredRuleset(state);
-    const script = diffRulesets(prev, desired).toString();
-    if (script !== '') await this.#nft.run(script);
-    // A family that appears or goes away has its table created or deleted.
-    if (FAMILIES.some((f) => Boolean(prev[f]) !== Boolean(desired[f])))
-      this.#handles = await this.#tableHandles();
+    const tx = diffRulesets(prev, desired);
+    // The table of a family that appears is new: give it the canary too.
+    for (const family of FAMILIES) {
+      if (desired[family] && !prev[family] && this.#nonce !== undefined) {
+        tx.addElements(family, CANARY_SET, [{ key: `${this.#nonce}` }]);
+      }
+    }
+    if (!tx.empty) await this.#nft.run(tx.toString());
     this.#record = { desired, state, indexes: new Map(), objectCount: objectCount(desired) };
   }
 
@@ -185,20 +198,6 @@ export class NftablesDataplane implements LiveDataplane {
     for (const commit of commits) commit();
     this.#record = { state, indexes: record.indexes, objectCount: record.objectCount + delta };
     return true;
-  }
-
-  async #tableHandles(): Promise<Map<NftFamily, number>> {
-    const listing = (await this.#nft.listTablesJson()) as {
-      nftables?: Record<string, Record<string, unknown>>[];
-    };
-    const handles = new Map<NftFamily, number>();
-    for (const object of listing.nftables ?? []) {
-      const table = object.table;
-      if (table?.name === TABLE && (table.family === 'ip' || table.family === 'ip6')) {
-        handles.set(table.family, Number(table.handle));
-      }
-    }
-    return handles;
   }
 
   async #cleanStaleUdpFlows(prev: DualStackState | undefined, next: DualStackState): Promise<number> {

@@ -28,8 +28,20 @@ export interface NftRunner {
   run(script: string): Promise<void>;
   /** `nft -j list table FAMILY kproxy`, parsed; undefined when the table does not exist. */
   listTableJson(family: NftFamily): Promise<unknown>;
-  /** `nft -j list tables`, parsed (cheap: no chains, sets or elements are fetched). */
-  listTablesJson(): Promise<unknown>;
+  /**
+   * `nft -j list set FAMILY kproxy NAME`, parsed; undefined when it does not exist. Cheap at any
+   * size, unlike `list tables` or `list chain`, which nft 1.0.6 answers after fetching everything.
+   */
+  listSetJson(family: NftFamily, name: string): Promise<unknown>;
+}
+
+async function unlessMissing(listing: Promise<unknown>): Promise<unknown> {
+  try {
+    return await listing;
+  } catch (error) {
+    if (error instanceof NftError && error.kind === 'not-found') return undefined;
+    throw error;
+  }
 }
 
 export function commandNftRunner(runner: CommandRunner): NftRunner {
@@ -43,14 +55,9 @@ export function commandNftRunner(runner: CommandRunner): NftRunner {
       const result = await runner.run('nft', ['-f', '-'], script);
       if (result.exitCode !== 0) throw new NftError('-f', result.stderr);
     },
-    async listTableJson(family) {
-      try {
-        return await json(['list', 'table', family, TABLE], `list table ${family} ${TABLE}`);
-      } catch (error) {
-        if (error instanceof NftError && error.kind === 'not-found') return undefined;
-        throw error;
-      }
-    },
-    listTablesJson: () => json(['list', 'tables'], 'list tables'),
+    listTableJson: (family) =>
+      unlessMissing(json(['list', 'table', family, TABLE], `list table ${family} ${TABLE}`)),
+    listSetJson: (family, name) =>
+      unlessMissing(json(['list', 'set', family, TABLE, name], `list set ${family} ${TABLE} ${name}`)),
   };
 }

@@ -61,10 +61,10 @@ test('intact() is false once our table was replaced behind our back', async () =
   const { nft, dp } = dataplane();
   await dp.sync(ipv4([web('10.244.1.10')]), 'full');
   assert.equal(await dp.intact(), true);
-  nft.handles = { ip: 99 };
-  assert.equal(await dp.intact(), false);
-  nft.handles = {};
-  assert.equal(await dp.intact(), false);
+  nft.canary = { ip: 99 };
+  assert.equal(await dp.intact(), false, 'another nonce: replaced');
+  nft.canary = {};
+  assert.equal(await dp.intact(), false, 'no canary: deleted or flushed');
 });
 
 test('start() adopts an earlier table: the first full sync is a diff that keeps existing elements', async () => {

@@ -9,7 +9,8 @@ export class RecordingNftRunner implements NftRunner {
   /** Scripts to refuse, by predicate (each used once). */
   readonly failures: ((script: string) => boolean)[] = [];
   tables: Partial<Record<NftFamily, unknown>> = {};
-  handles: Partial<Record<NftFamily, number>> = { ip: 1 };
+  /** What `list set ... canary` answers; by default the nonce of the last script that set one. */
+  canary: Partial<Record<NftFamily, number>> | undefined;
 
   async run(script: string): Promise<void> {
     const failure = this.failures.findIndex((f) => f(script));
@@ -24,12 +25,15 @@ export class RecordingNftRunner implements NftRunner {
     return this.tables[family];
   }
 
-  async listTablesJson(): Promise<unknown> {
-    return {
-      nftables: Object.entries(this.handles).map(([family, handle]) => ({
-        table: { family, name: 'kproxy', handle },
-      })),
-    };
+  async listSetJson(family: NftFamily, name: string): Promise<unknown> {
+    const nonce = this.canary ? this.canary[family] : this.#lastNonce(family);
+    return nonce === undefined ? undefined : { nftables: [{ set: { family, name, elem: [nonce] } }] };
+  }
+
+  #lastNonce(family: NftFamily): number | undefined {
+    const pattern = new RegExp(`^add element ${family} kproxy canary \\{ (\\d+) \\}$`, 'm');
+    const match = this.scripts.findLast((s) => pattern.test(s))?.match(pattern);
+    return match ? Number(match[1]) : undefined;
   }
 }
 
