@@ -1,0 +1,276 @@
+// The netns lab: a cluster on one machine. The stand-in API server runs in the underlay namespace
+// (on br0, 10.100.0.1), every node namespace runs its own `kproxy run` against it, pod namespaces
+// run the echo server, and the client namespace is the outside world (see test/support/topology.ts
+// for the addressing). Objects go to the API server; the daemons program their nodes.
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import type { DataplaneMode } from '../dataplanes/shared/dataplane.ts';
+import { ENDPOINT_SLICES, NODES, objectPath, type ResourceType, SERVICES } from '../src/kube/resources.ts';
+import { sampleNode } from '../test/support/apiserver/sample-objects.ts';
+import type { EchoOutcome } from '../test/support/echo-client.ts';
+import { Lab, type LabProcess } from '../test/support/netns.ts';
+import { CLUSTER_CIDR_V4, type PodInfo, Topology } from '../test/support/topology.ts';
+import {
+  ECHO_TCP_PORT,
+  ECHO_UDP_PORT,
+  type HeldConnection,
+  type HttpAnswer,
+  type KubeJson,
+  type LabDriver,
+  type LabNode,
+  type LabPod,
+  type Outcome,
+  type Place,
+  type Protocol,
+} from './driver.ts';
+
+const REPO = fileURLToPath(new URL('../', import.meta.url));
+const KPROXY = join(REPO, 'bin/kproxy.ts');
+const API_MAIN = join(REPO, 'test/support/apiserver/main.ts');
+const API_ADDRESS = '10.100.0.1';
+const API = `http://${API_ADDRESS}:6443`;
+const SYNCED = '"msg":"rules synced"';
+
+export interface NetnsLabOptions {
+  readonly mode: DataplaneMode;
+  readonly nodes?: number;
+  readonly podsPerNode?: number;
+  /** Keeps labs of one process apart ([a-z0-9-]); defaults to the mode. */
+  readonly tag?: string;
+}
+
+function daemonConfig(mode: DataplaneMode, node: string): string {
+  return `apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: ${mode}
+hostnameOverride: ${node}
+clusterCIDR: ${CLUSTER_CIDR_V4}
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+syncPeriod: 5s
+minSyncPeriod: 100ms
+conntrack:
+  maxPerCore: 0
+`;
+}
+
+/** "10.0.0.1:5000" or "[fd00::1]:5000" → the address. */
+function addressOf(peer: string): string {
+  return peer.startsWith('[') ? peer.slice(1, peer.indexOf(']')) : peer.slice(0, peer.lastIndexOf(':'));
+}
+
+function toOutcome(o: EchoOutcome): Outcome {
+  return 'error' in o ? { error: o.error } : { backend: o.name, sourceIp: addressOf(o.peer) };
+}
+
+function resourceOf(object: KubeJson): ResourceType {
+  return object.kind === 'Service' ? SERVICES : ENDPOINT_SLICES;
+}
+
+export class NetnsLab implements LabDriver {
+  readonly name: string;
+  readonly externalAddress: string;
+  readonly #lab: Lab;
+  readonly #topo: Topology;
+  readonly #mode: DataplaneMode;
+  readonly #configDir: string;
+  readonly #echo = new Map<string, LabProcess>();
+  readonly #daemons = new Map<string, LabProcess>();
+  /** Every daemon started, restarted ones included, for their logs. */
+  readonly #daemonHistory: { readonly node: string; readonly process: LabProcess }[] = [];
+
+  private constructor(lab: Lab, topo: Topology, mode: DataplaneMode, configDir: string) {
+    this.#lab = lab;
+    this.#topo = topo;
+    this.#mode = mode;
+    this.#configDir = configDir;
+    this.name = `netns/${mode}`;
+    this.externalAddress = topo.client.ipv4;
+  }
+
+  /** Builds the lab and waits until every node's kproxy has synced; destroy() it afterwards. */
+  static async start(options: NetnsLabOptions): Promise<NetnsLab> {
+    const lab = new Lab(options.tag ?? options.mode);
+    const configDir = await mkdtemp(join(tmpdir(), 'kproxy-lab-'));
+    try {
+      const podsPerNode = options.podsPerNode ?? 2;
+      const topo = await Topology.create(lab, {
+        podsPerNode: Array.from({ length: options.nodes ?? 2 }, () => podsPerNode),
+      });
+      const netnsLab = new NetnsLab(lab, topo, options.mode, configDir);
+      await netnsLab.#startApiServer();
+      for (const pod of topo.nodes.flatMap((n) => n.pods)) await netnsLab.#startEcho(pod);
+      await Promise.all(topo.nodes.map((node) => netnsLab.#startDaemon(node.name, node.ns)));
+      return netnsLab;
+    } catch (error) {
+      await lab.destroy();
+      await rm(configDir, { recursive: true, force: true });
+      throw error;
+    }
+  }
+
+  /** Stops everything and deletes every namespace of the lab. */
+  async destroy(): Promise<void> {
+    await this.#lab.destroy();
+    await rm(this.#configDir, { recursive: true, force: true });
+  }
+
+  nodes(): readonly LabNode[] {
+    return this.#topo.nodes.map((n) => ({ name: n.name, address: n.ipv4 }));
+  }
+
+  pods(): readonly LabPod[] {
+    return this.#topo.nodes.flatMap((n) =>
+      n.pods.map((p) => ({ name: p.name, node: n.name, address: p.ipv4 })),
+    );
+  }
+
+  /** What each node's daemons logged (JSON lines, restarts included): for reports and debugging. */
+  daemonLogs(): ReadonlyMap<string, string> {
+    const logs = new Map<string, string>();
+    for (const { node, process } of this.#daemonHistory)
+      logs.set(node, (logs.get(node) ?? '') + process.output());
+    return logs;
+  }
+
+  async apply(object: KubeJson): Promise<void> {
+    const resource = resourceOf(object);
+    const { namespace, name } = object.metadata;
+    const body = JSON.stringify(object);
+    const put = await this.#request('PUT', objectPath(resource, namespace, name), body);
+    if (put.status === 404) {
+      const post = await this.#request('POST', objectPath(resource, namespace), body);
+      if (post.status !== 201)
+        throw new Error(`create ${object.kind} ${name}: HTTP ${post.status} ${post.body}`);
+    } else if (put.status !== 200) {
+      throw new Error(`update ${object.kind} ${name}: HTTP ${put.status} ${put.body}`);
+    }
+  }
+
+  async remove(object: KubeJson): Promise<void> {
+    const { namespace, name } = object.metadata;
+    const result = await this.#request('DELETE', objectPath(resourceOf(object), namespace, name));
+    if (result.status !== 200 && result.status !== 404) {
+      throw new Error(`delete ${object.kind} ${name}: HTTP ${result.status} ${result.body}`);
+    }
+  }
+
+  async connect(
+    from: Place,
+    protocol: Protocol,
+    host: string,
+    port: number,
+    options: { readonly count: number; readonly timeoutMs: number },
+  ): Promise<Outcome[]> {
+    return (await this.#topo.connect(this.#nsOf(from), protocol, host, port, options)).map(toOutcome);
+  }
+
+  async hold(from: Place, host: string, port: number): Promise<HeldConnection> {
+    const proc = await this.#topo.holdConnection(this.#nsOf(from), host, port);
+    const greeting = JSON.parse(proc.output().split('\n')[0] ?? '{}') as { name?: string };
+    const echoes = () => proc.output().split('"echo"').length;
+    return {
+      backend: greeting.name ?? '?',
+      async alive() {
+        const before = echoes();
+        // The client sends a tick every 100 ms; a few must come back.
+        await sleep(500);
+        return !proc.output().includes('"error"') && echoes() > before + 1;
+      },
+      close: () => proc.kill(),
+    };
+  }
+
+  async httpGet(from: Place, url: string): Promise<HttpAnswer> {
+    return this.#curl(this.#nsOf(from), [url]);
+  }
+
+  async restartBackend(pod: string): Promise<void> {
+    await this.#echo.get(pod)?.kill();
+    await this.#startEcho(this.#topo.pod(pod));
+  }
+
+  async restartProxies(): Promise<void> {
+    await Promise.all(
+      this.#topo.nodes.map(async (node) => {
+        await this.#daemons.get(node.name)?.kill();
+        await this.#startDaemon(node.name, node.ns);
+      }),
+    );
+  }
+
+  #nsOf(place: Place): string {
+    if (place.kind === 'external') return this.#topo.client.ns;
+    if (place.kind === 'pod') return this.#topo.pod(place.pod).ns;
+    const node = this.#topo.nodes.find((n) => n.name === place.node);
+    if (!node) throw new Error(`no node ${place.node} in the lab`);
+    return node.ns;
+  }
+
+  async #startApiServer(): Promise<void> {
+    const underlay = this.#topo.underlay;
+    await this.#lab.addAddress(underlay, 'br0', `${API_ADDRESS}/24`);
+    const api = this.#lab.spawn(underlay, process.execPath, [
+      API_MAIN,
+      '--host',
+      API_ADDRESS,
+      '--port',
+      '6443',
+    ]);
+    await api.waitFor('listening');
+    for (const node of this.#topo.nodes) {
+      const result = await this.#request(
+        'POST',
+        objectPath(NODES, undefined),
+        JSON.stringify(sampleNode(node.name, node.ipv4)),
+      );
+      if (result.status !== 201)
+        throw new Error(`create node ${node.name}: HTTP ${result.status} ${result.body}`);
+    }
+  }
+
+  async #startEcho(pod: PodInfo): Promise<void> {
+    this.#echo.set(pod.name, await this.#topo.startEcho(pod, { tcp: [ECHO_TCP_PORT], udp: [ECHO_UDP_PORT] }));
+  }
+
+  async #startDaemon(node: string, ns: string): Promise<void> {
+    const config = join(this.#configDir, `${node}.yaml`);
+    await writeFile(config, daemonConfig(this.#mode, node));
+    const daemon = this.#lab.spawn(ns, process.execPath, [
+      KPROXY,
+      'run',
+      '--config',
+      config,
+      '--master',
+      API,
+    ]);
+    this.#daemons.set(node, daemon);
+    this.#daemonHistory.push({ node, process: daemon });
+    await daemon.waitFor(SYNCED, 30_000);
+  }
+
+  /** An API request from the underlay namespace, where the API server listens. */
+  async #request(method: 'PUT' | 'POST' | 'DELETE', path: string, body?: string): Promise<HttpAnswer> {
+    const args = ['-X', method];
+    if (body !== undefined) args.push('-H', 'Content-Type: application/json', '--data-binary', '@-');
+    return this.#curl(this.#topo.underlay, [...args, `${API}${path}`], body);
+  }
+
+  /** curl inside a namespace: the status (0 when nothing answered) and the body. */
+  async #curl(ns: string, args: readonly string[], input = ''): Promise<HttpAnswer> {
+    const result = await this.#lab.exec(
+      ns,
+      'curl',
+      ['-sS', '--max-time', '5', '-w', '\n%{http_code}', ...args],
+      {
+        input,
+        reject: false,
+      },
+    );
+    const lines = result.stdout.split('\n');
+    return { status: Number(lines.pop()) || 0, body: lines.join('\n') };
+  }
+}
