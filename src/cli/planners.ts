@@ -6,7 +6,6 @@ type PlannerLoader = () => Promise<DataplanePlanner<unknown>>;
 const PLANNERS: Partial<Record<DataplaneMode, PlannerLoader>> = {
   nftables: async () => (await import('../../dataplanes/nftables/planner.ts')).nftablesPlanner,
   iptables: async () => (await import('../../dataplanes/iptables/planner.ts')).iptablesPlanner,
-  ipvs: async () => (await import('../../dataplanes/ipvs/planner.ts')).ipvsPlanner,
 };
 
 /** The planner for `mode`, or undefined when this build has none for it. */
