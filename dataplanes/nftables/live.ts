@@ -41,7 +41,7 @@ interface CommittedRecord {
   readonly desired?: DesiredRuleset;
   /** Absent after adoption: what the earlier run synced is unknown. */
   readonly state?: DualStackState;
-  /** Built on the first incremental sync that needs them; absent entry = not built yet. */
+  /** Built after a full or diff sync, or (after adoption) on the first sync that needs them. */
   readonly indexes: Map<NftFamily, FragmentIndex | 'collisions'>;
   readonly objectCount: number;
 }
@@ -53,6 +53,19 @@ function familyObjects(ruleset: FamilyRuleset | undefined): number {
   for (const chain of ruleset?.chains.values() ?? []) count += chain.rules.length;
   for (const elements of ruleset?.elements.values() ?? []) count += elements.size;
   return count;
+}
+
+/**
+ * Fragment indexes of a state just committed in full: built now (about 1 s at 30k services, next
+ * to a full sync of seconds) so that the first incremental sync after it is fast too.
+ */
+function buildIndexes(state: DualStackState): Map<NftFamily, FragmentIndex | 'collisions'> {
+  const indexes = new Map<NftFamily, FragmentIndex | 'collisions'>();
+  for (const family of FAMILIES) {
+    const familyState = state[MODEL_FAMILY[family]];
+    if (familyState) indexes.set(family, FragmentIndex.build(family, familyState) ?? 'collisions');
+  }
+  return indexes;
 }
 
 /** Rules plus elements: what the rule-count metrics report. */
@@ -152,7 +165,7 @@ export class NftablesDataplane implements LiveDataplane {
       if (desired[family]) tx.addElements(family, CANARY_SET, [{ key: `${nonce}` }]);
     await this.#nft.run(tx.toString());
     this.#nonce = nonce;
-    this.#record = { desired, state, indexes: new Map(), objectCount: objectCount(desired) };
+    this.#record = { desired, state, indexes: buildIndexes(state), objectCount: objectCount(desired) };
   }
 
   async #syncDiff(prev: DesiredRuleset, state: DualStackState): Promise<void> {
@@ -165,7 +178,7 @@ export class NftablesDataplane implements LiveDataplane {
       }
     }
     if (!tx.empty) await this.#nft.run(tx.toString());
-    this.#record = { desired, state, indexes: new Map(), objectCount: objectCount(desired) };
+    this.#record = { desired, state, indexes: buildIndexes(state), objectCount: objectCount(desired) };
   }
 
   /** The fragment path; false when it does not apply (then nothing was changed). */
