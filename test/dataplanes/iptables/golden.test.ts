@@ -4,6 +4,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { iptablesPlanner } from '../../../dataplanes/iptables/planner.ts';
+import { main } from '../../../src/cli/main.ts';
+import { captureIO } from '../../cli/capture-io.ts';
 import { SCENARIOS } from './scenarios.ts';
 
 const GOLDEN_DIR = join(import.meta.dirname, '../../golden/iptables');
@@ -39,4 +41,11 @@ test('incremental restore input for an endpoint change matches its golden file',
     'cluster-ip.since-endpoint-removed',
     iptablesPlanner.render(iptablesPlanner.planIncremental(before, after)),
   );
+});
+
+test('the bundled example cluster through the whole pipeline (kproxy render --mode iptables --example)', async () => {
+  const captured = captureIO();
+  const code = await main(['render', '--mode', 'iptables', '--example'], captured.io);
+  assert.equal(code, 0, captured.stderr());
+  checkGolden('example-cluster', captured.stdout());
 });
