@@ -1,0 +1,120 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { IpvsDataplane } from '../../../dataplanes/ipvs/live.ts';
+import type { VirtualService } from '../../../dataplanes/ipvs/virtual-servers.ts';
+import { endpoint, ipv4, localEndpoint, servicePort } from '../nftables/fixtures.ts';
+import { FakeKernel } from './fake-kernel.ts';
+
+const a = endpoint('10.244.2.10');
+const b = localEndpoint('10.244.1.10');
+const web = (eps = [a, b]) =>
+  servicePort('web', { clusterIP: '10.96.0.10', nodePort: 30080, clusterEndpoints: eps });
+const foreign: VirtualService = {
+  family: 'IPv4',
+  protocol: 'TCP',
+  address: '192.168.50.1',
+  port: 80,
+  scheduler: 'wlc',
+  persistenceTimeout: 0,
+};
+
+function setup(): { kernel: FakeKernel; dp: IpvsDataplane } {
+  const kernel = new FakeKernel();
+  const dp = new IpvsDataplane({ runner: kernel.runner(), openClient: async () => kernel.client() });
+  return { kernel, dp };
+}
+
+test('a full sync creates the link, addresses, virtual servers and the companion table', async () => {
+  const { kernel, dp } = setup();
+  await dp.start();
+  const outcome = await dp.sync(ipv4([web()]), 'full');
+  assert.equal(outcome.kind, 'full');
+  assert.equal(kernel.link, true);
+  assert.deepEqual([...kernel.addresses], ['10.96.0.10']);
+  assert.deepEqual(kernel.ipvs(), [
+    'TCP 10.100.0.11:30080 -> 10.244.1.10:8080 w=1',
+    'TCP 10.100.0.11:30080 -> 10.244.2.10:8080 w=1',
+    'TCP 10.100.0.11:30080 rr p=0',
+    'TCP 10.96.0.10:80 -> 10.244.1.10:8080 w=1',
+    'TCP 10.96.0.10:80 -> 10.244.2.10:8080 w=1',
+    'TCP 10.96.0.10:80 rr p=0',
+  ]);
+  assert.deepEqual([...kernel.tables], ['ip']);
+  assert.equal(outcome.objectCount, 1 + 3 + 3);
+});
+
+test('a restart adopts what the earlier run left and a full sync removes the stale part, not foreign servers', async () => {
+  const first = setup();
+  await first.dp.start();
+  await first.dp.sync(
+    ipv4([web(), servicePort('old', { clusterIP: '10.96.0.20', clusterEndpoints: [a] })]),
+    'full',
+  );
+  await first.kernel.client().addService(foreign);
+  const dp = new IpvsDataplane({
+    runner: first.kernel.runner(),
+    openClient: async () => first.kernel.client(),
+  });
+  await dp.start();
+  await dp.sync(ipv4([web()]), 'full');
+  assert.deepEqual([...first.kernel.services.keys()].sort(), [
+    'TCP 10.100.0.11:30080',
+    'TCP 10.96.0.10:80',
+    'TCP 192.168.50.1:80',
+  ]);
+  assert.deepEqual([...first.kernel.addresses], ['10.96.0.10']);
+});
+
+test('an incremental sync that fails falls back to a full sync', async () => {
+  const { kernel, dp } = setup();
+  await dp.start();
+  await dp.sync(ipv4([web()]), 'full');
+  kernel.failNextNft = true;
+  const next = ipv4([web(), servicePort('api', { clusterIP: '10.96.0.11', clusterEndpoints: [b] })]);
+  const outcome = await dp.sync(next, 'incremental');
+  assert.equal(outcome.kind, 'full');
+  assert.ok(kernel.services.has('TCP 10.96.0.11:80'));
+  assert.deepEqual([...kernel.addresses].sort(), ['10.96.0.10', '10.96.0.11']);
+});
+
+test('a removed TCP endpoint drains at weight 0, comes back cleanly, and goes once its connections end', async () => {
+  const { kernel, dp } = setup();
+  await dp.start();
+  await dp.sync(ipv4([web()]), 'full');
+  kernel.setConnections('TCP 10.96.0.10:80', '10.244.2.10:8080', 1, 0);
+  assert.equal((await dp.sync(ipv4([web([b])]), 'incremental')).kind, 'incremental');
+  assert.ok(kernel.ipvs().includes('TCP 10.96.0.10:80 -> 10.244.2.10:8080 w=0'));
+  // Back while draining: weight 1 again (an add would fail with EEXIST and force a full sync).
+  assert.equal((await dp.sync(ipv4([web()]), 'incremental')).kind, 'incremental');
+  assert.ok(kernel.ipvs().includes('TCP 10.96.0.10:80 -> 10.244.2.10:8080 w=1'));
+  // Gone again; the next sync after its connections end deletes it.
+  await dp.sync(ipv4([web([b])]), 'incremental');
+  assert.equal(dp.draining, 2);
+  await dp.sync(ipv4([web([b])]), 'incremental');
+  assert.ok(kernel.ipvs().includes('TCP 10.96.0.10:80 -> 10.244.2.10:8080 w=0'), 'still busy: kept');
+  kernel.setConnections('TCP 10.96.0.10:80', '10.244.2.10:8080', 0, 0);
+  await dp.sync(ipv4([web([b])]), 'incremental');
+  assert.ok(!kernel.ipvs().some((l) => l.includes('10.96.0.10:80 -> 10.244.2.10')), 'drained: deleted');
+});
+
+test('intact() notices a virtual server someone deleted, and the next sync is full', async () => {
+  const { kernel, dp } = setup();
+  await dp.start();
+  await dp.sync(ipv4([web()]), 'full');
+  assert.equal(await dp.intact(), true);
+  kernel.services.delete('TCP 10.96.0.10:80');
+  assert.equal(await dp.intact(), false);
+  assert.equal((await dp.sync(ipv4([web()]), 'incremental')).kind, 'full');
+  assert.ok(kernel.services.has('TCP 10.96.0.10:80'));
+});
+
+test('cleanup removes our virtual servers, the link and the companion tables, and nothing else', async () => {
+  const { kernel, dp } = setup();
+  await dp.start();
+  await dp.sync(ipv4([web()]), 'full');
+  await kernel.client().addService(foreign);
+  await dp.cleanup();
+  assert.deepEqual([...kernel.services.keys()], ['TCP 192.168.50.1:80']);
+  assert.equal(kernel.link, false);
+  assert.deepEqual([...kernel.tables], []);
+});
