@@ -9,7 +9,14 @@ export interface FamilyContext {
   readonly mark: string;
   /** Matches for "from a local pod"; empty when the detector is 'None'. */
   readonly localMatches: readonly string[];
+  /**
+   * kube-proxy's "large cluster mode": over 1000 endpoints, the per-endpoint rules lose their
+   * comments, which are most of the ruleset's size (and of iptables-legacy's kernel blob).
+   */
+  readonly largeCluster: boolean;
 }
+
+const LARGE_CLUSTER_ENDPOINTS = 1000;
 
 export function familyContext(state: ProxyState): FamilyContext {
   return {
@@ -17,5 +24,16 @@ export function familyContext(state: ProxyState): FamilyContext {
     node: state.node,
     mark: `0x${(2 ** state.node.masqueradeBit).toString(16)}`,
     localMatches: localTrafficMatches(state.node.localDetector),
+    largeCluster: endpointCount(state) > LARGE_CLUSTER_ENDPOINTS,
   };
+}
+
+/** Endpoint chains of the family (an endpoint serving both policies counts once). */
+function endpointCount(state: ProxyState): number {
+  let count = 0;
+  for (const sp of state.servicePorts.values()) {
+    const cluster = new Set(sp.clusterEndpoints.map((e) => `${e.ip}:${e.port}`));
+    count += cluster.size + sp.localEndpoints.filter((e) => !cluster.has(`${e.ip}:${e.port}`)).length;
+  }
+  return count;
 }

@@ -64,11 +64,13 @@ export function planFamilyIncremental(prev?: ProxyState, next?: ProxyState): Fam
   if (prev === undefined) return planFamilyFull(next);
   const prevCtx = familyContext(prev);
   const nextCtx = familyContext(next);
-  const nodeChanged = JSON.stringify(prev.node) !== JSON.stringify(next.node);
-  const keys = changedKeys(prev, next, nodeChanged);
+  const renderingChanged =
+    prevCtx.largeCluster !== nextCtx.largeCluster || JSON.stringify(prev.node) !== JSON.stringify(next.node);
+  const keys = changedKeys(prev, next, renderingChanged);
   // The shared chains hold a line or more per service port: re-render them (all of them) only
   // when a changed service port's lines in them changed, which an endpoint change never does.
-  const sharedChanged = nodeChanged || keys.some((key) => sharedLines(prev, key) !== sharedLines(next, key));
+  const sharedChanged =
+    renderingChanged || keys.some((key) => sharedLines(prev, key) !== sharedLines(next, key));
   const prevTop = sharedChanged ? topLevelChains(prev, prevCtx) : EMPTY_TOP;
   const nextTop = sharedChanged ? topLevelChains(next, nextCtx) : EMPTY_TOP;
   const filter = diffChains(prevTop.filter, nextTop.filter);

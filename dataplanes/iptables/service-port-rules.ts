@@ -178,13 +178,14 @@ export function ownChains(sp: ServicePort, ctx: FamilyContext): Map<string, stri
   if (d.usesFirewallChain) chains.set(d.names.firewall, firewallChainRules(d, ctx));
   if (d.usesExternalChain) chains.set(d.names.external, externalChainRules(d, ctx));
   if (d.usesClusterChain)
-    chains.set(d.names.cluster, endpointChoiceRules(d, d.names.cluster, sp.clusterEndpoints));
-  if (d.usesLocalChain) chains.set(d.names.local, endpointChoiceRules(d, d.names.local, sp.localEndpoints));
+    chains.set(d.names.cluster, endpointChoiceRules(d, ctx, d.names.cluster, sp.clusterEndpoints));
+  if (d.usesLocalChain)
+    chains.set(d.names.local, endpointChoiceRules(d, ctx, d.names.local, sp.localEndpoints));
   // Internal traffic from outside the cluster is masqueraded first thing in its policy chain.
   if (d.hasInternalEndpoints) chains.get(d.internalChain)!.unshift(...internalMasqueradeRules(d, ctx));
   for (const endpoint of locallyReachableEndpoints(sp)) {
     const chain = endpointChainName(sp, endpoint);
-    chains.set(chain, endpointChainRules(d, chain, endpoint));
+    chains.set(chain, endpointChainRules(d, ctx, chain, endpoint));
   }
   return chains;
 }
@@ -247,32 +248,40 @@ export function probability(remaining: number): string {
   return (1 / remaining).toFixed(10);
 }
 
-function endpointChoiceRules(d: Decisions, chain: string, endpoints: readonly Endpoint[]): string[] {
+/** The comment of a per-endpoint rule, with its leading space; none in large-cluster mode. */
+function endpointNote(ctx: FamilyContext, text: string): string {
+  return ctx.largeCluster ? '' : ` ${comment(text)}`;
+}
+
+function endpointChoiceRules(
+  d: Decisions,
+  ctx: FamilyContext,
+  chain: string,
+  endpoints: readonly Endpoint[],
+): string[] {
   const { sp } = d;
   const rules: string[] = [];
   const targets = endpoints.map((endpoint) => ({
     sep: endpointChainName(sp, endpoint),
-    note: comment(`${sp.key} -> ${endpointAddress(endpoint)}`),
+    note: endpointNote(ctx, `${sp.key} -> ${endpointAddress(endpoint)}`),
   }));
   if (sp.sessionAffinity) {
     const seconds = sp.sessionAffinity.timeoutSeconds;
     for (const { sep, note } of targets) {
-      rules.push(
-        `-A ${chain} ${note} -m recent --name ${sep} --rcheck --seconds ${seconds} --reap -j ${sep}`,
-      );
+      rules.push(`-A ${chain}${note} -m recent --name ${sep} --rcheck --seconds ${seconds} --reap -j ${sep}`);
     }
   }
   const n = targets.length;
   targets.forEach(({ sep, note }, i) => {
     const random = i < n - 1 ? ` -m statistic --mode random --probability ${probability(n - i)}` : '';
-    rules.push(`-A ${chain} ${note}${random} -j ${sep}`);
+    rules.push(`-A ${chain}${note}${random} -j ${sep}`);
   });
   return rules;
 }
 
-function endpointChainRules(d: Decisions, chain: string, endpoint: Endpoint): string[] {
+function endpointChainRules(d: Decisions, ctx: FamilyContext, chain: string, endpoint: Endpoint): string[] {
   const { sp } = d;
-  const prefix = `-A ${chain} ${comment(sp.key)}`;
+  const prefix = `-A ${chain}${endpointNote(ctx, sp.key)}`;
   const affinity = sp.sessionAffinity ? ` -m recent --name ${chain} --set` : '';
   return [
     // Hairpin: a pod reaching itself through the service must see the node as the source.

@@ -167,3 +167,28 @@ test('a family that disappears leaves no service chains behind', () => {
     [],
   );
 });
+
+test('over 1000 endpoints the per-endpoint rules lose their comments, and crossing back and forth stays exact', () => {
+  const many = (n: number) =>
+    familyState(
+      'IPv4',
+      Array.from({ length: n }, (_, i) =>
+        servicePort('ns', `s${i}`, {
+          clusterIP: `10.96.${Math.floor(i / 250)}.${i % 250}`,
+          clusterEndpoints: [endpoint(`10.244.${Math.floor(i / 250)}.${i % 250}`, 80)],
+        }),
+      ),
+    );
+  const small = many(1000);
+  const large = many(1001);
+  assert.match(full(small), /^-A KPROXY-SEP-\S+ -m comment --comment ns\/s0:80\/TCP -s /m);
+  assert.doesNotMatch(full(large), /^-A KPROXY-SEP-\S+ -m comment/m);
+  assert.doesNotMatch(full(large), / -> 10\.244\./);
+  assert.match(full(large), /^-A KPROXY-SVC-\S+ -j KPROXY-SEP-/m);
+  const kernel = new FakeTables();
+  kernel.restore(full(small));
+  kernel.restore(incremental(small, large));
+  const fresh = new FakeTables();
+  fresh.restore(full(large));
+  assert.equal(kernel.dump(), fresh.dump());
+});
