@@ -1,8 +1,7 @@
 // A plan as text: what dry-run prints and golden files hold. Three sections, each the input of the
 // tool it names: the virtual servers as `ipvsadm --restore` lines, the dummy link's addresses as
 // `ip -batch` lines, and the companion table as an `nft -f` script.
-import type { IpvsOp, IpvsPlan } from './ipvs-plan.ts';
-import { DUMMY_LINK } from './ipvs-plan.ts';
+import { DUMMY_LINK, type IpvsOp, type IpvsPlan } from './ipvs-plan.ts';
 import { hostPort, type RealServer, type VirtualService } from './virtual-servers.ts';
 
 const PROTOCOL_FLAG = { TCP: '-t', UDP: '-u', SCTP: '--sctp-service' } as const;

@@ -11,7 +11,7 @@ import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.t
 import { deleteStaleUdpFlows, staleUdpFlowDeletions } from '../shared/udp-conntrack-cleanup.ts';
 import { COMPANION_TABLE } from './companion-ruleset.ts';
 import { boundAddresses, CommandError, changeAddresses, deleteLink, ensureLink } from './dummy-link.ts';
-import type { IpvsClient } from './ipvs-client.ts';
+import { type IpvsClient, IpvsError } from './ipvs-client.ts';
 import { diffAddresses } from './ipvs-diff.ts';
 import { FAMILIES, type IpvsDesired, type IpvsOp, type IpvsPlan } from './ipvs-plan.ts';
 import { createIpvsPlanner, type IpvsPlannerOptions, ipvsDesired } from './planner.ts';
@@ -45,6 +45,10 @@ const SYSCTLS = [
 interface Draining {
   readonly service: VirtualService;
   readonly server: RealServer;
+}
+
+function drainKey(service: VirtualService, server: Pick<RealServer, 'address' | 'port'>): string {
+  return `${virtualServerKey(service)}|${realServerKey(server)}`;
 }
 
 export class IpvsDataplane implements LiveDataplane {
@@ -90,7 +94,12 @@ export class IpvsDataplane implements LiveDataplane {
 
   async sync(state: DualStackState, kind: SyncKind): Promise<SyncOutcome> {
     const client = await this.#ensureClient();
-    await this.#sweepDrained(client);
+    try {
+      await this.#sweepDrained(client);
+    } catch (err) {
+      // Not fatal: the servers stay at weight 0 and the next sweep tries again.
+      this.#log('could not sweep drained IPVS real servers', { error: String(err) });
+    }
     const prev = this.#lastSynced;
     let ran: SyncKind = 'full';
     if (kind === 'incremental' && this.#committed !== undefined) {
@@ -146,11 +155,15 @@ export class IpvsDataplane implements LiveDataplane {
 
   /** Removes our virtual servers (those on the dummy link's addresses or made by us), the link and the nft tables. */
   async cleanup(): Promise<void> {
-    const client = await this.#ensureClient();
+    const client = await this.#ensureClient().catch((err: unknown) => {
+      // Without ip_vs there are no virtual servers to remove; the link and tables still go.
+      if (err instanceof IpvsError && err.code === 'unavailable') return undefined;
+      throw err;
+    });
     const bound = new Set(await boundAddresses(this.#runner));
-    for (const service of await client.listServices()) {
+    for (const service of (await client?.listServices()) ?? []) {
       const key = virtualServerKey(service);
-      if (bound.has(service.address) || this.#owned.has(key)) await client.deleteService(service);
+      if (bound.has(service.address) || this.#owned.has(key)) await client!.deleteService(service);
     }
     await deleteLink(this.#runner);
     for (const family of ['ip', 'ip6']) {
@@ -199,7 +212,6 @@ export class IpvsDataplane implements LiveDataplane {
 
   async #applyOps(client: IpvsClient, ops: readonly IpvsOp[]): Promise<void> {
     for (const op of ops) {
-      const drainKey = `${virtualServerKey(op.service)}|${'server' in op ? realServerKey(op.server) : ''}`;
       switch (op.op) {
         case 'add-service':
           await client.addService(op.service);
@@ -216,7 +228,8 @@ export class IpvsDataplane implements LiveDataplane {
           break;
         case 'add-server':
           // A server coming back while it drains is still in the kernel: give it its weight again.
-          if (this.#draining.delete(drainKey)) await client.editServer(op.service, op.server);
+          if (this.#draining.delete(drainKey(op.service, op.server)))
+            await client.editServer(op.service, op.server);
           else await client.addServer(op.service, op.server);
           break;
         case 'edit-server':
@@ -224,11 +237,11 @@ export class IpvsDataplane implements LiveDataplane {
           break;
         case 'drain-server':
           await client.editServer(op.service, op.server);
-          this.#draining.set(drainKey, { service: op.service, server: op.server });
+          this.#draining.set(drainKey(op.service, op.server), { service: op.service, server: op.server });
           break;
         case 'delete-server':
           await client.deleteServer(op.service, op.server);
-          this.#draining.delete(drainKey);
+          this.#draining.delete(drainKey(op.service, op.server));
       }
     }
   }
@@ -250,7 +263,7 @@ export class IpvsDataplane implements LiveDataplane {
       }
       const now = new Map(dumped.map((rs) => [realServerKey(rs), rs]));
       for (const d of list) {
-        const key = `${virtualServerKey(service)}|${realServerKey(d.server)}`;
+        const key = drainKey(service, d.server);
         const rs = now.get(realServerKey(d.server));
         if (rs === undefined) this.#draining.delete(key);
         else if (rs.activeConnections + rs.inactiveConnections === 0) {

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { IpvsError } from '../../../dataplanes/ipvs/ipvs-client.ts';
 import { IpvsDataplane } from '../../../dataplanes/ipvs/live.ts';
 import type { VirtualService } from '../../../dataplanes/ipvs/virtual-servers.ts';
 import { endpoint, ipv4, localEndpoint, servicePort } from '../nftables/fixtures.ts';
@@ -115,6 +116,21 @@ test('cleanup removes our virtual servers, the link and the companion tables, an
   await kernel.client().addService(foreign);
   await dp.cleanup();
   assert.deepEqual([...kernel.services.keys()], ['TCP 192.168.50.1:80']);
+  assert.equal(kernel.link, false);
+  assert.deepEqual([...kernel.tables], []);
+});
+
+test('cleanup on a kernel without ip_vs still removes the link and the companion tables', async () => {
+  const kernel = new FakeKernel();
+  kernel.link = true;
+  kernel.tables.add('ip');
+  const dp = new IpvsDataplane({
+    runner: kernel.runner(),
+    openClient: async () => {
+      throw new IpvsError('unavailable', 'IPVS is not available in this kernel');
+    },
+  });
+  await dp.cleanup();
   assert.equal(kernel.link, false);
   assert.deepEqual([...kernel.tables], []);
 });
