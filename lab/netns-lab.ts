@@ -5,12 +5,10 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import type { DataplaneMode } from '../dataplanes/shared/dataplane.ts';
 import { ENDPOINT_SLICES, NODES, objectPath, type ResourceType, SERVICES } from '../src/kube/resources.ts';
 import { sampleNode } from '../test/support/apiserver/sample-objects.ts';
-import type { EchoOutcome } from '../test/support/echo-client.ts';
 import { Lab, type LabProcess } from '../test/support/netns.ts';
 import { CLUSTER_CIDR_V4, type PodInfo, Topology } from '../test/support/topology.ts';
 import {
@@ -26,6 +24,7 @@ import {
   type Place,
   type Protocol,
 } from './driver.ts';
+import { heldConnection, toOutcome } from './echo-output.ts';
 
 const REPO = fileURLToPath(new URL('../', import.meta.url));
 const KPROXY = join(REPO, 'bin/kproxy.ts');
@@ -55,15 +54,6 @@ minSyncPeriod: 100ms
 conntrack:
   maxPerCore: 0
 `;
-}
-
-/** "10.0.0.1:5000" or "[fd00::1]:5000" → the address. */
-function addressOf(peer: string): string {
-  return peer.startsWith('[') ? peer.slice(1, peer.indexOf(']')) : peer.slice(0, peer.lastIndexOf(':'));
-}
-
-function toOutcome(o: EchoOutcome): Outcome {
-  return 'error' in o ? { error: o.error } : { backend: o.name, sourceIp: addressOf(o.peer) };
 }
 
 function resourceOf(object: KubeJson): ResourceType {
@@ -165,23 +155,13 @@ export class NetnsLab implements LabDriver {
     port: number,
     options: { readonly count: number; readonly timeoutMs: number },
   ): Promise<Outcome[]> {
-    return (await this.#topo.connect(this.#nsOf(from), protocol, host, port, options)).map(toOutcome);
+    const outcomes = await this.#topo.connect(this.#nsOf(from), protocol, host, port, options);
+    return outcomes.map(toOutcome);
   }
 
   async hold(from: Place, host: string, port: number): Promise<HeldConnection> {
     const proc = await this.#topo.holdConnection(this.#nsOf(from), host, port);
-    const greeting = JSON.parse(proc.output().split('\n')[0] ?? '{}') as { name?: string };
-    const echoes = () => proc.output().split('"echo"').length;
-    return {
-      backend: greeting.name ?? '?',
-      async alive() {
-        const before = echoes();
-        // The client sends a tick every 100 ms; a few must come back.
-        await sleep(500);
-        return !proc.output().includes('"error"') && echoes() > before + 1;
-      },
-      close: () => proc.kill(),
-    };
+    return heldConnection(proc.output, () => proc.kill());
   }
 
   async httpGet(from: Place, url: string): Promise<HttpAnswer> {

@@ -1,0 +1,44 @@
+// Reading test/support/echo-client.ts output, whichever lab ran it: one JSON line per attempt,
+// and for --hold a greeting line then one {"echo":...} line per echoed tick.
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { EchoOutcome } from '../test/support/echo-client.ts';
+import type { HeldConnection, Outcome } from './driver.ts';
+
+/** "10.0.0.1:5000" or "[fd00::1]:5000" → the address. */
+export function addressOf(peer: string): string {
+  return peer.startsWith('[') ? peer.slice(1, peer.indexOf(']')) : peer.slice(0, peer.lastIndexOf(':'));
+}
+
+export function toOutcome(o: EchoOutcome): Outcome {
+  return 'error' in o ? { error: o.error } : { backend: o.name, sourceIp: addressOf(o.peer) };
+}
+
+/** echo-client's stdout → one outcome per attempt. */
+export function parseOutcomes(stdout: string): Outcome[] {
+  return stdout
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l.startsWith('{'))
+    .map((l) => toOutcome(JSON.parse(l) as EchoOutcome));
+}
+
+/**
+ * A held connection over a running `echo-client --hold`, once its greeting is printed. The client
+ * sends a tick every 100 ms, so a live connection echoes several within alive()'s half second.
+ */
+export function heldConnection(output: () => string, kill: () => Promise<void>): HeldConnection {
+  const greeting = output()
+    .split('\n')
+    .find((l) => l.includes('"name"'));
+  const backend = greeting ? (JSON.parse(greeting) as { name: string }).name : '?';
+  const echoes = () => output().split('"echo"').length;
+  return {
+    backend,
+    async alive() {
+      const before = echoes();
+      await sleep(500);
+      return !output().includes('"error"') && echoes() > before + 1;
+    },
+    close: kill,
+  };
+}
