@@ -10,6 +10,7 @@ import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.t
 import { deleteStaleUdpFlows, staleUdpFlowDeletions } from '../shared/udp-conntrack-cleanup.ts';
 import { chooseBackend, type IptablesBackend, type IptablesTools, iptablesTools } from './backend.ts';
 import { CANARY_CHAIN, isKproxyChain } from './chain-names.ts';
+import { cleanupInputs } from './cleanup-plan.ts';
 import { JUMP_RULES } from './jump-rules.ts';
 import { iptablesPlanner } from './planner.ts';
 import { restoreParts } from './restore-chunks.ts';
@@ -219,27 +220,13 @@ export class IptablesDataplane implements LiveDataplane {
     }
   }
 
-  /** One restore: every rule of a foreign chain that jumps to a KPROXY chain, then every KPROXY chain. */
   async #cleanupTable(family: IPFamily, table: IptablesTable): Promise<void> {
-    const saved = await this.#save(family, table);
-    const chains = chainNames(saved).filter(isKproxyChain);
-    const jumps = saved
-      .split('\n')
-      .filter(
-        (line) => /^-A \S+ /.test(line) && !isKproxyChain(line.split(' ')[1]!) && / -j KPROXY-/.test(line),
-      );
-    if (chains.length === 0 && jumps.length === 0) return;
-    const input = [
-      `*${table}`,
-      ...chains.map((chain) => `:${chain} - [0:0]`),
-      ...jumps.map((line) => `-D${line.slice(2)}`),
-      ...chains.map((chain) => `-X ${chain}`),
-      'COMMIT',
-      '',
-    ].join('\n');
+    const maxChains = this.#backend === 'nft' ? this.#nftChainsPerRestore : Number.POSITIVE_INFINITY;
     const tool = this.#tools(family).restore;
-    const result = await this.#runner.run(tool, RESTORE_FLAGS, input);
-    if (result.exitCode !== 0) throw new IptablesCommandError(tool, result.stderr);
+    for (const input of cleanupInputs(table, await this.#save(family, table), maxChains)) {
+      const result = await this.#runner.run(tool, RESTORE_FLAGS, input);
+      if (result.exitCode !== 0) throw new IptablesCommandError(tool, result.stderr);
+    }
   }
 
   async #existingChains(family: IPFamily, table: IptablesTable): Promise<string[]> {

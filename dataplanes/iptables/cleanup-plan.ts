@@ -1,0 +1,43 @@
+// The restore inputs that remove everything kproxy owns in one table, from its iptables-save
+// output: every rule of a foreign chain that jumps into a KPROXY chain, then every KPROXY chain.
+// Like restore-chunks.ts, large removals go in parts (iptables-nft-restore is quadratic in the
+// chains one input declares): first the jumps and the top-level chains' rules, which leaves the
+// service chains referenced only by each other; then the service chains, referrers before the
+// chains they jump to (FW → EXT → SVC/SVL → SEP); then the empty top-level chains.
+import { isKproxyChain, isServiceChain } from './chain-names.ts';
+import type { IptablesTable } from './restore-plan.ts';
+
+const REFERRER_ORDER = ['KPROXY-FW-', 'KPROXY-EXT-', 'KPROXY-SVC-', 'KPROXY-SVL-', 'KPROXY-SEP-'];
+
+function rank(chain: string): number {
+  return REFERRER_ORDER.findIndex((prefix) => chain.startsWith(prefix));
+}
+
+export function cleanupInputs(table: IptablesTable, saved: string, maxChains: number): string[] {
+  const lines = saved.split('\n');
+  const chains = lines.filter((l) => l.startsWith(':')).map((l) => l.slice(1).split(' ')[0]!);
+  const ours = chains.filter(isKproxyChain);
+  const jumps = lines.filter(
+    (line) => line.startsWith('-A ') && !isKproxyChain(line.split(' ')[1]!) && / -j KPROXY-/.test(line),
+  );
+  if (ours.length === 0 && jumps.length === 0) return [];
+  const section = (body: readonly string[]): string => [`*${table}`, ...body, 'COMMIT', ''].join('\n');
+  const topLevel = ours.filter((chain) => !isServiceChain(chain));
+  const services = ours.filter(isServiceChain).sort((a, b) => rank(a) - rank(b) || (a < b ? -1 : 1));
+  if (ours.length <= maxChains) {
+    return [
+      section([
+        ...ours.map((c) => `:${c} - [0:0]`),
+        ...jumps.map((j) => `-D${j.slice(2)}`),
+        ...ours.map((c) => `-X ${c}`),
+      ]),
+    ];
+  }
+  const inputs = [section([...topLevel.map((c) => `:${c} - [0:0]`), ...jumps.map((j) => `-D${j.slice(2)}`)])];
+  for (let start = 0; start < services.length; start += maxChains) {
+    const part = services.slice(start, start + maxChains);
+    inputs.push(section([...part.map((c) => `:${c} - [0:0]`), ...part.map((c) => `-X ${c}`)]));
+  }
+  inputs.push(section(topLevel.map((c) => `-X ${c}`)));
+  return inputs;
+}
