@@ -54,10 +54,12 @@ export class ScenarioRun {
 
   /** Deletes what the scenario wrote, slices first (as a controller would). */
   async removeAll(): Promise<void> {
-    const objects = [...this.#written.values()].sort(
-      (a, b) => (a.kind === 'EndpointSlice' ? -1 : 0) - (b.kind === 'EndpointSlice' ? -1 : 0),
-    );
-    for (const object of objects) await this.remove(object);
+    const written = [...this.#written.values()];
+    const slicesFirst = [
+      ...written.filter((o) => o.kind === 'EndpointSlice'),
+      ...written.filter((o) => o.kind !== 'EndpointSlice'),
+    ];
+    for (const object of slicesFirst) await this.remove(object);
   }
 
   check(what: string, passed: boolean, evidence: string): boolean {
