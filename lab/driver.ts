@@ -82,7 +82,11 @@ export interface LabDriver {
   hold(from: Place, host: string, port: number): Promise<HeldConnection>;
   /** An HTTP GET (e.g. a health check node port) from a place; status 0 when unreachable. */
   httpGet(from: Place, url: string): Promise<HttpAnswer>;
-  /** The pod's echo server goes away, closing its connections, and comes back (a pod restart). */
+  /**
+   * The pod's backend goes away, closing its connections, and a replacement comes up: in the netns
+   * lab the pod's echo server restarts; in the Vagrant lab the pod is deleted and its DaemonSet
+   * makes a new one (a new name and address, listed by pods()).
+   */
   restartBackend(pod: string): Promise<void>;
   /** Restarts kproxy on every node and returns once each has done its first (full) sync again. */
   restartProxies(): Promise<void>;
