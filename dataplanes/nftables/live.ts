@@ -37,11 +37,14 @@ export interface NftablesDataplaneOptions {
 }
 
 interface CommittedRecord {
-  /** Absent after a fragment sync (not rebuilt, to stay fast): derived from `state` when needed. */
+  /**
+   * Only after adoption, when there is no state. Otherwise derived from `state` when needed (a
+   * node settings change): keeping it would double the memory the fragment indexes already take.
+   */
   readonly desired?: DesiredRuleset;
   /** Absent after adoption: what the earlier run synced is unknown. */
   readonly state?: DualStackState;
-  /** Built after a full or diff sync, or (after adoption) on the first sync that needs them. */
+  /** Built after a full or diff sync; none after adoption (the next sync is a diff). */
   readonly indexes: Map<NftFamily, FragmentIndex | 'collisions'>;
   readonly objectCount: number;
 }
@@ -165,7 +168,7 @@ export class NftablesDataplane implements LiveDataplane {
       if (desired[family]) tx.addElements(family, CANARY_SET, [{ key: `${nonce}` }]);
     await this.#nft.run(tx.toString());
     this.#nonce = nonce;
-    this.#record = { desired, state, indexes: buildIndexes(state), objectCount: objectCount(desired) };
+    this.#record = { state, indexes: buildIndexes(state), objectCount: objectCount(desired) };
   }
 
   async #syncDiff(prev: DesiredRuleset, state: DualStackState): Promise<void> {
@@ -178,7 +181,7 @@ export class NftablesDataplane implements LiveDataplane {
       }
     }
     if (!tx.empty) await this.#nft.run(tx.toString());
-    this.#record = { desired, state, indexes: buildIndexes(state), objectCount: objectCount(desired) };
+    this.#record = { state, indexes: buildIndexes(state), objectCount: objectCount(desired) };
   }
 
   /** The fragment path; false when it does not apply (then nothing was changed). */
