@@ -21,7 +21,7 @@ import {
   type TableChanges,
 } from './restore-plan.ts';
 import { appendSharedRules, emptySharedRules, ownChains } from './service-port-rules.ts';
-import { topLevelChains } from './top-level-chains.ts';
+import { type TopLevelChains, topLevelChains } from './top-level-chains.ts';
 
 export const iptablesPlanner: DataplanePlanner<IptablesPlan> = {
   mode: 'iptables',
@@ -92,7 +92,7 @@ export function planFamilyIncremental(prev?: ProxyState, next?: ProxyState): Fam
   return { family: next.family, tables: tables.filter((t) => t.chains.size > 0 || t.deleted.length > 0) };
 }
 
-const EMPTY_TOP = { filter: new Map(), nat: new Map() };
+const EMPTY_TOP: TopLevelChains = { filter: new Map(), nat: new Map() };
 
 /** A service port's lines in the shared chains, as one comparable string. */
 function sharedLines(state: ProxyState, key: string): string {
