@@ -10,6 +10,8 @@ import { CLUSTER_CIDR_V4, CLUSTER_CIDR_V6, replies, Topology, tally } from '../.
 import { endpoint, familyState, servicePort } from './scenarios.ts';
 
 const isRoot = process.getuid?.() === 0;
+const SKIP_REASON = 'needs root: network namespaces and iptables (run the suite as root)';
+if (!isRoot) process.stderr.write(`SKIPPED iptables traffic tests: ${SKIP_REASON}\n`);
 
 function endpointsOf(topology: Topology, nodeIndexes: readonly number[], port: number): Endpoint[] {
   return nodeIndexes.flatMap((i) => topology.nodes[i]!.pods.map((pod) => endpoint(pod.ipv4, port, i === 0)));
