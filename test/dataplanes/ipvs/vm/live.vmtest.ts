@@ -10,18 +10,23 @@ import { execa } from 'execa';
 import { NetlinkIpvsClient } from '../../../../dataplanes/ipvs/ipvs-client.ts';
 import { IpvsDataplane } from '../../../../dataplanes/ipvs/live.ts';
 import { execaRunner } from '../../../../dataplanes/shared/command-runner.ts';
-import type { DualStackState, Endpoint, ServicePort } from '../../../../src/model/proxy-state.ts';
+import type { DualStackState, Endpoint, ProxyState, ServicePort } from '../../../../src/model/proxy-state.ts';
 import type { EchoOutcome } from '../../../support/echo-client.ts';
 import { Lab } from '../../../support/netns.ts';
 import { tally } from '../../../support/topology.ts';
-import { ipv4, localEndpoint, servicePort } from '../../nftables/fixtures.ts';
+import { ipv4, localEndpoint, proxyState, servicePort } from '../../nftables/fixtures.ts';
 
 const SUPPORT = join(import.meta.dirname, '../../../support');
 const NODE_IP = '10.100.0.11';
 const CLIENT_IP = '10.100.0.200';
 const POD_IPS = ['10.244.1.10', '10.244.1.11', '10.244.1.12'];
+const NODE_IP6 = 'fd00:100::11';
+const CLIENT_IP6 = 'fd00:100::200';
+const POD_IP6S = ['fd00:244:1::10', 'fd00:244:1::11', 'fd00:244:1::12'];
 
 const lab = new Lab('ipvs');
+// Every probe is a new node process, and node starts slowly under TCG: share its compile cache.
+process.env.NODE_COMPILE_CACHE ??= '/tmp/kproxy-node-compile-cache';
 const pods: string[] = [];
 let client = '';
 
@@ -29,15 +34,26 @@ async function root(args: readonly string[]): Promise<void> {
   await execa('ip', args);
 }
 
+/** The VM's own namespace is throwaway: it may be configured freely. */
+async function rootSysctl(key: string, value: string): Promise<void> {
+  await execa('sysctl', ['-q', '-w', `${key}=${value}`]);
+}
+
 before(async () => {
   if (process.getuid?.() !== 0) throw new Error('the IPVS VM tests run as root inside the VM');
+  await rootSysctl('net.ipv6.conf.all.accept_dad', '0');
+  await rootSysctl('net.ipv6.conf.default.accept_dad', '0');
+  await rootSysctl('net.ipv6.conf.all.forwarding', '1');
   client = await lab.addNetns('client');
   await lab.ip(client, ['link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'kpcl', 'netns', '1']);
   await lab.ip(client, ['link', 'set', 'eth0', 'up']);
   await lab.ip(client, ['addr', 'add', `${CLIENT_IP}/24`, 'dev', 'eth0']);
   await lab.ip(client, ['route', 'add', 'default', 'via', NODE_IP]);
+  await lab.addAddress(client, 'eth0', `${CLIENT_IP6}/64`);
+  await lab.ip(client, ['-6', 'route', 'add', 'default', 'via', NODE_IP6]);
   await root(['link', 'set', 'kpcl', 'up']);
   await root(['addr', 'add', `${NODE_IP}/24`, 'dev', 'kpcl']);
+  await root(['addr', 'add', `${NODE_IP6}/64`, 'dev', 'kpcl', 'nodad']);
   for (const [m, ip] of POD_IPS.entries()) {
     const ns = await lab.addNetns(`pod-${m}`);
     pods.push(ns);
@@ -46,9 +62,13 @@ before(async () => {
     await lab.ip(ns, ['addr', 'add', `${ip}/32`, 'dev', 'eth0']);
     await lab.ip(ns, ['route', 'add', '10.244.1.1', 'dev', 'eth0', 'scope', 'link']);
     await lab.ip(ns, ['route', 'add', 'default', 'via', '10.244.1.1', 'dev', 'eth0']);
+    await lab.addAddress(ns, 'eth0', `${POD_IP6S[m]}/128`);
+    await lab.ip(ns, ['-6', 'route', 'add', 'default', 'via', 'fe80::1', 'dev', 'eth0']);
     await root(['link', 'set', `kpv${m}`, 'up']);
     await root(['addr', 'add', '10.244.1.1/32', 'dev', `kpv${m}`]);
     await root(['route', 'add', `${ip}/32`, 'dev', `kpv${m}`]);
+    await root(['addr', 'add', 'fe80::1/64', 'dev', `kpv${m}`, 'nodad']);
+    await root(['-6', 'route', 'add', `${POD_IP6S[m]}/128`, 'dev', `kpv${m}`]);
   }
   // Node starts slowly under TCG: start the echo servers together.
   const servers = pods.map((ns, m) =>
@@ -89,7 +109,7 @@ function stateA(): DualStackState {
     }),
     servicePort('empty', { clusterIP: '10.96.0.99', nodePort: 30099 }),
   ];
-  return ipv4(ports, { nodeIPs: [NODE_IP] });
+  return { ...ipv4(ports, { nodeIPs: [NODE_IP] }), IPv6: web6([ep6(0), ep6(1)]) };
 }
 
 /** web loses pod-1, empty goes away, api arrives. */
@@ -109,7 +129,16 @@ function stateB(): DualStackState {
     }),
     servicePort('api', { clusterIP: '10.96.0.11', port: 443, clusterEndpoints: [ep(1)] }),
   ];
-  return ipv4(ports, { nodeIPs: [NODE_IP] });
+  return { ...ipv4(ports, { nodeIPs: [NODE_IP] }), IPv6: web6([ep6(0)]) };
+}
+
+function ep6(m: number): Endpoint {
+  return localEndpoint(POD_IP6S[m]!, 8080);
+}
+
+function web6(endpoints: Endpoint[]): ProxyState {
+  const web = servicePort('web', { clusterIP: 'fd00:96::10', clusterEndpoints: endpoints });
+  return proxyState('IPv6', [web], { nodeIPs: [NODE_IP6] });
 }
 
 async function connect(
@@ -156,7 +185,9 @@ async function kernelState(): Promise<{ ipvs: string[]; addresses: string; nft: 
     .filter((a) => a.includes('/'))
     .sort()
     .join(' ');
-  const nft = (await execa('nft', ['list', 'table', 'ip', 'kproxy-ipvs'])).stdout;
+  const nft =
+    (await execa('nft', ['list', 'table', 'ip', 'kproxy-ipvs'])).stdout +
+    (await execa('nft', ['list', 'table', 'ip6', 'kproxy-ipvs'])).stdout;
   return { ipvs: (await ipvsTable()).serving, addresses, nft };
 }
 
@@ -180,6 +211,10 @@ test('IPVS dataplane: real packets, incremental ≡ full, cleanup', async (t) =>
 
   await t.test('NodePort reaches only the ready backends', async () => {
     assert.deepEqual(names(await connect(client, 'tcp', NODE_IP, 30080, 8)), { 'pod-0': 4, 'pod-1': 4 });
+  });
+
+  await t.test('IPv6 ClusterIP reaches only the ready backends', async () => {
+    assert.deepEqual(names(await connect(client, 'tcp', 'fd00:96::10', 80, 6)), { 'pod-0': 3, 'pod-1': 3 });
   });
 
   await t.test('UDP ClusterIP reaches only the ready backends', async () => {
@@ -227,6 +262,7 @@ test('IPVS dataplane: real packets, incremental ≡ full, cleanup', async (t) =>
     assert.deepEqual(draining, [
       '-a -t 10.100.0.11:30080 -r 10.244.1.11:8080 -m -w 0',
       '-a -t 10.96.0.10:80 -r 10.244.1.11:8080 -m -w 0',
+      '-a -t [fd00:96::10]:80 -r [fd00:244:1::11]:8080 -m -w 0',
     ]);
   });
 
