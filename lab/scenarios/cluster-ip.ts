@@ -28,15 +28,15 @@ export const clusterIpDnat: Scenario = {
       { kind: 'pod', pod: notReady.name },
       ...run.lab.nodes().map((n): Place => ({ kind: 'node', node: n.name })),
     ];
-    const [first] = places;
-    const converged = await run.converge(
-      'the ClusterIP answers',
-      () => tallyFrom(run, first!, 'tcp', CLUSTER_IP, 80, 2),
-      (seen) => [...seen.keys()].some((k) => !k.startsWith('error:')),
-      describeTally,
-    );
-    if (!converged) return;
     for (const place of places) {
+      // Each place's node syncs on its own: wait for it before counting.
+      const converged = await run.converge(
+        `the ClusterIP answers ${placeName(place)}`,
+        () => tallyFrom(run, place, 'tcp', CLUSTER_IP, 80, 2),
+        (seen) => [...seen.keys()].some((k) => !k.startsWith('error:')),
+        describeTally,
+      );
+      if (!converged) continue;
       const seen = await tallyFrom(run, place, 'tcp', CLUSTER_IP, 80, count);
       run.check(
         `from ${placeName(place)}: exactly the ${ready.length} ready backends answer (${count} connections)`,

@@ -17,7 +17,7 @@ export async function tallyFrom(
   host: string,
   port: number,
   count: number,
-  timeoutMs = 1000,
+  timeoutMs = 2000,
 ): Promise<Map<string, number>> {
   return tallyBackends(await run.lab.connect(from, protocol, host, port, { count, timeoutMs }));
 }
