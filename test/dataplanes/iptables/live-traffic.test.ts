@@ -210,6 +210,35 @@ for (const backend of ['nft', 'legacy'] as const) {
       await dataplane.sync(state, 'incremental');
     });
 
+    test("a removed UDP endpoint's conntrack entries are deleted by the sync", async (t) => {
+      if (!requireRoot(t)) return;
+      const node = topology.nodes[0]!.ns;
+      const gone = topology.pod('node-0-pod-0').ipv4;
+      const flows = async (): Promise<number> => {
+        const args = ['-L', '-p', 'udp', '--orig-dst', '10.96.0.53', '--reply-src', gone];
+        const listed = await lab.exec(node, 'conntrack', args, { reject: false });
+        return listed.stdout.split('\n').filter((line) => line.includes('udp')).length;
+      };
+      // Each datagram comes from a new source port: 20 of them reach every endpoint for sure.
+      await topology.connect(client, 'udp', '10.96.0.53', 53, { count: 20 });
+      assert.ok((await flows()) > 0, 'flows to the endpoint are tracked');
+      const state = clusterState(topology);
+      const dns = state.IPv4!.servicePorts.get('ns/dns:53/UDP')!;
+      const others = [...state.IPv4!.servicePorts.values()].filter((sp) => sp !== dns);
+      const withoutEndpoint = {
+        ...state,
+        IPv4: familyState(
+          'IPv4',
+          [...others, { ...dns, clusterEndpoints: dns.clusterEndpoints.filter((e) => e.ip !== gone) }],
+          state.IPv4!.node,
+        ),
+      };
+      const outcome = await dataplane.sync(withoutEndpoint, 'incremental');
+      assert.ok(outcome.conntrackEntriesDeleted >= 1, JSON.stringify(outcome));
+      assert.equal(await flows(), 0);
+      await dataplane.sync(state, 'incremental');
+    });
+
     test('a flushed nat table is detected and repaired by the next sync', async (t) => {
       if (!requireRoot(t)) return;
       const node = topology.nodes[0]!.ns;
