@@ -22,7 +22,7 @@ import { CANARY_SET } from './base-objects.ts';
 import { desiredRuleset } from './desired-ruleset.ts';
 import { diffFamily, diffRulesets } from './diff.ts';
 import { FragmentIndex } from './fragment-index.ts';
-import { fullTransaction } from './full-transaction.ts';
+import { coldStartTransactions, fullTransaction } from './full-transaction.ts';
 import type { NftRunner } from './nft-runner.ts';
 import { type DesiredRuleset, FAMILIES, type FamilyRuleset } from './ruleset.ts';
 import { type NftFamily, NftTransaction, TABLE } from './transaction.ts';
@@ -31,6 +31,8 @@ export type NftablesLog = (message: string, fields?: Readonly<Record<string, unk
 
 export interface NftablesDataplaneOptions {
   readonly nft: NftRunner;
+  /** A cold start with more elements than this is split into transactions of this size. */
+  readonly coldStartChunk?: number;
   /** Runs `conntrack` for the stale UDP flow cleanup. */
   readonly commands: CommandRunner;
   readonly log?: NftablesLog;
@@ -85,11 +87,15 @@ export class NftablesDataplane implements LiveDataplane {
   /** The nonce the last full sync put in every table's canary set: a table without it was
    * deleted, flushed or replaced by someone else. */
   #nonce: number | undefined;
+  /** start() or cleanup() found/left no table of ours: the next full sync is a cold start. */
+  #noTables = false;
+  readonly #coldStartChunk: number;
 
   constructor(options: NftablesDataplaneOptions) {
     this.#nft = options.nft;
     this.#commands = options.commands;
     this.#log = options.log ?? (() => {});
+    this.#coldStartChunk = options.coldStartChunk ?? 50_000;
   }
 
   async start(): Promise<void> {
@@ -97,6 +103,7 @@ export class NftablesDataplane implements LiveDataplane {
     const ip = adoptTable('ip', listings.ip);
     const ip6 = adoptTable('ip6', listings.ip6);
     if (!ip && !ip6) {
+      this.#noTables = true;
       this.#log('nftables: no table from an earlier run');
       return;
     }
@@ -140,6 +147,7 @@ export class NftablesDataplane implements LiveDataplane {
     );
     this.#record = undefined;
     this.#nonce = undefined;
+    this.#noTables = true;
   }
 
   /** A sync planned from the record, or undefined when only a full sync will do. */
@@ -162,13 +170,22 @@ export class NftablesDataplane implements LiveDataplane {
   async #syncFull(state: DualStackState): Promise<void> {
     this.#record = undefined;
     const desired = desiredRuleset(state);
+    const count = objectCount(desired);
     const nonce = randomInt(1, 2 ** 32);
-    const tx = fullTransaction(desired);
+    const transactions =
+      this.#noTables && count > this.#coldStartChunk
+        ? coldStartTransactions(desired, this.#coldStartChunk)
+        : [fullTransaction(desired)];
+    // The canary goes in last: a cold start cut short is not intact.
+    const last = transactions.at(-1)!;
     for (const family of FAMILIES)
-      if (desired[family]) tx.addElements(family, CANARY_SET, [{ key: `${nonce}` }]);
-    await this.#nft.run(tx.toString());
+      if (desired[family]) last.addElements(family, CANARY_SET, [{ key: `${nonce}` }]);
+    for (const tx of transactions) await this.#nft.run(tx.toString());
+    if (transactions.length > 1)
+      this.#log('nftables: cold start in bounded transactions', { transactions: transactions.length });
+    this.#noTables = false;
     this.#nonce = nonce;
-    this.#record = { state, indexes: buildIndexes(state), objectCount: objectCount(desired) };
+    this.#record = { state, indexes: buildIndexes(state), objectCount: count };
   }
 
   async #syncDiff(prev: DesiredRuleset, state: DualStackState): Promise<void> {

@@ -19,12 +19,12 @@ if (!isRoot) process.stderr.write(`SKIPPED nftables live kernel tests: ${ROOT_RE
 /** Fallbacks logged by any dataplane of this file: each one is a planning bug. */
 const fallbacks: string[] = [];
 
-function dataplaneIn(ns: string): NftablesDataplane {
+function dataplaneIn(ns: string, coldStartChunk?: number): NftablesDataplane {
   const commands = execaRunner(['ip', 'netns', 'exec', ns]);
   const log = (message: string, fields?: Readonly<Record<string, unknown>>) => {
     if (message.includes('falling back')) fallbacks.push(`${message} ${JSON.stringify(fields)}`);
   };
-  return new NftablesDataplane({ nft: commandNftRunner(commands), commands, log });
+  return new NftablesDataplane({ nft: commandNftRunner(commands), commands, log, coldStartChunk });
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -126,7 +126,9 @@ describe('nftables live dataplane on the kernel', { skip: isRoot ? false : ROOT_
     const seed = Number(process.env.NFT_SEED ?? Date.now() % 100000);
     t.diagnostic(`seed ${seed} (NFT_SEED=${seed} to repeat)`);
     const random = prng(seed);
-    let dp = dataplaneIn(viaSyncs);
+    // A cold start in bounded transactions (tiny ones, to have several).
+    let dp = dataplaneIn(viaSyncs, 8);
+    await dp.start();
     let last = randomState(random);
     await dp.sync(last, 'full');
     for (let i = 0; i < 12; i++) {
