@@ -141,8 +141,15 @@ export class VagrantLab implements LabDriver {
 
   /** Deletes the pod (its connections die with it); its DaemonSet brings a new one, with a new name. */
   async restartBackend(pod: string): Promise<void> {
+    const before = this.#pods.length;
     await this.#kubectl(`delete pod ${shellLine([pod])} --wait=true`);
-    await this.#refresh();
+    // The DaemonSet's status may not count the loss yet: wait for the replacement to be ready.
+    for (let waited = 0; ; waited += 1000) {
+      await this.#refresh();
+      if (this.#pods.length >= before && !this.#pods.some((p) => p.name === pod)) return;
+      if (waited > 120_000) throw new Error(`no ready replacement for pod ${pod} within 2 minutes`);
+      await sleep(1000);
+    }
   }
 
   async restartProxies(): Promise<void> {
@@ -204,7 +211,8 @@ export class VagrantLab implements LabDriver {
 /** Runs `command`, then waits (up to a minute) until kproxy logs a sync that began after it. */
 function syncedAfter(command: string): string {
   return (
-    `since=$(date +%s); ${command} || exit 1; for i in $(seq 120); do ` +
+    // journalctl --since counts whole seconds: count from the next one, in which the command starts.
+    `since=$(($(date +%s) + 1)); sleep 1; ${command} || exit 1; for i in $(seq 120); do ` +
     `sudo journalctl -u kproxy --since "@$since" -o cat | grep -q '"msg":"rules synced"' && exit 0; sleep 0.5; done; ` +
     'echo "kproxy did not sync within a minute" >&2; exit 1'
   );

@@ -1,6 +1,7 @@
 // The Vagrant lab driver without VMs: a scripted shell stands in for ssh, answering the commands
 // the driver sends with what kubectl and echo-client print on the VMs.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { describe, test } from 'node:test';
 import type { RemoteProcess, RemoteResult, RemoteShell } from '../../lab/remote-shell.ts';
 import { shellQuote } from '../../lab/remote-shell.ts';
@@ -142,6 +143,24 @@ describe('Vagrant lab driver', () => {
       /kubectl apply -f -: error: the server is unavailable/,
     );
   });
+});
+
+test('every command the driver sends is valid shell, and a mode switch waits for a sync on every VM', async () => {
+  const shell = new ScriptedShell();
+  const lab = await VagrantLab.connect(shell);
+  await lab.useMode('iptables');
+  await lab.restartProxies();
+  await lab.httpGet({ kind: 'external' }, 'http://192.168.56.11:32121/');
+  await lab.connect({ kind: 'external' }, 'tcp', '192.168.56.11', 30110, { count: 1, timeoutMs: 1000 });
+  for (const { command } of shell.sent) execFileSync('bash', ['-n', '-c', command]);
+  const switches = shell.sent.filter((s) => s.command.includes('kproxy-mode.sh iptables'));
+  assert.deepEqual(
+    switches.map((s) => s.host),
+    ['cp', 'w1'],
+    'every VM, the control plane too',
+  );
+  assert.match(switches[0]!.command, /journalctl -u kproxy --since .*rules synced/);
+  assert.equal(lab.name, 'vagrant/iptables');
 });
 
 describe('shell quoting', () => {
