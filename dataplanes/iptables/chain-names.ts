@@ -1,7 +1,7 @@
 // Names of the iptables chains kproxy owns. Everything is prefixed KPROXY- so it can never collide
 // with an upstream kube-proxy (KUBE-*). Per-service chain names are hashed like kube-proxy's
 // (sha256 → base32 → 16 characters), because iptables chain names are limited to 28 characters.
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { Endpoint, ServicePort } from '../../src/model/proxy-state.ts';
 
 export const SERVICES_CHAIN = 'KPROXY-SERVICES';
@@ -41,7 +41,7 @@ const BASE32 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
 
 /** The first 16 characters of base32(sha256(text)), i.e. the first 80 bits. */
 function hash16(text: string): string {
-  const digest = createHash('sha256').update(text).digest();
+  const digest = hash('sha256', text, 'buffer');
   let out = '';
   let bits = 0;
   let value = 0;
