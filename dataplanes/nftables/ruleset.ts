@@ -50,7 +50,7 @@ export class RulesetBuilder {
   }
 
   hasElement(set: string, key: string): boolean {
-    return this.#elements.get(set)?.has(key) ?? this.#elementsOf(set).has(key);
+    return this.#elementsOf(set).has(key);
   }
 
   addElement(set: string, element: ElementSpec): void {

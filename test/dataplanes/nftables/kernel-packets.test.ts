@@ -54,7 +54,13 @@ describe('nftables ruleset with real packets', { skip: isRoot ? false : ROOT_REA
     const [b0, b1] = topo.nodes[1]!.pods;
     const ports: ServicePort[] = [
       portFor(nodeName, 'web', { clusterIP: '10.96.0.10', nodePort: 30080, pods: [a0!, b0!] }),
-      portFor(nodeName, 'dns', { clusterIP: '10.96.0.53', protocol: 'UDP', port: 53, pods: [a1!, b0!] }),
+      portFor(nodeName, 'dns', {
+        clusterIP: '10.96.0.53',
+        protocol: 'UDP',
+        port: 53,
+        nodePort: 30053,
+        pods: [a1!, b0!],
+      }),
       portFor(nodeName, 'empty', { clusterIP: '10.96.0.99', nodePort: 30099 }),
       portFor(nodeName, 'local', {
         clusterIP: '10.96.0.20',
@@ -119,6 +125,11 @@ describe('nftables ruleset with real packets', { skip: isRoot ? false : ROOT_REA
 
   test('UDP to a ClusterIP reaches only its endpoints', async () => {
     const outcomes = await topo.connect(client(), 'udp', '10.96.0.53', 53, { count: 40 });
+    assert.deepEqual(names(outcomes), ['node-0-pod-1', 'node-1-pod-0']);
+  });
+
+  test('UDP to a NodePort reaches only its endpoints', async () => {
+    const outcomes = await topo.connect(client(), 'udp', topo.nodes[1]!.ipv4, 30053, { count: 30 });
     assert.deepEqual(names(outcomes), ['node-0-pod-1', 'node-1-pod-0']);
   });
 
