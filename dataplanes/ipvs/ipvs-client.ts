@@ -10,8 +10,10 @@ import {
   IPVS_CMD,
   IPVS_GENL_NAME,
   IPVS_GENL_VERSION,
+  type IpvsTimeouts,
   serviceIdentityMessage,
   serviceMessage,
+  timeoutsMessage,
 } from './ipvs-messages.ts';
 import type { RealServer, VirtualService } from './virtual-servers.ts';
 
@@ -24,6 +26,7 @@ export interface IpvsClient {
   addServer(service: VirtualService, server: RealServer): Promise<void>;
   editServer(service: VirtualService, server: RealServer): Promise<void>;
   deleteServer(service: VirtualService, server: RealServer): Promise<void>;
+  setTimeouts(timeouts: IpvsTimeouts): Promise<void>;
   close(): void;
 }
 
@@ -113,6 +116,10 @@ export class NetlinkIpvsClient implements IpvsClient {
 
   async deleteServer(service: VirtualService, server: RealServer): Promise<void> {
     await this.#request('delete server', IPVS_CMD.DEL_DEST, destIdentityMessage(service, server));
+  }
+
+  async setTimeouts(timeouts: IpvsTimeouts): Promise<void> {
+    await this.#request('set timeouts', IPVS_CMD.SET_CONFIG, timeoutsMessage(timeouts));
   }
 
   close(): void {

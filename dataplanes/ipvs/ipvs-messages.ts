@@ -17,9 +17,10 @@ export const IPVS_CMD = {
   SET_DEST: 6,
   DEL_DEST: 7,
   GET_DEST: 8,
+  SET_CONFIG: 12,
 } as const;
 
-const CMD_ATTR = { SERVICE: 1, DEST: 2 } as const;
+const CMD_ATTR = { SERVICE: 1, DEST: 2, TIMEOUT_TCP: 4, TIMEOUT_TCP_FIN: 5, TIMEOUT_UDP: 6 } as const;
 
 const SVC_ATTR = {
   AF: 1,
@@ -109,6 +110,22 @@ export function destMessage(service: VirtualService, server: RealServer): Buffer
       u32(DEST_ATTR.L_THRESH, 0),
     ]),
   ]);
+}
+
+/** Connection timeouts in seconds (ipvsadm --set); 0 leaves the kernel's value as it is. */
+export interface IpvsTimeouts {
+  readonly tcpSeconds: number;
+  readonly tcpFinSeconds: number;
+  readonly udpSeconds: number;
+}
+
+/** SET_CONFIG body: only the timeouts that are set. */
+export function timeoutsMessage(timeouts: IpvsTimeouts): Buffer {
+  const attrs: Buffer[] = [];
+  if (timeouts.tcpSeconds > 0) attrs.push(u32(CMD_ATTR.TIMEOUT_TCP, timeouts.tcpSeconds));
+  if (timeouts.tcpFinSeconds > 0) attrs.push(u32(CMD_ATTR.TIMEOUT_TCP_FIN, timeouts.tcpFinSeconds));
+  if (timeouts.udpSeconds > 0) attrs.push(u32(CMD_ATTR.TIMEOUT_UDP, timeouts.udpSeconds));
+  return Buffer.concat(attrs);
 }
 
 /** DEL_DEST body. */

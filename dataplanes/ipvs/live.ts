@@ -6,6 +6,7 @@
 // (reconcile against a dump), to sweep drained real servers, and in intact()/cleanup(). Any
 // failure of an incremental sync falls back to a full one.
 import type { DualStackState } from '../../src/model/proxy-state.ts';
+import { cidrContains } from '../shared/cidr.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
 import { deleteStaleUdpFlows, staleUdpFlowDeletions } from '../shared/udp-conntrack-cleanup.ts';
@@ -13,6 +14,7 @@ import { COMPANION_TABLE } from './companion-ruleset.ts';
 import { boundAddresses, CommandError, changeAddresses, deleteLink, ensureLink } from './dummy-link.ts';
 import { type IpvsClient, IpvsError } from './ipvs-client.ts';
 import { diffAddresses } from './ipvs-diff.ts';
+import type { IpvsTimeouts } from './ipvs-messages.ts';
 import { FAMILIES, type IpvsDesired, type IpvsOp, type IpvsPlan } from './ipvs-plan.ts';
 import { createIpvsPlanner, type IpvsPlannerOptions, ipvsDesired } from './planner.ts';
 import { reconcileServers, reconcileServices } from './reconcile.ts';
@@ -27,6 +29,12 @@ export interface IpvsDataplaneOptions {
   readonly openClient: () => Promise<IpvsClient>;
   /** IPVS scheduler (kube-proxy's ipvs.scheduler); rr by default. */
   readonly scheduler?: string;
+  /** kube-proxy's ipvs.strictARP: answer ARP only for addresses of the receiving interface. */
+  readonly strictARP?: boolean;
+  /** kube-proxy's ipvs.tcpTimeout, tcpFinTimeout, udpTimeout (0 = leave as is). */
+  readonly timeouts?: IpvsTimeouts;
+  /** kube-proxy's ipvs.excludeCIDRs: virtual servers there are never removed. */
+  readonly excludeCIDRs?: readonly string[];
   readonly log?: IpvsLog;
 }
 
@@ -41,6 +49,8 @@ const SYSCTLS = [
   'net.ipv4.vs.expire_nodest_conn=1',
   'net.ipv4.vs.expire_quiescent_template=1',
 ];
+/** strictARP: the service addresses on the dummy link must not be announced or answered for. */
+const STRICT_ARP_SYSCTLS = ['net.ipv4.conf.all.arp_ignore=1', 'net.ipv4.conf.all.arp_announce=2'];
 
 interface Draining {
   readonly service: VirtualService;
@@ -58,6 +68,9 @@ export class IpvsDataplane implements LiveDataplane {
   readonly #options: IpvsPlannerOptions;
   readonly #planner: ReturnType<typeof createIpvsPlanner>;
   readonly #log: IpvsLog;
+  readonly #strictARP: boolean;
+  readonly #timeouts: IpvsTimeouts | undefined;
+  readonly #excludeCIDRs: readonly string[];
   #client: IpvsClient | undefined;
   /** The state the kernel holds, when we are sure of it; undefined forces the next sync to be full. */
   #committed: DualStackState | undefined;
@@ -74,6 +87,9 @@ export class IpvsDataplane implements LiveDataplane {
     this.#options = { scheduler: options.scheduler ?? 'rr' };
     this.#planner = createIpvsPlanner(this.#options);
     this.#log = options.log ?? (() => {});
+    this.#strictARP = options.strictARP ?? false;
+    this.#timeouts = options.timeouts;
+    this.#excludeCIDRs = options.excludeCIDRs ?? [];
   }
 
   /** Real servers waiting for their connections to end (for tests and logs). */
@@ -83,8 +99,11 @@ export class IpvsDataplane implements LiveDataplane {
 
   async start(): Promise<void> {
     const client = await this.#ensureClient();
-    const sysctl = await this.#runner.run('sysctl', ['-q', '-w', ...SYSCTLS]);
+    const sysctls = this.#strictARP ? [...SYSCTLS, ...STRICT_ARP_SYSCTLS] : SYSCTLS;
+    const sysctl = await this.#runner.run('sysctl', ['-q', '-w', ...sysctls]);
     if (sysctl.exitCode !== 0) throw new CommandError('sysctl', sysctl.stderr);
+    const t = this.#timeouts;
+    if (t && (t.tcpSeconds > 0 || t.tcpFinSeconds > 0 || t.udpSeconds > 0)) await client.setTimeouts(t);
     const bound = new Set(await boundAddresses(this.#runner));
     for (const service of await client.listServices()) {
       if (bound.has(service.address)) this.#owned.add(virtualServerKey(service));
@@ -200,7 +219,8 @@ export class IpvsDataplane implements LiveDataplane {
     // addresses that are ours: the dummy link's and the node-port addresses.
     const addressesOurs = new Set([...current, ...desired.boundAddresses, ...desired.nodePortAddresses]);
     const isOurs = (s: VirtualService): boolean =>
-      addressesOurs.has(s.address) || this.#owned.has(virtualServerKey(s));
+      !this.#excludeCIDRs.some((cidr) => cidrContains(cidr, s.address)) &&
+      (addressesOurs.has(s.address) || this.#owned.has(virtualServerKey(s)));
     const { ops, existing } = reconcileServices(desired, await client.listServices(), isOurs);
     for (const vs of existing) ops.push(...reconcileServers(vs, await client.listServers(vs)));
     // Whatever was draining is re-decided from the dump.

@@ -1,7 +1,7 @@
 // A fake IPVS netlink client and a fake `ip`/`nft`/`sysctl`/`conntrack` runner sharing one
 // in-memory kernel, for unit tests of the live dataplane (the real kernel is tested in the VM).
 import { type IpvsClient, IpvsError } from '../../../dataplanes/ipvs/ipvs-client.ts';
-import type { DumpedRealServer } from '../../../dataplanes/ipvs/ipvs-messages.ts';
+import type { DumpedRealServer, IpvsTimeouts } from '../../../dataplanes/ipvs/ipvs-messages.ts';
 import {
   type RealServer,
   realServerKey,
@@ -21,6 +21,8 @@ export class FakeKernel {
   readonly addresses = new Set<string>();
   readonly nftScripts: string[] = [];
   readonly tables = new Set<string>();
+  timeouts: IpvsTimeouts | undefined;
+  readonly sysctls: string[] = [];
   /** Makes the next `nft -f` fail (to exercise the fallback to a full sync). */
   failNextNft = false;
 
@@ -91,6 +93,9 @@ export class FakeKernel {
       async deleteServer(s, rs) {
         if (!service(s).servers.delete(realServerKey(rs))) throw new IpvsError('ENOENT', 'no server');
       },
+      async setTimeouts(timeouts) {
+        kernel.timeouts = timeouts;
+      },
       close() {},
     };
   }
@@ -101,7 +106,11 @@ export class FakeKernel {
     return {
       run: async (command, args, input = '') => {
         const line = [command, ...args].join(' ');
-        if (command === 'sysctl' || command === 'conntrack') return ok();
+        if (command === 'sysctl') {
+          this.sysctls.push(...args.filter((a) => a.includes('=')));
+          return ok();
+        }
+        if (command === 'conntrack') return ok();
         if (line === 'ip link show dev kproxy-ipvs0') return this.link ? ok() : fail('does not exist');
         if (line === 'ip link add kproxy-ipvs0 type dummy') {
           this.link = true;

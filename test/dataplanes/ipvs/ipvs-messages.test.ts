@@ -8,6 +8,7 @@ import {
   destMessage,
   serviceIdentityMessage,
   serviceMessage,
+  timeoutsMessage,
 } from '../../../dataplanes/ipvs/ipvs-messages.ts';
 import { attribute, nested, parseAttributes, u32 } from '../../../dataplanes/ipvs/netlink-attributes.ts';
 import type { VirtualService } from '../../../dataplanes/ipvs/virtual-servers.ts';
@@ -140,4 +141,11 @@ test('a dumped destination decodes with its connection counters', () => {
 
 test('a truncated attribute is an error, not a silent misread', () => {
   assert.throws(() => parseAttributes(Buffer.from('0800010001', 'hex')), /malformed netlink attribute/);
+});
+
+test('SET_CONFIG body: only the timeouts that are set, in seconds', () => {
+  assert.equal(
+    timeoutsMessage({ tcpSeconds: 900, tcpFinSeconds: 0, udpSeconds: 300 }).toString('hex'),
+    hex('0800 0400 84030000', '0800 0600 2c010000'),
+  );
 });

@@ -134,3 +134,32 @@ test('cleanup on a kernel without ip_vs still removes the link and the companion
   assert.equal(kernel.link, false);
   assert.deepEqual([...kernel.tables], []);
 });
+
+test('start applies the IPVS sysctls, strict ARP and the configured timeouts', async () => {
+  const kernel = new FakeKernel();
+  const timeouts = { tcpSeconds: 900, tcpFinSeconds: 0, udpSeconds: 300 };
+  const dp = new IpvsDataplane({
+    runner: kernel.runner(),
+    openClient: async () => kernel.client(),
+    strictARP: true,
+    timeouts,
+  });
+  await dp.start();
+  assert.ok(kernel.sysctls.includes('net.ipv4.vs.conntrack=1'), 'masquerade needs conntrack for IPVS');
+  assert.ok(kernel.sysctls.includes('net.ipv4.conf.all.arp_ignore=1'));
+  assert.ok(kernel.sysctls.includes('net.ipv4.conf.all.arp_announce=2'));
+  assert.deepEqual(kernel.timeouts, timeouts);
+});
+
+test('a full sync never removes virtual servers in excludeCIDRs, even on our addresses', async () => {
+  const kernel = new FakeKernel();
+  const dp = new IpvsDataplane({
+    runner: kernel.runner(),
+    openClient: async () => kernel.client(),
+    excludeCIDRs: ['10.100.0.0/24'],
+  });
+  await dp.start();
+  await dp.sync(ipv4([web()]), 'full');
+  await dp.sync(ipv4([{ ...web(), nodePort: 0 }]), 'full');
+  assert.ok(kernel.services.has('TCP 10.100.0.11:30080'), 'excluded node-port server kept');
+});

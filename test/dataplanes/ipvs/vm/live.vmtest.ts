@@ -196,9 +196,18 @@ function dataplane(): IpvsDataplane {
 }
 
 test('IPVS dataplane: real packets, incremental ≡ full, cleanup', async (t) => {
-  const dp = dataplane();
+  const dp = new IpvsDataplane({
+    runner: execaRunner(),
+    openClient: () => NetlinkIpvsClient.open(),
+    timeouts: { tcpSeconds: 900, tcpFinSeconds: 0, udpSeconds: 300 },
+  });
   t.after(() => dp.cleanup());
   await dp.start();
+  // Only the timeouts that were set change (tcpfin keeps the kernel's 120 s).
+  assert.match(
+    (await execa('ipvsadm', ['-L', '--timeout'])).stdout,
+    /Timeout \(tcp tcpfin udp\): 900 120 300/,
+  );
   const outcome = await dp.sync(stateA(), 'full');
   assert.equal(outcome.kind, 'full');
 
