@@ -1,6 +1,6 @@
 import { ECHO_TCP_PORT, type Place } from '../driver.ts';
 import { labService, labSlice } from './objects.ts';
-import { placeName, tallyFrom } from './probe.ts';
+import { PROBE_TIMEOUT_MS, placeName, tallyFrom } from './probe.ts';
 import { attemptsFor, describeTally, type Scenario, sameBackends } from './scenario.ts';
 
 const CLUSTER_IP = '10.96.100.10';
@@ -32,7 +32,7 @@ export const clusterIpDnat: Scenario = {
       // Each place's node syncs on its own: wait for it before counting.
       const converged = await run.converge(
         `the ClusterIP answers ${placeName(place)}`,
-        () => tallyFrom(run, place, 'tcp', CLUSTER_IP, 80, 2),
+        () => tallyFrom(run, place, 'tcp', CLUSTER_IP, 80, 2, PROBE_TIMEOUT_MS),
         (seen) => [...seen.keys()].some((k) => !k.startsWith('error:')),
         describeTally,
       );

@@ -2,7 +2,7 @@
 // while every kproxy restarts and resyncs in full; it dies only when its own backend goes away.
 import { ECHO_TCP_PORT, type LabPod } from '../driver.ts';
 import { labService, labSlice } from './objects.ts';
-import { tallyFrom } from './probe.ts';
+import { PROBE_TIMEOUT_MS, tallyFrom } from './probe.ts';
 import { describeTally, type Scenario, type ScenarioRun } from './scenario.ts';
 
 const NODE_PORT = 30170;
@@ -32,7 +32,8 @@ export const conntrackPinning: Scenario = {
       );
     await run.apply(service);
     await serve([first, second]);
-    const newConnections = () => tallyFrom(run, { kind: 'external' }, 'tcp', node!.address, NODE_PORT, 8);
+    const newConnections = () =>
+      tallyFrom(run, { kind: 'external' }, 'tcp', node!.address, NODE_PORT, 8, PROBE_TIMEOUT_MS);
     const answered = await run.converge(
       'the service answers',
       newConnections,

@@ -1,6 +1,6 @@
 import { ECHO_TCP_PORT, type Place } from '../driver.ts';
 import { labService, labSlice } from './objects.ts';
-import { placeName, tallyFrom } from './probe.ts';
+import { PROBE_TIMEOUT_MS, placeName, tallyFrom } from './probe.ts';
 import { describeTally, type Scenario, sameBackends } from './scenario.ts';
 
 const CLUSTER_IP = '10.96.100.15';
@@ -28,7 +28,7 @@ export const noEndpointReject: Scenario = {
     const fromPod: Place = { kind: 'pod', pod: client!.name };
     const converged = await run.converge(
       'the ClusterIP refuses',
-      () => tallyFrom(run, fromPod, 'tcp', CLUSTER_IP, 80, 1, TIMEOUT_MS),
+      () => tallyFrom(run, fromPod, 'tcp', CLUSTER_IP, 80, 1, PROBE_TIMEOUT_MS),
       refusedOnly,
       describeTally,
     );
@@ -46,7 +46,7 @@ export const noEndpointReject: Scenario = {
     await run.apply(labSlice(service, [{ pod: backend! }]));
     await run.converge(
       'served once an endpoint exists',
-      () => tallyFrom(run, fromPod, 'tcp', CLUSTER_IP, 80, 2, TIMEOUT_MS),
+      () => tallyFrom(run, fromPod, 'tcp', CLUSTER_IP, 80, 2, PROBE_TIMEOUT_MS),
       (seen) => sameBackends(seen, [backend!]),
       describeTally,
     );

@@ -1,6 +1,6 @@
 import { ECHO_TCP_PORT } from '../driver.ts';
 import { labService, labSlice } from './objects.ts';
-import { tallyFrom } from './probe.ts';
+import { PROBE_TIMEOUT_MS, tallyFrom } from './probe.ts';
 import { attemptsFor, describeTally, type Scenario, sameBackends } from './scenario.ts';
 
 const NODE_PORT = 30110;
@@ -29,7 +29,7 @@ export const nodePortDnat: Scenario = {
     for (const node of run.lab.nodes()) {
       const converged = await run.converge(
         `the node port of ${node.name} answers`,
-        () => tallyFrom(run, { kind: 'external' }, 'tcp', node.address, NODE_PORT, 2),
+        () => tallyFrom(run, { kind: 'external' }, 'tcp', node.address, NODE_PORT, 2, PROBE_TIMEOUT_MS),
         (seen) => [...seen.keys()].some((k) => !k.startsWith('error:')),
         describeTally,
       );

@@ -2,6 +2,12 @@
 import type { Place, Protocol } from '../driver.ts';
 import { type ScenarioRun, tallyBackends } from './scenario.ts';
 
+/**
+ * The connect timeout while waiting for the nodes to follow a change: short, so that a SYN dropped
+ * before the sync does not inflate the latency seen (probes repeat until the deadline anyway).
+ */
+export const PROBE_TIMEOUT_MS = 500;
+
 export function placeName(place: Place): string {
   return place.kind === 'external'
     ? 'external client'

@@ -1,6 +1,6 @@
 import { ECHO_TCP_PORT, type Place } from '../driver.ts';
 import { labService, labSlice } from './objects.ts';
-import { placeName, tallyFrom } from './probe.ts';
+import { PROBE_TIMEOUT_MS, placeName, tallyFrom } from './probe.ts';
 import { describeTally, type Scenario } from './scenario.ts';
 
 const CLUSTER_IP = '10.96.100.14';
@@ -40,7 +40,7 @@ export const clientIpAffinity: Scenario = {
       let seen = new Map<string, number>();
       const converged = await run.converge(
         `${host}:${port} answers ${placeName(place)}`,
-        async () => (seen = await tallyFrom(run, place, 'tcp', host, port, 2)),
+        async () => (seen = await tallyFrom(run, place, 'tcp', host, port, 2, PROBE_TIMEOUT_MS)),
         (s) => [...s.keys()].some((k) => !k.startsWith('error:')),
         describeTally,
       );

@@ -1,6 +1,6 @@
 import { ECHO_UDP_PORT, type Place } from '../driver.ts';
 import { labService, labSlice } from './objects.ts';
-import { placeName, tallyFrom } from './probe.ts';
+import { PROBE_TIMEOUT_MS, placeName, tallyFrom } from './probe.ts';
 import { attemptsFor, describeTally, type Scenario, sameBackends } from './scenario.ts';
 
 const CLUSTER_IP = '10.96.100.16';
@@ -38,7 +38,7 @@ export const udpDnat: Scenario = {
     for (const { place, host, port } of targets) {
       const converged = await run.converge(
         `${host}:${port}/udp answers ${placeName(place)}`,
-        () => tallyFrom(run, place, 'udp', host, port, 2, 500),
+        () => tallyFrom(run, place, 'udp', host, port, 2, PROBE_TIMEOUT_MS),
         (seen) => [...seen.keys()].some((k) => !k.startsWith('error:')),
         describeTally,
       );
