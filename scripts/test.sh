@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-debs=(nft:nftables iptables:iptables conntrack:conntrack ip:iproute2 socat:socat)
+debs=(nft:nftables iptables:iptables conntrack:conntrack ip:iproute2 socat:socat ruby:ruby)
 if [ "$(id -u)" = 0 ]; then
   need=()
   for d in "${debs[@]}"; do command -v "${d%%:*}" >/dev/null || need+=("${d#*:}"); done
