@@ -30,11 +30,6 @@ const CLAIMS: Readonly<Record<string, string>> = {
   'firewall-ips': 'firewall',
 };
 
-interface Counted {
-  readonly part: Part;
-  readonly count: number;
-}
-
 function fragment(family: NftFamily, node: NodeSettings, sp: ServicePort): Map<string, Part> {
   const builder = new RulesetBuilder(family, { open: true });
   addServicePort(builder, familySyntax(family === 'ip' ? 'IPv4' : 'IPv6'), node, sp);
@@ -50,10 +45,6 @@ function fragment(family: NftFamily, node: NodeSettings, sp: ServicePort): Map<s
     }
   }
   return parts;
-}
-
-function samePart(a: Part, b: Part): boolean {
-  return JSON.stringify(a) === JSON.stringify(b);
 }
 
 /** Before/after of the touched objects only, ready for diffFamily; commit() once applied. */
@@ -75,20 +66,54 @@ function partial(family: NftFamily, parts: readonly Part[], setNames: ReadonlySe
   return { family, sets, chains, elements };
 }
 
+// Stored form of a part. Elements, nearly all of the index, keep only value and comment (the id
+// already holds set and key); the rare other parts are JSON.
+const ABSENT = '\u0002';
+const SEPARATOR = '\u0001';
+
+function encode(part: Part): string {
+  if (part.kind !== 'element') return `J${JSON.stringify(part)}`;
+  const { value, comment } = part.element;
+  return `E${value ?? ABSENT}${SEPARATOR}${comment ?? ABSENT}`;
+}
+
+function decode(id: string, stored: string): Part {
+  if (stored.startsWith('J')) return JSON.parse(stored.slice(1)) as Part;
+  const [, set, key] = id.split('\0') as [string, string, string];
+  const [value, comment] = stored.slice(1).split(SEPARATOR) as [string, string];
+  const element: ElementSpec = {
+    key,
+    ...(value !== ABSENT && { value }),
+    ...(comment !== ABSENT && { comment }),
+  };
+  return { kind: 'element', set, element };
+}
+
+/** An object's part as stored, and how many fragments contribute it (0: absent). */
+interface Entry {
+  readonly json: string | undefined;
+  readonly count: number;
+}
+
 export class FragmentIndex {
   readonly family: NftFamily;
   readonly node: NodeSettings;
-  readonly #objects: Map<string, Counted>;
+  /**
+   * Object id -> its part, encoded. Strings, not objects: at 30k services x 10 endpoints the index
+   * takes about half the memory, and comparing parts is comparing strings.
+   */
+  readonly #objects = new Map<string, string>();
+  /** Reference counts above 1 (shared objects: count chains, hairpin elements). */
+  readonly #shared = new Map<string, number>();
 
-  private constructor(family: NftFamily, node: NodeSettings, objects: Map<string, Counted>) {
+  private constructor(family: NftFamily, node: NodeSettings) {
     this.family = family;
     this.node = node;
-    this.#objects = objects;
   }
 
   /** The index of a whole state; undefined when two service ports claim the same object. */
   static build(family: NftFamily, state: ProxyState): FragmentIndex | undefined {
-    const index = new FragmentIndex(family, state.node, new Map());
+    const index = new FragmentIndex(family, state.node);
     const plan = index.plan([], [...state.servicePorts.values()]);
     if (!plan) return undefined;
     plan.commit();
@@ -100,40 +125,47 @@ export class FragmentIndex {
    * when it would make two ports claim one object differently.
    */
   plan(removed: readonly ServicePort[], added: readonly ServicePort[]): FragmentPlan | undefined {
-    const touched = new Map<string, { part: Part | undefined; count: number }>();
-    const current = (id: string) => touched.get(id) ?? this.#objects.get(id) ?? { part: undefined, count: 0 };
+    const touched = new Map<string, Entry>();
+    const stored = (id: string): Entry => {
+      const json = this.#objects.get(id);
+      return { json, count: json === undefined ? 0 : (this.#shared.get(id) ?? 1) };
+    };
+    const current = (id: string) => touched.get(id) ?? stored(id);
     for (const sp of removed) {
       for (const id of fragment(this.family, this.node, sp).keys()) {
         const now = current(id);
         if (now.count === 0) throw new Error(`fragment index lost ${id.replaceAll('\0', ' ')} of ${sp.key}`);
-        touched.set(id, { part: now.part, count: now.count - 1 });
+        touched.set(id, { json: now.json, count: now.count - 1 });
       }
     }
     for (const sp of added) {
       for (const [id, part] of fragment(this.family, this.node, sp)) {
+        const json = encode(part);
         const now = current(id);
         // A shared object must be identical for every port; a different one is a claim collision.
-        if (now.count > 0 && now.part && !samePart(now.part, part)) return undefined;
-        touched.set(id, { part, count: now.count + 1 });
+        if (now.count > 0 && now.json !== json) return undefined;
+        touched.set(id, { json, count: now.count + 1 });
       }
     }
     const before: Part[] = [];
     const after: Part[] = [];
     const setNames = new Set<string>();
     for (const [id, next] of touched) {
-      const prev = this.#objects.get(id);
-      if (prev && prev.count > 0) before.push(prev.part);
-      if (next.count > 0 && next.part) after.push(next.part);
-      const part = next.part ?? prev?.part;
-      if (part?.kind === 'element') setNames.add(part.set);
+      const prev = stored(id);
+      if (prev.count > 0) before.push(decode(id, prev.json!));
+      if (next.count > 0) after.push(decode(id, next.json!));
+      const part = decode(id, (next.json ?? prev.json)!);
+      if (part.kind === 'element') setNames.add(part.set);
     }
     return {
       before: partial(this.family, before, setNames),
       after: partial(this.family, after, setNames),
       commit: () => {
         for (const [id, next] of touched) {
-          if (next.count > 0 && next.part) this.#objects.set(id, { part: next.part, count: next.count });
+          if (next.count > 0) this.#objects.set(id, next.json!);
           else this.#objects.delete(id);
+          if (next.count > 1) this.#shared.set(id, next.count);
+          else this.#shared.delete(id);
         }
       },
     };
