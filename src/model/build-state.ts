@@ -1,18 +1,11 @@
 // Services + EndpointSlices + this node → ProxyState per IP family: the model's one entry point,
 // called by the CLI (dry-run) and the daemon alike. Input objects come from decodeObject.
 import { type EndpointSlice, type Node, type Service, ZONE_LABEL } from '../kube/objects.ts';
-import { categorizeEndpoints } from './endpoint-selection.ts';
-import {
-  type CandidateEndpoint,
-  compareText,
-  endpointsByPort,
-  indexSlicesByService,
-  portMatchKey,
-} from './endpoints.ts';
+import { compareText, indexSlicesByService } from './endpoints.ts';
 import { nodeSettingsByFamily, type ProxyOptions } from './node-settings.ts';
 import { objectRef, type Problem } from './problem.ts';
 import type { DualStackState, IPFamily, ProxyState, ServicePort, ServicePortKey } from './proxy-state.ts';
-import { servicePortsOfFamily } from './service-ports.ts';
+import { serviceStatePorts } from './service-port-state.ts';
 
 // The CLI and the daemon import the model's entry points from here.
 export { changedServicePorts } from './changed-service-ports.ts';
@@ -30,8 +23,6 @@ export interface ModelOutput {
   readonly problems: readonly Problem[];
 }
 
-const NO_ENDPOINTS: readonly CandidateEndpoint[] = [];
-
 export function buildProxyState(input: ModelInput, options: ProxyOptions): ModelOutput {
   const problems: Problem[] = [];
   const settings = nodeSettingsByFamily(options, input.node, problems);
@@ -45,14 +36,8 @@ export function buildProxyState(input: ModelInput, options: ProxyOptions): Model
     if (node === undefined) continue;
     const ports: ServicePort[] = [];
     for (const service of services) {
-      const bases = servicePortsOfFamily(service, family);
-      if (bases.length === 0) continue;
-      const slices = slicesByService.get(`${bases[0]!.namespace}/${bases[0]!.name}`) ?? [];
-      const endpoints = endpointsByPort(slices, family, options.nodeName);
-      for (const base of bases) {
-        const candidates = endpoints.get(portMatchKey(base.portName, base.protocol)) ?? NO_ENDPOINTS;
-        ports.push({ ...base, ...categorizeEndpoints(candidates, base, options.nodeName, zone) });
-      }
+      const slices = slicesByService.get(serviceKey(service)) ?? [];
+      ports.push(...serviceStatePorts(service, slices, family, options.nodeName, zone));
     }
     ports.sort((a, b) => compareText(a.key, b.key));
     const servicePorts = new Map<ServicePortKey, ServicePort>();
@@ -60,6 +45,11 @@ export function buildProxyState(input: ModelInput, options: ProxyOptions): Model
     state[family] = { family, node, servicePorts };
   }
   return { state, problems };
+}
+
+/** "namespace/name": how slices name the service they belong to. */
+export function serviceKey(service: Service): string {
+  return `${service.metadata.namespace ?? 'default'}/${service.metadata.name}`;
 }
 
 /** The same Service twice in the input (e.g. two files): the first one counts. */

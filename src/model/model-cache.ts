@@ -1,0 +1,251 @@
+// The incremental model: fed object changes one by one (as informer events arrive), it recomputes
+// only the services they touch and publishes the next DualStackState with the exact set of changed
+// service ports. Unchanged ServicePort objects are shared by identity with the previous state, so
+// changedServicePorts and the dataplanes' own comparisons stay cheap at any cluster size.
+//
+// Its states deep-equal buildProxyState over the same objects (the property test checks that).
+// A node change recomputes everything, as the node's IPs, CIDRs and zone feed every service.
+import { isDeepStrictEqual } from 'node:util';
+import { type EndpointSlice, type Node, type Service, ZONE_LABEL } from '../kube/objects.ts';
+import { serviceKey } from './build-state.ts';
+import { compareText, indexSlicesByService } from './endpoints.ts';
+import { type NodeSettingsByFamily, nodeSettingsByFamily, type ProxyOptions } from './node-settings.ts';
+import type { Problem } from './problem.ts';
+import type {
+  DualStackState,
+  IPFamily,
+  NodeSettings,
+  ProxyState,
+  ServicePort,
+  ServicePortKey,
+} from './proxy-state.ts';
+import { serviceStatePorts } from './service-port-state.ts';
+
+export interface ModelUpdate {
+  readonly state: DualStackState;
+  /** Service ports added, removed or different since the previous update, in either family. */
+  readonly changed: ReadonlySet<ServicePortKey>;
+  /** Everything was recomputed (the first update, or the node changed): sync in full. */
+  readonly full: boolean;
+  readonly problems: readonly Problem[];
+}
+
+interface SliceEntry {
+  readonly slice: EndpointSlice;
+  /** The "namespace/name" of the service it belongs to; undefined when it belongs to none. */
+  readonly owner: string | undefined;
+  readonly problems: readonly Problem[];
+}
+
+/** A service's ports of one family, by key. */
+type PortsOfService = ReadonlyMap<ServicePortKey, ServicePort>;
+
+const FAMILIES: readonly IPFamily[] = ['IPv4', 'IPv6'];
+const NO_PORTS: PortsOfService = new Map();
+
+function objectKey(metadata: { readonly namespace?: string; readonly name: string }): string {
+  return `${metadata.namespace ?? 'default'}/${metadata.name}`;
+}
+
+export class ModelCache {
+  readonly #options: ProxyOptions;
+  readonly #services = new Map<string, Service>();
+  readonly #slices = new Map<string, SliceEntry>();
+  /** Service "namespace/name" → the keys of its slices. */
+  readonly #slicesOfService = new Map<string, Set<string>>();
+  #node: Node | undefined;
+  /** Services to recompute at the next update. */
+  readonly #dirty = new Set<string>();
+  #all = true;
+  #settings: NodeSettingsByFamily = {};
+  #nodeProblems: readonly Problem[] = [];
+  /** Per family, the last published ports of each service. */
+  readonly #ports: Record<IPFamily, Map<string, PortsOfService>> = { IPv4: new Map(), IPv6: new Map() };
+  #state: DualStackState = {};
+
+  constructor(options: ProxyOptions) {
+    this.#options = options;
+  }
+
+  setService(service: Service): void {
+    const key = serviceKey(service);
+    this.#services.set(key, service);
+    this.#dirty.add(key);
+  }
+
+  deleteService(service: Service): void {
+    const key = serviceKey(service);
+    this.#services.delete(key);
+    this.#dirty.add(key);
+  }
+
+  setEndpointSlice(slice: EndpointSlice): void {
+    const key = objectKey(slice.metadata);
+    this.#dropSlice(key);
+    const problems: Problem[] = [];
+    const [owner] = indexSlicesByService([slice], problems).keys();
+    this.#slices.set(key, { slice, owner, problems });
+    if (owner === undefined) return;
+    let keys = this.#slicesOfService.get(owner);
+    if (keys === undefined) {
+      keys = new Set();
+      this.#slicesOfService.set(owner, keys);
+    }
+    keys.add(key);
+    this.#dirty.add(owner);
+  }
+
+  deleteEndpointSlice(slice: EndpointSlice): void {
+    this.#dropSlice(objectKey(slice.metadata));
+  }
+
+  /** This node's Node object (undefined when it is gone): everything is recomputed. */
+  setNode(node: Node | undefined): void {
+    this.#node = node;
+    this.#all = true;
+  }
+
+  /** The state after every change fed so far, and what changed since the previous update. */
+  update(): ModelUpdate {
+    const full = this.#all;
+    const changed = new Set<ServicePortKey>();
+    if (full) this.#recomputeSettings(changed);
+    const dirty = full ? this.#everyService() : this.#dirty;
+    const options = this.#options;
+    const zone = this.#node?.metadata.labels?.[ZONE_LABEL] ?? '';
+    const state: { [F in IPFamily]?: ProxyState } = {};
+    for (const family of FAMILIES) {
+      const node = this.#settings[family];
+      if (node === undefined) continue;
+      const byService = this.#ports[family];
+      // undefined: the port is gone.
+      const updates = new Map<ServicePortKey, ServicePort | undefined>();
+      for (const key of dirty) {
+        const service = this.#services.get(key);
+        const fresh = service
+          ? serviceStatePorts(service, this.#slicesOf(key), family, options.nodeName, zone)
+          : [];
+        const old = byService.get(key) ?? NO_PORTS;
+        const next = sharedPorts(old, fresh);
+        for (const [portKey, port] of next) if (old.get(portKey) !== port) updates.set(portKey, port);
+        for (const portKey of old.keys()) if (!next.has(portKey)) updates.set(portKey, undefined);
+        if (next.size > 0) byService.set(key, next);
+        else byService.delete(key);
+      }
+      for (const portKey of updates.keys()) changed.add(portKey);
+      const prev = this.#state[family];
+      const servicePorts =
+        full || prev === undefined
+          ? sortedPorts(byService)
+          : updates.size === 0
+            ? prev.servicePorts
+            : mergedPorts(prev.servicePorts, updates);
+      state[family] =
+        prev?.node === node && prev.servicePorts === servicePorts ? prev : { family, node, servicePorts };
+    }
+    this.#dirty.clear();
+    this.#all = false;
+    this.#state = state;
+    return { state, changed, full, problems: this.#problems() };
+  }
+
+  #dropSlice(key: string): void {
+    const entry = this.#slices.get(key);
+    if (entry === undefined) return;
+    this.#slices.delete(key);
+    if (entry.owner === undefined) return;
+    const keys = this.#slicesOfService.get(entry.owner);
+    keys?.delete(key);
+    if (keys?.size === 0) this.#slicesOfService.delete(entry.owner);
+    this.#dirty.add(entry.owner);
+  }
+
+  /** The service's slices in slice-name order, as indexSlicesByService gives them. */
+  #slicesOf(service: string): EndpointSlice[] {
+    const keys = this.#slicesOfService.get(service);
+    if (keys === undefined) return [];
+    const slices = [...keys].map((key) => this.#slices.get(key)!.slice);
+    return slices.sort((a, b) => compareText(a.metadata.name, b.metadata.name));
+  }
+
+  /** New node settings; a family no longer served loses all its ports. */
+  #recomputeSettings(changed: Set<ServicePortKey>): void {
+    const problems: Problem[] = [];
+    const settings: { -readonly [F in IPFamily]?: NodeSettings } = nodeSettingsByFamily(
+      this.#options,
+      this.#node,
+      problems,
+    );
+    for (const family of FAMILIES) {
+      const prev = this.#settings[family];
+      const next = settings[family];
+      if (next === undefined) {
+        for (const ports of this.#ports[family].values()) for (const key of ports.keys()) changed.add(key);
+        this.#ports[family].clear();
+      }
+      // Same settings keep their identity, so an unchanged family's state can be kept whole.
+      if (prev !== undefined && next !== undefined && isDeepStrictEqual(prev, next)) settings[family] = prev;
+    }
+    this.#settings = settings;
+    this.#nodeProblems = problems;
+  }
+
+  #everyService(): Set<string> {
+    const keys = new Set(this.#services.keys());
+    for (const family of FAMILIES) for (const key of this.#ports[family].keys()) keys.add(key);
+    return keys;
+  }
+
+  #problems(): Problem[] {
+    const problems = [...this.#nodeProblems];
+    for (const entry of this.#slices.values()) problems.push(...entry.problems);
+    return problems;
+  }
+}
+
+/**
+ * The fresh ports of a service by key, each replaced by its previous object when equal. Later
+ * entries with the same key win, as they do in buildProxyState's map.
+ */
+function sharedPorts(old: PortsOfService, fresh: readonly ServicePort[]): Map<ServicePortKey, ServicePort> {
+  const next = new Map<ServicePortKey, ServicePort>();
+  for (const port of fresh) next.set(port.key, port);
+  for (const [key, port] of next) {
+    const before = old.get(key);
+    if (before !== undefined && isDeepStrictEqual(before, port)) next.set(key, before);
+  }
+  return next;
+}
+
+function sortedPorts(byService: ReadonlyMap<string, PortsOfService>): Map<ServicePortKey, ServicePort> {
+  const ports: ServicePort[] = [];
+  for (const ofService of byService.values()) ports.push(...ofService.values());
+  ports.sort((a, b) => compareText(a.key, b.key));
+  return new Map(ports.map((port) => [port.key, port]));
+}
+
+/** `prev` with `updates` applied, still in key order, without sorting all of it again. */
+function mergedPorts(
+  prev: ReadonlyMap<ServicePortKey, ServicePort>,
+  updates: ReadonlyMap<ServicePortKey, ServicePort | undefined>,
+): Map<ServicePortKey, ServicePort> {
+  const added = [...updates.keys()].filter((key) => !prev.has(key)).sort(compareText);
+  if (added.length === 0) {
+    const next = new Map(prev);
+    for (const [key, port] of updates) {
+      if (port === undefined) next.delete(key);
+      else next.set(key, port);
+    }
+    return next;
+  }
+  const next = new Map<ServicePortKey, ServicePort>();
+  let i = 0;
+  for (const [key, port] of prev) {
+    for (; i < added.length && compareText(added[i]!, key) < 0; i++)
+      next.set(added[i]!, updates.get(added[i]!)!);
+    const update = updates.has(key) ? updates.get(key) : port;
+    if (update !== undefined) next.set(key, update);
+  }
+  for (; i < added.length; i++) next.set(added[i]!, updates.get(added[i]!)!);
+  return next;
+}

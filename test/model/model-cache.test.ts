@@ -1,0 +1,211 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { decodeObject } from '../../src/kube/decode.ts';
+import type { EndpointSlice, KubeObject, Node, Service } from '../../src/kube/objects.ts';
+import { buildProxyState } from '../../src/model/build-state.ts';
+import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
+import { ModelCache } from '../../src/model/model-cache.ts';
+import type { ProxyOptions } from '../../src/model/node-settings.ts';
+import type { DualStackState, ServicePortKey } from '../../src/model/proxy-state.ts';
+import { endpoint, node, options, service, slice, THIS_NODE } from './fixtures.ts';
+
+function decoded<T extends KubeObject>(raw: KubeObject): T {
+  const result = decodeObject(raw);
+  assert.equal(result.kind, 'object', `fixture does not decode: ${JSON.stringify(result)}`);
+  return (result as { object: T }).object;
+}
+
+/** Deterministic pseudo-random numbers (mulberry32), so a failing seed can be replayed. */
+function random(seed: number): (n: number) => number {
+  let a = seed;
+  return (n) => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * n);
+  };
+}
+
+const NAMES = ['a', 'b', 'c', 'd', 'e'];
+const DUAL_STACK: Partial<ProxyOptions> = { nodeIPs: [], clusterCIDRs: ['10.244.0.0/16', 'fd00:244::/32'] };
+
+function randomService(pick: (n: number) => number): Service {
+  const name = NAMES[pick(NAMES.length)]!;
+  const i = NAMES.indexOf(name);
+  const v4 = `10.96.0.${10 + i}`;
+  const v6 = `fd00:96::${10 + i}`;
+  const clusterIPs = [[v4], [v6], [v4, v6], ['None']][pick(4)]!;
+  const ports = [{ name: 'http', port: 80, protocol: 'TCP' }];
+  if (pick(2) === 0) ports.push({ name: 'dns', port: 53, protocol: 'UDP' });
+  if (pick(3) === 0) ports.push({ name: 'extra', port: 8000 + pick(3), protocol: 'TCP' });
+  const type = ['ClusterIP', 'NodePort', 'LoadBalancer'][pick(3)]!;
+  return decoded(
+    service(name, {
+      type,
+      clusterIP: clusterIPs[0]!,
+      clusterIPs,
+      ports: ports.map((p, j) => (type === 'ClusterIP' ? p : { ...p, nodePort: 30000 + 10 * i + j })),
+      ...(pick(2) === 0 && { externalTrafficPolicy: 'Local' }),
+      ...(pick(3) === 0 && { internalTrafficPolicy: 'Local' }),
+      ...(pick(4) === 0 && { sessionAffinity: 'ClientIP' }),
+    }),
+  );
+}
+
+function randomSlice(pick: (n: number) => number): EndpointSlice {
+  const owner = NAMES[pick(NAMES.length)]!;
+  const v6 = pick(3) === 0;
+  const endpoints = Array.from({ length: pick(4) }, () =>
+    endpoint(v6 ? `fd00:244::${1 + pick(6)}` : `10.244.1.${1 + pick(6)}`, {
+      ready: [true, false, null][pick(3)]!,
+      terminating: pick(4) === 0,
+      nodeName: [THIS_NODE, 'node-2'][pick(2)]!,
+      ...(pick(5) === 0 && { zones: [['zone-a', 'zone-b'][pick(2)]!] }),
+    }),
+  );
+  const ports = [{ name: 'http', port: 8080, protocol: 'TCP' }];
+  if (pick(2) === 0) ports.push({ name: 'dns', port: 5353, protocol: 'UDP' });
+  const raw = slice(owner, endpoints, {
+    // A slice may move to another service: its name does not follow its owner.
+    name: `slice-${pick(6)}`,
+    addressType: v6 ? 'IPv6' : 'IPv4',
+    ports,
+  });
+  // Now and then a slice without its service-name label: a problem, and it belongs to no service.
+  if (pick(8) === 0) return decoded({ ...raw, metadata: { ...raw.metadata, labels: {} } });
+  return decoded(raw);
+}
+
+function randomNode(pick: (n: number) => number): Node | undefined {
+  if (pick(5) === 0) return undefined;
+  const internalIPs = [['192.168.0.1'], ['192.168.0.1', 'fd00::1'], ['fd00::1']][pick(3)]!;
+  return decoded(node(THIS_NODE, { internalIPs, zone: ['zone-a', 'zone-b'][pick(2)]! }));
+}
+
+function keyOf(object: { readonly metadata: { readonly namespace?: string; readonly name: string } }): string {
+  return `${object.metadata.namespace ?? 'default'}/${object.metadata.name}`;
+}
+
+function allChanged(prev: DualStackState, next: DualStackState): Set<ServicePortKey> {
+  return new Set([
+    ...changedServicePorts(prev.IPv4, next.IPv4),
+    ...changedServicePorts(prev.IPv6, next.IPv6),
+  ]);
+}
+
+function sortedProblems(problems: readonly { object: string; reason: string }[]): string[] {
+  return problems.map((p) => `${p.object}: ${p.reason}`).sort();
+}
+
+describe('ModelCache', () => {
+  it('agrees with buildProxyState, state and changed set, after random change sequences', () => {
+    for (let seed = 1; seed <= 60; seed++) {
+      const pick = random(seed);
+      const opts = options(DUAL_STACK);
+      const cache = new ModelCache(opts);
+      const services = new Map<string, Service>();
+      const slices = new Map<string, EndpointSlice>();
+      let thisNode: Node | undefined;
+      let prev: DualStackState = {};
+      for (let step = 0; step < 40; step++) {
+        const changes = 1 + pick(3);
+        for (let c = 0; c < changes; c++) {
+          const what = pick(10);
+          if (what < 3) {
+            const s = randomService(pick);
+            services.set(keyOf(s), s);
+            cache.setService(s);
+          } else if (what < 4) {
+            const s = [...services.values()][pick(services.size)];
+            if (s === undefined) continue;
+            services.delete(keyOf(s));
+            cache.deleteService(s);
+          } else if (what < 8) {
+            const s = randomSlice(pick);
+            slices.set(keyOf(s), s);
+            cache.setEndpointSlice(s);
+          } else if (what < 9) {
+            const s = [...slices.values()][pick(slices.size)];
+            if (s === undefined) continue;
+            slices.delete(keyOf(s));
+            cache.deleteEndpointSlice(s);
+          } else {
+            thisNode = randomNode(pick);
+            cache.setNode(thisNode);
+          }
+        }
+        const update = cache.update();
+        const expected = buildProxyState(
+          {
+            services: [...services.values()],
+            endpointSlices: [...slices.values()],
+            ...(thisNode && { node: thisNode }),
+          },
+          opts,
+        );
+        const where = `seed ${seed}, step ${step}`;
+        assert.deepEqual(update.state, expected.state, where);
+        for (const family of ['IPv4', 'IPv6'] as const) {
+          assert.deepEqual(
+            [...(update.state[family]?.servicePorts.keys() ?? [])],
+            [...(expected.state[family]?.servicePorts.keys() ?? [])],
+            `${where}: ${family} key order`,
+          );
+        }
+        assert.deepEqual(
+          [...update.changed].sort(),
+          [...allChanged(prev, expected.state)].sort(),
+          `${where}: changed`,
+        );
+        assert.deepEqual(sortedProblems(update.problems), sortedProblems(expected.problems), where);
+        prev = expected.state;
+      }
+    }
+  });
+
+  it('shares every untouched service port with the previous state, and reports only the touched one', () => {
+    const cache = new ModelCache(options());
+    for (const name of NAMES) {
+      cache.setService(decoded(service(name, { clusterIP: `10.96.0.${10 + NAMES.indexOf(name)}` })));
+      cache.setEndpointSlice(decoded(slice(name, [endpoint('10.244.1.1')])));
+    }
+    const first = cache.update();
+    assert.equal(first.full, true);
+    cache.setEndpointSlice(decoded(slice('c', [endpoint('10.244.1.2')])));
+    const second = cache.update();
+    assert.equal(second.full, false);
+    assert.deepEqual([...second.changed], ['default/c:80/TCP']);
+    const before = first.state.IPv4!.servicePorts;
+    const after = second.state.IPv4!.servicePorts;
+    for (const [key, port] of after) {
+      if (key === 'default/c:80/TCP') assert.notEqual(port, before.get(key));
+      else assert.equal(port, before.get(key), `${key} is a new object although it did not change`);
+    }
+    assert.equal(second.state.IPv4!.node, first.state.IPv4!.node);
+  });
+
+  it('keeps the whole state when a change leaves every service port as it was', () => {
+    const cache = new ModelCache(options());
+    cache.setService(decoded(service('web')));
+    const first = cache.update();
+    // A slice that names no port of the service changes nothing a dataplane sees.
+    cache.setEndpointSlice(decoded(slice('web', [endpoint('10.244.1.1')], { ports: [] })));
+    const second = cache.update();
+    assert.equal(second.changed.size, 0);
+    assert.equal(second.state.IPv4, first.state.IPv4);
+  });
+
+  it('recomputes everything when the node changes, and says so', () => {
+    const cache = new ModelCache(options({ nodeIPs: [] }));
+    cache.setService(decoded(service('web', { externalTrafficPolicy: 'Local', type: 'NodePort' })));
+    cache.setEndpointSlice(
+      decoded(slice('web', [endpoint('10.244.1.1', { zones: ['zone-b'], nodeName: 'node-2' })])),
+    );
+    cache.setNode(decoded(node(THIS_NODE, { internalIPs: ['192.168.0.1'], zone: 'zone-a' })));
+    cache.update();
+    cache.setNode(decoded(node(THIS_NODE, { internalIPs: ['192.168.0.2'], zone: 'zone-a' })));
+    const moved = cache.update();
+    assert.equal(moved.full, true);
+    assert.deepEqual(moved.state.IPv4?.node.nodeIPs, ['192.168.0.2']);
+  });
+});
