@@ -7,6 +7,10 @@
 // mark at -100, before IPVS rewrites the destination; the filter chains at -110 reject, drop or
 // firewall before IPVS sees the packet; postrouting masquerades what IPVS forwarded (the packet
 // mark survives the rewrite; net.ipv4.vs.conntrack=1 gives nf_nat a connection to work on).
+//
+// externalTrafficPolicy Local keeps the client's source for everyone (no masquerade set entry) and
+// its external virtual servers only have local real servers, as in kube-proxy's IPVS mode (which,
+// unlike the iptables/nftables modes, has no pod/host short-circuit to all endpoints).
 import type { NodeSettings, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
 import { type FamilySyntax, familySyntax } from '../nftables/family-syntax.ts';
 import { notLocalTrafficMatch } from '../nftables/local-traffic.ts';
