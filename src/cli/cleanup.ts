@@ -46,7 +46,7 @@ export async function cleanupCommand(
   try {
     for (const each of mode ? [mode as DataplaneMode] : LIVE_MODES) {
       const dataplane = await createLiveDataplane(each, { logger, runner });
-      await dataplane!.cleanup();
+      await dataplane.cleanup();
       io.stdout.write(`removed kproxy's ${each} rules\n`);
     }
     if (flags.values['kube-proxy']) {

@@ -1,14 +1,19 @@
 // Dataplane mode → its planner. Loaded on demand so a command pays only for the mode it uses.
-import type { DataplaneMode, DataplanePlanner } from '../../dataplanes/shared/dataplane.ts';
+import type { DataplanePlanner } from '../../dataplanes/shared/dataplane.ts';
+import type { ProxyConfig } from './config.ts';
 
-type PlannerLoader = () => Promise<DataplanePlanner<unknown>>;
+type PlannerLoader = (config: ProxyConfig) => Promise<DataplanePlanner<unknown>>;
 
-const PLANNERS: Partial<Record<DataplaneMode, PlannerLoader>> = {
+const PLANNERS: Record<ProxyConfig['mode'], PlannerLoader> = {
   nftables: async () => (await import('../../dataplanes/nftables/planner.ts')).nftablesPlanner,
   iptables: async () => (await import('../../dataplanes/iptables/planner.ts')).iptablesPlanner,
+  ipvs: async (config) =>
+    (await import('../../dataplanes/ipvs/planner.ts')).createIpvsPlanner({
+      scheduler: config.ipvs.scheduler,
+    }),
 };
 
-/** The planner for `mode`, or undefined when this build has none for it. */
-export function loadPlanner(mode: DataplaneMode): Promise<DataplanePlanner<unknown>> | undefined {
-  return PLANNERS[mode]?.();
+/** The planner for the configured mode. */
+export function loadPlanner(config: ProxyConfig): Promise<DataplanePlanner<unknown>> {
+  return PLANNERS[config.mode](config);
 }

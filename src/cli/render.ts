@@ -62,9 +62,7 @@ export async function renderCommand(args: readonly string[], io: CliIO): Promise
   }
   const request = await renderRequest(flags.values);
   if ('exitCode' in request) return fail(request);
-  const plannerLoad = loadPlanner(request.config.mode);
-  if (plannerLoad === undefined)
-    return fail({ exitCode: 1, message: `mode ${request.config.mode} cannot render yet` });
+  const plannerLoad = loadPlanner(request.config);
 
   const stdinText = once(() => readAllText(io.stdin));
   const current = await readObjects(request.inputs, stdinText);

@@ -40,7 +40,7 @@ export interface RunEnvironment {
   /** Names the instance lock; tests use their own so a kproxy running on the machine is no obstacle. */
   readonly lockPrefix?: string;
   /** The dataplane for a mode; the real kernel one by default. */
-  readonly dataplane?: (mode: DataplaneMode, logger: Logger) => Promise<LiveDataplane> | undefined;
+  readonly dataplane?: (mode: DataplaneMode, logger: Logger) => Promise<LiveDataplane>;
 }
 
 export function processRunEnvironment(): RunEnvironment {
@@ -103,11 +103,9 @@ async function runLocked(
   environment: RunEnvironment,
   fail: (message: string) => number,
 ): Promise<number> {
-  const makeDataplane = environment.dataplane ?? ((mode, log) => createLiveDataplane(mode, { logger: log }));
+  const makeDataplane =
+    environment.dataplane ?? ((mode, log) => createLiveDataplane(mode, { logger: log, ipvs: config.ipvs }));
   const dataplane = await makeDataplane(config.mode, logger);
-  if (dataplane === undefined) {
-    return fail(`mode: ${config.mode} cannot run on this build yet (available: ${LIVE_MODES.join(', ')})`);
-  }
 
   const sysctls = await applyConntrackSysctls(config.conntrack, {
     procRoot: environment.procRoot,

@@ -3,16 +3,19 @@
 import type { Logger } from 'pino';
 import { type CommandRunner, execaRunner } from '../../dataplanes/shared/command-runner.ts';
 import type { DataplaneMode, LiveDataplane } from '../../dataplanes/shared/dataplane.ts';
+import type { IpvsConfig } from '../cli/config.ts';
 
 export interface LiveDataplaneOptions {
   readonly logger: Logger;
   /** How kernel tools are run; the real ones by default. */
   readonly runner?: CommandRunner;
+  /** The ipvs section of the configuration; defaults (rr, kernel timeouts) when absent, e.g. for cleanup. */
+  readonly ipvs?: IpvsConfig;
 }
 
 type Factory = (options: LiveDataplaneOptions) => Promise<LiveDataplane>;
 
-const FACTORIES: Partial<Record<DataplaneMode, Factory>> = {
+const FACTORIES: Record<DataplaneMode, Factory> = {
   async nftables({ logger, runner }) {
     const { NftablesDataplane } = await import('../../dataplanes/nftables/live.ts');
     const { commandNftRunner } = await import('../../dataplanes/nftables/nft-runner.ts');
@@ -32,14 +35,34 @@ const FACTORIES: Partial<Record<DataplaneMode, Factory>> = {
       log: (message, fields) => log.info(fields ?? {}, message),
     });
   },
+  async ipvs({ logger, runner, ipvs }) {
+    const { IpvsDataplane } = await import('../../dataplanes/ipvs/live.ts');
+    const { NetlinkIpvsClient } = await import('../../dataplanes/ipvs/ipvs-client.ts');
+    const log = logger.child({ dataplane: 'ipvs' });
+    const seconds = (ms: number | undefined) => Math.round((ms ?? 0) / 1000);
+    return new IpvsDataplane({
+      // The netlink socket lives in this process' namespace, so the tools must run here too.
+      runner: runner ?? execaRunner(),
+      openClient: () => NetlinkIpvsClient.open(),
+      scheduler: ipvs?.scheduler ?? 'rr',
+      strictARP: ipvs?.strictARP ?? false,
+      timeouts: {
+        tcpSeconds: seconds(ipvs?.tcpTimeoutMs),
+        tcpFinSeconds: seconds(ipvs?.tcpFinTimeoutMs),
+        udpSeconds: seconds(ipvs?.udpTimeoutMs),
+      },
+      excludeCIDRs: ipvs?.excludeCIDRs ?? [],
+      log: (message, fields) => log.info(fields ?? {}, message),
+    });
+  },
 };
 
-/** Modes this build can program; the others can only be rendered (or not at all). */
+/** Every mode kproxy can program. */
 export const LIVE_MODES = Object.keys(FACTORIES) as DataplaneMode[];
 
 export function createLiveDataplane(
   mode: DataplaneMode,
   options: LiveDataplaneOptions,
-): Promise<LiveDataplane> | undefined {
-  return FACTORIES[mode]?.(options);
+): Promise<LiveDataplane> {
+  return FACTORIES[mode](options);
 }

@@ -208,10 +208,28 @@ test('a missing input file or config file is exit 1 naming it', async () => {
   );
 });
 
-test('a mode without a planner yet is a clear error', async () => {
-  const result = await run(['render', '--mode', 'ipvs', '--example']);
-  assert.equal(result.code, 1);
-  assert.equal(result.stderr, 'kproxy render: mode ipvs cannot render yet\n');
+test('render --mode ipvs prints the virtual servers, addresses and companion rules, with the configured scheduler', async () => {
+  const result = await run(['render', '--mode', 'ipvs', '--example', '--family', 'ipv4']);
+  assert.equal(result.code, 0, result.stderr);
+  assert.match(result.stdout, /-A -t 10\.96\.0\.10:53 -s rr/);
+  assert.match(result.stdout, /table ip kproxy-ipvs/);
+  const config = join(dir, 'ipvs-config.yaml');
+  await writeFile(
+    config,
+    'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nhostnameOverride: node-1\nipvs:\n  scheduler: lc\n',
+  );
+  const withScheduler = await run([
+    'render',
+    '--mode',
+    'ipvs',
+    '--example',
+    '--family',
+    'ipv4',
+    '--config',
+    config,
+  ]);
+  assert.equal(withScheduler.code, 0, withScheduler.stderr);
+  assert.match(withScheduler.stdout, /-A -t 10\.96\.0\.10:53 -s lc/);
 });
 
 test('render --help documents the flags', async () => {
