@@ -1,7 +1,7 @@
 // The seam between sync and the dataplanes. Planning is pure: the same states give byte-identical
 // output, which is what dry-run prints and what golden files hold. Only a live dataplane's apply
 // touches the kernel.
-import type { DualStackState } from '../../src/model/proxy-state.ts';
+import type { DualStackState, ServicePortKey } from '../../src/model/proxy-state.ts';
 
 export type DataplaneMode = 'nftables' | 'iptables' | 'ipvs';
 
@@ -31,8 +31,13 @@ export interface LiveDataplane {
   readonly mode: DataplaneMode;
   /** Adopt what an earlier run left (read back once), so a restart does not flush live rules. */
   start(): Promise<void>;
-  /** Bring the kernel to `state`. Incremental syncs fall back to full on any failure or drift. */
-  sync(state: DualStackState, kind: SyncKind): Promise<SyncOutcome>;
+  /**
+   * Bring the kernel to `state`. Incremental syncs fall back to full on any failure or drift.
+   * `changed`, when given with an incremental sync, is exactly the service ports that differ from
+   * the state of the previous sync (the model knows it without comparing); a dataplane may use it
+   * instead of comparing states itself, or ignore it.
+   */
+  sync(state: DualStackState, kind: SyncKind, changed?: ReadonlySet<ServicePortKey>): Promise<SyncOutcome>;
   /** Cheap check that the rules are still ours and intact (canary, generation); false → full sync. */
   intact(): Promise<boolean>;
   /** Remove everything this dataplane owns, and nothing else. */

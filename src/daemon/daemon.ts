@@ -15,7 +15,7 @@ import type { InformerEvent } from '../kube/informer.ts';
 import { createInformerMetrics } from '../kube/informer-metrics.ts';
 import type { Node } from '../kube/objects.ts';
 import { createProxyInformers, startAll, stopAll, waitForAllSynced } from '../kube/proxy-informers.ts';
-import { buildProxyState } from '../model/build-state.ts';
+import { ModelCache } from '../model/model-cache.ts';
 import type { DualStackState } from '../model/proxy-state.ts';
 import type { Clock } from '../sync/clock.ts';
 import { ProxyMetrics } from '../sync/metrics.ts';
@@ -103,24 +103,20 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
   }
   if (metricsServer.listener) listeners.push(metricsServer.listener);
 
-  const options = toProxyOptions(config);
+  // Fed by informer events, so a sync recomputes only the services that changed since the last one.
+  const model = new ModelCache(toProxyOptions(config));
   let summary: StateSummary = { servicePorts: 0, endpoints: 0 };
   let reportedProblems = new Set<string>();
 
   const syncer = {
     async sync(kind: SyncKind): Promise<SyncOutcome> {
-      const { state, problems } = buildProxyState(
-        {
-          services: informers.services.store.list(),
-          endpointSlices: informers.endpointSlices.store.list(),
-          node: informers.node.store.list()[0],
-        },
-        options,
-      );
+      const { state, changed, problems } = model.update();
       reportedProblems = logNewProblems(logger, problems, reportedProblems);
       summary = summarize(state);
       metrics.stateBuilt(state);
-      const outcome = await dataplane.sync(state, kind);
+      // After a failed sync the loop asks for a full one, so `changed` is always relative to the
+      // state of the last sync that ran.
+      const outcome = await dataplane.sync(state, kind, kind === 'incremental' ? changed : undefined);
       const ports = await healthCheckPorts.update(state);
       for (const { port, error } of ports.failed) {
         logger.warn({ port, err: error }, 'cannot open health check node port; retrying on the next sync');
@@ -145,18 +141,25 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
   // the first sync does not happen in time (an API server that never answers, for one).
   loop.requestSync({ full: true });
 
-  informers.services.onChange(() => {
+  informers.services.onChange((event) => {
+    if (event.type === 'delete') model.deleteService(event.object);
+    else model.setService(event.object);
     metrics.serviceChanged();
     loop.requestSync();
   });
   informers.endpointSlices.onChange((event) => {
+    if (event.type === 'delete') model.deleteEndpointSlice(event.object);
+    else model.setEndpointSlice(event.object);
     metrics.endpointSliceChanged(clock.now(), event.type === 'delete' ? undefined : event.object);
     loop.requestSync();
   });
   informers.node.onChange((event) => {
     health.nodeChanged(event.type === 'delete' ? undefined : event.object);
     // Node labels (topology zone), addresses and pod CIDRs feed every service's decisions.
-    if (nodeSettingsChanged(event)) loop.requestSync({ full: true });
+    if (nodeSettingsChanged(event)) {
+      model.setNode(event.type === 'delete' ? undefined : event.object);
+      loop.requestSync({ full: true });
+    }
   });
 
   try {

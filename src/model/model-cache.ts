@@ -34,7 +34,6 @@ interface SliceEntry {
   readonly slice: EndpointSlice;
   /** The "namespace/name" of the service it belongs to; undefined when it belongs to none. */
   readonly owner: string | undefined;
-  readonly problems: readonly Problem[];
 }
 
 /** A service's ports of one family, by key. */
@@ -51,6 +50,8 @@ export class ModelCache {
   readonly #options: ProxyOptions;
   readonly #services = new Map<string, Service>();
   readonly #slices = new Map<string, SliceEntry>();
+  /** Only slices with problems, so collecting them does not walk every slice. */
+  readonly #sliceProblems = new Map<string, readonly Problem[]>();
   /** Service "namespace/name" → the keys of its slices. */
   readonly #slicesOfService = new Map<string, Set<string>>();
   #node: Node | undefined;
@@ -84,7 +85,8 @@ export class ModelCache {
     this.#dropSlice(key);
     const problems: Problem[] = [];
     const [owner] = indexSlicesByService([slice], problems).keys();
-    this.#slices.set(key, { slice, owner, problems });
+    this.#slices.set(key, { slice, owner });
+    if (problems.length > 0) this.#sliceProblems.set(key, problems);
     if (owner === undefined) return;
     let keys = this.#slicesOfService.get(owner);
     if (keys === undefined) {
@@ -153,6 +155,7 @@ export class ModelCache {
     const entry = this.#slices.get(key);
     if (entry === undefined) return;
     this.#slices.delete(key);
+    this.#sliceProblems.delete(key);
     if (entry.owner === undefined) return;
     const keys = this.#slicesOfService.get(entry.owner);
     keys?.delete(key);
@@ -198,7 +201,7 @@ export class ModelCache {
 
   #problems(): Problem[] {
     const problems = [...this.#nodeProblems];
-    for (const entry of this.#slices.values()) problems.push(...entry.problems);
+    for (const ofSlice of this.#sliceProblems.values()) problems.push(...ofSlice);
     return problems;
   }
 }

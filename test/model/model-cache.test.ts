@@ -9,10 +9,10 @@ import type { ProxyOptions } from '../../src/model/node-settings.ts';
 import type { DualStackState, ServicePortKey } from '../../src/model/proxy-state.ts';
 import { endpoint, node, options, service, slice, THIS_NODE } from './fixtures.ts';
 
-function decoded<T extends KubeObject>(raw: KubeObject): T {
+function decoded<T extends KubeObject>(raw: T): T {
   const result = decodeObject(raw);
-  assert.equal(result.kind, 'object', `fixture does not decode: ${JSON.stringify(result)}`);
-  return (result as { object: T }).object;
+  if (result.kind !== 'object') assert.fail(`fixture does not decode: ${JSON.stringify(result)}`);
+  return result.object as T;
 }
 
 /** Deterministic pseudo-random numbers (mulberry32), so a failing seed can be replayed. */
@@ -82,7 +82,9 @@ function randomNode(pick: (n: number) => number): Node | undefined {
   return decoded(node(THIS_NODE, { internalIPs, zone: ['zone-a', 'zone-b'][pick(2)]! }));
 }
 
-function keyOf(object: { readonly metadata: { readonly namespace?: string; readonly name: string } }): string {
+function keyOf(object: {
+  readonly metadata: { readonly namespace?: string; readonly name: string };
+}): string {
   return `${object.metadata.namespace ?? 'default'}/${object.metadata.name}`;
 }
 
