@@ -124,8 +124,9 @@ function baseChains(syntax: FamilySyntax): ChainSpec[] {
       base: { type: 'nat', hook: 'postrouting', priority: 'srcnat' },
       rules: [`ct status dnat ${ip} saddr . ${ip} daddr @hairpin masquerade`, 'jump masquerading'],
     },
-    // Filter checks run before DNAT (priority dstnat - 10), as in kube-proxy; reject is only
-    // allowed in input/forward/output on older kernels.
+    // Filter checks see the address before DNAT (priority dstnat - 10), as in kube-proxy, except
+    // the host's no-endpoint check (below); reject is only allowed in input/forward/output on
+    // older kernels.
     {
       name: 'filter-prerouting',
       comment: 'LoadBalancer source ranges',
@@ -146,9 +147,18 @@ function baseChains(syntax: FamilySyntax): ChainSpec[] {
     },
     {
       name: 'filter-output',
-      comment: 'no-endpoint and source range checks for traffic from this host',
+      comment: 'source range checks for traffic from this host',
       base: { type: 'filter', hook: 'output', priority: '-110' },
-      rules: [newConn('service-endpoints-check'), newConn('firewall-check')],
+      rules: [newConn('firewall-check')],
+    },
+    // For traffic from this host the no-endpoint check runs after nat-output (dstnat + 10, as
+    // kube-proxy's filter-output-post-dnat): host traffic to an eTP Local external address is
+    // short-circuited to the cluster endpoints there, and must not meet the DROP first.
+    {
+      name: 'filter-output-post-dnat',
+      comment: 'no-endpoint checks for traffic from this host, after DNAT',
+      base: { type: 'filter', hook: 'output', priority: '-90' },
+      rules: [newConn('service-endpoints-check')],
     },
   ];
 }

@@ -13,7 +13,7 @@
 import { randomInt } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
-import type { DualStackState, IPFamily } from '../../src/model/proxy-state.ts';
+import type { DualStackState, IPFamily, ServicePortKey } from '../../src/model/proxy-state.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
 import { deleteStaleUdpFlows, staleUdpFlowDeletions } from '../shared/udp-conntrack-cleanup.ts';
@@ -118,11 +118,15 @@ export class NftablesDataplane implements LiveDataplane {
     this.#log('nftables: adopted the tables of an earlier run', { objects: this.#record.objectCount });
   }
 
-  async sync(state: DualStackState, kind: SyncKind): Promise<SyncOutcome> {
+  async sync(
+    state: DualStackState,
+    kind: SyncKind,
+    changed?: ReadonlySet<ServicePortKey>,
+  ): Promise<SyncOutcome> {
     const record = this.#record;
     let ran: SyncKind | undefined;
     try {
-      ran = record && (await this.#syncAgainstRecord(record, state, kind));
+      ran = record && (await this.#syncAgainstRecord(record, state, kind, changed));
     } catch (error) {
       this.#log('nftables: incremental sync failed, falling back to full', { error: String(error) });
     }
@@ -159,10 +163,11 @@ export class NftablesDataplane implements LiveDataplane {
     record: CommittedRecord,
     state: DualStackState,
     kind: SyncKind,
+    changed: ReadonlySet<ServicePortKey> | undefined,
   ): Promise<SyncKind | undefined> {
     // Right after adoption even a full sync is a diff: same result, no table replaced under traffic.
     const adopted = FAMILIES.some((f) => record.desired?.[f]?.adopted);
-    if (kind === 'incremental' && !adopted && (await this.#syncFragments(record, state)))
+    if (kind === 'incremental' && !adopted && (await this.#syncFragments(record, state, changed)))
       return 'incremental';
     if (kind === 'full' && !adopted) return undefined;
     const prev = record.desired ?? (record.state && desiredRuleset(record.state));
@@ -205,8 +210,15 @@ export class NftablesDataplane implements LiveDataplane {
     this.#record = { state, indexes: buildIndexes(state), objectCount: objectCount(desired) };
   }
 
-  /** The fragment path; false when it does not apply (then nothing was changed). */
-  async #syncFragments(record: CommittedRecord, state: DualStackState): Promise<boolean> {
+  /**
+   * The fragment path; false when it does not apply (then nothing was changed). `changed` (from
+   * the model) saves comparing the states; keys of the other family find no ports and cost nothing.
+   */
+  async #syncFragments(
+    record: CommittedRecord,
+    state: DualStackState,
+    changedKeys: ReadonlySet<ServicePortKey> | undefined,
+  ): Promise<boolean> {
     if (!record.state) return false;
     const tx = new NftTransaction();
     const commits: (() => void)[] = [];
@@ -216,7 +228,7 @@ export class NftablesDataplane implements LiveDataplane {
       const next = state[MODEL_FAMILY[family]];
       if (!prev && !next) continue;
       if (!prev || !next || !isDeepStrictEqual(prev.node, next.node)) return false;
-      const changed = changedServicePorts(prev, next);
+      const changed = changedKeys ?? changedServicePorts(prev, next);
       if (changed.size === 0) continue;
       let index = record.indexes.get(family);
       if (index === undefined) {

@@ -22,6 +22,9 @@ const ROOT_REASON =
   'needs root: network namespaces and nft (run the suite as root to include these kernel tests)';
 if (!isRoot) process.stderr.write(`SKIPPED nftables packet tests: ${ROOT_REASON}\n`);
 
+/** The LoadBalancer IP of the eTP Local service (its one endpoint is on node-0). */
+const LOCAL_LB_IP = '192.168.6.8';
+
 type Spec = Omit<Parameters<typeof servicePort>[1], 'clusterEndpoints'> & { pods?: readonly PodInfo[] };
 
 /** A service port as node `nodeName` sees it: endpoints on that node are local. */
@@ -65,6 +68,7 @@ describe('nftables ruleset with real packets', { skip: isRoot ? false : ROOT_REA
       portFor(nodeName, 'local', {
         clusterIP: '10.96.0.20',
         nodePort: 30020,
+        loadBalancerIPs: [LOCAL_LB_IP],
         externalPolicyLocal: true,
         pods: [a2!],
       }),
@@ -112,6 +116,8 @@ describe('nftables ruleset with real packets', { skip: isRoot ? false : ROOT_REA
       await lab.addRoute(client(), [cidr, 'via', topo.nodes[0]!.ipv4]);
     }
     await lab.addRoute(client(), ['fd00:96::/64', 'via', topo.nodes[0]!.ipv6]);
+    // ... except the eTP Local LB IP, sent to node-1, which has no local endpoint for it.
+    await lab.addRoute(client(), [`${LOCAL_LB_IP}/32`, 'via', topo.nodes[1]!.ipv4]);
     for (const node of topo.nodes) {
       await nftLoad(lab, node.ns, nftablesPlanner.render(nftablesPlanner.planFull(stateFor(node.name))));
     }
@@ -178,6 +184,19 @@ describe('nftables ruleset with real packets', { skip: isRoot ? false : ROOT_REA
       count: 3,
     });
     assert.deepEqual(names(outcomes), ['node-0-pod-2']);
+  });
+
+  test('the host itself reaches an eTP Local LB IP without local endpoints (short-circuit to the cluster)', async () => {
+    const fromNode = await topo.connect(topo.nodes[1]!.ns, 'tcp', LOCAL_LB_IP, 80, { count: 3 });
+    assert.deepEqual(names(fromNode), ['node-0-pod-2']);
+    // Traffic from outside to the same node and address has no local endpoint: dropped.
+    const fromOutside = await topo.connect(client(), 'tcp', LOCAL_LB_IP, 80, { timeoutMs: 1500 });
+    assert.deepEqual(names(fromOutside), ['error:timeout']);
+  });
+
+  test('the host itself is refused by a service without endpoints', async () => {
+    const outcomes = await topo.connect(topo.nodes[1]!.ns, 'tcp', '10.96.0.99', 80, { timeoutMs: 3000 });
+    assert.deepEqual(names(outcomes), ['error:ECONNREFUSED']);
   });
 
   test('LoadBalancer source ranges: the client is let in by one service and dropped by another', async () => {

@@ -37,6 +37,16 @@ test('the first sync is full whatever was asked; later incremental syncs send on
   assert.equal(nft.scripts.length, 2, 'no change runs no nft');
 });
 
+test('an incremental sync given the changed keys touches only those service ports', async () => {
+  const { nft, dp } = dataplane();
+  await dp.sync(ipv4([web('10.244.1.10'), dns('10.244.1.20')]), 'full');
+  // dns changed too, but the model says only web did: the dataplane trusts it and does not compare.
+  const next = ipv4([web('10.244.1.11'), dns('10.244.1.21')]);
+  assert.equal((await dp.sync(next, 'incremental', new Set(['default/web:80/TCP']))).kind, 'incremental');
+  assert.match(nft.scripts[1]!, /10\.244\.1\.11/);
+  assert.doesNotMatch(nft.scripts[1]!, /10\.244\.1\.2/);
+});
+
 test('a refused incremental transaction falls back to a full one in the same sync', async () => {
   const { nft, dp } = dataplane();
   await dp.sync(ipv4([web('10.244.1.10')]), 'full');
