@@ -9,6 +9,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { type EndpointSlice, type Node, type Service, ZONE_LABEL } from '../kube/objects.ts';
 import { serviceKey } from './build-state.ts';
 import { compareText, indexSlicesByService } from './endpoints.ts';
+import { LayeredPortMap } from './layered-port-map.ts';
 import { type NodeSettingsByFamily, nodeSettingsByFamily, type ProxyOptions } from './node-settings.ts';
 import type { Problem } from './problem.ts';
 import type {
@@ -141,7 +142,7 @@ export class ModelCache {
           ? sortedPorts(byService)
           : updates.size === 0
             ? prev.servicePorts
-            : mergedPorts(prev.servicePorts, updates);
+            : LayeredPortMap.next(prev.servicePorts, updates);
       state[family] =
         prev?.node === node && prev.servicePorts === servicePorts ? prev : { family, node, servicePorts };
     }
@@ -220,35 +221,11 @@ function sharedPorts(old: PortsOfService, fresh: readonly ServicePort[]): Map<Se
   return next;
 }
 
-function sortedPorts(byService: ReadonlyMap<string, PortsOfService>): Map<ServicePortKey, ServicePort> {
+function sortedPorts(
+  byService: ReadonlyMap<string, PortsOfService>,
+): ReadonlyMap<ServicePortKey, ServicePort> {
   const ports: ServicePort[] = [];
   for (const ofService of byService.values()) ports.push(...ofService.values());
   ports.sort((a, b) => compareText(a.key, b.key));
   return new Map(ports.map((port) => [port.key, port]));
-}
-
-/** `prev` with `updates` applied, still in key order, without sorting all of it again. */
-function mergedPorts(
-  prev: ReadonlyMap<ServicePortKey, ServicePort>,
-  updates: ReadonlyMap<ServicePortKey, ServicePort | undefined>,
-): Map<ServicePortKey, ServicePort> {
-  const added = [...updates.keys()].filter((key) => !prev.has(key)).sort(compareText);
-  if (added.length === 0) {
-    const next = new Map(prev);
-    for (const [key, port] of updates) {
-      if (port === undefined) next.delete(key);
-      else next.set(key, port);
-    }
-    return next;
-  }
-  const next = new Map<ServicePortKey, ServicePort>();
-  let i = 0;
-  for (const [key, port] of prev) {
-    for (; i < added.length && compareText(added[i]!, key) < 0; i++)
-      next.set(added[i]!, updates.get(added[i]!)!);
-    const update = updates.has(key) ? updates.get(key) : port;
-    if (update !== undefined) next.set(key, update);
-  }
-  for (; i < added.length; i++) next.set(added[i]!, updates.get(added[i]!)!);
-  return next;
 }
