@@ -9,19 +9,8 @@ import { endpointSliceLabelSelector, serviceLabelSelector } from '../../src/kube
 import { ENDPOINT_SLICES, type ResourceType, SERVICES } from '../../src/kube/resources.ts';
 import { sampleEndpointSlice, sampleService } from '../support/apiserver/sample-objects.ts';
 import { type StandInApiServer, startApiServer } from '../support/apiserver/server.ts';
+import { prng } from '../support/prng.ts';
 import { counterValue, eventually, expectedStore, startTestInformer, storeContents } from './harness.ts';
-
-/** mulberry32: a tiny seeded PRNG so a failing run can be replayed from its seed. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const PROXY_NAME_LABEL = 'service.kubernetes.io/service-proxy-name';
 const HEADLESS_LABEL = 'service.kubernetes.io/headless';

@@ -7,7 +7,8 @@ import type { IptablesBackend } from '../../../dataplanes/iptables/backend.ts';
 import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { Lab, requireRoot } from '../../support/netns.ts';
-import { randomChange, randomSource, randomState } from './random-states.ts';
+import { prng } from '../../support/prng.ts';
+import { randomChange, randomState } from './random-states.ts';
 
 /** iptables-save of every table without comments and counters, rules grouped by chain, chains sorted. */
 async function normalisedSave(lab: Lab, ns: string, backend: IptablesBackend): Promise<string> {
@@ -36,7 +37,7 @@ for (const backend of ['nft', 'legacy'] as const) {
     process.stdout.write(
       `# iptables-${backend} partial ≡ full on the kernel: seed ${seed} (KPROXY_SEED=${seed})\n`,
     );
-    const random = randomSource(seed);
+    const random = prng(seed);
     const lab = new Lab(`ipt-partial-${backend}`);
     t.after(() => lab.destroy());
     const incNs = await lab.addNetns('inc');

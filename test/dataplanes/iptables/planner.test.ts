@@ -9,8 +9,9 @@ import {
 import { restoreInput } from '../../../dataplanes/iptables/restore-plan.ts';
 import { probability } from '../../../dataplanes/iptables/service-port-rules.ts';
 import type { ProxyState, ServicePort } from '../../../src/model/proxy-state.ts';
+import { prng } from '../../support/prng.ts';
 import { FakeTables } from './fake-tables.ts';
-import { randomChange, randomSource, randomState } from './random-states.ts';
+import { randomChange, randomState } from './random-states.ts';
 import { endpoint, familyState, SCENARIOS, servicePort } from './scenarios.ts';
 
 function full(state: ProxyState): string {
@@ -130,7 +131,7 @@ test('an endpoint change rewrites only that service chain and deletes the old en
 test('partial syncs on top of a full sync give the full sync of the last state (random sequences)', () => {
   const seed = Number(process.env.KPROXY_SEED ?? Date.now() % 100000);
   process.stdout.write(`# partial ≡ full: seed ${seed} (KPROXY_SEED=${seed} repeats it)\n`);
-  const random = randomSource(seed);
+  const random = prng(seed);
   for (let run = 0; run < 30; run++) {
     let state = randomState(random);
     const kernel = new FakeTables();

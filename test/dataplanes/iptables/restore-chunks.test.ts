@@ -3,8 +3,9 @@ import { test } from 'node:test';
 import { planFamilyFull, planFamilyIncremental } from '../../../dataplanes/iptables/planner.ts';
 import { restoreParts } from '../../../dataplanes/iptables/restore-chunks.ts';
 import { type FamilyPlan, restoreInput } from '../../../dataplanes/iptables/restore-plan.ts';
+import { prng } from '../../support/prng.ts';
 import { FakeTables } from './fake-tables.ts';
-import { randomChange, randomSource, randomState } from './random-states.ts';
+import { randomChange, randomState } from './random-states.ts';
 
 /** Applies the plan in parts (each must commit on its own) and returns the resulting tables. */
 function applyInParts(kernel: FakeTables, plan: FamilyPlan, maxChains: number): number {
@@ -16,7 +17,7 @@ function applyInParts(kernel: FakeTables, plan: FamilyPlan, maxChains: number): 
 test('a plan applied in small parts ends as the plan applied at once, every part valid', () => {
   const seed = Number(process.env.KPROXY_SEED ?? Date.now() % 100000);
   process.stdout.write(`# restore parts: seed ${seed} (KPROXY_SEED=${seed} repeats it)\n`);
-  const random = randomSource(seed);
+  const random = prng(seed);
   let splitRuns = 0;
   for (let run = 0; run < 20; run++) {
     let state = randomState(random);
@@ -37,7 +38,7 @@ test('a plan applied in small parts ends as the plan applied at once, every part
 });
 
 test('a plan within the limit stays one restore', () => {
-  const state = randomState(randomSource(1));
+  const state = randomState(prng(1));
   const plan = planFamilyFull(state);
   assert.deepEqual(restoreParts(plan, 10_000), [plan]);
 });

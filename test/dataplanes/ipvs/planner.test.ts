@@ -4,9 +4,10 @@ import type { IpvsOp, IpvsPlan } from '../../../dataplanes/ipvs/ipvs-plan.ts';
 import { ipvsadmLine } from '../../../dataplanes/ipvs/ipvs-render.ts';
 import { createIpvsPlanner, ipvsDesired, ipvsPlanner } from '../../../dataplanes/ipvs/planner.ts';
 import type { DualStackState } from '../../../src/model/proxy-state.ts';
+import { prng } from '../../support/prng.ts';
 import { applyTransaction, dump, type FakeState } from '../nftables/fake-nft.ts';
 import { endpoint, ipv4, localEndpoint, proxyState, servicePort } from '../nftables/fixtures.ts';
-import { prng, randomState } from '../nftables/random-state.ts';
+import { randomState } from '../nftables/random-state.ts';
 import { applyOps, dumpServing, fromDesired } from './fake-ipvs.ts';
 
 const remote = endpoint('10.244.2.10');
