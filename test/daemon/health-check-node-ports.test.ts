@@ -3,14 +3,15 @@ import { describe, test } from 'node:test';
 import { HealthCheckNodePorts, healthCheckServices } from '../../src/daemon/health-check-node-ports.ts';
 import { listenHttp } from '../../src/daemon/http-listener.ts';
 import type { DualStackState, Endpoint } from '../../src/model/proxy-state.ts';
-import { familyState, LOCAL, port } from '../sync/state-fixtures.ts';
+import { localEndpoint, proxyState, servicePort } from '../support/proxy-states.ts';
+
+const LOCAL = localEndpoint('10.1.0.5', 80);
 
 const remote: Endpoint = { ...LOCAL, ip: '10.2.0.9', isLocal: false };
 const terminating: Endpoint = { ...LOCAL, ip: '10.1.0.7', ready: false, terminating: true };
 
 function lbLocal(name: string, healthCheckNodePort: number, localEndpoints: Endpoint[], portNumber = 80) {
-  return port(`default/${name}:${portNumber}/TCP`, {
-    name,
+  return servicePort(name, {
     port: portNumber,
     externalPolicyLocal: true,
     healthCheckNodePort,
@@ -24,13 +25,13 @@ describe('healthCheckServices', () => {
     const other = { ...LOCAL, port: 443 };
     const v6: Endpoint = { ...LOCAL, ip: 'fd00::5' };
     const state: DualStackState = {
-      IPv4: familyState('IPv4', [
+      IPv4: proxyState('IPv4', [
         lbLocal('web', 30500, [LOCAL, terminating]),
         lbLocal('web', 30500, [other], 443),
         lbLocal('idle', 30600, [terminating]),
-        port('default/plain:80/TCP', { localEndpoints: [LOCAL] }),
+        servicePort('plain', { localEndpoints: [LOCAL] }),
       ]),
-      IPv6: familyState('IPv6', [lbLocal('web', 30500, [v6])]),
+      IPv6: proxyState('IPv6', [lbLocal('web', 30500, [v6])]),
     };
     assert.deepEqual(
       [...healthCheckServices(state)],
@@ -55,7 +56,7 @@ describe('HealthCheckNodePorts', () => {
     const ports = new HealthCheckNodePorts({ host: '127.0.0.1', proxyHealthy: () => proxyHealthy });
     t.after(() => ports.close());
     const update = await ports.update({
-      IPv4: familyState('IPv4', [
+      IPv4: proxyState('IPv4', [
         lbLocal('web', a, [LOCAL, { ...LOCAL, ip: '10.1.0.6' }]),
         lbLocal('idle', b, []),
       ]),
@@ -85,16 +86,16 @@ describe('HealthCheckNodePorts', () => {
     const [a, b] = [await freePort(), await freePort()];
     const ports = new HealthCheckNodePorts({ host: '127.0.0.1', proxyHealthy: () => true });
     t.after(() => ports.close());
-    await ports.update({ IPv4: familyState('IPv4', [lbLocal('web', a, [])]) });
+    await ports.update({ IPv4: proxyState('IPv4', [lbLocal('web', a, [])]) });
     assert.equal((await fetch(`http://127.0.0.1:${a}/`)).status, 503);
 
     const update = await ports.update({
-      IPv4: familyState('IPv4', [lbLocal('web', a, [LOCAL]), lbLocal('db', b, [])]),
+      IPv4: proxyState('IPv4', [lbLocal('web', a, [LOCAL]), lbLocal('db', b, [])]),
     });
     assert.deepEqual(update, { opened: [b], closed: [], failed: [] });
     assert.equal((await fetch(`http://127.0.0.1:${a}/`)).status, 200);
 
-    const removal = await ports.update({ IPv4: familyState('IPv4', [lbLocal('db', b, [])]) });
+    const removal = await ports.update({ IPv4: proxyState('IPv4', [lbLocal('db', b, [])]) });
     assert.deepEqual(removal, { opened: [], closed: [a], failed: [] });
     assert.deepEqual(ports.ports, [b]);
     await assert.rejects(fetch(`http://127.0.0.1:${a}/`));
@@ -108,7 +109,7 @@ describe('HealthCheckNodePorts', () => {
     const squatter = await listenHttp('127.0.0.1', 0, () => {});
     const ports = new HealthCheckNodePorts({ host: '127.0.0.1', proxyHealthy: () => true });
     t.after(() => ports.close());
-    const state = { IPv4: familyState('IPv4', [lbLocal('web', squatter.port, [LOCAL])]) };
+    const state = { IPv4: proxyState('IPv4', [lbLocal('web', squatter.port, [LOCAL])]) };
     const first = await ports.update(state);
     assert.deepEqual(
       first.failed.map((f) => f.port),

@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import type { EndpointSlice } from '../../src/kube/objects.ts';
 import type { DualStackState } from '../../src/model/proxy-state.ts';
 import { countNoLocalEndpoints, lastChangeTriggerTime, ProxyMetrics } from '../../src/sync/metrics.ts';
-import { familyState, LOCAL, port } from './state-fixtures.ts';
+import { localEndpoint, proxyState, servicePort } from '../support/proxy-states.ts';
 
 function slice(annotation?: string): EndpointSlice {
   return {
@@ -47,14 +47,14 @@ const synced = (kind: 'full' | 'incremental', startedAt: number, durationMs: num
 describe('countNoLocalEndpoints', () => {
   test('counts Local policies without a local endpoint, per policy, over both families', () => {
     const state: DualStackState = {
-      IPv4: familyState('IPv4', [
-        port('a', { internalPolicyLocal: true }),
-        port('b', { externalPolicyLocal: true }),
-        port('c', { internalPolicyLocal: true, externalPolicyLocal: true }),
-        port('d', { internalPolicyLocal: true, localEndpoints: [LOCAL] }),
-        port('e', {}),
+      IPv4: proxyState('IPv4', [
+        servicePort('a', { internalPolicyLocal: true }),
+        servicePort('b', { externalPolicyLocal: true }),
+        servicePort('c', { internalPolicyLocal: true, externalPolicyLocal: true }),
+        servicePort('d', { internalPolicyLocal: true, localEndpoints: [localEndpoint('10.1.0.5', 80)] }),
+        servicePort('e', {}),
       ]),
-      IPv6: familyState('IPv6', [port('a6', { externalPolicyLocal: true })]),
+      IPv6: proxyState('IPv6', [servicePort('a6', { externalPolicyLocal: true })]),
     };
     assert.deepEqual(countNoLocalEndpoints(state), { internal: 2, external: 3 });
   });
@@ -152,8 +152,8 @@ describe('ProxyMetrics', () => {
 
   test('no-local-endpoint gauges follow the latest state', async () => {
     const metrics = new ProxyMetrics('nftables', { processMetrics: false });
-    metrics.stateBuilt({ IPv4: familyState('IPv4', [port('a', { internalPolicyLocal: true })]) });
-    metrics.stateBuilt({ IPv4: familyState('IPv4', [port('b', { externalPolicyLocal: true })]) });
+    metrics.stateBuilt({ IPv4: proxyState('IPv4', [servicePort('a', { internalPolicyLocal: true })]) });
+    metrics.stateBuilt({ IPv4: proxyState('IPv4', [servicePort('b', { externalPolicyLocal: true })]) });
     const name = 'kubeproxy_sync_proxy_rules_no_local_endpoints_total';
     assert.equal(await value(metrics, name, { traffic_policy: 'internal' }), 0);
     assert.equal(await value(metrics, name, { traffic_policy: 'external' }), 1);

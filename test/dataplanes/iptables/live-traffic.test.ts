@@ -6,15 +6,17 @@ import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import type { DualStackState, Endpoint, ServicePort } from '../../../src/model/proxy-state.ts';
 import { Lab, requireRoot } from '../../support/netns.ts';
+import { endpoint, proxyState, servicePort } from '../../support/proxy-states.ts';
 import { CLUSTER_CIDR_V4, CLUSTER_CIDR_V6, replies, Topology, tally } from '../../support/topology.ts';
-import { endpoint, familyState, servicePort } from './scenarios.ts';
 
 const isRoot = process.getuid?.() === 0;
 const SKIP_REASON = 'needs root: network namespaces and iptables (run the suite as root)';
 if (!isRoot) process.stderr.write(`SKIPPED iptables traffic tests: ${SKIP_REASON}\n`);
 
 function endpointsOf(topology: Topology, nodeIndexes: readonly number[], port: number): Endpoint[] {
-  return nodeIndexes.flatMap((i) => topology.nodes[i]!.pods.map((pod) => endpoint(pod.ipv4, port, i === 0)));
+  return nodeIndexes.flatMap((i) =>
+    topology.nodes[i]!.pods.map((pod) => endpoint(pod.ipv4, port, { isLocal: i === 0 })),
+  );
 }
 
 function clusterState(topology: Topology): DualStackState {
@@ -22,45 +24,64 @@ function clusterState(topology: Topology): DualStackState {
   const local = all.filter((e) => e.isLocal);
   const dns = endpointsOf(topology, [0, 1], 5353);
   const ports: ServicePort[] = [
-    servicePort('ns', 'web', { clusterIP: '10.96.0.10', nodePort: 30080, clusterEndpoints: all }),
-    servicePort('ns', 'dns', { clusterIP: '10.96.0.53', port: 53, protocol: 'UDP', clusterEndpoints: dns }),
-    servicePort('ns', 'empty', { clusterIP: '10.96.0.70', nodePort: 30070, hasEndpoints: false }),
-    servicePort('ns', 'local', {
+    servicePort('web', { namespace: 'ns', clusterIP: '10.96.0.10', nodePort: 30080, clusterEndpoints: all }),
+    servicePort('dns', {
+      namespace: 'ns',
+      clusterIP: '10.96.0.53',
+      port: 53,
+      protocol: 'UDP',
+      clusterEndpoints: dns,
+    }),
+    servicePort('empty', { namespace: 'ns', clusterIP: '10.96.0.70', nodePort: 30070, hasEndpoints: false }),
+    servicePort('local', {
+      namespace: 'ns',
       clusterIP: '10.96.0.30',
       nodePort: 30081,
       externalPolicyLocal: true,
       clusterEndpoints: all,
       localEndpoints: local,
     }),
-    servicePort('ns', 'sticky', {
+    servicePort('sticky', {
+      namespace: 'ns',
       clusterIP: '10.96.0.60',
       sessionAffinity: { timeoutSeconds: 600 },
       clusterEndpoints: all,
     }),
-    servicePort('ns', 'lb-open', {
+    servicePort('lb-open', {
+      namespace: 'ns',
       clusterIP: '10.96.0.50',
       loadBalancerIPs: ['192.0.2.51'],
       loadBalancerSourceRanges: ['10.100.0.0/24'],
       clusterEndpoints: all,
     }),
-    servicePort('ns', 'lb-closed', {
+    servicePort('lb-closed', {
+      namespace: 'ns',
       clusterIP: '10.96.0.52',
       loadBalancerIPs: ['192.0.2.52'],
       loadBalancerSourceRanges: ['198.51.100.0/24'],
       clusterEndpoints: all,
     }),
   ];
-  const all6 = topology.nodes.flatMap((node, i) => node.pods.map((pod) => endpoint(pod.ipv6, 8080, i === 0)));
+  const all6 = topology.nodes.flatMap((node, i) =>
+    node.pods.map((pod) => endpoint(pod.ipv6, 8080, { isLocal: i === 0 })),
+  );
   return {
-    IPv6: familyState(
+    IPv6: proxyState(
       'IPv6',
-      [servicePort('ns', 'web', { clusterIP: 'fd00:96::10', nodePort: 30080, clusterEndpoints: all6 })],
+      [
+        servicePort('web', {
+          namespace: 'ns',
+          clusterIP: 'fd00:96::10',
+          nodePort: 30080,
+          clusterEndpoints: all6,
+        }),
+      ],
       {
         nodeIPs: [topology.nodes[0]!.ipv6],
         localDetector: { mode: 'ClusterCIDR', cidrs: [CLUSTER_CIDR_V6] },
       },
     ),
-    IPv4: familyState('IPv4', ports, {
+    IPv4: proxyState('IPv4', ports, {
       nodeIPs: [topology.nodes[0]!.ipv4],
       localDetector: { mode: 'ClusterCIDR', cidrs: [CLUSTER_CIDR_V4] },
     }),
@@ -193,7 +214,7 @@ for (const backend of ['nft', 'legacy'] as const) {
       const onlyRemote = web.clusterEndpoints.filter((e) => !e.isLocal);
       const next = {
         ...state,
-        IPv4: familyState(
+        IPv4: proxyState(
           'IPv4',
           [...state.IPv4!.servicePorts.values()]
             .filter((sp) => sp !== web)
@@ -227,7 +248,7 @@ for (const backend of ['nft', 'legacy'] as const) {
       const others = [...state.IPv4!.servicePorts.values()].filter((sp) => sp !== dns);
       const withoutEndpoint = {
         ...state,
-        IPv4: familyState(
+        IPv4: proxyState(
           'IPv4',
           [...others, { ...dns, clusterEndpoints: dns.clusterEndpoints.filter((e) => e.ip !== gone) }],
           state.IPv4!.node,

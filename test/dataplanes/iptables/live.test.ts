@@ -4,8 +4,9 @@ import { test } from 'node:test';
 import { chooseBackend } from '../../../dataplanes/iptables/backend.ts';
 import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
 import type { DualStackState } from '../../../src/model/proxy-state.ts';
+import { endpoint, proxyState, servicePort } from '../../support/proxy-states.ts';
 import { type RecordedCall, RecordingRunner } from './recording-runner.ts';
-import { endpoint, familyState, SCENARIOS, servicePort } from './scenarios.ts';
+import { SCENARIOS } from './scenarios.ts';
 
 const CANARY_OK = '-N KPROXY-PROXY-CANARY\n-A KPROXY-PROXY-CANARY -j RETURN\n';
 
@@ -18,7 +19,7 @@ function healthy(call: RecordedCall) {
 const before: DualStackState = SCENARIOS['cluster-ip']!;
 const web = before.IPv4!.servicePorts.get('ns1/web:80/TCP')!;
 const after: DualStackState = {
-  IPv4: familyState(
+  IPv4: proxyState(
     'IPv4',
     [...before.IPv4!.servicePorts.values()]
       .filter((sp) => sp !== web)
@@ -121,12 +122,13 @@ test('a full sync ensures each jump rule: checked first, inserted only when miss
 test('the rule count follows incremental syncs', async () => {
   const runner = new RecordingRunner(healthy);
   const dataplane = new IptablesDataplane({ runner, backend: 'nft' });
-  const one = { IPv4: familyState('IPv4', [web]) };
+  const one = { IPv4: proxyState('IPv4', [web]) };
   const full = await dataplane.sync(one, 'full');
   const two = {
-    IPv4: familyState('IPv4', [
+    IPv4: proxyState('IPv4', [
       web,
-      servicePort('ns1', 'other', {
+      servicePort('other', {
+        namespace: 'ns1',
         clusterIP: '10.96.0.99',
         clusterEndpoints: [endpoint('10.244.5.5', 80)],
       }),
@@ -149,7 +151,7 @@ test('UDP flows to a removed endpoint are deleted from conntrack after the sync'
   const dns = before.IPv4!.servicePorts.get('kube-system/dns:53/UDP')!;
   await dataplane.sync(before, 'full');
   const moved = {
-    IPv4: familyState('IPv4', [web, { ...dns, clusterEndpoints: [endpoint('10.244.2.54', 53)] }]),
+    IPv4: proxyState('IPv4', [web, { ...dns, clusterEndpoints: [endpoint('10.244.2.54', 53)] }]),
   };
   const outcome = await dataplane.sync(moved, 'incremental');
   const deletions = runner.calls.filter((c) => c.command === 'conntrack');

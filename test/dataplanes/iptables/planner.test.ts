@@ -10,9 +10,10 @@ import { restoreInput } from '../../../dataplanes/iptables/restore-plan.ts';
 import { probability } from '../../../dataplanes/iptables/service-port-rules.ts';
 import type { ProxyState, ServicePort } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
+import { endpoint, localEndpoint, proxyState, servicePort } from '../../support/proxy-states.ts';
 import { FakeTables } from './fake-tables.ts';
 import { randomChange, randomState } from './random-states.ts';
-import { endpoint, familyState, SCENARIOS, servicePort } from './scenarios.ts';
+import { SCENARIOS } from './scenarios.ts';
 
 function full(state: ProxyState): string {
   return restoreInput(planFamilyFull(state));
@@ -24,12 +25,13 @@ function incremental(prev: ProxyState, next: ProxyState): string {
 }
 
 function withPort(state: ProxyState, sp: ServicePort): ProxyState {
-  return familyState(state.family, [...[...state.servicePorts.values()].filter((p) => p.key !== sp.key), sp]);
+  return proxyState(state.family, [...[...state.servicePorts.values()].filter((p) => p.key !== sp.key), sp]);
 }
 
-const web = servicePort('ns1', 'web', {
+const web = servicePort('web', {
+  namespace: 'ns1',
   clusterIP: '10.96.0.10',
-  clusterEndpoints: [endpoint('10.244.1.10', 8080, true), endpoint('10.244.2.10', 8080)],
+  clusterEndpoints: [localEndpoint('10.244.1.10', 8080), endpoint('10.244.2.10', 8080)],
 });
 
 test('service chain names hash like kube-proxy (sha256, base32, 16 characters)', () => {
@@ -41,7 +43,7 @@ test('service chain names hash like kube-proxy (sha256, base32, 16 characters)',
 
 test('endpoint probabilities are 1/(n-i) printed with ten decimals', () => {
   assert.deepEqual([4, 3, 2].map(probability), ['0.2500000000', '0.3333333333', '0.5000000000']);
-  const rules = full(familyState('IPv4', [web])).split('\n');
+  const rules = full(proxyState('IPv4', [web])).split('\n');
   const choices = rules.filter((r) => r.startsWith('-A KPROXY-SVC-') && r.includes('-> '));
   assert.equal(choices.length, 2);
   assert.match(choices[0]!, /--probability 0\.5000000000 -j KPROXY-SEP-/);
@@ -115,7 +117,7 @@ test('an incremental plan with no change is empty', () => {
 });
 
 test('an endpoint change rewrites only that service chain and deletes the old endpoint chain', () => {
-  const before = familyState('IPv4', [web]);
+  const before = proxyState('IPv4', [web]);
   const after = withPort(before, {
     ...web,
     clusterEndpoints: [web.clusterEndpoints[0]!, endpoint('10.244.2.99', 8080)],
@@ -148,8 +150,8 @@ test('partial syncs on top of a full sync give the full sync of the last state (
 });
 
 test('changing node settings re-renders every service chain that depends on them', () => {
-  const before = familyState('IPv4', [web]);
-  const after = familyState('IPv4', [web], { masqueradeAll: true });
+  const before = proxyState('IPv4', [web]);
+  const after = proxyState('IPv4', [web], { masqueradeAll: true });
   const kernel = new FakeTables();
   kernel.restore(full(before));
   kernel.restore(incremental(before, after));
@@ -159,7 +161,7 @@ test('changing node settings re-renders every service chain that depends on them
 });
 
 test('a family that disappears leaves no service chains behind', () => {
-  const before = familyState('IPv4', [web]);
+  const before = proxyState('IPv4', [web]);
   const kernel = new FakeTables();
   kernel.restore(full(before));
   kernel.restore(restoreInput(planFamilyIncremental(before, undefined)!));
@@ -171,10 +173,11 @@ test('a family that disappears leaves no service chains behind', () => {
 
 test('over 1000 endpoints the per-endpoint rules lose their comments, and crossing back and forth stays exact', () => {
   const many = (n: number) =>
-    familyState(
+    proxyState(
       'IPv4',
       Array.from({ length: n }, (_, i) =>
-        servicePort('ns', `s${i}`, {
+        servicePort(`s${i}`, {
+          namespace: 'ns',
           clusterIP: `10.96.${Math.floor(i / 250)}.${i % 250}`,
           clusterEndpoints: [endpoint(`10.244.${Math.floor(i / 250)}.${i % 250}`, 80)],
         }),

@@ -1,6 +1,6 @@
 // Seeded random ProxyStates and random changes between them, for the "partial ≡ full" properties.
 import type { Endpoint, ProxyState, ServicePort } from '../../../src/model/proxy-state.ts';
-import { endpoint, familyState, servicePort } from './scenarios.ts';
+import { endpoint, proxyState, servicePort } from '../../support/proxy-states.ts';
 
 function pick<T>(random: () => number, items: readonly T[]): T {
   return items[Math.floor(random() * items.length)]!;
@@ -12,7 +12,7 @@ function endpoints(random: () => number, service: number): Endpoint[] {
   for (let i = 0; i < count; i++) {
     const host = 10 + Math.floor(random() * 4);
     const node = random() < 0.4 ? 1 : 2;
-    const ep = endpoint(`10.244.${node}.${host}`, 8000 + service, node === 1);
+    const ep = endpoint(`10.244.${node}.${host}`, 8000 + service, { isLocal: node === 1 });
     chosen.set(ep.ip, ep);
   }
   return [...chosen.values()].sort((a, b) => (a.ip < b.ip ? -1 : 1));
@@ -26,7 +26,8 @@ export function randomServicePort(random: () => number, i: number): ServicePort 
   const internalPolicyLocal = random() < 0.2;
   const nodePort = random() < 0.5 ? 30000 + i : 0;
   const lb = random() < 0.3;
-  return servicePort('ns', `svc${i}`, {
+  return servicePort(`svc${i}`, {
+    namespace: 'ns',
     clusterIP: `10.96.0.${10 + i}`,
     protocol: pick(random, ['TCP', 'UDP'] as const),
     nodePort,
@@ -46,7 +47,7 @@ export function randomServicePort(random: () => number, i: number): ServicePort 
 export function randomState(random: () => number): ProxyState {
   const ports: ServicePort[] = [];
   for (let i = 0; i < 10; i++) if (random() < 0.6) ports.push(randomServicePort(random, i));
-  return familyState('IPv4', ports);
+  return proxyState('IPv4', ports);
 }
 
 /** A few service ports added, removed or re-drawn. */
@@ -63,5 +64,5 @@ export function randomChange(random: () => number, state: ProxyState): ProxyStat
       ports.set(sp.key, sp);
     }
   }
-  return familyState('IPv4', [...ports.values()]);
+  return proxyState('IPv4', [...ports.values()]);
 }

@@ -1,68 +1,23 @@
 // Small hand-built states for the iptables planner's unit, golden and kernel tests. Each scenario
 // exercises one feature the way kube-proxy's own iptables fixtures do.
-import type {
-  DualStackState,
-  Endpoint,
-  IPFamily,
-  NodeSettings,
-  ProxyState,
-  ServicePort,
-} from '../../../src/model/proxy-state.ts';
-import { port } from '../../sync/state-fixtures.ts';
+import type { DualStackState } from '../../../src/model/proxy-state.ts';
+import { endpoint, localEndpoint, proxyState, servicePort } from '../../support/proxy-states.ts';
 
-export function endpoint(ip: string, portNumber: number, isLocal = false): Endpoint {
-  return { ip, port: portNumber, isLocal, ready: true, serving: true, terminating: false };
-}
-
-/** A service port keyed like the model does, "namespace/name:port/PROTOCOL". */
-export function servicePort(
-  namespace: string,
-  name: string,
-  overrides: Partial<ServicePort> & Pick<ServicePort, 'clusterIP'>,
-): ServicePort {
-  const protocol = overrides.protocol ?? 'TCP';
-  const portNumber = overrides.port ?? 80;
-  return port(`${namespace}/${name}:${portNumber}/${protocol}`, { namespace, name, ...overrides });
-}
-
-export const NODE_V4: NodeSettings = {
-  nodeName: 'node-1',
-  nodeIPs: ['10.100.0.11'],
-  localDetector: { mode: 'ClusterCIDR', cidrs: ['10.244.0.0/16'] },
-  masqueradeAll: false,
-  masqueradeBit: 14,
-  nodePortAddresses: 'all',
-};
-
-export const NODE_V6: NodeSettings = {
-  ...NODE_V4,
-  nodeIPs: ['fd00:100::11'],
-  localDetector: { mode: 'ClusterCIDR', cidrs: ['fd00:244::/32'] },
-};
-
-export function familyState(
-  family: IPFamily,
-  ports: readonly ServicePort[],
-  node?: Partial<NodeSettings>,
-): ProxyState {
-  const base = family === 'IPv4' ? NODE_V4 : NODE_V6;
-  const sorted = [...ports].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-  return { family, node: { ...base, ...node }, servicePorts: new Map(sorted.map((sp) => [sp.key, sp])) };
-}
-
-const local = endpoint('10.244.1.10', 8080, true);
+const local = localEndpoint('10.244.1.10', 8080);
 const remote = endpoint('10.244.2.10', 8080);
 const remote2 = endpoint('10.244.2.11', 8080);
 
 /** Named scenarios; each is rendered to test/golden/iptables/NAME.rules. */
 export const SCENARIOS: Readonly<Record<string, DualStackState>> = {
   'cluster-ip': {
-    IPv4: familyState('IPv4', [
-      servicePort('ns1', 'web', {
+    IPv4: proxyState('IPv4', [
+      servicePort('web', {
+        namespace: 'ns1',
         clusterIP: '10.96.0.10',
         clusterEndpoints: [local, remote, remote2],
       }),
-      servicePort('kube-system', 'dns', {
+      servicePort('dns', {
+        namespace: 'kube-system',
         clusterIP: '10.96.0.53',
         port: 53,
         protocol: 'UDP',
@@ -71,8 +26,9 @@ export const SCENARIOS: Readonly<Record<string, DualStackState>> = {
     ]),
   },
   'node-port': {
-    IPv4: familyState('IPv4', [
-      servicePort('ns1', 'np', {
+    IPv4: proxyState('IPv4', [
+      servicePort('np', {
+        namespace: 'ns1',
         clusterIP: '10.96.0.20',
         nodePort: 30080,
         clusterEndpoints: [local, remote],
@@ -80,8 +36,9 @@ export const SCENARIOS: Readonly<Record<string, DualStackState>> = {
     ]),
   },
   'external-traffic-local': {
-    IPv4: familyState('IPv4', [
-      servicePort('ns1', 'etp', {
+    IPv4: proxyState('IPv4', [
+      servicePort('etp', {
+        namespace: 'ns1',
         clusterIP: '10.96.0.30',
         nodePort: 30081,
         loadBalancerIPs: ['192.0.2.30'],
@@ -90,7 +47,8 @@ export const SCENARIOS: Readonly<Record<string, DualStackState>> = {
         clusterEndpoints: [local, remote],
         localEndpoints: [local],
       }),
-      servicePort('ns1', 'etp-none-here', {
+      servicePort('etp-none-here', {
+        namespace: 'ns1',
         clusterIP: '10.96.0.31',
         nodePort: 30082,
         externalPolicyLocal: true,
@@ -98,19 +56,28 @@ export const SCENARIOS: Readonly<Record<string, DualStackState>> = {
       }),
     ]),
   },
+  // Both have endpoints elsewhere in the cluster: Local traffic sees only this node's.
   'internal-traffic-local': {
-    IPv4: familyState('IPv4', [
-      servicePort('ns1', 'itp', {
+    IPv4: proxyState('IPv4', [
+      servicePort('itp', {
+        namespace: 'ns1',
         clusterIP: '10.96.0.40',
         internalPolicyLocal: true,
         localEndpoints: [local],
+        hasEndpoints: true,
       }),
-      servicePort('ns1', 'itp-none-here', { clusterIP: '10.96.0.41', internalPolicyLocal: true }),
+      servicePort('itp-none-here', {
+        namespace: 'ns1',
+        clusterIP: '10.96.0.41',
+        internalPolicyLocal: true,
+        hasEndpoints: true,
+      }),
     ]),
   },
   'load-balancer': {
-    IPv4: familyState('IPv4', [
-      servicePort('ns1', 'lb', {
+    IPv4: proxyState('IPv4', [
+      servicePort('lb', {
+        namespace: 'ns1',
         clusterIP: '10.96.0.50',
         nodePort: 30090,
         externalIPs: ['192.0.2.50'],
@@ -121,8 +88,9 @@ export const SCENARIOS: Readonly<Record<string, DualStackState>> = {
     ]),
   },
   'session-affinity': {
-    IPv4: familyState('IPv4', [
-      servicePort('ns1', 'sticky', {
+    IPv4: proxyState('IPv4', [
+      servicePort('sticky', {
+        namespace: 'ns1',
         clusterIP: '10.96.0.60',
         sessionAffinity: { timeoutSeconds: 10800 },
         clusterEndpoints: [remote, remote2],
@@ -130,8 +98,9 @@ export const SCENARIOS: Readonly<Record<string, DualStackState>> = {
     ]),
   },
   'no-endpoints': {
-    IPv4: familyState('IPv4', [
-      servicePort('ns1', 'empty', {
+    IPv4: proxyState('IPv4', [
+      servicePort('empty', {
+        namespace: 'ns1',
         clusterIP: '10.96.0.70',
         nodePort: 30070,
         externalIPs: ['192.0.2.70'],
@@ -141,17 +110,25 @@ export const SCENARIOS: Readonly<Record<string, DualStackState>> = {
     ]),
   },
   'masquerade-all-and-node-port-addresses': {
-    IPv4: familyState(
+    IPv4: proxyState(
       'IPv4',
-      [servicePort('ns1', 'web', { clusterIP: '10.96.0.80', nodePort: 30080, clusterEndpoints: [remote] })],
+      [
+        servicePort('web', {
+          namespace: 'ns1',
+          clusterIP: '10.96.0.80',
+          nodePort: 30080,
+          clusterEndpoints: [remote],
+        }),
+      ],
       { masqueradeAll: true, nodePortAddresses: ['10.100.0.0/16'], localDetector: { mode: 'None' } },
     ),
   },
   'interface-prefix-detector': {
-    IPv4: familyState(
+    IPv4: proxyState(
       'IPv4',
       [
-        servicePort('ns1', 'etp', {
+        servicePort('etp', {
+          namespace: 'ns1',
           clusterIP: '10.96.0.90',
           nodePort: 30091,
           externalPolicyLocal: true,
@@ -163,18 +140,20 @@ export const SCENARIOS: Readonly<Record<string, DualStackState>> = {
     ),
   },
   'dual-stack': {
-    IPv4: familyState('IPv4', [
-      servicePort('ns1', 'web', {
+    IPv4: proxyState('IPv4', [
+      servicePort('web', {
+        namespace: 'ns1',
         clusterIP: '10.96.0.10',
         nodePort: 30080,
         clusterEndpoints: [local, remote],
       }),
     ]),
-    IPv6: familyState('IPv6', [
-      servicePort('ns1', 'web', {
+    IPv6: proxyState('IPv6', [
+      servicePort('web', {
+        namespace: 'ns1',
         clusterIP: 'fd00:96::10',
         nodePort: 30080,
-        clusterEndpoints: [endpoint('fd00:244:1::10', 8080, true), endpoint('fd00:244:2::10', 8080)],
+        clusterEndpoints: [localEndpoint('fd00:244:1::10', 8080), endpoint('fd00:244:2::10', 8080)],
       }),
     ]),
   },

@@ -5,8 +5,8 @@ import { ipvsadmLine } from '../../../dataplanes/ipvs/ipvs-render.ts';
 import { createIpvsPlanner, ipvsDesired, ipvsPlanner } from '../../../dataplanes/ipvs/planner.ts';
 import type { DualStackState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
+import { endpoint, ipv4, localEndpoint, proxyState, servicePort } from '../../support/proxy-states.ts';
 import { applyTransaction, dump, type FakeState } from '../nftables/fake-nft.ts';
-import { endpoint, ipv4, localEndpoint, proxyState, servicePort } from '../nftables/fixtures.ts';
 import { randomState } from '../nftables/random-state.ts';
 import { applyOps, dumpServing, fromDesired } from './fake-ipvs.ts';
 

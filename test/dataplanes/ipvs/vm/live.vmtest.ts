@@ -13,8 +13,8 @@ import { execaRunner } from '../../../../dataplanes/shared/command-runner.ts';
 import type { DualStackState, Endpoint, ProxyState, ServicePort } from '../../../../src/model/proxy-state.ts';
 import type { EchoOutcome } from '../../../support/echo-client.ts';
 import { Lab } from '../../../support/netns.ts';
+import { ipv4, localEndpoint, proxyState, servicePort } from '../../../support/proxy-states.ts';
 import { tally } from '../../../support/topology.ts';
-import { ipv4, localEndpoint, proxyState, servicePort } from '../../nftables/fixtures.ts';
 
 const SUPPORT = join(import.meta.dirname, '../../../support');
 const NODE_IP = '10.100.0.11';
