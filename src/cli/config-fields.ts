@@ -4,6 +4,7 @@
 
 import { canonicalCIDR, canonicalIP } from '../model/ip-address.ts';
 import { parseGoDuration } from './go-duration.ts';
+import { MAX_PORT, splitHostPort } from './host-port.ts';
 
 export type FieldValue = string | number | boolean | readonly string[];
 
@@ -39,12 +40,11 @@ const checkNodePortAddress: ItemCheck = (item) =>
 /** "IP:port", "[IPv6]:port", ":port", or a bare IP (kube-proxy then adds the default port). */
 const checkBindAddress: ItemCheck = (item) => {
   if (canonicalIP(item)) return undefined;
-  const match = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d+)$/.exec(item);
-  const host = match?.[1] ?? match?.[2];
-  if (match === null || host === undefined || (host !== '' && !canonicalIP(host))) {
+  const parts = splitHostPort(item);
+  if (parts === undefined || (parts.host !== '' && !canonicalIP(parts.host))) {
     return `${show(item)} is not an IP:port address`;
   }
-  return Number(match[3]) <= 65535 ? undefined : `${show(item)} has a port out of range (0-65535)`;
+  return parts.port <= MAX_PORT ? undefined : `${show(item)} has a port out of range (0-${MAX_PORT})`;
 };
 
 export const PROXY_MODES = ['iptables', 'nftables', 'ipvs'] as const;

@@ -3,6 +3,7 @@
 // caller can report them; port 0 picks a free port (tests).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { MAX_PORT, splitHostPort } from '../cli/host-port.ts';
 
 export type Handler = (request: IncomingMessage, response: ServerResponse) => void | Promise<void>;
 
@@ -46,9 +47,7 @@ export async function listenHttp(host: string, port: number, handler: Handler): 
 
 /** "0.0.0.0:10256", "[::]:10256", ":10256" (all addresses) → host and port; undefined if malformed. */
 export function parseHostPort(text: string): { readonly host: string; readonly port: number } | undefined {
-  const match = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d+)$/.exec(text);
-  if (!match) return undefined;
-  const port = Number(match[3]);
-  if (port > 65535) return undefined;
-  return { host: match[1] ?? (match[2] || '::'), port };
+  const parts = splitHostPort(text);
+  if (parts === undefined || parts.port > MAX_PORT) return undefined;
+  return { host: parts.host || '::', port: parts.port };
 }
