@@ -3,11 +3,16 @@
 // service ports are rebuilt.
 //
 // A fragment is what one service port contributes on its own: its elements, its affinity
-// chains and sets, the count chains it uses, its hairpin elements. Objects several ports share
-// (a count chain, a hairpin element) are reference counted. The full ruleset gives an address
-// claimed by two service ports to the first one; fragments cannot express that, so an index
-// refuses to exist when ports collide, and a plan that would create a collision is refused: the
-// caller then uses the full diff, which is always right.
+// chains and sets, the count chains it uses, its hairpin elements. The full ruleset gives an
+// address claimed by two service ports to the first one; fragments cannot express that, so an
+// index refuses to exist when ports collide, and a plan that would create a collision is refused:
+// the caller then uses the full diff, which is always right.
+//
+// The index stores little (memory at 30k services x 10 endpoints: ~80 MiB when it kept every
+// part, a few MiB now): who claims each address, and the few objects several ports may share (a
+// count chain, a hairpin element, with a reference count). Every other element is keyed by an
+// address its port claims, so it belongs to that port alone, and the elements a port had are
+// recomputed from the port as it was (the caller's previous state) instead of being stored.
 import type { NodeSettings, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
 import { familySyntax } from './family-syntax.ts';
 import { type FamilyRuleset, RulesetBuilder } from './ruleset.ts';
@@ -66,45 +71,25 @@ function partial(family: NftFamily, parts: readonly Part[], setNames: ReadonlySe
   return { family, sets, chains, elements };
 }
 
-// Stored form of a part. Elements, nearly all of the index, keep only value and comment (the id
-// already holds set and key); the rare other parts are JSON.
-const ABSENT = '\u0002';
-const SEPARATOR = '\u0001';
-
-function encode(part: Part): string {
-  if (part.kind !== 'element') return `J${JSON.stringify(part)}`;
-  const { value, comment } = part.element;
-  return `E${value ?? ABSENT}${SEPARATOR}${comment ?? ABSENT}`;
+/** Parts several service ports may contribute; any other part belongs to one port (see above). */
+function shareable(part: Part): boolean {
+  return part.kind === 'chain' || part.kind === 'set' || (part.kind === 'element' && part.set === 'hairpin');
 }
 
-function decode(id: string, stored: string): Part {
-  if (stored.startsWith('J')) return JSON.parse(stored.slice(1)) as Part;
-  const [, set, key] = id.split('\0') as [string, string, string];
-  const [value, comment] = stored.slice(1).split(SEPARATOR) as [string, string];
-  const element: ElementSpec = {
-    key,
-    ...(value !== ABSENT && { value }),
-    ...(comment !== ABSENT && { comment }),
-  };
-  return { kind: 'element', set, element };
-}
-
-/** An object's part as stored, and how many fragments contribute it (0: absent). */
-interface Entry {
+/** A shareable part as stored (JSON), and how many fragments contribute it (0: absent). */
+interface Shared {
   readonly json: string | undefined;
   readonly count: number;
 }
 
+const ABSENT: Shared = { json: undefined, count: 0 };
+
 export class FragmentIndex {
   readonly family: NftFamily;
   readonly node: NodeSettings;
-  /**
-   * Object id -> its part, encoded. Strings, not objects: at 30k services x 10 endpoints the index
-   * takes about half the memory, and comparing parts is comparing strings.
-   */
-  readonly #objects = new Map<string, string>();
-  /** Reference counts above 1 (shared objects: count chains, hairpin elements). */
-  readonly #shared = new Map<string, number>();
+  /** Claim id -> the key of the service port that holds the address. */
+  readonly #claims = new Map<string, string>();
+  readonly #shared = new Map<string, Shared>();
 
   private constructor(family: NftFamily, node: NodeSettings) {
     this.family = family;
@@ -121,50 +106,61 @@ export class FragmentIndex {
   }
 
   /**
-   * What replacing the fragments of `removed` ports by those of `added` ports changes; undefined
-   * when it would make two ports claim one object differently.
+   * What replacing the fragments of `removed` ports (as they were when indexed) by those of
+   * `added` ports changes; undefined when it would make two ports claim one address.
    */
   plan(removed: readonly ServicePort[], added: readonly ServicePort[]): FragmentPlan | undefined {
-    const touched = new Map<string, Entry>();
-    const stored = (id: string): Entry => {
-      const json = this.#objects.get(id);
-      return { json, count: json === undefined ? 0 : (this.#shared.get(id) ?? 1) };
-    };
-    const current = (id: string) => touched.get(id) ?? stored(id);
+    const claims = new Map<string, string | undefined>();
+    const shared = new Map<string, Shared>();
+    const owner = (id: string) => (claims.has(id) ? claims.get(id) : this.#claims.get(id));
+    const current = (id: string) => shared.get(id) ?? this.#shared.get(id) ?? ABSENT;
+    const before: Part[] = [];
+    const after: Part[] = [];
     for (const sp of removed) {
-      for (const id of fragment(this.family, this.node, sp).keys()) {
-        const now = current(id);
-        if (now.count === 0) throw new Error(`fragment index lost ${id.replaceAll('\0', ' ')} of ${sp.key}`);
-        touched.set(id, { json: now.json, count: now.count - 1 });
+      for (const [id, part] of fragment(this.family, this.node, sp)) {
+        if (part.kind === 'claim') {
+          if (owner(id) !== sp.key)
+            throw new Error(`fragment index lost ${id.replaceAll('\0', ' ')} of ${sp.key}`);
+          claims.set(id, undefined);
+        } else if (shareable(part)) {
+          const now = current(id);
+          if (now.count === 0)
+            throw new Error(`fragment index lost ${id.replaceAll('\0', ' ')} of ${sp.key}`);
+          shared.set(id, { json: now.json, count: now.count - 1 });
+        } else before.push(part);
       }
     }
     for (const sp of added) {
       for (const [id, part] of fragment(this.family, this.node, sp)) {
-        const json = encode(part);
-        const now = current(id);
-        // A shared object must be identical for every port; a different one is a claim collision.
-        if (now.count > 0 && now.json !== json) return undefined;
-        touched.set(id, { json, count: now.count + 1 });
+        if (part.kind === 'claim') {
+          if (owner(id) !== undefined) return undefined;
+          claims.set(id, sp.key);
+        } else if (shareable(part)) {
+          const json = JSON.stringify(part);
+          const now = current(id);
+          // A shared object must be identical for every port that contributes it.
+          if (now.count > 0 && now.json !== json) return undefined;
+          shared.set(id, { json, count: now.count + 1 });
+        } else after.push(part);
       }
     }
-    const before: Part[] = [];
-    const after: Part[] = [];
-    const setNames = new Set<string>();
-    for (const [id, next] of touched) {
-      const prev = stored(id);
-      if (prev.count > 0) before.push(decode(id, prev.json!));
-      if (next.count > 0) after.push(decode(id, next.json!));
-      const part = decode(id, (next.json ?? prev.json)!);
-      if (part.kind === 'element') setNames.add(part.set);
+    for (const [id, next] of shared) {
+      const prev = this.#shared.get(id) ?? ABSENT;
+      if (prev.count > 0) before.push(JSON.parse(prev.json!) as Part);
+      if (next.count > 0) after.push(JSON.parse(next.json!) as Part);
     }
+    const setNames = new Set<string>();
+    for (const part of [...before, ...after]) if (part.kind === 'element') setNames.add(part.set);
     return {
       before: partial(this.family, before, setNames),
       after: partial(this.family, after, setNames),
       commit: () => {
-        for (const [id, next] of touched) {
-          if (next.count > 0) this.#objects.set(id, next.json!);
-          else this.#objects.delete(id);
-          if (next.count > 1) this.#shared.set(id, next.count);
+        for (const [id, key] of claims) {
+          if (key === undefined) this.#claims.delete(id);
+          else this.#claims.set(id, key);
+        }
+        for (const [id, next] of shared) {
+          if (next.count > 0) this.#shared.set(id, next);
           else this.#shared.delete(id);
         }
       },
