@@ -16,9 +16,10 @@ import { createInformerMetrics } from '../kube/informer-metrics.ts';
 import type { Node } from '../kube/objects.ts';
 import { createProxyInformers, startAll, stopAll, waitForAllSynced } from '../kube/proxy-informers.ts';
 import { ModelCache } from '../model/model-cache.ts';
-import type { DualStackState } from '../model/proxy-state.ts';
+import type { DualStackState, ServicePortKey } from '../model/proxy-state.ts';
 import type { Clock } from '../sync/clock.ts';
 import { ProxyMetrics } from '../sync/metrics.ts';
+import { StateCounter } from '../sync/state-counts.ts';
 import { SyncLoop, type SyncLoopEvent } from '../sync/sync-loop.ts';
 import { trackApiContact } from './api-contact.ts';
 import { healthHandler, ProxyHealth } from './health.ts';
@@ -105,21 +106,34 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
 
   // Fed by informer events, so a sync recomputes only the services that changed since the last one.
   const model = new ModelCache(toProxyOptions(config));
+  const counter = new StateCounter();
+  let lastState: DualStackState = {};
+  let healthChecksOwed = false;
   let summary: StateSummary = { servicePorts: 0, endpoints: 0 };
   let reportedProblems = new Set<string>();
 
   const syncer = {
     async sync(kind: SyncKind): Promise<SyncOutcome> {
-      const { state, changed, problems } = model.update();
+      const { state, changed, full, problems } = model.update();
       reportedProblems = logNewProblems(logger, problems, reportedProblems);
-      summary = summarize(state);
-      metrics.stateBuilt(state);
+      const previous = lastState;
+      lastState = state;
+      const counts = counter.update(state, full ? undefined : changed);
+      summary = { servicePorts: counts.servicePorts, endpoints: counts.endpoints };
+      metrics.noLocalEndpointsCounted({ internal: counts.noLocalInternal, external: counts.noLocalExternal });
+      // The health-check listeners follow the health-check node ports and local endpoint counts,
+      // which only changed service ports can move. Until an update succeeds (this sync may fail
+      // before it), every sync retries it.
+      healthChecksOwed ||= full || touchesHealthChecks(previous, state, changed);
       // After a failed sync the loop asks for a full one, so `changed` is always relative to the
       // state of the last sync that ran.
       const outcome = await dataplane.sync(state, kind, kind === 'incremental' ? changed : undefined);
-      const ports = await healthCheckPorts.update(state);
-      for (const { port, error } of ports.failed) {
-        logger.warn({ port, err: error }, 'cannot open health check node port; retrying on the next sync');
+      if (healthChecksOwed) {
+        const ports = await healthCheckPorts.update(state);
+        healthChecksOwed = ports.failed.length > 0;
+        for (const { port, error } of ports.failed) {
+          logger.warn({ port, err: error }, 'cannot open health check node port; retrying on the next sync');
+        }
       }
       return outcome;
     },
@@ -233,16 +247,19 @@ export function nodeSettingsChanged(event: InformerEvent<Node>): boolean {
   return relevant(event.old) !== relevant(event.object);
 }
 
-function summarize(state: DualStackState): StateSummary {
-  let servicePorts = 0;
-  let endpoints = 0;
-  for (const family of [state.IPv4, state.IPv6]) {
-    for (const port of family?.servicePorts.values() ?? []) {
-      servicePorts++;
-      endpoints += port.clusterEndpoints.length;
+/** Whether a changed service port has, or had, a health-check node port. */
+function touchesHealthChecks(
+  prev: DualStackState,
+  next: DualStackState,
+  changed: ReadonlySet<ServicePortKey>,
+): boolean {
+  for (const key of changed) {
+    for (const family of ['IPv4', 'IPv6'] as const) {
+      if (prev[family]?.servicePorts.get(key)?.healthCheckNodePort) return true;
+      if (next[family]?.servicePorts.get(key)?.healthCheckNodePort) return true;
     }
   }
-  return { servicePorts, endpoints };
+  return false;
 }
 
 /** Each problem once while it persists, so a bad object does not flood the log every sync. */

@@ -204,7 +204,11 @@ export class ProxyMetrics {
 
   /** Called with each state handed to the dataplane. */
   stateBuilt(state: DualStackState): void {
-    const { internal, external } = countNoLocalEndpoints(state);
+    this.noLocalEndpointsCounted(countNoLocalEndpoints(state));
+  }
+
+  /** stateBuilt for a caller that keeps the counts itself (the daemon, from the changed ports). */
+  noLocalEndpointsCounted({ internal, external }: NoLocalEndpoints): void {
     this.#noLocalEndpoints.set({ traffic_policy: 'internal' }, internal);
     this.#noLocalEndpoints.set({ traffic_policy: 'external' }, external);
   }

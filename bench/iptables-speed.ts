@@ -1,0 +1,89 @@
+// iptables section (nft backend), at N services × E endpoints, inside throwaway namespaces:
+// - full: one bare (flushing) `iptables-nft-restore` of kproxy's full ruleset, rendered beforehand,
+//   into a fresh namespace, vs kproxy's full sync (IptablesDataplane start + sync) into another;
+// - partial: one endpoint change, a bare restore of exactly the chains kproxy's partial plan
+//   rewrites (into the bare namespace, which holds the same ruleset), vs kproxy's incremental
+//   sync of the same change (ModelCache update + plan + restore + its canary check).
+//   node --expose-gc bench/iptables-speed.ts [--services 10000] [--endpoints 10] [--changes 5]
+import { parseArgs } from 'node:util';
+import { IptablesDataplane } from '../dataplanes/iptables/live.ts';
+import { iptablesPlanner, planFamilyIncremental } from '../dataplanes/iptables/planner.ts';
+import { restoreInput } from '../dataplanes/iptables/restore-plan.ts';
+import { execaRunner } from '../dataplanes/shared/command-runner.ts';
+import type { LiveDataplane, SyncOutcome } from '../dataplanes/shared/dataplane.ts';
+import type { DualStackState } from '../src/model/proxy-state.ts';
+import { Lab } from '../test/support/netns.ts';
+import { loadedModel } from './bench-model.ts';
+import { median, reportSection, round, timeMs } from './measure.ts';
+import { syntheticCluster, syntheticSlice } from './synthetic-cluster.ts';
+
+const { values } = parseArgs({
+  options: {
+    services: { type: 'string', default: '10000' },
+    endpoints: { type: 'string', default: '10' },
+    changes: { type: 'string', default: '5' },
+  },
+});
+const services = Number(values.services);
+const endpoints = Number(values.endpoints);
+const RESTORE = 'iptables-nft-restore';
+
+/** Runs tools inside a namespace the way the daemon does from inside it (see nftables-speed.ts). */
+const inside = (ns: string) => execaRunner(['nsenter', `--net=/run/netns/${ns}`]);
+
+/** `noflush` false: the plain (flushing) restore the kernel baseline timed, fast on iptables-nft. */
+async function restore(ns: string, input: string, noflush: boolean): Promise<void> {
+  const result = await inside(ns).run(RESTORE, noflush ? ['--noflush', '--wait'] : ['--wait'], input);
+  if (result.exitCode !== 0) throw new Error(`${RESTORE} failed: ${result.stderr}`);
+}
+
+const lab = new Lab(`bench-ipt-${process.pid}`);
+try {
+  const cluster = syntheticCluster({ services, endpointsPerService: endpoints });
+  const model = loadedModel(cluster);
+  let state: DualStackState = model.update().state;
+
+  const fullInput = restoreInput(iptablesPlanner.planFull(state).IPv4!);
+  const bareNs = await lab.addNetns('bare');
+  const bareFullMs = await timeMs(() => restore(bareNs, fullInput, false));
+
+  const nodeNs = await lab.addNetns('node');
+  const dataplane: LiveDataplane = new IptablesDataplane({ runner: inside(nodeNs), backend: 'nft' });
+  const fullSyncMs = await timeMs(async () => {
+    await dataplane.start();
+    await dataplane.sync(state, 'full');
+  });
+
+  const changed = Math.floor(services / 2);
+  const bareChangeMs: number[] = [];
+  const changeMs: number[] = [];
+  for (let run = 0; run < Number(values.changes); run++) {
+    const prev = state;
+    let outcome: SyncOutcome | undefined;
+    changeMs.push(
+      await timeMs(async () => {
+        model.setEndpointSlice(syntheticSlice(changed, endpoints, 3, (run + 1) % 2));
+        const update = model.update();
+        state = update.state;
+        outcome = await dataplane.sync(update.state, 'incremental', update.changed);
+      }),
+    );
+    if (outcome?.kind !== 'incremental') throw new Error('the endpoint change fell back to a full sync');
+    const partial = planFamilyIncremental(prev.IPv4, state.IPv4);
+    const input = partial ? restoreInput(partial) : '';
+    bareChangeMs.push(await timeMs(() => restore(bareNs, input, true)));
+  }
+
+  reportSection({
+    services,
+    endpointsPerService: endpoints,
+    restoreBytes: fullInput.length,
+    bareFullRestoreMs: round(bareFullMs),
+    fullSyncMs: round(fullSyncMs),
+    bareChangedChainsRestoreMs: round(median(bareChangeMs), 2),
+    partialSyncMs: round(median(changeMs), 2),
+    changeRuns: changeMs.length,
+  });
+} finally {
+  await lab.destroy();
+}

@@ -1,0 +1,148 @@
+// nftables section, at N services × E endpoints, all inside throwaway namespaces:
+// - the bare `nft -f` load of kproxy's own full ruleset (rendered beforehand) into a fresh
+//   namespace, as one transaction and as the cold-start transactions kproxy sends;
+// - kproxy's cold start (NftablesDataplane start + full sync of a built state) into another;
+// - one endpoint change end to end (ModelCache update + incremental sync), median of several;
+// - RSS of this process after the sync (cluster objects, model and dataplane record);
+// - TCP connect latency from the node namespace to the first and the last service.
+//   node --expose-gc bench/nftables-speed.ts [--services 30000] [--endpoints 10] [--changes 11]
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { desiredRuleset } from '../dataplanes/nftables/desired-ruleset.ts';
+import { coldStartTransactions, fullTransaction } from '../dataplanes/nftables/full-transaction.ts';
+import { NftablesDataplane } from '../dataplanes/nftables/live.ts';
+import { commandNftRunner } from '../dataplanes/nftables/nft-runner.ts';
+import { execaRunner } from '../dataplanes/shared/command-runner.ts';
+import type { DualStackState } from '../src/model/proxy-state.ts';
+import { Lab } from '../test/support/netns.ts';
+import { BENCH_NODE_IP, loadedModel } from './bench-model.ts';
+import { median, reportSection, round, settledMemoryMiB, timeMs } from './measure.ts';
+import { syntheticCluster, syntheticService, syntheticSlice } from './synthetic-cluster.ts';
+
+const { values } = parseArgs({
+  options: {
+    services: { type: 'string', default: '30000' },
+    endpoints: { type: 'string', default: '10' },
+    changes: { type: 'string', default: '11' },
+    connects: { type: 'string', default: '300' },
+  },
+});
+const services = Number(values.services);
+const endpoints = Number(values.endpoints);
+const SERVER_IP = '10.200.0.2';
+const ECHO_PORT = 8080;
+
+const lab = new Lab(`bench-nft-${process.pid}`);
+const dir = mkdtempSync(join(tmpdir(), 'kproxy-bench-nft-'));
+try {
+  const cluster = syntheticCluster({ services, endpointsPerService: endpoints });
+  const model = loadedModel(cluster);
+  let state: DualStackState = {};
+  const modelFullMs = await timeMs(() => {
+    state = model.update().state;
+  });
+
+  const desired = desiredRuleset(state);
+  const single = join(dir, 'full.nft');
+  writeFileSync(single, fullTransaction(desired).toString());
+  const chunks = coldStartTransactions(desired, 100_000).map((tx, i) => {
+    const file = join(dir, `chunk-${i}.nft`);
+    writeFileSync(file, tx.toString());
+    return file;
+  });
+  const bareNs = await lab.addNetns('bare');
+  const bareMs = await timeMs(() => lab.exec(bareNs, 'nft', ['-f', single]));
+  const chunkNs = await lab.addNetns('chunks');
+  const bareChunksMs = await timeMs(async () => {
+    for (const file of chunks) await lab.exec(chunkNs, 'nft', ['-f', file]);
+  });
+
+  const nodeNs = await lab.addNetns('node');
+  // nsenter only enters the network namespace and execs the tool: close to the daemon, which runs
+  // inside the node's namespace (`ip netns exec` would add a mount namespace and a /sys remount).
+  const runner = execaRunner(['nsenter', `--net=/run/netns/${nodeNs}`]);
+  const dataplane = new NftablesDataplane({ nft: commandNftRunner(runner), commands: runner });
+  const coldStartMs = await timeMs(async () => {
+    await dataplane.start();
+    await dataplane.sync(state, 'full');
+  });
+  const memory = settledMemoryMiB();
+
+  // One endpoint of the middle service toggles between two pod IPs: every run is a real change.
+  const changed = Math.floor(services / 2);
+  const changeMs: number[] = [];
+  const changeModelMs: number[] = [];
+  for (let run = 0; run < Number(values.changes); run++) {
+    let modelMs = 0;
+    changeMs.push(
+      await timeMs(async () => {
+        const start = performance.now();
+        model.setEndpointSlice(syntheticSlice(changed, endpoints, 3, (run + 1) % 2));
+        const update = model.update();
+        modelMs = performance.now() - start;
+        const outcome = await dataplane.sync(update.state, 'incremental', update.changed);
+        if (outcome.kind !== 'incremental') throw new Error('the endpoint change fell back to a full sync');
+      }),
+    );
+    changeModelMs.push(modelMs);
+  }
+
+  // The node namespace is the client (host-network path, rules on OUTPUT); every pod IP is local
+  // in the server namespace, where one echo server answers on the endpoints' port.
+  const serverNs = await lab.addNetns('server');
+  await lab.addVeth(nodeNs, 'kpb0', serverNs, 'kpb1');
+  await lab.addAddress(nodeNs, 'kpb0', `${BENCH_NODE_IP}/30`);
+  await lab.addAddress(serverNs, 'kpb1', `${SERVER_IP}/30`);
+  await lab.addRoute(nodeNs, ['10.96.0.0/12', 'via', SERVER_IP]);
+  await lab.addRoute(nodeNs, ['10.244.0.0/16', 'via', SERVER_IP]);
+  await lab.addRoute(serverNs, ['local', '10.244.0.0/16', 'dev', 'lo']);
+  const echo = lab.spawn(serverNs, process.execPath, [
+    join(import.meta.dirname, '../test/support/echo-server.ts'),
+    'bench',
+    '--tcp',
+    String(ECHO_PORT),
+  ]);
+  await echo.waitFor('ready');
+  const latency = async (serviceIndex: number) => {
+    const ip = syntheticService(serviceIndex).spec.clusterIP!;
+    const { stdout } = await lab.exec(nodeNs, process.execPath, [
+      join(import.meta.dirname, 'connect-latency.ts'),
+      ip,
+      '80',
+      values.connects,
+    ]);
+    return JSON.parse(stdout) as { medianUs: number; p10Us: number; p90Us: number };
+  };
+  // Alternating rounds, so that load from elsewhere hits both targets alike.
+  const first: number[] = [];
+  const last: number[] = [];
+  for (let round = 0; round < 3; round++) {
+    first.push((await latency(0)).medianUs);
+    last.push((await latency(services - 1)).medianUs);
+  }
+
+  reportSection({
+    services,
+    endpointsPerService: endpoints,
+    modelFullMs: round(modelFullMs),
+    bareLoadMs: round(bareMs),
+    bareChunkedLoadMs: round(bareChunksMs),
+    coldStartTransactions: chunks.length,
+    coldStartMs: round(coldStartMs),
+    rssAfterSyncMiB: memory.rssMiB,
+    heapAfterSyncMiB: memory.heapMiB,
+    externalAfterSyncMiB: memory.externalMiB,
+    endpointChangeMedianMs: round(median(changeMs), 2),
+    endpointChangeMinMs: round(Math.min(...changeMs), 2),
+    endpointChangeMaxMs: round(Math.max(...changeMs), 2),
+    endpointChangeModelMedianMs: round(median(changeModelMs), 2),
+    endpointChangeRuns: changeMs.length,
+    connectFirstServiceUs: round(median(first)),
+    connectLastServiceUs: round(median(last)),
+  });
+} finally {
+  await lab.destroy();
+  rmSync(dir, { recursive: true, force: true });
+}

@@ -1,0 +1,129 @@
+// The benchmark's one table: each measured figure next to its target, as an absolute figure or as
+// a ratio against the kernel's own cost measured in the same run. Pure, so it is unit-tested.
+
+type Figures = Readonly<Record<string, unknown>>;
+
+export interface BenchFigures {
+  readonly model?: Figures;
+  readonly nftables?: Figures;
+  readonly iptables?: Figures;
+  readonly informer?: Figures;
+}
+
+export interface BenchRow {
+  readonly what: string;
+  readonly measured: string;
+  readonly target: string;
+  /** undefined: a figure for context, without a target. */
+  readonly ok: boolean | undefined;
+}
+
+const num = (figures: Figures | undefined, key: string): number | undefined => {
+  const value = figures?.[key];
+  return typeof value === 'number' ? value : undefined;
+};
+
+function ms(value: number): string {
+  return value >= 1000 ? `${(value / 1000).toFixed(2)} s` : `${value.toFixed(value < 10 ? 2 : 1)} ms`;
+}
+
+function ratioRow(
+  what: string,
+  measured: number | undefined,
+  base: number | undefined,
+  max: number,
+): BenchRow[] {
+  if (measured === undefined || base === undefined || base <= 0) return [];
+  const ratio = measured / base;
+  return [
+    {
+      what,
+      measured: `${ratio.toFixed(2)}× (${ms(measured)} vs ${ms(base)})`,
+      target: `≤ ${max}×`,
+      ok: ratio <= max,
+    },
+  ];
+}
+
+function underRow(what: string, value: number | undefined, max: number, unit: 'ms' | 'MiB'): BenchRow[] {
+  if (value === undefined) return [];
+  const shown = unit === 'ms' ? ms(value) : `${value.toFixed(1)} MiB`;
+  return [{ what, measured: shown, target: `< ${unit === 'ms' ? ms(max) : `${max} MiB`}`, ok: value < max }];
+}
+
+function infoRow(what: string, value: number | undefined, show: (v: number) => string = ms): BenchRow[] {
+  return value === undefined ? [] : [{ what, measured: show(value), target: '', ok: undefined }];
+}
+
+export function benchRows({ model, nftables, iptables, informer }: BenchFigures): BenchRow[] {
+  const n = (figures: Figures | undefined) => `${num(figures, 'services')?.toLocaleString('en-US')}`;
+  return [
+    ...infoRow(`model: whole-state build, ${n(model)} services`, num(model, 'buildProxyStateMs')),
+    ...infoRow(`model: one endpoint change (ModelCache)`, num(model, 'cacheOneChangeMs')),
+    ...infoRow(`model: changedServicePorts of consecutive states`, num(model, 'changedServicePortsMs')),
+    ...underRow(
+      `nft: cold start (state → rules), ${n(nftables)}`,
+      num(nftables, 'coldStartMs'),
+      10_000,
+      'ms',
+    ),
+    ...ratioRow(
+      `nft: cold start vs bare nft -f (one file)`,
+      num(nftables, 'coldStartMs'),
+      num(nftables, 'bareLoadMs'),
+      1.2,
+    ),
+    ...infoRow(`nft: bare nft -f in the cold-start transactions`, num(nftables, 'bareChunkedLoadMs')),
+    ...infoRow(`nft: model full build before the cold start`, num(nftables, 'modelFullMs')),
+    ...underRow(
+      `nft: one endpoint change end to end (median)`,
+      num(nftables, 'endpointChangeMedianMs'),
+      20,
+      'ms',
+    ),
+    ...infoRow(`nft: ... of which the model`, num(nftables, 'endpointChangeModelMedianMs')),
+    ...underRow(`nft: RSS after sync`, num(nftables, 'rssAfterSyncMiB'), 150, 'MiB'),
+    ...infoRow(`nft: JS heap after sync`, num(nftables, 'heapAfterSyncMiB'), (v) => `${v.toFixed(1)} MiB`),
+    ...ratioRow(
+      `nft: connect latency, last vs first service`,
+      num(nftables, 'connectLastServiceUs') && num(nftables, 'connectLastServiceUs')! / 1000,
+      num(nftables, 'connectFirstServiceUs') && num(nftables, 'connectFirstServiceUs')! / 1000,
+      1.2,
+    ),
+    ...ratioRow(
+      `iptables: full sync vs bare restore, ${n(iptables)}`,
+      num(iptables, 'fullSyncMs'),
+      num(iptables, 'bareFullRestoreMs'),
+      1.2,
+    ),
+    ...ratioRow(
+      `iptables: partial sync vs changed chains only`,
+      num(iptables, 'partialSyncMs'),
+      num(iptables, 'bareChangedChainsRestoreMs'),
+      1.2,
+    ),
+    ...underRow(
+      `informers: heap with ${n(informer)} services + slices`,
+      num(informer, 'heapAfterMiB'),
+      100,
+      'MiB',
+    ),
+  ];
+}
+
+export function formatTable(rows: readonly BenchRow[]): string {
+  const cells = rows.map((r) => [
+    r.what,
+    r.measured,
+    r.target,
+    r.ok === undefined ? '' : r.ok ? 'ok' : 'MISSED',
+  ]);
+  const header = ['what', 'measured', 'target', ''];
+  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
+  const line = (c: readonly string[]) =>
+    c
+      .map((cell, i) => cell.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd();
+  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...cells.map(line)].join('\n');
+}
