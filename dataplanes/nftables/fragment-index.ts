@@ -76,10 +76,25 @@ function shareable(part: Part): boolean {
   return part.kind === 'chain' || part.kind === 'set' || (part.kind === 'element' && part.set === 'hairpin');
 }
 
-/** A shareable part as stored (JSON), and how many fragments contribute it (0: absent). */
+/**
+ * A shareable part as stored, and how many fragments contribute it (0: absent). The JSON is left
+ * out for a plain set element (a hairpin pair, tens of thousands at scale): its id says it all.
+ */
 interface Shared {
   readonly json: string | undefined;
   readonly count: number;
+}
+
+function stored(part: Part): string | undefined {
+  const plain =
+    part.kind === 'element' && part.element.value === undefined && part.element.comment === undefined;
+  return plain ? undefined : JSON.stringify(part);
+}
+
+function restored(id: string, json: string | undefined): Part {
+  if (json !== undefined) return JSON.parse(json) as Part;
+  const [, set, key] = id.split('\0') as [string, string, string];
+  return { kind: 'element', set, element: { key } };
 }
 
 const ABSENT: Shared = { json: undefined, count: 0 };
@@ -136,7 +151,7 @@ export class FragmentIndex {
           if (owner(id) !== undefined) return undefined;
           claims.set(id, sp.key);
         } else if (shareable(part)) {
-          const json = JSON.stringify(part);
+          const json = stored(part);
           const now = current(id);
           // A shared object must be identical for every port that contributes it.
           if (now.count > 0 && now.json !== json) return undefined;
@@ -146,8 +161,8 @@ export class FragmentIndex {
     }
     for (const [id, next] of shared) {
       const prev = this.#shared.get(id) ?? ABSENT;
-      if (prev.count > 0) before.push(JSON.parse(prev.json!) as Part);
-      if (next.count > 0) after.push(JSON.parse(next.json!) as Part);
+      if (prev.count > 0) before.push(restored(id, prev.json));
+      if (next.count > 0) after.push(restored(id, next.json));
     }
     const setNames = new Set<string>();
     for (const part of [...before, ...after]) if (part.kind === 'element') setNames.add(part.set);
