@@ -10,7 +10,7 @@ import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.t
 import { deleteStaleUdpFlows, staleUdpFlowDeletions } from '../shared/udp-conntrack-cleanup.ts';
 import { chooseBackend, type IptablesBackend, type IptablesTools, iptablesTools } from './backend.ts';
 import { CANARY_CHAIN, isKproxyChain } from './chain-names.ts';
-import { cleanupInputs } from './cleanup-plan.ts';
+import { cleanupInputs, savedChainNames } from './cleanup-plan.ts';
 import { JUMP_RULES } from './jump-rules.ts';
 import { iptablesPlanner } from './planner.ts';
 import { restoreParts } from './restore-chunks.ts';
@@ -230,7 +230,7 @@ export class IptablesDataplane implements LiveDataplane {
   }
 
   async #existingChains(family: IPFamily, table: IptablesTable): Promise<string[]> {
-    return chainNames(await this.#save(family, table));
+    return savedChainNames(await this.#save(family, table));
   }
 
   async #save(family: IPFamily, table: IptablesTable): Promise<string> {
@@ -272,12 +272,4 @@ export class IptablesDataplane implements LiveDataplane {
     }
     return deleted;
   }
-}
-
-/** Chain names declared in iptables-save output (":NAME POLICY [p:b]"). */
-function chainNames(saved: string): string[] {
-  return saved
-    .split('\n')
-    .filter((line) => line.startsWith(':'))
-    .map((line) => line.slice(1).split(' ')[0]!);
 }

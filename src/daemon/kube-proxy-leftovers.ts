@@ -3,6 +3,7 @@
 // with the rules in built-in chains that jump to them. Only kube-proxy's own chains: the KUBE-*
 // chains kubelet owns (KUBE-FIREWALL, KUBE-MARK-DROP, KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT)
 // stay, as kube-proxy's own cleanup leaves them.
+import { jumpsInto, removalInput, savedChainNames } from '../../dataplanes/iptables/cleanup-plan.ts';
 import type { CommandRunner } from '../../dataplanes/shared/command-runner.ts';
 
 const KUBE_PROXY_CHAINS = new Set([
@@ -41,25 +42,9 @@ export function isKubeProxyChain(chain: string): boolean {
  * Empty when there is nothing of kube-proxy's.
  */
 export function leftoverRestoreInput(table: string, saved: string): string {
-  const lines = saved.split('\n');
-  const chains = lines
-    .filter((line) => line.startsWith(':'))
-    .map((line) => line.slice(1).split(' ')[0]!)
-    .filter(isKubeProxyChain);
-  const jumps = lines.filter((line) => {
-    const words = line.split(' ');
-    if (words[0] !== '-A' || isKubeProxyChain(words[1] ?? '')) return false;
-    return words.some((word, i) => (word === '-j' || word === '-g') && isKubeProxyChain(words[i + 1] ?? ''));
-  });
-  if (chains.length === 0 && jumps.length === 0) return '';
-  return [
-    `*${table}`,
-    ...chains.map((chain) => `:${chain} - [0:0]`),
-    ...jumps.map((line) => `-D${line.slice(2)}`),
-    ...chains.map((chain) => `-X ${chain}`),
-    'COMMIT',
-    '',
-  ].join('\n');
+  const chains = savedChainNames(saved).filter(isKubeProxyChain);
+  const jumps = jumpsInto(saved, isKubeProxyChain);
+  return chains.length === 0 && jumps.length === 0 ? '' : removalInput(table, chains, jumps);
 }
 
 const IPTABLES_TABLES = ['nat', 'filter', 'mangle'];
