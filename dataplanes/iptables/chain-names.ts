@@ -15,16 +15,6 @@ export const CANARY_CHAIN = 'KPROXY-PROXY-CANARY';
 /** Only used when the local-traffic detector has several values (see local-traffic.ts). */
 export const MASQ_NOT_LOCAL_CHAIN = 'KPROXY-MASQ-NOT-LOCAL';
 
-export const FILTER_TOP_CHAINS = [
-  SERVICES_CHAIN,
-  EXTERNAL_SERVICES_CHAIN,
-  FORWARD_CHAIN,
-  NODEPORTS_CHAIN,
-  FIREWALL_CHAIN,
-] as const;
-
-export const NAT_TOP_CHAINS = [SERVICES_CHAIN, NODEPORTS_CHAIN, POSTROUTING_CHAIN, MARK_MASQ_CHAIN] as const;
-
 const SERVICE_CHAIN_PREFIXES = ['KPROXY-SVC-', 'KPROXY-SVL-', 'KPROXY-EXT-', 'KPROXY-FW-', 'KPROXY-SEP-'];
 
 /** A per-service-port or per-endpoint chain (the ones that come and go with services). */
