@@ -1,6 +1,7 @@
 // Running nft behind a small interface: the live dataplane feeds it scripts and reads tables back;
 // unit tests swap in a recorder, kernel tests run it inside a throwaway namespace.
 import type { CommandRunner } from '../shared/command-runner.ts';
+import { NftSession } from './nft-session.ts';
 import { type NftFamily, TABLE } from './transaction.ts';
 
 /** Why nft failed, so callers decide on a kind of failure rather than on message text. */
@@ -44,7 +45,15 @@ async function unlessMissing(listing: Promise<unknown>): Promise<unknown> {
   }
 }
 
+/**
+ * Scripts up to this size go to a persistent `nft -i` (nft-session.ts) when the runner can start
+ * one: ~2 ms instead of 10-25 ms per transaction. Full syncs (megabytes) go to `nft -f -`.
+ */
+const SESSION_MAX_SCRIPT = 256 * 1024;
+
 export function commandNftRunner(runner: CommandRunner): NftRunner {
+  const spawn = runner.spawn?.bind(runner);
+  const session = spawn && new NftSession(() => spawn('nft', ['-i']));
   const json = async (args: readonly string[], what: string): Promise<unknown> => {
     const result = await runner.run('nft', ['-j', ...args]);
     if (result.exitCode !== 0) throw new NftError(what, result.stderr);
@@ -52,6 +61,7 @@ export function commandNftRunner(runner: CommandRunner): NftRunner {
   };
   return {
     async run(script) {
+      if (session && script.length <= SESSION_MAX_SCRIPT) return session.run(script);
       const result = await runner.run('nft', ['-f', '-'], script);
       if (result.exitCode !== 0) throw new NftError('-f', result.stderr);
     },

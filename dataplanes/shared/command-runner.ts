@@ -1,5 +1,6 @@
 // Running the kernel tools (iptables-restore, conntrack, ...) behind a small interface, so unit
 // tests can record calls and kernel tests can run them inside a throwaway network namespace.
+import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { execa } from 'execa';
 
 export interface CommandResult {
@@ -11,6 +12,8 @@ export interface CommandResult {
 export interface CommandRunner {
   /** Runs `command args` with `input` on stdin. Never throws for a non-zero exit: callers decide. */
   run(command: string, args: readonly string[], input?: string): Promise<CommandResult>;
+  /** Starts a long-lived `command args` with piped stdio (e.g. `nft -i`), where supported. */
+  spawn?(command: string, args: readonly string[]): ChildProcessWithoutNullStreams;
 }
 
 /**
@@ -32,6 +35,10 @@ export function execaRunner(prefix: readonly string[] = []): CommandRunner {
         return { stdout: '', stderr: result.shortMessage ?? `cannot run ${file}`, exitCode: 127 };
       }
       return { stdout: String(result.stdout), stderr: String(result.stderr), exitCode: result.exitCode ?? 0 };
+    },
+    spawn(command, args) {
+      const [file, ...rest] = [...prefix, command, ...args];
+      return spawn(file!, rest, { stdio: 'pipe' });
     },
   };
 }
