@@ -7,10 +7,11 @@
 import type { DualStackState, IPFamily } from '../../src/model/proxy-state.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
+import { savedChainNames } from '../shared/iptables-save.ts';
 import { deleteStaleUdpFlows, staleUdpFlowDeletions } from '../shared/udp-conntrack-cleanup.ts';
 import { chooseBackend, type IptablesBackend, type IptablesTools, iptablesTools } from './backend.ts';
 import { CANARY_CHAIN, isKproxyChain } from './chain-names.ts';
-import { cleanupInputs, savedChainNames } from './cleanup-plan.ts';
+import { cleanupInputs } from './cleanup-plan.ts';
 import { JUMP_RULES } from './jump-rules.ts';
 import { iptablesPlanner } from './planner.ts';
 import { restoreParts } from './restore-chunks.ts';

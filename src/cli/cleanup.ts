@@ -5,7 +5,7 @@ import type { ParseArgsOptionsConfig } from 'node:util';
 import { pino } from 'pino';
 import { type CommandRunner, execaRunner } from '../../dataplanes/shared/command-runner.ts';
 import type { DataplaneMode } from '../../dataplanes/shared/dataplane.ts';
-import { removeKubeProxyLeftovers } from '../daemon/kube-proxy-leftovers.ts';
+import { removeKubeProxyLeftovers } from '../../dataplanes/shared/kube-proxy-leftovers.ts';
 import { createLiveDataplane, LIVE_MODES } from '../daemon/live-dataplanes.ts';
 import type { CliIO } from './io.ts';
 import { parseFlags } from './parse-flags.ts';

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { execaRunner } from '../../dataplanes/shared/command-runner.ts';
-import { cleanupCommand } from '../../src/cli/cleanup.ts';
-import { isKubeProxyChain, leftoverRestoreInput } from '../../src/daemon/kube-proxy-leftovers.ts';
-import { Lab, requireRoot } from '../support/netns.ts';
+import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
+import { isKubeProxyChain, leftoverRestoreInput } from '../../../dataplanes/shared/kube-proxy-leftovers.ts';
+import { cleanupCommand } from '../../../src/cli/cleanup.ts';
+import { Lab, requireRoot } from '../../support/netns.ts';
 
 /** What kube-proxy (iptables mode) and kubelet leave in nat, in iptables-save form. */
 const NAT = `*nat

@@ -3,8 +3,9 @@
 // with the rules in built-in chains that jump to them. Only kube-proxy's own chains: the KUBE-*
 // chains kubelet owns (KUBE-FIREWALL, KUBE-MARK-DROP, KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT)
 // stay, as kube-proxy's own cleanup leaves them.
-import { jumpsInto, removalInput, savedChainNames } from '../../dataplanes/iptables/cleanup-plan.ts';
-import type { CommandRunner } from '../../dataplanes/shared/command-runner.ts';
+
+import type { CommandRunner } from './command-runner.ts';
+import { jumpsInto, removalInput, savedChainNames } from './iptables-save.ts';
 
 const KUBE_PROXY_CHAINS = new Set([
   'KUBE-SERVICES',
