@@ -25,25 +25,39 @@ export function drainsGracefully(service: VirtualService): boolean {
   return service.protocol !== 'UDP';
 }
 
-function diffRealServers(prev: VirtualServer, next: VirtualServer, out: IpvsOp[], gone: IpvsOp[]): void {
-  const service = serviceOf(next);
-  const before = new Map<string, RealServer>(prev.realServers.map((rs) => [realServerKey(rs), rs]));
-  const after = new Set<string>();
-  for (const server of next.realServers) {
+/**
+ * The real server changes that take `have` to the real servers `vs` wants: additions and weight
+ * edits, and for each server no longer wanted what `remove` makes of it (drain or delete). Shared
+ * by the planned diff (`have` = the record) and the reconcile (`have` = a kernel dump).
+ */
+export function realServerChanges<T extends RealServer>(
+  vs: VirtualServer,
+  have: readonly T[],
+  remove: (service: VirtualService, server: T) => IpvsOp,
+): { readonly changed: IpvsOp[]; readonly removed: IpvsOp[] } {
+  const service = serviceOf(vs);
+  const before = new Map(have.map((rs) => [realServerKey(rs), rs]));
+  const wanted = new Set<string>();
+  const changed: IpvsOp[] = [];
+  for (const server of vs.realServers) {
     const key = realServerKey(server);
-    after.add(key);
+    wanted.add(key);
     const old = before.get(key);
-    if (old === undefined) out.push({ op: 'add-server', service, server });
-    else if (old.weight !== server.weight) out.push({ op: 'edit-server', service, server });
+    if (old === undefined) changed.push({ op: 'add-server', service, server });
+    else if (old.weight !== server.weight) changed.push({ op: 'edit-server', service, server });
   }
-  for (const [key, server] of before) {
-    if (after.has(key)) continue;
-    gone.push(
-      drainsGracefully(service)
-        ? { op: 'drain-server', service, server: { ...server, weight: 0 } }
-        : { op: 'delete-server', service, server },
-    );
-  }
+  const removed = [...before].filter(([key]) => !wanted.has(key)).map(([, rs]) => remove(service, rs));
+  return { changed, removed };
+}
+
+function diffRealServers(prev: VirtualServer, next: VirtualServer, out: IpvsOp[], gone: IpvsOp[]): void {
+  const { changed, removed } = realServerChanges(next, prev.realServers, (service, server) =>
+    drainsGracefully(service)
+      ? { op: 'drain-server', service, server: { ...server, weight: 0 } }
+      : { op: 'delete-server', service, server },
+  );
+  out.push(...changed);
+  gone.push(...removed);
 }
 
 export function diffVirtualServers(prev: IpvsDesired, next: IpvsDesired): IpvsOp[] {

@@ -1,40 +1,21 @@
 // Full sync against what the kernel actually holds (a dump), not against a record: the operations
 // that turn the dumped table into the desired one, touching only virtual servers that are ours.
-import { drainsGracefully, sameSettings, serviceOf } from './ipvs-diff.ts';
+import { drainsGracefully, realServerChanges, sameSettings, serviceOf } from './ipvs-diff.ts';
 import type { DumpedRealServer } from './ipvs-messages.ts';
 import type { IpvsDesired, IpvsOp } from './ipvs-plan.ts';
-import {
-  realServerKey,
-  type VirtualServer,
-  type VirtualService,
-  virtualServerKey,
-} from './virtual-servers.ts';
+import { type VirtualServer, type VirtualService, virtualServerKey } from './virtual-servers.ts';
 
 /** The real servers a desired virtual server needs changed, given what the kernel has. */
 export function reconcileServers(vs: VirtualServer, dumped: readonly DumpedRealServer[]): IpvsOp[] {
-  const service = serviceOf(vs);
-  const ops: IpvsOp[] = [];
-  const have = new Map(dumped.map((rs) => [realServerKey(rs), rs]));
-  const want = new Set<string>();
-  for (const server of vs.realServers) {
-    const key = realServerKey(server);
-    want.add(key);
-    const existing = have.get(key);
-    if (existing === undefined) ops.push({ op: 'add-server', service, server });
-    else if (existing.weight !== server.weight) ops.push({ op: 'edit-server', service, server });
-  }
-  for (const [key, rs] of have) {
-    if (want.has(key)) continue;
+  const { changed, removed } = realServerChanges(vs, dumped, (service, rs) => {
     const server = { address: rs.address, port: rs.port, weight: 0 };
     const busy = rs.activeConnections + rs.inactiveConnections > 0;
     // Draining again at weight 0 is harmless and puts the server back on the sweep list.
-    ops.push(
-      drainsGracefully(service) && busy
-        ? { op: 'drain-server', service, server }
-        : { op: 'delete-server', service, server },
-    );
-  }
-  return ops;
+    return drainsGracefully(service) && busy
+      ? { op: 'drain-server', service, server }
+      : { op: 'delete-server', service, server };
+  });
+  return [...changed, ...removed];
 }
 
 /**
