@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
 import { describe, test } from 'node:test';
 import { type Daemon, nodeSettingsChanged, startDaemon } from '../../src/daemon/daemon.ts';
 import { KubeClient } from '../../src/kube/client.ts';
@@ -9,6 +8,7 @@ import { systemClock } from '../../src/sync/clock.ts';
 import { ProxyMetrics } from '../../src/sync/metrics.ts';
 import { sampleEndpointSlice, sampleNode, sampleService } from '../support/apiserver/sample-objects.ts';
 import { type StandInApiServer, startApiServer } from '../support/apiserver/server.ts';
+import { freePort } from '../support/free-port.ts';
 import {
   configFromYaml,
   eventually,
@@ -16,14 +16,6 @@ import {
   memoryLogger,
   RecordingDataplane,
 } from './daemon-harness.ts';
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 interface Running {
   readonly api: StandInApiServer;

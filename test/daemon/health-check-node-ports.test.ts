@@ -3,6 +3,7 @@ import { describe, test } from 'node:test';
 import { HealthCheckNodePorts, healthCheckServices } from '../../src/daemon/health-check-node-ports.ts';
 import { listenHttp } from '../../src/daemon/http-listener.ts';
 import type { DualStackState, Endpoint } from '../../src/model/proxy-state.ts';
+import { freePort } from '../support/free-port.ts';
 import { localEndpoint, proxyState, servicePort } from '../support/proxy-states.ts';
 
 const LOCAL = localEndpoint('10.1.0.5', 80);
@@ -44,12 +45,6 @@ describe('healthCheckServices', () => {
 });
 
 describe('HealthCheckNodePorts', () => {
-  async function freePort(): Promise<number> {
-    const probe = await listenHttp('127.0.0.1', 0, () => {});
-    await probe.close();
-    return probe.port;
-  }
-
   test('answers like kube-proxy: 200 with the weight header when local endpoints exist, else 503', async (t) => {
     const [a, b] = [await freePort(), await freePort()];
     let proxyHealthy = true;
