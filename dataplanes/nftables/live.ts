@@ -13,7 +13,13 @@
 import { randomInt } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
-import type { DualStackState, IPFamily, ServicePortKey } from '../../src/model/proxy-state.ts';
+import type {
+  DualStackState,
+  IPFamily,
+  ProxyState,
+  ServicePort,
+  ServicePortKey,
+} from '../../src/model/proxy-state.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
 import { deleteStaleUdpFlows, staleUdpFlowDeletions } from '../shared/udp-conntrack-cleanup.ts';
@@ -82,6 +88,16 @@ export function objectCount(desired: DesiredRuleset): number {
   return FAMILIES.reduce((sum, family) => sum + familyObjects(desired[family]), 0);
 }
 
+/** The state restricted to `keys` (stale flows are found port by port). */
+function onlyPorts(state: ProxyState, keys: ReadonlySet<ServicePortKey>): ProxyState {
+  const servicePorts = new Map<ServicePortKey, ServicePort>();
+  for (const key of keys) {
+    const sp = state.servicePorts.get(key);
+    if (sp) servicePorts.set(key, sp);
+  }
+  return { ...state, servicePorts };
+}
+
 export class NftablesDataplane implements LiveDataplane {
   readonly mode = 'nftables';
   readonly #nft: NftRunner;
@@ -134,7 +150,7 @@ export class NftablesDataplane implements LiveDataplane {
       await this.#syncFull(state);
       ran = 'full';
     }
-    const conntrackEntriesDeleted = await this.#cleanStaleUdpFlows(record?.state, state);
+    const conntrackEntriesDeleted = await this.#cleanStaleUdpFlows(record?.state, state, changed);
     return { kind: ran, objectCount: this.#record?.objectCount ?? 0, conntrackEntriesDeleted };
   }
 
@@ -249,12 +265,21 @@ export class NftablesDataplane implements LiveDataplane {
     return true;
   }
 
-  async #cleanStaleUdpFlows(prev: DualStackState | undefined, next: DualStackState): Promise<number> {
+  /** With `changed`, only those ports are looked at (a scan of every port costs 2-20 ms at 30k). */
+  async #cleanStaleUdpFlows(
+    prev: DualStackState | undefined,
+    next: DualStackState,
+    changed: ReadonlySet<ServicePortKey> | undefined,
+  ): Promise<number> {
     let deleted = 0;
     for (const family of FAMILIES) {
       const state = next[MODEL_FAMILY[family]];
       if (!state) continue;
-      const deletions = staleUdpFlowDeletions(prev?.[MODEL_FAMILY[family]], state);
+      const before = prev?.[MODEL_FAMILY[family]];
+      const deletions =
+        changed && before
+          ? staleUdpFlowDeletions(onlyPorts(before, changed), onlyPorts(state, changed))
+          : staleUdpFlowDeletions(before, state);
       if (deletions.length > 0) deleted += await deleteStaleUdpFlows(this.#commands, deletions);
     }
     return deleted;

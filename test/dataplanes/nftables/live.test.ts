@@ -153,6 +153,28 @@ test('a removed UDP endpoint has its conntrack flows deleted after the sync', as
   assert.equal(outcome.conntrackEntriesDeleted, 1);
 });
 
+test('with the changed keys, a removed UDP endpoint of a changed port still has its flows deleted', async () => {
+  const { commands, dp } = dataplane();
+  const other = (...ips: string[]) =>
+    servicePort('other', {
+      clusterIP: '10.96.0.54',
+      protocol: 'UDP',
+      port: 53,
+      clusterEndpoints: ips.map((ip) => endpoint(ip, 5353)),
+    });
+  await dp.sync(ipv4([dns('10.244.1.10', '10.244.2.10'), other('10.244.3.10')]), 'full');
+  commands.calls.length = 0;
+  await dp.sync(
+    ipv4([dns('10.244.2.10'), other('10.244.3.10')]),
+    'incremental',
+    new Set(['default/dns:53/UDP']),
+  );
+  assert.deepEqual(
+    commands.calls.map((call) => call.join(' ')),
+    ['conntrack -D -p udp --orig-dst 10.96.0.53 --dport 53 --reply-src 10.244.1.10'],
+  );
+});
+
 test('cleanup removes both kproxy tables and nothing else', async () => {
   const { nft, dp } = dataplane();
   await dp.cleanup();
