@@ -1,6 +1,7 @@
 // IPVS generic-netlink message bodies (include/uapi/linux/ip_vs.h): the attributes of the service
 // and destination commands, and the decoding of GET_SERVICE / GET_DEST dump replies.
 import ipaddr from 'ipaddr.js';
+import { familyOf } from '../../src/model/ip-address.ts';
 import type { IPFamily, Protocol } from '../../src/model/proxy-state.ts';
 import { attribute, be16, nested, parseAttributes, string, u16, u32 } from './netlink-attributes.ts';
 import type { RealServer, VirtualService } from './virtual-servers.ts';
@@ -103,7 +104,7 @@ export function destMessage(service: VirtualService, server: RealServer): Buffer
     nested(CMD_ATTR.DEST, [
       attribute(DEST_ATTR.ADDR, addressBytes(server.address)),
       be16(DEST_ATTR.PORT, server.port),
-      u16(DEST_ATTR.ADDR_FAMILY, AF[server.address.includes(':') ? 'IPv6' : 'IPv4']),
+      u16(DEST_ATTR.ADDR_FAMILY, AF[familyOf(server.address)]),
       u32(DEST_ATTR.FWD_METHOD, FWD_MASQ),
       u32(DEST_ATTR.WEIGHT, server.weight),
       u32(DEST_ATTR.U_THRESH, 0),

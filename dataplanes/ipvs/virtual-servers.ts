@@ -8,6 +8,7 @@
 // - ClientIP affinity → a persistent virtual server with the affinity timeout.
 // A virtual server exists even without real servers, as upstream; the companion nft rules reject
 // or drop its traffic before IPVS sees it.
+import { familyOf } from '../../src/model/ip-address.ts';
 import type { Endpoint, IPFamily, Protocol, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
 import { familySyntax } from '../nftables/family-syntax.ts';
 import { cidrContains } from '../shared/cidr.ts';
@@ -47,7 +48,7 @@ export interface IpvsFamilyServers {
 
 /** "1.2.3.4:80" or "[fd00::1]:80". */
 export function hostPort(address: string, port: number): string {
-  return familySyntax(address.includes(':') ? 'IPv6' : 'IPv4').hostPort(address, port);
+  return familySyntax(familyOf(address)).hostPort(address, port);
 }
 
 /** "TCP 10.96.0.10:80": unique per virtual server. */
