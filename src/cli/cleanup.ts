@@ -7,8 +7,8 @@ import { type CommandRunner, execaRunner } from '../../dataplanes/shared/command
 import type { DataplaneMode } from '../../dataplanes/shared/dataplane.ts';
 import { removeKubeProxyLeftovers } from '../../dataplanes/shared/kube-proxy-leftovers.ts';
 import { createLiveDataplane, LIVE_MODES } from '../daemon/live-dataplanes.ts';
+import { commandFlags, usageError } from './command-flags.ts';
 import type { CliIO } from './io.ts';
-import { parseFlags } from './parse-flags.ts';
 
 const CLEANUP_OPTIONS: ParseArgsOptionsConfig = {
   mode: { type: 'string' },
@@ -28,19 +28,15 @@ export async function cleanupCommand(
   io: CliIO,
   runner: CommandRunner = execaRunner(),
 ): Promise<number> {
-  const flags = parseFlags(args, CLEANUP_OPTIONS);
-  const usage = (message: string) => {
-    io.stderr.write(`kproxy cleanup: ${message}\n(see kproxy cleanup --help)\n`);
-    return 2;
-  };
-  if (!flags.ok) return usage(flags.error);
-  if (flags.values.help) {
-    io.stdout.write(CLEANUP_USAGE);
-    return 0;
-  }
-  const mode = flags.values.mode as string | undefined;
+  const flags = commandFlags(io, 'cleanup', args, CLEANUP_OPTIONS, CLEANUP_USAGE);
+  if (typeof flags === 'number') return flags;
+  const mode = flags.mode as string | undefined;
   if (mode !== undefined && !LIVE_MODES.includes(mode as DataplaneMode)) {
-    return usage(`--mode: ${JSON.stringify(mode)} is not one of ${LIVE_MODES.join(', ')}`);
+    return usageError(
+      io,
+      'cleanup',
+      `--mode: ${JSON.stringify(mode)} is not one of ${LIVE_MODES.join(', ')}`,
+    );
   }
   const logger = pino({ level: 'warn' }, { write: (line: string) => io.stderr.write(line) });
   try {
@@ -49,7 +45,7 @@ export async function cleanupCommand(
       await dataplane.cleanup();
       io.stdout.write(`removed kproxy's ${each} rules\n`);
     }
-    if (flags.values['kube-proxy']) {
+    if (flags['kube-proxy']) {
       const removed = await removeKubeProxyLeftovers(runner);
       for (const what of removed) io.stdout.write(`removed ${what}\n`);
       if (removed.length === 0) io.stdout.write('no kube-proxy leftovers found\n');

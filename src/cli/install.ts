@@ -6,8 +6,8 @@ import { chmod, copyFile, cp, mkdir, readFile, writeFile } from 'node:fs/promise
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ParseArgsOptionsConfig } from 'node:util';
+import { commandFlags } from './command-flags.ts';
 import type { CliIO } from './io.ts';
-import { parseFlags } from './parse-flags.ts';
 
 export const APP_DIR = '/usr/lib/kproxy';
 export const CONFIG_PATH = '/etc/kproxy/config.yaml';
@@ -56,16 +56,9 @@ and ${CONFIG_PATH} when there is none. With --root, everything goes under DIR in
 `;
 
 export async function installCommand(args: readonly string[], io: CliIO): Promise<number> {
-  const flags = parseFlags(args, INSTALL_OPTIONS);
-  if (!flags.ok) {
-    io.stderr.write(`kproxy install: ${flags.error}\n(see kproxy install --help)\n`);
-    return 2;
-  }
-  if (flags.values.help) {
-    io.stdout.write(INSTALL_USAGE);
-    return 0;
-  }
-  const root = (flags.values.root as string | undefined) ?? '/';
+  const flags = commandFlags(io, 'install', args, INSTALL_OPTIONS, INSTALL_USAGE);
+  if (typeof flags === 'number') return flags;
+  const root = (flags.root as string | undefined) ?? '/';
   try {
     for (const line of await install(root)) io.stdout.write(`${line}\n`);
   } catch (error) {

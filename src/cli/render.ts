@@ -9,10 +9,11 @@ import type { DualStackState, IPFamily } from '../model/proxy-state.ts';
 import { groupObjects } from '../sources/cluster-objects.ts';
 import { EXAMPLE_CLUSTER_PATH, EXAMPLE_CONFIG_PATH } from '../sources/example-cluster.ts';
 import { formatSourceWarning, readObjects } from '../sources/read-objects.ts';
+import { commandFlags, usageError } from './command-flags.ts';
 import { loadProxyConfig, type ProxyConfig } from './config.ts';
 import { RENDER_USAGE } from './help.ts';
 import { type CliIO, readAllText } from './io.ts';
-import { type FlagValues, parseFlags } from './parse-flags.ts';
+import type { FlagValues } from './parse-flags.ts';
 import { loadPlanner } from './planners.ts';
 import { PROXY_FLAG_OPTIONS } from './proxy-flags.ts';
 import { toProxyOptions } from './proxy-options.ts';
@@ -51,16 +52,13 @@ interface Failure {
 
 export async function renderCommand(args: readonly string[], io: CliIO): Promise<number> {
   const fail = ({ exitCode, message }: Failure) => {
-    io.stderr.write(`kproxy render: ${message}\n${exitCode === 2 ? '(see kproxy render --help)\n' : ''}`);
+    if (exitCode === 2) return usageError(io, 'render', message);
+    io.stderr.write(`kproxy render: ${message}\n`);
     return exitCode;
   };
-  const flags = parseFlags(args, RENDER_OPTIONS);
-  if (!flags.ok) return fail({ exitCode: 2, message: flags.error });
-  if (flags.values.help) {
-    io.stdout.write(RENDER_USAGE);
-    return 0;
-  }
-  const request = await renderRequest(flags.values);
+  const flags = commandFlags(io, 'render', args, RENDER_OPTIONS, RENDER_USAGE);
+  if (typeof flags === 'number') return flags;
+  const request = await renderRequest(flags);
   if ('exitCode' in request) return fail(request);
   const plannerLoad = loadPlanner(request.config);
 

@@ -14,9 +14,9 @@ import { KubeClient } from '../kube/client.ts';
 import { formatConfigError } from '../kube/connection.ts';
 import { loadConnection } from '../kube/load-connection.ts';
 import { systemClock } from '../sync/clock.ts';
+import { commandFlags } from './command-flags.ts';
 import { loadProxyConfig, type ProxyConfig } from './config.ts';
 import type { CliIO } from './io.ts';
-import { parseFlags } from './parse-flags.ts';
 import { PROXY_FLAG_OPTIONS } from './proxy-flags.ts';
 
 const RUN_OPTIONS: ParseArgsOptionsConfig = {
@@ -61,16 +61,9 @@ export async function runCommand(
   io: CliIO,
   environment: RunEnvironment = processRunEnvironment(),
 ): Promise<number> {
-  const flags = parseFlags(args, RUN_OPTIONS);
-  if (!flags.ok) {
-    io.stderr.write(`kproxy run: ${flags.error}\n(see kproxy run --help)\n`);
-    return 2;
-  }
-  if (flags.values.help) {
-    io.stdout.write(RUN_USAGE);
-    return 0;
-  }
-  const loaded = await loadProxyConfig(flags.values, {
+  const flags = commandFlags(io, 'run', args, RUN_OPTIONS, RUN_USAGE);
+  if (typeof flags === 'number') return flags;
+  const loaded = await loadProxyConfig(flags, {
     readFile: (path) => readFile(path, 'utf8'),
     hostname: hostname(),
   });
