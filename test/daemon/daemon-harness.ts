@@ -1,7 +1,6 @@
 // Shared pieces of the daemon tests: a config from YAML text, a dataplane that records what it is
 // asked to do, and polling for a condition (no timed assertions: only a generous upper bound).
 import { setTimeout as sleep } from 'node:timers/promises';
-import { pino } from 'pino';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../../dataplanes/shared/dataplane.ts';
 import { loadProxyConfig, type ProxyConfig } from '../../src/cli/config.ts';
 import type { DualStackState } from '../../src/model/proxy-state.ts';
@@ -74,11 +73,4 @@ export async function eventually(what: string, check: () => boolean | Promise<bo
     if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`);
     await sleep(20);
   }
-}
-
-/** A logger that keeps the JSON lines, for assertions on what the daemon logs. */
-export function memoryLogger(level = 'debug') {
-  const lines: Record<string, unknown>[] = [];
-  const logger = pino({ level }, { write: (line: string) => lines.push(JSON.parse(line)) });
-  return { logger, lines };
 }

@@ -8,14 +8,9 @@ import { systemClock } from '../../src/sync/clock.ts';
 import { ProxyMetrics } from '../../src/sync/metrics.ts';
 import { sampleEndpointSlice, sampleNode, sampleService } from '../support/apiserver/sample-objects.ts';
 import { type StandInApiServer, startApiServer } from '../support/apiserver/server.ts';
+import { capturedLogger } from '../support/captured-logger.ts';
 import { freePort } from '../support/free-port.ts';
-import {
-  configFromYaml,
-  eventually,
-  FAST_CONFIG,
-  memoryLogger,
-  RecordingDataplane,
-} from './daemon-harness.ts';
+import { configFromYaml, eventually, FAST_CONFIG, RecordingDataplane } from './daemon-harness.ts';
 
 interface Running {
   readonly api: StandInApiServer;
@@ -34,7 +29,7 @@ async function run(t: { after(fn: () => Promise<unknown>): void }, setup?: (api:
   setup?.(api);
   const client = new KubeClient({ server: api.url });
   t.after(() => client.close());
-  const { logger, lines } = memoryLogger();
+  const { logger, lines } = capturedLogger();
   const dataplane = new RecordingDataplane();
   const started = await startDaemon({
     config: await configFromYaml(FAST_CONFIG),

@@ -3,8 +3,6 @@
 // store should hold.
 
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
-import pino, { type Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { KubeClient } from '../../src/kube/client.ts';
 import type { ClusterConnection } from '../../src/kube/connection.ts';
@@ -14,22 +12,7 @@ import { createInformerMetrics, type InformerMetrics } from '../../src/kube/info
 import type { KubeObject } from '../../src/kube/objects.ts';
 import { objectKey, type ResourceType } from '../../src/kube/resources.ts';
 import type { StandInApiServer } from '../support/apiserver/server.ts';
-
-export interface CapturedLogger {
-  readonly logger: Logger;
-  readonly lines: Record<string, unknown>[];
-}
-
-export function capturedLogger(): CapturedLogger {
-  const lines: Record<string, unknown>[] = [];
-  const stream = new Writable({
-    write(chunk, _encoding, done) {
-      for (const line of String(chunk).split('\n')) if (line) lines.push(JSON.parse(line));
-      done();
-    },
-  });
-  return { logger: pino({ level: 'debug' }, stream), lines };
-}
+import { type CapturedLogger, capturedLogger } from '../support/captured-logger.ts';
 
 export interface TestInformer<T extends KubeObject> {
   readonly informer: Informer<T>;
