@@ -1,84 +1,109 @@
-// Start-up adoption: rebuild the committed record from our own table as an earlier run left it
-// (`nft -j list table`), so a restart reconciles with element updates instead of replacing the
-// table under traffic (which would also forget session-affinity state).
+// Start-up adoption: what an earlier run left in our table, read cheaply, so a restart rewrites
+// it in place (one transaction, no table replaced under traffic, affinity state kept) instead of
+// deleting it.
 //
-// Elements are read back exactly. Rules are not parsed back from JSON: adopted chains carry
-// UNKNOWN_RULES, and the diff rewrites every chain that still exists (flush + add, a few dozen
-// rules) and deletes the rest. Set definitions are taken on trust by name; if one differs, nft
-// refuses the transaction and the dataplane falls back to a full sync.
-import { CANARY_SET } from './base-objects.ts';
+// Elements are NOT read back: nft 1.0.6 takes 10-40 s to list 30k services x 10 endpoints (about
+// 30 us per element, even with -t), longer than the full sync itself. What is read:
+// - the chain names (`nft -j list chains`, ~30 ms at any size): adopted chains carry
+//   UNKNOWN_RULES, so the first sync rewrites those still wanted and deletes the others; an
+//   affinity endpoint chain has a set of the same name, deleted with it when no longer wanted;
+// - the UDP endpoint maps, small in practice, so that the stale UDP flow cleanup after the first
+//   sync is exact (only flows of endpoints that went away while we were down are deleted).
+// The first sync flushes every map and set kproxy fills and adds the wanted elements (diff.ts).
+// Set definitions are taken on trust: `add` of an existing set is a no-op, and one that differs
+// makes nft refuse the transaction, then the dataplane falls back to a full sync. A set an older
+// kproxy made and this one does not know stays until the next full sync replaces the table.
+import type { Endpoint, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
 import { type FamilyRuleset, UNKNOWN_RULES } from './ruleset.ts';
-import type { ChainSpec, ElementSpec, NftFamily, SetSpec } from './transaction.ts';
+import { type ChainSpec, type NftFamily, type SetSpec, TABLE } from './transaction.ts';
 
 type Json = null | boolean | number | string | Json[] | { readonly [key: string]: Json };
 
-/** nft JSON expression -> the text kproxy writes for it. */
-function exprText(expr: Json): string {
-  if (typeof expr === 'string' || typeof expr === 'number') return String(expr);
-  if (expr !== null && typeof expr === 'object' && !Array.isArray(expr)) {
-    if ('concat' in expr && Array.isArray(expr.concat)) return expr.concat.map(exprText).join(' . ');
-    if ('prefix' in expr) {
-      const p = expr.prefix as { addr: Json; len: Json };
-      return `${exprText(p.addr)}/${exprText(p.len)}`;
-    }
-    if ('range' in expr && Array.isArray(expr.range)) return expr.range.map(exprText).join('-');
-    for (const verdict of ['goto', 'jump'] as const) {
-      if (verdict in expr) return `${verdict} ${String((expr[verdict] as { target: Json }).target)}`;
-    }
-    for (const verdict of ['drop', 'accept', 'return', 'continue']) if (verdict in expr) return verdict;
-  }
-  throw new Error(`cannot read back nft expression ${JSON.stringify(expr)}`);
+function objectsOf(listing: unknown): Record<string, Record<string, Json>>[] {
+  return (listing as { nftables?: Record<string, Record<string, Json>>[] } | undefined)?.nftables ?? [];
 }
 
-function elementOf(raw: Json): ElementSpec {
-  const [keyExpr, valueExpr] = Array.isArray(raw) ? raw : [raw, undefined];
-  let key = keyExpr as Json;
-  let comment: string | undefined;
-  if (key !== null && typeof key === 'object' && !Array.isArray(key) && 'elem' in key) {
-    const elem = key.elem as { val: Json; comment?: string };
-    key = elem.val;
-    comment = elem.comment;
-  }
-  return {
-    key: exprText(key),
-    ...(valueExpr !== undefined && { value: exprText(valueExpr) }),
-    ...(comment !== undefined && { comment }),
-  };
-}
+/** An affinity endpoint chain: `affinity-<hash>`, with a dynamic set of the same name. */
+const AFFINITY_ENDPOINT_CHAIN = /^affinity-[0-9a-f]{16}$/;
 
-/** The record of an existing table, from `nft -j list table`; undefined when there is none. */
-export function adoptTable(family: NftFamily, listing: unknown): FamilyRuleset | undefined {
-  if (listing === undefined) return undefined;
-  const objects = (listing as { nftables?: Record<string, Record<string, Json>>[] }).nftables ?? [];
-  const sets = new Map<string, SetSpec>();
+/** The record of our table from `nft -j list chains FAMILY`; undefined when there is none. */
+export function adoptTable(family: NftFamily, chainListing: unknown): FamilyRuleset | undefined {
   const chains = new Map<string, ChainSpec>();
-  const elements = new Map<string, Map<string, ElementSpec>>();
-  for (const object of objects) {
-    const [kind, body] = Object.entries(object)[0] ?? [];
-    if (body === undefined) continue;
-    const name = String(body.name);
-    if (kind === 'chain') chains.set(name, { name, rules: UNKNOWN_RULES });
-    if (kind === 'set' || kind === 'map') {
-      sets.set(name, { name, kind, type: 'adopted' });
-      // Entries of dynamic sets (affinity) are added by packets, and the canary's by the live
-      // dataplane outside any plan: neither is part of the record.
-      const dynamic = Array.isArray(body.flags) && body.flags.includes('dynamic');
-      const list =
-        Array.isArray(body.elem) && !dynamic && name !== CANARY_SET ? body.elem.map(elementOf) : [];
-      elements.set(name, new Map(list.map((e) => [e.key, e])));
-    }
+  const sets = new Map<string, SetSpec>();
+  for (const object of objectsOf(chainListing)) {
+    const chain = object.chain;
+    if (chain?.table !== TABLE || chain.family !== family) continue;
+    const name = String(chain.name);
+    chains.set(name, { name, rules: UNKNOWN_RULES });
+    if (AFFINITY_ENDPOINT_CHAIN.test(name)) sets.set(name, { name, kind: 'set', type: 'adopted' });
   }
-  return { family, sets, chains, elements, adopted: true };
+  if (chains.size === 0) return undefined;
+  return { family, sets, chains, elements: new Map(), adopted: true };
 }
 
-/** The nonce in a canary set listing (`nft -j list set` or `list table`), if there is one. */
+/** The maps that hold UDP endpoints. */
+export const UDP_ENDPOINT_MAPS: readonly string[] = [
+  'backends-udp',
+  'local-backends-udp',
+  'nodeport-backends-udp',
+  'nodeport-local-backends-udp',
+];
+
+/** "address . port" (or node "port") -> endpoint IPs the earlier run sent UDP traffic to. */
+export type AdoptedUdpEndpoints = ReadonlyMap<string, readonly string[]>;
+
+/** Reads `nft -j list map` listings of UDP_ENDPOINT_MAPS (undefined for a missing map). */
+export function adoptUdpEndpoints(listings: readonly unknown[]): AdoptedUdpEndpoints {
+  const endpoints = new Map<string, string[]>();
+  for (const object of listings.flatMap(objectsOf)) {
+    const elements = object.map?.elem;
+    if (!Array.isArray(elements)) continue;
+    for (const element of elements) {
+      const [key, value] = element as [{ concat: Json[] }, { concat: Json[] }];
+      // key: address . port . index, or port . index; value: endpoint address . port
+      const where = key.concat.slice(0, -1).map(String).join(' . ');
+      const list = endpoints.get(where) ?? [];
+      list.push(String(value.concat[0]));
+      endpoints.set(where, list);
+    }
+  }
+  return endpoints;
+}
+
+function earlierEndpoint(ip: string): Endpoint {
+  return { ip, port: 0, isLocal: false, ready: true, serving: true, terminating: false };
+}
+
+/**
+ * The UDP service ports of `next` as the earlier run served them, for the stale flow cleanup:
+ * same addresses, the endpoints read back, "had endpoints" when any was. A port served through
+ * session affinity has no endpoint map elements, so it counts as having had none (all of its
+ * flows are deleted once, as without adoption).
+ */
+export function udpStateBefore(adopted: AdoptedUdpEndpoints, next: ProxyState): ProxyState {
+  const servicePorts = new Map<string, ServicePort>();
+  for (const sp of next.servicePorts.values()) {
+    if (sp.protocol !== 'UDP') continue;
+    const addresses = [sp.clusterIP, ...sp.externalIPs, ...sp.loadBalancerIPs].map(
+      (a) => `${a} . ${sp.port}`,
+    );
+    const keys = sp.nodePort === 0 ? addresses : [...addresses, `${sp.nodePort}`];
+    const ips = [...new Set(keys.flatMap((key) => adopted.get(key) ?? []))];
+    servicePorts.set(sp.key, {
+      ...sp,
+      clusterEndpoints: ips.map(earlierEndpoint),
+      localEndpoints: [],
+      hasEndpoints: ips.length > 0,
+    });
+  }
+  return { ...next, servicePorts };
+}
+
+/** The nonce in a canary set listing (`nft -j list set`), if there is one. */
 export function canaryNonce(listing: unknown): number | undefined {
-  const objects =
-    (listing as { nftables?: Record<string, Record<string, Json>>[] } | undefined)?.nftables ?? [];
-  for (const object of objects) {
+  for (const object of objectsOf(listing)) {
     const set = object.set;
-    if (set?.name === CANARY_SET && Array.isArray(set.elem) && set.elem.length === 1)
-      return Number(set.elem[0]);
+    if (Array.isArray(set?.elem) && set.elem.length === 1) return Number(set.elem[0]);
   }
   return undefined;
 }

@@ -2,6 +2,7 @@
 // Order matters inside the transaction: new sets and chains first (elements and rules refer to
 // them), then rewritten chains, then element deletes before adds (a changed value is a delete
 // plus an add), and last the chains and sets nothing refers to any more.
+import { CANARY_SET } from './base-objects.ts';
 import { defineFamily } from './full-transaction.ts';
 import { type DesiredRuleset, FAMILIES, type FamilyRuleset } from './ruleset.ts';
 import { type ChainSpec, type ElementSpec, NftTransaction, TABLE } from './transaction.ts';
@@ -41,6 +42,16 @@ export function diffFamily(tx: NftTransaction, prev: FamilyRuleset, next: Family
   }
   const adds: [string, ElementSpec[]][] = [];
   for (const [set, nextElements] of next.elements) {
+    // Adopted: the elements in the kernel are unknown; replace them (affinity's dynamic sets and
+    // the canary are filled outside any plan, and kept).
+    const spec = next.sets.get(set);
+    if (prev.adopted && spec) {
+      if (!spec.flags?.includes('dynamic') && set !== CANARY_SET) {
+        tx.flushSet(family, spec.kind, set);
+        adds.push([set, [...nextElements.values()]]);
+      }
+      continue;
+    }
     const prevElements = prev.elements.get(set) ?? new Map<string, ElementSpec>();
     const removed: ElementSpec[] = [];
     const added: ElementSpec[] = [];

@@ -23,7 +23,14 @@ import type {
 import type { CommandRunner } from '../shared/command-runner.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
 import { deleteStaleUdpFlows, staleUdpFlowDeletions } from '../shared/udp-conntrack-cleanup.ts';
-import { adoptTable, canaryNonce } from './adopt.ts';
+import {
+  type AdoptedUdpEndpoints,
+  adoptTable,
+  adoptUdpEndpoints,
+  canaryNonce,
+  UDP_ENDPOINT_MAPS,
+  udpStateBefore,
+} from './adopt.ts';
 import { CANARY_SET } from './base-objects.ts';
 import { desiredRuleset } from './desired-ruleset.ts';
 import { diffFamily, diffRulesets } from './diff.ts';
@@ -56,6 +63,8 @@ interface CommittedRecord {
   readonly desired?: DesiredRuleset;
   /** Absent after adoption: what the earlier run synced is unknown. */
   readonly state?: DualStackState;
+  /** Only after adoption: the UDP endpoints the earlier run left, for the stale flow cleanup. */
+  readonly udpBefore?: Partial<Record<NftFamily, AdoptedUdpEndpoints>>;
   /** Built after a full or diff sync; none after adoption (the next sync is a diff). */
   readonly indexes: Map<NftFamily, FragmentIndex | 'collisions'>;
   readonly objectCount: number;
@@ -86,6 +95,20 @@ function buildIndexes(state: DualStackState): Map<NftFamily, FragmentIndex | 'co
 /** Rules plus elements: what the rule-count metrics report. */
 export function objectCount(desired: DesiredRuleset): number {
   return FAMILIES.reduce((sum, family) => sum + familyObjects(desired[family]), 0);
+}
+
+/** The UDP ports of `next` as an earlier run left them (adopt.ts). */
+function udpStatesBefore(
+  udpBefore: Partial<Record<NftFamily, AdoptedUdpEndpoints>>,
+  next: DualStackState,
+): DualStackState {
+  const states: { IPv4?: ProxyState; IPv6?: ProxyState } = {};
+  for (const family of FAMILIES) {
+    const adopted = udpBefore[family];
+    const state = next[MODEL_FAMILY[family]];
+    if (adopted && state) states[MODEL_FAMILY[family]] = udpStateBefore(adopted, state);
+  }
+  return states;
 }
 
 /** The state restricted to `keys` (stale flows are found port by port). */
@@ -119,19 +142,29 @@ export class NftablesDataplane implements LiveDataplane {
   }
 
   async start(): Promise<void> {
-    const listings = { ip: await this.#nft.listTableJson('ip'), ip6: await this.#nft.listTableJson('ip6') };
-    const ip = adoptTable('ip', listings.ip);
-    const ip6 = adoptTable('ip6', listings.ip6);
-    if (!ip && !ip6) {
+    const desired: { ip?: FamilyRuleset; ip6?: FamilyRuleset } = {};
+    const udpBefore: Partial<Record<NftFamily, AdoptedUdpEndpoints>> = {};
+    const nonces = new Set<number | undefined>();
+    for (const family of FAMILIES) {
+      const adopted = adoptTable(family, await this.#nft.listChainsJson(family));
+      if (!adopted) continue;
+      desired[family] = adopted;
+      const maps = await Promise.all(
+        UDP_ENDPOINT_MAPS.map((name) => this.#nft.listSetJson(family, name, 'map')),
+      );
+      udpBefore[family] = adoptUdpEndpoints(maps);
+      nonces.add(canaryNonce(await this.#nft.listSetJson(family, CANARY_SET)));
+    }
+    if (!desired.ip && !desired.ip6) {
       this.#noTables = true;
       this.#log('nftables: no table from an earlier run');
       return;
     }
-    const desired: DesiredRuleset = { ...(ip && { ip }), ...(ip6 && { ip6 }) };
-    this.#record = { desired, indexes: new Map(), objectCount: objectCount(desired) };
-    const nonces = new Set(FAMILIES.filter((f) => desired[f]).map((f) => canaryNonce(listings[f])));
+    this.#record = { desired, udpBefore, indexes: new Map(), objectCount: 0 };
     this.#nonce = nonces.size === 1 ? [...nonces][0] : undefined;
-    this.#log('nftables: adopted the tables of an earlier run', { objects: this.#record.objectCount });
+    this.#log('nftables: adopted the tables of an earlier run', {
+      chains: FAMILIES.reduce((n, f) => n + (desired[f]?.chains.size ?? 0), 0),
+    });
   }
 
   async sync(
@@ -150,7 +183,11 @@ export class NftablesDataplane implements LiveDataplane {
       await this.#syncFull(state);
       ran = 'full';
     }
-    const conntrackEntriesDeleted = await this.#cleanStaleUdpFlows(record?.state, state, changed);
+    const conntrackEntriesDeleted = await this.#cleanStaleUdpFlows(
+      record?.state ?? (record?.udpBefore && udpStatesBefore(record.udpBefore, state)),
+      state,
+      changed,
+    );
     return { kind: ran, objectCount: this.#record?.objectCount ?? 0, conntrackEntriesDeleted };
   }
 

@@ -27,13 +27,14 @@ export class NftError extends Error {
 export interface NftRunner {
   /** Runs one script as one transaction (`nft -f -`); throws NftError when nft refuses it. */
   run(script: string): Promise<void>;
-  /** `nft -j list table FAMILY kproxy`, parsed; undefined when the table does not exist. */
-  listTableJson(family: NftFamily): Promise<unknown>;
+  /** `nft -j list chains FAMILY`, parsed (every table's chains, no rules): ~30 ms at any size. */
+  listChainsJson(family: NftFamily): Promise<unknown>;
   /**
-   * `nft -j list set FAMILY kproxy NAME`, parsed; undefined when it does not exist. Cheap at any
-   * size, unlike `list tables` or `list chain`, which nft 1.0.6 answers after fetching everything.
+   * `nft -j list set|map FAMILY kproxy NAME`, parsed; undefined when it does not exist. Costs what
+   * its elements cost, unlike `list table` or `list chain`, which nft 1.0.6 answers after fetching
+   * every element of the table.
    */
-  listSetJson(family: NftFamily, name: string): Promise<unknown>;
+  listSetJson(family: NftFamily, name: string, kind?: 'set' | 'map'): Promise<unknown>;
 }
 
 async function unlessMissing(listing: Promise<unknown>): Promise<unknown> {
@@ -65,9 +66,8 @@ export function commandNftRunner(runner: CommandRunner): NftRunner {
       const result = await runner.run('nft', ['-f', '-'], script);
       if (result.exitCode !== 0) throw new NftError('-f', result.stderr);
     },
-    listTableJson: (family) =>
-      unlessMissing(json(['list', 'table', family, TABLE], `list table ${family} ${TABLE}`)),
-    listSetJson: (family, name) =>
-      unlessMissing(json(['list', 'set', family, TABLE, name], `list set ${family} ${TABLE} ${name}`)),
+    listChainsJson: (family) => json(['list', 'chains', family], `list chains ${family}`),
+    listSetJson: (family, name, kind = 'set') =>
+      unlessMissing(json(['list', kind, family, TABLE, name], `list ${kind} ${family} ${TABLE} ${name}`)),
   };
 }

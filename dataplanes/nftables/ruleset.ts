@@ -10,7 +10,10 @@ export interface FamilyRuleset {
   readonly chains: ReadonlyMap<string, ChainSpec>;
   /** Elements by set name, then by key; both in sorted order. */
   readonly elements: ReadonlyMap<string, ReadonlyMap<string, ElementSpec>>;
-  /** Read back from the kernel (see adopt.ts): chain rules unknown, set definitions unchecked. */
+  /**
+   * Read back from the kernel (see adopt.ts): chain rules and elements unknown (`elements` is
+   * empty), set definitions unchecked.
+   */
   readonly adopted?: boolean;
 }
 

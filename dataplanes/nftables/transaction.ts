@@ -56,7 +56,7 @@ export type NftOp =
     }
   | { readonly verb: 'add'; readonly object: 'set'; readonly family: NftFamily; readonly set: SetSpec }
   | {
-      readonly verb: 'delete';
+      readonly verb: 'delete' | 'flush';
       readonly object: 'set';
       readonly family: NftFamily;
       readonly kind: 'set' | 'map';
@@ -156,6 +156,12 @@ export class NftTransaction {
     return this.#push({ verb: 'delete', object: 'set', family, kind, name });
   }
 
+  /** Removes every element of a set or map. */
+  flushSet(family: NftFamily, kind: 'set' | 'map', name: string): this {
+    checkName(kind, name);
+    return this.#push({ verb: 'flush', object: 'set', family, kind, name });
+  }
+
   addRule(family: NftFamily, chain: string, rule: string): this {
     checkName('chain', chain);
     if (rule.trim() === '' || rule.includes('\n'))
@@ -199,7 +205,7 @@ function renderOp(op: NftOp, table: string): string {
       if (op.verb !== 'add') return `${op.verb} chain ${where} ${op.name}\n`;
       return `add chain ${where} ${op.chain.name}${chainBody(op.chain)}\n`;
     case 'set':
-      if (op.verb === 'delete') return `delete ${op.kind} ${where} ${op.name}\n`;
+      if (op.verb !== 'add') return `${op.verb} ${op.kind} ${where} ${op.name}\n`;
       return `add ${op.set.kind} ${where} ${op.set.name} { ${setBody(op.set)} }\n`;
     case 'rule':
       return `add rule ${where} ${op.chain} ${op.rule}\n`;

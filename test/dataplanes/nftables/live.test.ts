@@ -77,45 +77,16 @@ test('intact() is false once our table was replaced behind our back', async () =
   assert.equal(await dp.intact(), false, 'no canary: deleted or flushed');
 });
 
-test('start() adopts an earlier table: the first full sync is a diff that keeps existing elements', async () => {
+test('start() adopts an earlier table from its chains: the first full sync rewrites it in place', async () => {
   const { nft, dp } = dataplane();
-  nft.tables.ip = {
+  const chain = (table: string, name: string) => ({ chain: { family: 'ip', table, name, handle: 1 } });
+  nft.chains.ip = {
     nftables: [
       { metainfo: { version: '1.0.6' } },
-      { table: { family: 'ip', name: 'kproxy', handle: 1 } },
-      { chain: { family: 'ip', table: 'kproxy', name: 'cluster-ip', handle: 2 } },
-      { chain: { family: 'ip', table: 'kproxy', name: 'backends-tcp-1', handle: 3 } },
-      { chain: { family: 'ip', table: 'kproxy', name: 'backends-tcp-7', handle: 4 } },
-      {
-        map: {
-          family: 'ip',
-          name: 'backends-tcp',
-          table: 'kproxy',
-          elem: [[{ concat: ['10.96.0.10', 80, 0] }, { concat: ['10.244.1.10', 8080] }]],
-        },
-      },
-      {
-        map: {
-          family: 'ip',
-          name: 'service-ips',
-          table: 'kproxy',
-          elem: [
-            [
-              { elem: { val: { concat: ['10.96.0.10', 'tcp', 80] }, comment: 'default/web:80/TCP' } },
-              { goto: { target: 'cluster-ip' } },
-            ],
-          ],
-        },
-      },
-      {
-        set: {
-          family: 'ip',
-          name: 'affinity-x',
-          table: 'kproxy',
-          flags: ['dynamic', 'timeout'],
-          elem: ['1.2.3.4'],
-        },
-      },
+      chain('kproxy', 'cluster-ip'),
+      chain('kproxy', 'backends-tcp-7'),
+      chain('kproxy', 'affinity-0123456789abcdef'),
+      chain('someone-else', 'cluster-ip-x'),
     ],
   };
   await dp.start();
@@ -123,12 +94,39 @@ test('start() adopts an earlier table: the first full sync is a diff that keeps 
   assert.equal(outcome.kind, 'full');
   const script = nft.scripts[0]!;
   assert.ok(!isFull(script), 'no table replaced');
-  assert.doesNotMatch(script, /element ip kproxy (backends-tcp|service-ips) /, 'adopted elements are kept');
   assert.match(script, /^flush chain ip kproxy cluster-ip$/m, 'adopted chains are rewritten');
   assert.match(script, /^delete chain ip kproxy backends-tcp-7$/m, 'chains no longer used are deleted');
-  assert.match(script, /^delete set ip kproxy affinity-x$/m);
-  assert.match(script, /^add map ip kproxy service-nodeports /m, 'missing maps are created');
+  assert.match(script, /^delete set ip kproxy affinity-0123456789abcdef$/m, 'with their affinity set');
+  assert.doesNotMatch(script, /cluster-ip-x/, 'other tables are not ours');
+  assert.match(script, /^flush map ip kproxy backends-tcp$/m, 'elements are replaced');
+  assert.match(
+    script,
+    /^add element ip kproxy backends-tcp \{ 10\.96\.0\.10 \. 80 \. 0 : 10\.244\.1\.10 \. 8080 \}$/m,
+  );
+  assert.doesNotMatch(script, /flush set ip kproxy canary/, 'the canary is kept');
   assert.equal((await dp.sync(ipv4([web('10.244.1.10')]), 'incremental')).kind, 'incremental');
+});
+
+test('after adoption only the UDP flows of endpoints gone while we were down are deleted', async () => {
+  const { nft, commands, dp } = dataplane();
+  nft.chains.ip = { nftables: [{ chain: { family: 'ip', table: 'kproxy', name: 'cluster-ip' } }] };
+  const element = (vip: string, i: number, ip: string) => [{ concat: [vip, 53, i] }, { concat: [ip, 5353] }];
+  nft.maps.set('ip backends-udp', {
+    nftables: [
+      {
+        map: {
+          name: 'backends-udp',
+          elem: [element('10.96.0.53', 0, '10.244.1.10'), element('10.96.0.53', 1, '10.244.2.10')],
+        },
+      },
+    ],
+  });
+  await dp.start();
+  await dp.sync(ipv4([dns('10.244.2.10')]), 'full');
+  assert.deepEqual(
+    commands.calls.map((call) => call.join(' ')),
+    ['conntrack -D -p udp --orig-dst 10.96.0.53 --dport 53 --reply-src 10.244.1.10'],
+  );
 });
 
 test('a removed UDP endpoint has its conntrack flows deleted after the sync', async () => {

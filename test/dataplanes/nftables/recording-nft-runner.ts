@@ -8,7 +8,10 @@ export class RecordingNftRunner implements NftRunner {
   readonly scripts: string[] = [];
   /** Scripts to refuse, by predicate (each used once). */
   readonly failures: ((script: string) => boolean)[] = [];
-  tables: Partial<Record<NftFamily, unknown>> = {};
+  /** What `list chains FAMILY` answers. */
+  chains: Partial<Record<NftFamily, unknown>> = {};
+  /** What `list map FAMILY kproxy NAME` answers, by "FAMILY NAME". */
+  maps = new Map<string, unknown>();
   /** What `list set ... canary` answers; by default the nonce of the last script that set one. */
   canary: Partial<Record<NftFamily, number>> | undefined;
 
@@ -21,11 +24,12 @@ export class RecordingNftRunner implements NftRunner {
     this.scripts.push(script);
   }
 
-  async listTableJson(family: NftFamily): Promise<unknown> {
-    return this.tables[family];
+  async listChainsJson(family: NftFamily): Promise<unknown> {
+    return this.chains[family] ?? { nftables: [] };
   }
 
-  async listSetJson(family: NftFamily, name: string): Promise<unknown> {
+  async listSetJson(family: NftFamily, name: string, kind: 'set' | 'map' = 'set'): Promise<unknown> {
+    if (kind === 'map') return this.maps.get(`${family} ${name}`);
     const nonce = this.canary ? this.canary[family] : this.#lastNonce(family);
     return nonce === undefined ? undefined : { nftables: [{ set: { family, name, elem: [nonce] } }] };
   }
