@@ -1,6 +1,7 @@
 // Small measuring helpers shared by the benchmark sections. Wall-clock only: these are figures to
 // read and compare as ratios, never assertions.
 import { performance } from 'node:perf_hooks';
+import type { CommandResult, CommandRunner } from '../dataplanes/shared/command-runner.ts';
 
 /** Milliseconds `fn` took. */
 export async function timeMs(fn: () => unknown): Promise<number> {
@@ -45,4 +46,36 @@ export function round(value: number, digits = 1): number {
 /** The line a section prints last; bench/main.ts reads it from the child's stdout. */
 export function reportSection(figures: Readonly<Record<string, unknown>>): void {
   process.stdout.write(`BENCH-RESULT ${JSON.stringify(figures)}\n`);
+}
+
+/** A CommandRunner that adds up the time spent in the tools it runs, to split a sync's time. */
+export class TimedRunner implements CommandRunner {
+  readonly #inner: CommandRunner;
+  ms = 0;
+  calls = 0;
+  /** Milliseconds per "command first-argument", e.g. "iptables -t". */
+  byCommand: Record<string, number> = {};
+
+  constructor(inner: CommandRunner) {
+    this.#inner = inner;
+  }
+
+  async run(command: string, args: readonly string[], input?: string): Promise<CommandResult> {
+    const start = performance.now();
+    try {
+      return await this.#inner.run(command, args, input);
+    } finally {
+      const ms = performance.now() - start;
+      const what = `${command} ${args[0] ?? ''}`.trim();
+      this.ms += ms;
+      this.calls++;
+      this.byCommand[what] = (this.byCommand[what] ?? 0) + ms;
+    }
+  }
+
+  reset(): void {
+    this.ms = 0;
+    this.calls = 0;
+    this.byCommand = {};
+  }
 }

@@ -5,7 +5,7 @@
 // - one endpoint change end to end (ModelCache update + incremental sync), median of several;
 // - RSS of this process after the sync (cluster objects, model and dataplane record);
 // - TCP connect latency from the node namespace to the first and the last service.
-//   node --expose-gc bench/nftables-speed.ts [--services 30000] [--endpoints 10] [--changes 11]
+//   node --expose-gc bench/nftables-speed.ts [--services 30000] [--endpoints 10] [--changes 21]
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,14 +18,14 @@ import { execaRunner } from '../dataplanes/shared/command-runner.ts';
 import type { DualStackState } from '../src/model/proxy-state.ts';
 import { Lab } from '../test/support/netns.ts';
 import { BENCH_NODE_IP, loadedModel } from './bench-model.ts';
-import { median, reportSection, round, settledMemoryMiB, timeMs } from './measure.ts';
+import { median, reportSection, round, settledMemoryMiB, TimedRunner, timeMs } from './measure.ts';
 import { syntheticCluster, syntheticService, syntheticSlice } from './synthetic-cluster.ts';
 
 const { values } = parseArgs({
   options: {
     services: { type: 'string', default: '30000' },
     endpoints: { type: 'string', default: '10' },
-    changes: { type: 'string', default: '11' },
+    changes: { type: 'string', default: '21' },
     connects: { type: 'string', default: '300' },
   },
 });
@@ -38,11 +38,13 @@ const lab = new Lab(`bench-nft-${process.pid}`);
 const dir = mkdtempSync(join(tmpdir(), 'kproxy-bench-nft-'));
 try {
   const cluster = syntheticCluster({ services, endpointsPerService: endpoints });
+  const clusterMemory = settledMemoryMiB();
   const model = loadedModel(cluster);
   let state: DualStackState = {};
   const modelFullMs = await timeMs(() => {
     state = model.update().state;
   });
+  const modelMemory = settledMemoryMiB();
 
   const desired = desiredRuleset(state);
   const single = join(dir, 'full.nft');
@@ -62,7 +64,7 @@ try {
   const nodeNs = await lab.addNetns('node');
   // nsenter only enters the network namespace and execs the tool: close to the daemon, which runs
   // inside the node's namespace (`ip netns exec` would add a mount namespace and a /sys remount).
-  const runner = execaRunner(['nsenter', `--net=/run/netns/${nodeNs}`]);
+  const runner = new TimedRunner(execaRunner(['nsenter', `--net=/run/netns/${nodeNs}`]));
   const dataplane = new NftablesDataplane({ nft: commandNftRunner(runner), commands: runner });
   const coldStartMs = await timeMs(async () => {
     await dataplane.start();
@@ -74,11 +76,14 @@ try {
   const changed = Math.floor(services / 2);
   const changeMs: number[] = [];
   const changeModelMs: number[] = [];
+  const changeToolMs: number[] = [];
+  const changeToolCalls: number[] = [];
   for (let run = 0; run < Number(values.changes); run++) {
     let modelMs = 0;
     changeMs.push(
       await timeMs(async () => {
         const start = performance.now();
+        runner.reset();
         model.setEndpointSlice(syntheticSlice(changed, endpoints, 3, (run + 1) % 2));
         const update = model.update();
         modelMs = performance.now() - start;
@@ -87,6 +92,14 @@ try {
       }),
     );
     changeModelMs.push(modelMs);
+    changeToolMs.push(runner.ms);
+    changeToolCalls.push(runner.calls);
+  }
+
+  // The floor of any change made by spawning nft: one `nft -f -` with nothing to do, same runner.
+  const floorMs: number[] = [];
+  for (let run = 0; run < Number(values.changes); run++) {
+    floorMs.push(await timeMs(() => runner.run('nft', ['-f', '-'], '')));
   }
 
   // The node namespace is the client (host-network path, rules on OUTPUT); every pod IP is local
@@ -138,7 +151,12 @@ try {
     endpointChangeMinMs: round(Math.min(...changeMs), 2),
     endpointChangeMaxMs: round(Math.max(...changeMs), 2),
     endpointChangeModelMedianMs: round(median(changeModelMs), 2),
+    endpointChangeToolMedianMs: round(median(changeToolMs), 2),
+    endpointChangeToolCalls: median(changeToolCalls),
+    nftProcessFloorMs: round(median(floorMs), 2),
     endpointChangeRuns: changeMs.length,
+    heapClusterMiB: clusterMemory.heapMiB,
+    heapClusterAndModelMiB: modelMemory.heapMiB,
     connectFirstServiceUs: round(median(first)),
     connectLastServiceUs: round(median(last)),
   });

@@ -32,13 +32,14 @@ function ratioRow(
   measured: number | undefined,
   base: number | undefined,
   max: number,
+  show: (v: number) => string = ms,
 ): BenchRow[] {
   if (measured === undefined || base === undefined || base <= 0) return [];
   const ratio = measured / base;
   return [
     {
       what,
-      measured: `${ratio.toFixed(2)}× (${ms(measured)} vs ${ms(base)})`,
+      measured: `${ratio.toFixed(2)}× (${show(measured)} vs ${show(base)})`,
       target: `≤ ${max}×`,
       ok: ratio <= max,
     },
@@ -50,6 +51,8 @@ function underRow(what: string, value: number | undefined, max: number, unit: 'm
   const shown = unit === 'ms' ? ms(value) : `${value.toFixed(1)} MiB`;
   return [{ what, measured: shown, target: `< ${unit === 'ms' ? ms(max) : `${max} MiB`}`, ok: value < max }];
 }
+
+const mib = (value: number) => `${value.toFixed(1)} MiB`;
 
 function infoRow(what: string, value: number | undefined, show: (v: number) => string = ms): BenchRow[] {
   return value === undefined ? [] : [{ what, measured: show(value), target: '', ok: undefined }];
@@ -82,13 +85,18 @@ export function benchRows({ model, nftables, iptables, informer }: BenchFigures)
       'ms',
     ),
     ...infoRow(`nft: ... of which the model`, num(nftables, 'endpointChangeModelMedianMs')),
+    ...infoRow(`nft: ... of which nft/conntrack processes`, num(nftables, 'endpointChangeToolMedianMs')),
+    ...infoRow(`nft: spawn floor (nft -f of nothing)`, num(nftables, 'nftProcessFloorMs')),
+    ...infoRow(`nft: JS heap of the cluster objects alone`, num(nftables, 'heapClusterMiB'), mib),
+    ...infoRow(`nft: JS heap of objects + model state`, num(nftables, 'heapClusterAndModelMiB'), mib),
     ...underRow(`nft: RSS after sync`, num(nftables, 'rssAfterSyncMiB'), 150, 'MiB'),
-    ...infoRow(`nft: JS heap after sync`, num(nftables, 'heapAfterSyncMiB'), (v) => `${v.toFixed(1)} MiB`),
+    ...infoRow(`nft: JS heap after sync`, num(nftables, 'heapAfterSyncMiB'), mib),
     ...ratioRow(
       `nft: connect latency, last vs first service`,
-      num(nftables, 'connectLastServiceUs') && num(nftables, 'connectLastServiceUs')! / 1000,
-      num(nftables, 'connectFirstServiceUs') && num(nftables, 'connectFirstServiceUs')! / 1000,
+      num(nftables, 'connectLastServiceUs'),
+      num(nftables, 'connectFirstServiceUs'),
       1.2,
+      (us) => `${us.toFixed(0)} µs`,
     ),
     ...ratioRow(
       `iptables: full sync vs bare restore, ${n(iptables)}`,
@@ -101,6 +109,11 @@ export function benchRows({ model, nftables, iptables, informer }: BenchFigures)
       num(iptables, 'partialSyncMs'),
       num(iptables, 'bareChangedChainsRestoreMs'),
       1.2,
+    ),
+    ...infoRow(`iptables: ... of which iptables processes`, num(iptables, 'partialSyncToolMs')),
+    ...infoRow(
+      `iptables: changed chains into a flush-loaded table`,
+      num(iptables, 'bareChangedChainsRestoreFlushLoadedMs'),
     ),
     ...underRow(
       `informers: heap with ${n(informer)} services + slices`,
