@@ -120,6 +120,34 @@ describe('nftables live dataplane on the kernel', { skip: isRoot ? false : ROOT_
     assert.equal(await flows(), 0);
   });
 
+  test('after a restart only the UDP flows of an endpoint gone while we were down are deleted', async () => {
+    const [, a1] = topo.nodes[0]!.pods;
+    const [, b1] = topo.nodes[1]!.pods;
+    const dp = dataplaneIn(node0);
+    await dp.sync(state([dns([a1!, b1!])]), 'full');
+    // Each attempt is a new socket, so a new flow to a random backend: both get some.
+    await topo.connect(topo.client.ns, 'udp', '10.96.0.53', 53, { count: 20 });
+    const flowsTo = async (ip: string) =>
+      (
+        await lab.exec(
+          node0,
+          'conntrack',
+          ['-L', '-p', 'udp', '--orig-dst', '10.96.0.53', '--reply-src', ip],
+          {
+            reject: false,
+          },
+        )
+      ).stdout
+        .split('\n')
+        .filter((l) => l.includes('udp')).length;
+    assert.ok((await flowsTo(a1!.ipv4)) > 0 && (await flowsTo(b1!.ipv4)) > 0, 'flows to both backends');
+    const restarted = dataplaneIn(node0);
+    await restarted.start();
+    await restarted.sync(state([dns([b1!])]), 'full');
+    assert.equal(await flowsTo(a1!.ipv4), 0, 'the gone endpoint lost its flows');
+    assert.ok((await flowsTo(b1!.ipv4)) > 0, 'the kept endpoint kept its flows');
+  });
+
   test('random incremental sequences and a restart end in the same ruleset as a fresh full sync', async (t) => {
     const viaSyncs = await lab.addNetns('seq-inc');
     const viaFull = await lab.addNetns('seq-full');
