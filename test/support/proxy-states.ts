@@ -1,6 +1,6 @@
 // Small hand-built ProxyStates for the dataplane, sync and daemon tests: a test names only the
-// fields it cares about, the rest are neutral defaults, and derived fields (key, local endpoints,
-// hasEndpoints) follow from the given ones the way the model derives them.
+// fields it cares about, the rest are neutral defaults, and the derived fields (key,
+// localEndpoints, hasEndpoints) default to what the given endpoints and policies imply.
 import type {
   DualStackState,
   Endpoint,
