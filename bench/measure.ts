@@ -1,6 +1,8 @@
 // Small measuring helpers shared by the benchmark sections. Wall-clock only: these are figures to
 // read and compare as ratios, never assertions.
 import { performance } from 'node:perf_hooks';
+import type { NftRunner } from '../dataplanes/nftables/nft-runner.ts';
+import type { NftFamily } from '../dataplanes/nftables/transaction.ts';
 import type { CommandResult, CommandRunner } from '../dataplanes/shared/command-runner.ts';
 
 /** Milliseconds `fn` took. */
@@ -77,5 +79,39 @@ export class TimedRunner implements CommandRunner {
     this.ms = 0;
     this.calls = 0;
     this.byCommand = {};
+  }
+}
+
+/** An NftRunner that adds up the time its transactions take, however they reach nft. */
+export class TimedNftRunner implements NftRunner {
+  readonly #inner: NftRunner;
+  ms = 0;
+  calls = 0;
+
+  constructor(inner: NftRunner) {
+    this.#inner = inner;
+  }
+
+  async run(script: string): Promise<void> {
+    const start = performance.now();
+    try {
+      await this.#inner.run(script);
+    } finally {
+      this.ms += performance.now() - start;
+      this.calls++;
+    }
+  }
+
+  listChainsJson(family: NftFamily): Promise<unknown> {
+    return this.#inner.listChainsJson(family);
+  }
+
+  listSetJson(family: NftFamily, name: string, kind?: 'set' | 'map'): Promise<unknown> {
+    return this.#inner.listSetJson(family, name, kind);
+  }
+
+  reset(): void {
+    this.ms = 0;
+    this.calls = 0;
   }
 }

@@ -18,7 +18,7 @@ import { execaRunner } from '../dataplanes/shared/command-runner.ts';
 import type { DualStackState } from '../src/model/proxy-state.ts';
 import { Lab } from '../test/support/netns.ts';
 import { BENCH_NODE_IP, loadedModel } from './bench-model.ts';
-import { median, reportSection, round, settledMemoryMiB, TimedRunner, timeMs } from './measure.ts';
+import { median, reportSection, round, settledMemoryMiB, TimedNftRunner, timeMs } from './measure.ts';
 import { syntheticCluster, syntheticService, syntheticSlice } from './synthetic-cluster.ts';
 
 const { values } = parseArgs({
@@ -64,8 +64,9 @@ try {
   const nodeNs = await lab.addNetns('node');
   // nsenter only enters the network namespace and execs the tool: close to the daemon, which runs
   // inside the node's namespace (`ip netns exec` would add a mount namespace and a /sys remount).
-  const runner = new TimedRunner(execaRunner(['nsenter', `--net=/run/netns/${nodeNs}`]));
-  const dataplane = new NftablesDataplane({ nft: commandNftRunner(runner), commands: runner });
+  const runner = execaRunner(['nsenter', `--net=/run/netns/${nodeNs}`]);
+  const nft = new TimedNftRunner(commandNftRunner(runner));
+  const dataplane = new NftablesDataplane({ nft, commands: runner });
   const coldStartMs = await timeMs(async () => {
     await dataplane.start();
     await dataplane.sync(state, 'full');
@@ -83,7 +84,7 @@ try {
     changeMs.push(
       await timeMs(async () => {
         const start = performance.now();
-        runner.reset();
+        nft.reset();
         model.setEndpointSlice(syntheticSlice(changed, endpoints, 3, (run + 1) % 2));
         const update = model.update();
         modelMs = performance.now() - start;
@@ -92,8 +93,8 @@ try {
       }),
     );
     changeModelMs.push(modelMs);
-    changeToolMs.push(runner.ms);
-    changeToolCalls.push(runner.calls);
+    changeToolMs.push(nft.ms);
+    changeToolCalls.push(nft.calls);
   }
 
   // The floor of any change made by spawning nft: one `nft -f -` with nothing to do, same runner.
