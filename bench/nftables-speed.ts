@@ -34,6 +34,22 @@ const endpoints = Number(values.endpoints);
 const SERVER_IP = '10.200.0.2';
 const ECHO_PORT = 8080;
 
+/**
+ * kproxy's full ruleset for `state` as nft scripts: one file, and the cold-start transactions. A
+ * function of its own so the rendered ruleset is garbage before memory is measured.
+ */
+function writeBareFiles(state: DualStackState, dir: string): { single: string; chunks: string[] } {
+  const desired = desiredRuleset(state);
+  const single = join(dir, 'full.nft');
+  writeFileSync(single, fullTransaction(desired).toString());
+  const chunks = coldStartTransactions(desired, 100_000).map((tx, i) => {
+    const file = join(dir, `chunk-${i}.nft`);
+    writeFileSync(file, tx.toString());
+    return file;
+  });
+  return { single, chunks };
+}
+
 const lab = new Lab(`bench-nft-${process.pid}`);
 const dir = mkdtempSync(join(tmpdir(), 'kproxy-bench-nft-'));
 try {
@@ -46,14 +62,7 @@ try {
   });
   const modelMemory = settledMemoryMiB();
 
-  const desired = desiredRuleset(state);
-  const single = join(dir, 'full.nft');
-  writeFileSync(single, fullTransaction(desired).toString());
-  const chunks = coldStartTransactions(desired, 100_000).map((tx, i) => {
-    const file = join(dir, `chunk-${i}.nft`);
-    writeFileSync(file, tx.toString());
-    return file;
-  });
+  const { single, chunks } = writeBareFiles(state, dir);
   const bareNs = await lab.addNetns('bare');
   const bareMs = await timeMs(() => lab.exec(bareNs, 'nft', ['-f', single]));
   const chunkNs = await lab.addNetns('chunks');
