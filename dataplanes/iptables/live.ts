@@ -8,7 +8,7 @@ import type { DualStackState, IPFamily } from '../../src/model/proxy-state.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
 import { savedChainNames } from '../shared/iptables-save.ts';
-import { deleteStaleUdpFlows, staleUdpFlowDeletions } from '../shared/udp-conntrack-cleanup.ts';
+import { cleanStaleUdpFlows } from '../shared/udp-conntrack-cleanup.ts';
 import { chooseBackend, type IptablesBackend, type IptablesTools, iptablesTools } from './backend.ts';
 import { CANARY_CHAIN, isKproxyChain } from './chain-names.ts';
 import { cleanupInputs } from './cleanup-plan.ts';
@@ -96,7 +96,7 @@ export class IptablesDataplane implements LiveDataplane {
     return {
       kind: ran,
       objectCount: this.#objectCount(),
-      conntrackEntriesDeleted: await this.#cleanConntrack(prev, state),
+      conntrackEntriesDeleted: await cleanStaleUdpFlows(this.#runner, prev, state),
     };
   }
 
@@ -261,16 +261,5 @@ export class IptablesDataplane implements LiveDataplane {
     let total = 0;
     for (const counts of this.#ruleCounts.values()) for (const n of counts.values()) total += n;
     return total;
-  }
-
-  async #cleanConntrack(prev: DualStackState | undefined, next: DualStackState): Promise<number> {
-    let deleted = 0;
-    for (const family of FAMILIES) {
-      const after = next[family];
-      // Without a previous state we cannot tell what went stale (kube-proxy's first sync neither).
-      if (prev === undefined || after === undefined) continue;
-      deleted += await deleteStaleUdpFlows(this.#runner, staleUdpFlowDeletions(prev[family], after));
-    }
-    return deleted;
   }
 }

@@ -9,7 +9,7 @@ import type { DualStackState } from '../../src/model/proxy-state.ts';
 import { cidrContains } from '../shared/cidr.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
-import { deleteStaleUdpFlows, staleUdpFlowDeletions } from '../shared/udp-conntrack-cleanup.ts';
+import { cleanStaleUdpFlows } from '../shared/udp-conntrack-cleanup.ts';
 import { COMPANION_TABLE } from './companion-ruleset.ts';
 import { boundAddresses, CommandError, changeAddresses, deleteLink, ensureLink } from './dummy-link.ts';
 import { type IpvsClient, IpvsError } from './ipvs-client.ts';
@@ -141,16 +141,7 @@ export class IpvsDataplane implements LiveDataplane {
     for (const key of this.#record.virtualServers.keys()) this.#owned.add(key);
     this.#committed = state;
     this.#lastSynced = state;
-    let conntrackEntriesDeleted = 0;
-    for (const family of FAMILIES) {
-      const next = state[family];
-      if (next) {
-        conntrackEntriesDeleted += await deleteStaleUdpFlows(
-          this.#runner,
-          staleUdpFlowDeletions(prev?.[family], next),
-        );
-      }
-    }
+    const conntrackEntriesDeleted = await cleanStaleUdpFlows(this.#runner, prev, state);
     return { kind: ran, objectCount: this.#objectCount(), conntrackEntriesDeleted };
   }
 

@@ -3,7 +3,7 @@
 // - a service port that had no endpoints and now has some: entries created while traffic was
 //   rejected/dropped would keep blackholing, so every flow to its addresses goes;
 // - an endpoint that went away: flows DNATed to it go (matched on the reply source).
-import type { IPFamily, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
+import type { DualStackState, IPFamily, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
 import type { CommandRunner } from './command-runner.ts';
 
 /** Argument lists for `conntrack -D`, one deletion each. */
@@ -55,6 +55,25 @@ export async function deleteStaleUdpFlows(
     // conntrack exits 1 when nothing matched; the summary line says how many went either way.
     const result = await runner.run('conntrack', ['-D', ...args]);
     deleted += Number(/(\d+) flow entries have been deleted/.exec(result.stderr)?.[1] ?? 0);
+  }
+  return deleted;
+}
+
+/**
+ * The stale flows of a whole sync from `prev` to `next`, per family. Without `prev` (the first sync
+ * after start) every UDP service port with endpoints counts as newly active, as in kube-proxy,
+ * whose endpoints map starts empty: flows blackholed while no proxy ran are cleared.
+ */
+export async function cleanStaleUdpFlows(
+  runner: CommandRunner,
+  prev: DualStackState | undefined,
+  next: DualStackState,
+): Promise<number> {
+  let deleted = 0;
+  for (const family of ['IPv4', 'IPv6'] as const) {
+    const after = next[family];
+    if (after !== undefined)
+      deleted += await deleteStaleUdpFlows(runner, staleUdpFlowDeletions(prev?.[family], after));
   }
   return deleted;
 }

@@ -150,14 +150,26 @@ test('UDP flows to a removed endpoint are deleted from conntrack after the sync'
   const dataplane = new IptablesDataplane({ runner, backend: 'nft' });
   const dns = before.IPv4!.servicePorts.get('kube-system/dns:53/UDP')!;
   await dataplane.sync(before, 'full');
+  const callsBefore = runner.calls.length;
   const moved = {
     IPv4: proxyState('IPv4', [web, { ...dns, clusterEndpoints: [endpoint('10.244.2.54', 53)] }]),
   };
   const outcome = await dataplane.sync(moved, 'incremental');
-  const deletions = runner.calls.filter((c) => c.command === 'conntrack');
+  const deletions = runner.calls.slice(callsBefore).filter((c) => c.command === 'conntrack');
   assert.deepEqual(
     deletions.map((c) => c.args),
     [['-D', '-p', 'udp', '--orig-dst', '10.96.0.53', '--dport', '53', '--reply-src', '10.244.2.53']],
   );
   assert.equal(outcome.conntrackEntriesDeleted, 2);
+});
+
+test('the first sync clears UDP flows to every service port with endpoints, as kube-proxy does', async () => {
+  // kube-proxy's endpoints map starts empty, so every such port is "newly active": flows that were
+  // blackholed while no proxy ran must not keep their stale translation.
+  const runner = new RecordingRunner(healthy);
+  await new IptablesDataplane({ runner, backend: 'nft' }).sync(before, 'full');
+  assert.deepEqual(
+    runner.calls.filter((c) => c.command === 'conntrack').map((c) => c.args),
+    [['-D', '-p', 'udp', '--orig-dst', '10.96.0.53', '--dport', '53']],
+  );
 });
