@@ -24,16 +24,21 @@ export function familyContext(state: ProxyState): FamilyContext {
     node: state.node,
     mark: `0x${(2 ** state.node.masqueradeBit).toString(16)}`,
     localMatches: localTrafficMatches(state.node.localDetector),
-    largeCluster: endpointCount(state) > LARGE_CLUSTER_ENDPOINTS,
+    largeCluster: hasMoreEndpointsThan(state, LARGE_CLUSTER_ENDPOINTS),
   };
 }
 
-/** Endpoint chains of the family (an endpoint serving both policies counts once). */
-function endpointCount(state: ProxyState): number {
+/**
+ * Whether the family has more endpoint chains than `limit` (an endpoint serving both policies
+ * counts once). Counting stops there: every partial sync asks, and a walk over all 300k endpoints
+ * of a large cluster would cost more than the sync's own work.
+ */
+function hasMoreEndpointsThan(state: ProxyState, limit: number): boolean {
   let count = 0;
   for (const sp of state.servicePorts.values()) {
     const cluster = new Set(sp.clusterEndpoints.map((e) => `${e.ip}:${e.port}`));
     count += cluster.size + sp.localEndpoints.filter((e) => !cluster.has(`${e.ip}:${e.port}`)).length;
+    if (count > limit) return true;
   }
-  return count;
+  return false;
 }
