@@ -7,6 +7,7 @@ import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
 import { ModelCache } from '../../src/model/model-cache.ts';
 import type { ProxyOptions } from '../../src/model/node-settings.ts';
 import type { DualStackState, ProxyState, ServicePortKey } from '../../src/model/proxy-state.ts';
+import { prng } from '../support/prng.ts';
 import { endpoint, node, options, service, slice, THIS_NODE } from './fixtures.ts';
 
 function decoded<T extends KubeObject>(raw: T): T {
@@ -15,15 +16,10 @@ function decoded<T extends KubeObject>(raw: T): T {
   return result.object as T;
 }
 
-/** Deterministic pseudo-random numbers (mulberry32), so a failing seed can be replayed. */
+/** Whole numbers in [0, n) from the shared seeded source, so a failing seed can be replayed. */
 function random(seed: number): (n: number) => number {
-  let a = seed;
-  return (n) => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * n);
-  };
+  const next = prng(seed);
+  return (n) => Math.floor(next() * n);
 }
 
 const NAMES = ['a', 'b', 'c', 'd', 'e'];
