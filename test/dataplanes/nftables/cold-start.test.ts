@@ -3,8 +3,9 @@ import { test } from 'node:test';
 import { desiredRuleset } from '../../../dataplanes/nftables/desired-ruleset.ts';
 import { coldStartTransactions, fullTransaction } from '../../../dataplanes/nftables/full-transaction.ts';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
+import { prng } from '../../support/prng.ts';
 import { applyTransaction, dump, type FakeState } from './fake-nft.ts';
-import { prng, randomState } from './random-state.ts';
+import { randomState } from './random-state.ts';
 import { RecordingCommandRunner, RecordingNftRunner } from './recording-nft-runner.ts';
 
 test('a cold start in bounded transactions ends in the full ruleset; services become reachable last', () => {

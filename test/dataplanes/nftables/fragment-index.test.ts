@@ -6,9 +6,10 @@ import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
 import { NftTransaction } from '../../../dataplanes/nftables/transaction.ts';
 import { changedServicePorts } from '../../../src/model/changed-service-ports.ts';
 import type { ProxyState } from '../../../src/model/proxy-state.ts';
+import { prng } from '../../support/prng.ts';
 import { applyTransaction, dump } from './fake-nft.ts';
 import { endpoint, proxyState, servicePort } from './fixtures.ts';
-import { prng, randomState } from './random-state.ts';
+import { randomState } from './random-state.ts';
 
 function fragmentStep(index: FragmentIndex, a: ProxyState, b: ProxyState): NftTransaction | undefined {
   const changed = [...changedServicePorts(a, b)];

@@ -4,8 +4,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
 import { Lab, requireRoot } from '../../support/netns.ts';
+import { prng } from '../../support/prng.ts';
 import { canonicalRuleset, nftLoad } from './kernel-support.ts';
-import { prng, randomState } from './random-state.ts';
+import { randomState } from './random-state.ts';
 
 test('kernel: full(A) + incremental(A→B) lists exactly like full(B), for random pairs', async (t) => {
   if (!requireRoot(t, 'nft in network namespaces')) return;

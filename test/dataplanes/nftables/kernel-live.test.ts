@@ -7,10 +7,11 @@ import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import type { DualStackState, ServicePort } from '../../../src/model/proxy-state.ts';
 import { Lab } from '../../support/netns.ts';
+import { prng } from '../../support/prng.ts';
 import { type PodInfo, Topology, tally } from '../../support/topology.ts';
 import { endpoint, ipv4, servicePort } from './fixtures.ts';
 import { canonicalRuleset, nftLoad } from './kernel-support.ts';
-import { prng, randomState } from './random-state.ts';
+import { randomState } from './random-state.ts';
 
 const isRoot = process.getuid?.() === 0;
 const ROOT_REASON = 'needs root: network namespaces, nft and conntrack (run the suite as root)';

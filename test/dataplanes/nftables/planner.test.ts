@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
+import { prng } from '../../support/prng.ts';
 import { applyTransaction, dump, type FakeState } from './fake-nft.ts';
 import { endpoint, ipv4, servicePort } from './fixtures.ts';
-import { prng, randomState } from './random-state.ts';
+import { randomState } from './random-state.ts';
 
 const web = (endpoints: string[]) =>
   servicePort('web', { clusterIP: '10.96.0.10', clusterEndpoints: endpoints.map((ip) => endpoint(ip)) });

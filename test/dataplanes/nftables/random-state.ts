@@ -9,18 +9,6 @@ import type {
 } from '../../../src/model/proxy-state.ts';
 import { endpoint, proxyState, servicePort } from './fixtures.ts';
 
-/** mulberry32: a tiny deterministic PRNG; the seed is printed by the tests that use it. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 function pick<T>(random: () => number, items: readonly T[]): T {
   return items[Math.floor(random() * items.length)]!;
 }
