@@ -15,8 +15,8 @@ import type { NodeSettings, ProxyState, ServicePort } from '../../src/model/prox
 import { type FamilySyntax, familySyntax } from '../nftables/family-syntax.ts';
 import { notLocalTrafficMatch } from '../nftables/local-traffic.ts';
 import { type FamilyRuleset, RulesetBuilder } from '../nftables/ruleset.ts';
+import { addFirewall } from '../nftables/service-port.ts';
 import { type ChainSpec, fitComment, type SetSpec } from '../nftables/transaction.ts';
-import { cidrContains } from '../shared/cidr.ts';
 import { externalEndpoints, internalEndpoints, nodePortAddresses } from './virtual-servers.ts';
 
 export const COMPANION_TABLE = 'kproxy-ipvs';
@@ -194,21 +194,6 @@ function addServicePort(
     }
   }
   addFirewall(builder, sp, proto, node);
-}
-
-/** As in kube-proxy: a range holding this node's IP also lets the LB IPs through as sources. */
-function addFirewall(builder: RulesetBuilder, sp: ServicePort, proto: string, node: NodeSettings): void {
-  const ranges = sp.loadBalancerSourceRanges;
-  if (ranges.length === 0) return;
-  const nodeIP = node.nodeIPs[0];
-  const fromNode = nodeIP !== undefined && ranges.some((cidr) => cidrContains(cidr, nodeIP));
-  const sources = fromNode ? [...ranges, ...sp.loadBalancerIPs] : ranges;
-  for (const lbIP of sp.loadBalancerIPs) {
-    const key = `${lbIP} . ${proto} . ${sp.port}`;
-    if (builder.hasElement('firewall-ips', key)) continue;
-    builder.addElement('firewall-ips', { key, comment: fitComment(`${sp.key} source ranges`) });
-    for (const source of sources) builder.addElement('firewall-allow', { key: `${key} . ${source}` });
-  }
 }
 
 function addHairpin(builder: RulesetBuilder, sp: ServicePort): void {

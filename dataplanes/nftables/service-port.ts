@@ -109,9 +109,14 @@ function addNodePort(builder: RulesetBuilder, syntax: FamilySyntax, sp: ServiceP
 /**
  * LoadBalancer source ranges: traffic to the LB IP from elsewhere is dropped. As in kube-proxy,
  * when a range holds this node's IP the LB IPs are allowed as sources too (a node reaching an LB
- * IP it holds locally uses that IP as source).
+ * IP it holds locally uses that IP as source). Shared with the IPVS companion table.
  */
-function addFirewall(builder: RulesetBuilder, sp: ServicePort, proto: string, node: NodeSettings): void {
+export function addFirewall(
+  builder: RulesetBuilder,
+  sp: ServicePort,
+  proto: string,
+  node: NodeSettings,
+): void {
   const ranges = sp.loadBalancerSourceRanges;
   if (ranges.length === 0 || sp.loadBalancerIPs.length === 0) return;
   const nodeIP = node.nodeIPs[0];
