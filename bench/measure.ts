@@ -40,6 +40,15 @@ export function settledMemoryMiB(): {
   };
 }
 
+/**
+ * Memory after `seconds` of idling and a full collection: what a running daemon holds once V8's
+ * memory reducer has returned the pages of a transient peak (right after it, RSS still has them).
+ */
+export async function idleMemoryMiB(seconds: number): Promise<ReturnType<typeof settledMemoryMiB>> {
+  await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+  return settledMemoryMiB();
+}
+
 export function round(value: number, digits = 1): number {
   const scale = 10 ** digits;
   return Math.round(value * scale) / scale;

@@ -3,7 +3,8 @@
 //   namespace, as one transaction and as the cold-start transactions kproxy sends;
 // - kproxy's cold start (NftablesDataplane start + full sync of a built state) into another;
 // - one endpoint change end to end (ModelCache update + incremental sync), median of several;
-// - RSS of this process after the sync (cluster objects, model and dataplane record);
+// - RSS of this process right after the sync and settled after idling (cluster objects, model
+//   and dataplane record);
 // - TCP connect latency from the node namespace to the first and the last service.
 //   node --expose-gc bench/nftables-speed.ts [--services 30000] [--endpoints 10] [--changes 21]
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -18,7 +19,15 @@ import { execaRunner } from '../dataplanes/shared/command-runner.ts';
 import type { DualStackState } from '../src/model/proxy-state.ts';
 import { Lab } from '../test/support/netns.ts';
 import { BENCH_NODE_IP, loadedModel } from './bench-model.ts';
-import { median, reportSection, round, settledMemoryMiB, TimedNftRunner, timeMs } from './measure.ts';
+import {
+  idleMemoryMiB,
+  median,
+  reportSection,
+  round,
+  settledMemoryMiB,
+  TimedNftRunner,
+  timeMs,
+} from './measure.ts';
 import { syntheticCluster, syntheticService, syntheticSlice } from './synthetic-cluster.ts';
 
 const { values } = parseArgs({
@@ -33,6 +42,10 @@ const services = Number(values.services);
 const endpoints = Number(values.endpoints);
 const SERVER_IP = '10.200.0.2';
 const ECHO_PORT = 8080;
+/** Idle time before the settled memory figure (a daemon between syncs). */
+const IDLE_SECONDS = 10;
+/** The dataplane's default piece size, so the bare chunked load is the same transactions. */
+const COLD_START_CHUNK = 100_000;
 
 /**
  * kproxy's full ruleset for `state` as nft scripts: one file, and the cold-start transactions. A
@@ -42,7 +55,7 @@ function writeBareFiles(state: DualStackState, dir: string): { single: string; c
   const desired = desiredRuleset(state);
   const single = join(dir, 'full.nft');
   writeFileSync(single, fullTransaction(desired).toString());
-  const chunks = coldStartTransactions(desired, 100_000).map((tx, i) => {
+  const chunks = [...coldStartTransactions(state, COLD_START_CHUNK)].map((tx, i) => {
     const file = join(dir, `chunk-${i}.nft`);
     writeFileSync(file, tx.toString());
     return file;
@@ -62,6 +75,20 @@ try {
   });
   const modelMemory = settledMemoryMiB();
 
+  const nodeNs = await lab.addNetns('node');
+  // nsenter only enters the network namespace and execs the tool: close to the daemon, which runs
+  // inside the node's namespace (`ip netns exec` would add a mount namespace and a /sys remount).
+  const runner = execaRunner(['nsenter', `--net=/run/netns/${nodeNs}`]);
+  const nft = new TimedNftRunner(commandNftRunner(runner));
+  const dataplane = new NftablesDataplane({ nft, commands: runner, coldStartChunk: COLD_START_CHUNK });
+  const coldStartMs = await timeMs(async () => {
+    await dataplane.start();
+    await dataplane.sync(state, 'full');
+  });
+  const memory = settledMemoryMiB();
+  const settled = await idleMemoryMiB(IDLE_SECONDS);
+
+  // After the memory figures: the whole rendered ruleset would raise this process's peak.
   const { single, chunks } = writeBareFiles(state, dir);
   const bareNs = await lab.addNetns('bare');
   const bareMs = await timeMs(() => lab.exec(bareNs, 'nft', ['-f', single]));
@@ -69,18 +96,6 @@ try {
   const bareChunksMs = await timeMs(async () => {
     for (const file of chunks) await lab.exec(chunkNs, 'nft', ['-f', file]);
   });
-
-  const nodeNs = await lab.addNetns('node');
-  // nsenter only enters the network namespace and execs the tool: close to the daemon, which runs
-  // inside the node's namespace (`ip netns exec` would add a mount namespace and a /sys remount).
-  const runner = execaRunner(['nsenter', `--net=/run/netns/${nodeNs}`]);
-  const nft = new TimedNftRunner(commandNftRunner(runner));
-  const dataplane = new NftablesDataplane({ nft, commands: runner });
-  const coldStartMs = await timeMs(async () => {
-    await dataplane.start();
-    await dataplane.sync(state, 'full');
-  });
-  const memory = settledMemoryMiB();
 
   // One endpoint of the middle service toggles between two pod IPs: every run is a real change.
   const changed = Math.floor(services / 2);
@@ -157,6 +172,8 @@ try {
     rssAfterSyncMiB: memory.rssMiB,
     heapAfterSyncMiB: memory.heapMiB,
     externalAfterSyncMiB: memory.externalMiB,
+    rssSettledMiB: settled.rssMiB,
+    heapSettledMiB: settled.heapMiB,
     endpointChangeMedianMs: round(median(changeMs), 2),
     endpointChangeMinMs: round(Math.min(...changeMs), 2),
     endpointChangeMaxMs: round(Math.max(...changeMs), 2),
@@ -167,6 +184,7 @@ try {
     endpointChangeRuns: changeMs.length,
     heapClusterMiB: clusterMemory.heapMiB,
     heapClusterAndModelMiB: modelMemory.heapMiB,
+    rssClusterAndModelMiB: modelMemory.rssMiB,
     connectFirstServiceUs: round(median(first)),
     connectLastServiceUs: round(median(last)),
   });

@@ -95,8 +95,11 @@ export function benchRows({ model, nftables, iptables, informer }: BenchFigures)
     ...infoRow(`nft: spawning nft -f for nothing, for comparison`, num(nftables, 'nftProcessFloorMs')),
     ...infoRow(`nft: JS heap of the cluster objects alone`, num(nftables, 'heapClusterMiB'), mib),
     ...infoRow(`nft: JS heap of objects + model state`, num(nftables, 'heapClusterAndModelMiB'), mib),
-    ...underRow(`nft: RSS after sync`, num(nftables, 'rssAfterSyncMiB'), 150, 'MiB'),
-    ...infoRow(`nft: JS heap after sync`, num(nftables, 'heapAfterSyncMiB'), mib),
+    ...infoRow(`nft: RSS with objects + model state`, num(nftables, 'rssClusterAndModelMiB'), mib),
+    ...underRow(`nft: RSS settled (idle, after gc)`, num(nftables, 'rssSettledMiB'), 150, 'MiB'),
+    ...infoRow(`nft: JS heap settled`, num(nftables, 'heapSettledMiB'), mib),
+    ...infoRow(`nft: RSS peak (right after the cold start)`, num(nftables, 'rssAfterSyncMiB'), mib),
+    ...infoRow(`nft: JS heap right after the cold start`, num(nftables, 'heapAfterSyncMiB'), mib),
     ...ratioRow(
       `nft: connect latency, last vs first service`,
       num(nftables, 'connectLastServiceUs'),
