@@ -15,10 +15,16 @@ function addNodePortAddresses(builder: RulesetBuilder, node: NodeSettings): void
   }
 }
 
-function familyRuleset(state: ProxyState, syntax: FamilySyntax): FamilyRuleset {
+/** A builder holding what a family's table has before any service port: depends on the node only. */
+export function baseBuilder(node: NodeSettings, syntax: FamilySyntax): RulesetBuilder {
   const builder = new RulesetBuilder(syntax.family);
-  addBaseObjects(builder, syntax, state.node);
-  addNodePortAddresses(builder, state.node);
+  addBaseObjects(builder, syntax, node);
+  addNodePortAddresses(builder, node);
+  return builder;
+}
+
+function familyRuleset(state: ProxyState, syntax: FamilySyntax): FamilyRuleset {
+  const builder = baseBuilder(state.node, syntax);
   for (const sp of state.servicePorts.values()) addServicePort(builder, syntax, state.node, sp);
   return builder.build();
 }

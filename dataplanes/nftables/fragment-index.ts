@@ -97,6 +97,9 @@ function restored(id: string, json: string | undefined): Part {
   return { kind: 'element', set, element: { key } };
 }
 
+/** Service ports per plan while an index is built. */
+const BUILD_BATCH = 1000;
+
 const ABSENT: Shared = { json: undefined, count: 0 };
 
 export class FragmentIndex {
@@ -114,9 +117,14 @@ export class FragmentIndex {
   /** The index of a whole state; undefined when two service ports claim the same object. */
   static build(family: NftFamily, state: ProxyState): FragmentIndex | undefined {
     const index = new FragmentIndex(family, state.node);
-    const plan = index.plan([], [...state.servicePorts.values()]);
-    if (!plan) return undefined;
-    plan.commit();
+    const ports = [...state.servicePorts.values()];
+    // In batches: a plan holds every element of its ports, and the whole state's would be as big
+    // as the whole ruleset (a memory peak the daemon keeps as RSS).
+    for (let i = 0; i < ports.length; i += BUILD_BATCH) {
+      const plan = index.plan([], ports.slice(i, i + BUILD_BATCH));
+      if (!plan) return undefined;
+      plan.commit();
+    }
     return index;
   }
 

@@ -3,8 +3,12 @@
 // removes a table of a family that has no state any more). The whole script is one nft
 // transaction, so packets see the old ruleset or the new one, never a mix; established
 // connections keep their conntrack NAT bindings across it.
-import { type DesiredRuleset, FAMILIES, type FamilyRuleset } from './ruleset.ts';
-import { type ElementSpec, NftTransaction, TABLE } from './transaction.ts';
+import type { DualStackState } from '../../src/model/proxy-state.ts';
+import { baseBuilder } from './desired-ruleset.ts';
+import { familySyntax } from './family-syntax.ts';
+import { type DesiredRuleset, FAMILIES, type FamilyRuleset, type RulesetBuilder } from './ruleset.ts';
+import { addServicePort, CROSS_PORT_SETS } from './service-port.ts';
+import { NftTransaction, TABLE } from './transaction.ts';
 
 export const TABLE_COMMENT = 'kproxy: Kubernetes service proxy (managed by kproxy; do not edit)';
 
@@ -12,6 +16,12 @@ export const TABLE_COMMENT = 'kproxy: Kubernetes service proxy (managed by kprox
 export function defineFamily(tx: NftTransaction, ruleset: FamilyRuleset): void {
   const family = ruleset.family;
   tx.addTable(family, TABLE_COMMENT);
+  addObjects(tx, ruleset);
+}
+
+/** Adds a ruleset's objects to an existing table: sets, chains, their rules, then elements. */
+function addObjects(tx: NftTransaction, ruleset: FamilyRuleset): void {
+  const family = ruleset.family;
   for (const set of ruleset.sets.values()) tx.addSet(family, set);
   // Declare every chain before any rule, so rules can jump to chains defined later.
   for (const chain of ruleset.chains.values()) tx.addChain(family, chain);
@@ -31,48 +41,39 @@ export function fullTransaction(desired: DesiredRuleset, table = TABLE): NftTran
   return tx;
 }
 
-/** Maps that make a service reachable: filled last, so no service is reachable half-built. */
-const REACHABILITY_MAPS = ['service-ips', 'service-nodeports'];
-
 /**
- * The full ruleset for a kernel WITHOUT our tables (a cold start), as a sequence of transactions
- * of at most `maxElements` elements each, which keeps nft's memory bounded at scale: first every
- * table, set, chain and rule, then the elements, those of the maps that make a service reachable
- * last. Every prefix of the sequence is a consistent ruleset in which each service is either
- * complete or not reachable at all.
+ * The full ruleset of `state` for a kernel WITHOUT our tables (a cold start), built and rendered in
+ * pieces so that neither kproxy nor nft ever holds the whole of it: first every table with the
+ * objects that depend on the node only, then one transaction per run of service ports with about
+ * `maxElements` elements (their sets, chains, rules and elements; a port is never split). Each
+ * transaction is atomic, so every prefix of the sequence is the full ruleset of the first service
+ * ports: no service is reachable half-built. Lazy: a piece is garbage once it has been written.
  */
-export function coldStartTransactions(desired: DesiredRuleset, maxElements: number): NftTransaction[] {
-  const structure = fullTransaction(
-    Object.fromEntries(
-      FAMILIES.flatMap((f) => {
-        const r = desired[f];
-        return r ? [[f, { ...r, elements: new Map([...r.elements.keys()].map((k) => [k, new Map()])) }]] : [];
-      }),
-    ),
-  );
-  const transactions = [structure];
-  let current = new NftTransaction();
-  let size = 0;
-  const add = (family: FamilyRuleset['family'], set: string, elements: readonly ElementSpec[]) => {
-    for (let i = 0; i < elements.length; ) {
-      if (size === maxElements) {
-        transactions.push(current);
-        current = new NftTransaction();
-        size = 0;
-      }
-      const take = elements.slice(i, i + maxElements - size);
-      current.addElements(family, set, take);
-      size += take.length;
-      i += take.length;
+export function* coldStartTransactions(
+  state: DualStackState,
+  maxElements: number,
+): Generator<NftTransaction> {
+  const families = (['IPv4', 'IPv6'] as const).flatMap((ipFamily) => {
+    const familyState = state[ipFamily];
+    if (!familyState) return [];
+    const syntax = familySyntax(ipFamily);
+    return [{ state: familyState, syntax, builder: baseBuilder(familyState.node, syntax) }];
+  });
+  const structure = new NftTransaction();
+  for (const family of FAMILIES) structure.addTable(family).deleteTable(family);
+  for (const { builder } of families) defineFamily(structure, builder.drain(CROSS_PORT_SETS));
+  yield structure;
+  for (const { state: familyState, syntax, builder } of families) {
+    for (const sp of familyState.servicePorts.values()) {
+      addServicePort(builder, syntax, familyState.node, sp);
+      if (builder.pendingElements >= maxElements) yield piece(builder);
     }
-  };
-  for (const last of [false, true]) {
-    for (const family of FAMILIES) {
-      for (const [set, elements] of desired[family]?.elements ?? []) {
-        if (REACHABILITY_MAPS.includes(set) === last) add(family, set, [...elements.values()]);
-      }
-    }
+    if (builder.pendingElements > 0) yield piece(builder);
   }
-  if (!current.empty) transactions.push(current);
-  return transactions;
+}
+
+function piece(builder: RulesetBuilder): NftTransaction {
+  const tx = new NftTransaction();
+  addObjects(tx, builder.drain(CROSS_PORT_SETS));
+  return tx;
 }

@@ -45,9 +45,10 @@ export type NftablesLog = (message: string, fields?: Readonly<Record<string, unk
 export interface NftablesDataplaneOptions {
   readonly nft: NftRunner;
   /**
-   * A cold start with more elements than this is split into transactions of this size (default
-   * 100k: at 30k services x 10 endpoints, nft peaks at ~210 MB per transaction instead of ~740 MB,
-   * in about the same total time).
+   * A cold start with more elements than this is built, rendered and written in transactions of
+   * about this size (default 100k: at 30k services x 10 endpoints, nft peaks at ~210 MB per
+   * transaction instead of ~740 MB, in about the same total time, and kproxy never holds the
+   * whole ruleset or its script).
    */
   readonly coldStartChunk?: number;
   /** Runs `conntrack` for the stale UDP flow cleanup. */
@@ -90,6 +91,28 @@ function buildIndexes(state: DualStackState): Map<NftFamily, FragmentIndex | 'co
     if (familyState) indexes.set(family, FragmentIndex.build(family, familyState) ?? 'collisions');
   }
   return indexes;
+}
+
+/** Rules plus elements added by a transaction (one that only adds). */
+function transactionObjects(tx: NftTransaction): number {
+  let count = 0;
+  for (const op of tx.ops) {
+    if (op.object === 'rule') count++;
+    else if (op.object === 'element') count += op.elements.length;
+  }
+  return count;
+}
+
+/**
+ * About one element per endpoint and one per service port (a lower bound): whether a cold start
+ * is large enough to be written in pieces.
+ */
+function estimatedElements(state: DualStackState): number {
+  let count = 0;
+  for (const familyState of [state.IPv4, state.IPv6]) {
+    for (const sp of familyState?.servicePorts.values() ?? []) count += 1 + sp.clusterEndpoints.length;
+  }
+  return count;
 }
 
 /** Rules plus elements: what the rule-count metrics report. */
@@ -240,22 +263,40 @@ export class NftablesDataplane implements LiveDataplane {
 
   /** Writes the whole ruleset of `state`; returns its object count. */
   async #writeFull(state: DualStackState): Promise<number> {
-    const desired = desiredRuleset(state);
-    const count = objectCount(desired);
     const nonce = randomInt(1, 2 ** 32);
-    const transactions =
-      this.#noTables && count > this.#coldStartChunk
-        ? coldStartTransactions(desired, this.#coldStartChunk)
-        : [fullTransaction(desired)];
-    // The canary goes in last: a cold start cut short is not intact.
-    const last = transactions.at(-1)!;
-    for (const family of FAMILIES)
-      if (desired[family]) last.addElements(family, CANARY_SET, [{ key: `${nonce}` }]);
-    for (const tx of transactions) await this.#nft.run(tx.toString());
-    if (transactions.length > 1)
-      this.#log('nftables: cold start in bounded transactions', { transactions: transactions.length });
+    const count =
+      this.#noTables && estimatedElements(state) > this.#coldStartChunk
+        ? await this.#writeColdStart(state, nonce)
+        : await this.#writeOneTransaction(state, nonce);
     this.#noTables = false;
     this.#nonce = nonce;
+    return count;
+  }
+
+  async #writeOneTransaction(state: DualStackState, nonce: number): Promise<number> {
+    const desired = desiredRuleset(state);
+    const tx = fullTransaction(desired);
+    for (const family of FAMILIES)
+      if (desired[family]) tx.addElements(family, CANARY_SET, [{ key: `${nonce}` }]);
+    await this.#nft.run(tx.toString());
+    return objectCount(desired);
+  }
+
+  /** In pieces, each rendered, written and dropped before the next is built (bounded memory). */
+  async #writeColdStart(state: DualStackState, nonce: number): Promise<number> {
+    let count = 0;
+    let transactions = 0;
+    for (const tx of coldStartTransactions(state, this.#coldStartChunk)) {
+      count += transactionObjects(tx);
+      await this.#nft.run(tx.toString());
+      transactions++;
+    }
+    // The canary goes in last: a cold start cut short is not intact.
+    const canary = new NftTransaction();
+    for (const family of FAMILIES)
+      if (state[MODEL_FAMILY[family]]) canary.addElements(family, CANARY_SET, [{ key: `${nonce}` }]);
+    await this.#nft.run(canary.toString());
+    this.#log('nftables: cold start in bounded transactions', { transactions: transactions + 1 });
     return count;
   }
 

@@ -34,6 +34,13 @@ export class RulesetBuilder {
   readonly #sets = new Map<string, SetSpec>();
   readonly #chains = new Map<string, ChainSpec>();
   readonly #elements = new Map<string, Map<string, ElementSpec>>();
+  /** What earlier drain() calls handed out (elements: only those of the remembered sets). */
+  readonly #drained = {
+    sets: new Map<string, SetSpec>(),
+    chains: new Map<string, ChainSpec>(),
+    elements: new Map<string, Map<string, ElementSpec>>(),
+  };
+  #pendingElements = 0;
 
   /** Open builders accept elements of sets they did not declare (a service port's fragment). */
   readonly #open: boolean;
@@ -43,21 +50,28 @@ export class RulesetBuilder {
     this.#open = options.open ?? false;
   }
 
+  /** Elements added since the builder was made or last drained. */
+  get pendingElements(): number {
+    return this.#pendingElements;
+  }
+
   addSet(set: SetSpec): void {
-    addOnce(this.#sets, set.name, set, 'set');
+    if (!addOnce(this.#sets, this.#drained.sets, set.name, set, 'set')) return;
     if (!this.#elements.has(set.name)) this.#elements.set(set.name, new Map());
   }
 
   addChain(chain: ChainSpec): void {
-    addOnce(this.#chains, chain.name, chain, 'chain');
+    addOnce(this.#chains, this.#drained.chains, chain.name, chain, 'chain');
   }
 
   hasElement(set: string, key: string): boolean {
-    return this.#elementsOf(set).has(key);
+    return this.#elementsOf(set).has(key) || (this.#drained.elements.get(set)?.has(key) ?? false);
   }
 
   addElement(set: string, element: ElementSpec): void {
-    addOnce(this.#elementsOf(set), element.key, element, `element of ${set}`);
+    const earlier = this.#drained.elements.get(set) ?? NONE;
+    if (addOnce(this.#elementsOf(set), earlier, element.key, element, `element of ${set}`))
+      this.#pendingElements++;
   }
 
   build(): FamilyRuleset {
@@ -69,9 +83,35 @@ export class RulesetBuilder {
     };
   }
 
+  /**
+   * What was added since the last drain (sets and elements of declared sets only where there are
+   * new ones), then forgets it, except the elements of `remembered` sets: those that later
+   * additions look up (hasElement) or may add again. A ruleset built and written in pieces, with
+   * memory bounded by a piece.
+   */
+  drain(remembered: ReadonlySet<string>): FamilyRuleset {
+    const piece = this.build();
+    for (const [name, set] of this.#sets) this.#drained.sets.set(name, set);
+    for (const [name, chain] of this.#chains) this.#drained.chains.set(name, chain);
+    for (const [name, elements] of this.#elements) {
+      if (!remembered.has(name)) continue;
+      const earlier = this.#drained.elements.get(name) ?? new Map<string, ElementSpec>();
+      for (const [key, element] of elements) earlier.set(key, element);
+      this.#drained.elements.set(name, earlier);
+    }
+    this.#sets.clear();
+    this.#chains.clear();
+    this.#elements.clear();
+    this.#pendingElements = 0;
+    return {
+      ...piece,
+      elements: new Map([...piece.elements].filter(([, elements]) => elements.size > 0)),
+    };
+  }
+
   #elementsOf(set: string): Map<string, ElementSpec> {
     let elements = this.#elements.get(set);
-    if (!elements && this.#open) {
+    if (!elements && (this.#open || this.#drained.sets.has(set))) {
       elements = new Map();
       this.#elements.set(set, elements);
     }
@@ -80,12 +120,23 @@ export class RulesetBuilder {
   }
 }
 
-function addOnce<T>(map: Map<string, T>, name: string, value: T, what: string): void {
-  const existing = map.get(name);
+const NONE: ReadonlyMap<string, ElementSpec> = new Map();
+
+/** Adds `value` unless already there (in `map` or in `drained`); whether it was new. */
+function addOnce<T>(
+  map: Map<string, T>,
+  drained: ReadonlyMap<string, T>,
+  name: string,
+  value: T,
+  what: string,
+): boolean {
+  const existing = map.get(name) ?? drained.get(name);
   if (existing !== undefined && JSON.stringify(existing) !== JSON.stringify(value)) {
     throw new Error(`${what} ${name} defined twice, differently`);
   }
+  if (existing !== undefined) return false;
   map.set(name, value);
+  return true;
 }
 
 function sorted<T>(map: ReadonlyMap<string, T>): Map<string, T> {

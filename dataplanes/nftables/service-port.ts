@@ -137,6 +137,19 @@ function addHairpin(builder: RulesetBuilder, sp: ServicePort): void {
   }
 }
 
+/**
+ * Sets whose elements a service port looks up (an address claimed by an earlier port) or may
+ * share with another port (hairpin pairs): a ruleset built in pieces must remember them.
+ */
+export const CROSS_PORT_SETS: ReadonlySet<string> = new Set([
+  'service-ips',
+  'no-endpoint-services',
+  'service-nodeports',
+  'no-endpoint-nodeports',
+  'firewall-ips',
+  'hairpin',
+]);
+
 /** Adds everything one service port needs to the family's ruleset. */
 export function addServicePort(
   builder: RulesetBuilder,

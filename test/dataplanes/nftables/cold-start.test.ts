@@ -3,30 +3,72 @@ import { test } from 'node:test';
 import { desiredRuleset } from '../../../dataplanes/nftables/desired-ruleset.ts';
 import { coldStartTransactions, fullTransaction } from '../../../dataplanes/nftables/full-transaction.ts';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
+import type { DualStackState, ProxyState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
 import { applyTransaction, dump, type FakeState } from './fake-nft.ts';
+import { endpoint, ipv4, servicePort } from './fixtures.ts';
 import { randomState } from './random-state.ts';
 import { RecordingCommandRunner, RecordingNftRunner } from './recording-nft-runner.ts';
 
-test('a cold start in bounded transactions ends in the full ruleset; services become reachable last', () => {
-  const random = prng(42);
-  for (let i = 0; i < 20; i++) {
-    const desired = desiredRuleset(randomState(random));
-    const chunks = coldStartTransactions(desired, 7);
-    let kernel: FakeState = new Map();
-    let reachableFrom = Number.POSITIVE_INFINITY;
-    for (const [n, tx] of chunks.entries()) {
-      kernel = applyTransaction(kernel, tx.ops);
-      const elements = tx.ops.flatMap((op) => (op.object === 'element' ? [op] : []));
-      assert.ok(elements.reduce((sum, op) => sum + op.elements.length, 0) <= 7, `chunk ${n} too big`);
-      for (const op of elements) {
-        const reachability = op.set === 'service-ips' || op.set === 'service-nodeports';
-        if (reachability) reachableFrom = Math.min(reachableFrom, n);
-        else assert.ok(n <= reachableFrom, `${op.set} filled after a service became reachable`);
-      }
-    }
-    assert.deepEqual(dump(kernel), dump(applyTransaction(new Map(), fullTransaction(desired).ops)));
+/** The state with only the first `ipv4` and `ipv6` service ports of each family (in map order). */
+function firstPorts(state: DualStackState, ipv4: number, ipv6: number): DualStackState {
+  const first = (s: ProxyState | undefined, n: number) =>
+    s && { ...s, servicePorts: new Map([...s.servicePorts].slice(0, n)) };
+  return {
+    ...(state.IPv4 && { IPv4: first(state.IPv4, ipv4) }),
+    ...(state.IPv6 && { IPv6: first(state.IPv6, ipv6) }),
+  };
+}
+
+/**
+ * Applies the cold start of `state` in pieces of `maxElements` to the fake kernel: after every
+ * piece the kernel must hold the full ruleset of the first service ports, and at the end all.
+ */
+function assertPiecesArePrefixes(state: DualStackState, maxElements: number, what: string): number {
+  const full = (s: DualStackState) =>
+    JSON.stringify(dump(applyTransaction(new Map(), fullTransaction(desiredRuleset(s)).ops)));
+  const n4 = state.IPv4?.servicePorts.size ?? 0;
+  const n6 = state.IPv6?.servicePorts.size ?? 0;
+  // Pieces go family by family: IPv4's ports first, then IPv6's.
+  const prefixes = [
+    ...Array.from({ length: n4 + 1 }, (_, m) => full(firstPorts(state, m, 0))),
+    ...Array.from({ length: n6 }, (_, m) => full(firstPorts(state, n4, m + 1))),
+  ];
+  let kernel: FakeState = new Map();
+  let reached = 0;
+  const pieces = [...coldStartTransactions(state, maxElements)];
+  for (const [n, tx] of pieces.entries()) {
+    kernel = applyTransaction(kernel, tx.ops);
+    const at = prefixes.indexOf(JSON.stringify(dump(kernel)), reached);
+    assert.ok(at >= reached, `${what}: after piece ${n} the kernel is no prefix of the service ports`);
+    reached = at;
   }
+  assert.equal(reached, prefixes.length - 1, `${what}: the pieces end in the whole ruleset`);
+  return pieces.length;
+}
+
+test('every prefix of a cold start in pieces is the full ruleset of the first service ports; the last is the whole', () => {
+  const random = prng(42);
+  for (let i = 0; i < 30; i++) {
+    const state = randomState(random);
+    // One service port per piece (maxElements 1) puts every shared object in several pieces.
+    const pieces = assertPiecesArePrefixes(state, i % 2 === 0 ? 1 : 7, `state ${i}`);
+    const ports = (state.IPv4?.servicePorts.size ?? 0) + (state.IPv6?.servicePorts.size ?? 0);
+    if (ports > 4) assert.ok(pieces > 2, `state ${i}: ${pieces} pieces`);
+  }
+});
+
+test('an address claimed by a service port in an earlier piece stays with it', () => {
+  const claimant = (name: string) =>
+    servicePort(name, {
+      clusterIP: `10.96.0.${name.length}`,
+      externalIPs: ['192.168.5.1'],
+      loadBalancerIPs: ['192.168.6.1'],
+      loadBalancerSourceRanges: ['10.100.0.0/24'],
+      nodePort: 30000,
+      clusterEndpoints: [endpoint(`10.244.1.${name.length}`)],
+    });
+  assertPiecesArePrefixes(ipv4([claimant('a'), claimant('bb'), claimant('ccc')]), 1, 'claims');
 });
 
 test('the live dataplane splits a large cold start and puts the canary in last', async () => {
