@@ -26,7 +26,12 @@ export function usesLocalEndpoints(port: ServicePortBase): boolean {
   return port.internalPolicyLocal || (port.externalPolicyLocal && externallyAccessible(port));
 }
 
-const NONE: EndpointSelection = { clusterEndpoints: [], localEndpoints: [], hasEndpoints: false };
+const NO_ENDPOINTS: readonly Endpoint[] = [];
+const NONE: EndpointSelection = {
+  clusterEndpoints: NO_ENDPOINTS,
+  localEndpoints: NO_ENDPOINTS,
+  hasEndpoints: false,
+};
 
 export function categorizeEndpoints(
   candidates: readonly CandidateEndpoint[],
@@ -35,8 +40,8 @@ export function categorizeEndpoints(
   zone: string,
 ): EndpointSelection {
   if (candidates.length === 0) return NONE;
-  let clusterEndpoints: Endpoint[] = [];
-  let localEndpoints: Endpoint[] = [];
+  let clusterEndpoints = NO_ENDPOINTS;
+  let localEndpoints = NO_ENDPOINTS;
   let hasEndpoints = false;
 
   if (usesClusterEndpoints(port)) {
@@ -76,11 +81,16 @@ function isServingTerminating(endpoint: Endpoint): boolean {
   return endpoint.serving && endpoint.terminating;
 }
 
+/** The endpoints of the kept candidates, in an array of exactly their number (kept per port). */
 function pick(
   candidates: readonly CandidateEndpoint[],
   keep: (candidate: CandidateEndpoint) => boolean,
-): Endpoint[] {
-  const result: Endpoint[] = [];
-  for (const candidate of candidates) if (keep(candidate)) result.push(candidate.endpoint);
+): readonly Endpoint[] {
+  let count = 0;
+  for (const candidate of candidates) if (keep(candidate)) count++;
+  if (count === 0) return NO_ENDPOINTS;
+  const result = new Array<Endpoint>(count);
+  let i = 0;
+  for (const candidate of candidates) if (keep(candidate)) result[i++] = candidate.endpoint;
   return result;
 }
