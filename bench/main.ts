@@ -2,6 +2,7 @@
 // child process (so its memory figures are its own) and prints its figures; this driver prints one
 // table of figures and ratios against the targets, and writes every raw figure as JSON.
 //   node bench/main.ts [--out FILE] [--nft-services 30000] [--ipt-services 10000] [--only a,b]
+//     [--node-flags "--max-semi-space-size=16"]   (V8 flags for the section children, e.g. the daemon's)
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,6 +19,7 @@ const { values } = parseArgs({
     'nft-services': { type: 'string', default: '30000' },
     'ipt-services': { type: 'string', default: '10000' },
     only: { type: 'string', default: SECTIONS.join(',') },
+    'node-flags': { type: 'string', default: '' },
   },
 });
 if (process.getuid?.() !== 0) {
@@ -38,7 +40,8 @@ function runSection(section: Section): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) => {
     const started = Date.now();
     process.stderr.write(`bench: ${section} ...\n`);
-    const child = spawn(process.execPath, ['--expose-gc', ...commands[section]], {
+    const nodeFlags = values['node-flags'].split(' ').filter((flag) => flag !== '');
+    const child = spawn(process.execPath, ['--expose-gc', ...nodeFlags, ...commands[section]], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let out = '';
@@ -78,6 +81,7 @@ for (const section of wanted) {
 
 const report = {
   date: new Date().toISOString(),
+  nodeFlags: values['node-flags'],
   machine: { cpus: (await import('node:os')).cpus().length, load: (await import('node:os')).loadavg() },
   figures,
   failures,

@@ -7,6 +7,7 @@
 //   and dataplane record);
 // - TCP connect latency from the node namespace to the first and the last service.
 //   node --expose-gc bench/nftables-speed.ts [--services 30000] [--endpoints 10] [--changes 21]
+//     [--cold-start-chunk 100000]
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,6 +23,7 @@ import { BENCH_NODE_IP, loadedModel } from './bench-model.ts';
 import {
   idleMemoryMiB,
   median,
+  releasedMemoryMiB,
   reportSection,
   round,
   settledMemoryMiB,
@@ -36,6 +38,7 @@ const { values } = parseArgs({
     endpoints: { type: 'string', default: '10' },
     changes: { type: 'string', default: '21' },
     connects: { type: 'string', default: '300' },
+    'cold-start-chunk': { type: 'string', default: '100000' },
   },
 });
 const services = Number(values.services);
@@ -44,8 +47,8 @@ const SERVER_IP = '10.200.0.2';
 const ECHO_PORT = 8080;
 /** Idle time before the settled memory figure (a daemon between syncs). */
 const IDLE_SECONDS = 10;
-/** The dataplane's default piece size, so the bare chunked load is the same transactions. */
-const COLD_START_CHUNK = 100_000;
+/** The dataplane's piece size (its default: 100k elements); the bare chunked load uses the same. */
+const COLD_START_CHUNK = Number(values['cold-start-chunk']);
 
 /**
  * kproxy's full ruleset for `state` as nft scripts: one file, and the cold-start transactions. A
@@ -87,6 +90,7 @@ try {
   });
   const memory = settledMemoryMiB();
   const settled = await idleMemoryMiB(IDLE_SECONDS);
+  const released = releasedMemoryMiB();
 
   // After the memory figures: the whole rendered ruleset would raise this process's peak.
   const { single, chunks } = writeBareFiles(state, dir);
@@ -168,12 +172,14 @@ try {
     bareLoadMs: round(bareMs),
     bareChunkedLoadMs: round(bareChunksMs),
     coldStartTransactions: chunks.length,
+    coldStartChunk: COLD_START_CHUNK,
     coldStartMs: round(coldStartMs),
     rssAfterSyncMiB: memory.rssMiB,
     heapAfterSyncMiB: memory.heapMiB,
     externalAfterSyncMiB: memory.externalMiB,
     rssSettledMiB: settled.rssMiB,
     heapSettledMiB: settled.heapMiB,
+    rssReleasedMiB: released.rssMiB,
     endpointChangeMedianMs: round(median(changeMs), 2),
     endpointChangeMinMs: round(Math.min(...changeMs), 2),
     endpointChangeMaxMs: round(Math.max(...changeMs), 2),
