@@ -26,6 +26,7 @@ import { healthHandler, ProxyHealth } from './health.ts';
 import { HealthCheckNodePorts } from './health-check-node-ports.ts';
 import { type HttpListener, listenHttp, parseHostPort } from './http-listener.ts';
 import { metricsHandler } from './metrics-handler.ts';
+import { lastResortCollector } from './release-memory.ts';
 
 export interface DaemonDeps {
   readonly config: ProxyConfig;
@@ -140,6 +141,7 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
     intact: () => dataplane.intact(),
   };
 
+  const releaseMemory = lastResortCollector();
   const loop = new SyncLoop({
     clock,
     syncer,
@@ -149,6 +151,8 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
       metrics.observe(event);
       health.observe(event);
       logSyncEvent(logger, event, summary);
+      // A full sync's peak leaves free heap pages mapped: give them back (release-memory.ts).
+      if (event.type === 'synced' && event.outcome.kind === 'full') setImmediate(releaseMemory);
     },
   });
   // Nothing is programmed yet: the initial state is a pending change, so /healthz turns 503 if
