@@ -2,7 +2,7 @@
 // child process (so its memory figures are its own) and prints its figures; this driver prints one
 // table of figures and ratios against the targets, and writes every raw figure as JSON.
 //   node bench/main.ts [--out FILE] [--nft-services 30000] [--ipt-services 10000] [--only a,b]
-//     [--node-flags "--max-semi-space-size=16"]   (V8 flags for the section children, e.g. the daemon's)
+//     [--node-flags="--max-semi-space-size=16"]   (V8 flags for the section children; note the =)
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -49,17 +49,6 @@ export async function idleMemoryMiB(seconds: number): Promise<ReturnType<typeof 
   return settledMemoryMiB();
 }
 
-/**
- * Memory after V8's last-resort collection (what a low-memory notification does): it also returns
- * the free heap pages V8 otherwise keeps after a peak, which neither idling nor a plain full
- * collection gives back. What a daemon would hold if it asked for this after a full sync.
- */
-export function releasedMemoryMiB(): ReturnType<typeof settledMemoryMiB> {
-  const gc = (globalThis as { gc?: (options: object) => void }).gc;
-  gc?.({ type: 'major', execution: 'sync', flavor: 'last-resort' });
-  return settledMemoryMiB();
-}
-
 export function round(value: number, digits = 1): number {
   const scale = 10 ** digits;
   return Math.round(value * scale) / scale;

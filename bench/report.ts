@@ -96,13 +96,13 @@ export function benchRows({ model, nftables, iptables, informer }: BenchFigures)
     ...infoRow(`nft: JS heap of the cluster objects alone`, num(nftables, 'heapClusterMiB'), mib),
     ...infoRow(`nft: JS heap of objects + model state`, num(nftables, 'heapClusterAndModelMiB'), mib),
     ...infoRow(`nft: RSS with objects + model state`, num(nftables, 'rssClusterAndModelMiB'), mib),
-    ...underRow(`nft: RSS settled (idle, after gc)`, num(nftables, 'rssSettledMiB'), 150, 'MiB'),
-    ...infoRow(`nft: JS heap settled`, num(nftables, 'heapSettledMiB'), mib),
-    ...infoRow(
-      `nft: RSS after a last-resort gc (V8 returns free pages)`,
-      num(nftables, 'rssReleasedMiB'),
-      mib,
+    ...underRow(
+      `nft: RSS settled (daemon's gc after the sync, idle)`,
+      num(nftables, 'rssSettledMiB'),
+      150,
+      'MiB',
     ),
+    ...infoRow(`nft: JS heap settled`, num(nftables, 'heapSettledMiB'), mib),
     ...infoRow(`nft: RSS peak (right after the cold start)`, num(nftables, 'rssAfterSyncMiB'), mib),
     ...infoRow(`nft: JS heap right after the cold start`, num(nftables, 'heapAfterSyncMiB'), mib),
     ...ratioRow(
