@@ -59,7 +59,12 @@ function show(value: unknown): string {
 export function decodeObject(raw: unknown): DecodeResult {
   if (!isObject(raw)) return invalid('(unknown object)', `expected an object, got ${show(raw)}`);
   const kind = raw.kind;
-  if (typeof kind !== 'string' || kind === '') return invalid('(unknown object)', 'kind: missing');
+  if (typeof kind !== 'string' || kind === '') {
+    // Named by its metadata when it has one, so the user can find it among many.
+    const reason =
+      kind === undefined || kind === null || kind === '' ? 'missing' : `${show(kind)} is not a string`;
+    return invalid(refOf('object', raw.metadata, true), `kind: ${reason}`);
+  }
   if (kind !== 'Service' && kind !== 'EndpointSlice' && kind !== 'Node') {
     return { kind: 'ignored', reason: `kind ${kind} is not used by kproxy` };
   }

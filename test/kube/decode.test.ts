@@ -238,6 +238,14 @@ describe('decodeObject: invalid content names the object and the field', () => {
     assert.equal((result as { problem: { object: string } }).problem.object, 'Service default/web');
   });
 
+  it('names an object without a kind by its metadata, so it can be found among many', () => {
+    const result = decodeObject({ metadata: { name: 'web', namespace: 'shop' } });
+    assert.deepEqual(result, {
+      kind: 'invalid',
+      problem: { object: 'object shop/web', reason: 'kind: missing' },
+    });
+  });
+
   const cases: [string, unknown, string][] = [
     ['a non-object', 'hello', 'expected an object, got "hello"'],
     ['a missing kind', { metadata: { name: 'x' } }, 'kind: missing'],
