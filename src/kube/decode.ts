@@ -42,6 +42,9 @@ const TRAFFIC_POLICIES = new Set(['Cluster', 'Local']);
 const SESSION_AFFINITIES = new Set(['None', 'ClientIP']);
 const IP_MODES = new Set(['VIP', 'Proxy']);
 const NODE_IP_ADDRESS_TYPES = new Set(['InternalIP', 'ExternalIP']);
+// RFC 1123 names, as the API server checks them for Services, EndpointSlices, Nodes, namespaces.
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 /** Thrown inside this module only; decodeObject turns it into an `invalid` result. */
 class FieldError extends Error {}
@@ -119,9 +122,15 @@ function decodeMetadata(raw: unknown, namespaced: boolean): ObjectMeta {
   const meta = requiredObject(raw, 'metadata');
   const name = meta.name;
   if (typeof name !== 'string' || name === '') fail('metadata.name', 'missing');
+  // Names end up in rule comments and chain hashes: only what the API server would accept.
+  if (name.length > 253 || !DNS_SUBDOMAIN.test(name))
+    fail('metadata.name', `${show(name)} is not a lowercase DNS name (a-z, 0-9, '-', '.')`);
   const out: Writable<ObjectMeta> = { name };
-  if (namespaced) out.namespace = namespaceOf(meta);
-  else if (typeof meta.namespace === 'string' && meta.namespace !== '')
+  if (namespaced) {
+    out.namespace = namespaceOf(meta);
+    if (out.namespace.length > 63 || !DNS_LABEL.test(out.namespace))
+      fail('metadata.namespace', `${show(out.namespace)} is not a lowercase DNS label (a-z, 0-9, '-')`);
+  } else if (typeof meta.namespace === 'string' && meta.namespace !== '')
     fail('metadata.namespace', 'must be empty');
   setIfDefined(out, 'resourceVersion', optionalString(meta, 'resourceVersion', 'metadata'));
   setIfDefined(out, 'uid', optionalString(meta, 'uid', 'metadata'));

@@ -246,6 +246,18 @@ describe('decodeObject: invalid content names the object and the field', () => {
     });
   });
 
+  it('rejects names the API server would not accept: they would break rule comments (a newline crashed the nftables render)', () => {
+    for (const name of ['a\nb', 'a"b', 'Web', 'wéb-😀', 'x'.repeat(254)]) {
+      const result = decodeObject({ ...rawService({}), metadata: { name } });
+      assert.equal(result.kind, 'invalid', JSON.stringify(name));
+      assert.match((result as { problem: { reason: string } }).problem.reason, /^metadata\.name: /);
+    }
+    const namespaced = decodeObject({ ...rawService({}), metadata: { name: 'web', namespace: 'a\nb' } });
+    assert.equal(namespaced.kind, 'invalid');
+    assert.match((namespaced as { problem: { reason: string } }).problem.reason, /^metadata\.namespace: /);
+    assert.equal(decodeObject({ ...rawService({}), metadata: { name: 'web.v2-a' } }).kind, 'object');
+  });
+
   const cases: [string, unknown, string][] = [
     ['a non-object', 'hello', 'expected an object, got "hello"'],
     ['a missing kind', { metadata: { name: 'x' } }, 'kind: missing'],
