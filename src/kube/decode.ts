@@ -55,8 +55,18 @@ function fail(path: string, reason: string): never {
 
 /** A value as the user wrote it, for messages: strings quoted, long values cut. */
 function show(value: unknown): string {
-  const text = JSON.stringify(value) ?? String(value);
+  const text = stringify(value);
   return text.length > 60 ? `${text.slice(0, 57)}...` : text;
+}
+
+/** Deeply nested or cyclic (YAML aliases) input is described, not a RangeError or TypeError. */
+function stringify(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch (error) {
+    if (!(error instanceof RangeError || error instanceof TypeError)) throw error;
+    return Array.isArray(value) ? '[...]' : '{...}';
+  }
 }
 
 export function decodeObject(raw: unknown): DecodeResult {

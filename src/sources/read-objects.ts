@@ -47,9 +47,16 @@ export function formatSourceWarning(warning: SourceWarning): string {
   return `${warning.file}: ${warning.object} skipped: ${warning.reason}`;
 }
 
-/** A v1 List (or ServiceList, ...) and a JSON array stand for their items; anything else for itself. */
+/**
+ * A v1 List (or ServiceList, ...) and a JSON array stand for their items; anything else for itself.
+ * Only one level of array: deeper (or cyclic, via YAML aliases) arrays are invalid objects, not a
+ * stack overflow.
+ */
 function listItems(document: unknown): unknown[] {
-  if (Array.isArray(document)) return document.flatMap(listItems);
+  return Array.isArray(document) ? document.flatMap(listOrObject) : listOrObject(document);
+}
+
+function listOrObject(document: unknown): unknown[] {
   if (typeof document === 'object' && document !== null) {
     const { kind, items } = document as { kind?: unknown; items?: unknown };
     if (typeof kind === 'string' && kind.endsWith('List') && Array.isArray(items)) return items;

@@ -149,3 +149,19 @@ test('groupObjects sorts objects by kind, keeping input order', async () => {
   );
   assert.deepEqual(grouped.endpointSlices, []);
 });
+
+test('deeply nested arrays and cyclic YAML aliases are skipped with a warning, not a stack overflow', async () => {
+  const deep = await write('deep.json', `${'['.repeat(100_000)}${']'.repeat(100_000)}`);
+  const cyclicList = await write('cyclic-list.yaml', '- &a [*a]\n');
+  const cyclicObject = await write(
+    'cyclic-object.yaml',
+    '&a {kind: Service, metadata: {name: x}, spec: {ports: *a}}\n',
+  );
+  for (const path of [deep, cyclicList, cyclicObject]) {
+    const result = await readObjects([path], noStdin);
+    assert.ok(result.ok, path);
+    assert.equal(result.objects.length, 0, path);
+    assert.equal(result.warnings.length, 1, path);
+    assert.ok(formatSourceWarning(result.warnings[0]!).length < 200, path);
+  }
+});
