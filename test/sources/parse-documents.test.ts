@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { parseDocuments } from '../../src/sources/parse-documents.ts';
+import { MAX_YAML_BYTES, parseDocuments } from '../../src/sources/parse-documents.ts';
 
 test('multi-document YAML gives one document per ---, skipping empty ones', () => {
   const text = '---\nkind: Service\nmetadata: {name: a}\n---\n---\nkind: Node\nmetadata: {name: n}\n';
@@ -57,4 +57,19 @@ test('duplicate keys are a parse error, not a silent overwrite', () => {
 test('an alias to an unknown anchor is a user error, not a crash', () => {
   const result = parseDocuments('kind: Node\n---\nkind: Service\nmetadata: *missing\n', 'alias.yaml');
   assert.match(!result.ok ? result.error : '', /^alias\.yaml:\d+: .*alias/i);
+});
+
+test('YAML over MAX_YAML_BYTES is a user error suggesting JSON (a 50 MB file ran out of memory); JSON of that size parses', () => {
+  const item = '- {kind: Service, metadata: {name: s}}\n';
+  const yaml = `items:\n${item.repeat(Math.ceil(MAX_YAML_BYTES / item.length) + 1)}`;
+  const result = parseDocuments(yaml, 'big.yaml');
+  assert.equal(result.ok, false);
+  assert.match(
+    (result as { error: string }).error,
+    /^big\.yaml: \d+ MiB of YAML is over the 16 MiB .* -o json/,
+  );
+  const json = `[${Array.from({ length: MAX_YAML_BYTES / 16 }, () => '{"kind":"Service"}').join(',')}]`;
+  assert.ok(json.length > MAX_YAML_BYTES);
+  const parsed = parseDocuments(json, 'big.json');
+  assert.ok(parsed.ok);
 });
