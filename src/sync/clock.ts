@@ -11,10 +11,14 @@ export interface Clock {
   setTimer(delayMs: number, fn: () => void): Timer;
 }
 
+/** setTimeout's limit: a longer delay (a syncPeriod of 1000h) becomes 1 ms, a busy loop of syncs. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
 export const systemClock: Clock = {
   now: () => Date.now(),
   setTimer(delayMs, fn) {
-    const handle = setTimeout(fn, delayMs);
+    // Firing after 24.8 days instead of later is harmless: a timer only ever starts a sync.
+    const handle = setTimeout(fn, Math.min(delayMs, MAX_TIMER_MS));
     return { cancel: () => clearTimeout(handle) };
   },
 };
