@@ -329,14 +329,17 @@ export class Informer<T extends KubeObject> {
   #decodeInto(into: Map<string, T>, raw: unknown): void {
     const decoded = this.#decode(raw);
     if (decoded) into.set(objectKey(decoded.metadata), decoded);
-    else into.delete(rawKey(raw as RawMeta));
+    else into.delete(rawKey(raw as RawMeta | null));
   }
 
   #decode(raw: unknown): T | undefined {
     const r = raw as RawMeta;
     // List items come without kind and apiVersion; the decoder needs them to know what it reads.
+    // Anything that is not an object (a null item) goes to the decoder as it is: invalid, not a crash.
     const typed =
-      r.kind === undefined ? { ...r, kind: this.#resource.kind, apiVersion: this.#resource.apiVersion } : r;
+      typeof raw === 'object' && raw !== null && r.kind === undefined
+        ? { ...r, kind: this.#resource.kind, apiVersion: this.#resource.apiVersion }
+        : raw;
     const result = this.#options.decode(typed);
     if (result.kind === 'object' && result.object.kind === this.#resource.kind) {
       return this.#shared.compact(result.object as T);
@@ -429,9 +432,10 @@ export class Informer<T extends KubeObject> {
   }
 }
 
-function rawKey(raw: RawMeta): string {
-  const name = typeof raw.metadata?.name === 'string' ? raw.metadata.name : '';
-  const namespace = typeof raw.metadata?.namespace === 'string' ? raw.metadata.namespace : undefined;
+function rawKey(raw: RawMeta | null): string {
+  const metadata = raw?.metadata;
+  const name = typeof metadata?.name === 'string' ? metadata.name : '';
+  const namespace = typeof metadata?.namespace === 'string' ? metadata.namespace : undefined;
   return objectKey({ name, namespace });
 }
 
