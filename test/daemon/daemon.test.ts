@@ -20,7 +20,11 @@ interface Running {
 }
 
 /** A stand-in API server holding web (one endpoint) and node-1, and a daemon against it. */
-async function run(t: { after(fn: () => Promise<unknown>): void }, setup?: (api: StandInApiServer) => void) {
+async function run(
+  t: { after(fn: () => Promise<unknown>): void },
+  setup?: (api: StandInApiServer) => void,
+  metrics = new ProxyMetrics('nftables', { processMetrics: false }),
+) {
   const api = await startApiServer({ port: await freePort() });
   t.after(() => api.stop());
   api.state.apply(SERVICES, sampleService('default', 'web', { clusterIP: '10.96.0.10' }));
@@ -39,7 +43,7 @@ async function run(t: { after(fn: () => Promise<unknown>): void }, setup?: (api:
     clock: systemClock,
     healthCheckHost: '127.0.0.1',
     informerBackoff: { initialMs: 20, maxMs: 100 },
-    metrics: new ProxyMetrics('nftables', { processMetrics: false }),
+    metrics,
   });
   assert.ok(started.ok, started.ok ? '' : started.error);
   t.after(() => started.daemon.stop());
@@ -90,6 +94,34 @@ describe('daemon against the stand-in API server', () => {
     r.api.state.delete(SERVICES, 'default', 'db');
     await eventually('db deleted', () => !portKeys(r).some((k) => k.startsWith('default/db:')));
     assert.ok(r.dataplane.syncs.slice(1).every((s) => s.kind === 'incremental'));
+  });
+
+  test('invalid objects from the API server are logged, counted and skipped; syncs go on with the rest', async (t) => {
+    const metrics = new ProxyMetrics('nftables', { processMetrics: false });
+    const r = await run(t, undefined, metrics);
+    await eventually('first sync', () => r.dataplane.syncs.length > 0);
+    r.api.state.apply(SERVICES, sampleService('default', 'bad', { clusterIP: '10.96.0.30', port: 70000 }));
+    r.api.state.apply(
+      ENDPOINT_SLICES,
+      sampleEndpointSlice('default', 'web-bad', { service: 'web', addresses: ['1.2.3'] }),
+    );
+    r.api.state.apply(SERVICES, sampleService('default', 'db', { clusterIP: '10.96.0.20', port: 5432 }));
+    await eventually('db added', () => portKeys(r).includes('default/db:5432/TCP'));
+    assert.ok(!portKeys(r).some((key) => key.startsWith('default/bad:')));
+    const skipped = r.lines.filter((l) => l.msg === 'invalid object skipped').map((l) => String(l.reason));
+    assert.ok(
+      skipped.some((reason) => reason.includes('spec.ports[0].port')),
+      skipped.join('; '),
+    );
+    assert.ok(
+      skipped.some((reason) => reason.includes('addresses[0]')),
+      skipped.join('; '),
+    );
+    const errors =
+      (await metrics.registry.getSingleMetric('kproxy_informer_errors_total')?.get())?.values ?? [];
+    const invalid = errors.filter((v) => v.labels.reason === 'invalid').reduce((sum, v) => sum + v.value, 0);
+    assert.ok(invalid >= 2, `kproxy_informer_errors_total{reason="invalid"} is ${invalid}`);
+    assert.ok(!r.lines.some((l) => String(l.msg).startsWith('sync failed')), 'no sync failed');
   });
 
   test('a node label change asks for a full sync', async (t) => {
