@@ -117,6 +117,7 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
     async sync(kind: SyncKind): Promise<SyncOutcome> {
       const { state, changed, full, problems } = model.update();
       reportedProblems = logNewProblems(logger, problems, reportedProblems);
+      metrics.problemsCounted(problems.length);
       const previous = lastState;
       lastState = state;
       const counts = counter.update(state, full ? undefined : changed);

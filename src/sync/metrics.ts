@@ -81,6 +81,7 @@ export class ProxyMetrics {
   readonly #endpointChanges: Counter;
   readonly #serviceChanges: Counter;
   readonly #objects: Gauge;
+  readonly #problems: Gauge;
   readonly #conntrackDeleted: Counter;
   readonly #failures: Counter;
   readonly #healthz: Counter<'code'>;
@@ -143,6 +144,11 @@ export class ProxyMetrics {
     this.#objects = new Gauge({
       name: 'kproxy_sync_proxy_rules_objects',
       help: 'Rules, set elements or virtual servers owned by kproxy after the last sync',
+      registers,
+    });
+    this.#problems = new Gauge({
+      name: 'kproxy_sync_proxy_rules_skipped_problems',
+      help: 'Objects or options the model skipped or partly ignored at the last sync (each is logged once)',
       registers,
     });
     this.#conntrackDeleted = new Counter({
@@ -211,6 +217,11 @@ export class ProxyMetrics {
   noLocalEndpointsCounted({ internal, external }: NoLocalEndpoints): void {
     this.#noLocalEndpoints.set({ traffic_policy: 'internal' }, internal);
     this.#noLocalEndpoints.set({ traffic_policy: 'external' }, external);
+  }
+
+  /** Bad input is skipped with a log line and shows here, so an alert can find it. */
+  problemsCounted(count: number): void {
+    this.#problems.set(count);
   }
 
   healthzServed(code: number): void {

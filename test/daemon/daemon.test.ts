@@ -124,6 +124,24 @@ describe('daemon against the stand-in API server', () => {
     assert.ok(!r.lines.some((l) => String(l.msg).startsWith('sync failed')), 'no sync failed');
   });
 
+  test('a model problem (a slice port without a name) is logged once and shown by a gauge', async (t) => {
+    const metrics = new ProxyMetrics('nftables', { processMetrics: false });
+    const r = await run(t, undefined, metrics);
+    await eventually('first sync', () => r.dataplane.syncs.length > 0);
+    const gauge = async () =>
+      (await metrics.registry.getSingleMetric('kproxy_sync_proxy_rules_skipped_problems')?.get())?.values[0]
+        ?.value;
+    assert.equal(await gauge(), 0);
+    const slice = sampleEndpointSlice('default', 'web-unnamed', { service: 'web' });
+    r.api.state.apply(ENDPOINT_SLICES, { ...slice, ports: [{ protocol: 'TCP', port: 8080 }] });
+    await eventually('problem logged', () =>
+      r.lines.some((l) => l.object === 'EndpointSlice default/web-unnamed'),
+    );
+    await eventually('gauge', async () => (await gauge()) === 1);
+    r.api.state.delete(ENDPOINT_SLICES, 'default', 'web-unnamed');
+    await eventually('gauge back to 0', async () => (await gauge()) === 0);
+  });
+
   test('a node label change asks for a full sync', async (t) => {
     const r = await run(t);
     await eventually('first sync', () => r.dataplane.syncs.length > 0);
