@@ -63,7 +63,9 @@ export async function loadKubeconfig(
     try {
       doc = parse(text);
     } catch (err) {
-      return fail({ file, reason: `not valid YAML: ${(err as Error).message}` });
+      // The parser's message goes on to quote the offending line with a caret: keep only its first line.
+      const [first] = (err as Error).message.split('\n');
+      return fail({ file, reason: `not valid YAML: ${first?.replace(/:$/, '')}` });
     }
     const problem = mergeFile(merged, file, doc ?? {});
     if (problem) return fail(problem);

@@ -180,6 +180,12 @@ current-context: x
         /clusters\[0\]\.cluster\.certificate-authority: cannot read .*no-such-ca\.crt/,
       ],
       ['bad-yaml.yaml', 'clusters: [\n', /not valid YAML/],
+      // One line with the position, not the parser's quoted line and caret underneath.
+      [
+        'garbage.yaml',
+        'a: b\n\u0001#x: y: z\n',
+        /^[^\n]*garbage\.yaml: not valid YAML: [^\n]* at line 2, column \d+$/,
+      ],
     ];
     for (const [name, text, expected] of cases) {
       const file = join(dir, name);
