@@ -37,6 +37,11 @@ const checkCIDR: ItemCheck = (item) => (canonicalCIDR(item) ? undefined : `${sho
 const checkIP: ItemCheck = (item) => (canonicalIP(item) ? undefined : `${show(item)} is not an IP address`);
 const checkNodePortAddress: ItemCheck = (item) =>
   item === 'primary' || canonicalCIDR(item) ? undefined : `${show(item)} is not a CIDR or "primary"`;
+/** Linux allows up to 15 bytes; quotes, spaces and newlines would break the rules they are written into. */
+const checkInterfaceName: ItemCheck = (item) =>
+  /^[A-Za-z0-9_.-]{1,15}$/.test(item)
+    ? undefined
+    : `${show(item)} is not a network interface name (up to 15 of A-Z, a-z, 0-9, _ . -)`;
 /** "IP:port", "[IPv6]:port", ":port", or a bare IP (kube-proxy then adds the default port). */
 const checkBindAddress: ItemCheck = (item) => {
   if (canonicalIP(item)) return undefined;
@@ -86,8 +91,8 @@ export const CONFIG_FIELDS: ReadonlyMap<string, FieldSpec> = new Map<string, Fie
   ['metricsBindAddress', { type: 'string', check: checkBindAddress }],
   ['clusterCIDR', { type: 'list', check: checkCIDR }],
   ['detectLocalMode', { type: 'string', oneOf: DETECT_LOCAL_MODES }],
-  ['detectLocal.bridgeInterface', string],
-  ['detectLocal.interfaceNamePrefix', string],
+  ['detectLocal.bridgeInterface', { type: 'string', check: checkInterfaceName }],
+  ['detectLocal.interfaceNamePrefix', { type: 'string', check: checkInterfaceName }],
   ['nodePortAddresses', { type: 'list', check: checkNodePortAddress }],
   ['masqueradeAll', boolean],
   ['syncPeriod', periodDuration],

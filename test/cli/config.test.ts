@@ -271,3 +271,24 @@ test('the bundled example config loads for node-1 in nftables mode', async () =>
   assert.deepEqual(config.nodeIPs, ['192.168.10.11', 'fd00:192:168:10::11']);
   assert.deepEqual(config.clusterCIDRs, ['10.244.0.0/16', 'fd00:10:244::/56']);
 });
+
+test('an interface name that would break the rules (quote, space, newline, too long) is rejected', async () => {
+  for (const name of ['a"b', 'eth 0', 'a\nb', 'x'.repeat(16)]) {
+    const flagged = await load([
+      '--detect-local-mode',
+      'InterfaceNamePrefix',
+      '--pod-interface-name-prefix',
+      name,
+    ]);
+    assert.equal(flagged.ok, false, JSON.stringify(name));
+    assert.match((flagged as { error: string }).error, /is not a network interface name/);
+    const filed = await load(['--config', 'c.yaml'], {
+      'c.yaml': `${HEADER}detectLocal: {bridgeInterface: ${JSON.stringify(name)}}\n`,
+    });
+    assert.match(
+      (filed as { error: string }).error,
+      /^c\.yaml: detectLocal\.bridgeInterface: .* is not a network interface name/,
+    );
+  }
+  assert.ok((await load(['--pod-bridge-interface', 'cbr0.1_x-y'])).ok);
+});
