@@ -92,10 +92,9 @@ function ep(m: number): Endpoint {
   return localEndpoint(POD_IPS[m]!, 8080);
 }
 
-/** pod-2 is not ready: the model left it out, so no service reaches it. */
-function stateA(): DualStackState {
-  const ports: ServicePort[] = [
-    servicePort('web', { clusterIP: '10.96.0.10', nodePort: 30080, clusterEndpoints: [ep(0), ep(1)] }),
+/** The service ports both states hold as they are. */
+function unchanged(): ServicePort[] {
+  return [
     servicePort('dns', {
       clusterIP: '10.96.0.53',
       protocol: 'UDP',
@@ -107,6 +106,14 @@ function stateA(): DualStackState {
       sessionAffinity: { timeoutSeconds: 600 },
       clusterEndpoints: [ep(0), ep(1)],
     }),
+  ];
+}
+
+/** pod-2 is not ready: the model left it out, so no service reaches it. */
+function stateA(): DualStackState {
+  const ports: ServicePort[] = [
+    servicePort('web', { clusterIP: '10.96.0.10', nodePort: 30080, clusterEndpoints: [ep(0), ep(1)] }),
+    ...unchanged(),
     servicePort('empty', { clusterIP: '10.96.0.99', nodePort: 30099 }),
   ];
   return { ...ipv4(ports, { nodeIPs: [NODE_IP] }), IPv6: web6([ep6(0), ep6(1)]) };
@@ -116,17 +123,7 @@ function stateA(): DualStackState {
 function stateB(): DualStackState {
   const ports: ServicePort[] = [
     servicePort('web', { clusterIP: '10.96.0.10', nodePort: 30080, clusterEndpoints: [ep(0)] }),
-    servicePort('dns', {
-      clusterIP: '10.96.0.53',
-      protocol: 'UDP',
-      port: 53,
-      clusterEndpoints: [ep(0), ep(1)],
-    }),
-    servicePort('sticky', {
-      clusterIP: '10.96.0.30',
-      sessionAffinity: { timeoutSeconds: 600 },
-      clusterEndpoints: [ep(0), ep(1)],
-    }),
+    ...unchanged(),
     servicePort('api', { clusterIP: '10.96.0.11', port: 443, clusterEndpoints: [ep(1)] }),
   ];
   return { ...ipv4(ports, { nodeIPs: [NODE_IP] }), IPv6: web6([ep6(0)]) };
