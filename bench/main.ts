@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type BenchFigures, benchRows, formatTable } from './report.ts';
 
-const SECTIONS = ['model', 'nftables', 'iptables', 'informer'] as const;
+const SECTIONS = ['model', 'nftables', 'iptables', 'informer', 'daemon'] as const;
 type Section = (typeof SECTIONS)[number];
 
 const { values } = parseArgs({
@@ -33,6 +33,7 @@ const commands: Record<Section, readonly string[]> = {
   nftables: [join(here, 'nftables-speed.ts'), '--services', values['nft-services']],
   iptables: [join(here, 'iptables-speed.ts'), '--services', values['ipt-services']],
   informer: [join(here, 'informer-memory.ts'), '--services', values['nft-services']],
+  daemon: [join(here, 'daemon-memory.ts'), '--services', values['nft-services']],
 };
 
 /** Runs a section; its figures are the last JSON line it prints (informer-memory prints plain JSON). */

@@ -8,6 +8,7 @@ export interface BenchFigures {
   readonly nftables?: Figures;
   readonly iptables?: Figures;
   readonly informer?: Figures;
+  readonly daemon?: Figures;
 }
 
 export interface BenchRow {
@@ -58,7 +59,7 @@ function infoRow(what: string, value: number | undefined, show: (v: number) => s
   return value === undefined ? [] : [{ what, measured: show(value), target: '', ok: undefined }];
 }
 
-export function benchRows({ model, nftables, iptables, informer }: BenchFigures): BenchRow[] {
+export function benchRows({ model, nftables, iptables, informer, daemon }: BenchFigures): BenchRow[] {
   const n = (figures: Figures | undefined) => `${num(figures, 'services')?.toLocaleString('en-US')}`;
   return [
     ...infoRow(`model: whole-state build, ${n(model)} services`, num(model, 'buildProxyStateMs')),
@@ -134,6 +135,15 @@ export function benchRows({ model, nftables, iptables, informer }: BenchFigures)
       num(informer, 'heapAfterMiB'),
       100,
       'MiB',
+    ),
+    ...underRow(`daemon: kproxy run RSS settled (ps), ${n(daemon)}`, num(daemon, 'rssMiB'), 150, 'MiB'),
+    ...infoRow(`daemon: RSS peak (VmHWM)`, num(daemon, 'peakRssMiB'), mib),
+    ...infoRow(`daemon: ... of which RssAnon (settled)`, num(daemon, 'rssAnonMiB'), mib),
+    ...infoRow(`daemon: ... of which RssFile (settled)`, num(daemon, 'rssFileMiB'), mib),
+    ...infoRow(
+      `daemon: time to first sync (spawn → rules synced)`,
+      num(daemon, 'timeToFirstSyncSeconds'),
+      (s) => `${s.toFixed(1)} s`,
     ),
   ];
 }

@@ -1,0 +1,245 @@
+// Daemon section: the real `kproxy run` (nftables mode) at N services × E endpoints, measured as a
+// user would see it: the RSS of the daemon's process (`ps`, /proc/<pid>/status), not a heap figure.
+// - the synthetic cluster is written as one JSON List (streamed, never built in memory) and served
+//   by the stand-in API server, both inside a throwaway network namespace;
+// - the daemon runs in the same namespace (`nsenter --net=…`, which execs: the PID is node's own)
+//   with the daemon tests' configuration, pointed at the server with --master;
+// - time to first sync: daemon spawn → kubeproxy_sync_proxy_rules_last_timestamp_seconds (set only
+//   by a successful sync; the sync loop starts only once the informers hold every object);
+// - then idle, and VmRSS (settled), VmHWM (peak), RssAnon, RssFile of the daemon's process.
+//   node bench/daemon-memory.ts [--services 30000] [--endpoints 10] [--nodes 100] [--idle 15]
+//     [--timeout 300] [--log FILE]   (FILE: the daemon's own log, kept)
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { execa } from 'execa';
+import { ENDPOINT_SLICES, SERVICES } from '../src/kube/resources.ts';
+import { Lab, type LabProcess } from '../test/support/netns.ts';
+import { reportSection, round } from './measure.ts';
+import { syntheticNode, syntheticService, syntheticSlice } from './synthetic-cluster.ts';
+
+const { values } = parseArgs({
+  options: {
+    services: { type: 'string', default: '30000' },
+    endpoints: { type: 'string', default: '10' },
+    nodes: { type: 'string', default: '100' },
+    idle: { type: 'string', default: '15' },
+    timeout: { type: 'string', default: '300' },
+    log: { type: 'string' },
+  },
+});
+const services = Number(values.services);
+const endpoints = Number(values.endpoints);
+const nodes = Number(values.nodes);
+const IDLE_SECONDS = Number(values.idle);
+const TIMEOUT_MS = Number(values.timeout) * 1000;
+
+const REPO = join(import.meta.dirname, '..');
+const NODE_BIN = join(REPO, 'node_modules/.bin/node');
+const KPROXY = join(REPO, 'bin/kproxy.ts');
+const API_MAIN = join(REPO, 'test/support/apiserver/main.ts');
+const API = 'http://127.0.0.1:6443';
+const METRICS = 'http://127.0.0.1:10249/metrics';
+
+/** The daemon tests' configuration (test/daemon/daemon-netns.test.ts), with the default sync periods. */
+const CONFIG = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: nftables
+hostnameOverride: node-0
+clusterCIDR: 10.244.0.0/16
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+conntrack:
+  maxPerCore: 0
+`;
+
+/** Writes the cluster as one JSON List, object by object, without building it all in memory. */
+async function writeCluster(file: string): Promise<void> {
+  const out = createWriteStream(file);
+  const write = async (text: string) => {
+    if (!out.write(text)) await once(out, 'drain');
+  };
+  await write('{"kind":"List","apiVersion":"v1","items":[\n');
+  for (let n = 0; n < nodes; n++)
+    await write(`${JSON.stringify({ apiVersion: 'v1', ...syntheticNode(n) })},\n`);
+  for (let i = 0; i < services; i++) {
+    await write(`${JSON.stringify({ apiVersion: SERVICES.apiVersion, ...syntheticService(i) })},\n`);
+    const slice = { apiVersion: ENDPOINT_SLICES.apiVersion, ...syntheticSlice(i, endpoints, nodes) };
+    await write(`${JSON.stringify(slice)}${i === services - 1 ? '' : ','}\n`);
+  }
+  await write(']}\n');
+  out.end();
+  await once(out, 'finish');
+}
+
+/** The daemon's metrics page, scraped from inside the namespace; undefined while it does not answer. */
+async function scrape(ns: string): Promise<string | undefined> {
+  const result = await execa(
+    'nsenter',
+    [`--net=/run/netns/${ns}`, '--', 'curl', '-sS', '-f', '--max-time', '5', METRICS],
+    { reject: false },
+  );
+  return result.exitCode === 0 ? result.stdout : undefined;
+}
+
+/** The value of an unlabelled sample in a Prometheus text page. */
+function sample(page: string | undefined, name: string): number | undefined {
+  const line = page?.split('\n').find((l) => l.startsWith(`${name} `));
+  return line === undefined ? undefined : Number(line.slice(name.length + 1));
+}
+
+/** The PID among `pid` and its descendants whose command line runs kproxy.ts (nsenter execs, so `pid`). */
+function daemonPid(pid: number): number | undefined {
+  const cmdline = (p: number) => {
+    try {
+      return readFileSync(`/proc/${p}/cmdline`, 'utf8');
+    } catch {
+      return '';
+    }
+  };
+  const children = (p: number) => {
+    const file = `/proc/${p}/task/${p}/children`;
+    return existsSync(file) ? readFileSync(file, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number) : [];
+  };
+  const queue = [pid];
+  for (let p = queue.shift(); p !== undefined; p = queue.shift()) {
+    if (cmdline(p).includes('kproxy.ts')) return p;
+    queue.push(...children(p));
+  }
+  return undefined;
+}
+
+/** VmRSS, VmHWM, RssAnon, RssFile, RssShmem of a process, in MiB. */
+function processMemoryMiB(pid: number): Record<string, number> {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const field = (name: string) => {
+    const match = new RegExp(`^${name}:\\s+(\\d+) kB$`, 'm').exec(status);
+    if (!match) throw new Error(`/proc/${pid}/status has no ${name}`);
+    return round(Number(match[1]) / 1024);
+  };
+  return {
+    rssMiB: field('VmRSS'),
+    peakRssMiB: field('VmHWM'),
+    rssAnonMiB: field('RssAnon'),
+    rssFileMiB: field('RssFile'),
+    rssShmemMiB: field('RssShmem'),
+  };
+}
+
+interface SyncLine {
+  readonly kind?: string;
+  readonly durationMs?: number;
+  readonly servicePorts?: number;
+  readonly endpoints?: number;
+  readonly objects?: number;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+const lab = new Lab(`bench-daemon-${process.pid}`);
+const dir = mkdtempSync(join(tmpdir(), 'kproxy-bench-daemon-'));
+let daemon: ChildProcess | undefined;
+let api: LabProcess | undefined;
+// The daemon is not a Lab process (it is spawned through nsenter): kill it however this one ends.
+const killDaemon = () => {
+  if (daemon && daemon.exitCode === null && daemon.signalCode === null && daemon.pid !== undefined) {
+    try {
+      process.kill(daemon.pid, 'SIGKILL');
+    } catch {
+      // Already gone.
+    }
+  }
+};
+process.on('exit', killDaemon);
+try {
+  const data = join(dir, 'cluster.json');
+  await writeCluster(data);
+  const config = join(dir, 'config.yaml');
+  writeFileSync(config, CONFIG);
+
+  const ns = await lab.addNetns('node'); // loopback is up
+  api = lab.spawn(ns, NODE_BIN, [API_MAIN, '--port', '6443', '--data', data]);
+  await api.waitFor('listening', TIMEOUT_MS);
+
+  const spawnedAt = Date.now();
+  const child = spawn(
+    'nsenter',
+    [`--net=/run/netns/${ns}`, '--', NODE_BIN, KPROXY, 'run', '--config', config, '--master', API],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  daemon = child;
+  const syncLines: SyncLine[] = [];
+  let stderr = '';
+  let partial = '';
+  const log = values.log === undefined ? undefined : createWriteStream(values.log);
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+    log?.write(chunk);
+    const lines = (partial + chunk).split('\n');
+    partial = lines.pop()!;
+    for (const line of lines) if (line.includes('"msg":"rules synced"')) syncLines.push(JSON.parse(line));
+  });
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr = (stderr + chunk).slice(-4000);
+  });
+  const exited = once(child, 'exit');
+
+  // First sync: the last-successful-sync timestamp appears (0 until then).
+  let syncedAt: number | undefined;
+  while (syncedAt === undefined) {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(`kproxy run exited (${child.exitCode ?? child.signalCode}): ${stderr.trim()}`);
+    }
+    if (Date.now() - spawnedAt > TIMEOUT_MS) throw new Error(`no sync within ${values.timeout} s`);
+    const last = sample(await scrape(ns), 'kubeproxy_sync_proxy_rules_last_timestamp_seconds');
+    if (last !== undefined && last > 0) syncedAt = last * 1000;
+    else await sleep(500);
+  }
+  const timeToFirstSyncSeconds = (syncedAt - spawnedAt) / 1000;
+  // The log line of that sync may trail the metric by a moment.
+  for (let waited = 0; syncLines.length === 0 && waited < 5000; waited += 100) await sleep(100);
+  const first = syncLines[0] ?? {};
+
+  await sleep(IDLE_SECONDS * 1000);
+  const pid = daemonPid(child.pid!);
+  if (pid === undefined) throw new Error(`no kproxy.ts process under PID ${child.pid}`);
+  const memory = processMemoryMiB(pid);
+  const page = await scrape(ns);
+
+  child.kill('SIGTERM');
+  const stopTimer = setTimeout(killDaemon, 30_000);
+  const [exitCode, signal] = (await exited) as [number | null, NodeJS.Signals | null];
+  clearTimeout(stopTimer);
+  await api.kill();
+
+  const heapUsed = sample(page, 'nodejs_heap_size_used_bytes');
+  reportSection({
+    services,
+    endpointsPerService: endpoints,
+    nodes,
+    idleSeconds: IDLE_SECONDS,
+    daemonPid: pid,
+    viaNsenterExec: pid === child.pid,
+    ...memory,
+    heapUsedMiB: heapUsed === undefined ? undefined : round(heapUsed / 2 ** 20),
+    timeToFirstSyncSeconds: round(timeToFirstSyncSeconds, 2),
+    firstSyncKind: first.kind,
+    firstSyncMs: first.durationMs,
+    servicePortsSynced: first.servicePorts,
+    endpointsSynced: first.endpoints,
+    ruleObjects: sample(page, 'kproxy_sync_proxy_rules_objects') ?? first.objects,
+    syncsDuringRun: syncLines.length,
+    daemonExit: exitCode ?? signal,
+  });
+  if (first.servicePorts !== services) {
+    console.error(`daemon-memory: the first sync had ${first.servicePorts} service ports, not ${services}`);
+    process.exitCode = 1;
+  }
+} finally {
+  killDaemon();
+  await api?.kill();
+  await lab.destroy();
+  rmSync(dir, { recursive: true, force: true });
+}
