@@ -1,15 +1,19 @@
 // A generic informer: keeps a Store of one resource equal to the API server's state and tells
 // listeners what changed. list (paginated) → watch from the list's resourceVersion → on a normal
-// end, watch again; on 410 Expired, relist and let the result replace the store (deletions missed
-// meanwhile become delete events); on errors, capped backoff with jitter honouring Retry-After.
+// end, watch again; on 410 Expired, relist: what the list brings is applied as it arrives and
+// what it never brought is deleted at its end (deletions missed meanwhile become delete events);
+// on errors, capped backoff with jitter honouring Retry-After.
 // Watch-list (sendInitialEvents) replaces the paginated list when the server offers it.
+//
+// The store may keep less than the whole object (the `keep` option): a consumer that copies what
+// it needs from each event (the model) does not need a second copy of every object here.
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { Backoff, type BackoffOptions } from './backoff.ts';
 import { type ApiError, formatApiError, isExpired, type KubeApi, type WatchItem } from './client.ts';
 import type { InformerMetrics } from './informer-metrics.ts';
-import type { KubeObject } from './objects.ts';
+import type { KubeObject, ObjectHead } from './objects.ts';
 import { objectKey, type ResourceType } from './resources.ts';
 import { SharedParts } from './shared-parts.ts';
 import { type ReadonlyStore, Store } from './store.ts';
@@ -22,13 +26,21 @@ export type Decoder = (
   | { readonly kind: 'invalid'; readonly problem: { readonly object: string; readonly reason: string } }
   | { readonly kind: 'ignored'; readonly reason: string };
 
-export type InformerEvent<T extends KubeObject> =
+/** `old` and deleted objects are what the store kept of them (K). */
+export type InformerEvent<T extends KubeObject, K extends ObjectHead = T> =
   | { readonly type: 'add'; readonly object: T }
-  | { readonly type: 'update'; readonly old: T; readonly object: T }
-  | { readonly type: 'delete'; readonly object: T };
+  | { readonly type: 'update'; readonly old: K; readonly object: T }
+  | { readonly type: 'delete'; readonly object: K };
 
-export interface InformerOptions {
+/** A store option: keep only the object's head. */
+export function objectHead(object: KubeObject): ObjectHead {
+  return { kind: object.kind, metadata: object.metadata };
+}
+
+export interface InformerOptions<T extends KubeObject = KubeObject, K extends ObjectHead = T> {
   readonly api: KubeApi;
+  /** What the store keeps of each object; the whole object when absent. */
+  readonly keep?: (object: T) => K;
   readonly resource: ResourceType;
   readonly decode: Decoder;
   readonly labelSelector?: string;
@@ -74,14 +86,15 @@ interface RawMeta {
   readonly apiVersion?: unknown;
 }
 
-export class Informer<T extends KubeObject> {
-  readonly #store = new Store<T>();
-  readonly #options: InformerOptions;
+export class Informer<T extends KubeObject, K extends ObjectHead = T> {
+  readonly #store = new Store<K>();
+  readonly #options: InformerOptions<T, K>;
+  readonly #keep: (object: T) => K;
   readonly #resource: ResourceType;
   readonly #log: Logger;
   readonly #backoff: Backoff;
   readonly #random: () => number;
-  readonly #listeners = new Set<(event: InformerEvent<T>) => void>();
+  readonly #listeners = new Set<(event: InformerEvent<T, K>) => void>();
   readonly #abort = new AbortController();
   readonly #shared = new SharedParts();
   #useWatchList: boolean;
@@ -89,8 +102,9 @@ export class Informer<T extends KubeObject> {
   #syncWaiters: (() => void)[] = [];
   #running: Promise<void> | undefined;
 
-  constructor(options: InformerOptions) {
+  constructor(options: InformerOptions<T, K>) {
     this.#options = options;
+    this.#keep = options.keep ?? ((object) => object as unknown as K);
     this.#resource = options.resource;
     this.#log = options.logger.child({ resource: options.resource.plural });
     this.#random = options.random ?? Math.random;
@@ -98,12 +112,12 @@ export class Informer<T extends KubeObject> {
     this.#useWatchList = options.watchList ?? true;
   }
 
-  get store(): ReadonlyStore<T> {
+  get store(): ReadonlyStore<K> {
     return this.#store;
   }
 
   /** Listeners run synchronously, after the store already holds the change. Returns unsubscribe. */
-  onChange(listener: (event: InformerEvent<T>) => void): () => void {
+  onChange(listener: (event: InformerEvent<T, K>) => void): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
   }
@@ -185,9 +199,9 @@ export class Informer<T extends KubeObject> {
     }
   }
 
-  /** Pages through the whole collection and replaces the store with it. */
+  /** Pages through the whole collection; the store becomes exactly what it lists. */
   async #list(): Promise<{ ok: true; rv: string } | { ok: false; error: ApiError }> {
-    const fresh = new Map<string, T>();
+    const listed = new Set<string>();
     let cont: string | undefined;
     for (;;) {
       const page = await this.#options.api.list(
@@ -204,28 +218,28 @@ export class Informer<T extends KubeObject> {
           // The snapshot behind the continue token is gone: start the list over.
           this.#log.info('list continue token expired; listing from the start');
           this.#count('errors', 'expired');
-          fresh.clear();
+          listed.clear();
           cont = undefined;
           continue;
         }
         return page;
       }
-      for (const raw of page.value.items) this.#decodeInto(fresh, raw);
+      for (const raw of page.value.items) this.#applyListed(listed, raw);
       cont = page.value.continue;
       if (!cont) {
-        this.#replace(fresh);
+        this.#completeRelist(listed);
         return { ok: true, rv: page.value.resourceVersion };
       }
     }
   }
 
   /**
-   * One watch. Without session.rv it is a watch-list: events up to the initial-events-end bookmark
-   * build a fresh store that then replaces the old one. session.rv follows the stream.
+   * One watch. Without session.rv it is a watch-list: its events up to the initial-events-end
+   * bookmark are a relist. session.rv follows the stream.
    */
   async #watch(session: { rv: string | undefined }): Promise<WatchEnd> {
     const signal = this.#abort.signal;
-    const initial = session.rv === undefined ? new Map<string, T>() : undefined;
+    const initial = session.rv === undefined ? new Set<string>() : undefined;
     const { min, max } = this.#options.watchTimeoutSeconds ?? { min: 300, max: 600 };
     const timeoutSeconds = min + Math.floor(this.#random() * (max - min + 1));
     const watchdog = AbortSignal.timeout(timeoutSeconds * 1000 + (this.#options.watchGraceMs ?? 30_000));
@@ -257,12 +271,12 @@ export class Informer<T extends KubeObject> {
       }
       if (pending && session.rv !== undefined) {
         // The initial-events-end bookmark arrived: the watch-list is complete.
-        this.#replace(pending);
+        this.#completeRelist(pending);
         pending = undefined;
       }
     }
     if (signal.aborted) return { kind: 'stopped' };
-    // A watch-list that ended before its initial events completed left nothing usable.
+    // A watch-list that ended before its initial events completed must be done again.
     if (pending) session.rv = undefined;
     return { kind: 'closed', empty: !sawEvent };
   }
@@ -280,7 +294,7 @@ export class Informer<T extends KubeObject> {
   #handleItem(
     item: WatchItem,
     session: { rv: string | undefined },
-    pending: Map<string, T> | undefined,
+    listed: Set<string> | undefined,
   ): WatchEnd | undefined {
     if (item.kind === 'error') return { kind: 'failed', error: item.error };
     if (item.kind === 'malformed') {
@@ -294,16 +308,16 @@ export class Informer<T extends KubeObject> {
     switch (item.type) {
       case 'ADDED':
       case 'MODIFIED':
-        if (pending) this.#decodeInto(pending, raw);
+        if (listed) this.#applyListed(listed, raw);
         else this.#apply(raw);
         break;
       case 'DELETED':
-        if (pending) pending.delete(rawKey(raw));
-        else this.#remove(rawKey(raw));
+        listed?.delete(rawKey(raw));
+        this.#remove(rawKey(raw));
         break;
       case 'BOOKMARK':
         // During a watch-list only the marked bookmark makes the stream resumable.
-        if (pending && raw.metadata?.annotations?.[INITIAL_EVENTS_END] !== 'true') return undefined;
+        if (listed && raw.metadata?.annotations?.[INITIAL_EVENTS_END] !== 'true') return undefined;
         if (rv !== undefined) session.rv = rv;
         return undefined;
       case 'ERROR': {
@@ -321,15 +335,29 @@ export class Informer<T extends KubeObject> {
         this.#log.warn({ type: item.type }, 'watch event of unknown type skipped');
         return undefined;
     }
-    if (!pending && rv !== undefined) session.rv = rv;
+    if (!listed && rv !== undefined) session.rv = rv;
     return undefined;
   }
 
-  /** Decodes a raw object; a valid one goes into `into`, an invalid or ignored one leaves it. */
-  #decodeInto(into: Map<string, T>, raw: unknown): void {
-    const decoded = this.#decode(raw);
-    if (decoded) into.set(objectKey(decoded.metadata), decoded);
-    else into.delete(rawKey(raw as RawMeta | null));
+  /**
+   * One object of a relist, applied now so that the decoded objects of a large list never pile
+   * up: an unchanged resourceVersion is not an event; an object that no longer decodes is dropped.
+   */
+  #applyListed(listed: Set<string>, raw: unknown): void {
+    const object = this.#decode(raw);
+    if (!object) {
+      const key = rawKey(raw as RawMeta | null);
+      listed.delete(key);
+      this.#remove(key);
+      return;
+    }
+    const key = objectKey(object.metadata);
+    listed.add(key);
+    const old = this.#store.get(key);
+    const rv = object.metadata.resourceVersion;
+    if (rv && old?.metadata.resourceVersion === rv) return;
+    this.#store.set(key, this.#keep(object));
+    this.#emit(old ? { type: 'update', old, object } : { type: 'add', object });
   }
 
   #decode(raw: unknown): T | undefined {
@@ -367,7 +395,7 @@ export class Informer<T extends KubeObject> {
       this.#remove(rawKey(raw));
       return;
     }
-    const old = this.#store.set(objectKey(object.metadata), object);
+    const old = this.#store.set(objectKey(object.metadata), this.#keep(object));
     this.#emit(old ? { type: 'update', old, object } : { type: 'add', object });
   }
 
@@ -376,19 +404,9 @@ export class Informer<T extends KubeObject> {
     if (old) this.#emit({ type: 'delete', object: old });
   }
 
-  /** The store becomes exactly `fresh`; differences are emitted as add/update/delete. */
-  #replace(fresh: Map<string, T>): void {
-    for (const key of [...this.#store.keys()]) if (!fresh.has(key)) this.#remove(key);
-    for (const [key, object] of fresh) {
-      const old = this.#store.set(key, object);
-      if (!old) this.#emit({ type: 'add', object });
-      else if (
-        old.metadata.resourceVersion !== object.metadata.resourceVersion ||
-        !old.metadata.resourceVersion
-      ) {
-        this.#emit({ type: 'update', old, object });
-      }
-    }
+  /** A relist is complete: what it did not list is gone. */
+  #completeRelist(listed: ReadonlySet<string>): void {
+    for (const key of [...this.#store.keys()]) if (!listed.has(key)) this.#remove(key);
     if (!this.#synced) {
       this.#synced = true;
       this.#log.info({ objects: this.#store.size }, 'synced');
@@ -397,7 +415,7 @@ export class Informer<T extends KubeObject> {
     }
   }
 
-  #emit(event: InformerEvent<T>): void {
+  #emit(event: InformerEvent<T, K>): void {
     for (const listener of this.#listeners) listener(event);
   }
 

@@ -105,6 +105,12 @@ export interface Node {
 
 export type KubeObject = Service | EndpointSlice | Node;
 
+/** The least an informer's store keeps of an object: what keys it and tells whether it changed. */
+export interface ObjectHead {
+  readonly kind: KubeObject['kind'];
+  readonly metadata: ObjectMeta;
+}
+
 /** The label that ties an EndpointSlice to its Service. */
 export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
 /** Services and slices with this label belong to another proxy. */

@@ -1,17 +1,20 @@
 // The three informers a proxy needs, with kube-proxy's server-side selectors: Services and
 // EndpointSlices that no other proxy claims (or, with a proxy name, only those claiming us;
 // headless services' slices never), and this node's own Node object.
+// The stores keep only the heads of Services and EndpointSlices: the model copies what it needs
+// from each event, and a second copy of 30,000 slices would cost more than the model itself.
 
 import type { Logger } from 'pino';
 import type { BackoffOptions } from './backoff.ts';
 import type { KubeApi } from './client.ts';
 import { decodeObject } from './decode.ts';
-import { Informer } from './informer.ts';
+import { Informer, objectHead } from './informer.ts';
 import type { InformerMetrics } from './informer-metrics.ts';
 import {
   type EndpointSlice,
   HEADLESS_LABEL,
   type Node,
+  type ObjectHead,
   SERVICE_PROXY_NAME_LABEL,
   type Service,
 } from './objects.ts';
@@ -41,8 +44,8 @@ export interface ProxyInformersOptions {
 }
 
 export interface ProxyInformers {
-  readonly services: Informer<Service>;
-  readonly endpointSlices: Informer<EndpointSlice>;
+  readonly services: Informer<Service, ObjectHead>;
+  readonly endpointSlices: Informer<EndpointSlice, ObjectHead>;
   readonly node: Informer<Node>;
 }
 
@@ -56,13 +59,15 @@ export function createProxyInformers(options: ProxyInformersOptions): ProxyInfor
     ...(options.watchList === undefined ? {} : { watchList: options.watchList }),
   };
   return {
-    services: new Informer<Service>({
+    services: new Informer<Service, ObjectHead>({
       ...common,
+      keep: objectHead,
       resource: SERVICES,
       labelSelector: serviceLabelSelector(options.proxyName),
     }),
-    endpointSlices: new Informer<EndpointSlice>({
+    endpointSlices: new Informer<EndpointSlice, ObjectHead>({
       ...common,
+      keep: objectHead,
       resource: ENDPOINT_SLICES,
       labelSelector: endpointSliceLabelSelector(options.proxyName),
     }),

@@ -1,8 +1,9 @@
-// Memory: tens of thousands of decoded objects repeat the same small parts (endpoint conditions,
-// port lists, IP family lists). The informer stores one shared, frozen instance of each distinct
-// part instead of a copy per object, which is most of what keeps 30,000 services and 30,000
-// ten-endpoint slices under 100 MiB. Shared parts are frozen so that a consumer that wrongly
-// mutates one fails loudly instead of silently changing many objects.
+// Memory: tens of thousands of decoded objects repeat the same small parts (port lists, IP family
+// lists, topology hints). Each decoded object gets one shared, frozen instance of each distinct
+// part instead of a copy of its own, for the parts a consumer keeps: the model keeps Services
+// and the hints of slice endpoints (not the slices, nor their endpoints' conditions). Shared parts
+// are frozen so that a consumer that wrongly mutates one fails loudly instead of silently
+// changing many objects.
 
 import type { EndpointSlice, EndpointSliceEndpoint, KubeObject, Service } from './objects.ts';
 
@@ -40,19 +41,12 @@ export class SharedParts {
   }
 
   #slice(slice: EndpointSlice): EndpointSlice {
-    return {
-      ...slice,
-      ...(slice.ports ? { ports: this.share(slice.ports) } : {}),
-      ...(slice.endpoints ? { endpoints: slice.endpoints.map((e) => this.#endpoint(e)) } : {}),
-    };
+    if (!slice.endpoints?.some((endpoint) => endpoint.hints)) return slice;
+    return { ...slice, endpoints: slice.endpoints.map((e) => this.#endpoint(e)) };
   }
 
   #endpoint(endpoint: EndpointSliceEndpoint): EndpointSliceEndpoint {
-    return {
-      ...endpoint,
-      ...(endpoint.conditions ? { conditions: this.share(endpoint.conditions) } : {}),
-      ...(endpoint.hints ? { hints: this.share(endpoint.hints) } : {}),
-    };
+    return endpoint.hints ? { ...endpoint, hints: this.share(endpoint.hints) } : endpoint;
   }
 
   #service(service: Service): Service {

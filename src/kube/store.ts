@@ -1,9 +1,9 @@
-// The informer's cache: decoded slim objects keyed namespace/name. Consumers read it; only the
-// informer writes it.
+// The informer's cache: decoded slim objects (or only their heads) keyed namespace/name.
+// Consumers read it; only the informer writes it.
 
-import type { KubeObject } from './objects.ts';
+import type { ObjectHead } from './objects.ts';
 
-export interface ReadonlyStore<T extends KubeObject> {
+export interface ReadonlyStore<T extends ObjectHead> {
   get(key: string): T | undefined;
   has(key: string): boolean;
   /** All objects, in key order, so that consumers building state from them are deterministic. */
@@ -12,7 +12,7 @@ export interface ReadonlyStore<T extends KubeObject> {
   readonly size: number;
 }
 
-export class Store<T extends KubeObject> implements ReadonlyStore<T> {
+export class Store<T extends ObjectHead> implements ReadonlyStore<T> {
   #items = new Map<string, T>();
 
   get(key: string): T | undefined {

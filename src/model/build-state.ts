@@ -1,7 +1,8 @@
 // Services + EndpointSlices + this node → ProxyState per IP family: the model's one entry point,
 // called by the CLI (dry-run) and the daemon alike. Input objects come from decodeObject.
-import { type EndpointSlice, type Node, type Service, ZONE_LABEL } from '../kube/objects.ts';
+import { type EndpointSlice, type Node, type ObjectMeta, type Service, ZONE_LABEL } from '../kube/objects.ts';
 import { compareText, indexSlicesByService } from './endpoints.ts';
+import { flatText } from './flat-text.ts';
 import { nodeSettingsByFamily, type ProxyOptions } from './node-settings.ts';
 import { objectRef, type Problem } from './problem.ts';
 import type { DualStackState, IPFamily, ProxyState, ServicePort, ServicePortKey } from './proxy-state.ts';
@@ -27,7 +28,7 @@ export function buildProxyState(input: ModelInput, options: ProxyOptions): Model
   const problems: Problem[] = [];
   const settings = nodeSettingsByFamily(options, input.node, problems);
   const services = uniqueServices(input.services, problems);
-  const slicesByService = indexSlicesByService(input.endpointSlices, problems);
+  const slicesByService = indexSlicesByService(input.endpointSlices, options.nodeName, problems);
   const zone = input.node?.metadata.labels?.[ZONE_LABEL] ?? '';
 
   const state: { [F in IPFamily]?: ProxyState } = {};
@@ -48,8 +49,8 @@ export function buildProxyState(input: ModelInput, options: ProxyOptions): Model
 }
 
 /** "namespace/name": how slices name the service they belong to. */
-export function serviceKey(service: Service): string {
-  return `${service.metadata.namespace ?? 'default'}/${service.metadata.name}`;
+export function serviceKey(service: { readonly metadata: ObjectMeta }): string {
+  return flatText(service.metadata.namespace ?? 'default', '/', service.metadata.name);
 }
 
 /** The same Service twice in the input (e.g. two files): the first one counts. */

@@ -1,7 +1,19 @@
 // EndpointSlices → the endpoints of each service port, as kube-proxy's EndpointSliceCache builds
 // them: all slices of the service that carry this family's addresses, matched to service ports by
 // port name and protocol, deduplicated by ip:port, with the nil condition defaults applied.
-import { type EndpointSlice, type EndpointSliceEndpoint, SERVICE_NAME_LABEL } from '../kube/objects.ts';
+//
+// A slice is turned into the model's record of it (SliceEndpoints) once, when it arrives: the
+// Endpoint objects every ProxyState then shares, already checked against this node. The model
+// keeps that record instead of the slice, so a decoded slice is garbage once its event is handled
+// (at 30,000 ten-endpoint slices the slices held ~50 MiB more than their records).
+import {
+  type EndpointHints,
+  type EndpointSlice,
+  type EndpointSliceEndpoint,
+  type ObjectMeta,
+  SERVICE_NAME_LABEL,
+} from '../kube/objects.ts';
+import { flatText } from './flat-text.ts';
 import { objectRef, type Problem } from './problem.ts';
 import { excludedByLabels } from './proxy-labels.ts';
 import type { Endpoint, IPFamily } from './proxy-state.ts';
@@ -15,66 +27,134 @@ export interface CandidateEndpoint {
   readonly nodeHints: readonly string[];
 }
 
-/** "namespace/service-name" → the service's slices, by slice name (so results do not depend on input order). */
-export type SlicesByService = ReadonlyMap<string, readonly EndpointSlice[]>;
+/** One usable port of a slice and the slice's endpoints on it, in the slice's endpoint order. */
+export interface SlicePortEndpoints {
+  /** portMatchKey of the slice port. */
+  readonly matchKey: string;
+  readonly endpoints: readonly Endpoint[];
+}
 
-/** Groups slices by the Service they belong to, dropping those kube-proxy's informer would not see. */
-export function indexSlicesByService(slices: readonly EndpointSlice[], problems: Problem[]): SlicesByService {
-  const index = new Map<string, EndpointSlice[]>();
-  for (const slice of slices) {
-    if (excludedByLabels(slice.metadata)) continue;
-    const serviceName = slice.metadata.labels?.[SERVICE_NAME_LABEL];
-    if (serviceName === undefined || serviceName === '') {
+/** What the model keeps of one EndpointSlice. */
+export interface SliceEndpoints {
+  /** The slice's name: a service's slices are read in name order, so results never depend on arrival. */
+  readonly name: string;
+  /** The slice's addressType: its endpoints serve only that family's state. */
+  readonly addressType: string;
+  readonly ports: readonly SlicePortEndpoints[];
+  /** Per endpoint (the order of every port's list), its hints; absent when no endpoint has any. */
+  readonly hints?: readonly (EndpointHints | undefined)[];
+}
+
+/** "namespace/service-name" → the service's slice records, in slice-name order. */
+export type SlicesByService = ReadonlyMap<string, readonly SliceEndpoints[]>;
+
+const NO_NAMES: readonly string[] = [];
+
+/**
+ * The "namespace/name" of the Service a slice belongs to; undefined for a slice kube-proxy's
+ * informer would not see, or one that names no service (a problem).
+ */
+export function sliceOwner(metadata: ObjectMeta, problems: Problem[]): string | undefined {
+  if (excludedByLabels(metadata)) return undefined;
+  const serviceName = metadata.labels?.[SERVICE_NAME_LABEL];
+  if (serviceName === undefined || serviceName === '') {
+    problems.push({
+      object: objectRef('EndpointSlice', metadata.namespace, metadata.name),
+      reason: `metadata.labels: no ${SERVICE_NAME_LABEL} label, so the slice belongs to no Service`,
+    });
+    return undefined;
+  }
+  return flatText(metadata.namespace ?? 'default', '/', serviceName);
+}
+
+/**
+ * The model's record of a slice, for a proxy on `nodeName`. Slice ports without a name or a port
+ * number are left out, as kube-proxy ignores them; an unnamed one is reported.
+ */
+export function sliceEndpoints(slice: EndpointSlice, nodeName: string, problems: Problem[]): SliceEndpoints {
+  const raw = slice.endpoints ?? [];
+  const ports: SlicePortEndpoints[] = [];
+  for (const [i, port] of (slice.ports ?? []).entries()) {
+    if (port.name === undefined) {
       problems.push({
         object: objectRef('EndpointSlice', slice.metadata.namespace, slice.metadata.name),
-        reason: `metadata.labels: no ${SERVICE_NAME_LABEL} label, so the slice belongs to no Service`,
+        reason: `ports[${i}].name: missing, so the port is ignored (an unnamed port has name "")`,
       });
       continue;
     }
-    const unnamed = slice.ports?.findIndex((port) => port.name === undefined) ?? -1;
-    if (unnamed >= 0) {
-      problems.push({
-        object: objectRef('EndpointSlice', slice.metadata.namespace, slice.metadata.name),
-        reason: `ports[${unnamed}].name: missing, so the port is ignored (an unnamed port has name "")`,
-      });
-    }
-    const key = `${slice.metadata.namespace ?? 'default'}/${serviceName}`;
-    const group = index.get(key);
-    if (group === undefined) index.set(key, [slice]);
-    else group.push(slice);
+    if (port.port === undefined || port.port === 0) continue;
+    const number = port.port;
+    ports.push({
+      matchKey: portMatchKey(port.name, port.protocol ?? 'TCP'),
+      endpoints: raw.map((endpoint) => endpointOf(endpoint, number, nodeName)),
+    });
   }
-  for (const group of index.values()) {
-    if (group.length > 1) group.sort((a, b) => compareText(a.metadata.name, b.metadata.name));
+  const record = { name: slice.metadata.name, addressType: slice.addressType, ports };
+  return raw.some((endpoint) => endpoint.hints !== undefined)
+    ? { ...record, hints: raw.map((endpoint) => endpoint.hints) }
+    : record;
+}
+
+function endpointOf(raw: EndpointSliceEndpoint, port: number, nodeName: string): Endpoint {
+  const conditions = raw.conditions;
+  // kube-proxy's nil defaults: unknown readiness and serving mean yes, unknown terminating means no.
+  return {
+    ip: raw.addresses[0]!,
+    port,
+    isLocal: nodeName !== '' && raw.nodeName === nodeName,
+    ready: conditions?.ready ?? true,
+    serving: conditions?.serving ?? true,
+    terminating: conditions?.terminating ?? false,
+  };
+}
+
+/** Groups the records of slices by the Service they belong to, each group in slice-name order. */
+export function indexSlicesByService(
+  slices: readonly EndpointSlice[],
+  nodeName: string,
+  problems: Problem[],
+): SlicesByService {
+  const index = new Map<string, SliceEndpoints[]>();
+  for (const slice of slices) {
+    const owner = sliceOwner(slice.metadata, problems);
+    if (owner === undefined) continue;
+    const record = sliceEndpoints(slice, nodeName, problems);
+    const group = index.get(owner);
+    if (group === undefined) index.set(owner, [record]);
+    else group.push(record);
   }
+  for (const group of index.values()) if (group.length > 1) group.sort(bySliceName);
   return index;
+}
+
+export function bySliceName(a: SliceEndpoints, b: SliceEndpoints): number {
+  return compareText(a.name, b.name);
 }
 
 /** The key endpoints are matched on: a slice port and a service port match by name and protocol. */
 export function portMatchKey(portName: string, protocol: string): string {
-  return `${portName}/${protocol}`;
+  return flatText(portName, '/', protocol);
 }
 
 /**
  * The endpoints of one service for `family`, by portMatchKey, each list sorted by ip then port.
- * Slice ports without a name or a port number are ignored, as kube-proxy does.
+ * `slices` are the service's own, in slice-name order.
  */
 export function endpointsByPort(
-  slices: readonly EndpointSlice[],
+  slices: readonly SliceEndpoints[],
   family: IPFamily,
-  nodeName: string,
 ): Map<string, CandidateEndpoint[]> {
   const byPort = new Map<string, Map<string, CandidateEndpoint>>();
   for (const slice of slices) {
     if (slice.addressType !== family) continue;
-    for (const port of slice.ports ?? []) {
-      if (port.name === undefined || port.port === undefined || port.port === 0) continue;
-      const key = portMatchKey(port.name, port.protocol ?? 'TCP');
-      let set = byPort.get(key);
+    for (const port of slice.ports) {
+      let set = byPort.get(port.matchKey);
       if (set === undefined) {
         set = new Map();
-        byPort.set(key, set);
+        byPort.set(port.matchKey, set);
       }
-      for (const raw of slice.endpoints ?? []) addEndpoint(set, candidateOf(raw, port.port, nodeName));
+      for (const [i, endpoint] of port.endpoints.entries())
+        addEndpoint(set, candidateOf(endpoint, slice.hints?.[i]));
     }
   }
   const result = new Map<string, CandidateEndpoint[]>();
@@ -82,23 +162,11 @@ export function endpointsByPort(
   return result;
 }
 
-function candidateOf(raw: EndpointSliceEndpoint, port: number, nodeName: string): CandidateEndpoint {
-  const conditions = raw.conditions;
-  // kube-proxy's nil defaults: unknown readiness and serving mean yes, unknown terminating means no.
-  const ready = conditions?.ready ?? true;
-  const serving = conditions?.serving ?? true;
-  const terminating = conditions?.terminating ?? false;
+function candidateOf(endpoint: Endpoint, hints: EndpointHints | undefined): CandidateEndpoint {
   return {
-    endpoint: {
-      ip: raw.addresses[0]!,
-      port,
-      isLocal: nodeName !== '' && raw.nodeName === nodeName,
-      ready,
-      serving,
-      terminating,
-    },
-    zoneHints: raw.hints?.forZones?.map((hint) => hint.name) ?? [],
-    nodeHints: raw.hints?.forNodes?.map((hint) => hint.name) ?? [],
+    endpoint,
+    zoneHints: hints?.forZones?.map((hint) => hint.name) ?? NO_NAMES,
+    nodeHints: hints?.forNodes?.map((hint) => hint.name) ?? NO_NAMES,
   };
 }
 

@@ -6,9 +6,10 @@
 // Its states deep-equal buildProxyState over the same objects (the property test checks that).
 // A node change recomputes everything, as the node's IPs, CIDRs and zone feed every service.
 import { isDeepStrictEqual } from 'node:util';
-import { type EndpointSlice, type Node, type Service, ZONE_LABEL } from '../kube/objects.ts';
+import { type EndpointSlice, type Node, type ObjectMeta, type Service, ZONE_LABEL } from '../kube/objects.ts';
 import { serviceKey } from './build-state.ts';
-import { compareText, indexSlicesByService } from './endpoints.ts';
+import { bySliceName, compareText, type SliceEndpoints, sliceEndpoints, sliceOwner } from './endpoints.ts';
+import { flatText } from './flat-text.ts';
 import { LayeredPortMap } from './layered-port-map.ts';
 import { type NodeSettingsByFamily, nodeSettingsByFamily, type ProxyOptions } from './node-settings.ts';
 import type { Problem } from './problem.ts';
@@ -32,7 +33,8 @@ export interface ModelUpdate {
 }
 
 interface SliceEntry {
-  readonly slice: EndpointSlice;
+  /** Undefined when the slice belongs to no service: it is only remembered for its problems. */
+  readonly record: SliceEndpoints | undefined;
   /** The "namespace/name" of the service it belongs to; undefined when it belongs to none. */
   readonly owner: string | undefined;
 }
@@ -47,7 +49,7 @@ const FAMILIES: readonly IPFamily[] = ['IPv4', 'IPv6'];
 const NO_PORTS: PortsOfService = [];
 
 function objectKey(metadata: { readonly namespace?: string; readonly name: string }): string {
-  return `${metadata.namespace ?? 'default'}/${metadata.name}`;
+  return flatText(metadata.namespace ?? 'default', '/', metadata.name);
 }
 
 export class ModelCache {
@@ -56,8 +58,8 @@ export class ModelCache {
   readonly #slices = new Map<string, SliceEntry>();
   /** Only slices with problems, so collecting them does not walk every slice. */
   readonly #sliceProblems = new Map<string, readonly Problem[]>();
-  /** Service "namespace/name" → the keys of its slices. */
-  readonly #slicesOfService = new Map<string, Set<string>>();
+  /** Service "namespace/name" → the keys of its slices (an array: most services have one; a Set costs ~150 bytes). */
+  readonly #slicesOfService = new Map<string, readonly string[]>();
   #node: Node | undefined;
   /** Services to recompute at the next update. */
   readonly #dirty = new Set<string>();
@@ -78,30 +80,28 @@ export class ModelCache {
     this.#dirty.add(key);
   }
 
-  deleteService(service: Service): void {
+  deleteService(service: { readonly metadata: ObjectMeta }): void {
     const key = serviceKey(service);
     this.#services.delete(key);
     this.#dirty.add(key);
   }
 
+  /** The slice is not kept: only the model's record of it (endpoints.ts). */
   setEndpointSlice(slice: EndpointSlice): void {
     const key = objectKey(slice.metadata);
     this.#dropSlice(key);
     const problems: Problem[] = [];
-    const [owner] = indexSlicesByService([slice], problems).keys();
-    this.#slices.set(key, { slice, owner });
+    const owner = sliceOwner(slice.metadata, problems);
+    const record = owner === undefined ? undefined : sliceEndpoints(slice, this.#options.nodeName, problems);
+    this.#slices.set(key, { record, owner });
     if (problems.length > 0) this.#sliceProblems.set(key, problems);
     if (owner === undefined) return;
-    let keys = this.#slicesOfService.get(owner);
-    if (keys === undefined) {
-      keys = new Set();
-      this.#slicesOfService.set(owner, keys);
-    }
-    keys.add(key);
+    this.#slicesOfService.set(owner, [...(this.#slicesOfService.get(owner) ?? []), key]);
     this.#dirty.add(owner);
   }
 
-  deleteEndpointSlice(slice: EndpointSlice): void {
+  /** Only the slice's metadata is read: an informer keeps no more of a slice (proxy-informers.ts). */
+  deleteEndpointSlice(slice: { readonly metadata: ObjectMeta }): void {
     this.#dropSlice(objectKey(slice.metadata));
   }
 
@@ -161,18 +161,18 @@ export class ModelCache {
     this.#slices.delete(key);
     this.#sliceProblems.delete(key);
     if (entry.owner === undefined) return;
-    const keys = this.#slicesOfService.get(entry.owner);
-    keys?.delete(key);
-    if (keys?.size === 0) this.#slicesOfService.delete(entry.owner);
+    const keys = this.#slicesOfService.get(entry.owner)?.filter((other) => other !== key) ?? [];
+    if (keys.length > 0) this.#slicesOfService.set(entry.owner, keys);
+    else this.#slicesOfService.delete(entry.owner);
     this.#dirty.add(entry.owner);
   }
 
-  /** The service's slices in slice-name order, as indexSlicesByService gives them. */
-  #slicesOf(service: string): EndpointSlice[] {
+  /** The records of the service's slices in slice-name order, as indexSlicesByService gives them. */
+  #slicesOf(service: string): SliceEndpoints[] {
     const keys = this.#slicesOfService.get(service);
     if (keys === undefined) return [];
-    const slices = [...keys].map((key) => this.#slices.get(key)!.slice);
-    return slices.sort((a, b) => compareText(a.metadata.name, b.metadata.name));
+    const slices = keys.map((key) => this.#slices.get(key)!.record!);
+    return slices.sort(bySliceName);
   }
 
   /** New node settings; a family no longer served loses all its ports. */

@@ -1,26 +1,54 @@
 // One Service (and its slices) → its finished ServicePorts of one family: the unit of work both
 // the whole-state build and the incremental model cache repeat per service.
-import type { EndpointSlice, Service } from '../kube/objects.ts';
-import { categorizeEndpoints } from './endpoint-selection.ts';
-import { type CandidateEndpoint, endpointsByPort, portMatchKey } from './endpoints.ts';
+import type { Service } from '../kube/objects.ts';
+import { categorizeEndpoints, type EndpointSelection } from './endpoint-selection.ts';
+import { type CandidateEndpoint, endpointsByPort, portMatchKey, type SliceEndpoints } from './endpoints.ts';
 import type { IPFamily, ServicePort } from './proxy-state.ts';
-import { servicePortsOfFamily } from './service-ports.ts';
+import { type ServicePortBase, servicePortsOfFamily } from './service-ports.ts';
 
 const NO_ENDPOINTS: readonly CandidateEndpoint[] = [];
 
-/** `slices` are the service's own, in slice-name order (indexSlicesByService's order). */
+/** `slices` are the records of the service's own slices, in slice-name order. */
 export function serviceStatePorts(
   service: Service,
-  slices: readonly EndpointSlice[],
+  slices: readonly SliceEndpoints[],
   family: IPFamily,
   nodeName: string,
   zone: string,
 ): ServicePort[] {
   const bases = servicePortsOfFamily(service, family);
   if (bases.length === 0) return [];
-  const endpoints = endpointsByPort(slices, family, nodeName);
+  const endpoints = endpointsByPort(slices, family);
   return bases.map((base) => {
     const candidates = endpoints.get(portMatchKey(base.portName, base.protocol)) ?? NO_ENDPOINTS;
-    return { ...base, ...categorizeEndpoints(candidates, base, nodeName, zone) };
+    return servicePort(base, categorizeEndpoints(candidates, base, nodeName, zone));
   });
+}
+
+/**
+ * Written out field by field: an object spread of this many fields leaves V8 a separate property
+ * array per ServicePort (~110 bytes each, 3 MiB at 30,000 ports).
+ */
+function servicePort(base: ServicePortBase, selection: EndpointSelection): ServicePort {
+  const port: { -readonly [F in keyof ServicePort]: ServicePort[F] } = {
+    key: base.key,
+    namespace: base.namespace,
+    name: base.name,
+    portName: base.portName,
+    protocol: base.protocol,
+    port: base.port,
+    clusterIP: base.clusterIP,
+    nodePort: base.nodePort,
+    externalIPs: base.externalIPs,
+    loadBalancerIPs: base.loadBalancerIPs,
+    loadBalancerSourceRanges: base.loadBalancerSourceRanges,
+    externalPolicyLocal: base.externalPolicyLocal,
+    internalPolicyLocal: base.internalPolicyLocal,
+    healthCheckNodePort: base.healthCheckNodePort,
+    clusterEndpoints: selection.clusterEndpoints,
+    localEndpoints: selection.localEndpoints,
+    hasEndpoints: selection.hasEndpoints,
+  };
+  if (base.sessionAffinity !== undefined) port.sessionAffinity = base.sessionAffinity;
+  return port;
 }

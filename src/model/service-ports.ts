@@ -2,6 +2,7 @@
 // serviceToServiceMap and newBaseServiceInfo). Input comes from decodeObject: IPs are canonical,
 // protocols and types defaulted.
 import type { Service, ServiceSpec } from '../kube/objects.ts';
+import { flatText } from './flat-text.ts';
 import { familyOf } from './ip-address.ts';
 import { excludedByLabels } from './proxy-labels.ts';
 import type { IPFamily, Protocol, ServicePort } from './proxy-state.ts';
@@ -32,7 +33,7 @@ export function servicePortsOfFamily(service: Service, family: IPFamily): Servic
     name,
     clusterIP,
     externalIPs: ofFamily(spec.externalIPs ?? [], family),
-    loadBalancerIPs: type === 'LoadBalancer' ? loadBalancerIPs(service, family) : [],
+    loadBalancerIPs: type === 'LoadBalancer' ? loadBalancerIPs(service, family) : NO_ADDRESSES,
     loadBalancerSourceRanges: ofFamily(spec.loadBalancerSourceRanges ?? [], family),
     externalPolicyLocal,
     internalPolicyLocal: spec.internalTrafficPolicy === 'Local',
@@ -49,7 +50,7 @@ export function servicePortsOfFamily(service: Service, family: IPFamily): Servic
   return (spec.ports ?? []).map((port) => {
     const protocol = (port.protocol ?? 'TCP') as Protocol;
     const base: ServicePortBase = {
-      key: `${namespace}/${name}:${port.port}/${protocol}`,
+      key: flatText(namespace, '/', name, ':', String(port.port), '/', protocol),
       portName: port.name ?? '',
       protocol,
       port: port.port,
@@ -82,20 +83,23 @@ function externallyAccessibleService(spec: ServiceSpec): boolean {
 }
 
 /** Ingress IPs of this family that route to the node as VIPs: not ipMode Proxy, not hostname-only. */
-function loadBalancerIPs(service: Service, family: IPFamily): string[] {
+function loadBalancerIPs(service: Service, family: IPFamily): readonly string[] {
   const ips: string[] = [];
   for (const ingress of service.status?.loadBalancer?.ingress ?? []) {
     if (ingress.ip === undefined || ingress.ip === '') continue;
     if (ingress.ipMode !== undefined && ingress.ipMode !== 'VIP') continue;
-    if (familyOf(ingress.ip) === family && !ips.includes(ingress.ip)) ips.push(ingress.ip);
+    ips.push(ingress.ip);
   }
-  return ips;
+  return ofFamily(ips, family);
 }
 
-function ofFamily(addresses: readonly string[], family: IPFamily): string[] {
+/** Shared by every port without such addresses (most of them): an empty array per port costs 32 bytes. */
+const NO_ADDRESSES: readonly string[] = Object.freeze([]);
+
+function ofFamily(addresses: readonly string[], family: IPFamily): readonly string[] {
   const result: string[] = [];
   for (const address of addresses) {
     if (familyOf(address) === family && !result.includes(address)) result.push(address);
   }
-  return result;
+  return result.length === 0 ? NO_ADDRESSES : result;
 }

@@ -29,7 +29,7 @@ export interface TestInformer<T extends KubeObject> {
 export function startTestInformer<T extends KubeObject>(
   server: StandInApiServer,
   resource: ResourceType,
-  options: Partial<InformerOptions> & { readonly connection?: Partial<ClusterConnection> } = {},
+  options: Partial<InformerOptions<T>> & { readonly connection?: Partial<ClusterConnection> } = {},
 ): TestInformer<T> {
   const client = new KubeClient({ server: server.url, ...options.connection }, { headersTimeoutMs: 500 });
   const registry = new Registry();

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { endpointsByPort } from '../../src/model/endpoints.ts';
+import { endpointsByPort, sliceEndpoints } from '../../src/model/endpoints.ts';
 import { addresses, build, endpoint, portOf, service, slice, THIS_NODE } from './fixtures.ts';
 
 const WEB = 'default/web:80/TCP';
@@ -220,11 +220,8 @@ describe('endpoint conditions', () => {
   ];
   for (const { what, given, want } of cases) {
     it(`applies kube-proxy's nil defaults: ${what}`, () => {
-      const [candidate] = endpointsByPort(
-        [slice('web', [endpoint('10.244.1.5', given)])],
-        'IPv4',
-        THIS_NODE,
-      ).get('http/TCP')!;
+      const record = sliceEndpoints(slice('web', [endpoint('10.244.1.5', given)]), THIS_NODE, []);
+      const [candidate] = endpointsByPort([record], 'IPv4').get('http/TCP')!;
       const { ready, serving, terminating } = candidate!.endpoint;
       assert.deepEqual({ ready, serving, terminating }, want);
     });
