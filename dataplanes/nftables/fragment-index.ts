@@ -13,6 +13,8 @@
 // count chain, a hairpin element, with a reference count). Every other element is keyed by an
 // address its port claims, so it belongs to that port alone, and the elements a port had are
 // recomputed from the port as it was (the caller's previous state) instead of being stored.
+
+import { flatText } from '../../src/model/flat-text.ts';
 import type { NodeSettings, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
 import { familySyntax } from './family-syntax.ts';
 import { type FamilyRuleset, RulesetBuilder } from './ruleset.ts';
@@ -40,13 +42,14 @@ function fragment(family: NftFamily, node: NodeSettings, sp: ServicePort): Map<s
   addServicePort(builder, familySyntax(family === 'ip' ? 'IPv4' : 'IPv6'), node, sp);
   const built = builder.build();
   const parts = new Map<string, Part>();
-  for (const set of built.sets.values()) parts.set(`s\0${set.name}`, { kind: 'set', set });
-  for (const chain of built.chains.values()) parts.set(`c\0${chain.name}`, { kind: 'chain', chain });
+  // Ids are flat strings: the index keeps one per claim and per shared element (see flat-text.ts).
+  for (const set of built.sets.values()) parts.set(flatText('s\0', set.name), { kind: 'set', set });
+  for (const chain of built.chains.values()) parts.set(flatText('c\0', chain.name), { kind: 'chain', chain });
   for (const [set, elements] of built.elements) {
     for (const element of elements.values()) {
-      parts.set(`e\0${set}\0${element.key}`, { kind: 'element', set, element });
+      parts.set(flatText('e\0', set, '\0', element.key), { kind: 'element', set, element });
       const claim = CLAIMS[set];
-      if (claim) parts.set(`k\0${claim}\0${element.key}`, { kind: 'claim', owner: sp.key });
+      if (claim) parts.set(flatText('k\0', claim, '\0', element.key), { kind: 'claim', owner: sp.key });
     }
   }
   return parts;
@@ -77,8 +80,8 @@ function shareable(part: Part): boolean {
 }
 
 /**
- * A shareable part as stored, and how many fragments contribute it (0: absent). The JSON is left
- * out for a plain set element (a hairpin pair, tens of thousands at scale): its id says it all.
+ * A shareable part, and how many fragments contribute it (0: absent). The JSON is left out for a
+ * plain set element (a hairpin pair, one per pod IP at scale): its id says it all.
  */
 interface Shared {
   readonly json: string | undefined;
@@ -107,7 +110,9 @@ export class FragmentIndex {
   readonly node: NodeSettings;
   /** Claim id -> the key of the service port that holds the address. */
   readonly #claims = new Map<string, string>();
-  readonly #shared = new Map<string, Shared>();
+  /** Shared part id -> how many fragments contribute it; apart from the JSON, which most lack. */
+  readonly #sharedCounts = new Map<string, number>();
+  readonly #sharedJson = new Map<string, string>();
 
   private constructor(family: NftFamily, node: NodeSettings) {
     this.family = family;
@@ -136,7 +141,7 @@ export class FragmentIndex {
     const claims = new Map<string, string | undefined>();
     const shared = new Map<string, Shared>();
     const owner = (id: string) => (claims.has(id) ? claims.get(id) : this.#claims.get(id));
-    const current = (id: string) => shared.get(id) ?? this.#shared.get(id) ?? ABSENT;
+    const current = (id: string) => shared.get(id) ?? this.#stored(id);
     const before: Part[] = [];
     const after: Part[] = [];
     for (const sp of removed) {
@@ -168,7 +173,7 @@ export class FragmentIndex {
       }
     }
     for (const [id, next] of shared) {
-      const prev = this.#shared.get(id) ?? ABSENT;
+      const prev = this.#stored(id);
       if (prev.count > 0) before.push(restored(id, prev.json));
       if (next.count > 0) after.push(restored(id, next.json));
     }
@@ -183,10 +188,17 @@ export class FragmentIndex {
           else this.#claims.set(id, key);
         }
         for (const [id, next] of shared) {
-          if (next.count > 0) this.#shared.set(id, next);
-          else this.#shared.delete(id);
+          if (next.count > 0) this.#sharedCounts.set(id, next.count);
+          else this.#sharedCounts.delete(id);
+          if (next.count > 0 && next.json !== undefined) this.#sharedJson.set(id, next.json);
+          else this.#sharedJson.delete(id);
         }
       },
     };
+  }
+
+  #stored(id: string): Shared {
+    const count = this.#sharedCounts.get(id);
+    return count === undefined ? ABSENT : { json: this.#sharedJson.get(id), count };
   }
 }
