@@ -2,10 +2,13 @@
 // test: the app with its production dependencies and the bundled Node in /usr/lib/kproxy, a
 // `kproxy` command in /usr/sbin, the systemd unit, and /etc/kproxy/config.yaml (written only when
 // absent: an operator's configuration is never overwritten). It does not start anything.
+// The app is installed compiled to JavaScript (tsconfig.app.json), in the checkout's layout: a
+// daemon run from TypeScript keeps Node's type stripper loaded, ~30 MiB of RSS for nothing.
 import { chmod, copyFile, cp, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ParseArgsOptionsConfig } from 'node:util';
+import { execa } from 'execa';
 import { commandFlags } from './command-flags.ts';
 import type { CliIO } from './io.ts';
 
@@ -17,17 +20,8 @@ export const COMMAND_PATH = '/usr/sbin/kproxy';
 /** The checkout or installed tree this module runs from. */
 const SOURCE_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
-/** What the app needs at run time; tests, benchmarks and tooling stay behind. */
-const APP_ENTRIES = [
-  'package.json',
-  'package-lock.json',
-  'README.md',
-  'bin',
-  'src',
-  'dataplanes',
-  'examples',
-  'systemd',
-];
+/** What the app needs at run time besides its code; tests, benchmarks and tooling stay behind. */
+const APP_ENTRIES = ['package.json', 'package-lock.json', 'README.md', 'examples', 'systemd'];
 
 const DEFAULT_CONFIG = `# kproxy configuration: kube-proxy's KubeProxyConfiguration, same field names.
 # See ${APP_DIR}/examples/kube-proxy-config.yaml for a fuller example.
@@ -40,7 +34,7 @@ clientConnection:
 
 const COMMAND_SCRIPT = `#!/bin/sh
 # kproxy with its bundled Node (the distribution's may be too old).
-exec ${APP_DIR}/node_modules/node/bin/node ${APP_DIR}/bin/kproxy.ts "$@"
+exec ${APP_DIR}/node_modules/node/bin/node ${APP_DIR}/bin/kproxy.js "$@"
 `;
 
 const INSTALL_OPTIONS: ParseArgsOptionsConfig = {
@@ -81,6 +75,7 @@ export async function install(root: string): Promise<string[]> {
     for (const entry of APP_ENTRIES) {
       await cp(join(SOURCE_ROOT, entry), join(app, entry), { recursive: true, force: true });
     }
+    await compileApp(app);
     for (const dir of await productionPackageDirs()) {
       await cp(join(SOURCE_ROOT, dir), join(app, dir), {
         recursive: true,
@@ -112,6 +107,23 @@ export async function install(root: string): Promise<string[]> {
     done.push(`kept the existing ${config}`);
   }
   return done;
+}
+
+/** bin, src and dataplanes as JavaScript under `app`, with the checkout's TypeScript compiler. */
+async function compileApp(app: string): Promise<void> {
+  const tsc = join(SOURCE_ROOT, 'node_modules/typescript/bin/tsc');
+  const result = await execa(
+    process.execPath,
+    [tsc, '-p', join(SOURCE_ROOT, 'tsconfig.app.json'), '--outDir', app],
+    {
+      reject: false,
+    },
+  );
+  if (result.exitCode !== 0) {
+    throw new Error(
+      `compiling the app failed (run npm ci in the checkout first): ${result.stdout}${result.stderr}`.trim(),
+    );
+  }
 }
 
 /** node_modules/<package> of every non-dev dependency, from the lockfile (nested ones come along). */

@@ -31,26 +31,31 @@ describe('kproxy install --root', () => {
 
     const app = join(root, APP_DIR);
     for (const path of [
-      'bin/kproxy.ts',
-      'src/cli/main.ts',
-      'dataplanes/shared/dataplane.ts',
+      'bin/kproxy.js',
+      'src/cli/main.js',
+      'dataplanes/shared/dataplane.js',
+      'examples/cluster.yaml',
       'node_modules/pino/package.json',
     ]) {
       await access(join(app, path));
     }
+    await assert.rejects(access(join(app, 'src/cli/main.ts')), 'the app is installed as JavaScript');
     await assert.rejects(access(join(app, 'test')), 'tests are not installed');
     await assert.rejects(access(join(app, 'node_modules/typescript')), 'dev dependencies are not installed');
 
     // The installed app runs on its own, with its bundled Node, from outside the checkout.
     const node = join(app, 'node_modules/node/bin/node');
-    const version = await run(node, [join(app, 'bin/kproxy.ts'), 'version'], { cwd: root });
+    const version = await run(node, [join(app, 'bin/kproxy.js'), 'version'], { cwd: root });
     assert.match(version.stdout, /^kproxy \d+\.\d+\.\d+/);
+    // Its files are read relative to the code, as in the checkout: the bundled example renders.
+    const rendered = await run(node, [join(app, 'bin/kproxy.js'), 'render', '--example'], { cwd: root });
+    assert.match(rendered.stdout, /table ip kproxy/);
 
     const command = await readFile(join(root, COMMAND_PATH), 'utf8');
     assert.match(command, /^#!\/bin\/sh\n/);
     assert.match(
       command,
-      new RegExp(`exec ${APP_DIR}/node_modules/node/bin/node ${APP_DIR}/bin/kproxy.ts "\\$@"`),
+      new RegExp(`exec ${APP_DIR}/node_modules/node/bin/node ${APP_DIR}/bin/kproxy.js "\\$@"`),
     );
     assert.equal((await stat(join(root, COMMAND_PATH))).mode & 0o777, 0o755);
 

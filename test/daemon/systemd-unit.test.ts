@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { APP_DIR, CONFIG_PATH } from '../../src/cli/install.ts';
+import { APP_DIR, CONFIG_PATH, install } from '../../src/cli/install.ts';
 
 const run = promisify(execFile);
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
@@ -38,11 +38,12 @@ describe('systemd/kproxy.service', () => {
       t.skip('needs systemd-analyze (apt-get install systemd)');
       return;
     }
-    // verify checks that ExecStart's files exist: point the installed layout at this checkout,
-    // which has the same shape (bin/kproxy.ts, node_modules/node/bin/node).
+    // verify checks that ExecStart's files exist: install under a scratch root and point the
+    // unit there.
     const dir = await mkdtemp(join(tmpdir(), 'kproxy-unit-'));
     t.after(() => rm(dir, { recursive: true, force: true }));
-    const unit = (await readFile(UNIT, 'utf8')).replaceAll(`${APP_DIR}/`, REPO);
+    await install(dir);
+    const unit = (await readFile(UNIT, 'utf8')).replaceAll(`${APP_DIR}/`, `${join(dir, APP_DIR)}/`);
     await writeFile(join(dir, 'kproxy.service'), unit);
     const result = await run('systemd-analyze', ['verify', join(dir, 'kproxy.service')]);
     assert.equal(result.stderr, '', 'no warnings (an unknown or misspelt directive is only a warning)');
@@ -51,8 +52,9 @@ describe('systemd/kproxy.service', () => {
   test('runs the installed kproxy with its config, restarts on failure, and replaces kube-proxy', async () => {
     const unit = settings(await readFile(UNIT, 'utf8'));
     assert.deepEqual(unit.get('ExecStart'), [
-      `${APP_DIR}/node_modules/node/bin/node ${APP_DIR}/bin/kproxy.ts run --config ${CONFIG_PATH}`,
+      `${APP_DIR}/node_modules/node/bin/node ${APP_DIR}/bin/kproxy.js run --config ${CONFIG_PATH}`,
     ]);
+    assert.deepEqual(unit.get('Environment'), ['MALLOC_ARENA_MAX=2']);
     assert.deepEqual(unit.get('Type'), ['exec']);
     assert.deepEqual(unit.get('Restart'), ['on-failure']);
     assert.deepEqual(unit.get('Conflicts'), ['kube-proxy.service']);
