@@ -42,7 +42,7 @@ export function serviceNamespace(i: number): string {
 export function syntheticService(i: number): Service {
   return {
     kind: 'Service',
-    metadata: { name: serviceName(i), namespace: serviceNamespace(i), uid: `uid-svc-${i}` },
+    metadata: { name: serviceName(i), namespace: serviceNamespace(i) },
     spec: {
       type: 'ClusterIP',
       clusterIP: intToIpv4(SERVICE_BASE + i),

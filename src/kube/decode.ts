@@ -18,6 +18,7 @@ import {
   type LoadBalancerIngress,
   type Node,
   type ObjectMeta,
+  READ_LABELS,
   type Service,
   type ServicePortSpec,
   type ServiceSpec,
@@ -143,15 +144,20 @@ function decodeMetadata(raw: unknown, namespaced: boolean): ObjectMeta {
   } else if (typeof meta.namespace === 'string' && meta.namespace !== '')
     fail('metadata.namespace', 'must be empty');
   setIfDefined(out, 'resourceVersion', optionalString(meta, 'resourceVersion', 'metadata'));
-  setIfDefined(out, 'uid', optionalString(meta, 'uid', 'metadata'));
   setIfDefined(out, 'deletionTimestamp', optionalString(meta, 'deletionTimestamp', 'metadata'));
   const labels = optionalObject(meta.labels, 'metadata.labels');
-  if (labels !== undefined) out.labels = stringMap(labels, 'metadata.labels');
+  if (labels !== undefined) setIfDefined(out, 'labels', readLabels(stringMap(labels, 'metadata.labels')));
   // Only the annotation kproxy reads: others (last-applied-configuration...) can be large.
   const annotations = optionalObject(meta.annotations, 'metadata.annotations');
   const trigger = annotations?.[LAST_CHANGE_TRIGGER_TIME_ANNOTATION];
   if (typeof trigger === 'string') out.annotations = { [LAST_CHANGE_TRIGGER_TIME_ANNOTATION]: trigger };
   return out;
+}
+
+/** The labels kproxy reads, or undefined when there are none. */
+function readLabels(labels: Readonly<Record<string, string>>): Readonly<Record<string, string>> | undefined {
+  const read = READ_LABELS.filter((key) => Object.hasOwn(labels, key));
+  return read.length === 0 ? undefined : Object.fromEntries(read.map((key) => [key, labels[key]!]));
 }
 
 function stringMap(raw: JsonObject, path: string): Readonly<Record<string, string>> {
@@ -235,6 +241,8 @@ function decodeClusterIPs(spec: JsonObject, out: Writable<ServiceSpec>): void {
     if (out.clusterIP && first !== undefined && first !== out.clusterIP) {
       fail('spec.clusterIPs[0]', `${show(first)} does not match spec.clusterIP ${show(out.clusterIP)}`);
     }
+    // One string for the address both fields give (the model keeps every Service).
+    if (out.clusterIP && first !== undefined) out.clusterIPs = [out.clusterIP, ...out.clusterIPs.slice(1)];
     if (first !== undefined && second !== undefined && (first === 'None') !== (second === 'None')) {
       fail('spec.clusterIPs[1]', `${show(second)}: a headless Service has no other cluster IP`);
     }

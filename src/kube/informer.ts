@@ -32,9 +32,15 @@ export type InformerEvent<T extends KubeObject, K extends ObjectHead = T> =
   | { readonly type: 'update'; readonly old: K; readonly object: T }
   | { readonly type: 'delete'; readonly object: K };
 
-/** A store option: keep only the object's head. */
+/** A store option: keep only the object's head, sharing its metadata (which a consumer keeps). */
 export function objectHead(object: KubeObject): ObjectHead {
   return { kind: object.kind, metadata: object.metadata };
+}
+
+/** A store option: keep only what identifies the object and its version (a consumer keeps no metadata). */
+export function minimalHead(object: KubeObject): ObjectHead {
+  const { name, namespace, resourceVersion } = object.metadata;
+  return { kind: object.kind, metadata: { name, namespace, resourceVersion } };
 }
 
 export interface InformerOptions<T extends KubeObject = KubeObject, K extends ObjectHead = T> {

@@ -7,7 +7,7 @@ export interface ObjectMeta {
   readonly name: string;
   readonly namespace?: string;
   readonly resourceVersion?: string;
-  readonly uid?: string;
+  /** Only the labels kproxy reads (READ_LABELS). */
   readonly labels?: Readonly<Record<string, string>>;
   readonly annotations?: Readonly<Record<string, string>>;
   readonly deletionTimestamp?: string;
@@ -121,3 +121,13 @@ export const HEADLESS_LABEL = 'service.kubernetes.io/headless';
 export const LAST_CHANGE_TRIGGER_TIME_ANNOTATION = 'endpoints.kubernetes.io/last-change-trigger-time';
 /** Node labels used by topology-aware routing. */
 export const ZONE_LABEL = 'topology.kubernetes.io/zone';
+/**
+ * The labels kproxy reads; decoding drops the others. A Service's labels can be many, and a
+ * change of a Node label kproxy does not read must not look like a change of the node.
+ */
+export const READ_LABELS: readonly string[] = [
+  SERVICE_NAME_LABEL,
+  SERVICE_PROXY_NAME_LABEL,
+  HEADLESS_LABEL,
+  ZONE_LABEL,
+];

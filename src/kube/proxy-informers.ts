@@ -1,14 +1,15 @@
 // The three informers a proxy needs, with kube-proxy's server-side selectors: Services and
 // EndpointSlices that no other proxy claims (or, with a proxy name, only those claiming us;
 // headless services' slices never), and this node's own Node object.
-// The stores keep only the heads of Services and EndpointSlices: the model copies what it needs
-// from each event, and a second copy of 30,000 slices would cost more than the model itself.
+// The stores keep only the heads of Services and EndpointSlices: the model keeps what it needs
+// from each event (Services whole, slices as records), and a second copy of 30,000 slices would
+// cost more than the model itself.
 
 import type { Logger } from 'pino';
 import type { BackoffOptions } from './backoff.ts';
 import type { KubeApi } from './client.ts';
 import { decodeObject } from './decode.ts';
-import { Informer, objectHead } from './informer.ts';
+import { Informer, minimalHead, objectHead } from './informer.ts';
 import type { InformerMetrics } from './informer-metrics.ts';
 import {
   type EndpointSlice,
@@ -67,7 +68,7 @@ export function createProxyInformers(options: ProxyInformersOptions): ProxyInfor
     }),
     endpointSlices: new Informer<EndpointSlice, ObjectHead>({
       ...common,
-      keep: objectHead,
+      keep: minimalHead,
       resource: ENDPOINT_SLICES,
       labelSelector: endpointSliceLabelSelector(options.proxyName),
     }),

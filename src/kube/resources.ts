@@ -1,5 +1,6 @@
 // The three API resources kproxy reads, and where the API server serves them. Shared by the client,
 // the informers and the stand-in API server so that both ends agree on paths and kinds.
+import { flatText } from '../model/flat-text.ts';
 
 export interface ResourceType {
   /** Plural resource name as it appears in the URL path and in metric labels. */
@@ -57,5 +58,5 @@ export function objectPath(resource: ResourceType, namespace: string | undefined
 
 /** The store key of an object: `namespace/name`, or `name` for cluster-scoped objects. */
 export function objectKey(metadata: { readonly name: string; readonly namespace?: string }): string {
-  return metadata.namespace ? `${metadata.namespace}/${metadata.name}` : metadata.name;
+  return metadata.namespace ? flatText(metadata.namespace, '/', metadata.name) : metadata.name;
 }

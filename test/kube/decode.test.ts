@@ -17,7 +17,7 @@ function rawService(
       resourceVersion: '123',
       uid: 'b1e0f2c4',
       creationTimestamp: '2026-01-01T00:00:00Z',
-      labels: { app: 'web' },
+      labels: { app: 'web', 'service.kubernetes.io/service-proxy-name': 'kproxy' },
       annotations: { 'kubectl.kubernetes.io/last-applied-configuration': '{"huge":true}' },
       managedFields: [{ manager: 'kubectl' }],
     },
@@ -83,8 +83,8 @@ describe('decodeObject: what it accepts', () => {
         name: 'web',
         namespace: 'default',
         resourceVersion: '123',
-        uid: 'b1e0f2c4',
-        labels: { app: 'web' },
+        // Only the labels kproxy reads; no uid.
+        labels: { 'service.kubernetes.io/service-proxy-name': 'kproxy' },
       },
       spec: {
         type: 'ClusterIP',
