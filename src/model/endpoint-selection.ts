@@ -1,7 +1,7 @@
 // Which endpoints serve Cluster and Local traffic: kube-proxy's CategorizeEndpoints. Ready
 // endpoints are used; when none is ready, serving+terminating ones are, decided separately for
 // Cluster and for Local traffic. Topology hints narrow Cluster traffic only.
-import type { CandidateEndpoint } from './endpoints.ts';
+import type { CandidateEndpoint, PortCandidates } from './endpoints.ts';
 import type { Endpoint } from './proxy-state.ts';
 import type { ServicePortBase } from './service-ports.ts';
 import { availableForTopology, topologyMode } from './topology.ts';
@@ -34,25 +34,22 @@ const NONE: EndpointSelection = {
 };
 
 export function categorizeEndpoints(
-  candidates: readonly CandidateEndpoint[],
+  { candidates, whole }: PortCandidates,
   port: ServicePortBase,
   nodeName: string,
   zone: string,
 ): EndpointSelection {
   if (candidates.length === 0) return NONE;
+  const pick = (keep: (candidate: CandidateEndpoint) => boolean) => picked(candidates, whole, keep);
   let clusterEndpoints = NO_ENDPOINTS;
   let localEndpoints = NO_ENDPOINTS;
   let hasEndpoints = false;
 
   if (usesClusterEndpoints(port)) {
     const mode = topologyMode(candidates, nodeName, zone);
-    clusterEndpoints = pick(
-      candidates,
-      (c) => c.endpoint.ready && availableForTopology(c, mode, nodeName, zone),
-    );
+    clusterEndpoints = pick((c) => c.endpoint.ready && availableForTopology(c, mode, nodeName, zone));
     // Topology was already ignored if it left no ready endpoint, so none is ready anywhere.
-    if (clusterEndpoints.length === 0)
-      clusterEndpoints = pick(candidates, (c) => isServingTerminating(c.endpoint));
+    if (clusterEndpoints.length === 0) clusterEndpoints = pick((c) => isServingTerminating(c.endpoint));
     hasEndpoints = clusterEndpoints.length > 0;
   }
 
@@ -69,9 +66,9 @@ export function categorizeEndpoints(
       }
     }
     if (hasLocalReady) {
-      localEndpoints = pick(candidates, (c) => c.endpoint.isLocal && c.endpoint.ready);
+      localEndpoints = pick((c) => c.endpoint.isLocal && c.endpoint.ready);
     } else if (hasLocalServingTerminating) {
-      localEndpoints = pick(candidates, (c) => c.endpoint.isLocal && isServingTerminating(c.endpoint));
+      localEndpoints = pick((c) => c.endpoint.isLocal && isServingTerminating(c.endpoint));
     }
   }
   return { clusterEndpoints, localEndpoints, hasEndpoints };
@@ -81,14 +78,19 @@ function isServingTerminating(endpoint: Endpoint): boolean {
   return endpoint.serving && endpoint.terminating;
 }
 
-/** The endpoints of the kept candidates, in an array of exactly their number (kept per port). */
-function pick(
+/**
+ * The endpoints of the kept candidates: `whole` itself when it holds them all (a port served by
+ * one slice, every endpoint kept: most ports), else an array of exactly their number.
+ */
+function picked(
   candidates: readonly CandidateEndpoint[],
+  whole: readonly Endpoint[] | undefined,
   keep: (candidate: CandidateEndpoint) => boolean,
 ): readonly Endpoint[] {
   let count = 0;
   for (const candidate of candidates) if (keep(candidate)) count++;
   if (count === 0) return NO_ENDPOINTS;
+  if (count === candidates.length && whole?.length === count) return whole;
   const result = new Array<Endpoint>(count);
   let i = 0;
   for (const candidate of candidates) if (keep(candidate)) result[i++] = candidate.endpoint;

@@ -14,6 +14,7 @@ import {
   SERVICE_NAME_LABEL,
 } from '../kube/objects.ts';
 import { flatText } from './flat-text.ts';
+import { PackedEndpoint } from './packed-endpoint.ts';
 import { objectRef, type Problem } from './problem.ts';
 import { excludedByLabels } from './proxy-labels.ts';
 import type { Endpoint, IPFamily } from './proxy-state.ts';
@@ -21,13 +22,19 @@ import type { Endpoint, IPFamily } from './proxy-state.ts';
 /** An endpoint with the topology hints that decide whether Cluster traffic from this node may use it. */
 export interface CandidateEndpoint {
   readonly endpoint: Endpoint;
+  /** endpoint.ip, made once: candidates are deduplicated and sorted by it. */
+  readonly ip: string;
   /** Hints' zone names; empty when the endpoint has no zone hints. */
   readonly zoneHints: readonly string[];
   /** Hints' node names; empty when the endpoint has no node hints. */
   readonly nodeHints: readonly string[];
 }
 
-/** One usable port of a slice and the slice's endpoints on it, in the slice's endpoint order. */
+/**
+ * One usable port of a slice and the slice's endpoints on it: in address order, one per address
+ * (the copy a service's endpoint list would keep), so that a port served by this slice alone can
+ * share this array as its endpoint list.
+ */
 export interface SlicePortEndpoints {
   /** portMatchKey of the slice port. */
   readonly matchKey: string;
@@ -41,7 +48,7 @@ export interface SliceEndpoints {
   /** The slice's addressType: its endpoints serve only that family's state. */
   readonly addressType: string;
   readonly ports: readonly SlicePortEndpoints[];
-  /** Per endpoint (the order of every port's list), its hints; absent when no endpoint has any. */
+  /** Per endpoint (in the order of every port's list), its hints; absent when no endpoint has any. */
   readonly hints?: readonly (EndpointHints | undefined)[];
 }
 
@@ -72,23 +79,23 @@ export function sliceOwner(metadata: ObjectMeta, problems: Problem[]): string | 
  * number are left out, as kube-proxy ignores them; an unnamed one is reported.
  */
 export function sliceEndpoints(slice: EndpointSlice, nodeName: string, problems: Problem[]): SliceEndpoints {
-  const raw = slice.endpoints ?? [];
-  const ports: SlicePortEndpoints[] = [];
+  const raw = addressOrder(slice.endpoints ?? []);
+  const usable: { readonly matchKey: string; readonly port: number }[] = [];
   for (const [i, port] of (slice.ports ?? []).entries()) {
     if (port.name === undefined) {
       problems.push({
         object: objectRef('EndpointSlice', slice.metadata.namespace, slice.metadata.name),
         reason: `ports[${i}].name: missing, so the port is ignored (an unnamed port has name "")`,
       });
-      continue;
+    } else if (port.port !== undefined && port.port !== 0) {
+      usable.push({ matchKey: portMatchKey(port.name, port.protocol ?? 'TCP'), port: port.port });
     }
-    if (port.port === undefined || port.port === 0) continue;
-    const number = port.port;
-    ports.push({
-      matchKey: portMatchKey(port.name, port.protocol ?? 'TCP'),
-      endpoints: raw.map((endpoint) => endpointOf(endpoint, number, nodeName)),
-    });
   }
+  // Kept arrays are made by map(): one grown by push keeps room for 16 more (~130 bytes per slice).
+  const ports = usable.map(({ matchKey, port }) => ({
+    matchKey,
+    endpoints: raw.map((endpoint) => endpointOf(endpoint, port, nodeName)),
+  }));
   const record = { name: slice.metadata.name, addressType: slice.addressType, ports };
   return raw.some((endpoint) => endpoint.hints !== undefined)
     ? { ...record, hints: raw.map((endpoint) => endpoint.hints) }
@@ -96,16 +103,31 @@ export function sliceEndpoints(slice: EndpointSlice, nodeName: string, problems:
 }
 
 function endpointOf(raw: EndpointSliceEndpoint, port: number, nodeName: string): Endpoint {
+  return new PackedEndpoint(raw.addresses[0]!, port, conditionsOf(raw, nodeName));
+}
+
+/** kube-proxy's nil defaults: unknown readiness and serving mean yes, unknown terminating means no. */
+function conditionsOf(raw: EndpointSliceEndpoint, nodeName: string): Omit<Endpoint, 'ip' | 'port'> {
   const conditions = raw.conditions;
-  // kube-proxy's nil defaults: unknown readiness and serving mean yes, unknown terminating means no.
   return {
-    ip: raw.addresses[0]!,
-    port,
     isLocal: nodeName !== '' && raw.nodeName === nodeName,
     ready: conditions?.ready ?? true,
     serving: conditions?.serving ?? true,
     terminating: conditions?.terminating ?? false,
   };
+}
+
+/** A slice's endpoints in address order, one per address: the copy addEndpoint would keep. */
+function addressOrder(raw: readonly EndpointSliceEndpoint[]): EndpointSliceEndpoint[] {
+  const kept = new Map<string, EndpointSliceEndpoint>();
+  for (const endpoint of raw) {
+    const ip = endpoint.addresses[0]!;
+    const other = kept.get(ip);
+    if (other === undefined || preference(conditionsOf(endpoint, '')) > preference(conditionsOf(other, ''))) {
+      kept.set(ip, endpoint);
+    }
+  }
+  return [...kept.values()].sort((a, b) => compareText(a.addresses[0]!, b.addresses[0]!));
 }
 
 /** Groups the records of slices by the Service they belong to, each group in slice-name order. */
@@ -136,6 +158,12 @@ export function portMatchKey(portName: string, protocol: string): string {
   return flatText(portName, '/', protocol);
 }
 
+/** The candidates of one service port; `whole` when one slice alone provided them: its own array. */
+export interface PortCandidates {
+  readonly candidates: readonly CandidateEndpoint[];
+  readonly whole: readonly Endpoint[] | undefined;
+}
+
 /**
  * The endpoints of one service for `family`, by portMatchKey, each list sorted by ip then port.
  * `slices` are the service's own, in slice-name order.
@@ -143,28 +171,34 @@ export function portMatchKey(portName: string, protocol: string): string {
 export function endpointsByPort(
   slices: readonly SliceEndpoints[],
   family: IPFamily,
-): Map<string, CandidateEndpoint[]> {
-  const byPort = new Map<string, Map<string, CandidateEndpoint>>();
+): Map<string, PortCandidates> {
+  const byPort = new Map<string, { set: Map<string, CandidateEndpoint>; sources: SlicePortEndpoints[] }>();
   for (const slice of slices) {
     if (slice.addressType !== family) continue;
     for (const port of slice.ports) {
-      let set = byPort.get(port.matchKey);
-      if (set === undefined) {
-        set = new Map();
-        byPort.set(port.matchKey, set);
+      let found = byPort.get(port.matchKey);
+      if (found === undefined) {
+        found = { set: new Map(), sources: [] };
+        byPort.set(port.matchKey, found);
       }
-      for (const [i, endpoint] of port.endpoints.entries())
-        addEndpoint(set, candidateOf(endpoint, slice.hints?.[i]));
+      found.sources.push(port);
+      for (const [i, endpoint] of port.endpoints.entries()) {
+        addEndpoint(found.set, candidateOf(endpoint, slice.hints?.[i]));
+      }
     }
   }
-  const result = new Map<string, CandidateEndpoint[]>();
-  for (const [key, set] of byPort) result.set(key, [...set.values()].sort(compareCandidates));
+  const result = new Map<string, PortCandidates>();
+  for (const [key, { set, sources }] of byPort) {
+    const candidates = [...set.values()].sort(compareCandidates);
+    result.set(key, { candidates, whole: sources.length === 1 ? sources[0]!.endpoints : undefined });
+  }
   return result;
 }
 
 function candidateOf(endpoint: Endpoint, hints: EndpointHints | undefined): CandidateEndpoint {
   return {
     endpoint,
+    ip: endpoint.ip,
     zoneHints: hints?.forZones?.map((hint) => hint.name) ?? NO_NAMES,
     nodeHints: hints?.forNodes?.map((hint) => hint.name) ?? NO_NAMES,
   };
@@ -177,19 +211,19 @@ function candidateOf(endpoint: Endpoint, hints: EndpointHints | undefined): Cand
  * name order), so the result never depends on input order.
  */
 function addEndpoint(set: Map<string, CandidateEndpoint>, candidate: CandidateEndpoint): void {
-  const key = `${candidate.endpoint.ip}|${candidate.endpoint.port}`;
+  const key = `${candidate.ip}|${candidate.endpoint.port}`;
   const existing = set.get(key);
   if (existing === undefined || preference(candidate.endpoint) > preference(existing.endpoint)) {
     set.set(key, candidate);
   }
 }
 
-function preference(endpoint: Endpoint): number {
+function preference(endpoint: Pick<Endpoint, 'terminating' | 'ready'>): number {
   return (endpoint.terminating ? 0 : 2) + (endpoint.ready ? 1 : 0);
 }
 
 function compareCandidates(a: CandidateEndpoint, b: CandidateEndpoint): number {
-  return compareText(a.endpoint.ip, b.endpoint.ip) || a.endpoint.port - b.endpoint.port;
+  return compareText(a.ip, b.ip) || a.endpoint.port - b.endpoint.port;
 }
 
 /** Plain code-unit order: deterministic and locale-independent. */

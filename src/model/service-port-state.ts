@@ -2,11 +2,11 @@
 // the whole-state build and the incremental model cache repeat per service.
 import type { Service } from '../kube/objects.ts';
 import { categorizeEndpoints, type EndpointSelection } from './endpoint-selection.ts';
-import { type CandidateEndpoint, endpointsByPort, portMatchKey, type SliceEndpoints } from './endpoints.ts';
+import { endpointsByPort, type PortCandidates, portMatchKey, type SliceEndpoints } from './endpoints.ts';
 import type { IPFamily, ServicePort } from './proxy-state.ts';
 import { type ServicePortBase, servicePortsOfFamily } from './service-ports.ts';
 
-const NO_ENDPOINTS: readonly CandidateEndpoint[] = [];
+const NO_CANDIDATES: PortCandidates = { candidates: [], whole: undefined };
 
 /** `slices` are the records of the service's own slices, in slice-name order. */
 export function serviceStatePorts(
@@ -20,8 +20,8 @@ export function serviceStatePorts(
   if (bases.length === 0) return [];
   const endpoints = endpointsByPort(slices, family);
   return bases.map((base) => {
-    const candidates = endpoints.get(portMatchKey(base.portName, base.protocol)) ?? NO_ENDPOINTS;
-    return servicePort(base, categorizeEndpoints(candidates, base, nodeName, zone));
+    const found = endpoints.get(portMatchKey(base.portName, base.protocol)) ?? NO_CANDIDATES;
+    return servicePort(base, categorizeEndpoints(found, base, nodeName, zone));
   });
 }
 

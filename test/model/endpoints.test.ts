@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { categorizeEndpoints } from '../../src/model/endpoint-selection.ts';
 import { endpointsByPort, sliceEndpoints } from '../../src/model/endpoints.ts';
 import { addresses, build, endpoint, portOf, service, slice, THIS_NODE } from './fixtures.ts';
 
@@ -221,9 +222,58 @@ describe('endpoint conditions', () => {
   for (const { what, given, want } of cases) {
     it(`applies kube-proxy's nil defaults: ${what}`, () => {
       const record = sliceEndpoints(slice('web', [endpoint('10.244.1.5', given)]), THIS_NODE, []);
-      const [candidate] = endpointsByPort([record], 'IPv4').get('http/TCP')!;
+      const [candidate] = endpointsByPort([record], 'IPv4').get('http/TCP')!.candidates;
       const { ready, serving, terminating } = candidate!.endpoint;
       assert.deepEqual({ ready, serving, terminating }, want);
     });
   }
+});
+
+describe("a slice's record", () => {
+  it('lists endpoints in address order, one per address, keeping the copy that is not terminating', () => {
+    const record = sliceEndpoints(
+      slice('web', [
+        endpoint('10.244.2.5'),
+        endpoint('10.244.1.5', { ready: false, serving: true, terminating: true }),
+        endpoint('10.244.10.5'),
+        endpoint('10.244.1.5', { nodeName: THIS_NODE }),
+      ]),
+      THIS_NODE,
+      [],
+    );
+    const [port] = record.ports;
+    assert.deepEqual(
+      port!.endpoints.map((e) => [e.ip, e.port, e.isLocal, e.terminating]),
+      [
+        ['10.244.1.5', 8080, true, false],
+        ['10.244.10.5', 8080, false, false],
+        ['10.244.2.5', 8080, false, false],
+      ],
+    );
+  });
+
+  it('is the endpoint list of a port it alone serves, when every endpoint is used (no copy per port)', () => {
+    const one = build([service('web'), slice('web', [endpoint('10.244.2.5'), endpoint('10.244.1.5')])]);
+    const record = sliceEndpoints(
+      slice('web', [endpoint('10.244.2.5'), endpoint('10.244.1.5')]),
+      THIS_NODE,
+      [],
+    );
+    const found = endpointsByPort([record], 'IPv4').get('http/TCP')!;
+    assert.equal(found.whole, record.ports[0]!.endpoints);
+    const selection = categorizeEndpoints(found, portOf(one, WEB), THIS_NODE, '');
+    assert.equal(selection.clusterEndpoints, record.ports[0]!.endpoints);
+    assert.deepEqual(addresses(selection.clusterEndpoints), ['10.244.1.5:8080', '10.244.2.5:8080']);
+
+    const other = sliceEndpoints(
+      slice('web', [endpoint('10.244.3.5')], { name: 'web-zzzzz' }),
+      THIS_NODE,
+      [],
+    );
+    assert.equal(
+      endpointsByPort([record, other], 'IPv4').get('http/TCP')!.whole,
+      undefined,
+      'two slices: a new list',
+    );
+  });
 });
