@@ -54,7 +54,11 @@ describe('systemd/kproxy.service', () => {
     assert.deepEqual(unit.get('ExecStart'), [
       `${APP_DIR}/node_modules/node/bin/node ${APP_DIR}/bin/kproxy.js run --config ${CONFIG_PATH}`,
     ]);
-    assert.deepEqual(unit.get('Environment'), ['MALLOC_ARENA_MAX=2']);
+    assert.deepEqual(unit.get('Environment'), [
+      'MALLOC_ARENA_MAX=2',
+      'MALLOC_MMAP_THRESHOLD_=131072',
+      'MALLOC_TRIM_THRESHOLD_=131072',
+    ]);
     assert.deepEqual(unit.get('Type'), ['exec']);
     assert.deepEqual(unit.get('Restart'), ['on-failure']);
     assert.deepEqual(unit.get('Conflicts'), ['kube-proxy.service']);
