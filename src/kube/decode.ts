@@ -37,11 +37,23 @@ const API_VERSIONS: Readonly<Record<KubeObject['kind'], string>> = {
   EndpointSlice: 'discovery.k8s.io/v1',
   Node: 'v1',
 };
-const SERVICE_TYPES = new Set(['ClusterIP', 'NodePort', 'LoadBalancer', 'ExternalName']);
-const PROTOCOLS = new Set(['TCP', 'UDP', 'SCTP']);
-const TRAFFIC_POLICIES = new Set(['Cluster', 'Local']);
-const SESSION_AFFINITIES = new Set(['None', 'ClientIP']);
-const IP_MODES = new Set(['VIP', 'Proxy']);
+/**
+ * The values an enum field may take, each mapped to itself: a decoded object holds the shared
+ * constant instead of the parsed copy (each of 30,000 kept Services would hold its own "ClusterIP",
+ * "SingleStack", "Cluster", "None").
+ */
+function allowed(...values: string[]): ReadonlyMap<string, string> {
+  return new Map(values.map((value) => [value, value]));
+}
+
+const SERVICE_TYPES = allowed('ClusterIP', 'NodePort', 'LoadBalancer', 'ExternalName');
+const PROTOCOLS = allowed('TCP', 'UDP', 'SCTP');
+const TRAFFIC_POLICIES = allowed('Cluster', 'Local');
+const SESSION_AFFINITIES = allowed('None', 'ClientIP');
+const IP_MODES = allowed('VIP', 'Proxy');
+const IP_FAMILIES = allowed('IPv4', 'IPv6');
+/** Not read by kproxy, so not checked: only shared when it is one of these. */
+const IP_FAMILY_POLICIES = allowed('SingleStack', 'PreferDualStack', 'RequireDualStack');
 const NODE_IP_ADDRESS_TYPES = new Set(['InternalIP', 'ExternalIP']);
 // RFC 1123 names, as the API server checks them for Services, EndpointSlices, Nodes, namespaces.
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -172,9 +184,9 @@ function stringMap(raw: JsonObject, path: string): Readonly<Record<string, strin
 function decodeService(raw: JsonObject, metadata: ObjectMeta): Service {
   const spec = requiredObject(raw.spec, 'spec');
   const out: Writable<ServiceSpec> = {};
-  const type = optionalString(spec, 'type', 'spec') ?? 'ClusterIP';
-  if (!SERVICE_TYPES.has(type))
-    fail('spec.type', `${show(type)} is not ClusterIP, NodePort, LoadBalancer or ExternalName`);
+  const type = SERVICE_TYPES.get(optionalString(spec, 'type', 'spec') ?? 'ClusterIP');
+  if (type === undefined)
+    fail('spec.type', `${show(spec.type)} is not ClusterIP, NodePort, LoadBalancer or ExternalName`);
   out.type = type;
   decodeClusterIPs(spec, out);
   const ports = optionalArray(spec.ports, 'spec.ports');
@@ -199,10 +211,11 @@ function decodeService(raw: JsonObject, metadata: ObjectMeta): Service {
   if (healthCheckNodePort)
     out.healthCheckNodePort = portNumber(healthCheckNodePort, 'spec.healthCheckNodePort');
   const affinity = optionalString(spec, 'sessionAffinity', 'spec');
-  if (affinity !== undefined && !SESSION_AFFINITIES.has(affinity)) {
-    fail('spec.sessionAffinity', `${show(affinity)} is not None or ClientIP`);
+  if (affinity !== undefined) {
+    const known = SESSION_AFFINITIES.get(affinity);
+    if (known === undefined) fail('spec.sessionAffinity', `${show(affinity)} is not None or ClientIP`);
+    out.sessionAffinity = known;
   }
-  setIfDefined(out, 'sessionAffinity', affinity);
   const affinityConfig = optionalObject(spec.sessionAffinityConfig, 'spec.sessionAffinityConfig');
   const clientIP = optionalObject(affinityConfig?.clientIP, 'spec.sessionAffinityConfig.clientIP');
   if (clientIP !== undefined) {
@@ -252,9 +265,9 @@ function decodeClusterIPs(spec: JsonObject, out: Writable<ServiceSpec>): void {
   }
   const families = optionalArray(spec.ipFamilies, 'spec.ipFamilies');
   if (families !== undefined) {
-    out.ipFamilies = families.map((family, i) => {
-      if (family !== 'IPv4' && family !== 'IPv6')
-        fail(`spec.ipFamilies[${i}]`, `${show(family)} is not IPv4 or IPv6`);
+    out.ipFamilies = families.map((raw, i) => {
+      const family = typeof raw === 'string' ? IP_FAMILIES.get(raw) : undefined;
+      if (family === undefined) fail(`spec.ipFamilies[${i}]`, `${show(raw)} is not IPv4 or IPv6`);
       const ip = out.clusterIPs?.[i];
       if (ip && ip !== 'None' && familyOf(ip) !== family) {
         fail(`spec.ipFamilies[${i}]`, `${family} does not match spec.clusterIPs[${i}] ${show(ip)}`);
@@ -262,7 +275,12 @@ function decodeClusterIPs(spec: JsonObject, out: Writable<ServiceSpec>): void {
       return family;
     });
   }
-  setIfDefined(out, 'ipFamilyPolicy', optionalString(spec, 'ipFamilyPolicy', 'spec'));
+  const policy = optionalString(spec, 'ipFamilyPolicy', 'spec');
+  setIfDefined(
+    out,
+    'ipFamilyPolicy',
+    policy === undefined ? undefined : (IP_FAMILY_POLICIES.get(policy) ?? policy),
+  );
 }
 
 function clusterIPAt(value: unknown, path: string): string {
@@ -309,17 +327,20 @@ function decodeIngress(raw: unknown, i: number): LoadBalancerIngress {
   if (ip) out.ip = ipAt(ip, `${path}.ip`);
   setIfDefined(out, 'hostname', optionalString(entry, 'hostname', path));
   const ipMode = optionalString(entry, 'ipMode', path);
-  if (ipMode !== undefined && !IP_MODES.has(ipMode))
-    fail(`${path}.ipMode`, `${show(ipMode)} is not VIP or Proxy`);
-  setIfDefined(out, 'ipMode', ipMode);
+  if (ipMode !== undefined) {
+    const known = IP_MODES.get(ipMode);
+    if (known === undefined) fail(`${path}.ipMode`, `${show(ipMode)} is not VIP or Proxy`);
+    out.ipMode = known;
+  }
   return out;
 }
 
 function policyAt(spec: JsonObject, field: string): string | undefined {
   const policy = optionalString(spec, field, 'spec');
-  if (policy !== undefined && !TRAFFIC_POLICIES.has(policy))
-    fail(`spec.${field}`, `${show(policy)} is not Cluster or Local`);
-  return policy;
+  if (policy === undefined) return undefined;
+  const known = TRAFFIC_POLICIES.get(policy);
+  if (known === undefined) fail(`spec.${field}`, `${show(policy)} is not Cluster or Local`);
+  return known;
 }
 
 // ---- EndpointSlice ----
@@ -495,8 +516,8 @@ function portNumber(value: unknown, path: string): number {
 }
 
 function protocolAt(entry: JsonObject, path: string): string {
-  const protocol = optionalString(entry, 'protocol', path) ?? 'TCP';
-  if (!PROTOCOLS.has(protocol)) fail(`${path}.protocol`, `${show(protocol)} is not TCP, UDP or SCTP`);
+  const protocol = PROTOCOLS.get(optionalString(entry, 'protocol', path) ?? 'TCP');
+  if (protocol === undefined) fail(`${path}.protocol`, `${show(entry.protocol)} is not TCP, UDP or SCTP`);
   return protocol;
 }
 

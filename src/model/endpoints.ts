@@ -45,6 +45,8 @@ export interface SlicePortEndpoints {
 export interface SliceEndpoints {
   /** The slice's name: a service's slices are read in name order, so results never depend on arrival. */
   readonly name: string;
+  /** The "namespace/name" of the Service it belongs to (sliceOwner). */
+  readonly owner: string;
   /** The slice's addressType: its endpoints serve only that family's state. */
   readonly addressType: string;
   readonly ports: readonly SlicePortEndpoints[];
@@ -78,7 +80,12 @@ export function sliceOwner(metadata: ObjectMeta, problems: Problem[]): string | 
  * The model's record of a slice, for a proxy on `nodeName`. Slice ports without a name or a port
  * number are left out, as kube-proxy ignores them; an unnamed one is reported.
  */
-export function sliceEndpoints(slice: EndpointSlice, nodeName: string, problems: Problem[]): SliceEndpoints {
+export function sliceEndpoints(
+  slice: EndpointSlice,
+  owner: string,
+  nodeName: string,
+  problems: Problem[],
+): SliceEndpoints {
   const raw = addressOrder(slice.endpoints ?? []);
   const usable: { readonly matchKey: string; readonly port: number }[] = [];
   for (const [i, port] of (slice.ports ?? []).entries()) {
@@ -96,7 +103,7 @@ export function sliceEndpoints(slice: EndpointSlice, nodeName: string, problems:
     matchKey,
     endpoints: raw.map((endpoint) => endpointOf(endpoint, port, nodeName)),
   }));
-  const record = { name: slice.metadata.name, addressType: slice.addressType, ports };
+  const record = { name: slice.metadata.name, owner, addressType: slice.addressType, ports };
   return raw.some((endpoint) => endpoint.hints !== undefined)
     ? { ...record, hints: raw.map((endpoint) => endpoint.hints) }
     : record;
@@ -140,7 +147,7 @@ export function indexSlicesByService(
   for (const slice of slices) {
     const owner = sliceOwner(slice.metadata, problems);
     if (owner === undefined) continue;
-    const record = sliceEndpoints(slice, nodeName, problems);
+    const record = sliceEndpoints(slice, owner, nodeName, problems);
     const group = index.get(owner);
     if (group === undefined) index.set(owner, [record]);
     else group.push(record);

@@ -32,13 +32,6 @@ export interface ModelUpdate {
   readonly problems: readonly Problem[];
 }
 
-interface SliceEntry {
-  /** Undefined when the slice belongs to no service: it is only remembered for its problems. */
-  readonly record: SliceEndpoints | undefined;
-  /** The "namespace/name" of the service it belongs to; undefined when it belongs to none. */
-  readonly owner: string | undefined;
-}
-
 /**
  * A service's ports of one family, distinct keys. An array, not a map: most services have one or
  * two ports, and a map per service costs ~400 bytes (~12 MiB at 30k services).
@@ -55,11 +48,12 @@ function objectKey(metadata: { readonly namespace?: string; readonly name: strin
 export class ModelCache {
   readonly #options: ProxyOptions;
   readonly #services = new Map<string, Service>();
-  readonly #slices = new Map<string, SliceEntry>();
+  /** The records of the slices that belong to a service, by slice key. */
+  readonly #slices = new Map<string, SliceEndpoints>();
   /** Only slices with problems, so collecting them does not walk every slice. */
   readonly #sliceProblems = new Map<string, readonly Problem[]>();
-  /** Service "namespace/name" → the keys of its slices (an array: most services have one; a Set costs ~150 bytes). */
-  readonly #slicesOfService = new Map<string, readonly string[]>();
+  /** Service "namespace/name" → the records of its slices, in slice-name order. */
+  readonly #slicesOfService = new Map<string, readonly SliceEndpoints[]>();
   #node: Node | undefined;
   /** Services to recompute at the next update. */
   readonly #dirty = new Set<string>();
@@ -92,12 +86,14 @@ export class ModelCache {
     this.#dropSlice(key);
     const problems: Problem[] = [];
     const owner = sliceOwner(slice.metadata, problems);
-    const record = owner === undefined ? undefined : sliceEndpoints(slice, this.#options.nodeName, problems);
-    this.#slices.set(key, { record, owner });
+    if (owner !== undefined) {
+      const record = sliceEndpoints(slice, owner, this.#options.nodeName, problems);
+      this.#slices.set(key, record);
+      const others = this.#slicesOfService.get(owner);
+      this.#slicesOfService.set(owner, others ? others.concat(record).sort(bySliceName) : [record]);
+      this.#dirty.add(owner);
+    }
     if (problems.length > 0) this.#sliceProblems.set(key, problems);
-    if (owner === undefined) return;
-    this.#slicesOfService.set(owner, [...(this.#slicesOfService.get(owner) ?? []), key]);
-    this.#dirty.add(owner);
   }
 
   /** Only the slice's metadata is read: an informer keeps no more of a slice (proxy-informers.ts). */
@@ -156,23 +152,18 @@ export class ModelCache {
   }
 
   #dropSlice(key: string): void {
-    const entry = this.#slices.get(key);
-    if (entry === undefined) return;
-    this.#slices.delete(key);
     this.#sliceProblems.delete(key);
-    if (entry.owner === undefined) return;
-    const keys = this.#slicesOfService.get(entry.owner)?.filter((other) => other !== key) ?? [];
-    if (keys.length > 0) this.#slicesOfService.set(entry.owner, keys);
-    else this.#slicesOfService.delete(entry.owner);
-    this.#dirty.add(entry.owner);
+    const record = this.#slices.get(key);
+    if (record === undefined) return;
+    this.#slices.delete(key);
+    const rest = this.#slicesOfService.get(record.owner)?.filter((other) => other !== record) ?? [];
+    if (rest.length > 0) this.#slicesOfService.set(record.owner, rest);
+    else this.#slicesOfService.delete(record.owner);
+    this.#dirty.add(record.owner);
   }
 
-  /** The records of the service's slices in slice-name order, as indexSlicesByService gives them. */
-  #slicesOf(service: string): SliceEndpoints[] {
-    const keys = this.#slicesOfService.get(service);
-    if (keys === undefined) return [];
-    const slices = keys.map((key) => this.#slices.get(key)!.record!);
-    return slices.sort(bySliceName);
+  #slicesOf(service: string): readonly SliceEndpoints[] {
+    return this.#slicesOfService.get(service) ?? [];
   }
 
   /** New node settings; a family no longer served loses all its ports. */

@@ -221,7 +221,12 @@ describe('endpoint conditions', () => {
   ];
   for (const { what, given, want } of cases) {
     it(`applies kube-proxy's nil defaults: ${what}`, () => {
-      const record = sliceEndpoints(slice('web', [endpoint('10.244.1.5', given)]), THIS_NODE, []);
+      const record = sliceEndpoints(
+        slice('web', [endpoint('10.244.1.5', given)]),
+        'default/web',
+        THIS_NODE,
+        [],
+      );
       const [candidate] = endpointsByPort([record], 'IPv4').get('http/TCP')!.candidates;
       const { ready, serving, terminating } = candidate!.endpoint;
       assert.deepEqual({ ready, serving, terminating }, want);
@@ -238,6 +243,7 @@ describe("a slice's record", () => {
         endpoint('10.244.10.5'),
         endpoint('10.244.1.5', { nodeName: THIS_NODE }),
       ]),
+      'default/web',
       THIS_NODE,
       [],
     );
@@ -256,6 +262,7 @@ describe("a slice's record", () => {
     const one = build([service('web'), slice('web', [endpoint('10.244.2.5'), endpoint('10.244.1.5')])]);
     const record = sliceEndpoints(
       slice('web', [endpoint('10.244.2.5'), endpoint('10.244.1.5')]),
+      'default/web',
       THIS_NODE,
       [],
     );
@@ -267,6 +274,7 @@ describe("a slice's record", () => {
 
     const other = sliceEndpoints(
       slice('web', [endpoint('10.244.3.5')], { name: 'web-zzzzz' }),
+      'default/web',
       THIS_NODE,
       [],
     );
