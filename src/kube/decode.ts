@@ -148,14 +148,24 @@ function decodeMetadata(raw: unknown, namespaced: boolean): ObjectMeta {
   // Names end up in rule comments and chain hashes: only what the API server would accept.
   if (name.length > 253 || !DNS_SUBDOMAIN.test(name))
     fail('metadata.name', `${show(name)} is not a lowercase DNS name (a-z, 0-9, '-', '.')`);
-  const out: Writable<ObjectMeta> = { name };
+  let namespace: string | undefined;
   if (namespaced) {
-    out.namespace = namespaceOf(meta);
-    if (out.namespace.length > 63 || !DNS_LABEL.test(out.namespace))
-      fail('metadata.namespace', `${show(out.namespace)} is not a lowercase DNS label (a-z, 0-9, '-')`);
+    namespace = namespaceOf(meta);
+    if (namespace.length > 63 || !DNS_LABEL.test(namespace))
+      fail('metadata.namespace', `${show(namespace)} is not a lowercase DNS label (a-z, 0-9, '-')`);
   } else if (typeof meta.namespace === 'string' && meta.namespace !== '')
     fail('metadata.namespace', 'must be empty');
-  setIfDefined(out, 'resourceVersion', optionalString(meta, 'resourceVersion', 'metadata'));
+  const resourceVersion = optionalString(meta, 'resourceVersion', 'metadata');
+  // The usual fields in one literal: V8 keeps a literal's properties in the object, and puts those
+  // added later in an array of their own (~40 bytes more for each of 30,000 kept Services).
+  const out: Writable<ObjectMeta> =
+    namespace !== undefined && resourceVersion !== undefined
+      ? { name, namespace, resourceVersion }
+      : { name };
+  if (out.resourceVersion === undefined) {
+    setIfDefined(out, 'namespace', namespace);
+    setIfDefined(out, 'resourceVersion', resourceVersion);
+  }
   setIfDefined(out, 'deletionTimestamp', optionalString(meta, 'deletionTimestamp', 'metadata'));
   const labels = optionalObject(meta.labels, 'metadata.labels');
   if (labels !== undefined) setIfDefined(out, 'labels', readLabels(stringMap(labels, 'metadata.labels')));

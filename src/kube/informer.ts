@@ -5,8 +5,8 @@
 // on errors, capped backoff with jitter honouring Retry-After.
 // Watch-list (sendInitialEvents) replaces the paginated list when the server offers it.
 //
-// The store may keep less than the whole object (the `keep` option): a consumer that copies what
-// it needs from each event (the model) does not need a second copy of every object here.
+// The store may keep less than the whole object (the `store` option, a VersionStore): a consumer
+// that keeps what it needs from each event (the model) needs no second copy of every object here.
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
@@ -16,7 +16,7 @@ import type { InformerMetrics } from './informer-metrics.ts';
 import type { KubeObject, ObjectHead } from './objects.ts';
 import { objectKey, type ResourceType } from './resources.ts';
 import { SharedParts } from './shared-parts.ts';
-import { type ReadonlyStore, Store } from './store.ts';
+import { type InformerStore, type ReadonlyStore, Store } from './store.ts';
 
 /** The shape of decodeObject (src/kube/decode.ts): slims and validates one API object. */
 export type Decoder = (
@@ -32,21 +32,10 @@ export type InformerEvent<T extends KubeObject, K extends ObjectHead = T> =
   | { readonly type: 'update'; readonly old: K; readonly object: T }
   | { readonly type: 'delete'; readonly object: K };
 
-/** A store option: keep only the object's head, sharing its metadata (which a consumer keeps). */
-export function objectHead(object: KubeObject): ObjectHead {
-  return { kind: object.kind, metadata: object.metadata };
-}
-
-/** A store option: keep only what identifies the object and its version (a consumer keeps no metadata). */
-export function minimalHead(object: KubeObject): ObjectHead {
-  const { name, namespace, resourceVersion } = object.metadata;
-  return { kind: object.kind, metadata: { name, namespace, resourceVersion } };
-}
-
 export interface InformerOptions<T extends KubeObject = KubeObject, K extends ObjectHead = T> {
   readonly api: KubeApi;
-  /** What the store keeps of each object; the whole object when absent. */
-  readonly keep?: (object: T) => K;
+  /** Where the informer keeps what it knows; a Store of whole objects when absent. */
+  readonly store?: InformerStore<T, K>;
   readonly resource: ResourceType;
   readonly decode: Decoder;
   readonly labelSelector?: string;
@@ -93,9 +82,8 @@ interface RawMeta {
 }
 
 export class Informer<T extends KubeObject, K extends ObjectHead = T> {
-  readonly #store = new Store<K>();
+  readonly #store: InformerStore<T, K>;
   readonly #options: InformerOptions<T, K>;
-  readonly #keep: (object: T) => K;
   readonly #resource: ResourceType;
   readonly #log: Logger;
   readonly #backoff: Backoff;
@@ -110,7 +98,8 @@ export class Informer<T extends KubeObject, K extends ObjectHead = T> {
 
   constructor(options: InformerOptions<T, K>) {
     this.#options = options;
-    this.#keep = options.keep ?? ((object) => object as unknown as K);
+    // Without a store of its own the informer keeps whole objects: K is T.
+    this.#store = options.store ?? (new Store<T>() as unknown as InformerStore<T, K>);
     this.#resource = options.resource;
     this.#log = options.logger.child({ resource: options.resource.plural });
     this.#random = options.random ?? Math.random;
@@ -362,7 +351,7 @@ export class Informer<T extends KubeObject, K extends ObjectHead = T> {
     const old = this.#store.get(key);
     const rv = object.metadata.resourceVersion;
     if (rv && old?.metadata.resourceVersion === rv) return;
-    this.#store.set(key, this.#keep(object));
+    this.#store.set(key, object);
     this.#emit(old ? { type: 'update', old, object } : { type: 'add', object });
   }
 
@@ -401,7 +390,7 @@ export class Informer<T extends KubeObject, K extends ObjectHead = T> {
       this.#remove(rawKey(raw));
       return;
     }
-    const old = this.#store.set(objectKey(object.metadata), this.#keep(object));
+    const old = this.#store.set(objectKey(object.metadata), object);
     this.#emit(old ? { type: 'update', old, object } : { type: 'add', object });
   }
 

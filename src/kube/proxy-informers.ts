@@ -1,15 +1,15 @@
 // The three informers a proxy needs, with kube-proxy's server-side selectors: Services and
 // EndpointSlices that no other proxy claims (or, with a proxy name, only those claiming us;
 // headless services' slices never), and this node's own Node object.
-// The stores keep only the heads of Services and EndpointSlices: the model keeps what it needs
-// from each event (Services whole, slices as records), and a second copy of 30,000 slices would
-// cost more than the model itself.
+// The stores keep only the resourceVersions of Services and EndpointSlices: the model keeps what
+// it needs from each event (Services whole, slices as records), and a second copy of 30,000 slices
+// would cost more than the model itself.
 
 import type { Logger } from 'pino';
 import type { BackoffOptions } from './backoff.ts';
 import type { KubeApi } from './client.ts';
 import { decodeObject } from './decode.ts';
-import { Informer, minimalHead, objectHead } from './informer.ts';
+import { Informer } from './informer.ts';
 import type { InformerMetrics } from './informer-metrics.ts';
 import {
   type EndpointSlice,
@@ -20,6 +20,7 @@ import {
   type Service,
 } from './objects.ts';
 import { ENDPOINT_SLICES, NODES, SERVICES } from './resources.ts';
+import { VersionStore } from './store.ts';
 
 export function serviceLabelSelector(proxyName?: string): string {
   return proxyName ? `${SERVICE_PROXY_NAME_LABEL}=${proxyName}` : `!${SERVICE_PROXY_NAME_LABEL}`;
@@ -62,13 +63,13 @@ export function createProxyInformers(options: ProxyInformersOptions): ProxyInfor
   return {
     services: new Informer<Service, ObjectHead>({
       ...common,
-      keep: objectHead,
+      store: new VersionStore('Service'),
       resource: SERVICES,
       labelSelector: serviceLabelSelector(options.proxyName),
     }),
     endpointSlices: new Informer<EndpointSlice, ObjectHead>({
       ...common,
-      keep: minimalHead,
+      store: new VersionStore('EndpointSlice'),
       resource: ENDPOINT_SLICES,
       labelSelector: endpointSliceLabelSelector(options.proxyName),
     }),

@@ -95,7 +95,7 @@ export function sliceEndpoints(
         reason: `ports[${i}].name: missing, so the port is ignored (an unnamed port has name "")`,
       });
     } else if (port.port !== undefined && port.port !== 0) {
-      usable.push({ matchKey: portMatchKey(port.name, port.protocol ?? 'TCP'), port: port.port });
+      usable.push({ matchKey: keptMatchKey(port.name, port.protocol ?? 'TCP'), port: port.port });
     }
   }
   // Kept arrays are made by map(): one grown by push keeps room for 16 more (~130 bytes per slice).
@@ -162,7 +162,20 @@ export function bySliceName(a: SliceEndpoints, b: SliceEndpoints): number {
 
 /** The key endpoints are matched on: a slice port and a service port match by name and protocol. */
 export function portMatchKey(portName: string, protocol: string): string {
-  return flatText(portName, '/', protocol);
+  return `${portName}/${protocol}`;
+}
+
+/** Kept match keys, one instance each: a cluster has a few distinct port names, and 30,000 slices. */
+const keptMatchKeys = new Map<string, string>();
+
+function keptMatchKey(portName: string, protocol: string): string {
+  const key = portMatchKey(portName, protocol);
+  const kept = keptMatchKeys.get(key);
+  if (kept !== undefined) return kept;
+  if (keptMatchKeys.size >= 4096) keptMatchKeys.clear();
+  const flat = flatText(portName, '/', protocol);
+  keptMatchKeys.set(flat, flat);
+  return flat;
 }
 
 /** The candidates of one service port; `whole` when one slice alone provided them: its own array. */

@@ -65,6 +65,12 @@ describe('proxy informers', () => {
       assert.deepEqual([...endpointSlices.store.keys()], ['default/ours-abc']);
       assert.deepEqual([...node.store.keys()], ['node-1']);
       assert.equal(node.store.get('node-1')?.status?.addresses?.[0]?.address, '192.168.0.10');
+      // Services and slices are kept as versions only (the model keeps what it needs): heads.
+      const version = server.state.get(SERVICES, 'default', 'ours')?.metadata.resourceVersion;
+      assert.deepEqual(services.store.get('default/ours'), {
+        kind: 'Service',
+        metadata: { namespace: 'default', name: 'ours', resourceVersion: version },
+      });
       // The filtering happens on the server: the selectors are in the requests.
       const selectors = server.requests.map(
         (r) => r.query.get('labelSelector') ?? r.query.get('fieldSelector'),
