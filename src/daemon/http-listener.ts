@@ -1,9 +1,13 @@
 // One small HTTP listener: the health, metrics and health-check-node-port servers all start and
 // stop the same way. Listening errors (address in use, bad address) reject the start, so the
 // caller can report them; port 0 picks a free port (tests).
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { MAX_PORT, splitHostPort } from '../cli/host-port.ts';
+
+// Not `import ... from 'node:http'`: the ES module view of node:http reads every export, and its
+// WebSocket getter loads Node's bundled undici (~11 MiB of RSS for the daemon's life, unused).
+const { createServer } = process.getBuiltinModule('node:http');
 
 export type Handler = (request: IncomingMessage, response: ServerResponse) => void | Promise<void>;
 
