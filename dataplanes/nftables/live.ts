@@ -81,14 +81,18 @@ function familyObjects(ruleset: FamilyRuleset | undefined): number {
 }
 
 /**
- * Fragment indexes of a state just committed in full: built now (about 1 s at 30k services, next
- * to a full sync of seconds) so that the first incremental sync after it is fast too.
+ * Fragment indexes of a state being committed in full, so that the first incremental sync after
+ * it is fast too: about 1 s at 30k services, built while nft writes the rules.
  */
-function buildIndexes(state: DualStackState): Map<NftFamily, FragmentIndex | 'collisions'> {
+async function buildIndexes(
+  state: DualStackState,
+  signal?: AbortSignal,
+): Promise<Map<NftFamily, FragmentIndex | 'collisions'>> {
   const indexes = new Map<NftFamily, FragmentIndex | 'collisions'>();
   for (const family of FAMILIES) {
     const familyState = state[MODEL_FAMILY[family]];
-    if (familyState) indexes.set(family, FragmentIndex.build(family, familyState) ?? 'collisions');
+    if (familyState)
+      indexes.set(family, (await FragmentIndex.build(family, familyState, signal)) ?? 'collisions');
   }
   return indexes;
 }
@@ -248,18 +252,27 @@ export class NftablesDataplane implements LiveDataplane {
     if (kind === 'full' && !adopted) return undefined;
     const count = await this.#writeDiff(record, state);
     if (count === undefined) return undefined;
-    this.#record = { state, indexes: buildIndexes(state), objectCount: count };
+    this.#record = { state, indexes: await buildIndexes(state), objectCount: count };
     return adopted ? 'full' : 'incremental';
   }
 
   async #syncFull(state: DualStackState): Promise<void> {
     this.#record = undefined;
-    const count = await this.#writeFull(state);
-    this.#record = { state, indexes: buildIndexes(state), objectCount: count };
+    const building = new AbortController();
+    const indexes = buildIndexes(state, building.signal);
+    let count: number;
+    try {
+      count = await this.#writeFull(state);
+    } catch (error) {
+      building.abort();
+      await indexes.catch(() => {});
+      throw error;
+    }
+    this.#record = { state, indexes: await indexes, objectCount: count };
   }
 
   // #writeFull and #writeDiff are functions of their own so that the whole desired ruleset they
-  // build (~80 MiB at 30k services x 10 endpoints) is garbage before the indexes are built.
+  // build (~80 MiB at 30k services x 10 endpoints) is garbage once written.
 
   /** Writes the whole ruleset of `state`; returns its object count. */
   async #writeFull(state: DualStackState): Promise<number> {
@@ -282,14 +295,26 @@ export class NftablesDataplane implements LiveDataplane {
     return objectCount(desired);
   }
 
-  /** In pieces, each rendered, written and dropped before the next is built (bounded memory). */
+  /**
+   * In pieces, in order, each dropped once written (bounded memory). A piece is built while nft
+   * writes the one before it: the two take about as long, and nft runs on another core.
+   */
   async #writeColdStart(state: DualStackState, nonce: number): Promise<number> {
     let count = 0;
     let transactions = 0;
-    for (const tx of coldStartTransactions(state, this.#coldStartChunk)) {
-      count += transactionObjects(tx);
-      await this.#nft.run(tx.toString());
-      transactions++;
+    let inFlight: Promise<void> = Promise.resolve();
+    try {
+      for (const tx of coldStartTransactions(state, this.#coldStartChunk)) {
+        count += transactionObjects(tx);
+        const script = tx.toString();
+        await inFlight;
+        inFlight = this.#nft.run(script);
+        transactions++;
+      }
+      await inFlight;
+    } finally {
+      // Never return with a piece still being written, even when building the next one failed.
+      await inFlight.catch(() => {});
     }
     // The canary goes in last: a cold start cut short is not intact.
     const canary = new NftTransaction();
@@ -338,7 +363,7 @@ export class NftablesDataplane implements LiveDataplane {
       if (changed.size === 0) continue;
       let index = record.indexes.get(family);
       if (index === undefined) {
-        index = FragmentIndex.build(family, prev) ?? 'collisions';
+        index = (await FragmentIndex.build(family, prev)) ?? 'collisions';
         record.indexes.set(family, index);
       }
       if (index === 'collisions') return false;

@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
 import { desiredRuleset } from '../../../dataplanes/nftables/desired-ruleset.ts';
 import { coldStartTransactions, fullTransaction } from '../../../dataplanes/nftables/full-transaction.ts';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
+import { NftError, type NftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
 import type { DualStackState, ProxyState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
 import { applyTransaction, dump, type FakeState } from './fake-nft.ts';
@@ -87,4 +89,28 @@ test('the live dataplane splits a large cold start and puts the canary in last',
     /^add table ip6? kproxy\ndelete table/,
     'later full syncs are one transaction',
   );
+});
+
+test('a cold start piece that nft refuses ends the cold start: no later piece is written, none is left in flight', async () => {
+  const events: string[] = [];
+  const recording = new RecordingNftRunner();
+  let pieces = 0;
+  // Each piece takes a moment to write, so the next one is built meanwhile; the third is refused.
+  const nft: NftRunner = {
+    async run(script) {
+      const n = pieces++;
+      events.push(`start ${n}`);
+      await delay(5);
+      events.push(`end ${n}`);
+      if (n === 2) throw new NftError('-f', 'Error: Could not process rule: No such file or directory');
+      await recording.run(script);
+    },
+    listChainsJson: (family) => recording.listChainsJson(family),
+    listSetJson: (family, name, kind) => recording.listSetJson(family, name, kind),
+  };
+  const dp = new NftablesDataplane({ nft, commands: new RecordingCommandRunner(), coldStartChunk: 5 });
+  await dp.start();
+  await assert.rejects(dp.sync(randomState(prng(3)), 'full'), NftError);
+  assert.deepEqual(events, ['start 0', 'end 0', 'start 1', 'end 1', 'start 2', 'end 2']);
+  assert.equal(await dp.intact(), false, 'a cold start cut short has no canary');
 });

@@ -24,7 +24,7 @@ function fragmentStep(index: FragmentIndex, a: ProxyState, b: ProxyState): NftTr
   return tx;
 }
 
-test('fragments of the changed service ports take full(A) to exactly full(B), over random sequences', () => {
+test('fragments of the changed service ports take full(A) to exactly full(B), over random sequences', async () => {
   const seed = Number(process.env.NFT_SEED ?? Date.now() % 100000);
   console.log(`fragment index: seed ${seed} (NFT_SEED=${seed} to repeat)`);
   const random = prng(seed);
@@ -32,7 +32,7 @@ test('fragments of the changed service ports take full(A) to exactly full(B), ov
   for (let run = 0; run < 30; run++) {
     const first = randomState(random).IPv4;
     if (!first) continue;
-    let index = FragmentIndex.build('ip', first);
+    let index = await FragmentIndex.build('ip', first);
     let kernel = applyTransaction(new Map(), nftablesPlanner.planFull({ IPv4: first }).ops);
     let prev = first;
     for (let step = 0; step < 5 && index; step++) {
@@ -54,7 +54,7 @@ test('fragments of the changed service ports take full(A) to exactly full(B), ov
   assert.ok(applied > 20, `only ${applied} fragment steps applied`);
 });
 
-test('an endpoint change touches only its own elements; a shared count chain stays', () => {
+test('an endpoint change touches only its own elements; a shared count chain stays', async () => {
   const port = (name: string, ip: string, eps: string[]) =>
     servicePort(name, { clusterIP: ip, clusterEndpoints: eps.map((e) => endpoint(e)) });
   const a = proxyState('IPv4', [
@@ -65,14 +65,14 @@ test('an endpoint change touches only its own elements; a shared count chain sta
     port('a', '10.96.0.1', ['10.244.1.1', '10.244.1.3']),
     a.servicePorts.get('default/b:80/TCP')!,
   ]);
-  const index = FragmentIndex.build('ip', a)!;
+  const index = (await FragmentIndex.build('ip', a))!;
   const script = fragmentStep(index, a, b)!.toString();
   assert.match(script, /^add chain ip kproxy backends-tcp-2 /m);
   assert.doesNotMatch(script, /delete chain ip kproxy backends-tcp-1/, 'still used by b');
   assert.doesNotMatch(script, /10\.96\.0\.2/, 'b untouched');
 });
 
-test('two service ports claiming one external IP make the index step aside', () => {
+test('two service ports claiming one external IP make the index step aside', async () => {
   const claim = (name: string, ip: string) =>
     servicePort(name, {
       clusterIP: ip,
@@ -80,11 +80,11 @@ test('two service ports claiming one external IP make the index step aside', () 
       clusterEndpoints: [endpoint('10.244.1.1')],
     });
   assert.equal(
-    FragmentIndex.build('ip', proxyState('IPv4', [claim('a', '10.96.0.1'), claim('b', '10.96.0.2')])),
+    await FragmentIndex.build('ip', proxyState('IPv4', [claim('a', '10.96.0.1'), claim('b', '10.96.0.2')])),
     undefined,
   );
   const one = proxyState('IPv4', [claim('a', '10.96.0.1')]);
   const two = proxyState('IPv4', [one.servicePorts.get('default/a:80/TCP')!, claim('b', '10.96.0.2')]);
-  const index = FragmentIndex.build('ip', one)!;
+  const index = (await FragmentIndex.build('ip', one))!;
   assert.equal(fragmentStep(index, one, two), undefined);
 });
