@@ -3,12 +3,14 @@
 // - the synthetic cluster is written as one JSON List (streamed, never built in memory) and served
 //   by the stand-in API server, both inside a throwaway network namespace;
 // - the daemon runs in the same namespace (`nsenter --net=…`, which execs: the PID is node's own)
-//   with the daemon tests' configuration, pointed at the server with --master;
+//   with the daemon tests' configuration, pointed at the server with --master. It runs as the
+//   systemd unit runs it: installed (`kproxy install --root` into a scratch directory, so compiled
+//   to JavaScript) with the unit's environment; --checkout runs bin/kproxy.ts from this checkout;
 // - time to first sync: daemon spawn → kubeproxy_sync_proxy_rules_last_timestamp_seconds (set only
 //   by a successful sync; the sync loop starts only once the informers hold every object);
 // - then idle, and VmRSS (settled), VmHWM (peak), RssAnon, RssFile of the daemon's process.
 //   node bench/daemon-memory.ts [--services 30000] [--endpoints 10] [--nodes 100] [--idle 15]
-//     [--timeout 300] [--log FILE]   (FILE: the daemon's own log, kept)
+//     [--timeout 300] [--log FILE] [--checkout]   (FILE: the daemon's own log, kept)
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -16,6 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { execa } from 'execa';
+import { install, UNIT_PATH } from '../src/cli/install.ts';
 import { ENDPOINT_SLICES, SERVICES } from '../src/kube/resources.ts';
 import { Lab, type LabProcess } from '../test/support/netns.ts';
 import { reportSection, round } from './measure.ts';
@@ -29,6 +32,7 @@ const { values } = parseArgs({
     idle: { type: 'string', default: '15' },
     timeout: { type: 'string', default: '300' },
     log: { type: 'string' },
+    checkout: { type: 'boolean', default: false },
   },
 });
 const services = Number(values.services);
@@ -39,7 +43,6 @@ const TIMEOUT_MS = Number(values.timeout) * 1000;
 
 const REPO = join(import.meta.dirname, '..');
 const NODE_BIN = join(REPO, 'node_modules/.bin/node');
-const KPROXY = join(REPO, 'bin/kproxy.ts');
 const API_MAIN = join(REPO, 'test/support/apiserver/main.ts');
 const API = 'http://127.0.0.1:6443';
 const METRICS = 'http://127.0.0.1:10249/metrics';
@@ -91,8 +94,8 @@ function sample(page: string | undefined, name: string): number | undefined {
   return line === undefined ? undefined : Number(line.slice(name.length + 1));
 }
 
-/** The PID among `pid` and its descendants whose command line runs kproxy.ts (nsenter execs, so `pid`). */
-function daemonPid(pid: number): number | undefined {
+/** The PID among `pid` and its descendants whose command line runs `entry` (nsenter execs, so `pid`). */
+function daemonPid(pid: number, entry: string): number | undefined {
   const cmdline = (p: number) => {
     try {
       return readFileSync(`/proc/${p}/cmdline`, 'utf8');
@@ -106,7 +109,7 @@ function daemonPid(pid: number): number | undefined {
   };
   const queue = [pid];
   for (let p = queue.shift(); p !== undefined; p = queue.shift()) {
-    if (cmdline(p).includes('kproxy.ts')) return p;
+    if (cmdline(p).includes(entry)) return p;
     queue.push(...children(p));
   }
   return undefined;
@@ -139,6 +142,29 @@ interface SyncLine {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+interface DaemonCommand {
+  readonly node: string;
+  /** Node's own flags, before the entry. */
+  readonly flags: readonly string[];
+  readonly entry: string;
+  readonly env: Readonly<Record<string, string>>;
+}
+
+function fromCheckout(): DaemonCommand {
+  return { node: NODE_BIN, flags: [], entry: join(REPO, 'bin/kproxy.ts'), env: {} };
+}
+
+/** kproxy installed under `root`, run with the unit's command and environment. */
+async function installed(root: string): Promise<DaemonCommand> {
+  await install(root);
+  const unit = readFileSync(join(root, UNIT_PATH), 'utf8');
+  const [node, ...rest] = /^ExecStart=(.*) run /m.exec(unit)![1]!.split(' ');
+  const entry = rest.pop()!;
+  const env: Record<string, string> = {};
+  for (const [, name, value] of unit.matchAll(/^Environment=(\w+)=(\S*)$/gm)) env[name!] = value!;
+  return { node: join(root, node!), flags: rest, entry: join(root, entry), env };
+}
+
 const lab = new Lab(`bench-daemon-${process.pid}`);
 const dir = mkdtempSync(join(tmpdir(), 'kproxy-bench-daemon-'));
 let daemon: ChildProcess | undefined;
@@ -164,11 +190,12 @@ try {
   api = lab.spawn(ns, NODE_BIN, [API_MAIN, '--port', '6443', '--data', data]);
   await api.waitFor('listening', TIMEOUT_MS);
 
+  const { node, flags, entry, env } = values.checkout ? fromCheckout() : await installed(join(dir, 'root'));
   const spawnedAt = Date.now();
   const child = spawn(
     'nsenter',
-    [`--net=/run/netns/${ns}`, '--', NODE_BIN, KPROXY, 'run', '--config', config, '--master', API],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
+    [`--net=/run/netns/${ns}`, '--', node, ...flags, entry, 'run', '--config', config, '--master', API],
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } },
   );
   daemon = child;
   const syncLines: SyncLine[] = [];
@@ -203,8 +230,8 @@ try {
   const first = syncLines[0] ?? {};
 
   await sleep(IDLE_SECONDS * 1000);
-  const pid = daemonPid(child.pid!);
-  if (pid === undefined) throw new Error(`no kproxy.ts process under PID ${child.pid}`);
+  const pid = daemonPid(child.pid!, entry);
+  if (pid === undefined) throw new Error(`no ${entry} process under PID ${child.pid}`);
   const memory = processMemoryMiB(pid);
   const page = await scrape(ns);
 
@@ -219,6 +246,9 @@ try {
     services,
     endpointsPerService: endpoints,
     nodes,
+    runs: values.checkout
+      ? 'checkout (TypeScript)'
+      : "installed (JavaScript), the unit's command and environment",
     idleSeconds: IDLE_SECONDS,
     daemonPid: pid,
     viaNsenterExec: pid === child.pid,

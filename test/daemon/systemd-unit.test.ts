@@ -52,7 +52,7 @@ describe('systemd/kproxy.service', () => {
   test('runs the installed kproxy with its config, restarts on failure, and replaces kube-proxy', async () => {
     const unit = settings(await readFile(UNIT, 'utf8'));
     assert.deepEqual(unit.get('ExecStart'), [
-      `${APP_DIR}/node_modules/node/bin/node ${APP_DIR}/bin/kproxy.js run --config ${CONFIG_PATH}`,
+      `${APP_DIR}/node_modules/node/bin/node --max-semi-space-size=4 ${APP_DIR}/bin/kproxy.js run --config ${CONFIG_PATH}`,
     ]);
     assert.deepEqual(unit.get('Environment'), [
       'MALLOC_ARENA_MAX=2',
