@@ -4,7 +4,8 @@
 // - kproxy's cold start (NftablesDataplane start + full sync of a built state) into another;
 // - one endpoint change end to end (ModelCache update + incremental sync), median of several;
 // - RSS of this process right after the sync, and settled: after the daemon's last-resort gc and
-//   idling (cluster objects, model and dataplane record);
+//   idling (model and dataplane record: the cluster objects are released once the model has
+//   them, as the daemon's informers keep none of them);
 // - TCP connect latency from the node namespace to the first and the last service.
 //   node --expose-gc bench/nftables-speed.ts [--services 30000] [--endpoints 10] [--changes 21]
 //     [--cold-start-chunk 100000]
@@ -30,7 +31,12 @@ import {
   TimedNftRunner,
   timeMs,
 } from './measure.ts';
-import { syntheticCluster, syntheticService, syntheticSlice } from './synthetic-cluster.ts';
+import {
+  type SyntheticCluster,
+  syntheticCluster,
+  syntheticService,
+  syntheticSlice,
+} from './synthetic-cluster.ts';
 
 const { values } = parseArgs({
   options: {
@@ -69,9 +75,10 @@ function writeBareFiles(state: DualStackState, dir: string): { single: string; c
 const lab = new Lab(`bench-nft-${process.pid}`);
 const dir = mkdtempSync(join(tmpdir(), 'kproxy-bench-nft-'));
 try {
-  const cluster = syntheticCluster({ services, endpointsPerService: endpoints });
+  let cluster: SyntheticCluster | undefined = syntheticCluster({ services, endpointsPerService: endpoints });
   const clusterMemory = settledMemoryMiB();
   const model = loadedModel(cluster);
+  cluster = undefined;
   let state: DualStackState = {};
   const modelFullMs = await timeMs(() => {
     state = model.update().state;
@@ -189,8 +196,8 @@ try {
     nftProcessFloorMs: round(median(floorMs), 2),
     endpointChangeRuns: changeMs.length,
     heapClusterMiB: clusterMemory.heapMiB,
-    heapClusterAndModelMiB: modelMemory.heapMiB,
-    rssClusterAndModelMiB: modelMemory.rssMiB,
+    heapModelMiB: modelMemory.heapMiB,
+    rssModelMiB: modelMemory.rssMiB,
     connectFirstServiceUs: round(median(first)),
     connectLastServiceUs: round(median(last)),
   });
