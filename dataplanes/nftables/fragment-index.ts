@@ -183,16 +183,30 @@ export class FragmentIndex {
         } else after.push(part);
       }
     }
-    for (const [id, next] of shared) {
-      const prev = this.#stored(id);
-      if (prev.count > 0) before.push(restored(id, prev.json));
-      if (next.count > 0) after.push(restored(id, next.json));
-    }
-    const setNames = new Set<string>();
-    for (const part of [...before, ...after]) if (part.kind === 'element') setNames.add(part.set);
+    const sharedChanges = [...shared].map(([id, next]) => ({ id, prev: this.#stored(id), next }));
+    // Made when first read: building a whole index commits plans without reading them.
+    let rulesets: { before: FamilyRuleset; after: FamilyRuleset } | undefined;
+    const made = () => {
+      if (rulesets) return rulesets;
+      for (const { id, prev, next } of sharedChanges) {
+        if (prev.count > 0) before.push(restored(id, prev.json));
+        if (next.count > 0) after.push(restored(id, next.json));
+      }
+      const setNames = new Set<string>();
+      for (const part of [...before, ...after]) if (part.kind === 'element') setNames.add(part.set);
+      rulesets = {
+        before: partial(this.family, before, setNames),
+        after: partial(this.family, after, setNames),
+      };
+      return rulesets;
+    };
     return {
-      before: partial(this.family, before, setNames),
-      after: partial(this.family, after, setNames),
+      get before() {
+        return made().before;
+      },
+      get after() {
+        return made().after;
+      },
       commit: () => {
         for (const [id, key] of claims) {
           if (key === undefined) this.#claims.delete(id);

@@ -70,7 +70,7 @@ export class RulesetBuilder {
 
   addElement(set: string, element: ElementSpec): void {
     const earlier = this.#drained.elements.get(set) ?? NONE;
-    if (addOnce(this.#elementsOf(set), earlier, element.key, element, `element of ${set}`))
+    if (addOnce(this.#elementsOf(set), earlier, element.key, element, `element of ${set}`, sameElement))
       this.#pendingElements++;
   }
 
@@ -122,21 +122,43 @@ export class RulesetBuilder {
 
 const NONE: ReadonlyMap<string, ElementSpec> = new Map();
 
-/** Adds `value` unless already there (in `map` or in `drained`); whether it was new. */
+/**
+ * Adds `value` unless already there (in `map` or in `drained`); whether it was new. Shared chains
+ * and elements come again from every service port that uses them (hundreds of thousands of times
+ * at scale), so the check that they are the same is cheap.
+ */
 function addOnce<T>(
   map: Map<string, T>,
   drained: ReadonlyMap<string, T>,
   name: string,
   value: T,
   what: string,
+  same: (kept: T, added: T) => boolean = sameJson,
 ): boolean {
   const existing = map.get(name) ?? drained.get(name);
-  if (existing !== undefined && JSON.stringify(existing) !== JSON.stringify(value)) {
+  if (existing !== undefined && !same(existing, value)) {
     throw new Error(`${what} ${name} defined twice, differently`);
   }
   if (existing !== undefined) return false;
   map.set(name, value);
   return true;
+}
+
+function sameElement(kept: ElementSpec, added: ElementSpec): boolean {
+  return kept.key === added.key && kept.value === added.value && kept.comment === added.comment;
+}
+
+/** The JSON of each kept set or chain, made once. */
+const fingerprints = new WeakMap<object, string>();
+
+function sameJson<T>(kept: T, added: T): boolean {
+  if (kept === added) return true;
+  let json = typeof kept === 'object' && kept !== null ? fingerprints.get(kept) : undefined;
+  if (json === undefined) {
+    json = JSON.stringify(kept);
+    if (typeof kept === 'object' && kept !== null) fingerprints.set(kept, json);
+  }
+  return json === JSON.stringify(added);
 }
 
 function sorted<T>(map: ReadonlyMap<string, T>): Map<string, T> {
