@@ -19,10 +19,9 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { execa } from 'execa';
 import { install, UNIT_PATH } from '../src/cli/install.ts';
-import { ENDPOINT_SLICES, SERVICES } from '../src/kube/resources.ts';
 import { Lab, type LabProcess } from '../test/support/netns.ts';
 import { reportSection, round } from './measure.ts';
-import { syntheticNode, syntheticService, syntheticSlice } from './synthetic-cluster.ts';
+import { writeClusterList } from './synthetic-cluster.ts';
 
 const { values } = parseArgs({
   options: {
@@ -58,25 +57,6 @@ metricsBindAddress: 127.0.0.1:10249
 conntrack:
   maxPerCore: 0
 `;
-
-/** Writes the cluster as one JSON List, object by object, without building it all in memory. */
-async function writeCluster(file: string): Promise<void> {
-  const out = createWriteStream(file);
-  const write = async (text: string) => {
-    if (!out.write(text)) await once(out, 'drain');
-  };
-  await write('{"kind":"List","apiVersion":"v1","items":[\n');
-  for (let n = 0; n < nodes; n++)
-    await write(`${JSON.stringify({ apiVersion: 'v1', ...syntheticNode(n) })},\n`);
-  for (let i = 0; i < services; i++) {
-    await write(`${JSON.stringify({ apiVersion: SERVICES.apiVersion, ...syntheticService(i) })},\n`);
-    const slice = { apiVersion: ENDPOINT_SLICES.apiVersion, ...syntheticSlice(i, endpoints, nodes) };
-    await write(`${JSON.stringify(slice)}${i === services - 1 ? '' : ','}\n`);
-  }
-  await write(']}\n');
-  out.end();
-  await once(out, 'finish');
-}
 
 /** The daemon's metrics page, scraped from inside the namespace; undefined while it does not answer. */
 async function scrape(ns: string): Promise<string | undefined> {
@@ -182,7 +162,7 @@ const killDaemon = () => {
 process.on('exit', killDaemon);
 try {
   const data = join(dir, 'cluster.json');
-  await writeCluster(data);
+  await writeClusterList(data, { services, endpointsPerService: endpoints, nodes });
   const config = join(dir, 'config.yaml');
   writeFileSync(config, CONFIG);
 

@@ -4,8 +4,7 @@
 //   node --expose-gc bench/informer-memory.ts [--services N] [--endpoints E] [--watch-list false]
 
 import { spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { createWriteStream, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -15,8 +14,7 @@ import { Registry } from 'prom-client';
 import { KubeClient } from '../src/kube/client.ts';
 import { createInformerMetrics } from '../src/kube/informer-metrics.ts';
 import { createProxyInformers, startAll, stopAll, waitForAllSynced } from '../src/kube/proxy-informers.ts';
-import { ENDPOINT_SLICES, SERVICES } from '../src/kube/resources.ts';
-import { syntheticNode, syntheticService, syntheticSlice } from './synthetic-cluster.ts';
+import { writeClusterList } from './synthetic-cluster.ts';
 
 const BUDGET_MIB = 100;
 const MIB = 1024 * 1024;
@@ -45,27 +43,8 @@ function heapUsed(): number {
   return process.memoryUsage().heapUsed;
 }
 
-/** Writes the cluster as one JSON List, object by object, without building it all in memory. */
-async function writeCluster(file: string): Promise<void> {
-  const out = createWriteStream(file);
-  const write = async (text: string) => {
-    if (!out.write(text)) await once(out, 'drain');
-  };
-  await write('{"kind":"List","apiVersion":"v1","items":[\n');
-  for (let n = 0; n < nodes; n++)
-    await write(`${JSON.stringify({ apiVersion: 'v1', ...syntheticNode(n) })},\n`);
-  for (let i = 0; i < services; i++) {
-    await write(`${JSON.stringify({ apiVersion: SERVICES.apiVersion, ...syntheticService(i) })},\n`);
-    const slice = { apiVersion: ENDPOINT_SLICES.apiVersion, ...syntheticSlice(i, endpoints, nodes) };
-    await write(`${JSON.stringify(slice)}${i === services - 1 ? '' : ','}\n`);
-  }
-  await write(']}\n');
-  out.end();
-  await once(out, 'finish');
-}
-
 const dir = mkdtempSync(join(tmpdir(), 'kproxy-bench-'));
-await writeCluster(join(dir, 'cluster.json'));
+await writeClusterList(join(dir, 'cluster.json'), { services, endpointsPerService: endpoints, nodes });
 const server = spawn(
   process.execPath,
   ['test/support/apiserver/main.ts', '--data', join(dir, 'cluster.json')],

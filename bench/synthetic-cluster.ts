@@ -1,6 +1,9 @@
 // A synthetic cluster of the shape the kernel baseline measured: N ClusterIP services × E ready
 // endpoints, spread over a few nodes, as slim Kubernetes objects. Deterministic for a given size.
+import { once } from 'node:events';
+import { createWriteStream } from 'node:fs';
 import type { EndpointSlice, Node, Service } from '../src/kube/objects.ts';
+import { ENDPOINT_SLICES, SERVICES } from '../src/kube/resources.ts';
 
 export interface SyntheticCluster {
   readonly services: Service[];
@@ -90,4 +93,32 @@ export function syntheticCluster(options: SyntheticClusterOptions): SyntheticClu
     ),
     nodes: Array.from({ length: nodes }, (_, n) => syntheticNode(n)),
   };
+}
+
+/**
+ * Writes the cluster as one JSON List (what the stand-in API server loads), object by object,
+ * without building it all in memory.
+ */
+export async function writeClusterList(
+  file: string,
+  { services, endpointsPerService, nodes = 3 }: SyntheticClusterOptions,
+): Promise<void> {
+  const out = createWriteStream(file);
+  const write = async (text: string) => {
+    if (!out.write(text)) await once(out, 'drain');
+  };
+  await write('{"kind":"List","apiVersion":"v1","items":[\n');
+  for (let n = 0; n < nodes; n++)
+    await write(`${JSON.stringify({ apiVersion: 'v1', ...syntheticNode(n) })},\n`);
+  for (let i = 0; i < services; i++) {
+    await write(`${JSON.stringify({ apiVersion: SERVICES.apiVersion, ...syntheticService(i) })},\n`);
+    const slice = {
+      apiVersion: ENDPOINT_SLICES.apiVersion,
+      ...syntheticSlice(i, endpointsPerService, nodes),
+    };
+    await write(`${JSON.stringify(slice)}${i === services - 1 ? '' : ','}\n`);
+  }
+  await write(']}\n');
+  out.end();
+  await once(out, 'finish');
 }
