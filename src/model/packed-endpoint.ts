@@ -22,7 +22,7 @@ export class PackedEndpoint implements Endpoint {
 
   /** `ip` in canonical text (src/model/ip-address.ts). */
   constructor(ip: string, port: number, conditions: Omit<Endpoint, 'ip' | 'port'>) {
-    this.address = ip.includes(':') ? ip : ipv4Number(ip);
+    this.address = ipv4Number(ip) ?? ip;
     this.portAndFlags =
       (port << PORT_SHIFT) |
       (conditions.isLocal ? IS_LOCAL : 0) |
@@ -57,16 +57,28 @@ export class PackedEndpoint implements Endpoint {
   }
 }
 
-/** A canonical dotted quad as a signed 32-bit integer (read digit by digit: no array per address). */
-function ipv4Number(ip: string): number {
+/**
+ * A canonical dotted quad as a signed 32-bit integer, read digit by digit (no array per address);
+ * undefined for any other text (IPv6), which is kept as it is.
+ */
+function ipv4Number(ip: string): number | undefined {
   let n = 0;
   let octet = 0;
+  let digits = 0;
+  let dots = 0;
   for (let i = 0; i < ip.length; i++) {
     const c = ip.charCodeAt(i);
     if (c === 46 /* . */) {
+      if (digits === 0 || ++dots > 3) return undefined;
       n = (n << 8) | octet;
       octet = 0;
-    } else octet = octet * 10 + (c - 48);
+      digits = 0;
+    } else if (c >= 48 && c <= 57 && digits < 3) {
+      octet = octet * 10 + (c - 48);
+      digits++;
+      // A leading zero would not come back as written.
+      if (octet > 255 || (digits === 2 && octet < 10)) return undefined;
+    } else return undefined;
   }
-  return (n << 8) | octet;
+  return dots === 3 && digits > 0 ? (n << 8) | octet : undefined;
 }
