@@ -122,21 +122,16 @@ export class FragmentIndex {
 
   /**
    * The index of a whole state; undefined when two service ports claim the same object. Batch by
-   * batch, giving way to the event loop in between, so that it can be built while nft writes the
-   * rules (about a second at 30k services). Throws the signal's reason once it is aborted.
+   * batch, giving way to the event loop in between: about a second at 30k services, during which
+   * health probes and metrics scrapes are still answered.
    */
-  static async build(
-    family: NftFamily,
-    state: ProxyState,
-    signal?: AbortSignal,
-  ): Promise<FragmentIndex | undefined> {
+  static async build(family: NftFamily, state: ProxyState): Promise<FragmentIndex | undefined> {
     const index = new FragmentIndex(family, state.node);
     const ports = [...state.servicePorts.values()];
     // In batches: a plan holds every element of its ports, and the whole state's would be as big
     // as the whole ruleset (a memory peak the daemon keeps as RSS).
     for (let i = 0; i < ports.length; i += BUILD_BATCH) {
       if (i > 0) await setImmediate();
-      signal?.throwIfAborted();
       const plan = index.plan([], ports.slice(i, i + BUILD_BATCH));
       if (!plan) return undefined;
       plan.commit();
