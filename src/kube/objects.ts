@@ -1,7 +1,7 @@
 // The parts of Kubernetes objects that kproxy reads. Field names and shapes follow the v1 API
 // (core/v1 Service and Node, discovery.k8s.io/v1 EndpointSlice) so that a decoded API response
-// or `kubectl -o json` output fits as is. Everything else the API sends is dropped at decode time,
-// which keeps the informer's store small.
+// or `kubectl -o json` output fits as is. Everything else the API sends is dropped at decode time:
+// the model keeps every Service, and a daemon watches tens of thousands.
 
 export interface ObjectMeta {
   readonly name: string;
