@@ -58,12 +58,19 @@ conntrack:
   maxPerCore: 0
 `;
 
+/** Prints a page fetched with Node's fetch (no curl needed); exits 1 when it cannot. */
+const FETCH_SCRIPT = `fetch(process.argv[1], { signal: AbortSignal.timeout(5000) })
+  .then((r) => (r.ok ? r.text() : Promise.reject(new Error(String(r.status)))))
+  .then((t) => process.stdout.write(t), () => process.exit(1));`;
+
 /** The daemon's metrics page, scraped from inside the namespace; undefined while it does not answer. */
 async function scrape(ns: string): Promise<string | undefined> {
   const result = await execa(
     'nsenter',
-    [`--net=/run/netns/${ns}`, '--', 'curl', '-sS', '-f', '--max-time', '5', METRICS],
-    { reject: false },
+    [`--net=/run/netns/${ns}`, '--', NODE_BIN, '-e', FETCH_SCRIPT, METRICS],
+    {
+      reject: false,
+    },
   );
   return result.exitCode === 0 ? result.stdout : undefined;
 }
