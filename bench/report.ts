@@ -78,6 +78,7 @@ export function benchRows({ model, nftables, iptables, informer, daemon }: Bench
       1.2,
     ),
     ...infoRow(`nft: bare nft -f in the cold-start transactions`, num(nftables, 'bareChunkedLoadMs')),
+    ...infoRow(`nft: fragment indexes, built after the cold start`, num(nftables, 'coldStartIndexMs')),
     ...infoRow(`nft: model full build before the cold start`, num(nftables, 'modelFullMs')),
     ...underRow(
       `nft: one endpoint change end to end (median)`,

@@ -67,7 +67,11 @@ interface CommittedRecord {
   /** Only after adoption: the UDP endpoints the earlier run left, for the stale flow cleanup. */
   readonly udpBefore?: Partial<Record<NftFamily, AdoptedUdpEndpoints>>;
   /** Built after a full or diff sync; none after adoption (the next sync is a diff). */
-  readonly indexes: Map<NftFamily, FragmentIndex | 'collisions'>;
+  /**
+   * Built after the sync that made the record returns (the rules are in the kernel by then; the
+   * indexes only make later incremental syncs fast): the next incremental sync waits for them.
+   */
+  readonly indexes: Promise<Map<NftFamily, FragmentIndex | 'collisions'>>;
   readonly objectCount: number;
 }
 
@@ -155,6 +159,7 @@ export class NftablesDataplane implements LiveDataplane {
   #nonce: number | undefined;
   /** start() or cleanup() found/left no table of ours: the next full sync is a cold start. */
   #noTables = false;
+  #background: Promise<void> = Promise.resolve();
   readonly #coldStartChunk: number;
 
   constructor(options: NftablesDataplaneOptions) {
@@ -183,7 +188,7 @@ export class NftablesDataplane implements LiveDataplane {
       this.#log('nftables: no table from an earlier run');
       return;
     }
-    this.#record = { desired, udpBefore, indexes: new Map(), objectCount: 0 };
+    this.#record = { desired, udpBefore, indexes: Promise.resolve(new Map()), objectCount: 0 };
     this.#nonce = nonces.size === 1 ? [...nonces][0] : undefined;
     this.#log('nftables: adopted the tables of an earlier run', {
       chains: FAMILIES.reduce((n, f) => n + (desired[f]?.chains.size ?? 0), 0),
@@ -248,16 +253,29 @@ export class NftablesDataplane implements LiveDataplane {
     if (kind === 'full' && !adopted) return undefined;
     const count = await this.#writeDiff(record, state);
     if (count === undefined) return undefined;
-    this.#record = { state, indexes: await buildIndexes(state), objectCount: count };
+    this.#record = { state, indexes: this.#inBackground(state), objectCount: count };
     return adopted ? 'full' : 'incremental';
   }
 
   async #syncFull(state: DualStackState): Promise<void> {
     this.#record = undefined;
-    // The indexes are built after the rules are written, not meanwhile: beside nft on two cores,
+    // The indexes are built once the rules are written, not meanwhile: beside nft on two cores,
     // their allocations slowed nft by more than they would have saved.
     const count = await this.#writeFull(state);
-    this.#record = { state, indexes: await buildIndexes(state), objectCount: count };
+    this.#record = { state, indexes: this.#inBackground(state), objectCount: count };
+  }
+
+  /** The fragment indexes of `state`, built from now on; settled() waits for them. */
+  #inBackground(state: DualStackState): Promise<Map<NftFamily, FragmentIndex | 'collisions'>> {
+    // A failed build leaves no index: the next incremental sync builds the one it needs.
+    const indexes = buildIndexes(state).catch(() => new Map<NftFamily, FragmentIndex | 'collisions'>());
+    this.#background = indexes.then(() => undefined);
+    return indexes;
+  }
+
+  /** Resolves once the work a sync left to do in the background (the fragment indexes) is done. */
+  settled(): Promise<void> {
+    return this.#background;
   }
 
   // #writeFull and #writeDiff are functions of their own so that the whole desired ruleset they
@@ -350,10 +368,11 @@ export class NftablesDataplane implements LiveDataplane {
       if (!prev || !next || !isDeepStrictEqual(prev.node, next.node)) return false;
       const changed = changedKeys ?? changedServicePorts(prev, next);
       if (changed.size === 0) continue;
-      let index = record.indexes.get(family);
+      const indexes = await record.indexes;
+      let index = indexes.get(family);
       if (index === undefined) {
         index = (await FragmentIndex.build(family, prev)) ?? 'collisions';
-        record.indexes.set(family, index);
+        indexes.set(family, index);
       }
       if (index === 'collisions') return false;
       const ports = (s: typeof prev) => [...changed].flatMap((key) => s.servicePorts.get(key) ?? []);

@@ -90,7 +90,15 @@ export class RulesetBuilder {
    * memory bounded by a piece.
    */
   drain(remembered: ReadonlySet<string>): FamilyRuleset {
-    const piece = this.build();
+    // Sets and chains in name order, as build() gives them; elements in the order they came: a
+    // piece is written, never shown, and sorting ~100k elements per piece cost ~0.5 s of a cold
+    // start at 30k services.
+    const piece: FamilyRuleset = {
+      family: this.family,
+      sets: sorted(this.#sets),
+      chains: sorted(this.#chains),
+      elements: new Map([...this.#elements].filter(([, elements]) => elements.size > 0)),
+    };
     for (const [name, set] of this.#sets) this.#drained.sets.set(name, set);
     for (const [name, chain] of this.#chains) this.#drained.chains.set(name, chain);
     for (const [name, elements] of this.#elements) {
@@ -103,10 +111,7 @@ export class RulesetBuilder {
     this.#chains.clear();
     this.#elements.clear();
     this.#pendingElements = 0;
-    return {
-      ...piece,
-      elements: new Map([...piece.elements].filter(([, elements]) => elements.size > 0)),
-    };
+    return piece;
   }
 
   #elementsOf(set: string): Map<string, ElementSpec> {

@@ -40,6 +40,11 @@ export interface LiveDataplane {
   sync(state: DualStackState, kind: SyncKind, changed?: ReadonlySet<ServicePortKey>): Promise<SyncOutcome>;
   /** Cheap check that the rules are still ours and intact (canary, generation); false → full sync. */
   intact(): Promise<boolean>;
+  /**
+   * Resolves once the work the last sync left to do after it returned is done (the nftables
+   * dataplane's fragment indexes); absent when a dataplane leaves none.
+   */
+  settled?(): Promise<void>;
   /** Remove everything this dataplane owns, and nothing else. */
   cleanup(): Promise<void>;
 }

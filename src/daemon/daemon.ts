@@ -152,8 +152,11 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
       metrics.observe(event);
       health.observe(event);
       logSyncEvent(logger, event, summary);
-      // A full sync's peak leaves free heap pages mapped: give them back (release-memory.ts).
-      if (event.type === 'synced' && event.outcome.kind === 'full') setImmediate(releaseMemory);
+      // A full sync's peak leaves free heap pages mapped: give them back (release-memory.ts), once
+      // the work it left to the background is done too.
+      if (event.type === 'synced' && event.outcome.kind === 'full') {
+        void (dataplane.settled?.() ?? Promise.resolve()).then(() => setImmediate(releaseMemory));
+      }
     },
   });
   // Nothing is programmed yet: the initial state is a pending change, so /healthz turns 503 if

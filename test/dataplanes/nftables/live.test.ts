@@ -37,6 +37,30 @@ test('the first sync is full whatever was asked; later incremental syncs send on
   assert.equal(nft.scripts.length, 2, 'no change runs no nft');
 });
 
+test('a full sync returns once the rules are written; an incremental sync right after waits for the indexes built meanwhile', async () => {
+  const { nft, dp } = dataplane();
+  // Over 1,000 service ports: the index is built batch by batch after the full sync returns.
+  const ports = (first: string) =>
+    Array.from({ length: 2500 }, (_, i) =>
+      servicePort(`svc${i}`, {
+        clusterIP: `10.96.${i >> 8}.${i & 255}`,
+        clusterEndpoints: [endpoint(i === 0 ? first : `10.244.${i >> 8}.${i & 255}`)],
+      }),
+    );
+  let settled = false;
+  await dp.sync(ipv4(ports('10.244.0.0')), 'full');
+  const background = dp.settled().then(() => {
+    settled = true;
+  });
+  assert.equal(settled, false, 'the indexes are still being built when the full sync returns');
+  const outcome = await dp.sync(ipv4(ports('10.244.200.1')), 'incremental');
+  assert.equal(outcome.kind, 'incremental');
+  assert.equal(settled, true, 'the incremental sync waited for them');
+  assert.match(nft.scripts.at(-1)!, /^delete element ip kproxy backends-tcp \{ 10\.96\.0\.0 \. 80 \. 0 \}/);
+  assert.ok(nft.scripts.at(-1)!.length < 300, 'a fragment, not a diff of the whole ruleset');
+  await background;
+});
+
 test('an incremental sync given the changed keys touches only those service ports', async () => {
   const { nft, dp } = dataplane();
   await dp.sync(ipv4([web('10.244.1.10'), dns('10.244.1.20')]), 'full');
