@@ -81,7 +81,7 @@ const modeSection = {
   localhostNodePorts: boolean,
 } as const;
 
-/** Every field path kproxy reads from a config file (kube-proxy's names, plus kproxy's nodeIPs). */
+/** Every field path kproxy reads from a config file (kube-proxy's names, plus kproxy's nodeIPs and fullSyncPeriod). */
 export const CONFIG_FIELDS: ReadonlyMap<string, FieldSpec> = new Map<string, FieldSpec>([
   ['mode', { type: 'string', oneOf: PROXY_MODES }],
   ['hostnameOverride', string],
@@ -97,6 +97,8 @@ export const CONFIG_FIELDS: ReadonlyMap<string, FieldSpec> = new Map<string, Fie
   ['masqueradeAll', boolean],
   ['syncPeriod', periodDuration],
   ['minSyncPeriod', periodDuration],
+  // kproxy's own: kube-proxy forces a full sync hourly, fixed; here 0 turns it off.
+  ['fullSyncPeriod', duration],
   ...sectionFields('iptables', modeSection),
   ...sectionFields('nftables', modeSection),
   ['ipvs.scheduler', { type: 'string', oneOf: IPVS_SCHEDULERS }],

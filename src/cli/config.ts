@@ -65,6 +65,8 @@ export interface ProxyConfig {
   readonly masqueradeBit: number;
   readonly syncPeriodMs: number;
   readonly minSyncPeriodMs: number;
+  /** A full sync at least this often, whatever the canary says (kube-proxy: hourly); 0 = never. */
+  readonly fullSyncPeriodMs: number;
   readonly iptables: RuleModeConfig;
   readonly nftables: RuleModeConfig;
   readonly ipvs: IpvsConfig;
@@ -174,6 +176,7 @@ export function resolveProxyConfig(
     masqueradeBit: active.masqueradeBit,
     syncPeriodMs: active.syncPeriodMs,
     minSyncPeriodMs: active.minSyncPeriodMs,
+    fullSyncPeriodMs: get.number('fullSyncPeriod', HOUR),
     iptables,
     nftables,
     ipvs,

@@ -69,6 +69,11 @@ export const PROXY_FLAGS: Readonly<Record<string, ProxyFlag>> = {
     paths: ['iptables.localhostNodePorts', 'nftables.localhostNodePorts'],
     help: 'NodePorts on 127.0.0.1 (iptables)',
   },
+  'full-sync-period': {
+    type: 'string',
+    paths: ['fullSyncPeriod'],
+    help: 'force a full sync this often (default 1h, 0 = never)',
+  },
   'nodeport-addresses': {
     type: 'string',
     paths: ['nodePortAddresses'],

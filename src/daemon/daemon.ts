@@ -148,6 +148,7 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
     syncer,
     minSyncPeriodMs: config.minSyncPeriodMs,
     syncPeriodMs: config.syncPeriodMs,
+    fullSyncPeriodMs: config.fullSyncPeriodMs,
     onEvent: (event) => {
       metrics.observe(event);
       health.observe(event);

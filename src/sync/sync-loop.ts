@@ -5,7 +5,10 @@
 //   right away still goes through a zero-delay timer, so a burst delivered in one tick is one sync.
 // - Syncs never overlap; a change during a sync schedules the next one.
 // - Every syncPeriod without a sync, a periodic check runs: if the dataplane reports its rules are
-//   not intact (someone flushed them), a full sync repairs them.
+//   not intact (someone flushed them), a full sync repairs them. Until it has, the damage counts as
+//   a queued change (health sees it like any other pending one).
+// - At least every fullSyncPeriod a sync is full whatever the check says (kube-proxy's hourly
+//   FullSyncPeriod): it repairs damage too subtle for the cheap check.
 // - The first sync waits for start() (the daemon calls it once the informers have synced) and is
 //   full; so is the sync after a failure, retried with capped exponential backoff. Otherwise
 //   syncs are incremental unless a full one was asked for (node label changes).
@@ -18,7 +21,7 @@ export interface Syncer {
   intact(): Promise<boolean>;
 }
 
-export type SyncReason = 'start' | 'change' | 'full-requested' | 'retry' | 'drift';
+export type SyncReason = 'start' | 'change' | 'full-requested' | 'retry' | 'drift' | 'periodic';
 
 export type SyncLoopEvent =
   /**
@@ -51,6 +54,8 @@ export interface SyncLoopOptions {
   readonly syncer: Syncer;
   readonly minSyncPeriodMs: number;
   readonly syncPeriodMs: number;
+  /** A sync is full at least this often after the last full one; 0 or absent: never forced. */
+  readonly fullSyncPeriodMs?: number;
   /** First retry delay after a failure; doubles per consecutive failure up to syncPeriod. */
   readonly retryBaseMs?: number;
   readonly onEvent?: (event: SyncLoopEvent) => void;
@@ -68,6 +73,8 @@ export class SyncLoop {
   #fullReason: SyncReason | undefined = 'start';
   /** When the last sync or periodic check started (the anchor for both periods). */
   #lastRunAt = Number.NEGATIVE_INFINITY;
+  /** When the last successful full sync started. */
+  #lastFullAt = Number.NEGATIVE_INFINITY;
   #failures = 0;
   #retryAt = Number.NEGATIVE_INFINITY;
 
@@ -106,7 +113,7 @@ export class SyncLoop {
     const { clock, minSyncPeriodMs, syncPeriodMs } = this.#options;
     const due = this.#dirty
       ? Math.max(this.#lastRunAt + minSyncPeriodMs, this.#retryAt)
-      : this.#lastRunAt + syncPeriodMs;
+      : Math.min(this.#lastRunAt + syncPeriodMs, this.#fullDueAt());
     this.#timer?.cancel();
     this.#timer = clock.setTimer(Math.max(0, due - clock.now()), () => {
       this.#timer = undefined;
@@ -117,16 +124,27 @@ export class SyncLoop {
     });
   }
 
+  /** When the periodic full sync is due (never when disabled). */
+  #fullDueAt(): number {
+    const period = this.#options.fullSyncPeriodMs ?? 0;
+    return period > 0 ? this.#lastFullAt + period : Number.POSITIVE_INFINITY;
+  }
+
   async #tick(): Promise<void> {
     const { clock, syncer } = this.#options;
     this.#lastRunAt = clock.now();
-    if (!this.#dirty) {
+    if (this.#fullReason === undefined && this.#lastRunAt >= this.#fullDueAt()) {
+      this.#fullReason = 'periodic';
+      if (!this.#dirty) this.#emit({ type: 'queued', at: this.#lastRunAt });
+    } else if (!this.#dirty) {
       const intact = await syncer.intact().catch(() => false);
       if (this.#stopped) return;
       if (intact) {
         this.#emit({ type: 'checked', at: this.#lastRunAt });
         return;
       }
+      // Damaged rules are a pending change until the repair has synced.
+      this.#emit({ type: 'queued', at: this.#lastRunAt });
       this.#fullReason ??= 'drift';
     }
     await this.#sync();
@@ -142,6 +160,7 @@ export class SyncLoop {
     const startedAt = clock.now();
     try {
       const outcome = await syncer.sync(requested);
+      if (outcome.kind === 'full') this.#lastFullAt = startedAt;
       this.#failures = 0;
       this.#retryAt = Number.NEGATIVE_INFINITY;
       this.#emit({

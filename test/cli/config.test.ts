@@ -111,6 +111,12 @@ test('ipvs mode takes its periods from ipvs and its masquerade settings from ipt
   assert.equal(config.ipvs.scheduler, 'lc');
 });
 
+test('fullSyncPeriod: hourly by default, set by flag, 0 turns it off', async () => {
+  assert.equal((await loadOk([])).fullSyncPeriodMs, 3_600_000);
+  assert.equal((await loadOk(['--full-sync-period=10m'])).fullSyncPeriodMs, 600_000);
+  assert.equal((await loadOk(['--full-sync-period=0s'])).fullSyncPeriodMs, 0);
+});
+
 test('--node-ip is repeatable and canonicalised; --bind-address is a node IP unless unspecified', async () => {
   assert.deepEqual((await loadOk(['--node-ip', '192.168.10.11', '--node-ip', 'FD00::0011'])).nodeIPs, [
     '192.168.10.11',

@@ -55,7 +55,7 @@ class FakeSyncer implements Syncer {
   }
 }
 
-function setup() {
+function setup(fullSyncPeriodMs?: number) {
   const clock = new FakeClock();
   const syncer = new FakeSyncer(clock);
   const events: SyncLoopEvent[] = [];
@@ -64,14 +64,15 @@ function setup() {
     syncer,
     minSyncPeriodMs: MIN,
     syncPeriodMs: PERIOD,
+    fullSyncPeriodMs,
     onEvent: (e) => events.push(e),
   });
   const t0 = clock.now();
   return { clock, syncer, events, loop, t0 };
 }
 
-async function startedAndSynced() {
-  const s = setup();
+async function startedAndSynced(fullSyncPeriodMs?: number) {
+  const s = setup(fullSyncPeriodMs);
   s.loop.start();
   await s.clock.advance(0);
   assert.equal(s.syncer.calls.length, 1);
@@ -217,6 +218,71 @@ describe('SyncLoop', () => {
     assert.deepEqual(syncer.calls[1], { kind: 'full', at: t0 + PERIOD });
     const last = events.at(-1);
     assert.ok(last?.type === 'synced' && last.reason === 'drift');
+  });
+
+  test('damage found by the check is a queued change until the repair has synced', async () => {
+    const { clock, syncer, events, t0 } = await startedAndSynced();
+    syncer.intactAnswer = false;
+    syncer.hold = true;
+    await clock.advance(PERIOD);
+    assert.deepEqual(
+      events.slice(-1),
+      [{ type: 'queued', at: t0 + PERIOD }],
+      'queued as soon as it is found, while the repair is in flight',
+    );
+    syncer.release();
+    await flush();
+    assert.ok(events.at(-1)?.type === 'synced');
+  });
+
+  const HOUR = 3_600_000;
+
+  test('a full sync is forced every fullSyncPeriod, even when nothing changed and the check passes', async () => {
+    const { clock, syncer, events, t0 } = await startedAndSynced(HOUR);
+    await clock.advance(HOUR - 1);
+    assert.equal(syncer.calls.length, 1, 'only intact() checks before the hour is up');
+    await clock.advance(1);
+    assert.deepEqual(
+      syncer.calls[1],
+      { kind: 'full', at: t0 + HOUR },
+      'due exactly an hour after the last full sync',
+    );
+    const last = events.at(-1);
+    assert.ok(last?.type === 'synced' && last.reason === 'periodic');
+    assert.deepEqual(events.at(-2), { type: 'queued', at: t0 + HOUR });
+    await clock.advance(HOUR);
+    assert.deepEqual(syncer.calls[2], { kind: 'full', at: t0 + 2 * HOUR });
+  });
+
+  test('the forced full sync counts from the last full one, and makes a pending change full', async () => {
+    const { clock, syncer, loop, t0 } = await startedAndSynced(HOUR);
+    // A drift repair at PERIOD is a full sync: the hour restarts there.
+    syncer.intactAnswer = false;
+    await clock.advance(PERIOD);
+    syncer.intactAnswer = true;
+    assert.deepEqual(syncer.calls[1], { kind: 'full', at: t0 + PERIOD });
+    const due = t0 + PERIOD + HOUR;
+    await clock.advance(HOUR - 1);
+    syncer.hold = true;
+    loop.requestSync();
+    await clock.advance(0);
+    loop.requestSync();
+    syncer.release();
+    await clock.advance(MIN);
+    assert.deepEqual(syncer.calls.slice(2), [
+      { kind: 'incremental', at: due - 1 },
+      { kind: 'full', at: due - 1 + MIN },
+    ]);
+    loop.requestSync();
+    await clock.advance(MIN);
+    assert.equal(syncer.calls.at(-1)?.kind, 'incremental', 'the next change is incremental again');
+  });
+
+  test('fullSyncPeriod 0 never forces a full sync', async () => {
+    const { clock, syncer } = await startedAndSynced(0);
+    await clock.advance(3 * HOUR);
+    assert.equal(syncer.calls.length, 1);
+    assert.equal(syncer.intactCalls, (3 * HOUR) / PERIOD);
   });
 
   test('the periodic timer restarts after each sync, so a busy loop does not also run checks', async () => {
