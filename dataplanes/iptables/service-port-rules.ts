@@ -4,8 +4,12 @@
 // A service port contributes lines to the shared top-level chains (sharedRules) and owns its own
 // nat chains (ownChains: SVC/SVL/EXT/FW/SEP). The two are separate so an incremental plan can
 // rewrite the shared chains without rendering every service's own chains.
-import { externallyAccessible } from '../../src/model/endpoint-selection.ts';
 import type { Endpoint, ServicePort } from '../../src/model/proxy-state.ts';
+import {
+  type NoEndpointVerdict,
+  type TrafficDecisions,
+  trafficDecisions,
+} from '../../src/model/traffic-decisions.ts';
 import { cidrContains } from '../shared/cidr.ts';
 import {
   EXTERNAL_SERVICES_CHAIN,
@@ -27,57 +31,56 @@ export function comment(text: string): string {
   return text.includes(' ') ? `-m comment --comment "${text}"` : `-m comment --comment ${text}`;
 }
 
-/** What kube-proxy decides per service port before writing any rule. */
+/** The model's traffic decisions for a service port, spelled as iptables chains and targets. */
 interface Decisions {
   readonly sp: ServicePort;
+  readonly traffic: TrafficDecisions;
   readonly names: ServiceChainNames;
   /** "-m tcp -p tcp" */
   readonly proto: string;
-  readonly usesClusterChain: boolean;
-  readonly usesLocalChain: boolean;
+  /** The SVC or SVL chain of each kind of traffic's policy. */
   readonly internalChain: string;
-  readonly hasInternalEndpoints: boolean;
   readonly externalPolicyChain: string;
-  readonly hasExternalEndpoints: boolean;
-  readonly usesExternalChain: boolean;
+  /** Source ranges apply, and there is an EXT chain for the accepted traffic to go on to. */
   readonly usesFirewallChain: boolean;
   readonly loadBalancerChain: string;
   /** REJECT/DROP and its comment for traffic that has no endpoint. */
-  readonly internalFilter?: { readonly target: string; readonly comment: string };
-  readonly externalFilter?: { readonly target: string; readonly comment: string };
+  readonly internalFilter: NoEndpointFilter | undefined;
+  readonly externalFilter: NoEndpointFilter | undefined;
+}
+
+interface NoEndpointFilter {
+  readonly target: string;
+  readonly comment: string;
 }
 
 function decide(sp: ServicePort): Decisions {
   const names = serviceChainNames(sp);
   const protocol = sp.protocol.toLowerCase();
-  const usesClusterChain = sp.clusterEndpoints.length > 0;
-  const usesLocalChain = sp.localEndpoints.length > 0;
-  // A traffic class has endpoints only when the chain its policy points at exists.
-  const hasInternalEndpoints =
-    sp.hasEndpoints && (sp.internalPolicyLocal ? usesLocalChain : usesClusterChain);
-  const hasExternalEndpoints =
-    sp.hasEndpoints && (sp.externalPolicyLocal ? usesLocalChain : usesClusterChain);
-  const usesFirewallChain =
-    sp.hasEndpoints && sp.loadBalancerIPs.length > 0 && sp.loadBalancerSourceRanges.length > 0;
-  const noEndpoints = { target: 'REJECT', comment: `${sp.key} has no endpoints` };
-  const noLocalEndpoints = { target: 'DROP', comment: `${sp.key} has no local endpoints` };
+  const traffic = trafficDecisions(sp);
+  const usesFirewallChain = traffic.sourceRangesApply && traffic.capturesExternal;
   return {
     sp,
+    traffic,
     names,
     proto: `-m ${protocol} -p ${protocol}`,
-    usesClusterChain,
-    usesLocalChain,
-    internalChain: sp.internalPolicyLocal ? names.local : names.cluster,
-    hasInternalEndpoints,
-    externalPolicyChain: sp.externalPolicyLocal ? names.local : names.cluster,
-    hasExternalEndpoints,
-    // Needed even without external endpoints: it holds the short-circuit for local traffic.
-    usesExternalChain: sp.hasEndpoints && externallyAccessible(sp),
+    internalChain: names[traffic.internalPolicy],
+    externalPolicyChain: names[traffic.externalPolicy],
     usesFirewallChain,
     loadBalancerChain: usesFirewallChain ? names.firewall : names.external,
-    internalFilter: !sp.hasEndpoints ? noEndpoints : hasInternalEndpoints ? undefined : noLocalEndpoints,
-    externalFilter: !sp.hasEndpoints ? noEndpoints : hasExternalEndpoints ? undefined : noLocalEndpoints,
+    internalFilter: noEndpointFilter(sp, traffic.internalVerdict),
+    externalFilter: noEndpointFilter(sp, traffic.externalVerdict),
   };
+}
+
+function noEndpointFilter(
+  sp: ServicePort,
+  verdict: NoEndpointVerdict | undefined,
+): NoEndpointFilter | undefined {
+  if (verdict === undefined) return undefined;
+  return verdict === 'reject'
+    ? { target: 'REJECT', comment: `${sp.key} has no endpoints` }
+    : { target: 'DROP', comment: `${sp.key} has no local endpoints` };
 }
 
 /** Lines a service port adds to the shared chains, per table and chain. */
@@ -104,18 +107,18 @@ export function appendSharedRules(sp: ServicePort, out: SharedRules): void {
   const { nat, filter } = out;
   const dport = `--dport ${sp.port}`;
 
-  if (d.hasInternalEndpoints) {
+  if (d.internalFilter === undefined) {
     nat.services.push(
       `-A ${SERVICES_CHAIN} ${comment(`${sp.key} cluster IP`)} ${d.proto} -d ${sp.clusterIP} ${dport} -j ${d.internalChain}`,
     );
-  } else if (d.internalFilter) {
+  } else {
     filter.services.push(
       `-A ${SERVICES_CHAIN} ${comment(d.internalFilter.comment)} ${d.proto} -d ${sp.clusterIP} ${dport} -j ${d.internalFilter.target}`,
     );
   }
 
   for (const ip of sp.externalIPs) {
-    if (sp.hasEndpoints) {
+    if (d.traffic.capturesExternal) {
       nat.services.push(
         `-A ${SERVICES_CHAIN} ${comment(`${sp.key} external IP`)} ${d.proto} -d ${ip} ${dport} -j ${d.names.external}`,
       );
@@ -128,7 +131,7 @@ export function appendSharedRules(sp: ServicePort, out: SharedRules): void {
   }
 
   for (const ip of sp.loadBalancerIPs) {
-    if (sp.hasEndpoints) {
+    if (d.traffic.capturesExternal) {
       nat.services.push(
         `-A ${SERVICES_CHAIN} ${comment(`${sp.key} loadbalancer IP`)} ${d.proto} -d ${ip} ${dport} -j ${d.loadBalancerChain}`,
       );
@@ -148,7 +151,7 @@ export function appendSharedRules(sp: ServicePort, out: SharedRules): void {
   }
 
   if (sp.nodePort !== 0) {
-    if (sp.hasEndpoints) {
+    if (d.traffic.capturesExternal) {
       nat.nodePorts.push(
         `-A ${NODEPORTS_CHAIN} ${comment(sp.key)} ${d.proto} --dport ${sp.nodePort} -j ${d.names.external}`,
       );
@@ -176,13 +179,15 @@ export function ownChains(sp: ServicePort, ctx: FamilyContext): Map<string, stri
   const d = decide(sp);
   const chains = new Map<string, string[]>();
   if (d.usesFirewallChain) chains.set(d.names.firewall, firewallChainRules(d, ctx));
-  if (d.usesExternalChain) chains.set(d.names.external, externalChainRules(d, ctx));
-  if (d.usesClusterChain)
+  if (d.traffic.capturesExternal) chains.set(d.names.external, externalChainRules(d, ctx));
+  // A policy chain exists when its endpoint set does (the model leaves a set no traffic uses empty).
+  if (sp.clusterEndpoints.length > 0)
     chains.set(d.names.cluster, endpointChoiceRules(d, ctx, d.names.cluster, sp.clusterEndpoints));
-  if (d.usesLocalChain)
+  if (sp.localEndpoints.length > 0)
     chains.set(d.names.local, endpointChoiceRules(d, ctx, d.names.local, sp.localEndpoints));
   // Internal traffic from outside the cluster is masqueraded first thing in its policy chain.
-  if (d.hasInternalEndpoints) chains.get(d.internalChain)!.unshift(...internalMasqueradeRules(d, ctx));
+  if (d.traffic.internalEndpoints.length > 0)
+    chains.get(d.internalChain)!.unshift(...internalMasqueradeRules(d, ctx));
   for (const endpoint of locallyReachableEndpoints(sp)) {
     const chain = endpointChainName(sp, endpoint);
     chains.set(chain, endpointChainRules(d, ctx, chain, endpoint));
@@ -202,28 +207,26 @@ function internalMasqueradeRules(d: Decisions, ctx: FamilyContext): string[] {
 }
 
 function externalChainRules(d: Decisions, ctx: FamilyContext): string[] {
-  const { sp, names } = d;
+  const { sp, names, traffic } = d;
   const chain = names.external;
   const rules: string[] = [];
-  if (!sp.externalPolicyLocal) {
-    // Endpoints may be on another node: masquerade so replies come back through this one.
+  if (traffic.masqueradesExternal) {
     rules.push(
       `-A ${chain} ${comment(`masquerade traffic for ${sp.key} external destinations`)} -j ${MARK_MASQ_CHAIN}`,
     );
-  } else if (d.usesClusterChain) {
-    // Pod → external destination behaves as if it left the cluster and came back: Cluster policy.
+  } else if (traffic.shortCircuitsLocalTraffic && sp.clusterEndpoints.length > 0) {
+    // Pod traffic, then the host's (masqueraded), to the Cluster policy chain.
     for (const match of ctx.localMatches) {
       rules.push(
         `-A ${chain} ${comment(`pod traffic for ${sp.key} external destinations`)} ${match} -j ${names.cluster}`,
       );
     }
-    // The node itself: its source would be the LB IP or node IP, so masquerade and use Cluster.
     rules.push(
       `-A ${chain} ${comment(`masquerade LOCAL traffic for ${sp.key} external destinations`)} -m addrtype --src-type LOCAL -j ${MARK_MASQ_CHAIN}`,
       `-A ${chain} ${comment(`route LOCAL traffic for ${sp.key} external destinations`)} -m addrtype --src-type LOCAL -j ${names.cluster}`,
     );
   }
-  if (d.hasExternalEndpoints) rules.push(`-A ${chain} -j ${d.externalPolicyChain}`);
+  if (traffic.externalEndpoints.length > 0) rules.push(`-A ${chain} -j ${d.externalPolicyChain}`);
   return rules;
 }
 
@@ -265,8 +268,8 @@ function endpointChoiceRules(
     sep: endpointChainName(sp, endpoint),
     note: endpointNote(ctx, `${sp.key} -> ${endpointAddress(endpoint)}`),
   }));
-  if (sp.sessionAffinity) {
-    const seconds = sp.sessionAffinity.timeoutSeconds;
+  const seconds = d.traffic.affinitySeconds;
+  if (seconds > 0) {
     for (const { sep, note } of targets) {
       rules.push(`-A ${chain}${note} -m recent --name ${sep} --rcheck --seconds ${seconds} --reap -j ${sep}`);
     }
@@ -282,7 +285,7 @@ function endpointChoiceRules(
 function endpointChainRules(d: Decisions, ctx: FamilyContext, chain: string, endpoint: Endpoint): string[] {
   const { sp } = d;
   const prefix = `-A ${chain}${endpointNote(ctx, sp.key)}`;
-  const affinity = sp.sessionAffinity ? ` -m recent --name ${chain} --set` : '';
+  const affinity = d.traffic.affinitySeconds > 0 ? ` -m recent --name ${chain} --set` : '';
   return [
     // Hairpin: a pod reaching itself through the service must see the node as the source.
     `${prefix} -s ${endpoint.ip} -j ${MARK_MASQ_CHAIN}`,

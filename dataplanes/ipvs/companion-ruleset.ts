@@ -12,12 +12,13 @@
 // its external virtual servers only have local real servers, as in kube-proxy's IPVS mode (which,
 // unlike the iptables/nftables modes, has no pod/host short-circuit to all endpoints).
 import type { NodeSettings, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
+import { trafficDecisions } from '../../src/model/traffic-decisions.ts';
 import { type FamilySyntax, familySyntax } from '../nftables/family-syntax.ts';
 import { notLocalTrafficMatch } from '../nftables/local-traffic.ts';
 import { type FamilyRuleset, RulesetBuilder } from '../nftables/ruleset.ts';
-import { addFirewall } from '../nftables/service-port.ts';
+import { addFirewall, noEndpointVerdict } from '../nftables/service-port.ts';
 import { type ChainSpec, fitComment, type SetSpec } from '../nftables/transaction.ts';
-import { externalEndpoints, internalEndpoints, nodePortAddresses } from './virtual-servers.ts';
+import { nodePortAddresses } from './virtual-servers.ts';
 
 export const COMPANION_TABLE = 'kproxy-ipvs';
 
@@ -150,11 +151,6 @@ function chains(syntax: FamilySyntax, node: NodeSettings): ChainSpec[] {
   ];
 }
 
-function noEndpointVerdict(sp: ServicePort): string {
-  // kube-proxy's distinction: no endpoint anywhere → REJECT; only the policy leaves none → DROP.
-  return sp.hasEndpoints ? 'drop' : 'goto reject-chain';
-}
-
 function addServicePort(
   builder: RulesetBuilder,
   sp: ServicePort,
@@ -162,6 +158,7 @@ function addServicePort(
   nodePorts: boolean,
 ): void {
   const proto = sp.protocol.toLowerCase();
+  const d = trafficDecisions(sp);
   const vip = (address: string): string => `${address} . ${proto} . ${sp.port}`;
   const add = (set: string, key: string, what: string, value?: string): void => {
     // A VIP claimed by an earlier service port (in key order) stays with it.
@@ -172,7 +169,8 @@ function addServicePort(
   if (!builder.hasElement('virtual-servers', clusterKey)) {
     add('virtual-servers', clusterKey, '');
     add('cluster-ips', clusterKey, '');
-    if (internalEndpoints(sp).length === 0) add('no-endpoint-vips', clusterKey, '', noEndpointVerdict(sp));
+    if (d.internalVerdict !== undefined)
+      add('no-endpoint-vips', clusterKey, '', noEndpointVerdict(d.internalVerdict));
   }
   const external = [
     ...sp.externalIPs.map((ip) => [ip, ' external IP'] as const),
@@ -182,18 +180,19 @@ function addServicePort(
     const key = vip(address);
     if (builder.hasElement('virtual-servers', key)) continue;
     add('virtual-servers', key, what);
-    if (!sp.externalPolicyLocal) add('external-ips', key, what);
-    if (externalEndpoints(sp).length === 0) add('no-endpoint-vips', key, what, noEndpointVerdict(sp));
+    if (d.masqueradesExternal) add('external-ips', key, what);
+    if (d.externalVerdict !== undefined)
+      add('no-endpoint-vips', key, what, noEndpointVerdict(d.externalVerdict));
   }
   if (sp.nodePort !== 0 && nodePorts) {
     const key = `${proto} . ${sp.nodePort}`;
     if (!builder.hasElement('no-endpoint-nodeports', key) && !builder.hasElement('nodeports', key)) {
-      if (!sp.externalPolicyLocal) add('nodeports', key, ' node port');
-      if (externalEndpoints(sp).length === 0)
-        add('no-endpoint-nodeports', key, ' node port', noEndpointVerdict(sp));
+      if (d.masqueradesExternal) add('nodeports', key, ' node port');
+      if (d.externalVerdict !== undefined)
+        add('no-endpoint-nodeports', key, ' node port', noEndpointVerdict(d.externalVerdict));
     }
   }
-  addFirewall(builder, sp, proto, node);
+  addFirewall(builder, sp, d, proto, node);
 }
 
 function addHairpin(builder: RulesetBuilder, sp: ServicePort): void {

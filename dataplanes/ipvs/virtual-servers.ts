@@ -2,14 +2,15 @@
 // syncEndpoint in pkg/proxy/ipvs/proxier.go), per family:
 // - a virtual server per ClusterIP, external IP and LoadBalancer IP (these addresses are bound to
 //   the dummy link so the node accepts them) and per node-port address × node port (not bound);
-// - real servers: the endpoints the traffic's policy picks (iTP Local → local endpoints for the
-//   ClusterIP; eTP Local → local endpoints for external IPs, LB IPs and node ports), weight 1,
-//   masquerade forwarding;
+// - real servers: the model's internal endpoints for the ClusterIP, its external endpoints for
+//   external IPs, LB IPs and node ports (src/model/traffic-decisions.ts), weight 1, masquerade
+//   forwarding;
 // - ClientIP affinity → a persistent virtual server with the affinity timeout.
 // A virtual server exists even without real servers, as upstream; the companion nft rules reject
 // or drop its traffic before IPVS sees it.
 import { familyOf } from '../../src/model/ip-address.ts';
 import type { Endpoint, IPFamily, Protocol, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
+import { type TrafficDecisions, trafficDecisions } from '../../src/model/traffic-decisions.ts';
 import { familySyntax } from '../nftables/family-syntax.ts';
 import { cidrContains } from '../shared/cidr.ts';
 
@@ -72,27 +73,23 @@ export function nodePortAddresses(state: ProxyState): readonly string[] {
   return state.node.nodeIPs.filter((ip) => cidrs.some((cidr) => cidrContains(cidr, ip)));
 }
 
-/** The endpoints of traffic to external IPs, LB IPs and node ports. */
-export function externalEndpoints(sp: ServicePort): readonly Endpoint[] {
-  return sp.externalPolicyLocal ? sp.localEndpoints : sp.clusterEndpoints;
-}
-
-/** The endpoints of traffic to the ClusterIP. */
-export function internalEndpoints(sp: ServicePort): readonly Endpoint[] {
-  return sp.internalPolicyLocal ? sp.localEndpoints : sp.clusterEndpoints;
-}
-
 export function ipvsFamilyServers(state: ProxyState, scheduler: string): IpvsFamilyServers {
   const servers = new Map<string, VirtualServer>();
   const bound = new Set<string>();
-  const add = (sp: ServicePort, address: string, port: number, endpoints: readonly Endpoint[]): void => {
+  const add = (
+    sp: ServicePort,
+    d: TrafficDecisions,
+    address: string,
+    port: number,
+    endpoints: readonly Endpoint[],
+  ): void => {
     const vs: VirtualServer = {
       family: state.family,
       protocol: sp.protocol,
       address,
       port,
       scheduler,
-      persistenceTimeout: sp.sessionAffinity?.timeoutSeconds ?? 0,
+      persistenceTimeout: d.affinitySeconds,
       servicePort: sp.key,
       realServers: realServers(endpoints),
     };
@@ -102,14 +99,15 @@ export function ipvsFamilyServers(state: ProxyState, scheduler: string): IpvsFam
   };
   const nodeAddresses = nodePortAddresses(state);
   for (const sp of state.servicePorts.values()) {
-    add(sp, sp.clusterIP, sp.port, internalEndpoints(sp));
+    const d = trafficDecisions(sp);
+    add(sp, d, sp.clusterIP, sp.port, d.internalEndpoints);
     bound.add(sp.clusterIP);
     for (const ip of [...sp.externalIPs, ...sp.loadBalancerIPs]) {
-      add(sp, ip, sp.port, externalEndpoints(sp));
+      add(sp, d, ip, sp.port, d.externalEndpoints);
       bound.add(ip);
     }
     if (sp.nodePort !== 0) {
-      for (const ip of nodeAddresses) add(sp, ip, sp.nodePort, externalEndpoints(sp));
+      for (const ip of nodeAddresses) add(sp, d, ip, sp.nodePort, d.externalEndpoints);
     }
   }
   return {

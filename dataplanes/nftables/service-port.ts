@@ -1,54 +1,48 @@
 // One service port's elements: its VIPs and node port in the dispatch maps, its endpoints, the
-// no-endpoint verdicts and the LoadBalancer firewall. kube-proxy's rules, as map elements:
+// no-endpoint verdicts and the LoadBalancer firewall. The model's traffic decisions
+// (src/model/traffic-decisions.ts) spelled as map elements:
 // - a VIP gets a service-ips element only when some traffic to it can be served (for eTP Local
 //   that includes the pod/host short-circuit, so the element stays while any endpoint exists);
-// - traffic with no usable endpoint is REJECTed when the service has no endpoint at all, and
-//   DROPped when only its policy (iTP/eTP Local) leaves none.
+// - traffic with no usable endpoint meets the decision's verdict, reject-chain or drop.
 import type { NodeSettings, ServicePort } from '../../src/model/proxy-state.ts';
+import {
+  type NoEndpointVerdict,
+  type TrafficDecisions,
+  trafficDecisions,
+} from '../../src/model/traffic-decisions.ts';
 import { cidrContains } from '../shared/cidr.ts';
 import { addDispatch, CLUSTER, LOCAL, NODEPORT_CLUSTER, NODEPORT_LOCAL } from './endpoint-dispatch.ts';
 import type { FamilySyntax } from './family-syntax.ts';
 import type { RulesetBuilder } from './ruleset.ts';
 import { fitComment } from './transaction.ts';
 
-function noEndpointVerdict(servicePort: ServicePort): string {
-  return servicePort.hasEndpoints ? 'drop' : 'goto reject-chain';
+/** The nft verdict of a no-endpoint map element. Shared with the IPVS companion table. */
+export function noEndpointVerdict(verdict: NoEndpointVerdict): string {
+  return verdict === 'drop' ? 'drop' : 'goto reject-chain';
 }
 
-function addClusterIP(builder: RulesetBuilder, syntax: FamilySyntax, sp: ServicePort, proto: string): void {
+function addClusterIP(
+  builder: RulesetBuilder,
+  syntax: FamilySyntax,
+  sp: ServicePort,
+  d: TrafficDecisions,
+  proto: string,
+): void {
   const key = `${sp.clusterIP} . ${proto} . ${sp.port}`;
   const comment = fitComment(sp.key);
-  const internal = sp.internalPolicyLocal ? sp.localEndpoints : sp.clusterEndpoints;
-  if (internal.length === 0) {
-    builder.addElement('no-endpoint-services', { key, value: noEndpointVerdict(sp), comment });
+  if (d.internalVerdict !== undefined) {
+    builder.addElement('no-endpoint-services', { key, value: noEndpointVerdict(d.internalVerdict), comment });
     return;
   }
   builder.addElement('service-ips', { key, value: 'goto cluster-ip', comment });
-  addDispatch(
-    builder,
-    syntax,
-    sp,
-    CLUSTER,
-    sp.clusterIP,
-    sp.port,
-    internal,
-    sp.internalPolicyLocal ? 'local' : 'cluster',
-  );
-}
-
-/** Whether traffic from outside has a chain to go to (kube-proxy's usesExternalTrafficChain). */
-function servesExternal(sp: ServicePort): boolean {
-  return sp.hasEndpoints && (sp.externalPolicyLocal || sp.clusterEndpoints.length > 0);
-}
-
-function externalEndpoints(sp: ServicePort): number {
-  return (sp.externalPolicyLocal ? sp.localEndpoints : sp.clusterEndpoints).length;
+  addDispatch(builder, syntax, sp, CLUSTER, sp.clusterIP, sp.port, d.internalEndpoints, d.internalPolicy);
 }
 
 function addExternalAddress(
   builder: RulesetBuilder,
   syntax: FamilySyntax,
   sp: ServicePort,
+  d: TrafficDecisions,
   proto: string,
   address: string,
   what: string,
@@ -57,32 +51,39 @@ function addExternalAddress(
   // An address claimed by an earlier service port (in key order) stays with it.
   if (builder.hasElement('service-ips', key) || builder.hasElement('no-endpoint-services', key)) return;
   const comment = fitComment(`${sp.key} ${what}`);
-  if (servesExternal(sp)) {
+  if (d.capturesExternal) {
     builder.addElement('service-ips', {
       key,
-      value: sp.externalPolicyLocal ? 'goto external-local' : 'goto external',
+      value: d.masqueradesExternal ? 'goto external' : 'goto external-local',
       comment,
     });
+    // Policy Cluster uses the cluster endpoints; so does Local's short-circuit of pod and host traffic.
     if (sp.clusterEndpoints.length > 0)
       addDispatch(builder, syntax, sp, CLUSTER, address, sp.port, sp.clusterEndpoints, 'cluster');
-    if (sp.externalPolicyLocal && sp.localEndpoints.length > 0) {
-      addDispatch(builder, syntax, sp, LOCAL, address, sp.port, sp.localEndpoints, 'local');
+    if (d.shortCircuitsLocalTraffic && d.externalEndpoints.length > 0) {
+      addDispatch(builder, syntax, sp, LOCAL, address, sp.port, d.externalEndpoints, 'local');
     }
   }
-  if (externalEndpoints(sp) === 0) {
-    builder.addElement('no-endpoint-services', { key, value: noEndpointVerdict(sp), comment });
+  if (d.externalVerdict !== undefined) {
+    builder.addElement('no-endpoint-services', { key, value: noEndpointVerdict(d.externalVerdict), comment });
   }
 }
 
-function addNodePort(builder: RulesetBuilder, syntax: FamilySyntax, sp: ServicePort, proto: string): void {
+function addNodePort(
+  builder: RulesetBuilder,
+  syntax: FamilySyntax,
+  sp: ServicePort,
+  d: TrafficDecisions,
+  proto: string,
+): void {
   const key = `${proto} . ${sp.nodePort}`;
   if (builder.hasElement('service-nodeports', key) || builder.hasElement('no-endpoint-nodeports', key))
     return;
   const comment = fitComment(`${sp.key} node port`);
-  if (servesExternal(sp)) {
+  if (d.capturesExternal) {
     builder.addElement('service-nodeports', {
       key,
-      value: sp.externalPolicyLocal ? 'goto nodeport-local' : 'goto nodeport',
+      value: d.masqueradesExternal ? 'goto nodeport' : 'goto nodeport-local',
       comment,
     });
     if (sp.clusterEndpoints.length > 0) {
@@ -97,12 +98,16 @@ function addNodePort(builder: RulesetBuilder, syntax: FamilySyntax, sp: ServiceP
         'cluster',
       );
     }
-    if (sp.externalPolicyLocal && sp.localEndpoints.length > 0) {
-      addDispatch(builder, syntax, sp, NODEPORT_LOCAL, undefined, sp.nodePort, sp.localEndpoints, 'local');
+    if (d.shortCircuitsLocalTraffic && d.externalEndpoints.length > 0) {
+      addDispatch(builder, syntax, sp, NODEPORT_LOCAL, undefined, sp.nodePort, d.externalEndpoints, 'local');
     }
   }
-  if (externalEndpoints(sp) === 0) {
-    builder.addElement('no-endpoint-nodeports', { key, value: noEndpointVerdict(sp), comment });
+  if (d.externalVerdict !== undefined) {
+    builder.addElement('no-endpoint-nodeports', {
+      key,
+      value: noEndpointVerdict(d.externalVerdict),
+      comment,
+    });
   }
 }
 
@@ -114,11 +119,12 @@ function addNodePort(builder: RulesetBuilder, syntax: FamilySyntax, sp: ServiceP
 export function addFirewall(
   builder: RulesetBuilder,
   sp: ServicePort,
+  d: TrafficDecisions,
   proto: string,
   node: NodeSettings,
 ): void {
+  if (!d.sourceRangesApply) return;
   const ranges = sp.loadBalancerSourceRanges;
-  if (ranges.length === 0 || sp.loadBalancerIPs.length === 0) return;
   const nodeIP = node.nodeIPs[0];
   const fromNode = nodeIP !== undefined && ranges.some((cidr) => cidrContains(cidr, nodeIP));
   const sources = fromNode ? [...ranges, ...sp.loadBalancerIPs] : ranges;
@@ -158,10 +164,12 @@ export function addServicePort(
   sp: ServicePort,
 ): void {
   const proto = sp.protocol.toLowerCase();
-  addClusterIP(builder, syntax, sp, proto);
-  for (const ip of sp.externalIPs) addExternalAddress(builder, syntax, sp, proto, ip, 'external IP');
-  for (const ip of sp.loadBalancerIPs) addExternalAddress(builder, syntax, sp, proto, ip, 'load balancer IP');
-  if (sp.nodePort !== 0) addNodePort(builder, syntax, sp, proto);
-  addFirewall(builder, sp, proto, node);
+  const d = trafficDecisions(sp);
+  addClusterIP(builder, syntax, sp, d, proto);
+  for (const ip of sp.externalIPs) addExternalAddress(builder, syntax, sp, d, proto, ip, 'external IP');
+  for (const ip of sp.loadBalancerIPs)
+    addExternalAddress(builder, syntax, sp, d, proto, ip, 'load balancer IP');
+  if (sp.nodePort !== 0) addNodePort(builder, syntax, sp, d, proto);
+  addFirewall(builder, sp, d, proto, node);
   addHairpin(builder, sp);
 }

@@ -3,7 +3,8 @@
 // Plain, immutable data with stable keys. It holds every decision a dataplane needs (which
 // endpoints serve Cluster and Local traffic after the ready/serving/terminating fallback and
 // topology, masquerade and local-traffic settings), so that iptables, nftables and IPVS implement
-// the same semantics from the same decisions and never see a Kubernetes object.
+// the same semantics from the same decisions and never see a Kubernetes object. What a service
+// port's traffic does with its endpoints is trafficDecisions (traffic-decisions.ts).
 
 export type IPFamily = 'IPv4' | 'IPv6';
 export type Protocol = 'TCP' | 'UDP' | 'SCTP';
