@@ -5,6 +5,7 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, linearBuckets, Regist
 import type { DataplaneMode } from '../../dataplanes/shared/dataplane.ts';
 import { type EndpointSlice, LAST_CHANGE_TRIGGER_TIME_ANNOTATION } from '../kube/objects.ts';
 import type { DualStackState } from '../model/proxy-state.ts';
+import { trafficDecisions } from '../model/traffic-decisions.ts';
 import type { SyncLoopEvent } from './sync-loop.ts';
 
 /** kube-proxy's ExponentialBuckets(0.001, 2, 15). */
@@ -41,16 +42,17 @@ export interface NoLocalEndpoints {
 
 /**
  * Service ports whose Local policy has no local endpoint, as kube-proxy counts them for
- * sync_proxy_rules_no_local_endpoints_total: per traffic policy, summed over both families.
+ * sync_proxy_rules_no_local_endpoints_total: per traffic policy, summed over both families. Only
+ * the traffic that is DROPped for it counts; a service with no endpoint anywhere is REJECTed.
  */
 export function countNoLocalEndpoints(state: DualStackState): NoLocalEndpoints {
   let internal = 0;
   let external = 0;
   for (const family of [state.IPv4, state.IPv6]) {
     for (const port of family?.servicePorts.values() ?? []) {
-      if (port.localEndpoints.length > 0) continue;
-      if (port.internalPolicyLocal) internal++;
-      if (port.externalPolicyLocal) external++;
+      const { internalVerdict, externalVerdict } = trafficDecisions(port);
+      if (internalVerdict === 'drop') internal++;
+      if (externalVerdict === 'drop') external++;
     }
   }
   return { internal, external };

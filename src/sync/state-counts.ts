@@ -2,13 +2,14 @@
 // kept up to date from the changed service ports: at 30k services, walking every port on each
 // sync would cost more than the model's whole update.
 import type { DualStackState, ServicePort, ServicePortKey } from '../model/proxy-state.ts';
+import { trafficDecisions } from '../model/traffic-decisions.ts';
 
 export interface StateCounts {
   readonly servicePorts: number;
   readonly endpoints: number;
-  /** Service ports with internalTrafficPolicy Local and no local endpoint. */
+  /** Service ports with internalTrafficPolicy Local and endpoints, none of them local. */
   readonly noLocalInternal: number;
-  /** Service ports with externalTrafficPolicy Local and no local endpoint. */
+  /** Service ports with externalTrafficPolicy Local and endpoints, none of them local. */
   readonly noLocalExternal: number;
 }
 
@@ -47,7 +48,7 @@ function add(
   if (port === undefined) return;
   counts.servicePorts += sign;
   counts.endpoints += sign * port.clusterEndpoints.length;
-  if (port.localEndpoints.length > 0) return;
-  if (port.internalPolicyLocal) counts.noLocalInternal += sign;
-  if (port.externalPolicyLocal) counts.noLocalExternal += sign;
+  const { internalVerdict, externalVerdict } = trafficDecisions(port);
+  if (internalVerdict === 'drop') counts.noLocalInternal += sign;
+  if (externalVerdict === 'drop') counts.noLocalExternal += sign;
 }

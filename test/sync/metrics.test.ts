@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import type { EndpointSlice } from '../../src/kube/objects.ts';
 import type { DualStackState } from '../../src/model/proxy-state.ts';
 import { countNoLocalEndpoints, lastChangeTriggerTime, ProxyMetrics } from '../../src/sync/metrics.ts';
-import { localEndpoint, proxyState, servicePort } from '../support/proxy-states.ts';
+import { endpoint, localEndpoint, proxyState, servicePort } from '../support/proxy-states.ts';
 
 function slice(annotation?: string): EndpointSlice {
   return {
@@ -46,17 +46,30 @@ const synced = (kind: 'full' | 'incremental', startedAt: number, durationMs: num
 
 describe('countNoLocalEndpoints', () => {
   test('counts Local policies without a local endpoint, per policy, over both families', () => {
+    const remote = [endpoint('10.2.0.5', 80)];
+    const remote6 = [endpoint('fd00:2::5', 80)];
+    const external = { nodePort: 30080, externalPolicyLocal: true };
+    const state: DualStackState = {
+      IPv4: proxyState('IPv4', [
+        servicePort('a', { internalPolicyLocal: true, hasEndpoints: true }),
+        servicePort('b', { ...external, clusterEndpoints: remote }),
+        servicePort('c', { ...external, internalPolicyLocal: true, clusterEndpoints: remote }),
+        servicePort('d', { internalPolicyLocal: true, localEndpoints: [localEndpoint('10.1.0.5', 80)] }),
+        servicePort('e', { clusterEndpoints: remote }),
+      ]),
+      IPv6: proxyState('IPv6', [servicePort('a6', { ...external, clusterEndpoints: remote6 })]),
+    };
+    assert.deepEqual(countNoLocalEndpoints(state), { internal: 2, external: 3 });
+  });
+
+  test('leaves out services without any endpoint: their traffic is rejected, as kube-proxy counts', () => {
     const state: DualStackState = {
       IPv4: proxyState('IPv4', [
         servicePort('a', { internalPolicyLocal: true }),
-        servicePort('b', { externalPolicyLocal: true }),
-        servicePort('c', { internalPolicyLocal: true, externalPolicyLocal: true }),
-        servicePort('d', { internalPolicyLocal: true, localEndpoints: [localEndpoint('10.1.0.5', 80)] }),
-        servicePort('e', {}),
+        servicePort('b', { nodePort: 30080, externalPolicyLocal: true }),
       ]),
-      IPv6: proxyState('IPv6', [servicePort('a6', { externalPolicyLocal: true })]),
     };
-    assert.deepEqual(countNoLocalEndpoints(state), { internal: 2, external: 3 });
+    assert.deepEqual(countNoLocalEndpoints(state), { internal: 0, external: 0 });
   });
 });
 
@@ -152,8 +165,15 @@ describe('ProxyMetrics', () => {
 
   test('no-local-endpoint gauges follow the latest state', async () => {
     const metrics = new ProxyMetrics('nftables', { processMetrics: false });
-    metrics.stateBuilt({ IPv4: proxyState('IPv4', [servicePort('a', { internalPolicyLocal: true })]) });
-    metrics.stateBuilt({ IPv4: proxyState('IPv4', [servicePort('b', { externalPolicyLocal: true })]) });
+    const remote = [endpoint('10.2.0.5', 80)];
+    metrics.stateBuilt({
+      IPv4: proxyState('IPv4', [servicePort('a', { internalPolicyLocal: true, hasEndpoints: true })]),
+    });
+    metrics.stateBuilt({
+      IPv4: proxyState('IPv4', [
+        servicePort('b', { nodePort: 30080, externalPolicyLocal: true, clusterEndpoints: remote }),
+      ]),
+    });
     const name = 'kubeproxy_sync_proxy_rules_no_local_endpoints_total';
     assert.equal(await value(metrics, name, { traffic_policy: 'internal' }), 0);
     assert.equal(await value(metrics, name, { traffic_policy: 'external' }), 1);
