@@ -24,7 +24,7 @@ import { SyncLoop, type SyncLoopEvent } from '../sync/sync-loop.ts';
 import { trackApiContact } from './api-contact.ts';
 import { healthHandler, ProxyHealth } from './health.ts';
 import { HealthCheckNodePorts } from './health-check-node-ports.ts';
-import { type HttpListener, listenHttp, parseHostPort } from './http-listener.ts';
+import { type HttpListener, type ListenOptions, listenHttp, parseHostPort } from './http-listener.ts';
 import { metricsHandler } from './metrics-handler.ts';
 import { lastResortCollector } from './release-memory.ts';
 
@@ -78,9 +78,17 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
     metrics: createInformerMetrics(metrics.registry),
     ...(deps.informerBackoff ? { backoff: deps.informerBackoff } : {}),
   });
+  // Refused requests are counted, and logged only at debug: a flood must not flood the log.
+  const refusals = (listener: string): ListenOptions => ({
+    onRefused: (refusal) => {
+      metrics.httpRefused(listener, refusal.reason);
+      logger.debug({ listener, ...refusal }, 'HTTP request refused');
+    },
+  });
   const healthCheckPorts = new HealthCheckNodePorts({
     host: deps.healthCheckHost ?? '::',
     proxyHealthy: () => health.live().healthy,
+    listenOptions: refusals('health-check-node-port'),
   });
   const listeners: HttpListener[] = [];
   const closeListeners = () => Promise.all(listeners.map((l) => l.close()));
@@ -91,6 +99,7 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
     'healthzBindAddress',
     config.healthzBindAddress,
     healthHandler(health, served),
+    refusals('healthz'),
   );
   if (!healthz.ok) return healthz;
   if (healthz.listener) listeners.push(healthz.listener);
@@ -98,6 +107,7 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
     'metricsBindAddress',
     config.metricsBindAddress,
     metricsHandler(metrics, config.mode),
+    refusals('metrics'),
   );
   if (!metricsServer.ok) {
     await closeListeners();
@@ -229,6 +239,7 @@ async function listenOn(
   field: string,
   address: string,
   handler: Parameters<typeof listenHttp>[2],
+  options: ListenOptions,
 ): Promise<
   { readonly ok: true; readonly listener?: HttpListener } | { readonly ok: false; readonly error: string }
 > {
@@ -236,7 +247,7 @@ async function listenOn(
   const parsed = parseHostPort(address);
   if (!parsed) return { ok: false, error: `${field}: ${JSON.stringify(address)} is not an IP:port address` };
   try {
-    return { ok: true, listener: await listenHttp(parsed.host, parsed.port, handler) };
+    return { ok: true, listener: await listenHttp(parsed.host, parsed.port, handler, options) };
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
     return { ok: false, error: `${field}: cannot listen on ${address}: ${code}` };

@@ -4,7 +4,7 @@
 // X-Load-Balancing-Endpoint-Weight header. Listeners follow the services as they change.
 import type { ServerResponse } from 'node:http';
 import type { DualStackState } from '../model/proxy-state.ts';
-import { type Handler, type HttpListener, listenHttp } from './http-listener.ts';
+import { type HttpListener, type ListenOptions, listenHttp } from './http-listener.ts';
 
 export interface HealthCheckService {
   readonly namespace: string;
@@ -42,7 +42,8 @@ export interface HealthCheckNodePortsOptions {
   readonly host: string;
   /** kube-proxy's "serviceProxyHealthy": the sync loop keeps up. */
   readonly proxyHealthy: () => boolean;
-  readonly listen?: (host: string, port: number, handler: Handler) => Promise<HttpListener>;
+  /** Passed to every listener (refusals counted and logged by the daemon). */
+  readonly listenOptions?: ListenOptions;
 }
 
 export interface HealthCheckUpdate {
@@ -82,7 +83,6 @@ export class HealthCheckNodePorts {
   }
 
   async #reconcile(services: ReadonlyMap<number, HealthCheckService>): Promise<HealthCheckUpdate> {
-    const listen = this.#options.listen ?? listenHttp;
     const opened: number[] = [];
     const closed: number[] = [];
     const failed: { port: number; error: unknown }[] = [];
@@ -97,7 +97,13 @@ export class HealthCheckNodePorts {
       try {
         this.#listeners.set(
           port,
-          await listen(this.#options.host, port, (_, response) => this.#answer(port, response)),
+          // Any path: load balancers probe "/" or a configured one, as kube-proxy answers them all.
+          await listenHttp(
+            this.#options.host,
+            port,
+            (_, response) => this.#answer(port, response),
+            this.#options.listenOptions,
+          ),
         );
         opened.push(port);
       } catch (error) {

@@ -6,7 +6,7 @@
 //   rules stay, but they no longer follow the cluster (see api-contact.ts);
 // - /healthz is also 503 when this node is being deleted or is tainted for scale-down by the
 //   cluster autoscaler, so load balancers drain it first; /livez ignores that.
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import type { Node } from '../kube/objects.ts';
 import type { Clock } from '../sync/clock.ts';
 import type { SyncLoopEvent } from '../sync/sync-loop.ts';
@@ -86,8 +86,8 @@ export function healthHandler(
   health: ProxyHealth,
   served: (path: '/healthz' | '/livez', code: number) => void = () => {},
 ) {
-  return (request: IncomingMessage, response: ServerResponse): void => {
-    const path = new URL(request.url ?? '/', 'http://localhost').pathname;
+  // The path comes from the listener (http-listener.ts), which has refused what cannot be parsed.
+  return (path: string, response: ServerResponse): void => {
     if (path !== '/healthz' && path !== '/livez') {
       response.writeHead(404, { 'Content-Type': 'text/plain' }).end('404 page not found\n');
       return;

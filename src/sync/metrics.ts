@@ -88,6 +88,7 @@ export class ProxyMetrics {
   readonly #failures: Counter;
   readonly #healthz: Counter<'code'>;
   readonly #livez: Counter<'code'>;
+  readonly #httpRefused: Counter<'listener' | 'reason'>;
   /** Trigger times of slice changes not yet covered by a successful sync. */
   #pendingTriggers: PendingTrigger[] = [];
 
@@ -171,6 +172,12 @@ export class ProxyMetrics {
       labelNames: ['code'],
       registers,
     });
+    this.#httpRefused = new Counter({
+      name: 'kproxy_http_refused_requests_total',
+      help: 'Requests and connections refused by the health, metrics and health check node port listeners, by reason',
+      labelNames: ['listener', 'reason'],
+      registers,
+    });
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry });
   }
 
@@ -232,6 +239,11 @@ export class ProxyMetrics {
 
   livezServed(code: number): void {
     this.#livez.inc({ code: String(code) });
+  }
+
+  /** `listener`: healthz, metrics or health-check-node-port (not per port: ports come and go). */
+  httpRefused(listener: string, reason: string): void {
+    this.#httpRefused.inc({ listener, reason });
   }
 
   #observeDuration(kind: 'full' | 'incremental', durationMs: number): void {
