@@ -13,8 +13,8 @@ export type EndpointPolicy = 'cluster' | 'local';
 
 /**
  * What traffic with no usable endpoint meets: 'reject' when the service has no endpoint anywhere
- * (the client learns at once), 'drop' when endpoints exist but only elsewhere and the Local policy
- * forbids them (the client retries, as against a load balancer that sent it to the wrong node).
+ * (the client learns at once), 'drop' when endpoints exist but a Local policy leaves none on this
+ * node (kube-proxy's distinction: the service works, just not through this node).
  */
 export type NoEndpointVerdict = 'reject' | 'drop';
 
@@ -44,7 +44,7 @@ export interface TrafficDecisions {
    * True even when `externalEndpoints` is empty, for the short-circuit.
    */
   readonly capturesExternal: boolean;
-  /** Outside traffic to the external addresses is masqueraded: policy Cluster, its endpoint may be on another node. */
+  /** Outside traffic to external addresses is masqueraded: policy Cluster, the endpoint may be elsewhere. */
   readonly masqueradesExternal: boolean;
   /**
    * Policy Local, captured: traffic from local pods to an external address goes to the cluster

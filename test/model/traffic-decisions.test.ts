@@ -126,7 +126,7 @@ describe('external traffic (external IPs, load balancer IPs, node ports)', () =>
     assert.equal(d.shortCircuitsLocalTraffic, true);
   });
 
-  it('under policy Local without local endpoints: DROPped from outside, still captured for pods and the host', () => {
+  it('under policy Local without local endpoints: DROPped from outside, captured for pods and host', () => {
     const d = decide(ETP_LOCAL, [['10.244.2.1', REMOTE]]);
     assert.deepEqual(d.externalEndpoints, []);
     assert.equal(d.externalVerdict, 'drop');
