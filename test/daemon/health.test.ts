@@ -134,6 +134,19 @@ describe('health and metrics HTTP endpoints', async () => {
     assert.equal(await (await fetch(`${server.url}/proxyMode`)).text(), 'nftables');
   });
 
+  test('scrapes at the same time (they may share a rendering) all get it; a later one sees later values', async (t) => {
+    const metrics = new ProxyMetrics('nftables', { processMetrics: false });
+    const server = await listenHttp('127.0.0.1', 0, metricsHandler(metrics, 'nftables'));
+    t.after(() => server.close());
+    const scrape = async () => (await fetch(`${server.url}/metrics`)).text();
+    const changes = /^kubeproxy_sync_proxy_rules_service_changes_total (\d+)$/m;
+    const [first, second] = await Promise.all([scrape(), scrape()]);
+    assert.equal(first.match(changes)?.[1], '0');
+    assert.equal(second, first);
+    metrics.serviceChanged();
+    assert.equal((await scrape()).match(changes)?.[1], '1');
+  });
+
   test('listening on a port already taken rejects instead of crashing later', async (t) => {
     const first = await listenHttp('127.0.0.1', 0, () => {});
     t.after(() => first.close());
