@@ -107,7 +107,9 @@ export function appendSharedRules(sp: ServicePort, out: SharedRules): void {
   const { nat, filter } = out;
   const dport = `--dport ${sp.port}`;
 
-  if (d.internalFilter === undefined) {
+  if (sp.clusterIP === '') {
+    // No cluster IP: an older Service holds it (src/model/address-claims.ts).
+  } else if (d.internalFilter === undefined) {
     nat.services.push(
       `-A ${SERVICES_CHAIN} ${comment(`${sp.key} cluster IP`)} ${d.proto} -d ${sp.clusterIP} ${dport} -j ${d.internalChain}`,
     );
@@ -197,6 +199,7 @@ export function ownChains(sp: ServicePort, ctx: FamilyContext): Map<string, stri
 
 function internalMasqueradeRules(d: Decisions, ctx: FamilyContext): string[] {
   const { sp } = d;
+  if (sp.clusterIP === '') return [];
   const match = `-A ${d.internalChain} ${comment(`${sp.key} cluster IP`)} ${d.proto} -d ${sp.clusterIP} --dport ${sp.port}`;
   if (ctx.node.masqueradeAll) return [`${match} -j ${MARK_MASQ_CHAIN}`];
   // Off-cluster traffic to a VIP (e.g. a static route to the service range) may bounce off-node.

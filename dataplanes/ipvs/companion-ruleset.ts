@@ -166,7 +166,8 @@ function addServicePort(
       builder.addElement(set, { key, value, comment: fitComment(`${sp.key}${what}`) });
   };
   const clusterKey = vip(sp.clusterIP);
-  if (!builder.hasElement('virtual-servers', clusterKey)) {
+  // No cluster IP ('') when an older Service holds it.
+  if (sp.clusterIP !== '' && !builder.hasElement('virtual-servers', clusterKey)) {
     add('virtual-servers', clusterKey, '');
     add('cluster-ips', clusterKey, '');
     if (d.internalVerdict !== undefined)

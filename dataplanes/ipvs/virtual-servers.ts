@@ -100,8 +100,11 @@ export function ipvsFamilyServers(state: ProxyState, scheduler: string): IpvsFam
   const nodeAddresses = nodePortAddresses(state);
   for (const sp of state.servicePorts.values()) {
     const d = trafficDecisions(sp);
-    add(sp, d, sp.clusterIP, sp.port, d.internalEndpoints);
-    bound.add(sp.clusterIP);
+    // No cluster IP ('') when an older Service holds it.
+    if (sp.clusterIP !== '') {
+      add(sp, d, sp.clusterIP, sp.port, d.internalEndpoints);
+      bound.add(sp.clusterIP);
+    }
     for (const ip of [...sp.externalIPs, ...sp.loadBalancerIPs]) {
       add(sp, d, ip, sp.port, d.externalEndpoints);
       bound.add(ip);

@@ -84,9 +84,9 @@ export function udpStateBefore(adopted: AdoptedUdpEndpoints, next: ProxyState): 
   const servicePorts = new Map<string, ServicePort>();
   for (const sp of next.servicePorts.values()) {
     if (sp.protocol !== 'UDP') continue;
-    const addresses = [sp.clusterIP, ...sp.externalIPs, ...sp.loadBalancerIPs].map(
-      (a) => `${a} . ${sp.port}`,
-    );
+    const addresses = [sp.clusterIP, ...sp.externalIPs, ...sp.loadBalancerIPs]
+      .filter(Boolean)
+      .map((a) => `${a} . ${sp.port}`);
     const keys = sp.nodePort === 0 ? addresses : [...addresses, `${sp.nodePort}`];
     const ips = [...new Set(keys.flatMap((key) => adopted.get(key) ?? []))];
     servicePorts.set(sp.key, {

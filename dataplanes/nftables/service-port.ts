@@ -28,6 +28,7 @@ function addClusterIP(
   d: TrafficDecisions,
   proto: string,
 ): void {
+  if (sp.clusterIP === '') return; // held by an older Service (src/model/address-claims.ts)
   const key = `${sp.clusterIP} . ${proto} . ${sp.port}`;
   const comment = fitComment(sp.key);
   if (d.internalVerdict !== undefined) {

@@ -83,7 +83,8 @@ function familyArgs(family: IPFamily): string[] {
 }
 
 function serviceIPs(sp: ServicePort): string[] {
-  return [sp.clusterIP, ...sp.externalIPs, ...sp.loadBalancerIPs];
+  // No cluster IP ('') when an older Service holds it.
+  return [sp.clusterIP, ...sp.externalIPs, ...sp.loadBalancerIPs].filter(Boolean);
 }
 
 function endpointIPs(sp: ServicePort): string[] {

@@ -7,6 +7,8 @@ export interface ObjectMeta {
   readonly name: string;
   readonly namespace?: string;
   readonly resourceVersion?: string;
+  /** RFC 3339; kept for Services only, where the older one keeps an address two of them claim. */
+  readonly creationTimestamp?: string;
   /** Only the labels kproxy reads (READ_LABELS). */
   readonly labels?: Readonly<Record<string, string>>;
   readonly annotations?: Readonly<Record<string, string>>;

@@ -1,6 +1,7 @@
 // Services + EndpointSlices + this node → ProxyState per IP family: the model's one entry point,
 // called by the CLI (dry-run) and the daemon alike. Input objects come from decodeObject.
 import { type EndpointSlice, type Node, type ObjectMeta, type Service, ZONE_LABEL } from '../kube/objects.ts';
+import { ClaimIndex, conflictProblems, serviceSince } from './address-claims.ts';
 import { compareText, indexSlicesByService } from './endpoints.ts';
 import { flatText } from './flat-text.ts';
 import { nodeSettingsByFamily, type ProxyOptions } from './node-settings.ts';
@@ -32,19 +33,32 @@ export function buildProxyState(input: ModelInput, options: ProxyOptions): Model
   const zone = input.node?.metadata.labels?.[ZONE_LABEL] ?? '';
 
   const state: { [F in IPFamily]?: ProxyState } = {};
+  const claimsByFamily: ClaimIndex[] = [];
   for (const family of ['IPv4', 'IPv6'] as const) {
     const node = settings[family];
     if (node === undefined) continue;
-    const ports: ServicePort[] = [];
+    const asked = new Map<ServicePortKey, ServicePort>();
+    const claims = new ClaimIndex();
+    const noneTouched = new Set<string>();
     for (const service of services) {
       const slices = slicesByService.get(serviceKey(service)) ?? [];
-      ports.push(...serviceStatePorts(service, slices, family, options.nodeName, zone));
+      const since = serviceSince(service);
+      // A later entry with the same key wins, as in the ModelCache.
+      const ofService = new Map<ServicePortKey, ServicePort>();
+      for (const port of serviceStatePorts(service, slices, family, options.nodeName, zone))
+        ofService.set(port.key, port);
+      for (const port of ofService.values()) {
+        asked.set(port.key, port);
+        claims.add(port, since, noneTouched);
+      }
     }
-    ports.sort((a, b) => compareText(a.key, b.key));
+    const ports = [...asked.values()].sort((a, b) => compareText(a.key, b.key));
     const servicePorts = new Map<ServicePortKey, ServicePort>();
-    for (const port of ports) servicePorts.set(port.key, port);
+    for (const port of ports) servicePorts.set(port.key, claims.granted(port));
+    claimsByFamily.push(claims);
     state[family] = { family, node, servicePorts };
   }
+  problems.push(...conflictProblems(claimsByFamily));
   return { state, problems };
 }
 

@@ -7,6 +7,7 @@
 // A node change recomputes everything, as the node's IPs, CIDRs and zone feed every service.
 import { isDeepStrictEqual } from 'node:util';
 import { type EndpointSlice, type Node, type ObjectMeta, type Service, ZONE_LABEL } from '../kube/objects.ts';
+import { ClaimIndex, conflictProblems, serviceSince } from './address-claims.ts';
 import { serviceKey } from './build-state.ts';
 import { bySliceName, compareText, type SliceEndpoints, sliceEndpoints, sliceOwner } from './endpoints.ts';
 import { flatText } from './flat-text.ts';
@@ -62,6 +63,13 @@ export class ModelCache {
   #nodeProblems: readonly Problem[] = [];
   /** Per family, the last published ports of each service. */
   readonly #ports: Record<IPFamily, Map<string, PortsOfService>> = { IPv4: new Map(), IPv6: new Map() };
+  /**
+   * Per family, the ports a service asks for, kept only while it is denied a claim (conflicts are
+   * rare): for every other service they are its published ports.
+   */
+  readonly #asked: Record<IPFamily, Map<string, PortsOfService>> = { IPv4: new Map(), IPv6: new Map() };
+  /** Per family, who claims each address:port/protocol and node port (address-claims.ts). */
+  readonly #claims: Record<IPFamily, ClaimIndex> = { IPv4: new ClaimIndex(), IPv6: new ClaimIndex() };
   #state: DualStackState = {};
 
   constructor(options: ProxyOptions) {
@@ -120,20 +128,43 @@ export class ModelCache {
       const node = this.#settings[family];
       if (node === undefined) continue;
       const byService = this.#ports[family];
-      // undefined: the port is gone.
-      const updates = new Map<ServicePortKey, ServicePort | undefined>();
+      const asked = this.#asked[family];
+      const claims = this.#claims[family];
+      const askedOf = (key: string) => asked.get(key) ?? byService.get(key) ?? NO_PORTS;
+      // First every dirty service's claims move, then each service whose claims were touched
+      // publishes what it holds: a loser gets an address back in the update that frees it.
+      const nextAsked = new Map<string, PortsOfService>();
+      const touched = new Set<string>();
       for (const key of dirty) {
         const service = this.#services.get(key);
         const fresh = service
           ? serviceStatePorts(service, this.#slicesOf(key), family, options.nodeName, zone)
           : [];
-        const old = byService.get(key) ?? NO_PORTS;
+        const old = askedOf(key);
         const next = sharedPorts(old, fresh);
+        for (const port of old) claims.remove(port, touched);
+        if (service !== undefined) {
+          const since = serviceSince(service);
+          for (const port of next) claims.add(port, since, touched);
+        }
+        nextAsked.set(key, next);
+      }
+      // undefined: the port is gone.
+      const updates = new Map<ServicePortKey, ServicePort | undefined>();
+      const publish = (key: string): void => {
+        const wanted = nextAsked.get(key) ?? askedOf(key);
+        const old = byService.get(key) ?? NO_PORTS;
+        const granted = wanted.map((port) => claims.granted(port));
+        const next = sharedPorts(old, granted);
         for (const port of next) if (portOf(old, port.key) !== port) updates.set(port.key, port);
         for (const port of old) if (portOf(next, port.key) === undefined) updates.set(port.key, undefined);
         if (next.length > 0) byService.set(key, next);
         else byService.delete(key);
-      }
+        if (granted.some((port, i) => port !== wanted[i])) asked.set(key, wanted);
+        else asked.delete(key);
+      };
+      for (const key of dirty) publish(key);
+      for (const key of touched) if (!dirty.has(key)) publish(key);
       for (const portKey of updates.keys()) changed.add(portKey);
       const prev = this.#state[family];
       const servicePorts =
@@ -180,6 +211,8 @@ export class ModelCache {
       if (next === undefined) {
         for (const ports of this.#ports[family].values()) for (const port of ports) changed.add(port.key);
         this.#ports[family].clear();
+        this.#asked[family].clear();
+        this.#claims[family] = new ClaimIndex();
       }
       // Same settings keep their identity, so an unchanged family's state can be kept whole.
       if (prev !== undefined && next !== undefined && isDeepStrictEqual(prev, next)) settings[family] = prev;
@@ -195,7 +228,7 @@ export class ModelCache {
   }
 
   #problems(): Problem[] {
-    const problems = [...this.#nodeProblems];
+    const problems = [...this.#nodeProblems, ...conflictProblems([this.#claims.IPv4, this.#claims.IPv6])];
     for (const ofSlice of this.#sliceProblems.values()) problems.push(...ofSlice);
     return problems;
   }

@@ -35,9 +35,13 @@ export interface ServicePort {
   readonly portName: string;
   readonly protocol: Protocol;
   readonly port: number;
-  /** This family's ClusterIP. */
+  /**
+   * This family's ClusterIP; '' when an older Service holds this address:port/protocol. No two
+   * service ports share an address:port/protocol (cluster, external or LoadBalancer IP) or a node
+   * port/protocol: the model resolves such conflicts (address-claims.ts).
+   */
   readonly clusterIP: string;
-  /** 0 when the service has no node port. */
+  /** 0 when the service has no node port (or an older Service holds it). */
   readonly nodePort: number;
   readonly externalIPs: readonly string[];
   /** LoadBalancer ingress IPs of this family (ipMode Proxy and hostname-only entries excluded). */

@@ -83,6 +83,8 @@ describe('decodeObject: what it accepts', () => {
         name: 'web',
         namespace: 'default',
         resourceVersion: '123',
+        // Kept for Services: the older of two claiming one address keeps it.
+        creationTimestamp: '2026-01-01T00:00:00Z',
         // Only the labels kproxy reads; no uid.
         labels: { 'service.kubernetes.io/service-proxy-name': 'kproxy' },
       },
@@ -384,6 +386,11 @@ describe('decodeObject: invalid content names the object and the field', () => {
       'a bad pod CIDR',
       { kind: 'Node', metadata: { name: 'node-1' }, spec: { podCIDR: '10.244.1.0' } },
       'spec.podCIDR: "10.244.1.0" is not a CIDR',
+    ],
+    [
+      'a creation time that is not RFC 3339',
+      { ...rawService(), metadata: { name: 'web', creationTimestamp: 'yesterday' } },
+      'metadata.creationTimestamp: "yesterday" is not an RFC 3339 time (e.g. 2026-01-01T00:00:00Z)',
     ],
   ];
   for (const [what, raw, reason] of cases) {

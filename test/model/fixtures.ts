@@ -26,7 +26,7 @@ interface Meta {
 export function service(
   name: string,
   spec: ServiceSpec = {},
-  extra: Meta & { readonly ingress?: LoadBalancerIngress[] } = {},
+  extra: Meta & { readonly ingress?: LoadBalancerIngress[]; readonly created?: string } = {},
 ): Service {
   const clusterIP = spec.clusterIP ?? spec.clusterIPs?.[0] ?? '10.96.0.10';
   return {
@@ -35,6 +35,7 @@ export function service(
       name,
       namespace: extra.namespace ?? 'default',
       ...(extra.labels && { labels: extra.labels }),
+      ...(extra.created && { creationTimestamp: extra.created }),
     },
     spec: { type: 'ClusterIP', clusterIP, ports: [{ name: 'http', port: 80, protocol: 'TCP' }], ...spec },
     ...(extra.ingress && { status: { loadBalancer: { ingress: extra.ingress } } }),
