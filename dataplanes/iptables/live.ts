@@ -5,7 +5,7 @@
 // the kernel once at start (to find chains an earlier run left), for the cheap canary check, and
 // in cleanup. Anything unexpected — a missing canary, a failed restore — leads to a full sync.
 import type { DualStackState, IPFamily } from '../../src/model/proxy-state.ts';
-import type { CommandRunner } from '../shared/command-runner.ts';
+import { type CommandRunner, IPTABLES_WAIT } from '../shared/command-runner.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
 import { savedChainNames } from '../shared/iptables-save.ts';
 import { cleanStaleUdpFlows } from '../shared/udp-conntrack-cleanup.ts';
@@ -46,7 +46,7 @@ export class IptablesCommandError extends Error {
 }
 
 const TABLES: readonly IptablesTable[] = ['filter', 'nat', 'mangle'];
-const RESTORE_FLAGS = ['--noflush', '--wait'];
+const RESTORE_FLAGS = ['--noflush', ...IPTABLES_WAIT];
 /** See restore-chunks.ts: about a hundred services per iptables-nft-restore. */
 const NFT_CHAINS_PER_RESTORE = 1000;
 
@@ -241,8 +241,14 @@ export class IptablesDataplane implements LiveDataplane {
     return result.exitCode === 0 ? result.stdout : '';
   }
 
-  #iptables(family: IPFamily, args: readonly string[]) {
-    return this.#runner.run(this.#tools(family).iptables, ['-w', ...args]);
+  /** Exit 1 answers a check (-C, -S: not there); exit 4 is no answer and throws (see below). */
+  async #iptables(family: IPFamily, args: readonly string[]) {
+    const tool = this.#tools(family).iptables;
+    const result = await this.#runner.run(tool, [...IPTABLES_WAIT, ...args]);
+    // A resource problem: the xtables lock still held after the wait, or no usable table. Taken
+    // for "rule missing", each of a sync's checks would wait again before the sync failed.
+    if (result.exitCode === 4) throw new IptablesCommandError(tool, result.stderr);
+    return result;
   }
 
   #tools(family: IPFamily): IptablesTools {

@@ -1,7 +1,7 @@
 // Running nft behind a small interface: the live dataplane feeds it scripts and reads tables back;
 // unit tests swap in a recorder, kernel tests run it inside a throwaway namespace.
 import type { CommandRunner } from '../shared/command-runner.ts';
-import { NftSession } from './nft-session.ts';
+import { fitsSession, NftSession } from './nft-session.ts';
 import { type NftFamily, TABLE } from './transaction.ts';
 
 /** Why nft failed, so callers decide on a kind of failure rather than on message text. */
@@ -47,14 +47,18 @@ async function unlessMissing(listing: Promise<unknown>): Promise<unknown> {
 }
 
 /**
- * Scripts up to this size go to a persistent `nft -i` (nft-session.ts) when the runner can start
- * one: ~2 ms instead of 10-25 ms per transaction. Full syncs (megabytes) go to `nft -f -`.
+ * Small scripts (up to one atomic pipe write, fitsSession) go to a persistent `nft -i`
+ * (nft-session.ts) when the runner can start one: ~2 ms instead of 10-25 ms per transaction. The
+ * rest go to `nft -f -`, whose stdin the runner makes a complete file, never a pipe.
+ * `sessionTimeoutMs`: per session transaction (default SESSION_TRANSACTION_TIMEOUT_MS); tests shorten it.
  */
-const SESSION_MAX_SCRIPT = 256 * 1024;
-
-export function commandNftRunner(runner: CommandRunner): NftRunner {
+export function commandNftRunner(
+  runner: CommandRunner,
+  options: { readonly sessionTimeoutMs?: number } = {},
+): NftRunner {
   const spawn = runner.spawn?.bind(runner);
-  const session = spawn && new NftSession(() => spawn('nft', ['-i']));
+  const session =
+    spawn && new NftSession(() => spawn('nft', ['-i']), { timeoutMs: options.sessionTimeoutMs });
   const json = async (args: readonly string[], what: string): Promise<unknown> => {
     const result = await runner.run('nft', ['-j', ...args]);
     if (result.exitCode !== 0) throw new NftError(what, result.stderr);
@@ -62,7 +66,7 @@ export function commandNftRunner(runner: CommandRunner): NftRunner {
   };
   return {
     async run(script) {
-      if (session && script.length <= SESSION_MAX_SCRIPT) return session.run(script);
+      if (session && fitsSession(script)) return session.run(script);
       const result = await runner.run('nft', ['-f', '-'], script);
       if (result.exitCode !== 0) throw new NftError('-f', result.stderr);
     },

@@ -7,8 +7,32 @@
 // After each transaction we send a sentinel that always fails the same recognisable way (listing
 // a table that never exists); its error on the same stderr stream marks the end of the
 // transaction's output, so whatever error text precedes it belongs to the transaction.
+//
+// Whole or nothing, even when kproxy is killed: nft reads a line cut short by EOF (its stdin closes
+// when kproxy dies) and runs it, and a prefix of a line may well be a valid, shorter transaction
+// (cut between two commands, or inside an address: 10.0.0.12 becomes 10.0.0.1). So a transaction
+// goes to the session only when its line and the sentinel's fit in PIPE_BUF bytes (fitsSession),
+// written with one write() to an empty pipe:
+// - a write of at most PIPE_BUF bytes to a pipe is atomic (POSIX): the reader gets all of it or
+//   none, and a signal cannot cut it; with room in the pipe, libuv makes it one write() call;
+// - the pipe is empty when we write: one transaction at a time, each written only after the
+//   previous sentinel's error came back, which nft prints after reading the last byte we wrote.
+// So kproxy dying before the write leaves nft nothing, after it the whole line. Larger scripts go
+// to `nft -f` from a complete file (command-runner.ts). The session also runs under the runner's
+// parent-death signal, and a transaction that does not come back in time kills the session.
 import type { ChildProcessWithoutNullStreams } from 'node:child_process';
+import { CommandTimeoutError } from '../shared/command-runner.ts';
 import { NftError } from './nft-runner.ts';
+
+/** POSIX's bound on an atomic pipe write; Linux's value, the size of a page. */
+const PIPE_BUF = 4096;
+
+/**
+ * How long one transaction may take before the session is killed: a script under PIPE_BUF commits
+ * in ~2 ms at 30k services, and a new session's first one also builds nft's cache of the table
+ * (about a second at 30k services); 30 s only ends a stuck session.
+ */
+export const SESSION_TRANSACTION_TIMEOUT_MS = 30_000;
 
 /** Starts `nft -i` (in the right network namespace). */
 export type NftSpawner = () => ChildProcessWithoutNullStreams;
@@ -21,6 +45,21 @@ export function oneLine(script: string): string {
   return script.trimEnd().replaceAll('\n\t', ' ').replaceAll('\n}', ' }').replaceAll('\n', '; ');
 }
 
+/** What the session writes for one transaction: its line, then the sentinel's. */
+function sessionInput(script: string, sentinel: string): string {
+  return `${oneLine(script)}\nlist table ip ${sentinel}\n`;
+}
+
+/** Whether `script` may go to the session: its input fits one atomic pipe write (see above). */
+export function fitsSession(script: string): boolean {
+  // The longest sentinel a session of this process can use.
+  return Buffer.byteLength(sessionInput(script, sentinelName(Number.MAX_SAFE_INTEGER))) <= PIPE_BUF;
+}
+
+function sentinelName(sequence: number): string {
+  return `kproxy-end-${process.pid}-${sequence}`;
+}
+
 interface Pending {
   readonly sentinel: string;
   readonly resolve: () => void;
@@ -29,18 +68,24 @@ interface Pending {
 
 export class NftSession {
   readonly #spawn: NftSpawner;
+  readonly #timeoutMs: number;
   #child: ChildProcessWithoutNullStreams | undefined;
   #stderr = '';
   #pending: Pending | undefined;
   #queue: Promise<void> = Promise.resolve();
   #sequence = 0;
 
-  constructor(spawn: NftSpawner) {
+  constructor(spawn: NftSpawner, options: { readonly timeoutMs?: number } = {}) {
     this.#spawn = spawn;
+    this.#timeoutMs = options.timeoutMs ?? SESSION_TRANSACTION_TIMEOUT_MS;
   }
 
-  /** Runs `script` as one transaction; throws NftError when nft refuses it. */
+  /**
+   * Runs `script` as one transaction; throws NftError when nft refuses it, CommandTimeoutError when
+   * it does not come back in time (the session is killed). Only for scripts that fitsSession().
+   */
   run(script: string): Promise<void> {
+    if (!fitsSession(script)) throw new Error('nft session: script too long for one atomic pipe write');
     const result = this.#queue.then(() => this.#runNow(script));
     this.#queue = result.catch(() => {});
     return result;
@@ -54,14 +99,30 @@ export class NftSession {
 
   #runNow(script: string): Promise<void> {
     const child = this.#child ?? this.#start();
-    const sentinel = `kproxy-end-${process.pid}-${++this.#sequence}`;
+    const sentinel = sentinelName(++this.#sequence);
     // Idle, the session keeps no one alive; a transaction in flight does.
     const stream = child.stderr as unknown as { ref(): void; unref(): void };
     stream.ref();
+    let timer: NodeJS.Timeout | undefined;
     return new Promise<void>((resolve, reject) => {
-      this.#pending = { sentinel, resolve, reject };
-      child.stdin.write(`${oneLine(script)}\nlist table ip ${sentinel}\n`);
-    }).finally(() => stream.unref());
+      const pending = { sentinel, resolve, reject };
+      this.#pending = pending;
+      timer = setTimeout(() => this.#timedOut(child, pending), this.#timeoutMs);
+      // One write() of at most PIPE_BUF bytes to an empty pipe (see the top of this file).
+      child.stdin.write(sessionInput(script, sentinel));
+    }).finally(() => {
+      clearTimeout(timer);
+      stream.unref();
+    });
+  }
+
+  /** A stuck transaction: the session is killed, whatever it would still do with it. */
+  #timedOut(child: ChildProcessWithoutNullStreams, pending: Pending): void {
+    if (this.#pending !== pending) return;
+    this.#pending = undefined;
+    if (this.#child === child) this.#child = undefined;
+    child.kill('SIGKILL');
+    pending.reject(new CommandTimeoutError('nft', this.#timeoutMs, 'nft -i transaction'));
   }
 
   #start(): ChildProcessWithoutNullStreams {

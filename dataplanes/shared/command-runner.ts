@@ -1,6 +1,21 @@
 // Running the kernel tools (iptables-restore, conntrack, ...) behind a small interface, so unit
 // tests can record calls and kernel tests can run them inside a throwaway network namespace.
+//
+// Nothing the real runner starts may outlive kproxy or run for ever:
+// - a script (`input`) reaches the tool whole or not at all. It is written to a private file first
+//   and the tool's stdin is that file, never a pipe: a daemon killed while feeding a pipe leaves
+//   the tool an EOF after a prefix, and `nft -f -` commits the complete commands of that prefix;
+// - every child is started under `setpriv --pdeathsig KILL` (util-linux), so the kernel kills it
+//   when kproxy dies, however it dies: no child of a dead daemon commits while a new one starts.
+//   (The short window between the fork and setpriv's prctl is covered under systemd: the unit's
+//   default KillMode=control-group kills whatever is left in the cgroup before a restart.)
+// - every command has a timeout (commandTimeoutMs): a stuck tool is killed and the sync that ran
+//   it fails with CommandTimeoutError; the sync loop logs and counts it and retries.
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { open, unlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
 import { execa } from 'execa';
 
 export interface CommandResult {
@@ -10,35 +25,128 @@ export interface CommandResult {
 }
 
 export interface CommandRunner {
-  /** Runs `command args` with `input` on stdin. Never throws for a non-zero exit: callers decide. */
+  /**
+   * Runs `command args` with `input` on stdin. Never throws for a non-zero exit: callers decide.
+   * Throws CommandTimeoutError when the command ran out of time (it was killed).
+   */
   run(command: string, args: readonly string[], input?: string): Promise<CommandResult>;
   /** Starts a long-lived `command args` with piped stdio (e.g. `nft -i`), where supported. */
   spawn?(command: string, args: readonly string[]): ChildProcessWithoutNullStreams;
+}
+
+/** A command did not finish in time and was killed; whatever it was doing may or may not have happened. */
+export class CommandTimeoutError extends Error {
+  /** The tool, e.g. "nft" or "iptables-legacy-restore". */
+  readonly command: string;
+  readonly timeoutMs: number;
+  constructor(command: string, timeoutMs: number, what = command) {
+    super(`${what} did not finish within ${timeoutMs / 1000} s and was killed`);
+    this.name = 'CommandTimeoutError';
+    this.command = command;
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/**
+ * How long each tool may run. The bounds come from what each does at 30,000 services (kube-proxy's
+ * scale limit) on a busy 2-core node, with a wide margin: a timeout is there to end a stuck tool,
+ * never to cut a slow but working one short (a killed sync is retried in full, and would be as slow).
+ */
+export function commandTimeoutMs(command: string): number {
+  const tool = basename(command);
+  // The cold-start transaction takes ~10 s at 30k services x 10 endpoints (docs/benchmarks.md);
+  // listing a set or map of that size takes well under a second.
+  if (tool === 'nft') return 120_000;
+  // A bare flushing iptables-nft-restore of 10k services takes ~25 s (docs/benchmarks.md); kproxy
+  // splits larger ones into parts, iptables-legacy is faster; -save reads one table. Both also wait
+  // up to 5 s for the xtables lock (IPTABLES_WAIT).
+  if (/^ip6?tables-.*(restore|save)$/.test(tool)) return 120_000;
+  // iptables/ip6tables check or insert one rule (iptables-nft reads the table's cache first, ~1 s
+  // at 30k), conntrack deletes the flows of one endpoint, ip/sysctl/ipset/ipvsadm change one object:
+  // milliseconds each.
+  return 30_000;
+}
+
+/**
+ * kube-proxy's `--wait 5`, for every iptables tool: wait at most 5 s for the xtables lock (held by
+ * kubelet, a CNI plugin, ...), then fail. A sync that fails on it is retried; waiting for ever is not.
+ */
+export const IPTABLES_WAIT: readonly string[] = ['--wait', '5'];
+
+export interface ExecaRunnerOptions {
+  /** Per command (default commandTimeoutMs); tests shorten it. */
+  readonly timeoutMs?: (command: string) => number;
 }
 
 /**
  * The real thing. `prefix` runs every command through another one, e.g.
  * ['ip', 'netns', 'exec', 'kp123-test'] to act inside a network namespace.
  */
-export function execaRunner(prefix: readonly string[] = []): CommandRunner {
+export function execaRunner(prefix: readonly string[] = [], options: ExecaRunnerOptions = {}): CommandRunner {
+  const timeoutOf = options.timeoutMs ?? commandTimeoutMs;
+  const argv = (command: string, args: readonly string[]) => [
+    'setpriv',
+    '--pdeathsig',
+    'KILL',
+    '--',
+    ...prefix,
+    command,
+    ...args,
+  ];
   return {
     async run(command, args, input = '') {
-      const [file, ...rest] = [...prefix, command, ...args];
-      const result = await execa(file!, rest, {
-        input,
-        reject: false,
-        stripFinalNewline: false,
-        encoding: 'utf8',
-      });
-      if (result.failed && result.exitCode === undefined) {
-        // Not a non-zero exit but a spawn failure (missing binary): report it like one.
-        return { stdout: '', stderr: result.shortMessage ?? `cannot run ${file}`, exitCode: 127 };
+      const [file, ...rest] = argv(command, args);
+      const timeout = timeoutOf(command);
+      const stdin = input === '' ? undefined : await scriptFile(input);
+      // execa takes any file descriptor as stdin (the child inherits it); its types list only 0 and
+      // 3-9, hence the cast.
+      const stdinOption = (stdin?.fd ?? 'ignore') as 'ignore';
+      try {
+        const result = await execa(file!, rest, {
+          stdin: stdinOption,
+          reject: false,
+          stripFinalNewline: false,
+          encoding: 'utf8',
+          timeout,
+          // setpriv and `ip netns exec` exec the tool in place: this kills the tool itself.
+          killSignal: 'SIGKILL',
+        });
+        if (result.timedOut) throw new CommandTimeoutError(command, timeout, [command, ...args].join(' '));
+        if (result.failed && result.exitCode === undefined) {
+          // Not a non-zero exit but a spawn failure (missing binary): report it like one.
+          return { stdout: '', stderr: result.shortMessage ?? `cannot run ${file}`, exitCode: 127 };
+        }
+        return {
+          stdout: String(result.stdout),
+          stderr: String(result.stderr),
+          exitCode: result.exitCode ?? 0,
+        };
+      } finally {
+        await stdin?.close();
       }
-      return { stdout: String(result.stdout), stderr: String(result.stderr), exitCode: result.exitCode ?? 0 };
     },
     spawn(command, args) {
-      const [file, ...rest] = [...prefix, command, ...args];
+      const [file, ...rest] = argv(command, args);
       return spawn(file!, rest, { stdio: 'pipe' });
     },
   };
+}
+
+/**
+ * `script` in a private file, opened for reading at its start and already unlinked, so nothing is
+ * left behind whatever happens next. Created exclusively (O_EXCL, mode 0600) under the temporary
+ * directory: under the systemd unit that is its PrivateTmp, writable despite ProtectSystem=strict
+ * and on disk rather than in memory like /run (a full sync's script is tens of megabytes at 30k
+ * services), private to kproxy and removed by systemd with the unit.
+ */
+async function scriptFile(script: string) {
+  const path = join(tmpdir(), `kproxy-${process.pid}-${randomBytes(8).toString('hex')}.script`);
+  const writer = await open(path, 'wx', 0o600);
+  try {
+    await writer.writeFile(script);
+    return await open(path, 'r');
+  } finally {
+    await writer.close();
+    await unlink(path);
+  }
 }

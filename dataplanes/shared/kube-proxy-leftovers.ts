@@ -4,7 +4,7 @@
 // chains kubelet owns (KUBE-FIREWALL, KUBE-MARK-DROP, KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT)
 // stay, as kube-proxy's own cleanup leaves them.
 
-import type { CommandRunner } from './command-runner.ts';
+import { type CommandRunner, IPTABLES_WAIT } from './command-runner.ts';
 import { jumpsInto, removalInput, savedChainNames } from './iptables-save.ts';
 
 const KUBE_PROXY_CHAINS = new Set([
@@ -69,7 +69,7 @@ export async function removeKubeProxyLeftovers(runner: CommandRunner): Promise<s
       if (saved.exitCode !== 0) continue;
       const input = leftoverRestoreInput(table, saved.stdout);
       if (input === '') continue;
-      const restored = await runner.run(`${tool}-restore`, ['--noflush', '--wait'], input);
+      const restored = await runner.run(`${tool}-restore`, ['--noflush', ...IPTABLES_WAIT], input);
       if (restored.exitCode !== 0) throw new Error(`${tool}-restore (${table}): ${restored.stderr.trim()}`);
       const count = input.split('\n').filter((line) => line.startsWith('-X ')).length;
       removed.push(`${tool} ${table}: ${count} kube-proxy chain(s)`);

@@ -2,6 +2,7 @@
 // is the same, so existing dashboards and alerts keep working after a switch. A Registry of our
 // own rather than prom-client's global default: tests build as many daemons as they like.
 import { Counter, collectDefaultMetrics, Gauge, Histogram, linearBuckets, Registry } from 'prom-client';
+import { CommandTimeoutError } from '../../dataplanes/shared/command-runner.ts';
 import type { DataplaneMode } from '../../dataplanes/shared/dataplane.ts';
 import { type EndpointSlice, LAST_CHANGE_TRIGGER_TIME_ANNOTATION } from '../kube/objects.ts';
 import type { DualStackState } from '../model/proxy-state.ts';
@@ -86,6 +87,7 @@ export class ProxyMetrics {
   readonly #problems: Gauge;
   readonly #conntrackDeleted: Counter;
   readonly #failures: Counter;
+  readonly #commandTimeouts: Counter<'command'>;
   readonly #healthz: Counter<'code'>;
   readonly #livez: Counter<'code'>;
   readonly #httpRefused: Counter<'listener' | 'reason'>;
@@ -160,6 +162,12 @@ export class ProxyMetrics {
       registers,
     });
     this.#failures = new Counter({ ...FAILURE_COUNTER[mode], registers });
+    this.#commandTimeouts = new Counter({
+      name: 'kproxy_sync_command_timeouts_total',
+      help: 'Syncs that failed because an external command (nft, iptables-restore, ...) did not finish in time and was killed, by command',
+      labelNames: ['command'],
+      registers,
+    });
     this.#healthz = new Counter({
       name: 'kubeproxy_proxy_healthz_total',
       help: 'Cumulative proxy healthz HTTP status',
@@ -191,6 +199,8 @@ export class ProxyMetrics {
         return;
       case 'failed':
         this.#failures.inc();
+        if (event.error instanceof CommandTimeoutError)
+          this.#commandTimeouts.inc({ command: event.error.command });
         this.#observeDuration(event.requested, event.durationMs);
         return;
       case 'synced': {

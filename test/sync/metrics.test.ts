@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { CommandTimeoutError } from '../../dataplanes/shared/command-runner.ts';
 import type { EndpointSlice } from '../../src/kube/objects.ts';
 import type { DualStackState } from '../../src/model/proxy-state.ts';
 import { countNoLocalEndpoints, lastChangeTriggerTime, ProxyMetrics } from '../../src/sync/metrics.ts';
@@ -138,6 +139,24 @@ describe('ProxyMetrics', () => {
     });
     assert.equal(await value(metrics, 'kubeproxy_sync_proxy_rules_nftables_sync_failures_total'), 1);
     assert.equal(await value(metrics, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds'), 1.1);
+  });
+
+  test('a sync failed by a command that timed out is counted under that command as well', async () => {
+    const metrics = new ProxyMetrics('iptables', { processMetrics: false });
+    const failed = (error: Error) => ({
+      type: 'failed' as const,
+      requested: 'full' as const,
+      reason: 'retry' as const,
+      error,
+      startedAt: 5_000,
+      durationMs: 10,
+      retryInMs: 1_000,
+    });
+    metrics.observe(failed(new CommandTimeoutError('iptables-legacy-restore', 120_000)));
+    metrics.observe(failed(new Error('iptables-legacy-restore failed: bad rule')));
+    assert.equal(await value(metrics, 'kubeproxy_sync_proxy_rules_iptables_restore_failures_total'), 2);
+    const timeouts = 'kproxy_sync_command_timeouts_total';
+    assert.equal(await value(metrics, timeouts, { command: 'iptables-legacy-restore' }), 1);
   });
 
   test('queued sets the last-queued timestamp', async () => {

@@ -74,7 +74,7 @@ test('an incremental sync sends only the changed chains', async () => {
   assert.equal(outcome.kind, 'incremental');
   const [restore, ...more] = runner.restores();
   assert.equal(more.length, 0);
-  assert.deepEqual(restore!.args, ['--noflush', '--wait']);
+  assert.deepEqual(restore!.args, ['--noflush', '--wait', '5']);
   assert.doesNotMatch(restore!.input, /KPROXY-SERVICES|KPROXY-PROXY-CANARY/);
   assert.match(restore!.input, /--to-destination 10\.244\.9\.9:8080/);
 });
@@ -116,7 +116,7 @@ test('a full sync ensures each jump rule: checked first, inserted only when miss
   await dataplane.sync(before, 'full');
   const inserts = runner.calls.filter((c) => c.args.includes('-I'));
   assert.equal(inserts.length, 1);
-  assert.deepEqual(inserts[0]!.args.slice(0, 6), ['-w', '-t', 'nat', '-I', 'PREROUTING', '1']);
+  assert.deepEqual(inserts[0]!.args.slice(0, 7), ['--wait', '5', '-t', 'nat', '-I', 'PREROUTING', '1']);
 });
 
 test('the rule count follows incremental syncs', async () => {

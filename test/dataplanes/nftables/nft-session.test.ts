@@ -1,15 +1,26 @@
 // The persistent `nft -i` session: one transaction per line, errors told apart by the sentinel.
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { NftError } from '../../../dataplanes/nftables/nft-runner.ts';
-import { NftSession, oneLine } from '../../../dataplanes/nftables/nft-session.ts';
+import { fitsSession, NftSession, oneLine } from '../../../dataplanes/nftables/nft-session.ts';
 import { NftTransaction } from '../../../dataplanes/nftables/transaction.ts';
-import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
+import { CommandTimeoutError, execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { Lab } from '../../support/netns.ts';
 
 const isRoot = process.getuid?.() === 0;
 const ROOT_REASON = 'needs root: a network namespace and nft (run the suite as root)';
 if (!isRoot) process.stderr.write(`SKIPPED nft session kernel tests: ${ROOT_REASON}\n`);
+
+/** Not gone and not a zombie. */
+function processAlive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !/^[ZX]/.test(stat.slice(stat.lastIndexOf(')') + 2));
+  } catch {
+    return false;
+  }
+}
 
 function elements(tx: NftTransaction, ips: readonly string[]): NftTransaction {
   return tx.addElements(
@@ -28,6 +39,17 @@ test('a multi-command script with element lists becomes one line, braces and com
     oneLine(tx.toString()),
     'delete element ip kproxy s { 1.1.1.1 }; add element ip kproxy s { 2.2.2.2, 3.3.3.3, }',
   );
+});
+
+test('only a script whose line and sentinel fit one atomic pipe write (4096 bytes) goes to the session', () => {
+  const script = (bytes: number) => `add element ip kproxy s { ${'1'.repeat(bytes)} }\n`;
+  const sizes = Array.from({ length: 4200 }, (_, n) => n).filter((n) => fitsSession(script(n)));
+  const largest = Math.max(...sizes);
+  assert.equal(sizes.length, largest + 1, 'every shorter script fits too');
+  // Its line, the sentinel's line ("list table ip kproxy-end-PID-SEQUENCE") and both newlines.
+  const written = `${oneLine(script(largest))}\nlist table ip kproxy-end-${process.pid}-${Number.MAX_SAFE_INTEGER}\n`;
+  assert.equal(Buffer.byteLength(written), 4096);
+  assert.equal(fitsSession(`${script(largest)}# é\n`), false, 'bytes, not characters, are counted');
 });
 
 describe('nft -i session on the kernel', { skip: isRoot ? false : ROOT_REASON }, () => {
@@ -81,6 +103,40 @@ describe('nft -i session on the kernel', { skip: isRoot ? false : ROOT_REASON },
     );
     await session.run(elements(new NftTransaction(), ['10.0.0.4']).toString());
     assert.match(await listSet(), /10\.0\.0\.4/);
+  });
+
+  test('a transaction that does not come back in time fails, its session is killed, and the next one starts afresh', async () => {
+    const spawn = runner().spawn!;
+    const stuck: number[] = [];
+    let nftStuck = true;
+    // A stand-in for a wedged nft: it reads nothing and answers nothing.
+    const timeoutMs = 500;
+    const flaky = new NftSession(
+      () => {
+        const child = nftStuck ? spawn('sleep', ['600']) : spawn('nft', ['-i']);
+        if (nftStuck) stuck.push(child.pid!);
+        return child;
+      },
+      { timeoutMs },
+    );
+    const started = Date.now();
+    await assert.rejects(
+      flaky.run(elements(new NftTransaction(), ['10.0.0.7']).toString()),
+      (error: unknown) => {
+        assert.ok(error instanceof CommandTimeoutError);
+        assert.match(error.message, /nft -i transaction did not finish within 0\.5 s/);
+        return true;
+      },
+    );
+    assert.ok(Date.now() - started >= timeoutMs, 'not before its time');
+    // Killed with SIGKILL at the timeout: gone as soon as the kernel gets to it (5 s when loaded).
+    const deadline = Date.now() + 5_000;
+    while (processAlive(stuck[0]!) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    assert.equal(processAlive(stuck[0]!), false, 'the stuck session was killed');
+    nftStuck = false;
+    await flaky.run(elements(new NftTransaction(), ['10.0.0.8']).toString());
+    assert.match(await listSet(), /10\.0\.0\.8/);
+    flaky.close();
   });
 
   test('a session whose nft went away starts a new one for the next transaction', async () => {
