@@ -51,82 +51,150 @@ function before(a: Claimant, b: Claimant): boolean {
   return byPort !== 0 ? byPort < 0 : KIND_ORDER[a.kind] < KIND_ORDER[b.kind];
 }
 
-/** "10.0.0.1:80/TCP", "[fd00::1]:80/TCP", "node port 30080/TCP": the key and the text of a claim. */
+/** "10.0.0.1:80/TCP", "[fd00::1]:80/TCP": the text of an address claim, and its contest's key. */
 function vipClaim(address: string, port: ServicePort): string {
   return address.includes(':')
     ? flatText('[', address, ']:', String(port.port), '/', port.protocol)
     : flatText(address, ':', String(port.port), '/', port.protocol);
 }
 
+/** "node port 30080/TCP". */
 function nodePortClaim(port: ServicePort): string {
   return flatText('node port ', String(port.nodePort), '/', port.protocol);
 }
 
-/** Calls `each` with every claim a port makes. */
-function forEachClaim(port: ServicePort, each: (claim: string, kind: ClaimKind) => void): void {
-  if (port.clusterIP !== '') each(vipClaim(port.clusterIP, port), 'cluster IP');
-  for (const ip of port.externalIPs) each(vipClaim(ip, port), 'external IP');
-  for (const ip of port.loadBalancerIPs) each(vipClaim(ip, port), 'load balancer IP');
-  if (port.nodePort !== 0) each(nodePortClaim(port), 'node port');
+const VIP = 0;
+const NODE_PORT = 1;
+type Space = typeof VIP | typeof NODE_PORT;
+
+/** Calls `each` with every claim a port makes: an address or a node port (its id), of a kind. */
+function forEachClaim(
+  port: ServicePort,
+  each: (space: Space, id: string | number, kind: ClaimKind) => void,
+): void {
+  if (port.clusterIP !== '') each(VIP, port.clusterIP, 'cluster IP');
+  for (const ip of port.externalIPs) each(VIP, ip, 'external IP');
+  for (const ip of port.loadBalancerIPs) each(VIP, ip, 'load balancer IP');
+  if (port.nodePort !== 0) each(NODE_PORT, port.nodePort, 'node port');
+}
+
+function claimText(space: Space, id: string | number, port: ServicePort): string {
+  return space === VIP ? vipClaim(id as string, port) : nodePortClaim(port);
+}
+
+/**
+ * The holders of one address (or node port): one port per port/protocol (per protocol for a node
+ * port). Almost always a single port, stored as itself: the index then costs a map entry per
+ * address, keyed by the address text the ports already hold.
+ */
+type Slot = ServicePort | readonly ServicePort[];
+
+function sameClaim(a: ServicePort, b: ServicePort, space: Space): boolean {
+  return a.protocol === b.protocol && (space === NODE_PORT || a.port === b.port);
+}
+
+function holderIn(slot: Slot, port: ServicePort, space: Space): ServicePort | undefined {
+  if (!Array.isArray(slot))
+    return sameClaim(slot as ServicePort, port, space) ? (slot as ServicePort) : undefined;
+  return (slot as readonly ServicePort[]).find((holder) => sameClaim(holder, port, space));
+}
+
+function withHolder(slot: Slot | undefined, port: ServicePort, space: Space): Slot {
+  if (slot === undefined) return port;
+  const holders = Array.isArray(slot) ? (slot as readonly ServicePort[]) : [slot as ServicePort];
+  const others = holders.filter((holder) => !sameClaim(holder, port, space));
+  return others.length === 0 ? port : [...others, port];
+}
+
+function withoutHolder(slot: Slot, port: ServicePort, space: Space): Slot | undefined {
+  if (!Array.isArray(slot)) return undefined;
+  const rest = (slot as readonly ServicePort[]).filter((holder) => !sameClaim(holder, port, space));
+  return rest.length === 1 ? rest[0] : rest;
+}
+
+/** The kind of the one claim an uncontested holder makes on `id`. */
+function kindOf(holder: ServicePort, space: Space, id: string | number): ClaimKind {
+  if (space === NODE_PORT) return 'node port';
+  if (holder.clusterIP === id) return 'cluster IP';
+  return holder.externalIPs.includes(id as string) ? 'external IP' : 'load balancer IP';
 }
 
 function isClaimant(claimant: Claimant, port: ServicePort, kind: ClaimKind): boolean {
   return claimant.port.key === port.key && claimant.kind === kind;
 }
 
-/** The claims of one family's service ports, each with its claimants in order (holder first). */
+/**
+ * The claims of one family's service ports: who holds each address:port/protocol and node
+ * port/protocol, and for the few claimed twice, every claimant in order (holder first).
+ */
 export class ClaimIndex {
-  /** One claimant (almost every claim) or several, holder first. */
-  readonly #claims = new Map<string, Claimant | readonly Claimant[]>();
-  /** Claims with more than one claimant: what problems() reports. */
-  readonly #contested = new Set<string>();
+  /** Creation time of a port's Service, asked only when a second port claims what it holds. */
+  readonly #sinceOf: (port: ServicePort) => number;
+  readonly #addresses = new Map<string, Slot>();
+  readonly #nodePorts = new Map<number, Slot>();
+  /** Claim text → its claimants, holder first; only claims with more than one. */
+  readonly #contests = new Map<string, Claimant[]>();
   /** Service port key → how many of its claims another port holds; absent when none. */
   readonly #losing = new Map<string, number>();
+
+  constructor(sinceOf: (port: ServicePort) => number) {
+    this.#sinceOf = sinceOf;
+  }
 
   /**
    * Adds every claim of `port` (as its Service asks, `since` its creation). Services that lose a
    * claim they held are added to `touched`.
    */
   add(port: ServicePort, since: number, touched: Set<string>): void {
-    forEachClaim(port, (claim, kind) => {
-      const claimant: Claimant = { port, kind, since };
-      const held = this.#claims.get(claim);
-      if (held === undefined) {
-        this.#claims.set(claim, claimant);
+    forEachClaim(port, (space, id, kind) => {
+      const slots = this.#slots(space);
+      const slot = slots.get(id);
+      const holder = slot && holderIn(slot, port, space);
+      if (holder === undefined) {
+        slots.set(id, withHolder(slot, port, space));
         return;
       }
-      const claimants = Array.isArray(held) ? [...held] : [held as Claimant];
+      const text = claimText(space, id, port);
+      const claimants = this.#contests.get(text) ?? [
+        { port: holder, kind: kindOf(holder, space, id), since: this.#sinceOf(holder) },
+      ];
+      const claimant: Claimant = { port, kind, since };
       const at = claimants.findIndex((other) => before(claimant, other));
       if (at === 0) {
-        touched.add(serviceOfPort(claimants[0]!.port));
-        this.#countLoss(claimants[0]!.port.key, 1);
+        touched.add(serviceOfPort(holder));
+        this.#countLoss(holder.key, 1);
+        slots.set(id, withHolder(slot, port, space));
       } else this.#countLoss(port.key, 1);
       claimants.splice(at < 0 ? claimants.length : at, 0, claimant);
-      this.#claims.set(claim, claimants);
-      this.#contested.add(claim);
+      this.#contests.set(text, claimants);
     });
   }
 
   /** Removes every claim of `port`. Services that get a claim back are added to `touched`. */
   remove(port: ServicePort, touched: Set<string>): void {
-    forEachClaim(port, (claim, kind) => {
-      const held = this.#claims.get(claim);
-      if (held === undefined) return;
-      if (!Array.isArray(held)) {
-        if (isClaimant(held as Claimant, port, kind)) this.#claims.delete(claim);
+    forEachClaim(port, (space, id, kind) => {
+      const slots = this.#slots(space);
+      const slot = slots.get(id);
+      if (slot === undefined) return;
+      const text = this.#contests.size === 0 ? undefined : claimText(space, id, port);
+      const claimants = text === undefined ? undefined : this.#contests.get(text);
+      if (claimants === undefined) {
+        if (holderIn(slot, port, space)?.key !== port.key) return;
+        const rest = withoutHolder(slot, port, space);
+        if (rest === undefined) slots.delete(id);
+        else slots.set(id, rest);
         return;
       }
-      const rest = held.filter((other) => !isClaimant(other, port, kind));
-      if (rest.length === held.length) return;
-      if (isClaimant(held[0]!, port, kind)) {
-        touched.add(serviceOfPort(rest[0]!.port));
-        this.#countLoss(rest[0]!.port.key, -1);
+      const at = claimants.findIndex((claimant) => isClaimant(claimant, port, kind));
+      if (at < 0) return;
+      claimants.splice(at, 1);
+      if (at === 0) {
+        const next = claimants[0]!.port;
+        touched.add(serviceOfPort(next));
+        this.#countLoss(next.key, -1);
+        slots.set(id, withHolder(slot, next, space));
       } else this.#countLoss(port.key, -1);
-      if (rest.length > 1) this.#claims.set(claim, rest);
-      else {
-        this.#claims.set(claim, rest[0]!);
-        this.#contested.delete(claim);
-      }
+      if (claimants.length === 1) this.#contests.delete(text!);
     });
   }
 
@@ -134,41 +202,44 @@ export class ClaimIndex {
   granted(port: ServicePort): ServicePort {
     if (!this.#losing.has(port.key)) return port;
     const gone = new Set<string>();
-    forEachClaim(port, (claim, kind) => {
-      if (!this.#holds(claim, port, kind)) gone.add(`${kind} ${claim}`);
+    forEachClaim(port, (space, id, kind) => {
+      if (!this.#holds(space, id, port, kind)) gone.add(`${kind} ${id}`);
     });
     if (gone.size === 0) return port;
-    const kept = (kind: ClaimKind, ips: readonly string[]) =>
-      ips.filter((ip) => !gone.has(`${kind} ${vipClaim(ip, port)}`));
+    const kept = (kind: ClaimKind, ips: readonly string[]) => ips.filter((ip) => !gone.has(`${kind} ${ip}`));
     return {
       ...port,
-      clusterIP: gone.has(`cluster IP ${vipClaim(port.clusterIP, port)}`) ? '' : port.clusterIP,
+      clusterIP: gone.has(`cluster IP ${port.clusterIP}`) ? '' : port.clusterIP,
       externalIPs: kept('external IP', port.externalIPs),
       loadBalancerIPs: kept('load balancer IP', port.loadBalancerIPs),
-      nodePort: gone.has(`node port ${nodePortClaim(port)}`) ? 0 : port.nodePort,
+      nodePort: gone.has(`node port ${port.nodePort}`) ? 0 : port.nodePort,
     };
   }
 
   /** One Problem per claim a port lost, naming both Services and the claim. */
   problems(): Problem[] {
     const problems: Problem[] = [];
-    for (const claim of this.#contested) {
-      const [holder, ...losers] = this.#claims.get(claim) as readonly Claimant[];
+    for (const [claim, [holder, ...losers]] of this.#contests) {
       for (const loser of losers) problems.push(conflictProblem(claim, holder!, loser));
     }
     return problems;
+  }
+
+  #slots(space: Space): Map<string | number, Slot> {
+    return (space === VIP ? this.#addresses : this.#nodePorts) as Map<string | number, Slot>;
+  }
+
+  #holds(space: Space, id: string | number, port: ServicePort, kind: ClaimKind): boolean {
+    const claimants = this.#contests.get(claimText(space, id, port));
+    if (claimants !== undefined) return isClaimant(claimants[0]!, port, kind);
+    const slot = this.#slots(space).get(id);
+    return slot !== undefined && holderIn(slot, port, space)?.key === port.key;
   }
 
   #countLoss(portKey: string, by: number): void {
     const count = (this.#losing.get(portKey) ?? 0) + by;
     if (count > 0) this.#losing.set(portKey, count);
     else this.#losing.delete(portKey);
-  }
-
-  #holds(claim: string, port: ServicePort, kind: ClaimKind): boolean {
-    const held = this.#claims.get(claim);
-    if (held === undefined) return false;
-    return isClaimant(Array.isArray(held) ? held[0]! : (held as Claimant), port, kind);
   }
 }
 

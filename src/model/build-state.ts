@@ -1,7 +1,7 @@
 // Services + EndpointSlices + this node → ProxyState per IP family: the model's one entry point,
 // called by the CLI (dry-run) and the daemon alike. Input objects come from decodeObject.
 import { type EndpointSlice, type Node, type ObjectMeta, type Service, ZONE_LABEL } from '../kube/objects.ts';
-import { ClaimIndex, conflictProblems, serviceSince } from './address-claims.ts';
+import { ClaimIndex, conflictProblems, serviceOfPort, serviceSince } from './address-claims.ts';
 import { compareText, indexSlicesByService } from './endpoints.ts';
 import { flatText } from './flat-text.ts';
 import { nodeSettingsByFamily, type ProxyOptions } from './node-settings.ts';
@@ -34,11 +34,13 @@ export function buildProxyState(input: ModelInput, options: ProxyOptions): Model
 
   const state: { [F in IPFamily]?: ProxyState } = {};
   const claimsByFamily: ClaimIndex[] = [];
+  const sinceOf = new Map(services.map((service) => [serviceKey(service), serviceSince(service)]));
+  const sinceOfPort = (port: ServicePort) => sinceOf.get(serviceOfPort(port)) ?? Number.POSITIVE_INFINITY;
   for (const family of ['IPv4', 'IPv6'] as const) {
     const node = settings[family];
     if (node === undefined) continue;
     const asked = new Map<ServicePortKey, ServicePort>();
-    const claims = new ClaimIndex();
+    const claims = new ClaimIndex(sinceOfPort);
     const noneTouched = new Set<string>();
     for (const service of services) {
       const slices = slicesByService.get(serviceKey(service)) ?? [];

@@ -7,7 +7,7 @@
 // A node change recomputes everything, as the node's IPs, CIDRs and zone feed every service.
 import { isDeepStrictEqual } from 'node:util';
 import { type EndpointSlice, type Node, type ObjectMeta, type Service, ZONE_LABEL } from '../kube/objects.ts';
-import { ClaimIndex, conflictProblems, serviceSince } from './address-claims.ts';
+import { ClaimIndex, conflictProblems, serviceOfPort, serviceSince } from './address-claims.ts';
 import { serviceKey } from './build-state.ts';
 import { bySliceName, compareText, type SliceEndpoints, sliceEndpoints, sliceOwner } from './endpoints.ts';
 import { flatText } from './flat-text.ts';
@@ -69,7 +69,7 @@ export class ModelCache {
    */
   readonly #asked: Record<IPFamily, Map<string, PortsOfService>> = { IPv4: new Map(), IPv6: new Map() };
   /** Per family, who claims each address:port/protocol and node port (address-claims.ts). */
-  readonly #claims: Record<IPFamily, ClaimIndex> = { IPv4: new ClaimIndex(), IPv6: new ClaimIndex() };
+  readonly #claims: Record<IPFamily, ClaimIndex> = { IPv4: this.#newClaims(), IPv6: this.#newClaims() };
   #state: DualStackState = {};
 
   constructor(options: ProxyOptions) {
@@ -193,6 +193,14 @@ export class ModelCache {
     this.#dirty.add(record.owner);
   }
 
+  /** Services the next update recomputes may already be new here: their claims are re-added then. */
+  #newClaims(): ClaimIndex {
+    return new ClaimIndex((port) => {
+      const service = this.#services.get(serviceOfPort(port));
+      return service === undefined ? Number.POSITIVE_INFINITY : serviceSince(service);
+    });
+  }
+
   #slicesOf(service: string): readonly SliceEndpoints[] {
     return this.#slicesOfService.get(service) ?? [];
   }
@@ -212,7 +220,7 @@ export class ModelCache {
         for (const ports of this.#ports[family].values()) for (const port of ports) changed.add(port.key);
         this.#ports[family].clear();
         this.#asked[family].clear();
-        this.#claims[family] = new ClaimIndex();
+        this.#claims[family] = this.#newClaims();
       }
       // Same settings keep their identity, so an unchanged family's state can be kept whole.
       if (prev !== undefined && next !== undefined && isDeepStrictEqual(prev, next)) settings[family] = prev;
