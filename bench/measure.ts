@@ -119,6 +119,10 @@ export class TimedNftRunner implements NftRunner {
     return this.#inner.listSetJson(family, name, kind);
   }
 
+  check(script: string): Promise<boolean> {
+    return this.#inner.check(script);
+  }
+
   reset(): void {
     this.ms = 0;
     this.calls = 0;

@@ -36,6 +36,7 @@ import { desiredRuleset } from './desired-ruleset.ts';
 import { diffFamily, diffRulesets } from './diff.ts';
 import { FragmentIndex } from './fragment-index.ts';
 import { coldStartTransactions, fullTransaction } from './full-transaction.ts';
+import { type ExpectedObjects, IntactSampler, intactCheckScript } from './intact-check.ts';
 import type { NftRunner } from './nft-runner.ts';
 import { type DesiredRuleset, FAMILIES, type FamilyRuleset } from './ruleset.ts';
 import { type NftFamily, NftTransaction, TABLE } from './transaction.ts';
@@ -160,6 +161,8 @@ export class NftablesDataplane implements LiveDataplane {
   /** start() or cleanup() found/left no table of ours: the next full sync is a cold start. */
   #noTables = false;
   #background: Promise<void> = Promise.resolve();
+  /** What each intact() check verifies beyond the fixed objects, in turns. */
+  readonly #sampler = new IntactSampler();
   readonly #coldStartChunk: number;
 
   constructor(options: NftablesDataplaneOptions) {
@@ -219,14 +222,22 @@ export class NftablesDataplane implements LiveDataplane {
     return { kind: ran, objectCount: this.#record?.objectCount ?? 0, conntrackEntriesDeleted };
   }
 
+  /** One `nft -c` transaction naming what must be there (intact-check.ts): bounded at any size. */
   async intact(): Promise<boolean> {
     const record = this.#record;
     if (!record || this.#nonce === undefined) return false;
+    const expected: ExpectedObjects[] = [];
     for (const family of FAMILIES) {
-      if (!(record.desired?.[family] ?? record.state?.[MODEL_FAMILY[family]])) continue;
-      if (canaryNonce(await this.#nft.listSetJson(family, CANARY_SET)) !== this.#nonce) return false;
+      const state = record.state?.[MODEL_FAMILY[family]];
+      if (state) {
+        // Service ports' own objects only when they do not collide (then a fragment index exists).
+        const index = (await record.indexes).get(family);
+        expected.push(this.#sampler.next(family, state, index instanceof FragmentIndex));
+      } else if (record.desired?.[family]) {
+        expected.push({ family, ruleCounts: new Map(), elements: new Map() });
+      }
     }
-    return true;
+    return this.#nft.check(intactCheckScript(this.#nonce, expected));
   }
 
   async cleanup(): Promise<void> {

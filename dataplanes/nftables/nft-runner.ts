@@ -35,6 +35,11 @@ export interface NftRunner {
    * every element of the table.
    */
   listSetJson(family: NftFamily, name: string, kind?: 'set' | 'map'): Promise<unknown>;
+  /**
+   * `nft -c -f -`: whether the kernel accepts the script, committing nothing. ~10 ms at any size
+   * (no element is fetched), plus what the script names (intact-check.ts).
+   */
+  check(script: string): Promise<boolean>;
 }
 
 async function unlessMissing(listing: Promise<unknown>): Promise<unknown> {
@@ -69,6 +74,9 @@ export function commandNftRunner(
       if (session && fitsSession(script)) return session.run(script);
       const result = await runner.run('nft', ['-f', '-'], script);
       if (result.exitCode !== 0) throw new NftError('-f', result.stderr);
+    },
+    async check(script) {
+      return (await runner.run('nft', ['-c', '-f', '-'], script)).exitCode === 0;
     },
     listChainsJson: (family) => json(['list', 'chains', family], `list chains ${family}`),
     listSetJson: (family, name, kind = 'set') =>

@@ -107,6 +107,7 @@ test('a cold start piece that nft refuses ends the cold start: no later piece is
     },
     listChainsJson: (family) => recording.listChainsJson(family),
     listSetJson: (family, name, kind) => recording.listSetJson(family, name, kind),
+    check: (script) => recording.check(script),
   };
   const dp = new NftablesDataplane({ nft, commands: new RecordingCommandRunner(), coldStartChunk: 5 });
   await dp.start();

@@ -34,6 +34,22 @@ export class RecordingNftRunner implements NftRunner {
     return nonce === undefined ? undefined : { nftables: [{ set: { family, name, elem: [nonce] } }] };
   }
 
+  /** Check scripts (`nft -c`), answered from the canary alone: true when each nonce named is there. */
+  readonly checks: string[] = [];
+
+  async check(script: string): Promise<boolean> {
+    this.checks.push(script);
+    const named = [...script.matchAll(/^delete element (ip6?) kproxy canary \{ (\d+) \}$/gm)];
+    if (named.length === 0) return false;
+    for (const [, family, nonce] of named) {
+      const answer = (await this.listSetJson(family as NftFamily, 'canary')) as
+        | { nftables: { set: { elem: number[] } }[] }
+        | undefined;
+      if (answer?.nftables[0]?.set.elem[0] !== Number(nonce)) return false;
+    }
+    return true;
+  }
+
   #lastNonce(family: NftFamily): number | undefined {
     const pattern = new RegExp(`^add element ${family} kproxy canary \\{ (\\d+) \\}$`, 'm');
     const match = this.scripts.findLast((s) => pattern.test(s))?.match(pattern);

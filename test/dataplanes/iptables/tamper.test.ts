@@ -1,0 +1,116 @@
+// Tampering with the live iptables dataplane's rules on a real kernel, with real packets: a flush
+// of each table we program (nat, filter, mangle), in both families and with both backends, breaks
+// what that table does, intact() notices it (the canary chain of that table), and the repair the
+// sync loop then runs (a full sync, see src/sync/sync-loop.ts) brings traffic back.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
+import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
+import type { DualStackState, IPFamily } from '../../../src/model/proxy-state.ts';
+import { Lab } from '../../support/netns.ts';
+import { endpoint, proxyState, servicePort } from '../../support/proxy-states.ts';
+import { CLUSTER_CIDR_V4, CLUSTER_CIDR_V6, Topology, tally } from '../../support/topology.ts';
+
+const isRoot = process.getuid?.() === 0;
+const SKIP_REASON = 'needs root: network namespaces and iptables (run the suite as root)';
+if (!isRoot) process.stderr.write(`SKIPPED iptables tamper tests: ${SKIP_REASON}\n`);
+
+const ADDRESSES: Readonly<Record<IPFamily, { readonly web: string; readonly empty: string }>> = {
+  IPv4: { web: '10.96.0.10', empty: '10.96.0.70' },
+  IPv6: { web: 'fd00:96::10', empty: 'fd00:96::70' },
+};
+
+function clusterState(topology: Topology): DualStackState {
+  const node = topology.nodes[0]!;
+  const family = (ipFamily: IPFamily) => {
+    const v6 = ipFamily === 'IPv6';
+    const endpoints = node.pods.map((pod) => endpoint(v6 ? pod.ipv6 : pod.ipv4, 8080, { isLocal: true }));
+    return proxyState(
+      ipFamily,
+      [
+        servicePort('web', { clusterIP: ADDRESSES[ipFamily].web, clusterEndpoints: endpoints }),
+        servicePort('empty', { clusterIP: ADDRESSES[ipFamily].empty, hasEndpoints: false }),
+      ],
+      {
+        nodeIPs: [v6 ? node.ipv6 : node.ipv4],
+        localDetector: { mode: 'ClusterCIDR', cidrs: [v6 ? CLUSTER_CIDR_V6 : CLUSTER_CIDR_V4] },
+      },
+    );
+  };
+  return { IPv4: family('IPv4'), IPv6: family('IPv6') };
+}
+
+for (const backend of ['nft', 'legacy'] as const) {
+  describe(`iptables-${backend}: a flushed table is detected and repaired`, {
+    skip: isRoot ? false : SKIP_REASON,
+  }, () => {
+    let lab: Lab;
+    let topology: Topology;
+    let dataplane: IptablesDataplane;
+    let state: DualStackState;
+
+    /** The pods that answered, or the errors, over `count` attempts (sorted). */
+    async function answers(
+      ipFamily: IPFamily,
+      what: 'web' | 'empty',
+      count: number,
+      timeoutMs?: number,
+    ): Promise<string[]> {
+      const host = ADDRESSES[ipFamily][what];
+      const outcomes = await topology.connect(topology.client.ns, 'tcp', host, 80, { count, timeoutMs });
+      return [...tally(outcomes).keys()].sort();
+    }
+
+    async function worksAsSynced(ipFamily: IPFamily): Promise<void> {
+      assert.deepEqual(await answers(ipFamily, 'web', 20), ['node-0-pod-0', 'node-0-pod-1']);
+      assert.deepEqual(await answers(ipFamily, 'empty', 1, 3000), ['error:ECONNREFUSED']);
+    }
+
+    before(async () => {
+      lab = new Lab(`ipt-tamper-${backend}`);
+      topology = await Topology.create(lab, { podsPerNode: [2] });
+      const node = topology.nodes[0]!;
+      for (const pod of node.pods) await topology.startEcho(pod, { tcp: [8080] });
+      await lab.addRoute(topology.client.ns, ['10.96.0.0/16', 'via', node.ipv4]);
+      await lab.addRoute(topology.client.ns, ['fd00:96::/64', 'via', node.ipv6]);
+      // Like a node's default route: a VIP without endpoints must be routable to reach the REJECT.
+      await lab.addRoute(node.ns, ['10.96.0.0/16', 'dev', 'eth0']);
+      await lab.addRoute(node.ns, ['fd00:96::/64', 'dev', 'eth0']);
+      // IPv6 has no send_redirects (topology.ts turns IPv4's off): a node forwarding a VIP's packet
+      // back out of eth0 redirects the client, which would then send that VIP on-link, past the
+      // node; and the redirect uses up the ICMPv6 rate limit a REJECT's error needs.
+      await lab.sysctl(topology.client.ns, 'net.ipv6.conf.eth0.accept_redirects', '0');
+      await lab.sysctl(node.ns, 'net.ipv6.icmp.ratelimit', '0');
+      state = clusterState(topology);
+      dataplane = new IptablesDataplane({ runner: execaRunner(['ip', 'netns', 'exec', node.ns]), backend });
+      await dataplane.start();
+      await dataplane.sync(state, 'full');
+    });
+    after(() => lab?.destroy());
+
+    for (const ipFamily of ['IPv4', 'IPv6'] as const) {
+      const command = `${ipFamily === 'IPv4' ? 'iptables' : 'ip6tables'}-${backend}`;
+      for (const table of ['nat', 'filter', 'mangle'] as const) {
+        test(`${ipFamily} ${table}: every chain flushed`, async () => {
+          await worksAsSynced(ipFamily);
+          assert.equal(await dataplane.intact(), true);
+          await lab.exec(topology.nodes[0]!.ns, command, ['-w', '-t', table, '-F']);
+          // What the table did stops: DNAT (nat), the no-endpoint REJECT (filter); mangle holds
+          // only the canary.
+          if (table === 'nat') assert.deepEqual(await answers(ipFamily, 'web', 3, 300), ['error:timeout']);
+          if (table === 'filter')
+            assert.deepEqual(
+              await answers(ipFamily, 'empty', 1, 300),
+              ['error:timeout'],
+              'no REJECT any more',
+            );
+          assert.equal(await dataplane.intact(), false, 'noticed by the intact check');
+          const outcome = await dataplane.sync(state, 'full');
+          assert.equal(outcome.kind, 'full');
+          assert.equal(await dataplane.intact(), true);
+          await worksAsSynced(ipFamily);
+        });
+      }
+    }
+  });
+}

@@ -1,0 +1,75 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import {
+  type ExpectedObjects,
+  IntactSampler,
+  intactCheckScript,
+} from '../../../dataplanes/nftables/intact-check.ts';
+import { endpoint, proxyState, servicePort } from './fixtures.ts';
+
+/** 100 ports of one endpoint each, one of them without endpoints. */
+function state() {
+  const ports = Array.from({ length: 100 }, (_, i) =>
+    servicePort(`svc-${String(i).padStart(3, '0')}`, {
+      clusterIP: `10.96.0.${i + 1}`,
+      clusterEndpoints: i === 42 ? [] : [endpoint(`10.244.0.${i + 1}`)],
+    }),
+  );
+  return proxyState('IPv4', ports);
+}
+
+const keys = (expected: ExpectedObjects, set: string) => [...(expected.elements.get(set) ?? [])];
+
+test('the fixed chains are always expected, with their rule counts, and no service port without withPorts', () => {
+  const expected = new IntactSampler(10).next('ip', state(), false);
+  assert.equal(expected.ruleCounts.get('nat-prerouting'), 1);
+  assert.equal(expected.ruleCounts.get('masquerading'), 3);
+  assert.equal(expected.elements.size, 0);
+});
+
+test('turns through the service ports cover every element within elements / budget checks', () => {
+  const sampler = new IntactSampler(20);
+  const s = state();
+  const seen = new Set<string>();
+  let checks = 0;
+  // service-ips, cluster-endpoints, backends-tcp per port with an endpoint: ~3 elements a port.
+  while (seen.size < 100 && checks < 30) {
+    const expected = sampler.next('ip', s, true);
+    for (const key of [...keys(expected, 'service-ips'), ...keys(expected, 'no-endpoint-services')])
+      seen.add(key);
+    const elements = [...expected.elements.values()].reduce((n, k) => n + k.size, 0);
+    assert.ok(elements <= 20 + 3 + 10, `a check names ${elements} elements: the budget plus witnesses`);
+    checks++;
+  }
+  assert.equal(seen.size, 100, 'every port was checked');
+  assert.ok(checks <= Math.ceil(300 / 20) + 1, `${checks} checks`);
+});
+
+test('a port last seen filling a set is checked every time, so a flushed set is found at once', () => {
+  const sampler = new IntactSampler(20);
+  const s = state();
+  for (let i = 0; i < 8; i++) sampler.next('ip', s, true);
+  // The only no-endpoint port (svc-042) has been seen: from now on every check names it.
+  for (let i = 0; i < 8; i++) {
+    assert.deepEqual(keys(sampler.next('ip', s, true), 'no-endpoint-services'), ['10.96.0.43 . tcp . 80']);
+  }
+});
+
+test('the check script names the canary, each chain at its last rule, and the elements, for nft -c', () => {
+  const script = intactCheckScript(7, [
+    {
+      family: 'ip',
+      ruleCounts: new Map([
+        ['services', 2],
+        ['empty', 0],
+      ]),
+      elements: new Map([['service-ips', new Set(['10.96.0.1 . tcp . 80'])]]),
+    },
+  ]);
+  assert.equal(
+    script,
+    'delete element ip kproxy canary { 7 }\n' +
+      'delete element ip kproxy service-ips { 10.96.0.1 . tcp . 80 }\n' +
+      'insert rule ip kproxy services index 1 counter\n',
+  );
+});
