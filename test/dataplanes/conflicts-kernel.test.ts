@@ -29,11 +29,18 @@ function randomStates(seed: number): DualStackState[] {
   return Array.from({ length: STEPS }, () => buildProxyState(randomCluster(random), CLUSTER_OPTIONS).state);
 }
 
-/** The sections of an IPVS render: ipvsadm --restore lines, ip -batch lines, nft script. */
+/** The sections of an IPVS render by the tool each header names (a tool's sections joined, in order). */
 function ipvsSections(text: string): { ipvsadm: string[]; batch: string; nft: string } {
-  const [ipvsadm, batch, nft] = text.split(/^# .*\n/m).slice(1);
-  assert.ok(nft !== undefined, 'three sections');
-  return { ipvsadm: ipvsadm!.split('\n').filter(Boolean), batch: batch!, nft };
+  const sections = new Map<string, string>();
+  const parts = text.split(/^(# .*)\n/m);
+  for (let i = 1; i < parts.length; i += 2) {
+    const tool = ['ipvsadm', 'ip -batch', 'nft -f'].find((name) => parts[i]!.includes(name));
+    assert.ok(tool, `a known section: ${parts[i]}`);
+    sections.set(tool, (sections.get(tool) ?? '') + (parts[i + 1] ?? ''));
+  }
+  const [ipvsadm, batch, nft] = ['ipvsadm', 'ip -batch', 'nft -f'].map((tool) => sections.get(tool));
+  assert.ok(ipvsadm !== undefined && batch !== undefined && nft !== undefined, 'three sections');
+  return { ipvsadm: ipvsadm.split('\n').filter(Boolean), batch, nft };
 }
 
 const PROTOCOL = '(?:-t|-u|--sctp-service)';
