@@ -8,6 +8,8 @@
 //   to JavaScript) with the unit's environment; --checkout runs bin/kproxy.ts from this checkout;
 // - time to first sync: daemon spawn → kubeproxy_sync_proxy_rules_last_timestamp_seconds (set only
 //   by a successful sync; the sync loop starts only once the informers hold every object);
+// - /healthz latency from the daemon's start to the end of the idle time (healthz-probe.ts, every
+//   10 ms, open loop): p50/p99/max, the event loop's stalls as a load balancer's probe sees them;
 // - then idle, and VmRSS (settled), VmHWM (peak), RssAnon, RssFile of the daemon's process.
 //   node bench/daemon-memory.ts [--services 30000] [--endpoints 10] [--nodes 100] [--idle 15]
 //     [--timeout 300] [--log FILE] [--checkout]   (FILE: the daemon's own log, kept)
@@ -20,7 +22,7 @@ import { parseArgs } from 'node:util';
 import { execa } from 'execa';
 import { install, UNIT_PATH } from '../src/cli/install.ts';
 import { Lab, type LabProcess } from '../test/support/netns.ts';
-import { reportSection, round } from './measure.ts';
+import { percentile, reportSection, round } from './measure.ts';
 import { writeClusterList } from './synthetic-cluster.ts';
 
 const { values } = parseArgs({
@@ -45,6 +47,8 @@ const NODE_BIN = join(REPO, 'node_modules/.bin/node');
 const API_MAIN = join(REPO, 'test/support/apiserver/main.ts');
 const API = 'http://127.0.0.1:6443';
 const METRICS = 'http://127.0.0.1:10249/metrics';
+const HEALTHZ = 'http://127.0.0.1:10256/healthz';
+const PROBE_MAIN = join(import.meta.dirname, 'healthz-probe.ts');
 
 /** The daemon tests' configuration (test/daemon/daemon-netns.test.ts), with the default sync periods. */
 const CONFIG = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
@@ -119,6 +123,19 @@ function processMemoryMiB(pid: number): Record<string, number> {
   };
 }
 
+/** Latency percentiles of the /healthz answers the probe (healthz-probe.ts) printed. */
+function healthzFigures(output: string): Record<string, number> {
+  const line = output.trim().split('\n').pop() ?? '';
+  const { latencies } = JSON.parse(line) as { latencies: number[] };
+  if (latencies.length === 0) throw new Error('the /healthz probe got no answer');
+  return {
+    healthzProbes: latencies.length,
+    healthzP50Ms: percentile(latencies, 50),
+    healthzP99Ms: percentile(latencies, 99),
+    healthzMaxMs: Math.max(...latencies),
+  };
+}
+
 interface SyncLine {
   readonly kind?: string;
   readonly durationMs?: number;
@@ -178,6 +195,9 @@ try {
   await api.waitFor('listening', TIMEOUT_MS);
 
   const { node, flags, entry, env } = values.checkout ? fromCheckout() : await installed(join(dir, 'root'));
+  // /healthz probed every 10 ms from the daemon's start to the end of its cold start's aftermath.
+  const probe = lab.spawn(ns, NODE_BIN, [PROBE_MAIN, HEALTHZ, '--every', '10']);
+  await probe.waitFor('probing', TIMEOUT_MS);
   const spawnedAt = Date.now();
   const child = spawn(
     'nsenter',
@@ -216,7 +236,10 @@ try {
   for (let waited = 0; syncLines.length === 0 && waited < 5000; waited += 100) await sleep(100);
   const first = syncLines[0] ?? {};
 
+  // The cold start's aftermath (fragment indexes, memory given back) is within the idle time.
   await sleep(IDLE_SECONDS * 1000);
+  await probe.kill();
+  const healthz = healthzFigures(probe.output());
   const pid = daemonPid(child.pid!, entry);
   if (pid === undefined) throw new Error(`no ${entry} process under PID ${child.pid}`);
   const memory = processMemoryMiB(pid);
@@ -242,6 +265,7 @@ try {
     ...memory,
     heapUsedMiB: heapUsed === undefined ? undefined : round(heapUsed / 2 ** 20),
     timeToFirstSyncSeconds: round(timeToFirstSyncSeconds, 2),
+    ...healthz,
     firstSyncKind: first.kind,
     firstSyncMs: first.durationMs,
     servicePortsSynced: first.servicePorts,

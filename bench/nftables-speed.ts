@@ -64,7 +64,8 @@ function writeBareFiles(state: DualStackState, dir: string): { single: string; c
   const desired = desiredRuleset(state);
   const single = join(dir, 'full.nft');
   writeFileSync(single, fullTransaction(desired).toString());
-  const chunks = [...coldStartTransactions(state, COLD_START_CHUNK)].map((tx, i) => {
+  const pieces = [...coldStartTransactions(state, COLD_START_CHUNK)].filter((tx) => tx !== undefined);
+  const chunks = pieces.map((tx, i) => {
     const file = join(dir, `chunk-${i}.nft`);
     writeFileSync(file, tx.toString());
     return file;

@@ -137,6 +137,13 @@ export function benchRows({ model, nftables, iptables, informer, daemon }: Bench
     ...infoRow(`daemon: RSS peak (VmHWM)`, num(daemon, 'peakRssMiB'), mib),
     ...infoRow(`daemon: ... of which RssAnon (settled)`, num(daemon, 'rssAnonMiB'), mib),
     ...infoRow(`daemon: ... of which RssFile (settled)`, num(daemon, 'rssFileMiB'), mib),
+    ...underRow(`daemon: /healthz p99 during the cold start`, num(daemon, 'healthzP99Ms'), 100, 'ms'),
+    ...infoRow(
+      `daemon: ... p50 / max`,
+      num(daemon, 'healthzMaxMs'),
+      (max) =>
+        `${ms(num(daemon, 'healthzP50Ms') ?? Number.NaN)} / ${ms(max)} (${num(daemon, 'healthzProbes')} probes)`,
+    ),
     ...infoRow(
       `daemon: time to first sync (spawn → rules synced)`,
       num(daemon, 'timeToFirstSyncSeconds'),

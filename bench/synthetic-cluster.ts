@@ -122,3 +122,42 @@ export async function writeClusterList(
   out.end();
   await once(out, 'finish');
 }
+
+/**
+ * One Service with `ports` TCP ports and `endpoints` ready endpoints serving all of them, its
+ * EndpointSlices at the API's limit of 100 ports each: the largest valid object a user can make.
+ */
+export function hugeService(
+  ports: number,
+  endpoints: number,
+  portsPerSlice = 100,
+  nodes = 3,
+): SyntheticCluster {
+  const portName = (p: number) => `p${p}`;
+  const service: Service = {
+    ...syntheticService(0),
+    spec: {
+      ...syntheticService(0).spec,
+      ports: Array.from({ length: ports }, (_, p) => ({
+        name: portName(p),
+        protocol: 'TCP' as const,
+        port: 1000 + p,
+        targetPort: 20000 + p,
+      })),
+    },
+  };
+  const endpointSlices = Array.from({ length: Math.ceil(ports / portsPerSlice) }, (_, s) => ({
+    ...syntheticSlice(0, endpoints, nodes),
+    metadata: { ...syntheticSlice(0, 0, nodes).metadata, name: `${serviceName(0)}-${s}` },
+    ports: Array.from({ length: Math.min(portsPerSlice, ports - s * portsPerSlice) }, (_, k) => ({
+      name: portName(s * portsPerSlice + k),
+      protocol: 'TCP' as const,
+      port: 20000 + s * portsPerSlice + k,
+    })),
+  }));
+  return {
+    services: [service],
+    endpointSlices,
+    nodes: Array.from({ length: nodes }, (_, n) => syntheticNode(n)),
+  };
+}

@@ -5,6 +5,7 @@
 // the kernel once at start (to find chains an earlier run left), for the cheap canary check, and
 // in cleanup. Anything unexpected — a missing canary, a failed restore — leads to a full sync.
 import type { DualStackState, IPFamily } from '../../src/model/proxy-state.ts';
+import { runInSlices } from '../../src/model/work-slices.ts';
 import { type CommandRunner, IPTABLES_WAIT } from '../shared/command-runner.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
 import { savedChainNames } from '../shared/iptables-save.ts';
@@ -13,8 +14,8 @@ import { chooseBackend, type IptablesBackend, type IptablesTools, iptablesTools 
 import { CANARY_CHAIN, isKproxyChain } from './chain-names.ts';
 import { cleanupInputs } from './cleanup-plan.ts';
 import { JUMP_RULES } from './jump-rules.ts';
-import { iptablesPlanner } from './planner.ts';
-import { restoreParts } from './restore-chunks.ts';
+import { fullPlanSteps, incrementalPlanSteps } from './planner.ts';
+import { restorePartsOf } from './restore-chunks.ts';
 import {
   applyRuleCounts,
   FAMILIES,
@@ -132,7 +133,7 @@ export class IptablesDataplane implements LiveDataplane {
         this.#log('iptables canary missing: someone flushed our rules; full sync');
         return false;
       }
-      await this.#apply(iptablesPlanner.planIncremental(committed, state));
+      await this.#apply(await runInSlices(incrementalPlanSteps(committed, state)));
       return true;
     } catch (error) {
       this.#log('iptables incremental sync failed; full sync', { error: String(error) });
@@ -154,7 +155,7 @@ export class IptablesDataplane implements LiveDataplane {
 
   async #syncFull(state: DualStackState): Promise<void> {
     this.#committed = undefined;
-    const plan = iptablesPlanner.planFull(state);
+    const plan = await runInSlices(fullPlanSteps(state));
     const withStale: IptablesPlan = {
       kind: 'full',
       IPv4: plan.IPv4 && this.#deletingStaleChains(plan.IPv4),
@@ -188,7 +189,7 @@ export class IptablesDataplane implements LiveDataplane {
       const familyPlan = plan[family];
       if (familyPlan === undefined) continue;
       const parts =
-        this.#backend === 'nft' ? restoreParts(familyPlan, this.#nftChainsPerRestore) : [familyPlan];
+        this.#backend === 'nft' ? restorePartsOf(familyPlan, this.#nftChainsPerRestore) : [familyPlan];
       for (const part of parts) {
         const input = restoreInput(part);
         if (input === '') continue;

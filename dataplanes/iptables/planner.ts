@@ -8,7 +8,8 @@
 // caller calls it changed.
 
 import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
-import type { ProxyState } from '../../src/model/proxy-state.ts';
+import type { DualStackState, ProxyState } from '../../src/model/proxy-state.ts';
+import { runAll, type Steps } from '../../src/model/work-slices.ts';
 import type { DataplanePlanner } from '../shared/dataplane.ts';
 import { CANARY_CHAIN } from './chain-names.ts';
 import { familyContext } from './family-context.ts';
@@ -25,30 +26,45 @@ import { type TopLevelChains, topLevelChains } from './top-level-chains.ts';
 
 export const iptablesPlanner: DataplanePlanner<IptablesPlan> = {
   mode: 'iptables',
-  planFull(state) {
-    return {
-      kind: 'full',
-      IPv4: state.IPv4 && planFamilyFull(state.IPv4),
-      IPv6: state.IPv6 && planFamilyFull(state.IPv6),
-    };
-  },
-  planIncremental(prev, next) {
-    const plan: { kind: 'incremental'; IPv4?: FamilyPlan; IPv6?: FamilyPlan } = { kind: 'incremental' };
-    for (const family of FAMILIES) plan[family] = planFamilyIncremental(prev[family], next[family]);
-    return plan;
-  },
+  planFull: (state) => runAll(fullPlanSteps(state)),
+  planIncremental: (prev, next) => runAll(incrementalPlanSteps(prev, next)),
   render: renderPlan,
 };
+
+/**
+ * planFull in steps, one per service port (work-slices.ts): the live dataplane plans in slices, so
+ * a large cluster or a Service with thousands of ports never holds up the event loop for long.
+ */
+export function* fullPlanSteps(state: DualStackState): Steps<IptablesPlan> {
+  return {
+    kind: 'full',
+    IPv4: state.IPv4 && (yield* familyFullSteps(state.IPv4)),
+    IPv6: state.IPv6 && (yield* familyFullSteps(state.IPv6)),
+  };
+}
+
+/** planIncremental in steps, one per changed service port. */
+export function* incrementalPlanSteps(prev: DualStackState, next: DualStackState): Steps<IptablesPlan> {
+  const plan: { kind: 'incremental'; IPv4?: FamilyPlan; IPv6?: FamilyPlan } = { kind: 'incremental' };
+  for (const family of FAMILIES) plan[family] = yield* familyIncrementalSteps(prev[family], next[family]);
+  return plan;
+}
 
 /** The canary: a chain with one harmless rule, so that both -X and -F of a table remove it. */
 const CANARY: Chains = new Map([[CANARY_CHAIN, [`-A ${CANARY_CHAIN} -j RETURN`]]]);
 
 export function planFamilyFull(state: ProxyState): FamilyPlan {
+  return runAll(familyFullSteps(state));
+}
+
+function* familyFullSteps(state: ProxyState): Steps<FamilyPlan> {
   const ctx = familyContext(state);
   const top = topLevelChains(state, ctx);
   const nat = new Map([...CANARY, ...top.nat]);
-  for (const sp of state.servicePorts.values())
+  for (const sp of state.servicePorts.values()) {
     for (const [chain, rules] of ownChains(sp, ctx)) nat.set(chain, rules);
+    yield;
+  }
   return {
     family: state.family,
     tables: [
@@ -60,8 +76,12 @@ export function planFamilyFull(state: ProxyState): FamilyPlan {
 }
 
 export function planFamilyIncremental(prev?: ProxyState, next?: ProxyState): FamilyPlan | undefined {
+  return runAll(familyIncrementalSteps(prev, next));
+}
+
+function* familyIncrementalSteps(prev?: ProxyState, next?: ProxyState): Steps<FamilyPlan | undefined> {
   if (next === undefined) return prev && planFamilyRemoval(prev);
-  if (prev === undefined) return planFamilyFull(next);
+  if (prev === undefined) return yield* familyFullSteps(next);
   const prevCtx = familyContext(prev);
   const nextCtx = familyContext(next);
   const renderingChanged =
@@ -83,7 +103,8 @@ export function planFamilyIncremental(prev?: ProxyState, next?: ProxyState): Fam
       after ? ownChains(after, nextCtx) : new Map(),
     );
     for (const [chain, rules] of service.chains) nat.chains.set(chain, rules);
-    nat.deleted.push(...service.deleted);
+    for (const chain of service.deleted) nat.deleted.push(chain);
+    yield;
   }
   const tables: TableChanges[] = [
     { table: 'filter', ...filter },

@@ -13,19 +13,45 @@ import type { Chains, FamilyPlan, TableChanges } from './restore-plan.ts';
 const LEAF_CHAINS = new Set([MARK_MASQ_CHAIN, MASQ_NOT_LOCAL_CHAIN]);
 
 export function restoreParts(plan: FamilyPlan, maxChains: number): FamilyPlan[] {
+  return [...restorePartsOf(plan, maxChains)];
+}
+
+/**
+ * The same parts, each made when it is asked for (the live dataplane restores one before it makes
+ * the next), from one pass over the plan's chains: linear at any size (100k service chains for one
+ * Service with 1,000 ports × 100 endpoints).
+ */
+export function* restorePartsOf(plan: FamilyPlan, maxChains: number): Generator<FamilyPlan, void, void> {
   const nat = plan.tables.find((t) => t.table === 'nat');
-  const serviceChains = nat ? [...nat.chains].filter(([chain]) => isServiceChain(chain)) : [];
-  if (nat === undefined || serviceChains.length <= maxChains) return [plan];
-  const leaves = [...nat.chains].filter(([chain]) => LEAF_CHAINS.has(chain));
-  const parts: FamilyPlan[] = [];
-  for (let end = serviceChains.length; end > 0; end -= maxChains) {
-    const part: Chains = new Map([...leaves, ...serviceChains.slice(Math.max(0, end - maxChains), end)]);
-    parts.push({ family: plan.family, tables: [{ table: 'nat', chains: part, deleted: [] }] });
+  const serviceChains: string[] = [];
+  const leaves: string[] = [];
+  for (const chain of nat?.chains.keys() ?? []) {
+    if (isServiceChain(chain)) serviceChains.push(chain);
+    else if (LEAF_CHAINS.has(chain)) leaves.push(chain);
   }
-  const rest: TableChanges = {
-    ...nat,
-    chains: new Map([...nat.chains].filter(([chain]) => !isServiceChain(chain))),
-  };
-  parts.push({ family: plan.family, tables: plan.tables.map((t) => (t === nat ? rest : t)) });
-  return parts;
+  if (nat === undefined || serviceChains.length <= maxChains) {
+    yield plan;
+    return;
+  }
+  const withRules = (names: readonly string[]) =>
+    names.map((chain) => [chain, nat.chains.get(chain)!] as const);
+  for (let end = serviceChains.length; end > 0; end -= maxChains) {
+    const part: Chains = new Map([
+      ...withRules(leaves),
+      ...withRules(serviceChains.slice(Math.max(0, end - maxChains), end)),
+    ]);
+    yield { family: plan.family, tables: [{ table: 'nat', chains: part, deleted: [] }] };
+  }
+  const others = new Map<string, readonly string[]>();
+  for (const [chain, rules] of nat.chains) if (!isServiceChain(chain)) others.set(chain, rules);
+  const rest: TableChanges = { ...nat, chains: others };
+  yield { family: plan.family, tables: plan.tables.map((t) => (t === nat ? rest : t)) };
+}
+
+/** How many parts restoreParts makes, without making them. */
+export function restorePartCount(plan: FamilyPlan, maxChains: number): number {
+  const nat = plan.tables.find((t) => t.table === 'nat');
+  let serviceChains = 0;
+  for (const chain of nat?.chains.keys() ?? []) if (isServiceChain(chain)) serviceChains++;
+  return serviceChains <= maxChains ? 1 : Math.ceil(serviceChains / maxChains) + 1;
 }

@@ -1,5 +1,6 @@
 // ProxyState -> the ruleset kproxy wants in the kernel, per family.
 import type { DualStackState, NodeSettings, ProxyState } from '../../src/model/proxy-state.ts';
+import { runAll, type Steps } from '../../src/model/work-slices.ts';
 import { cidrContains } from '../shared/cidr.ts';
 import { addBaseObjects } from './base-objects.ts';
 import { type FamilySyntax, familySyntax } from './family-syntax.ts';
@@ -23,15 +24,23 @@ export function baseBuilder(node: NodeSettings, syntax: FamilySyntax): RulesetBu
   return builder;
 }
 
-function familyRuleset(state: ProxyState, syntax: FamilySyntax): FamilyRuleset {
+/** Pauses after each service port (work-slices.ts). */
+function* familyRuleset(state: ProxyState, syntax: FamilySyntax): Steps<FamilyRuleset> {
   const builder = baseBuilder(state.node, syntax);
-  for (const sp of state.servicePorts.values()) addServicePort(builder, syntax, state.node, sp);
+  for (const sp of state.servicePorts.values()) {
+    addServicePort(builder, syntax, state.node, sp);
+    yield;
+  }
   return builder.build();
 }
 
+/** The desired ruleset of `state`, computed in steps: the live dataplane runs them in slices. */
+export function* desiredRulesetSteps(state: DualStackState): Steps<DesiredRuleset> {
+  const ip = state.IPv4 && (yield* familyRuleset(state.IPv4, familySyntax('IPv4')));
+  const ip6 = state.IPv6 && (yield* familyRuleset(state.IPv6, familySyntax('IPv6')));
+  return { ...(ip && { ip }), ...(ip6 && { ip6 }) };
+}
+
 export function desiredRuleset(state: DualStackState): DesiredRuleset {
-  return {
-    ...(state.IPv4 && { ip: familyRuleset(state.IPv4, familySyntax('IPv4')) }),
-    ...(state.IPv6 && { ip6: familyRuleset(state.IPv6, familySyntax('IPv6')) }),
-  };
+  return runAll(desiredRulesetSteps(state));
 }

@@ -14,9 +14,9 @@
 // address its port claims, so it belongs to that port alone, and the elements a port had are
 // recomputed from the port as it was (the caller's previous state) instead of being stored.
 
-import { setImmediate } from 'node:timers/promises';
 import { flatText } from '../../src/model/flat-text.ts';
 import type { NodeSettings, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
+import { Slicer } from '../../src/model/work-slices.ts';
 import { familySyntax } from './family-syntax.ts';
 import { type FamilyRuleset, RulesetBuilder } from './ruleset.ts';
 import { addServicePort } from './service-port.ts';
@@ -101,8 +101,11 @@ function restored(id: string, json: string | undefined): Part {
   return { kind: 'element', set, element: { key } };
 }
 
-/** Service ports per plan while an index is built. */
-const BUILD_BATCH = 1000;
+/**
+ * Endpoints (about the elements) per plan while an index is built: ~10 ms of work, whether the
+ * ports have ten endpoints each or one Service has thousands of ports with a hundred each.
+ */
+const BUILD_BATCH_ENDPOINTS = 5000;
 
 const ABSENT: Shared = { json: undefined, count: 0 };
 
@@ -122,21 +125,31 @@ export class FragmentIndex {
 
   /**
    * The index of a whole state; undefined when two service ports claim the same object. Batch by
-   * batch, giving way to the event loop in between: about a second at 30k services, during which
-   * health probes and metrics scrapes are still answered.
+   * batch, giving way to the event loop in between (work-slices.ts): about a second at 30k
+   * services, during which health probes and metrics scrapes are still answered.
    */
   static async build(family: NftFamily, state: ProxyState): Promise<FragmentIndex | undefined> {
     const index = new FragmentIndex(family, state.node);
-    const ports = [...state.servicePorts.values()];
+    const slicer = new Slicer();
     // In batches: a plan holds every element of its ports, and the whole state's would be as big
     // as the whole ruleset (a memory peak the daemon keeps as RSS).
-    for (let i = 0; i < ports.length; i += BUILD_BATCH) {
-      if (i > 0) await setImmediate();
-      const plan = index.plan([], ports.slice(i, i + BUILD_BATCH));
-      if (!plan) return undefined;
-      plan.commit();
+    let batch: ServicePort[] = [];
+    let endpoints = 0;
+    const commitBatch = (): boolean => {
+      const plan = index.plan([], batch);
+      batch = [];
+      endpoints = 0;
+      plan?.commit();
+      return plan !== undefined;
+    };
+    for (const sp of state.servicePorts.values()) {
+      batch.push(sp);
+      endpoints += sp.clusterEndpoints.length + sp.localEndpoints.length + 1;
+      if (endpoints < BUILD_BATCH_ENDPOINTS) continue;
+      if (!commitBatch()) return undefined;
+      await slicer.pause();
     }
-    return index;
+    return batch.length === 0 || commitBatch() ? index : undefined;
   }
 
   /**

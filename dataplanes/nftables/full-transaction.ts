@@ -48,11 +48,12 @@ export function fullTransaction(desired: DesiredRuleset, table = TABLE): NftTran
  * `maxElements` elements (their sets, chains, rules and elements; a port is never split). Each
  * transaction is atomic, so every prefix of the sequence is the full ruleset of the first service
  * ports: no service is reachable half-built. Lazy: a piece is garbage once it has been written.
+ * Yields undefined after each service port: a point where the caller may give way (work-slices.ts).
  */
 export function* coldStartTransactions(
   state: DualStackState,
   maxElements: number,
-): Generator<NftTransaction> {
+): Generator<NftTransaction | undefined, void, void> {
   const families = (['IPv4', 'IPv6'] as const).flatMap((ipFamily) => {
     const familyState = state[ipFamily];
     if (!familyState) return [];
@@ -66,7 +67,7 @@ export function* coldStartTransactions(
   for (const { state: familyState, syntax, builder } of families) {
     for (const sp of familyState.servicePorts.values()) {
       addServicePort(builder, syntax, familyState.node, sp);
-      if (builder.pendingElements >= maxElements) yield piece(builder);
+      yield builder.pendingElements >= maxElements ? piece(builder) : undefined;
     }
     if (builder.pendingElements > 0) yield piece(builder);
   }

@@ -20,6 +20,7 @@ import type {
   ServicePort,
   ServicePortKey,
 } from '../../src/model/proxy-state.ts';
+import { runInSlices, Slicer } from '../../src/model/work-slices.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
 import { deleteStaleUdpFlows, staleUdpFlowDeletions } from '../shared/udp-conntrack-cleanup.ts';
@@ -32,7 +33,7 @@ import {
   udpStateBefore,
 } from './adopt.ts';
 import { CANARY_SET } from './base-objects.ts';
-import { desiredRuleset } from './desired-ruleset.ts';
+import { desiredRulesetSteps } from './desired-ruleset.ts';
 import { diffFamily, diffRulesets } from './diff.ts';
 import { FragmentIndex } from './fragment-index.ts';
 import { coldStartTransactions, fullTransaction } from './full-transaction.ts';
@@ -96,6 +97,16 @@ async function buildIndexes(state: DualStackState): Promise<Map<NftFamily, Fragm
     if (familyState) indexes.set(family, (await FragmentIndex.build(family, familyState)) ?? 'collisions');
   }
   return indexes;
+}
+
+/** The transaction's script, rendered in slices that give the event loop its turns. */
+async function scriptInSlices(tx: NftTransaction, slicer = new Slicer()): Promise<string> {
+  const parts: string[] = [];
+  for (const part of tx.scriptParts()) {
+    parts.push(part);
+    await slicer.pause();
+  }
+  return parts.join('');
 }
 
 /** Rules plus elements added by a transaction (one that only adds). */
@@ -305,11 +316,11 @@ export class NftablesDataplane implements LiveDataplane {
   }
 
   async #writeOneTransaction(state: DualStackState, nonce: number): Promise<number> {
-    const desired = desiredRuleset(state);
+    const desired = await runInSlices(desiredRulesetSteps(state));
     const tx = fullTransaction(desired);
     for (const family of FAMILIES)
       if (desired[family]) tx.addElements(family, CANARY_SET, [{ key: `${nonce}` }]);
-    await this.#nft.run(tx.toString());
+    await this.#nft.run(await scriptInSlices(tx));
     return objectCount(desired);
   }
 
@@ -321,10 +332,14 @@ export class NftablesDataplane implements LiveDataplane {
     let count = 0;
     let transactions = 0;
     let inFlight: Promise<void> = Promise.resolve();
+    const slicer = new Slicer();
     try {
       for (const tx of coldStartTransactions(state, this.#coldStartChunk)) {
+        // Between service ports and between pieces of the script, the event loop gets its turns.
+        await slicer.pause();
+        if (tx === undefined) continue;
         count += transactionObjects(tx);
-        const script = tx.toString();
+        const script = await scriptInSlices(tx, slicer);
         await inFlight;
         inFlight = this.#nft.run(script);
         transactions++;
@@ -345,9 +360,9 @@ export class NftablesDataplane implements LiveDataplane {
 
   /** Writes what takes the recorded ruleset to that of `state`; undefined when none is recorded. */
   async #writeDiff(record: CommittedRecord, state: DualStackState): Promise<number | undefined> {
-    const prev = record.desired ?? (record.state && desiredRuleset(record.state));
+    const prev = record.desired ?? (record.state && (await runInSlices(desiredRulesetSteps(record.state))));
     if (!prev) return undefined;
-    const desired = desiredRuleset(state);
+    const desired = await runInSlices(desiredRulesetSteps(state));
     const tx = diffRulesets(prev, desired);
     // The table of a family that appears is new: give it the canary too.
     for (const family of FAMILIES) {
@@ -355,7 +370,7 @@ export class NftablesDataplane implements LiveDataplane {
         tx.addElements(family, CANARY_SET, [{ key: `${this.#nonce}` }]);
       }
     }
-    if (!tx.empty) await this.#nft.run(tx.toString());
+    if (!tx.empty) await this.#nft.run(await scriptInSlices(tx));
     return objectCount(desired);
   }
 

@@ -52,6 +52,9 @@ function sessionInput(script: string, sentinel: string): string {
 
 /** Whether `script` may go to the session: its input fits one atomic pipe write (see above). */
 export function fitsSession(script: string): boolean {
+  // oneLine at most halves a script (each "\n\t" becomes " "): a longer one cannot fit, and is not
+  // copied three times to find out (a cold-start piece is megabytes).
+  if (script.length > 2 * PIPE_BUF) return false;
   // The longest sentinel a session of this process can use.
   return Buffer.byteLength(sessionInput(script, sentinelName(Number.MAX_SAFE_INTEGER))) <= PIPE_BUF;
 }

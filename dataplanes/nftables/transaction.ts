@@ -182,6 +182,28 @@ export class NftTransaction {
     return this.#ops.map((op) => renderOp(op, this.table)).join('');
   }
 
+  /**
+   * The same script in pieces that each take little time to render (an operation, or a run of
+   * the elements of a large one), so a caller can render it in slices (work-slices.ts).
+   */
+  *scriptParts(): Generator<string, void, void> {
+    for (const op of this.#ops) {
+      if (op.object !== 'element' || op.elements.length <= ELEMENTS_PER_PART) {
+        yield renderOp(op, this.table);
+        continue;
+      }
+      const render = elementRenderer(op.verb);
+      yield `${op.verb} element ${op.family} ${this.table} ${op.set} {\n`;
+      for (let i = 0; i < op.elements.length; i += ELEMENTS_PER_PART) {
+        yield op.elements
+          .slice(i, i + ELEMENTS_PER_PART)
+          .map((e) => `\t${render(e)},\n`)
+          .join('');
+      }
+      yield '}\n';
+    }
+  }
+
   #elements(verb: 'add' | 'delete', family: NftFamily, set: string, elements: readonly ElementSpec[]): this {
     checkName('set', set);
     if (elements.length === 0) return this;
@@ -210,12 +232,19 @@ function renderOp(op: NftOp, table: string): string {
     case 'rule':
       return `add rule ${where} ${op.chain} ${op.rule}\n`;
     case 'element': {
-      const render = op.verb === 'add' ? renderElement : (e: ElementSpec) => e.key;
+      const render = elementRenderer(op.verb);
       if (op.elements.length === 1)
         return `${op.verb} element ${where} ${op.set} { ${render(op.elements[0]!)} }\n`;
       return `${op.verb} element ${where} ${op.set} {\n${op.elements.map((e) => `\t${render(e)},\n`).join('')}}\n`;
     }
   }
+}
+
+/** Elements rendered in one piece by scriptParts(): well under a millisecond's work. */
+const ELEMENTS_PER_PART = 1000;
+
+function elementRenderer(verb: 'add' | 'delete'): (e: ElementSpec) => string {
+  return verb === 'add' ? renderElement : (e) => e.key;
 }
 
 function chainBody(chain: ChainSpec): string {

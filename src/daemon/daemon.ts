@@ -125,7 +125,7 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
 
   const syncer = {
     async sync(kind: SyncKind): Promise<SyncOutcome> {
-      const { state, changed, full, problems } = model.update();
+      const { state, changed, full, problems } = await model.updateInSlices();
       reportedProblems = logNewProblems(logger, problems, reportedProblems);
       metrics.problemsCounted(problems.length);
       const previous = lastState;

@@ -184,35 +184,42 @@ export interface PortCandidates {
   readonly whole: readonly Endpoint[] | undefined;
 }
 
+/** One slice's endpoints for one port, with the slice's hints. */
+export interface SlicePortSource {
+  readonly port: SlicePortEndpoints;
+  readonly hints: SliceEndpoints['hints'];
+}
+
 /**
- * The endpoints of one service for `family`, by portMatchKey, each list sorted by ip then port.
- * `slices` are the service's own, in slice-name order.
+ * Where each port's endpoints come from, by portMatchKey, in slice-name order: cheap to make, so a
+ * service's candidates can be made port by port (portCandidates). Made for all ports at once, the
+ * candidates of a Service with 10,000 ports × 100 endpoints would be a million objects at once.
  */
-export function endpointsByPort(
+export function slicePortsByKey(
   slices: readonly SliceEndpoints[],
   family: IPFamily,
-): Map<string, PortCandidates> {
-  const byPort = new Map<string, { set: Map<string, CandidateEndpoint>; sources: SlicePortEndpoints[] }>();
+): Map<string, SlicePortSource[]> {
+  const byPort = new Map<string, SlicePortSource[]>();
   for (const slice of slices) {
     if (slice.addressType !== family) continue;
     for (const port of slice.ports) {
-      let found = byPort.get(port.matchKey);
-      if (found === undefined) {
-        found = { set: new Map(), sources: [] };
-        byPort.set(port.matchKey, found);
-      }
-      found.sources.push(port);
-      for (const [i, endpoint] of port.endpoints.entries()) {
-        addEndpoint(found.set, candidateOf(endpoint, slice.hints?.[i]));
-      }
+      const source = { port, hints: slice.hints };
+      const found = byPort.get(port.matchKey);
+      if (found === undefined) byPort.set(port.matchKey, [source]);
+      else found.push(source);
     }
   }
-  const result = new Map<string, PortCandidates>();
-  for (const [key, { set, sources }] of byPort) {
-    const candidates = [...set.values()].sort(compareCandidates);
-    result.set(key, { candidates, whole: sources.length === 1 ? sources[0]!.endpoints : undefined });
+  return byPort;
+}
+
+/** The candidates of one port from its sources (slicePortsByKey), sorted by ip then port. */
+export function portCandidates(sources: readonly SlicePortSource[]): PortCandidates {
+  const set = new Map<string, CandidateEndpoint>();
+  for (const { port, hints } of sources) {
+    for (const [i, endpoint] of port.endpoints.entries()) addEndpoint(set, candidateOf(endpoint, hints?.[i]));
   }
-  return result;
+  const candidates = [...set.values()].sort(compareCandidates);
+  return { candidates, whole: sources.length === 1 ? sources[0]!.port.endpoints : undefined };
 }
 
 function candidateOf(endpoint: Endpoint, hints: EndpointHints | undefined): CandidateEndpoint {

@@ -23,6 +23,7 @@ import type {
   ServicePortKey,
 } from './proxy-state.ts';
 import { serviceStatePorts } from './service-port-state.ts';
+import { runAll, runInSlices, SLICE_MS, type Steps } from './work-slices.ts';
 
 export interface ModelUpdate {
   readonly state: DualStackState;
@@ -117,10 +118,25 @@ export class ModelCache {
 
   /** The state after every change fed so far, and what changed since the previous update. */
   update(): ModelUpdate {
+    return runAll(this.#updating());
+  }
+
+  /**
+   * The same, computed in slices that give the event loop a turn in between (a first update at
+   * 30k services takes over a second). Changes fed meanwhile count for the next update.
+   */
+  updateInSlices(sliceMs = SLICE_MS): Promise<ModelUpdate> {
+    return runInSlices(this.#updating(), sliceMs);
+  }
+
+  *#updating(): Steps<ModelUpdate> {
     const full = this.#all;
     const changed = new Set<ServicePortKey>();
     if (full) this.#recomputeSettings(changed);
-    const dirty = full ? this.#everyService() : this.#dirty;
+    // Taken now: what is fed while the update pauses is dirty for the next one.
+    const dirty = full ? this.#everyService() : new Set(this.#dirty);
+    this.#dirty.clear();
+    this.#all = false;
     const options = this.#options;
     const zone = this.#node?.metadata.labels?.[ZONE_LABEL] ?? '';
     const state: { [F in IPFamily]?: ProxyState } = {};
@@ -148,6 +164,7 @@ export class ModelCache {
           for (const port of next) claims.add(port, since, touched);
         }
         nextAsked.set(key, next);
+        yield;
       }
       // undefined: the port is gone.
       const updates = new Map<ServicePortKey, ServicePort | undefined>();
@@ -156,14 +173,19 @@ export class ModelCache {
         const old = byService.get(key) ?? NO_PORTS;
         const granted = wanted.map((port) => claims.granted(port));
         const next = sharedPorts(old, granted);
-        for (const port of next) if (portOf(old, port.key) !== port) updates.set(port.key, port);
-        for (const port of old) if (portOf(next, port.key) === undefined) updates.set(port.key, undefined);
+        const inOld = portFinder(old);
+        const inNext = portFinder(next);
+        for (const port of next) if (inOld(port.key) !== port) updates.set(port.key, port);
+        for (const port of old) if (inNext(port.key) === undefined) updates.set(port.key, undefined);
         if (next.length > 0) byService.set(key, next);
         else byService.delete(key);
         if (granted.some((port, i) => port !== wanted[i])) asked.set(key, wanted);
         else asked.delete(key);
       };
-      for (const key of dirty) publish(key);
+      for (const key of dirty) {
+        publish(key);
+        yield;
+      }
       for (const key of touched) if (!dirty.has(key)) publish(key);
       for (const portKey of updates.keys()) changed.add(portKey);
       const prev = this.#state[family];
@@ -176,8 +198,6 @@ export class ModelCache {
       state[family] =
         prev?.node === node && prev.servicePorts === servicePorts ? prev : { family, node, servicePorts };
     }
-    this.#dirty.clear();
-    this.#all = false;
     this.#state = state;
     return { state, changed, full, problems: this.#problems() };
   }
@@ -249,15 +269,22 @@ export class ModelCache {
 function sharedPorts(old: PortsOfService, fresh: readonly ServicePort[]): PortsOfService {
   const byKey = new Map<ServicePortKey, ServicePort>();
   for (const port of fresh) byKey.set(port.key, port);
+  const inOld = portFinder(old);
   // map() allocates the exact length (push over-allocates: 152 bytes for one port).
   return [...byKey.values()].map((port) => {
-    const before = portOf(old, port.key);
+    const before = inOld(port.key);
     return before !== undefined && isDeepStrictEqual(before, port) ? before : port;
   });
 }
 
-function portOf(ports: PortsOfService, key: ServicePortKey): ServicePort | undefined {
-  return ports.find((port) => port.key === key);
+/**
+ * Finds ports by key: a scan for the one or two ports most services have, a map for a service
+ * with thousands (a scan per port would be quadratic: seconds at 10,000 ports).
+ */
+function portFinder(ports: PortsOfService): (key: ServicePortKey) => ServicePort | undefined {
+  if (ports.length <= 16) return (key) => ports.find((port) => port.key === key);
+  const byKey = new Map(ports.map((port) => [port.key, port]));
+  return (key) => byKey.get(key);
 }
 
 function sortedPorts(

@@ -2,7 +2,13 @@
 // the whole-state build and the incremental model cache repeat per service.
 import type { Service } from '../kube/objects.ts';
 import { categorizeEndpoints, type EndpointSelection } from './endpoint-selection.ts';
-import { endpointsByPort, type PortCandidates, portMatchKey, type SliceEndpoints } from './endpoints.ts';
+import {
+  type PortCandidates,
+  portCandidates,
+  portMatchKey,
+  type SliceEndpoints,
+  slicePortsByKey,
+} from './endpoints.ts';
 import type { IPFamily, ServicePort } from './proxy-state.ts';
 import { type ServicePortBase, servicePortsOfFamily } from './service-ports.ts';
 
@@ -18,9 +24,11 @@ export function serviceStatePorts(
 ): ServicePort[] {
   const bases = servicePortsOfFamily(service, family);
   if (bases.length === 0) return [];
-  const endpoints = endpointsByPort(slices, family);
+  // Port by port: only one port's candidates exist at a time, however many ports the service has.
+  const sources = slicePortsByKey(slices, family);
   return bases.map((base) => {
-    const found = endpoints.get(portMatchKey(base.portName, base.protocol)) ?? NO_CANDIDATES;
+    const ofPort = sources.get(portMatchKey(base.portName, base.protocol));
+    const found = ofPort ? portCandidates(ofPort) : NO_CANDIDATES;
     return servicePort(base, categorizeEndpoints(found, base, nodeName, zone));
   });
 }

@@ -1,7 +1,19 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { categorizeEndpoints } from '../../src/model/endpoint-selection.ts';
-import { endpointsByPort, sliceEndpoints } from '../../src/model/endpoints.ts';
+import {
+  type PortCandidates,
+  portCandidates,
+  type SliceEndpoints,
+  sliceEndpoints,
+  slicePortsByKey,
+} from '../../src/model/endpoints.ts';
+
+/** The candidates of the http/TCP port of these slices. */
+function httpCandidates(slices: readonly SliceEndpoints[]): PortCandidates {
+  return portCandidates(slicePortsByKey(slices, 'IPv4').get('http/TCP')!);
+}
+
 import { addresses, build, endpoint, portOf, service, slice, THIS_NODE } from './fixtures.ts';
 
 const WEB = 'default/web:80/TCP';
@@ -227,7 +239,7 @@ describe('endpoint conditions', () => {
         THIS_NODE,
         [],
       );
-      const [candidate] = endpointsByPort([record], 'IPv4').get('http/TCP')!.candidates;
+      const [candidate] = httpCandidates([record]).candidates;
       const { ready, serving, terminating } = candidate!.endpoint;
       assert.deepEqual({ ready, serving, terminating }, want);
     });
@@ -266,7 +278,7 @@ describe("a slice's record", () => {
       THIS_NODE,
       [],
     );
-    const found = endpointsByPort([record], 'IPv4').get('http/TCP')!;
+    const found = httpCandidates([record]);
     assert.equal(found.whole, record.ports[0]!.endpoints);
     const selection = categorizeEndpoints(found, portOf(one, WEB), THIS_NODE, '');
     assert.equal(selection.clusterEndpoints, record.ports[0]!.endpoints);
@@ -278,10 +290,6 @@ describe("a slice's record", () => {
       THIS_NODE,
       [],
     );
-    assert.equal(
-      endpointsByPort([record, other], 'IPv4').get('http/TCP')!.whole,
-      undefined,
-      'two slices: a new list',
-    );
+    assert.equal(httpCandidates([record, other]).whole, undefined, 'two slices: a new list');
   });
 });

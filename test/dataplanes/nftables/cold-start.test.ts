@@ -38,7 +38,7 @@ function assertPiecesArePrefixes(state: DualStackState, maxElements: number, wha
   ];
   let kernel: FakeState = new Map();
   let reached = 0;
-  const pieces = [...coldStartTransactions(state, maxElements)];
+  const pieces = [...coldStartTransactions(state, maxElements)].filter((tx) => tx !== undefined);
   for (const [n, tx] of pieces.entries()) {
     kernel = applyTransaction(kernel, tx.ops);
     const at = prefixes.indexOf(JSON.stringify(dump(kernel)), reached);

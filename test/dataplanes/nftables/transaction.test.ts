@@ -34,3 +34,19 @@ test('comments are cut to the 128 bytes nft accepts', () => {
   assert.equal(Buffer.byteLength(fitComment('x'.repeat(300))), 128);
   assert.equal(fitComment('a "b"'), "a 'b'");
 });
+
+test('the script in parts (for rendering in slices) joins to exactly the script', () => {
+  const many = Array.from({ length: 2500 }, (_, i) => ({
+    key: `10.0.${i >> 8}.${i & 255}`,
+    comment: `e${i}`,
+  }));
+  const tx = new NftTransaction()
+    .addTable('ip')
+    .addSet('ip', { name: 'ips', kind: 'set', type: 'type ipv4_addr' })
+    .addElements('ip', 'ips', many)
+    .deleteElements('ip', 'ips', many.slice(0, 1500))
+    .addElements('ip', 'ips', many.slice(0, 1));
+  const parts = [...tx.scriptParts()];
+  assert.equal(parts.join(''), tx.toString());
+  assert.ok(parts.length > 6, 'large element lists are not split into parts');
+});

@@ -1,0 +1,46 @@
+// ModelCache.updateInSlices: the daemon's update, computed in slices with the event loop running
+// in between (informer events arrive meanwhile). It must publish what update() would, and never
+// lose a change fed while it pauses.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { Service } from '../../src/kube/objects.ts';
+import { ModelCache } from '../../src/model/model-cache.ts';
+import { endpoint, node, options, service, slice, THIS_NODE } from './fixtures.ts';
+
+const SERVICES = 200;
+
+function web(i: number, clusterIP = `10.96.${i >> 8}.${i & 255}`): Service {
+  return service(`web-${i}`, { clusterIP });
+}
+
+function loaded(): ModelCache {
+  const model = new ModelCache(options());
+  for (let i = 0; i < SERVICES; i++) {
+    model.setService(web(i));
+    model.setEndpointSlice(slice(`web-${i}`, [endpoint(`10.244.${i >> 8}.${i & 255}`)]));
+  }
+  model.setNode(node(THIS_NODE));
+  return model;
+}
+
+describe('ModelCache in slices', () => {
+  it('publishes the state update() publishes', async () => {
+    const sliced = await loaded().updateInSlices(0);
+    const straight = loaded().update();
+    assert.deepEqual(sliced.state, straight.state);
+    assert.deepEqual(sliced.changed, straight.changed);
+    assert.equal(sliced.full, true);
+  });
+
+  it('keeps a change fed while it pauses for the next update', async () => {
+    const model = loaded();
+    // A changed Service arrives on the first turn of the event loop, mid-update (slices of 0 ms
+    // give the event loop a turn after every step).
+    setImmediate(() => model.setService(web(0, '10.96.200.1')));
+    const first = await model.updateInSlices(0);
+    const second = model.update();
+    assert.equal(first.state.IPv4?.servicePorts.size, SERVICES);
+    assert.deepEqual([...second.changed], ['default/web-0:80/TCP']);
+    assert.equal(second.state.IPv4?.servicePorts.get('default/web-0:80/TCP')?.clusterIP, '10.96.200.1');
+  });
+});
