@@ -259,14 +259,13 @@ export function conflictProblems(indexes: readonly ClaimIndex[]): Problem[] {
 
 function conflictProblem(claim: string, holder: Claimant, loser: Claimant): Problem {
   const what = (claimant: Claimant) => (claimant.kind === 'node port' ? claim : `${claimant.kind} ${claim}`);
+  const object = objectRef('Service', loser.port.namespace, loser.port.name);
+  if (holder.port.key === loser.port.key)
+    return { object, reason: `${what(loser)} is also its ${holder.kind}; served once, as that` };
   const holderService = serviceOfPort(holder.port);
-  const loserService = serviceOfPort(loser.port);
   const whose =
-    holderService === loserService
-      ? `its own ${holder.kind} (${holder.port.key})`
+    holderService === serviceOfPort(loser.port)
+      ? `the ${holder.kind} of its port ${holder.port.key}`
       : `the ${holder.kind} of Service ${holderService}, ${holder.since < loser.since ? 'older' : 'as old and first by name'}`;
-  return {
-    object: objectRef('Service', loser.port.namespace, loser.port.name),
-    reason: `${what(loser)} is already ${whose}; ${loser.port.key} goes without it`,
-  };
+  return { object, reason: `${what(loser)} is already ${whose}; ${loser.port.key} goes without it` };
 }

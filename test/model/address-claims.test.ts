@@ -134,12 +134,33 @@ describe('conflicting claims, resolved in the model', () => {
     assert.equal(out.state.IPv4?.servicePorts.get('default/b:80/TCP')?.nodePort, 0);
   });
 
+  it('two ports of one Service with one node port: the first port by key keeps it', () => {
+    const ports = [
+      { name: 'a', port: 81, nodePort: 30080 },
+      { name: 'b', port: 80, nodePort: 30080 },
+    ];
+    const out = build([service('a', { clusterIP: '10.96.0.10', type: 'NodePort', ports })]);
+    assert.equal(portOf(out, 'default/a:80/TCP').nodePort, 30080);
+    assert.equal(portOf(out, 'default/a:81/TCP').nodePort, 0);
+    assert.deepEqual(
+      out.problems.map((p) => p.reason),
+      [
+        'node port 30080/TCP is already the node port of its port default/a:80/TCP; default/a:81/TCP goes without it',
+      ],
+    );
+  });
+
   it('an external IP equal to its own cluster IP is served once, as the cluster IP', () => {
     const out = build([service('a', { clusterIP: '10.96.0.10', externalIPs: ['10.96.0.10'] })]);
     const port = portOf(out, 'default/a:80/TCP');
     assert.equal(port.clusterIP, '10.96.0.10');
     assert.deepEqual(port.externalIPs, []);
-    assert.match(out.problems[0]!.reason, /is already its own cluster IP \(default\/a:80\/TCP\)/);
+    assert.deepEqual(out.problems, [
+      {
+        object: 'Service default/a',
+        reason: 'external IP 10.96.0.10:80/TCP is also its cluster IP; served once, as that',
+      },
+    ]);
   });
 });
 
