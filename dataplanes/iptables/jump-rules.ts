@@ -1,6 +1,9 @@
-// Jumps from the built-in chains into ours (kube-proxy's iptablesJumpChains). They live in chains
-// we do not own, so they are not part of the restore input: the live dataplane checks and
-// prepends each one (iptables -C / -I), idempotently, on every full sync.
+// Jumps from the built-in chains into ours (kube-proxy's iptablesJumpChains). The built-in chains
+// are shared with other software, so a restore never declares (flushes) them: a full plan inserts
+// each jump at the head of its chain with `-I CHAIN 1`, in the same input that fills our chains.
+// An insert is not idempotent, so the plan carries the jumps that are missing: all of them on an
+// empty node (planFull, what render prints); the live dataplane checks each with `iptables -C`
+// before a full sync and keeps only the missing ones (see README.md).
 import {
   EXTERNAL_SERVICES_CHAIN,
   FIREWALL_CHAIN,
@@ -15,7 +18,7 @@ export interface JumpRule {
   readonly table: IptablesTable;
   /** The built-in chain the jump sits in. */
   readonly from: string;
-  /** The rule without "-A CHAIN", as iptables -C/-I takes it. */
+  /** The rule without "-A CHAIN", as iptables -C takes it (one argument per word). */
   readonly spec: readonly string[];
 }
 
@@ -31,6 +34,7 @@ function jump(
   return { table, from, spec: [...extra, '-m', 'comment', '--comment', note, '-j', to] };
 }
 
+/** In insertion order: each goes to the head, so the last one of a chain ends up first. */
 export const JUMP_RULES: readonly JumpRule[] = [
   jump('filter', 'INPUT', EXTERNAL_SERVICES_CHAIN, 'kproxy externally-visible service portals', NEW),
   jump('filter', 'FORWARD', EXTERNAL_SERVICES_CHAIN, 'kproxy externally-visible service portals', NEW),
@@ -45,3 +49,13 @@ export const JUMP_RULES: readonly JumpRule[] = [
   jump('nat', 'PREROUTING', SERVICES_CHAIN, 'kproxy service portals'),
   jump('nat', 'POSTROUTING', POSTROUTING_CHAIN, 'kproxy postrouting rules'),
 ];
+
+/** The jumps that live in `table`. */
+export function jumpsOf(table: IptablesTable): readonly JumpRule[] {
+  return JUMP_RULES.filter((rule) => rule.table === table);
+}
+
+/** The jump as an iptables-restore line: `-I CHAIN 1 ...`, words with spaces quoted. */
+export function insertLine({ from, spec }: JumpRule): string {
+  return `-I ${from} 1 ${spec.map((word) => (word.includes(' ') ? `"${word}"` : word)).join(' ')}`;
+}

@@ -13,9 +13,9 @@ import { cleanStaleUdpFlows } from '../shared/udp-conntrack-cleanup.ts';
 import { chooseBackend, type IptablesBackend, type IptablesTools, iptablesTools } from './backend.ts';
 import { CANARY_CHAIN, isKproxyChain } from './chain-names.ts';
 import { cleanupInputs } from './cleanup-plan.ts';
-import { JUMP_RULES } from './jump-rules.ts';
+import type { JumpRule } from './jump-rules.ts';
 import { fullPlanSteps, incrementalPlanSteps } from './planner.ts';
-import { restorePartsOf } from './restore-chunks.ts';
+import { NFT_CHAINS_PER_RESTORE, restorePartsOf } from './restore-chunks.ts';
 import {
   applyRuleCounts,
   FAMILIES,
@@ -48,8 +48,6 @@ export class IptablesCommandError extends Error {
 
 const TABLES: readonly IptablesTable[] = ['filter', 'nat', 'mangle'];
 const RESTORE_FLAGS = ['--noflush', ...IPTABLES_WAIT];
-/** See restore-chunks.ts: about a hundred services per iptables-nft-restore. */
-const NFT_CHAINS_PER_RESTORE = 1000;
 
 export class IptablesDataplane implements LiveDataplane {
   readonly mode = 'iptables';
@@ -156,16 +154,17 @@ export class IptablesDataplane implements LiveDataplane {
   async #syncFull(state: DualStackState): Promise<void> {
     this.#committed = undefined;
     const plan = await runInSlices(fullPlanSteps(state));
+    const forThisKernel = async (familyPlan: FamilyPlan | undefined) =>
+      familyPlan && this.#onlyMissingJumps(this.#deletingStaleChains(familyPlan));
     const withStale: IptablesPlan = {
       kind: 'full',
-      IPv4: plan.IPv4 && this.#deletingStaleChains(plan.IPv4),
-      IPv6: plan.IPv6 && this.#deletingStaleChains(plan.IPv6),
+      IPv4: await forThisKernel(plan.IPv4),
+      IPv6: await forThisKernel(plan.IPv6),
     };
     for (const family of FAMILIES) this.#ruleCounts.set(family, new Map());
     await this.#apply(withStale);
     for (const family of FAMILIES) {
-      if (state[family] !== undefined) await this.#ensureJumps(family);
-      else if (this.#natChains.get(family)?.size) {
+      if (state[family] === undefined && this.#natChains.get(family)?.size) {
         // The family went away: nothing of it may stay behind.
         for (const table of TABLES) await this.#cleanupTable(family, table);
         this.#natChains.set(family, new Set());
@@ -182,6 +181,23 @@ export class IptablesDataplane implements LiveDataplane {
         t.table === 'nat' ? { ...t, deleted: [...owned].filter((chain) => !t.chains.has(chain)).sort() } : t,
       ),
     };
+  }
+
+  /**
+   * The plan with only the jumps from built-in chains that are not there yet (`iptables -C`):
+   * its restore inserts them, and a jump already in place is never inserted twice.
+   */
+  async #onlyMissingJumps(plan: FamilyPlan): Promise<FamilyPlan> {
+    const tables = [];
+    for (const t of plan.tables) {
+      const missing: JumpRule[] = [];
+      for (const jump of t.jumps) {
+        const check = await this.#iptables(plan.family, ['-t', jump.table, '-C', jump.from, ...jump.spec]);
+        if (check.exitCode !== 0) missing.push(jump);
+      }
+      tables.push({ ...t, jumps: missing });
+    }
+    return { family: plan.family, tables };
   }
 
   async #apply(plan: IptablesPlan): Promise<void> {
@@ -211,15 +227,6 @@ export class IptablesDataplane implements LiveDataplane {
     const counts = this.#ruleCounts.get(plan.family) ?? new Map<string, number>();
     applyRuleCounts(counts, plan);
     this.#ruleCounts.set(plan.family, counts);
-  }
-
-  async #ensureJumps(family: IPFamily): Promise<void> {
-    for (const { table, from, spec } of JUMP_RULES) {
-      const check = await this.#iptables(family, ['-t', table, '-C', from, ...spec]);
-      if (check.exitCode === 0) continue;
-      const insert = await this.#iptables(family, ['-t', table, '-I', from, '1', ...spec]);
-      if (insert.exitCode !== 0) throw new IptablesCommandError(this.#tools(family).iptables, insert.stderr);
-    }
   }
 
   async #cleanupTable(family: IPFamily, table: IptablesTable): Promise<void> {

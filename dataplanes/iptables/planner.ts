@@ -1,8 +1,9 @@
 // The iptables planner: DualStackState → iptables-restore input per family (pure, deterministic).
 //
 // Full: every KPROXY chain declared (created or flushed) and refilled, restored with --noflush so
-// nobody else's chains are touched; stale chains are the live dataplane's business (it knows what
-// the kernel holds). Incremental: like kube-proxy's partial sync but cheaper: only chains whose
+// nobody else's chains are touched, and the jumps from the built-in chains inserted, as on an
+// empty node; stale chains and jumps already in place are the live dataplane's business (it knows
+// what the kernel holds). Incremental: like kube-proxy's partial sync but cheaper: only chains whose
 // content differs are rewritten — top-level chains included — and chains that went away are
 // deleted. Chain contents are compared, so an unchanged service port costs nothing even when the
 // caller calls it changed.
@@ -13,12 +14,15 @@ import { runAll, type Steps } from '../../src/model/work-slices.ts';
 import type { DataplanePlanner } from '../shared/dataplane.ts';
 import { CANARY_CHAIN } from './chain-names.ts';
 import { familyContext } from './family-context.ts';
+import { jumpsOf } from './jump-rules.ts';
+import { NFT_CHAINS_PER_RESTORE } from './restore-chunks.ts';
 import {
   type Chains,
   FAMILIES,
   type FamilyPlan,
   type IptablesPlan,
   renderPlan,
+  renderPlanInParts,
   type TableChanges,
 } from './restore-plan.ts';
 import { appendSharedRules, emptySharedRules, ownChains } from './service-port-rules.ts';
@@ -29,6 +33,7 @@ export const iptablesPlanner: DataplanePlanner<IptablesPlan> = {
   planFull: (state) => runAll(fullPlanSteps(state)),
   planIncremental: (prev, next) => runAll(incrementalPlanSteps(prev, next)),
   render: renderPlan,
+  renderChunks: (plan) => renderPlanInParts(plan, NFT_CHAINS_PER_RESTORE),
 };
 
 /**
@@ -68,9 +73,9 @@ function* familyFullSteps(state: ProxyState): Steps<FamilyPlan> {
   return {
     family: state.family,
     tables: [
-      { table: 'mangle', chains: CANARY, deleted: [] },
-      { table: 'filter', chains: new Map([...CANARY, ...top.filter]), deleted: [] },
-      { table: 'nat', chains: nat, deleted: [] },
+      { table: 'mangle', chains: CANARY, deleted: [], jumps: [] },
+      { table: 'filter', chains: new Map([...CANARY, ...top.filter]), deleted: [], jumps: jumpsOf('filter') },
+      { table: 'nat', chains: nat, deleted: [], jumps: jumpsOf('nat') },
     ],
   };
 }
@@ -107,8 +112,8 @@ function* familyIncrementalSteps(prev?: ProxyState, next?: ProxyState): Steps<Fa
     yield;
   }
   const tables: TableChanges[] = [
-    { table: 'filter', ...filter },
-    { table: 'nat', ...nat },
+    { table: 'filter', ...filter, jumps: [] },
+    { table: 'nat', ...nat, jumps: [] },
   ];
   return { family: next.family, tables: tables.filter((t) => t.chains.size > 0 || t.deleted.length > 0) };
 }
@@ -133,8 +138,8 @@ function planFamilyRemoval(prev: ProxyState): FamilyPlan {
   return {
     family: prev.family,
     tables: [
-      { table: 'filter', chains: emptied(top.filter), deleted: [] },
-      { table: 'nat', chains: emptied(top.nat), deleted: serviceChains },
+      { table: 'filter', chains: emptied(top.filter), deleted: [], jumps: [] },
+      { table: 'nat', chains: emptied(top.nat), deleted: serviceChains, jumps: [] },
     ],
   };
 }

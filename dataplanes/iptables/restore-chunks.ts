@@ -4,10 +4,14 @@
 // is applied in parts: the service chains back to front (every chain only jumps to chains after
 // it, see ownChains), each part with the top-level chains they jump to, then one last part with
 // everything else — the shared chains that make the new service chains reachable, the filter and
-// mangle tables, and the deletions. Each part is atomic; every reference is valid after each.
+// mangle tables, the jumps from the built-in chains, and the deletions. Each part is atomic;
+// every reference is valid after each.
 // iptables-legacy rewrites its whole table per input, so there one input stays best.
 import { isServiceChain, MARK_MASQ_CHAIN, MASQ_NOT_LOCAL_CHAIN } from './chain-names.ts';
 import type { Chains, FamilyPlan, TableChanges } from './restore-plan.ts';
+
+/** Service chains per iptables-nft-restore input: about a hundred services. */
+export const NFT_CHAINS_PER_RESTORE = 1000;
 
 /** Top-level chains that service chains jump to and that jump to no service chain. */
 const LEAF_CHAINS = new Set([MARK_MASQ_CHAIN, MASQ_NOT_LOCAL_CHAIN]);
@@ -40,7 +44,7 @@ export function* restorePartsOf(plan: FamilyPlan, maxChains: number): Generator<
       ...withRules(leaves),
       ...withRules(serviceChains.slice(Math.max(0, end - maxChains), end)),
     ]);
-    yield { family: plan.family, tables: [{ table: 'nat', chains: part, deleted: [] }] };
+    yield { family: plan.family, tables: [{ table: 'nat', chains: part, deleted: [], jumps: [] }] };
   }
   const others = new Map<string, readonly string[]>();
   for (const [chain, rules] of nat.chains) if (!isServiceChain(chain)) others.set(chain, rules);

@@ -1,6 +1,8 @@
 // The iptables plan: per family, what to feed iptables-restore --noflush, table by table.
 // Its text form (restoreInput) IS the restore input, the dry-run output and the golden files.
 import type { IPFamily } from '../../src/model/proxy-state.ts';
+import { insertLine, type JumpRule } from './jump-rules.ts';
+import { NFT_CHAINS_PER_RESTORE, restorePartCount, restoreParts } from './restore-chunks.ts';
 
 /** Chain name → rules, in declaration order. */
 export type Chains = ReadonlyMap<string, readonly string[]>;
@@ -13,6 +15,8 @@ export interface TableChanges {
   readonly chains: Chains;
   /** Chains removed: declared (flushed), then deleted with -X after every rule is in place. */
   readonly deleted: readonly string[];
+  /** Jumps from built-in chains into ours, inserted at the chain's head once our chains are filled. */
+  readonly jumps: readonly JumpRule[];
 }
 
 export interface FamilyPlan {
@@ -32,32 +36,60 @@ export const FAMILIES: readonly IPFamily[] = ['IPv4', 'IPv6'];
 /** The exact iptables-restore input for one family; "" when there is nothing to do. */
 export function restoreInput(plan: FamilyPlan): string {
   const out: string[] = [];
-  for (const { table, chains, deleted } of plan.tables) {
-    if (chains.size === 0 && deleted.length === 0) continue;
+  for (const { table, chains, deleted, jumps } of plan.tables) {
+    if (chains.size === 0 && deleted.length === 0 && jumps.length === 0) continue;
     out.push(`*${table}`);
     for (const chain of chains.keys()) out.push(`:${chain} - [0:0]`);
     for (const chain of deleted) out.push(`:${chain} - [0:0]`);
     for (const rules of chains.values()) for (const rule of rules) out.push(rule);
+    for (const jump of jumps) out.push(insertLine(jump));
     for (const chain of deleted) out.push(`-X ${chain}`);
     out.push('COMMIT');
   }
   return out.length === 0 ? '' : `${out.join('\n')}\n`;
 }
 
-/** Restore tool per family. */
-export function restoreCommandName(family: IPFamily): string {
-  return family === 'IPv4' ? 'iptables-restore' : 'ip6tables-restore';
+/** The restore command per family, as the live dataplane runs it (--noflush: other chains stay). */
+function restoreCommand(family: IPFamily): string {
+  return `${family === 'IPv4' ? 'iptables' : 'ip6tables'}-restore --noflush`;
 }
 
-/** Both families, each under a header line naming its tool (the header is a restore comment). */
+/**
+ * Both families, each under a header line naming its tool (the header is a restore comment): the
+ * input as iptables-legacy gets it. When iptables-nft gets it in parts, the header says how many
+ * (renderPlanInParts prints them).
+ */
 export function renderPlan(plan: IptablesPlan): string {
   const parts: string[] = [];
   for (const family of FAMILIES) {
     const familyPlan = plan[family];
     if (familyPlan === undefined) continue;
-    parts.push(`# ${restoreCommandName(family)} input (${plan.kind})\n${restoreInput(familyPlan)}`);
+    const inputs = restorePartCount(familyPlan, NFT_CHAINS_PER_RESTORE);
+    const split = inputs > 1 ? `; iptables-nft sends it as ${inputs} inputs: render --chunks` : '';
+    parts.push(`# ${restoreCommand(family)} input (${plan.kind}${split})\n${restoreInput(familyPlan)}`);
   }
   return parts.join('');
+}
+
+/**
+ * The restore inputs exactly as the live dataplane sends them on iptables-nft, where plans with
+ * more than `maxChains` service chains go in parts: each input under a header line naming it.
+ */
+export function renderPlanInParts(plan: IptablesPlan, maxChains: number): string {
+  const out: string[] = [];
+  for (const family of FAMILIES) {
+    const familyPlan = plan[family];
+    if (familyPlan === undefined) continue;
+    const inputs = restoreParts(familyPlan, maxChains)
+      .map(restoreInput)
+      .filter((input) => input !== '');
+    inputs.forEach((input, i) => {
+      out.push(
+        `# ${restoreCommand(family)} input ${i + 1}/${inputs.length} (${plan.kind}; iptables-nft)\n${input}`,
+      );
+    });
+  }
+  return out.join('');
 }
 
 /** Rules per chain after applying `plan` on top of `counts` (for the rule-count metrics). */

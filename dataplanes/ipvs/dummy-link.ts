@@ -3,7 +3,7 @@
 // command runner (its -batch input is what the plan renders).
 import type { CommandRunner } from '../shared/command-runner.ts';
 import { DUMMY_LINK } from './ipvs-plan.ts';
-import { addressLine } from './ipvs-render.ts';
+import { addressBatch } from './ipvs-render.ts';
 
 export class CommandError extends Error {
   constructor(command: string, stderr: string) {
@@ -20,11 +20,6 @@ async function ip(runner: CommandRunner, args: readonly string[], input?: string
 
 export async function linkExists(runner: CommandRunner): Promise<boolean> {
   return (await runner.run('ip', ['link', 'show', 'dev', DUMMY_LINK])).exitCode === 0;
-}
-
-/** Creates the link when missing. Like kube-ipvs0 it stays down: local routes do not need it up. */
-export async function ensureLink(runner: CommandRunner): Promise<void> {
-  if (!(await linkExists(runner))) await ip(runner, ['link', 'add', DUMMY_LINK, 'type', 'dummy']);
 }
 
 export async function deleteLink(runner: CommandRunner): Promise<void> {
@@ -46,12 +41,16 @@ export async function boundAddresses(runner: CommandRunner): Promise<string[]> {
     .flatMap((a) => (a.local && a.scope !== 'link' ? [a.local] : []));
 }
 
-/** Adds and removes addresses in one `ip -batch` run. */
+/**
+ * Creates the link (when `createLink`), adds and removes addresses, in one `ip -batch` run. Like
+ * kube-ipvs0 the link stays down: local routes do not need it up.
+ */
 export async function changeAddresses(
   runner: CommandRunner,
   add: readonly string[],
   remove: readonly string[],
+  createLink = false,
 ): Promise<void> {
-  const lines = [...add.map((a) => addressLine('add', a)), ...remove.map((a) => addressLine('del', a))];
+  const lines = addressBatch(createLink, add, remove);
   if (lines.length > 0) await ip(runner, ['-batch', '-'], lines.map((l) => `${l}\n`).join(''));
 }

@@ -1,6 +1,8 @@
-// A plan as text: what dry-run prints and golden files hold. Three sections, each the input of the
-// tool it names: the virtual servers as `ipvsadm --restore` lines, the dummy link's addresses as
-// `ip -batch` lines, and the companion table as an `nft -f` script.
+// A plan as text: what dry-run prints and golden files hold. Sections in the order the live
+// dataplane sends them, each the input of the tool it names: the dummy link and its addresses as
+// `ip -batch` lines, the virtual servers as `ipvsadm --restore` lines (the live dataplane sends the
+// same operations over netlink), the companion table as an `nft -f` script, and last (incremental)
+// the addresses that go away, once nothing serves them.
 import { DUMMY_LINK, type IpvsOp, type IpvsPlan } from './ipvs-plan.ts';
 import { hostPort, type RealServer, type VirtualService } from './virtual-servers.ts';
 
@@ -39,9 +41,22 @@ export function ipvsadmLine(op: IpvsOp): string {
 }
 
 /** `ip -batch` line for an address of the dummy link. */
-export function addressLine(verb: 'add' | 'del', address: string): string {
+function addressLine(verb: 'add' | 'del', address: string): string {
   const bits = address.includes(':') ? 128 : 32;
   return `address ${verb} ${address}/${bits} dev ${DUMMY_LINK}`;
+}
+
+/** `ip -batch` lines: the link when it is missing, the addresses to add, then those to remove. */
+export function addressBatch(
+  createLink: boolean,
+  add: readonly string[],
+  remove: readonly string[],
+): string[] {
+  return [
+    ...(createLink ? [`link add ${DUMMY_LINK} type dummy`] : []),
+    ...add.map((a) => addressLine('add', a)),
+    ...remove.map((a) => addressLine('del', a)),
+  ];
 }
 
 function fullIpvsLines(plan: Extract<IpvsPlan, { kind: 'full' }>): string[] {
@@ -54,22 +69,30 @@ function fullIpvsLines(plan: Extract<IpvsPlan, { kind: 'full' }>): string[] {
 }
 
 export function renderPlan(plan: IpvsPlan): string {
-  const ipvs = plan.kind === 'full' ? fullIpvsLines(plan) : plan.ops.map(ipvsadmLine);
-  const addresses =
-    plan.kind === 'full'
-      ? [
-          `link add ${DUMMY_LINK} type dummy`,
-          ...plan.desired.boundAddresses.map((a) => addressLine('add', a)),
-        ]
-      : [
-          ...plan.addresses.add.map((a) => addressLine('add', a)),
-          ...plan.addresses.delete.map((a) => addressLine('del', a)),
-        ];
   const section = (title: string, lines: readonly string[]): string =>
     `# ${title}\n${lines.map((l) => `${l}\n`).join('')}`;
+  const nft = `# nftables companion table (${plan.kind}; nft -f)\n${plan.nft.toString()}`;
+  if (plan.kind === 'full') {
+    // As on an empty node: no link yet, no stale address to remove.
+    return [
+      section(
+        `Addresses on ${DUMMY_LINK} (full; ip -batch)`,
+        addressBatch(true, plan.desired.boundAddresses, []),
+      ),
+      section('IPVS virtual servers (full; ipvsadm --restore)', fullIpvsLines(plan)),
+      nft,
+    ].join('');
+  }
   return [
-    section(`IPVS virtual servers (${plan.kind}; ipvsadm --restore)`, ipvs),
-    section(`Addresses on ${DUMMY_LINK} (ip -batch)`, addresses),
-    `# nftables companion table (nft -f)\n${plan.nft.toString()}`,
+    section(
+      `Addresses added to ${DUMMY_LINK} (incremental; ip -batch)`,
+      addressBatch(false, plan.addresses.add, []),
+    ),
+    section('IPVS virtual servers (incremental; ipvsadm --restore)', plan.ops.map(ipvsadmLine)),
+    nft,
+    section(
+      `Addresses removed from ${DUMMY_LINK} (incremental; ip -batch)`,
+      addressBatch(false, [], plan.addresses.delete),
+    ),
   ].join('');
 }

@@ -11,7 +11,7 @@ import type { CommandRunner } from '../shared/command-runner.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
 import { cleanStaleUdpFlows } from '../shared/udp-conntrack-cleanup.ts';
 import { COMPANION_TABLE } from './companion-ruleset.ts';
-import { boundAddresses, CommandError, changeAddresses, deleteLink, ensureLink } from './dummy-link.ts';
+import { boundAddresses, CommandError, changeAddresses, deleteLink, linkExists } from './dummy-link.ts';
 import { type IpvsClient, IpvsError } from './ipvs-client.ts';
 import { diffAddresses } from './ipvs-diff.ts';
 import type { IpvsTimeouts } from './ipvs-messages.ts';
@@ -202,10 +202,12 @@ export class IpvsDataplane implements LiveDataplane {
 
   async #applyFull(client: IpvsClient, plan: Extract<IpvsPlan, { kind: 'full' }>): Promise<void> {
     const desired = plan.desired;
-    await ensureLink(this.#runner);
-    const current = await boundAddresses(this.#runner);
+    // On an empty node this batch (link and addresses), the operations and the nft script are
+    // exactly what render prints for a full plan.
+    const createLink = !(await linkExists(this.#runner));
+    const current = createLink ? [] : await boundAddresses(this.#runner);
     const addresses = diffAddresses(current, desired.boundAddresses);
-    await changeAddresses(this.#runner, addresses.add, []);
+    await changeAddresses(this.#runner, addresses.add, [], createLink);
     // Like kube-proxy (which removes every virtual server it does not want), but limited to the
     // addresses that are ours: the dummy link's and the node-port addresses.
     const addressesOurs = new Set([...current, ...desired.boundAddresses, ...desired.nodePortAddresses]);

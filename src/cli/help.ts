@@ -23,19 +23,23 @@ const proxyFlagLines = Object.entries(PROXY_FLAGS)
   })
   .join('\n');
 
-export const RENDER_USAGE = `Usage: kproxy render [--mode nftables|iptables] (--input PATH... | --example) [flags]
+export const RENDER_USAGE = `Usage: kproxy render [--mode nftables|iptables|ipvs] (--input PATH... | --example) [flags]
 
 Reads Services, EndpointSlices and Nodes (kubectl get services,endpointslices,nodes -A -o yaml|json,
-a List, multi-document YAML or single objects) and prints the ruleset this node would get.
-For large clusters prefer -o json: it reads many times faster than YAML.
+a List, multi-document YAML or single objects) and prints the ruleset this node would get: the
+inputs \`kproxy run\` sends on an empty node (with --since: after PATH's state), each under a
+comment line naming its tool. For large clusters prefer -o json: it reads many times faster than YAML.
 
-  --mode MODE                                nftables or iptables (same as --proxy-mode; default nftables)
+  --mode MODE                                nftables, iptables or ipvs (same as --proxy-mode; default
+                                             nftables)
   --input PATH                               file, directory (its .yaml/.yml/.json files) or - for stdin;
                                              repeatable
   --example                                  also read the bundled example cluster; without --node,
                                              render for its first node (node-1)
   --since PATH                               print the incremental update from PATH's objects instead
                                              of the full ruleset; repeatable like --input
+  --chunks                                   iptables: print the inputs as iptables-nft gets them
+                                             (large plans go in parts, one restore each)
   --strict                                   exit 1 (and print nothing) when any object was skipped
   --family ipv4|ipv6|both                    which families to render (default both)
   --config FILE                              KubeProxyConfiguration file; flags override it

@@ -24,6 +24,7 @@ const RENDER_OPTIONS: ParseArgsOptionsConfig = {
   input: { type: 'string', multiple: true },
   example: { type: 'boolean' },
   since: { type: 'string', multiple: true },
+  chunks: { type: 'boolean' },
   strict: { type: 'boolean' },
   family: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
@@ -40,6 +41,8 @@ interface RenderRequest {
   readonly since: readonly string[];
   readonly example: boolean;
   readonly strict: boolean;
+  /** Print the inputs as the live dataplane splits them (planner.renderChunks). */
+  readonly chunks: boolean;
   readonly families: readonly IPFamily[];
   readonly config: ProxyConfig;
 }
@@ -87,9 +90,15 @@ export async function renderCommand(args: readonly string[], io: CliIO): Promise
     });
   }
   const planner = await plannerLoad;
-  io.stdout.write(
-    planner.render(previousState ? planner.planIncremental(previousState, state) : planner.planFull(state)),
-  );
+  const plan = previousState ? planner.planIncremental(previousState, state) : planner.planFull(state);
+  if (!request.chunks) {
+    io.stdout.write(planner.render(plan));
+    return 0;
+  }
+  if (planner.renderChunks === undefined) {
+    return fail({ exitCode: 2, message: `--chunks: the ${planner.mode} dataplane does not split its input` });
+  }
+  io.stdout.write(planner.renderChunks(plan));
   return 0;
 }
 
@@ -120,6 +129,7 @@ async function renderRequest(values: FlagValues): Promise<RenderRequest | Failur
     since: (values.since as string[] | undefined) ?? [],
     example,
     strict: values.strict === true,
+    chunks: values.chunks === true,
     families,
     config: loaded.config,
   };

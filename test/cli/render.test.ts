@@ -63,8 +63,8 @@ test('render --mode iptables --example prints iptables-restore input for both fa
   const result = await run(['render', '--mode', 'iptables', '--example']);
   assert.equal(result.stderr, '');
   assert.equal(result.code, 0);
-  assert.match(result.stdout, /^# iptables-restore input/m);
-  assert.match(result.stdout, /^# ip6tables-restore input/m);
+  assert.match(result.stdout, /^# iptables-restore --noflush input/m);
+  assert.match(result.stdout, /^# ip6tables-restore --noflush input/m);
   assert.match(result.stdout, /\*nat/);
   for (const key of [
     'default/web:80/TCP',
@@ -232,6 +232,40 @@ test('render --mode ipvs prints the virtual servers, addresses and companion rul
   assert.match(withScheduler.stdout, /-A -t 10\.96\.0\.10:53 -s lc/);
 });
 
+test('render --mode iptables --chunks prints the restores iptables-nft gets, which render announces', async () => {
+  // 600 services with one endpoint each: 1,200 service chains, over the 1,000 one input takes.
+  const names = Array.from({ length: 600 }, (_, i) => `s${i}`);
+  const path = await write(
+    'large.json',
+    list(
+      ...names.map((name, i) => service(name, `10.96.${i >> 8}.${i & 255}`)),
+      ...names.map((name, i) => slice(name, [`10.244.${i >> 8}.${i & 255}`])),
+    ),
+  );
+  const args = ['render', '--mode', 'iptables', '--family', 'ipv4', '--input', path, ...node];
+  const whole = await run(args);
+  assert.equal(whole.code, 0, whole.stderr);
+  // Two parts of service chains, then the shared chains, filter, mangle and the jumps.
+  assert.deepEqual(whole.stdout.match(/^# .*$/gm), [
+    '# iptables-restore --noflush input (full; iptables-nft sends it as 3 inputs: render --chunks)',
+  ]);
+  const chunked = await run([...args, '--chunks']);
+  assert.equal(chunked.code, 0, chunked.stderr);
+  assert.deepEqual(chunked.stdout.match(/^# .*$/gm), [
+    '# iptables-restore --noflush input 1/3 (full; iptables-nft)',
+    '# iptables-restore --noflush input 2/3 (full; iptables-nft)',
+    '# iptables-restore --noflush input 3/3 (full; iptables-nft)',
+  ]);
+  // The same rules, split: every line of the whole input is in one of the parts.
+  const lines = (text: string) => new Set(text.split('\n').filter((l) => l.startsWith('-')));
+  assert.deepEqual(lines(chunked.stdout), lines(whole.stdout));
+  const ipvs = await run(['render', '--mode', 'ipvs', '--example', '--chunks']);
+  assert.deepEqual(
+    [ipvs.code, ipvs.stderr.split('\n')[0]],
+    [2, 'kproxy render: --chunks: the ipvs dataplane does not split its input'],
+  );
+});
+
 test('render --help documents the flags', async () => {
   const result = await run(['render', '--help']);
   assert.equal(result.code, 0);
@@ -239,6 +273,7 @@ test('render --help documents the flags', async () => {
     '--input',
     '--example',
     '--since',
+    '--chunks',
     '--strict',
     '--family',
     '--cluster-cidr',

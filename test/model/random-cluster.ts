@@ -112,8 +112,18 @@ function randomService(random: Random, namespace: string, name: string): Json {
       ...(chance(random, 0.4) && { externalIPs: [anyIP(random), anyIP(random)] }),
       ...(chance(random, 0.3) && { externalTrafficPolicy: 'Local' }),
       ...(chance(random, 0.2) && { internalTrafficPolicy: 'Local' }),
-      ...(chance(random, 0.2) && { sessionAffinity: 'ClientIP' }),
-      ...(type === 'LoadBalancer' && chance(random, 0.3) && { loadBalancerSourceRanges: ['192.0.2.0/24'] }),
+      ...(chance(random, 0.2) && {
+        sessionAffinity: 'ClientIP',
+        sessionAffinityConfig: { clientIP: { timeoutSeconds: pick(random, [1, 10800, 86400]) } },
+      }),
+      // A range holding the node's IP lets the LoadBalancer IPs in as sources too.
+      ...(type === 'LoadBalancer' &&
+        chance(random, 0.3) && {
+          loadBalancerSourceRanges: pick(random, [
+            ['192.0.2.0/24'],
+            ['192.168.10.0/24', 'fd00:192:168:10::/64'],
+          ]),
+        }),
       ...(type === 'LoadBalancer' &&
         chance(random, 0.3) && { healthCheckNodePort: 32000 + Math.floor(random() * 2) }),
       ...junk(random),
@@ -126,10 +136,14 @@ function randomService(random: Random, namespace: string, name: string): Json {
 }
 
 function randomSlice(random: Random, namespace: string, name: string, family: 'IPv4' | 'IPv6'): Json {
+  // Pod IPs, now and then one that is also a Service address or the node's own IP.
+  const podIP = (i: number) => {
+    if (chance(random, 0.1))
+      return family === 'IPv4' ? pick(random, ['192.168.10.11', v4(random)]) : v6(random);
+    return family === 'IPv4' ? `10.244.${1 + (i % 2)}.${10 + i}` : `fd00:10:244:${1 + (i % 2)}::${10 + i}`;
+  };
   const endpoints = Array.from({ length: Math.floor(random() * 4) }, (_, i) => ({
-    addresses: [
-      family === 'IPv4' ? `10.244.${1 + (i % 2)}.${10 + i}` : `fd00:10:244:${1 + (i % 2)}::${10 + i}`,
-    ],
+    addresses: [podIP(i)],
     conditions: {
       ready: chance(random, 0.7),
       ...(chance(random, 0.2) && { terminating: true, serving: true }),

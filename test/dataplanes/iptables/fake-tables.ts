@@ -1,8 +1,9 @@
 // An in-memory model of what iptables-restore --noflush does to our chains, for unit tests: a
-// declared chain is created or flushed, -A appends, -X deletes, and each table section commits
-// all-or-nothing. It checks references like the kernel does: a jump must name an existing chain
+// declared chain is created or flushed, -A appends, -I inserts (into a built-in chain, which
+// exists without being declared), -D deletes a rule, -X deletes a chain, and each table section commits all-or-nothing. It checks references like the kernel does: a jump must name an existing chain
 // (or a built-in target) and a referenced chain cannot be deleted.
 const TARGETS = new Set(['ACCEPT', 'DROP', 'REJECT', 'RETURN', 'DNAT', 'MARK', 'MASQUERADE']);
+const BUILT_IN = new Set(['PREROUTING', 'INPUT', 'FORWARD', 'OUTPUT', 'POSTROUTING']);
 
 export class FakeTables {
   readonly #tables = new Map<string, Map<string, string[]>>();
@@ -24,6 +25,19 @@ export class FakeTables {
         const rules = table.get(chain);
         if (rules === undefined) throw new Error(`restore: -A to missing chain ${chain}`);
         rules.push(line);
+      } else if (line.startsWith('-I ')) {
+        const [, chain, position, ...rule] = line.split(' ');
+        if (!BUILT_IN.has(chain!))
+          throw new Error(`restore: -I into ${chain}: only built-in chains expected`);
+        const rules = table.get(chain!) ?? [];
+        // Stored as iptables-save prints it.
+        rules.splice(Number(position) - 1, 0, `-A ${chain} ${rule.join(' ')}`);
+        table.set(chain!, rules);
+      } else if (line.startsWith('-D ')) {
+        const rules = table.get(line.split(' ')[1]!) ?? [];
+        const at = rules.indexOf(`-A${line.slice(2)}`);
+        if (at < 0) throw new Error(`restore: -D of a missing rule: ${line}`);
+        rules.splice(at, 1);
       } else if (line.startsWith('-X ')) {
         if (!table.delete(line.slice(3))) throw new Error(`restore: -X of missing chain ${line.slice(3)}`);
       } else if (line === 'COMMIT') {
@@ -45,6 +59,11 @@ export class FakeTables {
       for (const chain of [...chains.keys()].sort()) out.push(`:${chain}`, ...chains.get(chain)!);
     }
     return out.join('\n');
+  }
+
+  /** The rules of one chain, as iptables-save prints them (none when it does not exist). */
+  rules(table: string, chain: string): readonly string[] {
+    return this.#tables.get(table)?.get(chain) ?? [];
   }
 
   chains(table: string): string[] {

@@ -3,32 +3,12 @@
 // normalised iptables-save output. Runs once per iptables backend.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { IptablesBackend } from '../../../dataplanes/iptables/backend.ts';
 import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { Lab, requireRoot } from '../../support/netns.ts';
 import { prng } from '../../support/prng.ts';
 import { randomChange, randomState } from './random-states.ts';
-
-/** iptables-save of every table without comments and counters, rules grouped by chain, chains sorted. */
-async function normalisedSave(lab: Lab, ns: string, backend: IptablesBackend): Promise<string> {
-  const out: string[] = [];
-  for (const table of ['filter', 'mangle', 'nat']) {
-    const saved = (await lab.exec(ns, `iptables-${backend}-save`, ['-t', table])).stdout;
-    const chains = new Map<string, string[]>();
-    for (const line of saved.split('\n')) {
-      if (line.startsWith(':'))
-        chains.set(line.split(' ')[0]!.slice(1), chains.get(line.split(' ')[0]!.slice(1)) ?? []);
-      if (line.startsWith('-A ')) {
-        const chain = line.split(' ')[1]!;
-        chains.set(chain, [...(chains.get(chain) ?? []), line]);
-      }
-    }
-    out.push(`*${table}`);
-    for (const chain of [...chains.keys()].sort()) out.push(`:${chain}`, ...chains.get(chain)!);
-  }
-  return out.join('\n');
-}
+import { normalisedSave } from './saved-tables.ts';
 
 for (const backend of ['nft', 'legacy'] as const) {
   test(`iptables-${backend}: incremental syncs end where a full sync of the last state does`, async (t) => {

@@ -108,15 +108,20 @@ test('a missing canary turns an incremental sync into a full one', async () => {
   assert.equal((await dataplane.sync(after, 'incremental')).kind, 'full');
 });
 
-test('a full sync ensures each jump rule: checked first, inserted only when missing', async () => {
+test('a full sync inserts, in its restore, only the jump rules it found missing', async () => {
   const runner = new RecordingRunner((call) =>
     call.args.includes('-C') && call.args.includes('PREROUTING') ? { exitCode: 1 } : healthy(call),
   );
   const dataplane = new IptablesDataplane({ runner, backend: 'nft' });
   await dataplane.sync(before, 'full');
-  const inserts = runner.calls.filter((c) => c.args.includes('-I'));
-  assert.equal(inserts.length, 1);
-  assert.deepEqual(inserts[0]!.args.slice(0, 7), ['--wait', '5', '-t', 'nat', '-I', 'PREROUTING', '1']);
+  assert.deepEqual(
+    runner.calls.filter((c) => c.args.includes('-I')),
+    [],
+  );
+  const [restore] = runner.restores();
+  assert.deepEqual(restore!.input.match(/^-I .*/gm), [
+    '-I PREROUTING 1 -m comment --comment "kproxy service portals" -j KPROXY-SERVICES',
+  ]);
 });
 
 test('the rule count follows incremental syncs', async () => {

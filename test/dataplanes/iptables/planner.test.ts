@@ -61,8 +61,8 @@ test('rendering is byte-identical for the same state', () => {
 
 test('IPv6 uses bracketed DNAT targets and excludes ::1 from node ports', () => {
   const text = iptablesPlanner.render(iptablesPlanner.planFull(SCENARIOS['dual-stack']!));
-  const [v4, v6] = text.split('# ip6tables-restore input');
-  assert.match(v4!, /^# iptables-restore input/);
+  const [v4, v6] = text.split('# ip6tables-restore --noflush input');
+  assert.match(v4!, /^# iptables-restore --noflush input/);
   assert.match(v6!, /--to-destination \[fd00:244:2::10\]:8080/);
   assert.match(v6!, /--dst-type LOCAL ! -d ::1\/128 -j KPROXY-NODEPORTS/);
   assert.doesNotMatch(v6!, /10\.96\./);

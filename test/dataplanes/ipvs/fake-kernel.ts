@@ -128,6 +128,12 @@ export class FakeKernel {
         }
         if (line === 'ip -batch -') {
           for (const l of input.split('\n').filter(Boolean)) {
+            if (l === 'link add kproxy-ipvs0 type dummy') {
+              if (this.link) return fail('RTNETLINK answers: File exists');
+              this.link = true;
+              continue;
+            }
+            if (!this.link) return fail(`Cannot find device "kproxy-ipvs0"`);
             const [, verb, cidr] = l.split(' ');
             const address = cidr!.split('/')[0]!;
             if (verb === 'add') this.addresses.add(address);

@@ -9,6 +9,7 @@ import { after, before, test } from 'node:test';
 import { execa } from 'execa';
 import { NetlinkIpvsClient } from '../../../../dataplanes/ipvs/ipvs-client.ts';
 import { IpvsDataplane } from '../../../../dataplanes/ipvs/live.ts';
+import { ipvsPlanner } from '../../../../dataplanes/ipvs/planner.ts';
 import { execaRunner } from '../../../../dataplanes/shared/command-runner.ts';
 import type { DualStackState, Endpoint, ProxyState, ServicePort } from '../../../../src/model/proxy-state.ts';
 import type { EchoOutcome } from '../../../support/echo-client.ts';
@@ -291,6 +292,29 @@ test('IPVS dataplane: real packets, incremental ≡ full, cleanup', async (t) =>
       await fresh.cleanup();
     }
   });
+
+  await t.test(
+    'render of B loaded with ip -batch, ipvsadm --restore and nft -f leaves what a full sync does',
+    async () => {
+      // What render prints is what the live dataplane sends (live-render.test.ts), in that order.
+      const commands: Record<string, readonly string[]> = {
+        'ip -batch': ['ip', '-batch', '-'],
+        'ipvsadm --restore': ['ipvsadm', '--restore'],
+        'nft -f': ['nft', '-f', '-'],
+      };
+      for (const section of ipvsPlanner.render(ipvsPlanner.planFull(stateB())).split(/^(?=# )/m)) {
+        const newline = section.indexOf('\n');
+        const input = section.slice(newline + 1);
+        const [command, ...args] = commands[/; ([^;]+)\)$/.exec(section.slice(0, newline))?.[1] ?? '']!;
+        if (input !== '') await execa(command!, args, { input });
+      }
+      try {
+        assert.deepEqual(await kernelState(), incremental);
+      } finally {
+        await dataplane().cleanup();
+      }
+    },
+  );
 
   await t.test('a restarted dataplane adopts and reconciles what an earlier run left', async () => {
     const first = dataplane();

@@ -1,0 +1,51 @@
+// Kernel test (host, in a throwaway namespace): the companion nft table as `render --mode ipvs`
+// prints it loads with plain `nft -f`, and a full render followed by `render --since` renders
+// leaves what a full render of the last state does (`nft list table`, both families). The live
+// dataplane sends exactly these scripts (live-render.test.ts); the IPVS and dummy-link parts need
+// ip_vs and dummy links, which only the VM has (vm/live.vmtest.ts).
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ipvsPlanner } from '../../../dataplanes/ipvs/planner.ts';
+import type { DualStackState } from '../../../src/model/proxy-state.ts';
+import { Lab, requireRoot } from '../../support/netns.ts';
+import { prng } from '../../support/prng.ts';
+import { randomState } from '../nftables/random-state.ts';
+
+/** The `nft -f` section of render output. */
+function companionScript(rendered: string): string {
+  const section = rendered.split(/^(?=# )/m).find((s) => /^# nftables companion table .*nft -f\)$/m.test(s));
+  if (section === undefined) throw new Error('no companion table section');
+  return section.slice(section.indexOf('\n') + 1);
+}
+
+async function tables(lab: Lab, ns: string): Promise<string> {
+  const listed = await Promise.all(
+    ['ip', 'ip6'].map(async (family) => {
+      const result = await lab.exec(ns, 'nft', ['list', 'table', family, 'kproxy-ipvs'], { reject: false });
+      return result.exitCode === 0 ? result.stdout : `no ${family} table\n`;
+    }),
+  );
+  return listed.join('');
+}
+
+test('the rendered companion table loads with nft -f; render --since steps end where a full render does', async (t) => {
+  if (!requireRoot(t, 'network namespaces and nft')) return;
+  const seed = Number(process.env.KPROXY_SEED ?? Date.now() % 100000);
+  process.stdout.write(`# ipvs companion table on the kernel: seed ${seed} (KPROXY_SEED=${seed})\n`);
+  const random = prng(seed);
+  const lab = new Lab('ipvs-companion');
+  t.after(() => lab.destroy());
+  const stepsNs = await lab.addNetns('steps');
+  let state: DualStackState = randomState(random);
+  const load = (ns: string, script: string) => lab.exec(ns, 'nft', ['-f', '-'], { input: script });
+  await load(stepsNs, companionScript(ipvsPlanner.render(ipvsPlanner.planFull(state))));
+  for (let step = 0; step < 8; step++) {
+    const next = randomState(random);
+    const script = companionScript(ipvsPlanner.render(ipvsPlanner.planIncremental(state, next)));
+    if (script !== '') await load(stepsNs, script);
+    const freshNs = await lab.addNetns(`fresh-${step}`);
+    await load(freshNs, companionScript(ipvsPlanner.render(ipvsPlanner.planFull(next))));
+    assert.equal(await tables(lab, stepsNs), await tables(lab, freshNs), `seed ${seed}, step ${step}`);
+    state = next;
+  }
+});
