@@ -1,7 +1,8 @@
 // Kernel test: `kproxy render --mode iptables` output, loaded with the plain restore tool into an
 // empty namespace, gives what a live full sync leaves (normalised iptables-save, both families,
-// jumps from the built-in chains included); so does `render --chunks` loaded part by part. Runs
-// once per iptables backend.
+// jumps from the built-in chains included); so does `render --chunks` loaded part by part. Beside
+// another program's rules in the built-in chains, repeated full syncs insert no jump twice and
+// keep those rules. Runs once per iptables backend.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
@@ -52,5 +53,46 @@ for (const backend of ['nft', 'legacy'] as const) {
         assert.equal(await normalisedSave(lab, chunkedNs, backend, family), expected, where);
       }
     }
+  });
+}
+
+/** Rules another program keeps in the built-in chains kproxy jumps from. */
+const FOREIGN: readonly (readonly string[])[] = [
+  ['-t', 'filter', '-A', 'INPUT', '-s', '192.0.2.1', '-j', 'ACCEPT'],
+  ['-t', 'filter', '-A', 'FORWARD', '-s', '192.0.2.1', '-j', 'ACCEPT'],
+  ['-t', 'nat', '-A', 'PREROUTING', '-s', '192.0.2.1', '-j', 'RETURN'],
+  ['-t', 'nat', '-A', 'POSTROUTING', '-s', '192.0.2.1', '-j', 'RETURN'],
+];
+
+for (const backend of ['nft', 'legacy'] as const) {
+  test(`iptables-${backend}: beside other software's rules, full syncs never repeat a jump, and render with --noflush agrees`, async (t) => {
+    if (!requireRoot(t, 'network namespaces and iptables')) return;
+    const lab = new Lab(`ipt-render-foreign-${backend}`);
+    t.after(() => lab.destroy());
+    const state = { IPv4: SCENARIOS['cluster-ip']!.IPv4! };
+    const liveNs = await lab.addNetns('live');
+    const renderedNs = await lab.addNetns('rendered');
+    for (const ns of [liveNs, renderedNs]) {
+      for (const rule of FOREIGN) await lab.exec(ns, `iptables-${backend}`, ['-w', ...rule]);
+    }
+    const live = new IptablesDataplane({ runner: execaRunner(['ip', 'netns', 'exec', liveNs]), backend });
+    await live.start();
+    await live.sync(state, 'full');
+    // A second full sync (as after a restart or a canary failure) finds every jump with -C.
+    await new IptablesDataplane({ runner: execaRunner(['ip', 'netns', 'exec', liveNs]), backend }).sync(
+      state,
+      'full',
+    );
+    for (const { tool, input } of renderedInputs(iptablesPlanner.render(iptablesPlanner.planFull(state)))) {
+      await lab.exec(renderedNs, tool.replace('-restore', `-${backend}-restore`), ['--noflush'], { input });
+    }
+    const saved = await normalisedSave(lab, liveNs, backend);
+    assert.equal(saved.match(/^-A PREROUTING .*KPROXY-SERVICES$/gm)?.length, 1, saved);
+    // Ours first, theirs kept after.
+    assert.match(
+      saved,
+      /^:PREROUTING\n-A PREROUTING .*-j KPROXY-SERVICES\n-A PREROUTING -s 192\.0\.2\.1\/32 -j RETURN$/m,
+    );
+    assert.equal(await normalisedSave(lab, renderedNs, backend), saved);
   });
 }
