@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# The whole suite: set-up on a fresh machine, type check, lint, unit and golden tests, and (as root)
-# the kernel tests in throwaway network namespaces and the IPVS tests in a qemu VM.
+# The whole suite: set-up on a fresh machine, type check, lint, unit and golden tests (shellcheck and
+# `vagrant validate` among them), and (as root) the kernel tests in throwaway network namespaces and
+# the IPVS tests in a qemu VM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-debs=(nft:nftables iptables:iptables conntrack:conntrack ip:iproute2 socat:socat ruby:ruby)
+# what-shows-it-is-installed:package; the first part is a command, or a file for a plugin.
+debs=(nft:nftables iptables:iptables conntrack:conntrack ip:iproute2 socat:socat ruby:ruby
+  shellcheck:shellcheck vagrant:vagrant
+  /usr/share/vagrant-plugins/plugins.d/vagrant-libvirt.json:vagrant-libvirt)
 if [ "$(id -u)" = 0 ]; then
+  installed() { if [[ "$1" == /* ]]; then [ -e "$1" ]; else command -v "$1" >/dev/null; fi; }
   need=()
-  for d in "${debs[@]}"; do command -v "${d%%:*}" >/dev/null || need+=("${d#*:}"); done
+  for d in "${debs[@]}"; do installed "${d%%:*}" || need+=("${d#*:}"); done
   if [ ${#need[@]} -gt 0 ]; then
     echo "test: installing Debian packages: ${need[*]}"
     apt-get update -qq

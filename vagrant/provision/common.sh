@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Every node: kernel settings, containerd (Debian), kubeadm/kubelet/kubectl from pkgs.k8s.io,
-# a bridge CNI with this node's pod CIDR, and routes to the other nodes' pod CIDRs.
+# Every node: kernel settings, Debian's tools and CNI plugins, kubeadm/kubelet/kubectl from
+# pkgs.k8s.io (K8S_MINOR's repository and signing key), a bridge CNI with this node's pod CIDR, and
+# routes to the other nodes' pod CIDRs. containerd comes next, from containerd.sh.
 # Env (from the Vagrantfile): NODE_NAME NODE_IP POD_CIDR POD_ROUTES K8S_MINOR
 set -euo pipefail
 : "${NODE_NAME:?}" "${NODE_IP:?}" "${POD_CIDR:?}" "${POD_ROUTES:?}" "${K8S_MINOR:?}"
@@ -24,16 +25,10 @@ CONF
 sysctl --system >/dev/null
 
 apt-get update -q
-apt-get install -y -q apt-transport-https ca-certificates curl gpg containerd \
-  containernetworking-plugins conntrack nftables iptables ipset ipvsadm socat npm
+apt-get install -y -q ca-certificates curl gpg containernetworking-plugins conntrack nftables \
+  iptables ipset ipvsadm socat npm
 
-mkdir -p /etc/containerd
-containerd config default >/etc/containerd/config.toml
-sed -i 's/SystemdCgroup = false/SystemdCgroup = true/' /etc/containerd/config.toml
-# Debian installs the CNI plugins in /usr/lib/cni; containerd looks in /opt/cni/bin.
-sed -i 's#bin_dir = "/opt/cni/bin"#bin_dir = "/usr/lib/cni"#' /etc/containerd/config.toml
-systemctl restart containerd
-
+# pkgs.k8s.io has one repository per minor, each signed with its own key.
 keyring=/etc/apt/keyrings/kubernetes-apt-keyring.gpg
 mkdir -p /etc/apt/keyrings
 curl -fsSL "https://pkgs.k8s.io/core:/stable:/${K8S_MINOR}/deb/Release.key" | gpg --batch --yes --dearmor -o "$keyring"
@@ -42,6 +37,8 @@ echo "deb [signed-by=$keyring] https://pkgs.k8s.io/core:/stable:/${K8S_MINOR}/de
 apt-get update -q
 apt-get install -y -q kubelet kubeadm kubectl
 apt-mark hold kubelet kubeadm kubectl
+# The kubelet's address on the lab network (not the NAT interface Vagrant adds), on every node;
+# kubeadm's systemd drop-in reads this file.
 echo "KUBELET_EXTRA_ARGS=--node-ip=${NODE_IP}" >/etc/default/kubelet
 
 mkdir -p /etc/cni/net.d

@@ -5,7 +5,7 @@
 # Env: NODE_NAME CONTROL_PLANE_IP KPROXY_MODE
 set -euo pipefail
 : "${NODE_NAME:?}" "${CONTROL_PLANE_IP:?}" "${KPROXY_MODE:?}"
-# shellcheck source=lab.env
+# shellcheck source=SCRIPTDIR/lab.env
 source /kproxy/vagrant/provision/lab.env
 
 # A private build copy: npm writes node_modules, and /kproxy is the (rsynced) checkout.

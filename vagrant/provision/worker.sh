@@ -3,7 +3,7 @@
 # Env: CONTROL_PLANE_IP
 set -euo pipefail
 : "${CONTROL_PLANE_IP:?}"
-# shellcheck source=lab.env
+# shellcheck source=SCRIPTDIR/lab.env
 source /kproxy/vagrant/provision/lab.env
 
 if [[ ! -f /etc/kubernetes/kubelet.conf ]]; then
