@@ -138,6 +138,8 @@ export class NftSession {
     child.stdout.resume();
     child.stderr.setEncoding('utf8');
     child.stderr.on('data', (chunk: string) => {
+      // A closed or killed session's last words are not its successor's output.
+      if (this.#child !== child) return;
       this.#stderr += chunk;
       this.#settle();
     });
