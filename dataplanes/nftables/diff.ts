@@ -2,6 +2,7 @@
 // Order matters inside the transaction: new sets and chains first (elements and rules refer to
 // them), then rewritten chains, then element deletes before adds (a changed value is a delete
 // plus an add), and last the chains and sets nothing refers to any more.
+import { runAll, type Steps } from '../../src/model/work-slices.ts';
 import { CANARY_SET } from './base-objects.ts';
 import { defineFamily } from './full-transaction.ts';
 import { type DesiredRuleset, FAMILIES, type FamilyRuleset } from './ruleset.ts';
@@ -17,7 +18,15 @@ function sameChainHeader(a: ChainSpec, b: ChainSpec): boolean {
 
 /** Adds to `tx` what takes `prev` to `next` (whole tables, or just the touched objects of both). */
 export function diffFamily(tx: NftTransaction, prev: FamilyRuleset, next: FamilyRuleset): void {
+  runAll(diffFamilySteps(tx, prev, next));
+}
+
+/** Elements compared per step: a whole ruleset's diff (after adoption) is done in slices. */
+const ELEMENTS_PER_STEP = 1000;
+
+function* diffFamilySteps(tx: NftTransaction, prev: FamilyRuleset, next: FamilyRuleset): Steps<void> {
   const family = next.family;
+  let compared = 0;
   for (const [name, set] of next.sets) {
     const old = prev.sets.get(name);
     if (old === undefined) tx.addSet(family, set);
@@ -58,10 +67,12 @@ export function diffFamily(tx: NftTransaction, prev: FamilyRuleset, next: Family
     for (const [key, element] of prevElements) {
       const now = nextElements.get(key);
       if (now === undefined || !sameJSON(now, element)) removed.push(element);
+      if (++compared % ELEMENTS_PER_STEP === 0) yield;
     }
     for (const [key, element] of nextElements) {
       const before = prevElements.get(key);
       if (before === undefined || !sameJSON(before, element)) added.push(element);
+      if (++compared % ELEMENTS_PER_STEP === 0) yield;
     }
     tx.deleteElements(family, set, removed);
     adds.push([set, added]);
@@ -75,11 +86,20 @@ export function diffFamily(tx: NftTransaction, prev: FamilyRuleset, next: Family
 }
 
 export function diffRulesets(prev: DesiredRuleset, next: DesiredRuleset, table = TABLE): NftTransaction {
+  return runAll(diffRulesetsSteps(prev, next, table));
+}
+
+/** diffRulesets in steps (work-slices.ts): the live dataplane runs them in slices. */
+export function* diffRulesetsSteps(
+  prev: DesiredRuleset,
+  next: DesiredRuleset,
+  table = TABLE,
+): Steps<NftTransaction> {
   const tx = new NftTransaction(table);
   for (const family of FAMILIES) {
     const before = prev[family];
     const after = next[family];
-    if (before && after) diffFamily(tx, before, after);
+    if (before && after) yield* diffFamilySteps(tx, before, after);
     else if (before) tx.deleteTable(family);
     else if (after) defineFamily(tx, after);
   }

@@ -34,7 +34,7 @@ import {
 } from './adopt.ts';
 import { CANARY_SET } from './base-objects.ts';
 import { desiredRulesetSteps } from './desired-ruleset.ts';
-import { diffFamily, diffRulesets } from './diff.ts';
+import { diffFamily, diffRulesetsSteps } from './diff.ts';
 import { FragmentIndex } from './fragment-index.ts';
 import { coldStartTransactions, fullTransaction } from './full-transaction.ts';
 import { type ExpectedObjects, IntactSampler, intactCheckScript } from './intact-check.ts';
@@ -363,7 +363,7 @@ export class NftablesDataplane implements LiveDataplane {
     const prev = record.desired ?? (record.state && (await runInSlices(desiredRulesetSteps(record.state))));
     if (!prev) return undefined;
     const desired = await runInSlices(desiredRulesetSteps(state));
-    const tx = diffRulesets(prev, desired);
+    const tx = await runInSlices(diffRulesetsSteps(prev, desired));
     // The table of a family that appears is new: give it the canary too.
     for (const family of FAMILIES) {
       if (desired[family] && !prev[family] && this.#nonce !== undefined) {
