@@ -10,13 +10,15 @@ import { cidrContains } from '../shared/cidr.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
 import { cleanStaleUdpFlows } from '../shared/udp-conntrack-cleanup.ts';
+import { firstOfEachSet, intactCheckScript } from '../nftables/intact-check.ts';
+import { FAMILIES as NFT_FAMILIES } from '../nftables/ruleset.ts';
 import { COMPANION_TABLE } from './companion-ruleset.ts';
 import { boundAddresses, CommandError, changeAddresses, deleteLink, linkExists } from './dummy-link.ts';
 import { type IpvsClient, IpvsError } from './ipvs-client.ts';
 import { diffAddresses } from './ipvs-diff.ts';
 import type { IpvsTimeouts } from './ipvs-messages.ts';
-import { FAMILIES, type IpvsDesired, type IpvsOp, type IpvsPlan } from './ipvs-plan.ts';
-import { createIpvsPlanner, type IpvsPlannerOptions, ipvsDesired } from './planner.ts';
+import type { IpvsDesired, IpvsOp, IpvsPlan } from './ipvs-plan.ts';
+import { companionDesired, createIpvsPlanner, type IpvsPlannerOptions, ipvsDesired } from './planner.ts';
 import { reconcileServers, reconcileServices } from './reconcile.ts';
 import { type RealServer, realServerKey, type VirtualService, virtualServerKey } from './virtual-servers.ts';
 
@@ -145,20 +147,26 @@ export class IpvsDataplane implements LiveDataplane {
     return { kind: ran, objectCount: this.#objectCount(), conntrackEntriesDeleted };
   }
 
-  /** Every recorded virtual server is still in the kernel, and so is the companion table. */
+  /**
+   * Every recorded virtual server is still in the kernel, and the companion table still has each
+   * chain with its rules and an element in each set that should have some: one `nft -c`
+   * transaction (intact-check.ts), which fails when the table was deleted or flushed.
+   */
   async intact(): Promise<boolean> {
     const record = this.#record;
-    if (record === undefined) return false;
+    const committed = this.#committed;
+    if (record === undefined || committed === undefined) return false;
     const client = await this.#ensureClient();
     const present = new Set((await client.listServices()).map(virtualServerKey));
-    const tables = (await this.#runner.run('nft', ['list', 'tables'])).stdout;
+    const companion = companionDesired(committed, this.#options);
+    const expected = NFT_FAMILIES.flatMap((f) => {
+      const ruleset = companion[f];
+      return ruleset ? [firstOfEachSet(ruleset)] : [];
+    });
+    const check = () =>
+      this.#runner.run('nft', ['-c', '-f', '-'], intactCheckScript(expected, { table: COMPANION_TABLE }));
     const ok =
-      [...record.virtualServers.keys()].every((key) => present.has(key)) &&
-      FAMILIES.every(
-        (f) =>
-          this.#committed?.[f] === undefined ||
-          tables.includes(`table ${f === 'IPv4' ? 'ip' : 'ip6'} ${COMPANION_TABLE}\n`),
-      );
+      [...record.virtualServers.keys()].every((key) => present.has(key)) && (await check()).exitCode === 0;
     if (!ok) this.#committed = undefined;
     return ok;
   }

@@ -43,6 +43,11 @@ export function ipvsDesired(state: DualStackState, options: IpvsPlannerOptions):
   return desired(state, options).ipvs;
 }
 
+/** The companion nftables tables' content for `state` (what the intact check expects there). */
+export function companionDesired(state: DualStackState, options: IpvsPlannerOptions): DesiredRuleset {
+  return desired(state, options).nft;
+}
+
 export function createIpvsPlanner(options: IpvsPlannerOptions): DataplanePlanner<IpvsPlan> {
   return {
     mode: 'ipvs',

@@ -118,14 +118,37 @@ export class IntactSampler {
   }
 }
 
-/** The `nft -c` script that the kernel accepts only when everything expected is there. */
-export function intactCheckScript(nonce: number, expected: readonly ExpectedObjects[]): string {
-  const tx = new NftTransaction();
+/**
+ * What a check expects of a small table (the IPVS companion): every chain with its rules, and the
+ * first element of each set that has any (enough to find a flushed set).
+ */
+export function firstOfEachSet(ruleset: FamilyRuleset): ExpectedObjects {
+  const expected = new Expected();
+  const skipped = new Set(
+    [...ruleset.sets.values()].filter((s) => s.flags?.includes('interval')).map((s) => s.name),
+  );
+  const firsts = new Map(
+    [...ruleset.elements].map(([set, elements]) => [set, new Map([...elements].slice(0, 1))]),
+  );
+  expected.add({ ...ruleset, elements: firsts }, skipped);
+  return { family: ruleset.family, ...expected };
+}
+
+/**
+ * The `nft -c` script that the kernel accepts only when everything expected is there, and the
+ * canary holds `nonce` when one is given.
+ */
+export function intactCheckScript(
+  expected: readonly ExpectedObjects[],
+  options: { readonly nonce?: number; readonly table?: string } = {},
+): string {
+  const table = options.table ?? TABLE;
+  const tx = new NftTransaction(table);
   const rules: string[] = [];
   for (const { family, ruleCounts, elements } of expected) {
-    tx.deleteElements(family, CANARY_SET, [{ key: `${nonce}` }]);
+    if (options.nonce !== undefined) tx.deleteElements(family, CANARY_SET, [{ key: `${options.nonce}` }]);
     for (const [chain, count] of ruleCounts) {
-      if (count > 0) rules.push(`insert rule ${family} ${TABLE} ${chain} index ${count - 1} counter\n`);
+      if (count > 0) rules.push(`insert rule ${family} ${table} ${chain} index ${count - 1} counter\n`);
     }
     for (const [set, keys] of elements)
       tx.deleteElements(

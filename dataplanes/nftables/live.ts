@@ -248,7 +248,7 @@ export class NftablesDataplane implements LiveDataplane {
         expected.push({ family, ruleCounts: new Map(), elements: new Map() });
       }
     }
-    return this.#nft.check(intactCheckScript(this.#nonce, expected));
+    return this.#nft.check(intactCheckScript(expected, { nonce: this.#nonce }));
   }
 
   async cleanup(): Promise<void> {

@@ -153,6 +153,11 @@ export class FakeKernel {
           }
           return ok();
         }
+        if (line === 'nft -c -f -') {
+          // The intact check: accepted when every table it names is there (contents not modelled).
+          const named = [...input.matchAll(/^\S+ \S+ (ip6?) kproxy-ipvs /gm)].map((m) => m[1]!);
+          return named.every((family) => this.tables.has(family)) ? ok() : fail('No such file or directory');
+        }
         if (line === 'nft list tables')
           return ok([...this.tables].map((f) => `table ${f} kproxy-ipvs\n`).join(''));
         const del = /^nft delete table (ip6?) kproxy-ipvs$/.exec(line);

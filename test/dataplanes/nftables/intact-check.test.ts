@@ -56,16 +56,19 @@ test('a port last seen filling a set is checked every time, so a flushed set is 
 });
 
 test('the check script names the canary, each chain at its last rule, and the elements, for nft -c', () => {
-  const script = intactCheckScript(7, [
-    {
-      family: 'ip',
-      ruleCounts: new Map([
-        ['services', 2],
-        ['empty', 0],
-      ]),
-      elements: new Map([['service-ips', new Set(['10.96.0.1 . tcp . 80'])]]),
-    },
-  ]);
+  const script = intactCheckScript(
+    [
+      {
+        family: 'ip',
+        ruleCounts: new Map([
+          ['services', 2],
+          ['empty', 0],
+        ]),
+        elements: new Map([['service-ips', new Set(['10.96.0.1 . tcp . 80'])]]),
+      },
+    ],
+    { nonce: 7 },
+  );
   assert.equal(
     script,
     'delete element ip kproxy canary { 7 }\n' +

@@ -253,6 +253,40 @@ test('IPVS dataplane: real packets, incremental ≡ full, cleanup', async (t) =>
     assert.deepEqual(names(await connect(client, 'tcp', '10.96.0.10', 22, 1)), { 'error:ECONNREFUSED': 1 });
   });
 
+  // Tampering: what the sync loop does when intact() is false is a full sync (src/sync/sync-loop.ts).
+  await t.test('a deleted virtual service is noticed by intact() and restored by the full sync', async () => {
+    assert.equal(await dp.intact(), true);
+    await execa('ipvsadm', ['-D', '-t', '10.96.0.10:80']);
+    const broken = await connect(client, 'tcp', '10.96.0.10', 80, 2);
+    assert.ok(
+      broken.every((o) => 'error' in o),
+      `no virtual service, no backend: ${JSON.stringify(broken)}`,
+    );
+    assert.equal(await dp.intact(), false);
+    assert.equal((await dp.sync(stateA(), 'full')).kind, 'full');
+    assert.equal(await dp.intact(), true);
+    assert.deepEqual(names(await connect(client, 'tcp', '10.96.0.10', 80, 4)), { 'pod-0': 2, 'pod-1': 2 });
+  });
+
+  await t.test('a flushed companion table is noticed by intact() and restored by the full sync', async () => {
+    const masqueraded = (out: readonly EchoOutcome[]) =>
+      out.map((o) => ('peer' in o ? !o.peer.startsWith(`${CLIENT_IP}:`) : 'error'));
+    await execa('nft', ['flush', 'table', 'ip', 'kproxy-ipvs']);
+    assert.ok(
+      masqueraded(await connect(client, 'tcp', '10.96.0.10', 80, 2)).every((m) => m === false),
+      'without its rules, outside traffic is no longer masqueraded',
+    );
+    assert.equal(await dp.intact(), false);
+    assert.equal((await dp.sync(stateA(), 'full')).kind, 'full');
+    assert.equal(await dp.intact(), true);
+    assert.deepEqual(masqueraded(await connect(client, 'tcp', '10.96.0.10', 80, 4)), [
+      true,
+      true,
+      true,
+      true,
+    ]);
+  });
+
   await t.test('incremental sync: traffic follows, removed endpoint drains at weight 0', async () => {
     const result = await dp.sync(stateB(), 'incremental');
     assert.equal(result.kind, 'incremental');
