@@ -134,8 +134,8 @@ export class SyncLoop {
     const { clock, syncer } = this.#options;
     this.#lastRunAt = clock.now();
     if (this.#fullReason === undefined && this.#lastRunAt >= this.#fullDueAt()) {
+      // Not a queued change (health): nothing is known to be wrong, as in kube-proxy.
       this.#fullReason = 'periodic';
-      if (!this.#dirty) this.#emit({ type: 'queued', at: this.#lastRunAt });
     } else if (!this.#dirty) {
       const intact = await syncer.intact().catch(() => false);
       if (this.#stopped) return;

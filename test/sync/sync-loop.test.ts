@@ -249,7 +249,10 @@ describe('SyncLoop', () => {
     );
     const last = events.at(-1);
     assert.ok(last?.type === 'synced' && last.reason === 'periodic');
-    assert.deepEqual(events.at(-2), { type: 'queued', at: t0 + HOUR });
+    assert.ok(
+      events.every((e) => e.type !== 'queued' || e.at === t0),
+      'nothing is known to be wrong: not a queued change',
+    );
     await clock.advance(HOUR);
     assert.deepEqual(syncer.calls[2], { kind: 'full', at: t0 + 2 * HOUR });
   });
