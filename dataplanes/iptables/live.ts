@@ -8,6 +8,7 @@ import type { DualStackState, IPFamily } from '../../src/model/proxy-state.ts';
 import { runInSlices } from '../../src/model/work-slices.ts';
 import { type CommandRunner, IPTABLES_WAIT } from '../shared/command-runner.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
+import { DataplaneError } from '../shared/dataplane-error.ts';
 import { savedChainNames } from '../shared/iptables-save.ts';
 import { cleanStaleUdpFlows } from '../shared/udp-conntrack-cleanup.ts';
 import { chooseBackend, type IptablesBackend, type IptablesTools, iptablesTools } from './backend.ts';
@@ -37,7 +38,7 @@ export interface IptablesDataplaneOptions {
 }
 
 /** An iptables tool failed; `stderr` says why. */
-export class IptablesCommandError extends Error {
+export class IptablesCommandError extends DataplaneError {
   readonly stderr: string;
   constructor(command: string, stderr: string) {
     super(`${command} failed: ${stderr.trim()}`);
@@ -134,6 +135,9 @@ export class IptablesDataplane implements LiveDataplane {
       await this.#apply(await runInSlices(incrementalPlanSteps(committed, state)));
       return true;
     } catch (error) {
+      // Anything but a refused command is a bug: the sync fails (the daemon reports it), and the
+      // loop's retry is full.
+      if (!(error instanceof DataplaneError)) throw error;
       this.#log('iptables incremental sync failed; full sync', { error: String(error) });
       return false;
     }

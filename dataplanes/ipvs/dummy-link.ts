@@ -2,10 +2,11 @@
 // the node accepts packets for them and IPVS sees them in LOCAL_IN. Driven with `ip` through the
 // command runner (its -batch input is what the plan renders).
 import type { CommandRunner } from '../shared/command-runner.ts';
+import { DataplaneError } from '../shared/dataplane-error.ts';
 import { DUMMY_LINK } from './ipvs-plan.ts';
 import { addressBatch } from './ipvs-render.ts';
 
-export class CommandError extends Error {
+export class CommandError extends DataplaneError {
   constructor(command: string, stderr: string) {
     super(`${command} failed: ${stderr.trim()}`);
     this.name = 'CommandError';

@@ -1,6 +1,7 @@
 // The kernel's IPVS table over generic netlink, behind a small interface (tests use a fake). The
 // socket lives in the network namespace of the process that opens it.
 import { createGenericNetlink, type GenericNetlinkSocket, genl } from 'netlink';
+import { DataplaneError } from '../shared/dataplane-error.ts';
 import {
   type DumpedRealServer,
   decodeDest,
@@ -33,7 +34,7 @@ export interface IpvsClient {
 export type IpvsErrorCode = 'EEXIST' | 'ENOENT' | 'ESRCH' | 'unavailable' | 'other';
 
 /** A refused IPVS command, classified so callers decide on the kind of failure. */
-export class IpvsError extends Error {
+export class IpvsError extends DataplaneError {
   readonly code: IpvsErrorCode;
 
   constructor(code: IpvsErrorCode, message: string) {

@@ -3,15 +3,16 @@
 // It keeps a record of what it committed (the state, its virtual servers, the real servers
 // draining at weight 0) and plans incremental syncs from it. It reads the kernel at start (to
 // adopt the virtual servers an earlier run left on the dummy link's addresses), on a full sync
-// (reconcile against a dump), to sweep drained real servers, and in intact()/cleanup(). Any
-// failure of an incremental sync falls back to a full one.
+// (reconcile against a dump), to sweep drained real servers, and in intact()/cleanup(). An
+// incremental sync the kernel refuses (dataplane-error.ts) falls back to a full one.
 import type { DualStackState } from '../../src/model/proxy-state.ts';
+import { firstOfEachSet, intactCheckScript } from '../nftables/intact-check.ts';
+import { FAMILIES as NFT_FAMILIES } from '../nftables/ruleset.ts';
 import { cidrContains } from '../shared/cidr.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
+import { DataplaneError } from '../shared/dataplane-error.ts';
 import { cleanStaleUdpFlows } from '../shared/udp-conntrack-cleanup.ts';
-import { firstOfEachSet, intactCheckScript } from '../nftables/intact-check.ts';
-import { FAMILIES as NFT_FAMILIES } from '../nftables/ruleset.ts';
 import { COMPANION_TABLE } from './companion-ruleset.ts';
 import { boundAddresses, CommandError, changeAddresses, deleteLink, linkExists } from './dummy-link.ts';
 import { type IpvsClient, IpvsError } from './ipvs-client.ts';
@@ -118,7 +119,8 @@ export class IpvsDataplane implements LiveDataplane {
     try {
       await this.#sweepDrained(client);
     } catch (err) {
-      // Not fatal: the servers stay at weight 0 and the next sweep tries again.
+      // A refusal is not fatal: the servers stay at weight 0 and the next sweep tries again.
+      if (!(err instanceof DataplaneError)) throw err;
       this.#log('could not sweep drained IPVS real servers', { error: String(err) });
     }
     const prev = this.#lastSynced;
@@ -128,6 +130,9 @@ export class IpvsDataplane implements LiveDataplane {
         await this.#applyIncremental(client, this.#planner.planIncremental(this.#committed, state));
         ran = 'incremental';
       } catch (err) {
+        // Anything but a refusal is a bug: the sync fails (the daemon reports it), and the loop's
+        // retry is full.
+        if (!(err instanceof DataplaneError)) throw err;
         this.#log('incremental IPVS sync failed; falling back to full', { error: String(err) });
       }
     }

@@ -23,6 +23,7 @@ import type {
 import { runInSlices, Slicer } from '../../src/model/work-slices.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
+import { DataplaneError } from '../shared/dataplane-error.ts';
 import { deleteStaleUdpFlows, staleUdpFlowDeletions } from '../shared/udp-conntrack-cleanup.ts';
 import {
   type AdoptedUdpEndpoints,
@@ -219,6 +220,12 @@ export class NftablesDataplane implements LiveDataplane {
     try {
       ran = record && (await this.#syncAgainstRecord(record, state, kind, changed));
     } catch (error) {
+      // Anything but nft's refusal is a bug: the sync fails (the daemon reports it) and the record
+      // it may have left half-updated is forgotten, so the loop's retry writes everything.
+      if (!(error instanceof DataplaneError)) {
+        this.#record = undefined;
+        throw error;
+      }
       this.#log('nftables: incremental sync failed, falling back to full', { error: String(error) });
     }
     if (ran === undefined) {

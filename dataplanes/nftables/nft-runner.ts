@@ -1,13 +1,14 @@
 // Running nft behind a small interface: the live dataplane feeds it scripts and reads tables back;
 // unit tests swap in a recorder, kernel tests run it inside a throwaway namespace.
 import type { CommandRunner } from '../shared/command-runner.ts';
+import { DataplaneError } from '../shared/dataplane-error.ts';
 import { fitsSession, NftSession } from './nft-session.ts';
 import { type NftFamily, TABLE } from './transaction.ts';
 
 /** Why nft failed, so callers decide on a kind of failure rather than on message text. */
 export type NftErrorKind = 'not-found' | 'exists' | 'busy' | 'other';
 
-export class NftError extends Error {
+export class NftError extends DataplaneError {
   readonly kind: NftErrorKind;
   readonly stderr: string;
   constructor(what: string, stderr: string) {

@@ -17,6 +17,7 @@ import { open, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { execa } from 'execa';
+import { DataplaneError } from './dataplane-error.ts';
 
 export interface CommandResult {
   readonly stdout: string;
@@ -35,7 +36,7 @@ export interface CommandRunner {
 }
 
 /** A command did not finish in time and was killed; whatever it was doing may or may not have happened. */
-export class CommandTimeoutError extends Error {
+export class CommandTimeoutError extends DataplaneError {
   /** The tool, e.g. "nft" or "iptables-legacy-restore". */
   readonly command: string;
   readonly timeoutMs: number;

@@ -37,7 +37,8 @@ export interface LiveDataplane {
   /** Adopt what an earlier run left (read back once), so a restart does not flush live rules. */
   start(): Promise<void>;
   /**
-   * Bring the kernel to `state`. Incremental syncs fall back to full on any failure or drift.
+   * Bring the kernel to `state`. Incremental syncs fall back to full on drift or a DataplaneError
+   * (the kernel refused); anything else thrown is a bug and fails the sync.
    * `changed`, when given with an incremental sync, is exactly the service ports that differ from
    * the state of the previous sync (the model knows it without comparing); a dataplane may use it
    * instead of comparing states itself, or ignore it.

@@ -6,21 +6,19 @@
 // Stopping leaves the kernel rules exactly as the last sync wrote them: traffic keeps flowing
 // while kproxy restarts, and the next start adopts them (LiveDataplane.start) instead of flushing.
 import type { Logger } from 'pino';
-import type { LiveDataplane, SyncKind, SyncOutcome } from '../../dataplanes/shared/dataplane.ts';
+import type { LiveDataplane } from '../../dataplanes/shared/dataplane.ts';
 import type { ProxyConfig } from '../cli/config.ts';
 import { toProxyOptions } from '../cli/proxy-options.ts';
 import type { BackoffOptions } from '../kube/backoff.ts';
 import type { KubeApi } from '../kube/client.ts';
-import type { InformerEvent } from '../kube/informer.ts';
 import { createInformerMetrics } from '../kube/informer-metrics.ts';
-import type { Node } from '../kube/objects.ts';
 import { createProxyInformers, startAll, stopAll, waitForAllSynced } from '../kube/proxy-informers.ts';
 import { ModelCache } from '../model/model-cache.ts';
-import type { DualStackState, ServicePortKey } from '../model/proxy-state.ts';
 import type { Clock } from '../sync/clock.ts';
 import { ProxyMetrics } from '../sync/metrics.ts';
-import { StateCounter } from '../sync/state-counts.ts';
-import { SyncLoop, type SyncLoopEvent } from '../sync/sync-loop.ts';
+import { logSyncEvent } from '../sync/sync-log.ts';
+import { SyncLoop } from '../sync/sync-loop.ts';
+import { SyncStep } from '../sync/sync-step.ts';
 import { trackApiContact } from './api-contact.ts';
 import { healthHandler, ProxyHealth } from './health.ts';
 import { HealthCheckNodePorts } from './health-check-node-ports.ts';
@@ -55,11 +53,6 @@ export interface Daemon {
 export type DaemonStart =
   | { readonly ok: true; readonly daemon: Daemon }
   | { readonly ok: false; readonly error: string };
-
-interface StateSummary {
-  readonly servicePorts: number;
-  readonly endpoints: number;
-}
 
 /** Start serving health and metrics, then sync as soon as the informers have synced. */
 export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
@@ -117,40 +110,7 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
 
   // Fed by informer events, so a sync recomputes only the services that changed since the last one.
   const model = new ModelCache(toProxyOptions(config));
-  const counter = new StateCounter();
-  let lastState: DualStackState = {};
-  let healthChecksOwed = false;
-  let summary: StateSummary = { servicePorts: 0, endpoints: 0 };
-  let reportedProblems = new Set<string>();
-
-  const syncer = {
-    async sync(kind: SyncKind): Promise<SyncOutcome> {
-      const { state, changed, full, problems } = await model.updateInSlices();
-      reportedProblems = logNewProblems(logger, problems, reportedProblems);
-      metrics.problemsCounted(problems.length);
-      const previous = lastState;
-      lastState = state;
-      const counts = counter.update(state, full ? undefined : changed);
-      summary = { servicePorts: counts.servicePorts, endpoints: counts.endpoints };
-      metrics.noLocalEndpointsCounted({ internal: counts.noLocalInternal, external: counts.noLocalExternal });
-      // The health-check listeners follow the health-check node ports and local endpoint counts,
-      // which only changed service ports can move. Until an update succeeds (this sync may fail
-      // before it), every sync retries it.
-      healthChecksOwed ||= full || touchesHealthChecks(previous, state, changed);
-      // After a failed sync the loop asks for a full one, so `changed` is always relative to the
-      // state of the last sync that ran.
-      const outcome = await dataplane.sync(state, kind, kind === 'incremental' ? changed : undefined);
-      if (healthChecksOwed) {
-        const ports = await healthCheckPorts.update(state);
-        healthChecksOwed = ports.failed.length > 0;
-        for (const { port, error } of ports.failed) {
-          logger.warn({ port, err: error }, 'cannot open health check node port; retrying on the next sync');
-        }
-      }
-      return outcome;
-    },
-    intact: () => dataplane.intact(),
-  };
+  const syncer = new SyncStep({ model, dataplane, healthChecks: healthCheckPorts, metrics, logger });
 
   const releaseMemory = lastResortCollector();
   const loop = new SyncLoop({
@@ -162,7 +122,7 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
     onEvent: (event) => {
       metrics.observe(event);
       health.observe(event);
-      logSyncEvent(logger, event, summary);
+      logSyncEvent(logger, event, syncer.summary);
       // A full sync's peak leaves free heap pages mapped: give them back (release-memory.ts), once
       // the work it left to the background is done too.
       if (event.type === 'synced' && event.outcome.kind === 'full') {
@@ -187,12 +147,10 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
     loop.requestSync();
   });
   informers.node.onChange((event) => {
-    health.nodeChanged(event.type === 'delete' ? undefined : event.object);
-    // Node labels (topology zone), addresses and pod CIDRs feed every service's decisions.
-    if (nodeSettingsChanged(event)) {
-      model.setNode(event.type === 'delete' ? undefined : event.object);
-      loop.requestSync({ full: true });
-    }
+    const node = event.type === 'delete' ? undefined : event.object;
+    health.nodeChanged(node);
+    // The node's addresses, pod CIDRs and zone feed every service's decisions; a heartbeat none.
+    if (model.setNode(node)) loop.requestSync({ full: true });
   });
 
   try {
@@ -251,86 +209,5 @@ async function listenOn(
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
     return { ok: false, error: `${field}: cannot listen on ${address}: ${code}` };
-  }
-}
-
-/** Whether a Node event changes what the model derives from the node (not just heartbeats). */
-export function nodeSettingsChanged(event: InformerEvent<Node>): boolean {
-  if (event.type !== 'update') return true;
-  const relevant = (node: Node) =>
-    JSON.stringify([
-      node.metadata.labels ?? {},
-      node.spec?.podCIDRs ?? [],
-      node.spec?.podCIDR ?? '',
-      node.status?.addresses ?? [],
-    ]);
-  return relevant(event.old) !== relevant(event.object);
-}
-
-/** Whether a changed service port has, or had, a health-check node port. */
-function touchesHealthChecks(
-  prev: DualStackState,
-  next: DualStackState,
-  changed: ReadonlySet<ServicePortKey>,
-): boolean {
-  for (const key of changed) {
-    for (const family of ['IPv4', 'IPv6'] as const) {
-      if (prev[family]?.servicePorts.get(key)?.healthCheckNodePort) return true;
-      if (next[family]?.servicePorts.get(key)?.healthCheckNodePort) return true;
-    }
-  }
-  return false;
-}
-
-/** Each problem once while it persists, so a bad object does not flood the log every sync. */
-function logNewProblems(
-  logger: Logger,
-  problems: readonly { readonly object: string; readonly reason: string }[],
-  seen: ReadonlySet<string>,
-): Set<string> {
-  const now = new Set<string>();
-  for (const problem of problems) {
-    const key = `${problem.object}: ${problem.reason}`;
-    now.add(key);
-    if (!seen.has(key)) logger.warn({ object: problem.object }, `skipped: ${problem.reason}`);
-  }
-  return now;
-}
-
-/** One line per sync with counts and durations. */
-function logSyncEvent(logger: Logger, event: SyncLoopEvent, summary: StateSummary): void {
-  switch (event.type) {
-    case 'synced':
-      logger.info(
-        {
-          kind: event.outcome.kind,
-          requested: event.requested,
-          reason: event.reason,
-          durationMs: event.durationMs,
-          servicePorts: summary.servicePorts,
-          endpoints: summary.endpoints,
-          objects: event.outcome.objectCount,
-          conntrackDeleted: event.outcome.conntrackEntriesDeleted,
-        },
-        'rules synced',
-      );
-      return;
-    case 'failed':
-      logger.error(
-        {
-          requested: event.requested,
-          reason: event.reason,
-          durationMs: event.durationMs,
-          retryInMs: event.retryInMs,
-          err: event.error,
-        },
-        'sync failed; retrying with a full sync',
-      );
-      return;
-    case 'checked':
-      logger.debug('periodic check: rules intact');
-      return;
-    case 'queued':
-      return;
   }
 }

@@ -110,10 +110,23 @@ export class ModelCache {
     this.#dropSlice(objectKey(slice.metadata));
   }
 
-  /** This node's Node object (undefined when it is gone): everything is recomputed. */
-  setNode(node: Node | undefined): void {
+  /**
+   * This node's Node object (undefined when it is gone). Returns whether anything the model takes
+   * from it changed (node IPs, pod CIDRs, topology zone, the problems they raise): only then is
+   * everything recomputed and a full sync due. A heartbeat changes none of them.
+   */
+  setNode(node: Node | undefined): boolean {
+    const changed = !isDeepStrictEqual(this.#fromNode(this.#node), this.#fromNode(node));
     this.#node = node;
-    this.#all = true;
+    if (changed) this.#all = true;
+    return changed;
+  }
+
+  /** What the model derives from a Node object. */
+  #fromNode(node: Node | undefined) {
+    const problems: Problem[] = [];
+    const settings = nodeSettingsByFamily(this.#options, node, problems);
+    return { settings, problems, zone: node?.metadata.labels?.[ZONE_LABEL] ?? '' };
   }
 
   /** The state after every change fed so far, and what changed since the previous update. */

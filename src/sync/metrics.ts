@@ -4,6 +4,7 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, linearBuckets, Registry } from 'prom-client';
 import { CommandTimeoutError } from '../../dataplanes/shared/command-runner.ts';
 import type { DataplaneMode } from '../../dataplanes/shared/dataplane.ts';
+import { DataplaneError } from '../../dataplanes/shared/dataplane-error.ts';
 import { type EndpointSlice, LAST_CHANGE_TRIGGER_TIME_ANNOTATION } from '../kube/objects.ts';
 import type { DualStackState } from '../model/proxy-state.ts';
 import { trafficDecisions } from '../model/traffic-decisions.ts';
@@ -88,6 +89,7 @@ export class ProxyMetrics {
   readonly #conntrackDeleted: Counter;
   readonly #failures: Counter;
   readonly #commandTimeouts: Counter<'command'>;
+  readonly #bugs: Counter;
   readonly #healthz: Counter<'code'>;
   readonly #livez: Counter<'code'>;
   readonly #httpRefused: Counter<'listener' | 'reason'>;
@@ -168,6 +170,11 @@ export class ProxyMetrics {
       labelNames: ['command'],
       registers,
     });
+    this.#bugs = new Counter({
+      name: 'kproxy_sync_bugs_total',
+      help: 'Syncs that failed on a bug in kproxy rather than on the kernel refusing a change (each is logged at error with its stack)',
+      registers,
+    });
     this.#healthz = new Counter({
       name: 'kubeproxy_proxy_healthz_total',
       help: 'Cumulative proxy healthz HTTP status',
@@ -201,6 +208,7 @@ export class ProxyMetrics {
         this.#failures.inc();
         if (event.error instanceof CommandTimeoutError)
           this.#commandTimeouts.inc({ command: event.error.command });
+        if (!(event.error instanceof DataplaneError)) this.#bugs.inc();
         this.#observeDuration(event.requested, event.durationMs);
         return;
       case 'synced': {

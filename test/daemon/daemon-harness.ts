@@ -2,6 +2,7 @@
 // asked to do, and polling for a condition (no timed assertions: only a generous upper bound).
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../../dataplanes/shared/dataplane.ts';
+import { DataplaneError } from '../../dataplanes/shared/dataplane-error.ts';
 import { loadProxyConfig, type ProxyConfig } from '../../src/cli/config.ts';
 import type { DualStackState } from '../../src/model/proxy-state.ts';
 
@@ -38,6 +39,8 @@ export class RecordingDataplane implements LiveDataplane {
   starts = 0;
   cleanups = 0;
   failNext = 0;
+  /** What each of the failNext syncs throws: the kernel's refusal, unless a test injects a bug. */
+  failure: Error = new DataplaneError('injected dataplane failure');
   intactAnswer = true;
 
   async start(): Promise<void> {
@@ -47,7 +50,7 @@ export class RecordingDataplane implements LiveDataplane {
   async sync(state: DualStackState, kind: SyncKind): Promise<SyncOutcome> {
     if (this.failNext > 0) {
       this.failNext--;
-      throw new Error('injected dataplane failure');
+      throw this.failure;
     }
     this.syncs.push({ kind, state });
     return { kind, objectCount: state.IPv4?.servicePorts.size ?? 0, conntrackEntriesDeleted: 0 };

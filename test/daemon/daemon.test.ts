@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { type Daemon, nodeSettingsChanged, startDaemon } from '../../src/daemon/daemon.ts';
+import { type Daemon, startDaemon } from '../../src/daemon/daemon.ts';
 import { KubeClient } from '../../src/kube/client.ts';
-import type { Node } from '../../src/kube/objects.ts';
 import { ENDPOINT_SLICES, NODES, SERVICES } from '../../src/kube/resources.ts';
 import { systemClock } from '../../src/sync/clock.ts';
 import { ProxyMetrics } from '../../src/sync/metrics.ts';
@@ -161,6 +160,20 @@ describe('daemon against the stand-in API server', () => {
     const text = await (await fetch(`${r.daemon.metricsUrl}/metrics`)).text();
     assert.match(text, /^kubeproxy_sync_proxy_rules_nftables_sync_failures_total 2$/m);
     assert.ok(r.lines.some((l) => l.msg === 'sync failed; retrying with a full sync' && l.level === 50));
+    assert.match(text, /^kproxy_sync_bugs_total 0$/m, 'a refusal by the kernel is not a bug');
+  });
+
+  test('a bug in a sync is logged at error with its stack, counted, and the retry is full', async (t) => {
+    const r = await run(t, () => {});
+    r.dataplane.failNext = 1;
+    r.dataplane.failure = new TypeError("Cannot read properties of undefined (reading 'key')");
+    await eventually('a sync after the bug', () => r.dataplane.syncs.length > 0);
+    assert.equal(r.dataplane.syncs[0]?.kind, 'full');
+    const text = await (await fetch(`${r.daemon.metricsUrl}/metrics`)).text();
+    assert.match(text, /^kproxy_sync_bugs_total 1$/m);
+    const line = r.lines.find((l) => String(l.msg).startsWith('sync failed on a bug in kproxy'));
+    assert.equal(line?.level, 50);
+    assert.match(String((line?.err as { stack?: string } | undefined)?.stack), /^TypeError: Cannot read/);
   });
 
   test('/healthz, /livez and /metrics are served with kube-proxy semantics', async (t) => {
@@ -258,21 +271,5 @@ describe('daemon against the stand-in API server', () => {
       v6?.clusterEndpoints.map((e) => e.ip),
       ['fd00:244::5'],
     );
-  });
-});
-
-describe('nodeSettingsChanged', () => {
-  const node = (labels: Record<string, string>, version: string): Node => ({
-    kind: 'Node',
-    metadata: { name: 'node-1', labels, resourceVersion: version },
-    spec: { podCIDRs: ['10.244.0.0/24'] },
-    status: { addresses: [{ type: 'InternalIP', address: '192.168.0.10' }] },
-  });
-
-  test('a heartbeat (new resourceVersion only) is not a settings change; a label change is', () => {
-    const old = node({ zone: 'a' }, '1');
-    assert.equal(nodeSettingsChanged({ type: 'update', old, object: node({ zone: 'a' }, '2') }), false);
-    assert.equal(nodeSettingsChanged({ type: 'update', old, object: node({ zone: 'b' }, '3') }), true);
-    assert.equal(nodeSettingsChanged({ type: 'add', object: old }), true);
   });
 });

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { IptablesCommandError } from '../../dataplanes/iptables/live.ts';
 import { CommandTimeoutError } from '../../dataplanes/shared/command-runner.ts';
 import type { EndpointSlice } from '../../src/kube/objects.ts';
 import type { DualStackState } from '../../src/model/proxy-state.ts';
@@ -157,6 +158,24 @@ describe('ProxyMetrics', () => {
     assert.equal(await value(metrics, 'kubeproxy_sync_proxy_rules_iptables_restore_failures_total'), 2);
     const timeouts = 'kproxy_sync_command_timeouts_total';
     assert.equal(await value(metrics, timeouts, { command: 'iptables-legacy-restore' }), 1);
+  });
+
+  test('a sync failed by anything but a dataplane error is also counted as a bug', async () => {
+    const metrics = new ProxyMetrics('iptables', { processMetrics: false });
+    const failed = (error: Error) => ({
+      type: 'failed' as const,
+      requested: 'incremental' as const,
+      reason: 'change' as const,
+      error,
+      startedAt: 5_000,
+      durationMs: 10,
+      retryInMs: 1_000,
+    });
+    metrics.observe(failed(new IptablesCommandError('iptables-legacy-restore', 'line 3 failed')));
+    metrics.observe(failed(new CommandTimeoutError('iptables-legacy-restore', 120_000)));
+    metrics.observe(failed(new TypeError("Cannot read properties of undefined (reading 'key')")));
+    assert.equal(await value(metrics, 'kubeproxy_sync_proxy_rules_iptables_restore_failures_total'), 3);
+    assert.equal(await value(metrics, 'kproxy_sync_bugs_total'), 1);
   });
 
   test('queued sets the last-queued timestamp', async () => {

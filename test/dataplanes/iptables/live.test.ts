@@ -99,6 +99,30 @@ test('a failed incremental restore falls back to a full sync that also deletes s
   assert.equal(fullRestore.input.match(/^-X KPROXY-SEP-/gm)?.length, 3);
 });
 
+test('anything but a failed command in an incremental sync is a bug: it fails the sync instead of a fallback', async () => {
+  const runner = new RecordingRunner(healthy);
+  const dataplane = new IptablesDataplane({ runner, backend: 'nft' });
+  await dataplane.sync(before, 'full');
+  const restores = runner.restores().length;
+  const bug = new TypeError("Cannot read properties of undefined (reading 'key')");
+  let thrown = false;
+  runner.answer((call) => {
+    if (call.command.endsWith('-restore') && !thrown) {
+      thrown = true;
+      throw bug;
+    }
+    return healthy(call);
+  });
+  await assert.rejects(dataplane.sync(after, 'incremental'), (error) => error === bug);
+  assert.equal(
+    runner.restores().length,
+    restores + 1,
+    'the attempt that hit the bug, no full restore after it',
+  );
+  // The sync loop's retry after a failure is full.
+  assert.equal((await dataplane.sync(after, 'full')).kind, 'full');
+});
+
 test('a missing canary turns an incremental sync into a full one', async () => {
   const runner = new RecordingRunner(healthy);
   const dataplane = new IptablesDataplane({ runner, backend: 'nft' });

@@ -78,6 +78,34 @@ test('an incremental sync that fails falls back to a full sync', async () => {
   assert.deepEqual([...kernel.addresses].sort(), ['10.96.0.10', '10.96.0.11']);
 });
 
+test('anything but a refusal in an incremental sync is a bug: it fails the sync instead of a fallback', async () => {
+  const kernel = new FakeKernel();
+  const runner = kernel.runner();
+  const bug = new TypeError("Cannot read properties of undefined (reading 'key')");
+  let failNextIp = false;
+  const dp = new IpvsDataplane({
+    runner: {
+      run(command, args, input) {
+        if (command === 'ip' && failNextIp) {
+          failNextIp = false;
+          throw bug;
+        }
+        return runner.run(command, args, input);
+      },
+    },
+    openClient: async () => kernel.client(),
+  });
+  await dp.start();
+  await dp.sync(ipv4([web()]), 'full');
+  failNextIp = true;
+  const next = ipv4([web(), servicePort('api', { clusterIP: '10.96.0.11', clusterEndpoints: [b] })]);
+  await assert.rejects(dp.sync(next, 'incremental'), (error) => error === bug);
+  assert.ok(!kernel.services.has('TCP 10.96.0.11:80'), 'no full sync in its place');
+  // The sync loop's retry after a failure is full.
+  assert.equal((await dp.sync(next, 'full')).kind, 'full');
+  assert.ok(kernel.services.has('TCP 10.96.0.11:80'));
+});
+
 test('a removed TCP endpoint drains at weight 0, comes back cleanly, and goes once its connections end', async () => {
   const { kernel, dp } = setup();
   await dp.start();

@@ -81,6 +81,22 @@ test('a refused incremental transaction falls back to a full one in the same syn
   assert.match(nft.scripts.at(-1)!, /10\.244\.1\.11 \. 8080/);
 });
 
+test('anything but a refusal in an incremental sync is a bug: it fails the sync, and the retry is full', async () => {
+  const { nft, dp } = dataplane();
+  await dp.sync(ipv4([web('10.244.1.10')]), 'full');
+  const bug = new TypeError("Cannot read properties of undefined (reading 'key')");
+  const run = nft.run;
+  nft.run = async () => {
+    nft.run = run;
+    throw bug;
+  };
+  await assert.rejects(dp.sync(ipv4([web('10.244.1.11')]), 'incremental'), (error) => error === bug);
+  assert.equal(nft.scripts.length, 1, 'no full sync in its place');
+  // The record the bug may have left half-updated is forgotten: even an incremental retry is full.
+  assert.equal((await dp.sync(ipv4([web('10.244.1.11')]), 'incremental')).kind, 'full');
+  assert.ok(isFull(nft.scripts.at(-1)!));
+});
+
 test('a refused full sync throws and leaves no record, so the retry is full again', async () => {
   const { nft, dp } = dataplane();
   await dp.sync(ipv4([web('10.244.1.10')]), 'full');
