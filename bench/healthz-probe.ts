@@ -1,7 +1,7 @@
-// Probes a /healthz URL every `--every` ms until SIGTERM, then prints the latencies of the
-// answers as one JSON line. Open loop: a probe is sent on schedule even while earlier ones wait, and
-// its latency counts from when it was due, so a stalled event loop shows in every probe it delays
-// (a closed loop would send one probe per stall and hide it). Run beside the daemon, in its netns.
+// Probes a /healthz URL every `--every` ms until SIGTERM, then prints the answers as one JSON line,
+// each as [when it was due (epoch ms), latency (ms)]. Open loop: a probe is sent on schedule even
+// while earlier ones wait, and its latency counts from when it was due, so a stalled event loop
+// shows in every probe it delays (a closed loop would send one probe per stall and hide it). Run beside the daemon, in its netns.
 //   node bench/healthz-probe.ts URL [--every 10]
 import http from 'node:http';
 import { performance } from 'node:perf_hooks';
@@ -13,15 +13,16 @@ const { values, positionals } = parseArgs({
 });
 const url = positionals[0]!;
 const every = Number(values.every);
-const latencies: number[] = [];
+const answers: [number, number][] = [];
 let refused = 0;
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
 function probe(): void {
   const due = performance.now();
+  const dueAt = Date.now();
   const request = http.get(url, { agent }, (response) => {
     response.resume();
-    response.once('end', () => latencies.push(performance.now() - due));
+    response.once('end', () => answers.push([dueAt, Math.round((performance.now() - due) * 10) / 10]));
   });
   // Before the daemon listens: not an answer, and no latency.
   request.once('error', () => refused++);
@@ -31,9 +32,7 @@ const timer = setInterval(probe, every);
 process.stdout.write('probing\n');
 process.once('SIGTERM', () => {
   clearInterval(timer);
-  process.stdout.write(
-    `${JSON.stringify({ latencies: latencies.map((ms) => Math.round(ms * 10) / 10), refused })}\n`,
-  );
+  process.stdout.write(`${JSON.stringify({ answers, refused })}\n`);
   agent.destroy();
   process.exit(0);
 });

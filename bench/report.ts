@@ -145,6 +145,11 @@ export function benchRows({ model, nftables, iptables, informer, daemon }: Bench
         `${ms(num(daemon, 'healthzP50Ms') ?? Number.NaN)} / ${ms(max)} (${num(daemon, 'healthzProbes')} probes)`,
     ),
     ...infoRow(
+      `daemon: /healthz p99 / max in the idle time after it`,
+      num(daemon, 'healthzAfterMaxMs'),
+      (max) => `${ms(num(daemon, 'healthzAfterP99Ms') ?? Number.NaN)} / ${ms(max)}`,
+    ),
+    ...infoRow(
       `daemon: time to first sync (spawn → rules synced)`,
       num(daemon, 'timeToFirstSyncSeconds'),
       (s) => `${s.toFixed(1)} s`,
