@@ -13,6 +13,7 @@ import { createLiveDataplane, LIVE_MODES } from '../daemon/live-dataplanes.ts';
 import { KubeClient } from '../kube/client.ts';
 import { formatConfigError } from '../kube/connection.ts';
 import { loadConnection } from '../kube/load-connection.ts';
+import { TokenBucket } from '../kube/rate-limiter.ts';
 import { systemClock } from '../sync/clock.ts';
 import { commandFlags } from './command-flags.ts';
 import { loadProxyConfig, type ProxyConfig } from './config.ts';
@@ -117,7 +118,12 @@ async function runLocked(
     env: environment.env,
   });
   if (!connection.ok) return fail(`API server connection: ${formatConfigError(connection.error)}`);
-  const client = new KubeClient(connection.connection);
+  for (const warning of connection.warnings ?? []) logger.warn(warning);
+  const { qps, burst } = config.clientConnection;
+  const client = new KubeClient(connection.connection, {
+    env: environment.env,
+    rateLimiter: new TokenBucket(qps, burst, systemClock),
+  });
 
   const started = await startDaemon({ config, logger, api: client, dataplane, clock: systemClock });
   if (!started.ok) {
@@ -129,6 +135,7 @@ async function runLocked(
       mode: config.mode,
       node: config.nodeName,
       server: connection.connection.server,
+      ...(client.proxy ? { proxy: client.proxy } : {}),
       healthz: started.daemon.healthzUrl,
       metrics: started.daemon.metricsUrl,
     },

@@ -1,10 +1,13 @@
 // A small Kubernetes API client on an undici keep-alive pool: paginated JSON lists and streaming
-// watches for the resources in resources.ts. Every failure comes back as a classified ApiError value
-// (HTTP status with reason and Retry-After, or network), so the informer decides by kind, not by
-// message text.
+// watches for the resources in resources.ts, through a proxy when client-go would use one
+// (proxy-url, HTTPS_PROXY / NO_PROXY) and under the clientConnection.qps / burst rate limit. Every
+// failure comes back as a classified ApiError value (HTTP status with reason and Retry-After,
+// network, or no credentials), so the informer decides by kind, not by message text.
 
-import { Pool } from 'undici';
+import { Agent, type Dispatcher, ProxyAgent } from 'undici';
 import type { ClusterConnection } from './connection.ts';
+import { proxyFor } from './proxy-env.ts';
+import type { TokenBucket } from './rate-limiter.ts';
 import { collectionPath, type ResourceType } from './resources.ts';
 
 export type ApiError =
@@ -17,7 +20,9 @@ export type ApiError =
       readonly retryAfterSeconds?: number;
     }
   | { readonly kind: 'network'; readonly message: string }
-  | { readonly kind: 'decode'; readonly message: string };
+  | { readonly kind: 'decode'; readonly message: string }
+  /** No credentials to send: the credential plugin failed (its message names it). */
+  | { readonly kind: 'credentials'; readonly message: string };
 
 export type ApiResult<T> =
   | { readonly ok: true; readonly value: T }
@@ -81,6 +86,10 @@ export interface KubeClientOptions {
   /** How long a list body may go quiet; default 60 s. Watches have no body timeout. */
   readonly listBodyTimeoutMs?: number;
   readonly userAgent?: string;
+  /** The environment HTTPS_PROXY / HTTP_PROXY / NO_PROXY are read from; none when absent. */
+  readonly env?: NodeJS.ProcessEnv;
+  /** clientConnection.qps / burst: every list page and every watch start takes a token. */
+  readonly rateLimiter?: TokenBucket;
 }
 
 interface RawResponse {
@@ -94,36 +103,83 @@ interface RawResponse {
 }
 
 export class KubeClient implements KubeApi {
-  readonly #pool: Pool;
+  readonly #origin: string;
   readonly #pathPrefix: string;
   readonly #connection: ClusterConnection;
+  readonly #proxy: string | undefined;
   readonly #headersTimeoutMs: number;
   readonly #listBodyTimeoutMs: number;
   readonly #userAgent: string;
+  readonly #rateLimiter: TokenBucket | undefined;
+  #dispatcher: Dispatcher;
+  /** The client certificate #dispatcher presents (a credential plugin's may change). */
+  #dispatcherCert: string | undefined;
+  /** Dispatchers replaced by a certificate rotation: their open watches end on their own. */
+  readonly #retired = new Set<Dispatcher>();
 
   constructor(connection: ClusterConnection, options: KubeClientOptions = {}) {
     const url = new URL(connection.server);
+    this.#origin = url.origin;
     this.#pathPrefix = url.pathname.replace(/\/+$/, '');
     this.#connection = connection;
+    this.#proxy = proxyFor(url, connection.proxyUrl, options.env ?? {});
     this.#headersTimeoutMs = options.headersTimeoutMs ?? 30_000;
     this.#listBodyTimeoutMs = options.listBodyTimeoutMs ?? 60_000;
     this.#userAgent = options.userAgent ?? 'kproxy/0.1';
-    this.#pool = new Pool(url.origin, {
-      // A few watches stay open for good; lists and writes share the rest.
-      connections: 16,
-      keepAliveTimeout: 30_000,
-      connect: {
-        ...(connection.ca ? { ca: connection.ca } : {}),
-        ...(connection.cert ? { cert: connection.cert } : {}),
-        ...(connection.key ? { key: connection.key } : {}),
-        ...(connection.tlsServerName ? { servername: connection.tlsServerName } : {}),
-        rejectUnauthorized: connection.insecureSkipTlsVerify !== true,
-      },
-    });
+    this.#rateLimiter = options.rateLimiter;
+    this.#dispatcherCert = connection.cert;
+    this.#dispatcher = this.#newDispatcher(connection.cert, connection.key);
+  }
+
+  /** The proxy requests go through, if any, without its credentials (for the startup log). */
+  get proxy(): string | undefined {
+    if (this.#proxy === undefined) return undefined;
+    const url = new URL(this.#proxy);
+    url.username = '';
+    url.password = '';
+    return url.href;
   }
 
   async close(): Promise<void> {
-    await this.#pool.destroy();
+    await Promise.all([this.#dispatcher, ...this.#retired].map((d) => d.destroy()));
+  }
+
+  #newDispatcher(cert: string | undefined, key: string | undefined): Dispatcher {
+    const tls = {
+      ...(this.#connection.ca ? { ca: this.#connection.ca } : {}),
+      ...(cert ? { cert } : {}),
+      ...(key ? { key } : {}),
+      ...(this.#connection.tlsServerName ? { servername: this.#connection.tlsServerName } : {}),
+      rejectUnauthorized: this.#connection.insecureSkipTlsVerify !== true,
+    };
+    // A few watches stay open for good; lists and writes share the rest.
+    const pool = { connections: 16, keepAliveTimeout: 30_000 };
+    return this.#proxy === undefined
+      ? new Agent({ ...pool, connect: tls })
+      : new ProxyAgent({ ...pool, uri: this.#proxy, requestTls: tls });
+  }
+
+  /** Switches to a new dispatcher when the credential plugin's certificate changed (as client-go
+   * closes its connections on rotation, new requests must not reuse ones made with the old one). */
+  async #useCurrentCertificate(): Promise<ApiError | undefined> {
+    const source = this.#connection.certSource;
+    if (!source) return undefined;
+    let pair: { readonly cert: string; readonly key: string } | undefined;
+    try {
+      pair = await source.certificate();
+    } catch (err) {
+      return { kind: 'credentials', message: errorMessage(err) };
+    }
+    if (pair === undefined || pair.cert === this.#dispatcherCert) return undefined;
+    const old = this.#dispatcher;
+    this.#dispatcher = this.#newDispatcher(pair.cert, pair.key);
+    this.#dispatcherCert = pair.cert;
+    this.#retired.add(old);
+    void old
+      .close()
+      .catch(() => {})
+      .finally(() => this.#retired.delete(old));
+    return undefined;
   }
 
   async list(resource: ResourceType, params: ListParams, signal?: AbortSignal): Promise<ApiResult<ListPage>> {
@@ -191,9 +247,12 @@ export class KubeClient implements KubeApi {
     bodyTimeout: number,
     signal: AbortSignal | undefined,
   ): Promise<ApiResult<RawResponse>> {
+    // One token per call: the one retry after a 401 below is a detail of authentication.
+    if (this.#rateLimiter && !(await this.#rateLimiter.wait(signal)))
+      return { ok: false, error: { kind: 'network', message: 'aborted while rate limited' } };
     let res = await this.#request(path, bodyTimeout, signal);
     if (res.ok && res.value.statusCode === 401 && this.#connection.tokenSource) {
-      // The token may have been rotated since we cached it: re-read once and retry.
+      // The token may have been rotated since we cached it (or the plugin's revoked): fetch anew and retry.
       await res.value.body.dump();
       this.#connection.tokenSource.invalidate();
       res = await this.#request(path, bodyTimeout, signal);
@@ -209,10 +268,18 @@ export class KubeClient implements KubeApi {
     signal: AbortSignal | undefined,
   ): Promise<ApiResult<RawResponse>> {
     const headers: Record<string, string> = { accept: 'application/json', 'user-agent': this.#userAgent };
-    const token = await this.#connection.tokenSource?.token();
+    const certProblem = await this.#useCurrentCertificate();
+    if (certProblem) return { ok: false, error: certProblem };
+    let token: string | undefined;
+    try {
+      token = await this.#connection.tokenSource?.token();
+    } catch (err) {
+      return { ok: false, error: { kind: 'credentials', message: errorMessage(err) } };
+    }
     if (token) headers.authorization = `Bearer ${token}`;
     try {
-      const res = await this.#pool.request({
+      const res = await this.#dispatcher.request({
+        origin: this.#origin,
         method: 'GET',
         path: this.#pathPrefix + path,
         headers,

@@ -20,6 +20,15 @@ export interface ClusterConnection {
   /** TLS server name to verify instead of the URL's host. */
   readonly tlsServerName?: string;
   readonly tokenSource?: TokenSource;
+  /** A client certificate that may change (a credential plugin's): asked before each request. */
+  readonly certSource?: CertSource;
+  /** The cluster's proxy-url: wins over HTTPS_PROXY / HTTP_PROXY, as in client-go. */
+  readonly proxyUrl?: string;
+}
+
+export interface CertSource {
+  /** The PEM certificate and key to present now; a change opens new connections with it. */
+  certificate(): Promise<{ readonly cert: string; readonly key: string } | undefined>;
 }
 
 /** A user error in the connection configuration, with what a person needs to fix it. */
@@ -30,7 +39,12 @@ export interface ConfigError {
 }
 
 export type ConnectionResult =
-  | { readonly ok: true; readonly connection: ClusterConnection }
+  | {
+      readonly ok: true;
+      readonly connection: ClusterConnection;
+      /** Things that work but should not be so (insecure-skip-tls-verify), for the log. */
+      readonly warnings?: readonly string[];
+    }
   | { readonly ok: false; readonly error: ConfigError };
 
 export function formatConfigError(error: ConfigError): string {

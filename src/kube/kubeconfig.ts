@@ -1,5 +1,7 @@
 // kubeconfig files as kubectl reads them: clusters, users and contexts by name, current-context,
-// certificate and key files or inline data, bearer token or tokenFile, insecure-skip-tls-verify.
+// certificate and key files or inline data, bearer token or tokenFile (the file wins, the token
+// standing in while it cannot be read), exec credential plugins, proxy-url, insecure-skip-tls-verify
+// (warned about; refused beside a CA, as client-go does).
 // Several files (KUBECONFIG=a:b) merge like kubectl: the first file to define a name or to set
 // current-context wins. Relative file paths resolve against the file that mentions them.
 
@@ -8,6 +10,7 @@ import { homedir } from 'node:os';
 import { delimiter, dirname, isAbsolute, join, resolve } from 'node:path';
 import { parse } from 'yaml';
 import type { ClusterConnection, ConfigError, ConnectionResult } from './connection.ts';
+import { type ExecClusterInfo, ExecCredentialPlugin, parseExecConfig } from './exec-credential.ts';
 import { FileTokenSource, staticTokenSource } from './token-source.ts';
 
 /** Which files to read: --kubeconfig alone, else every KUBECONFIG entry, else ~/.kube/config. */
@@ -41,6 +44,8 @@ export interface LoadKubeconfigOptions {
   readonly context?: string;
   /** Whether a missing file is an error (an explicit --kubeconfig) or skipped (KUBECONFIG entries). */
   readonly requireAll?: boolean;
+  /** The environment a credential plugin inherits; default none. */
+  readonly env?: NodeJS.ProcessEnv;
 }
 
 export async function loadKubeconfig(
@@ -72,7 +77,7 @@ export async function loadKubeconfig(
     read++;
   }
   if (read === 0) return fail({ reason: `no kubeconfig file found (looked at ${paths.join(', ')})` });
-  return resolveContext(merged, options.context);
+  return resolveContext(merged, options.context, options.env ?? {});
 }
 
 function mergeFile(merged: Merged, file: string, doc: unknown): ConfigError | undefined {
@@ -104,7 +109,11 @@ function mergeFile(merged: Merged, file: string, doc: unknown): ConfigError | un
   return undefined;
 }
 
-async function resolveContext(merged: Merged, override: string | undefined): Promise<ConnectionResult> {
+async function resolveContext(
+  merged: Merged,
+  override: string | undefined,
+  env: NodeJS.ProcessEnv,
+): Promise<ConnectionResult> {
   const contextName = override ?? merged.currentContext?.name;
   if (!contextName) return fail({ reason: 'no current-context set and no --context given' });
   const context = merged.contexts.get(contextName);
@@ -145,21 +154,40 @@ async function resolveContext(merged: Merged, override: string | undefined): Pro
   }
   const ca = await fileOrData(cluster, 'certificate-authority', 'certificate-authority-data');
   if (!ca.ok) return fail(ca.error);
+  const insecure = cluster.value['insecure-skip-tls-verify'] === true;
+  const warnings: string[] = [];
+  if (insecure) {
+    if (ca.value !== undefined) {
+      return fail({
+        file: cluster.file,
+        field: `${cluster.field}.insecure-skip-tls-verify`,
+        reason: 'specifying a root certificates file with the insecure flag is not allowed',
+      });
+    }
+    warnings.push(
+      `${cluster.file}: ${cluster.field}.insecure-skip-tls-verify: the API server's certificate is not verified`,
+    );
+  }
+  const proxyUrl = cluster.value['proxy-url'];
+  if (proxyUrl !== undefined && proxyUrl !== '') {
+    const problem = checkProxyUrl(proxyUrl);
+    if (problem) return fail({ file: cluster.file, field: `${cluster.field}.proxy-url`, reason: problem });
+  }
+  const tlsServerName = cluster.value['tls-server-name'];
   let connection: ClusterConnection = {
     server,
     ...(ca.value ? { ca: ca.value } : {}),
-    ...(cluster.value['insecure-skip-tls-verify'] === true ? { insecureSkipTlsVerify: true } : {}),
-    ...(typeof cluster.value['tls-server-name'] === 'string'
-      ? { tlsServerName: cluster.value['tls-server-name'] }
-      : {}),
+    ...(insecure ? { insecureSkipTlsVerify: true } : {}),
+    ...(typeof tlsServerName === 'string' && tlsServerName !== '' ? { tlsServerName } : {}),
+    ...(typeof proxyUrl === 'string' && proxyUrl !== '' ? { proxyUrl } : {}),
   };
   if (user) {
-    for (const unsupported of ['exec', 'auth-provider', 'username']) {
+    for (const unsupported of ['auth-provider', 'username']) {
       if (user.value[unsupported] !== undefined) {
         return fail({
           file: user.file,
           field: `${user.field}.${unsupported}`,
-          reason: 'not supported by kproxy; use a client certificate, token or tokenFile',
+          reason: 'not supported by kproxy; use a client certificate, token, tokenFile or exec plugin',
         });
       }
     }
@@ -174,19 +202,76 @@ async function resolveContext(merged: Merged, override: string | undefined): Pro
         reason: 'a client certificate needs a client key, and a key needs a certificate',
       });
     }
-    const token = user.value.token;
-    const tokenFile = user.value.tokenFile;
+    const token = typeof user.value.token === 'string' ? user.value.token : '';
+    const tokenFile = typeof user.value.tokenFile === 'string' ? user.value.tokenFile : '';
     connection = {
       ...connection,
       ...(cert.value ? { cert: cert.value, key: key.value } : {}),
-      ...(typeof token === 'string' && token !== ''
-        ? { tokenSource: staticTokenSource(token) }
-        : typeof tokenFile === 'string' && tokenFile !== ''
-          ? { tokenSource: new FileTokenSource(relativeTo(user.file, tokenFile)) }
+      ...(tokenFile !== ''
+        ? {
+            tokenSource: new FileTokenSource(relativeTo(user.file, tokenFile), {
+              ...(token !== '' ? { fallback: token } : {}),
+            }),
+          }
+        : token !== ''
+          ? { tokenSource: staticTokenSource(token) }
           : {}),
     };
+    if (user.value.exec !== undefined && user.value.exec !== null) {
+      const where = `${user.field}.exec`;
+      const parsed = parseExecConfig(user.value.exec, where);
+      if (!parsed.ok) {
+        return fail({
+          file: user.file,
+          field: parsed.field ? `${where}.${parsed.field}` : where,
+          reason: parsed.reason,
+        });
+      }
+      // A token in the kubeconfig is used instead of the plugin, as client-go does.
+      if (token === '' && tokenFile === '') {
+        const plugin = new ExecCredentialPlugin(parsed.config, {
+          env,
+          cluster: execClusterInfo(connection, cluster.value),
+        });
+        connection = {
+          ...connection,
+          tokenSource: plugin.tokenSource(),
+          ...(cert.value ? {} : { certSource: plugin.certSource() }),
+        };
+      }
+    }
   }
-  return { ok: true, connection };
+  return { ok: true, connection, ...(warnings.length > 0 ? { warnings } : {}) };
+}
+
+/** spec.cluster for a plugin with provideClusterInfo, as client-go fills it from the loaded config. */
+function execClusterInfo(connection: ClusterConnection, cluster: Entry): ExecClusterInfo {
+  const extensions = Array.isArray(cluster.extensions) ? (cluster.extensions as unknown[]) : [];
+  const execExtension = extensions.find(
+    (e) => (e as Entry | null)?.name === 'client.authentication.k8s.io/exec',
+  ) as Entry | undefined;
+  return {
+    server: connection.server,
+    ...(connection.tlsServerName ? { 'tls-server-name': connection.tlsServerName } : {}),
+    ...(connection.insecureSkipTlsVerify ? { 'insecure-skip-tls-verify': true } : {}),
+    ...(connection.ca ? { 'certificate-authority-data': Buffer.from(connection.ca).toString('base64') } : {}),
+    ...(connection.proxyUrl ? { 'proxy-url': connection.proxyUrl } : {}),
+    ...(execExtension?.extension !== undefined ? { config: execExtension.extension } : {}),
+  };
+}
+
+/** client-go's check of proxy-url: a URL with an http, https or socks5 scheme. */
+function checkProxyUrl(value: unknown): string | undefined {
+  if (typeof value !== 'string') return 'must be a URL';
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return `"${value}" is not a URL`;
+  }
+  return ['http:', 'https:', 'socks5:'].includes(url.protocol)
+    ? undefined
+    : `scheme "${url.protocol.replace(/:$/, '')}" is not supported (http, https or socks5)`;
 }
 
 /** A PEM from `<fileField>` (a path) or `<dataField>` (base64); data wins, as in client-go. */

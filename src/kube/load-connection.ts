@@ -25,7 +25,8 @@ export async function loadConnection(options: LoadConnectionOptions): Promise<Co
   }
   const loaded = await loadKubeconfig(kubeconfigPaths(kubeconfig, env), {
     requireAll: kubeconfig !== undefined,
+    env,
     ...(options.context ? { context: options.context } : {}),
   });
-  return loaded.ok ? { ok: true, connection: withMaster(loaded.connection, master) } : loaded;
+  return loaded.ok ? { ...loaded, connection: withMaster(loaded.connection, master) } : loaded;
 }

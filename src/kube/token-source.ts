@@ -12,6 +12,8 @@ export interface FileTokenSourceOptions {
   /** Re-read the file at least this often (client-go re-reads service-account tokens every minute). */
   readonly maxAgeMs?: number;
   readonly now?: () => number;
+  /** Sent while the file cannot be read (a kubeconfig's `token` beside its `tokenFile`, as client-go). */
+  readonly fallback?: string;
 }
 
 /**
@@ -22,6 +24,7 @@ export class FileTokenSource implements TokenSource {
   readonly #path: string;
   readonly #maxAgeMs: number;
   readonly #now: () => number;
+  readonly #fallback: string | undefined;
   #cached: string | undefined;
   #refreshAt = 0;
 
@@ -29,6 +32,7 @@ export class FileTokenSource implements TokenSource {
     this.#path = path;
     this.#maxAgeMs = options.maxAgeMs ?? 60_000;
     this.#now = options.now ?? Date.now;
+    this.#fallback = options.fallback;
   }
 
   async token(): Promise<string | undefined> {
@@ -38,8 +42,7 @@ export class FileTokenSource implements TokenSource {
       this.#cached = (await readFile(this.#path, 'utf8')).trim();
     } catch {
       // Keep using the last good token; a missing file mid-rotation is transient.
-      if (this.#cached === undefined) return undefined;
-      return this.#cached;
+      return this.#cached ?? this.#fallback;
     }
     const expiry = jwtExpiryMs(this.#cached);
     this.#refreshAt = Math.min(now + this.#maxAgeMs, expiry === undefined ? Infinity : expiry - 10_000);

@@ -154,6 +154,49 @@ current-context: a
     assert.equal(masterOnly.connection.server, 'http://127.0.0.1:8080');
   });
 
+  test('insecure-skip-tls-verify works but is warned about; proxy-url is kept', async () => {
+    const file = join(dir, 'insecure.yaml');
+    writeFileSync(
+      file,
+      `clusters: [{name: c, cluster: {server: 'https://c:6443', insecure-skip-tls-verify: true, proxy-url: 'http://squid:3128'}}]
+contexts: [{name: x, context: {cluster: c}}]
+current-context: x
+`,
+    );
+    const result = await loadKubeconfig([file]);
+    assert.ok(result.ok, JSON.stringify(result));
+    assert.equal(result.connection.insecureSkipTlsVerify, true);
+    assert.equal(result.connection.proxyUrl, 'http://squid:3128');
+    assert.deepEqual(result.warnings, [
+      `${file}: clusters[0].cluster.insecure-skip-tls-verify: the API server's certificate is not verified`,
+    ]);
+    // Through loadConnection (what the daemon calls) too.
+    const viaLoad = await loadConnection({ kubeconfig: file, env: {} });
+    assert.ok(viaLoad.ok);
+    assert.equal(viaLoad.warnings?.length, 1);
+  });
+
+  test('tokenFile wins over token; the token stands in while the file cannot be read (client-go)', async () => {
+    const tokenFile = join(dir, 'both-token');
+    writeFileSync(tokenFile, 'from-file\n');
+    const file = join(dir, 'both.yaml');
+    writeFileSync(
+      file,
+      `clusters: [{name: c, cluster: {server: 'https://c'}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+users: [{name: u, user: {token: inline, tokenFile: both-token}}]
+current-context: x
+`,
+    );
+    const result = await loadKubeconfig([file]);
+    assert.ok(result.ok);
+    assert.equal(await result.connection.tokenSource?.token(), 'from-file');
+    rmSync(tokenFile);
+    const again = await loadKubeconfig([file]);
+    assert.ok(again.ok);
+    assert.equal(await again.connection.tokenSource?.token(), 'inline');
+  });
+
   test('mistakes come back as errors naming the file and field', async () => {
     const cases: [string, string, RegExp][] = [
       ['no-context.yaml', 'clusters: []\n', /no current-context/],
@@ -169,7 +212,32 @@ contexts: [{name: x, context: {cluster: c, user: u}}]
 users: [{name: u, user: {exec: {command: aws}}}]
 current-context: x
 `,
-        /users\[0\]\.user\.exec: not supported/,
+        /users\[0\]\.user\.exec\.apiVersion: apiVersion must be specified for users\[0\]\.user\.exec to use exec authentication plugin/,
+      ],
+      [
+        'auth-provider.yaml',
+        `clusters: [{name: c, cluster: {server: 'https://c'}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+users: [{name: u, user: {auth-provider: {name: gcp}}}]
+current-context: x
+`,
+        /users\[0\]\.user\.auth-provider: not supported/,
+      ],
+      [
+        'insecure-with-ca.yaml',
+        `clusters: [{name: c, cluster: {server: 'https://c', insecure-skip-tls-verify: true, certificate-authority-data: CA}}]
+contexts: [{name: x, context: {cluster: c}}]
+current-context: x
+`.replace('CA', b64('-----BEGIN CERTIFICATE-----\n')),
+        /clusters\[0\]\.cluster\.insecure-skip-tls-verify: specifying a root certificates file with the insecure flag is not allowed$/,
+      ],
+      [
+        'ftp-proxy.yaml',
+        `clusters: [{name: c, cluster: {server: 'https://c', proxy-url: 'ftp://p:21'}}]
+contexts: [{name: x, context: {cluster: c}}]
+current-context: x
+`,
+        /clusters\[0\]\.cluster\.proxy-url: scheme "ftp" is not supported \(http, https or socks5\)/,
       ],
       [
         'missing-ca.yaml',
