@@ -134,20 +134,35 @@ export function execaRunner(prefix: readonly string[] = [], options: ExecaRunner
 }
 
 /**
- * `script` in a private file, opened for reading at its start and already unlinked, so nothing is
- * left behind whatever happens next. Created exclusively (O_EXCL, mode 0600) under the temporary
- * directory: under the systemd unit that is its PrivateTmp, writable despite ProtectSystem=strict
- * and on disk rather than in memory like /run (a full sync's script is tens of megabytes at 30k
- * services), private to kproxy and removed by systemd with the unit.
+ * `script` in a private file, opened for reading at its start and unlinked before a byte is
+ * written, so nothing is left behind whatever happens next (SIGKILL included). Created
+ * exclusively (O_EXCL, mode 0600) under the temporary directory: under the systemd unit that is
+ * its PrivateTmp, writable despite ProtectSystem=strict and on disk rather than in memory like
+ * /run (a full sync's script is tens of megabytes at 30k services), private to kproxy and removed
+ * by systemd with the unit. A full disk is the node's trouble, not a bug in kproxy: it fails the
+ * sync as a DataplaneError.
  */
 async function scriptFile(script: string) {
   const path = join(tmpdir(), `kproxy-${process.pid}-${randomBytes(8).toString('hex')}.script`);
-  const writer = await open(path, 'wx', 0o600);
   try {
-    await writer.writeFile(script);
-    return await open(path, 'r');
-  } finally {
-    await writer.close();
-    await unlink(path);
+    const writer = await open(path, 'wx', 0o600);
+    try {
+      const reader = await open(path, 'r');
+      await unlink(path);
+      try {
+        await writer.writeFile(script);
+      } catch (error) {
+        await reader.close();
+        throw error;
+      }
+      return reader;
+    } finally {
+      await writer.close();
+      await unlink(path).catch(() => {});
+    }
+  } catch (error) {
+    throw new DataplaneError(
+      `cannot write the script for the kernel tool to ${path}: ${(error as Error).message}`,
+    );
   }
 }
