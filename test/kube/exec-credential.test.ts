@@ -12,10 +12,12 @@ import {
   parseExecCredential,
 } from '../../src/kube/exec-credential.ts';
 import { loadKubeconfig } from '../../src/kube/kubeconfig.ts';
+import type { Service } from '../../src/kube/objects.ts';
 import { SERVICES } from '../../src/kube/resources.ts';
 import { makeTestPki, type TestPki } from '../support/apiserver/certs.ts';
 import { sampleService } from '../support/apiserver/sample-objects.ts';
 import { startApiServer } from '../support/apiserver/server.ts';
+import { eventually, expectedStore, startTestInformer, storeContents } from './harness.ts';
 
 const V1 = 'client.authentication.k8s.io/v1';
 const V1BETA1 = 'client.authentication.k8s.io/v1beta1';
@@ -333,6 +335,30 @@ users:
     }
   });
 
+  test('an informer on the plugin token syncs, and carries on after the token is revoked', async (t) => {
+    reset();
+    const server = await startApiServer({ tokens: ['tok-1'], bookmarkIntervalMs: 60_000 });
+    for (let i = 0; i < 3; i++) server.state.apply(SERVICES, sampleService('ns', `s${i}`));
+    const execPlugin = new ExecCredentialPlugin(execConfig(plugin), { env: {} });
+    const ti = startTestInformer<Service>(server, SERVICES, {
+      connection: { tokenSource: execPlugin.tokenSource() },
+    });
+    t.after(async () => {
+      await ti.close();
+      await server.stop();
+    });
+    await ti.informer.waitForSync();
+    assert.equal(ti.informer.store.size, 3);
+    assert.equal(runs(dir), 1);
+
+    // Revoked and cut off: the informer's next request gets a 401, the plugin runs, it resumes.
+    server.setTokens(['tok-2']);
+    server.faults.dropWatches();
+    server.state.apply(SERVICES, sampleService('ns', 'after-rotation'));
+    await eventually(() => assert.deepEqual(storeContents(ti.informer), expectedStore(server, SERVICES)));
+    assert.equal(runs(dir), 2);
+  });
+
   test('a v1beta1 plugin gets a v1beta1 request and must answer in v1beta1', async () => {
     reset();
     const beta = new ExecCredentialPlugin(
@@ -343,7 +369,7 @@ users:
     assert.equal(JSON.parse(readFileSync(join(dir, 'info.json'), 'utf8')).apiVersion, V1BETA1);
   });
 
-  test('a plugin failure reaches the informer as a credentials error naming the plugin', async () => {
+  test('a plugin failure comes back from the client as a credentials error naming the plugin', async () => {
     const failing = join(dir, 'failing.sh');
     const server = await startApiServer({ tokens: ['x'] });
     const execPlugin = new ExecCredentialPlugin(execConfig(failing), { env: {} });
