@@ -78,9 +78,11 @@ for (const backend of ['nft', 'legacy'] as const) {
       await lab.addRoute(node.ns, ['fd00:96::/64', 'dev', 'eth0']);
       // IPv6 has no send_redirects (topology.ts turns IPv4's off): a node forwarding a VIP's packet
       // back out of eth0 redirects the client, which would then send that VIP on-link, past the
-      // node; and the redirect uses up the ICMPv6 rate limit a REJECT's error needs.
+      // node. And the ICMP errors broken traffic earns (a redirect, "host unreachable" when no
+      // neighbour answers, seconds later) must not use up the rate limit a REJECT's error needs.
       await lab.sysctl(topology.client.ns, 'net.ipv6.conf.eth0.accept_redirects', '0');
       await lab.sysctl(node.ns, 'net.ipv6.icmp.ratelimit', '0');
+      await lab.sysctl(node.ns, 'net.ipv4.icmp_ratelimit', '0');
       state = clusterState(topology);
       dataplane = new IptablesDataplane({ runner: execaRunner(['ip', 'netns', 'exec', node.ns]), backend });
       await dataplane.start();
