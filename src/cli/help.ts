@@ -1,4 +1,5 @@
 // Usage text for `kproxy help` and `kproxy render --help`.
+import { RENDER_MODES } from './planners.ts';
 import { PROXY_FLAGS } from './proxy-flags.ts';
 
 export const MAIN_USAGE = `kproxy: a kube-proxy replacement (nftables, iptables, IPVS)
@@ -23,15 +24,15 @@ const proxyFlagLines = Object.entries(PROXY_FLAGS)
   })
   .join('\n');
 
-export const RENDER_USAGE = `Usage: kproxy render [--mode nftables|iptables|ipvs] (--input PATH... | --example) [flags]
+export const RENDER_USAGE = `Usage: kproxy render [--mode ${RENDER_MODES.join('|')}] (--input PATH... | --example) [flags]
 
 Reads Services, EndpointSlices and Nodes (kubectl get services,endpointslices,nodes -A -o yaml|json,
 a List, multi-document YAML or single objects) and prints the ruleset this node would get: the
 inputs \`kproxy run\` sends on an empty node (with --since: after PATH's state), each under a
 comment line naming its tool. For large clusters prefer -o json: it reads many times faster than YAML.
 
-  --mode MODE                                nftables, iptables or ipvs (same as --proxy-mode; default
-                                             nftables)
+  --mode MODE                                ${RENDER_MODES.join(', ')} (same as --proxy-mode;
+                                             default nftables)
   --input PATH                               file, directory (its .yaml/.yml/.json files) or - for stdin;
                                              repeatable
   --example                                  also read the bundled example cluster; without --node,

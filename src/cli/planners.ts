@@ -13,6 +13,9 @@ const PLANNERS: Record<ProxyConfig['mode'], PlannerLoader> = {
     }),
 };
 
+/** Every mode `render` can print, in the order help lists them. */
+export const RENDER_MODES = Object.keys(PLANNERS) as readonly ProxyConfig['mode'][];
+
 /** The planner for the configured mode. */
 export function loadPlanner(config: ProxyConfig): Promise<DataplanePlanner<unknown>> {
   return PLANNERS[config.mode](config);

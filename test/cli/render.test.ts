@@ -3,6 +3,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { PROXY_MODES } from '../../src/cli/config-fields.ts';
 import { main } from '../../src/cli/main.ts';
 import { captureIO } from './capture-io.ts';
 
@@ -281,6 +282,20 @@ test('render --help documents the flags', async () => {
   ]) {
     assert.ok(result.stdout.includes(flag), flag);
   }
+});
+
+test('render --help names every mode the configuration accepts, and each one renders (ipvs was missing)', async () => {
+  const help = await run(['render', '--help']);
+  const usage = help.stdout.split('\n')[0];
+  const modeLine = help.stdout.split('\n').find((line) => line.trimStart().startsWith('--mode MODE'));
+  for (const mode of PROXY_MODES) {
+    assert.ok(usage.includes(mode), `usage line names ${mode}`);
+    assert.ok(modeLine?.includes(mode), `--mode line names ${mode}`);
+    const rendered = await run(['render', '--mode', mode, '--example']);
+    assert.equal(rendered.code, 0, `${mode}: ${rendered.stderr}`);
+  }
+  const runHelp = await run(['run', '--help']);
+  for (const mode of PROXY_MODES) assert.match(runHelp.stdout, new RegExp(`Modes that can run here: .*${mode}`));
 });
 
 test('the example cluster file is a kubectl-style v1 List', async () => {
