@@ -295,7 +295,8 @@ test('render --help names every mode the configuration accepts, and each one ren
     assert.equal(rendered.code, 0, `${mode}: ${rendered.stderr}`);
   }
   const runHelp = await run(['run', '--help']);
-  for (const mode of PROXY_MODES) assert.match(runHelp.stdout, new RegExp(`Modes that can run here: .*${mode}`));
+  for (const mode of PROXY_MODES)
+    assert.match(runHelp.stdout, new RegExp(`Modes that can run here: .*${mode}`));
 });
 
 test('the example cluster file is a kubectl-style v1 List', async () => {
