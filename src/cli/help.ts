@@ -1,4 +1,4 @@
-// Usage text for `kproxy help` and `kproxy render --help`.
+// Usage text for `kproxy help`, `kproxy render --help` and `kproxy trace --help`.
 import { RENDER_MODES } from './planners.ts';
 import { PROXY_FLAGS } from './proxy-flags.ts';
 
@@ -8,6 +8,7 @@ Usage: kproxy COMMAND [flags]
 
 Commands:
   render     print the rules for cluster objects read from files (dry run)
+  trace      follow one packet through the rules: chains, matches, endpoint (see kproxy trace --help)
   run        run the node proxy daemon (see kproxy run --help)
   cleanup    remove kproxy's rules (--kube-proxy: also kube-proxy's leftovers)
   install    install kproxy, its systemd unit and /etc/kproxy/config.yaml
@@ -47,4 +48,29 @@ comment line naming its tool. For large clusters prefer -o json: it reads many t
 
 kube-proxy flags (same meanings):
 ${proxyFlagLines}
+`;
+
+export const TRACE_USAGE = `Usage: kproxy trace --mode nftables|iptables|ipvs (--input PATH... | --example | --live)
+         --from ADDRESS[:PORT] --to ADDRESS:PORT[/tcp|udp|sctp] [--via pod|node|external] [--json]
+
+Follows the first packet of a connection through kproxy's rules: the hooks and chains it meets,
+each rule and map or set element that matches (with the Service port it serves), and where it
+ends: DNAT to which endpoints with what probability, masquerade or not and why, REJECT, DROP, or
+no service match; and the source and destination the endpoint sees. Rules that are not kproxy's,
+or not understood, are listed as not evaluated.
+
+  --mode MODE                                nftables, iptables or ipvs (default nftables)
+  --input PATH, --example                    trace through the rules \`kproxy render\` prints for these
+                                             objects (same flags as render: --config, --node-ip, ...)
+  --live                                     trace through the rules this node's kernel holds now
+                                             (nft list ruleset, iptables-save, ipvsadm -Sn)
+  --from ADDRESS[:PORT]                      the packet's source (port default 40000)
+  --to ADDRESS:PORT[/PROTOCOL]               its destination (protocol default tcp)
+  --via pod|node|external                    where it enters: a local pod or another machine
+                                             (prerouting), or this node itself (output); default
+                                             node when --from is this node's address, else external
+  --local ADDRESS                            also an address of this node (repeatable); the node's
+                                             IPs come from --node-ip / the configuration, or the
+                                             kernel with --live
+  --json                                     the report as JSON
 `;

@@ -6,11 +6,13 @@ import { installCommand } from './install.ts';
 import { type CliIO, processIO } from './io.ts';
 import { renderCommand } from './render.ts';
 import { runCommand } from './run.ts';
+import { traceCommand } from './trace.ts';
 
 type Command = (args: readonly string[], io: CliIO) => Promise<number>;
 
 const COMMANDS: Readonly<Record<string, Command>> = {
   render: renderCommand,
+  trace: (args, io) => traceCommand(args, io),
   run: (args, io) => runCommand(args, io),
   cleanup: (args, io) => cleanupCommand(args, io),
   install: installCommand,

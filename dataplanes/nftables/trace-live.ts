@@ -1,0 +1,9 @@
+// The ruleset the kernel holds now, for `kproxy trace --live --mode nftables`.
+import type { CommandRunner } from '../shared/command-runner.ts';
+import { DataplaneError } from '../shared/dataplane-error.ts';
+
+export async function readLiveNftRuleset(runner: CommandRunner): Promise<string> {
+  const result = await runner.run('nft', ['list', 'ruleset']);
+  if (result.exitCode !== 0) throw new DataplaneError(`nft list ruleset: ${result.stderr.trim()}`);
+  return result.stdout;
+}

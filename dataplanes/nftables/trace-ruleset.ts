@@ -1,0 +1,302 @@
+// nft text → the tables, chains, sets and maps it holds, for the tracer. Reads both forms kproxy
+// meets: the script it sends (`add table …`, `add rule …`, `add element … { … }`, what `render`
+// prints) and the kernel's listing (`nft list ruleset`: nested `table … { chain … { … } }`).
+// Rules stay token lists here; trace-rule.ts gives them meaning.
+
+export interface NftElement {
+  /** Key components (the parts between ` . `), as written. */
+  readonly key: readonly string[];
+  /** Map value: components for data maps, verdict tokens (`goto`, `x`) for verdict maps. */
+  readonly value?: readonly string[];
+  readonly comment?: string;
+}
+
+export interface NftSet {
+  readonly name: string;
+  readonly isMap: boolean;
+  readonly flags: readonly string[];
+  readonly timeout?: string;
+  readonly comment?: string;
+  readonly elements: NftElement[];
+}
+
+export interface NftRule {
+  readonly text: string;
+  readonly tokens: readonly string[];
+}
+
+export interface NftChain {
+  readonly name: string;
+  readonly hook?: { readonly type: string; readonly hook: string; readonly priority: number };
+  readonly policy: 'accept' | 'drop';
+  readonly comment?: string;
+  rules: NftRule[];
+}
+
+export interface NftTable {
+  readonly family: string;
+  readonly name: string;
+  readonly chains: Map<string, NftChain>;
+  readonly sets: Map<string, NftSet>;
+}
+
+export interface NftRuleset {
+  /** Keyed "family name", in the order the tables were created. */
+  readonly tables: Map<string, NftTable>;
+  /** Lines the parser did not understand: shown by the tracer, never guessed. */
+  readonly unknown: string[];
+}
+
+const STANDARD_PRIORITIES: Readonly<Record<string, number>> = {
+  raw: -300,
+  mangle: -150,
+  dstnat: -100,
+  filter: 0,
+  security: 50,
+  srcnat: 100,
+};
+
+/** Splits nft text into words, quoted strings (kept with their quotes) and `{ } , ; \n` tokens. */
+export function tokenize(text: string): string[] {
+  const tokens: string[] = [];
+  const pattern = /"(?:[^"\\]|\\.)*"|#[^\n]*|\n|[{},;]|[^\s{},;"]+/g;
+  for (const match of text.matchAll(pattern)) {
+    if (match[0].startsWith('#')) continue;
+    tokens.push(match[0]);
+  }
+  return tokens;
+}
+
+export function unquote(token: string): string {
+  return token.startsWith('"') ? token.slice(1, -1).replace(/\\(.)/g, '$1') : token;
+}
+
+/** Parses either form (or a mix: a listing then a script); later commands act on earlier state. */
+export function parseNftRuleset(text: string): NftRuleset {
+  const ruleset: NftRuleset = { tables: new Map(), unknown: [] };
+  const statements = splitStatements(tokenize(text));
+  for (const statement of statements) applyStatement(ruleset, statement);
+  return ruleset;
+}
+
+/** Top-level statements: tokens up to a newline or `;` outside braces, braces kept inside. */
+function splitStatements(tokens: readonly string[]): string[][] {
+  const statements: string[][] = [];
+  let current: string[] = [];
+  let depth = 0;
+  for (const token of tokens) {
+    if (token === '{') depth++;
+    if (token === '}') depth--;
+    if (depth === 0 && (token === '\n' || token === ';')) {
+      if (current.length > 0) statements.push(current);
+      current = [];
+      continue;
+    }
+    current.push(token);
+  }
+  if (current.length > 0) statements.push(current);
+  return statements;
+}
+
+function applyStatement(ruleset: NftRuleset, tokens: readonly string[]): void {
+  const [verb, object] = tokens;
+  if (verb === 'table') {
+    listedTable(ruleset, tokens);
+    return;
+  }
+  const table = (family: string | undefined, name: string | undefined) =>
+    ruleset.tables.get(`${family} ${name}`);
+  const isAdd = verb === 'add' || verb === 'create' || verb === 'insert';
+  if (object === 'table') {
+    const [, , family, name] = tokens;
+    if (isAdd && family && name && !ruleset.tables.has(`${family} ${name}`))
+      ruleset.tables.set(`${family} ${name}`, { family, name, chains: new Map(), sets: new Map() });
+    else if (verb === 'delete' || verb === 'destroy') ruleset.tables.delete(`${family} ${name}`);
+    else if (verb === 'flush') flushTable(table(family, name));
+    else if (!isAdd) ruleset.unknown.push(tokens.join(' '));
+    return;
+  }
+  const [, , family, tableName, name] = tokens;
+  const owner = table(family, tableName);
+  if (owner === undefined || name === undefined) {
+    ruleset.unknown.push(tokens.join(' '));
+    return;
+  }
+  const body = braced(tokens.slice(5));
+  if (object === 'chain') {
+    if (isAdd) {
+      if (!owner.chains.has(name)) owner.chains.set(name, chainOf(name, splitClauses(body)));
+    } else if (verb === 'flush') owner.chains.get(name)!.rules = [];
+    else if (verb === 'delete' || verb === 'destroy') owner.chains.delete(name);
+    return;
+  }
+  if (object === 'set' || object === 'map') {
+    if (isAdd) {
+      if (!owner.sets.has(name)) owner.sets.set(name, setOf(name, object === 'map', splitClauses(body)));
+    } else if (verb === 'flush') owner.sets.get(name)?.elements.splice(0);
+    else if (verb === 'delete' || verb === 'destroy') owner.sets.delete(name);
+    return;
+  }
+  if (object === 'rule') {
+    const chain = owner.chains.get(name);
+    const ruleTokens = tokens.slice(5);
+    if (chain === undefined || !isAdd) {
+      ruleset.unknown.push(tokens.join(' '));
+      return;
+    }
+    const rule = { text: ruleTokens.join(' '), tokens: ruleTokens };
+    if (verb === 'insert') chain.rules.unshift(rule);
+    else chain.rules.push(rule);
+    return;
+  }
+  if (object === 'element') {
+    const set = owner.sets.get(name);
+    if (set === undefined) {
+      ruleset.unknown.push(tokens.join(' '));
+      return;
+    }
+    const elements = parseElements(body);
+    if (isAdd) set.elements.push(...elements);
+    else if (verb === 'delete' || verb === 'destroy') {
+      const keys = new Set(elements.map((element) => element.key.join(' . ')));
+      const kept = set.elements.filter((element) => !keys.has(element.key.join(' . ')));
+      set.elements.splice(0, set.elements.length, ...kept);
+    }
+    return;
+  }
+  ruleset.unknown.push(tokens.join(' '));
+}
+
+function flushTable(table: NftTable | undefined): void {
+  for (const chain of table?.chains.values() ?? []) chain.rules = [];
+  for (const set of table?.sets.values() ?? []) set.elements.splice(0);
+}
+
+/** The tokens inside the first `{ … }` (empty when there is none). */
+function braced(tokens: readonly string[]): string[] {
+  const open = tokens.indexOf('{');
+  if (open < 0) return [];
+  let depth = 0;
+  for (let i = open; i < tokens.length; i++) {
+    if (tokens[i] === '{') depth++;
+    if (tokens[i] === '}' && --depth === 0) return tokens.slice(open + 1, i);
+  }
+  return tokens.slice(open + 1);
+}
+
+/** A block's body split into clauses at `;` and newlines outside nested braces. */
+function splitClauses(tokens: readonly string[]): string[][] {
+  return splitStatements(tokens);
+}
+
+function chainOf(name: string, clauses: readonly string[][]): NftChain {
+  let hook: NftChain['hook'];
+  let policy: NftChain['policy'] = 'accept';
+  let comment: string | undefined;
+  const rules: NftRule[] = [];
+  for (const clause of clauses) {
+    const [first, second] = clause;
+    if (first === 'type' && clause[2] === 'hook') {
+      const priorityAt = clause.indexOf('priority');
+      hook = {
+        type: second!,
+        hook: clause[3]!,
+        priority: priorityOf(clause.slice(priorityAt + 1)),
+      };
+      const policyAt = clause.indexOf('policy');
+      if (policyAt > 0) policy = clause[policyAt + 1] === 'drop' ? 'drop' : 'accept';
+    } else if (first === 'policy') policy = second === 'drop' ? 'drop' : 'accept';
+    else if (first === 'comment' && clause.length === 2) comment = unquote(second!);
+    else rules.push({ text: clause.join(' '), tokens: clause });
+  }
+  return { name, policy, rules, ...(hook && { hook }), ...(comment !== undefined && { comment }) };
+}
+
+/** `dstnat`, `-110`, `filter - 10`, `srcnat + 5` → a number. */
+function priorityOf(tokens: readonly string[]): number {
+  const [base, sign, offset] = tokens;
+  const value = STANDARD_PRIORITIES[base ?? ''] ?? Number(base);
+  if (sign === '+' || sign === '-') return value + (sign === '+' ? 1 : -1) * Number(offset);
+  return value;
+}
+
+function setOf(name: string, isMap: boolean, clauses: readonly string[][]): NftSet {
+  let flags: string[] = [];
+  let timeout: string | undefined;
+  let comment: string | undefined;
+  const elements: NftElement[] = [];
+  for (const clause of clauses) {
+    const [first, second] = clause;
+    if (first === 'flags') flags = clause.slice(1).join('').split(',');
+    else if (first === 'timeout') timeout = second;
+    else if (first === 'comment') comment = unquote(second ?? '');
+    else if (first === 'elements') elements.push(...parseElements(braced(clause)));
+  }
+  return {
+    name,
+    isMap,
+    flags,
+    elements,
+    ...(timeout !== undefined && { timeout }),
+    ...(comment !== undefined && { comment }),
+  };
+}
+
+/** `a . b comment "x" : goto c, d . e` → elements (newlines ignored; `,` separates). */
+export function parseElements(tokens: readonly string[]): NftElement[] {
+  const elements: NftElement[] = [];
+  let current: string[] = [];
+  const flush = () => {
+    if (current.length > 0) elements.push(elementOf(current));
+    current = [];
+  };
+  for (const token of tokens) {
+    if (token === '\n') continue;
+    if (token === ',') flush();
+    else current.push(token);
+  }
+  flush();
+  return elements;
+}
+
+/** Words that annotate an element and take one argument (or none for the counter's own words). */
+const ELEMENT_ANNOTATIONS = new Set(['comment', 'timeout', 'expires', 'packets', 'bytes']);
+
+function elementOf(tokens: readonly string[]): NftElement {
+  const key: string[] = [];
+  const value: string[] = [];
+  let comment: string | undefined;
+  let target = key;
+  for (let i = 0; i < tokens.length; i++) {
+    const token = tokens[i]!;
+    if (token === ':') target = value;
+    else if (token === 'counter') continue;
+    else if (ELEMENT_ANNOTATIONS.has(token)) {
+      if (token === 'comment') comment = unquote(tokens[i + 1] ?? '');
+      i++;
+    } else if (token !== '.') target.push(token);
+  }
+  return {
+    key,
+    ...(target === value && { value }),
+    ...(comment !== undefined && { comment }),
+  };
+}
+
+/** `table ip kproxy { … }` from `nft list ruleset`: the same objects, nested. */
+function listedTable(ruleset: NftRuleset, tokens: readonly string[]): void {
+  const [, family, name] = tokens;
+  if (family === undefined || name === undefined) return;
+  const table: NftTable = { family, name, chains: new Map(), sets: new Map() };
+  ruleset.tables.set(`${family} ${name}`, table);
+  const clauses = splitClauses(braced(tokens));
+  for (const clause of clauses) {
+    const [kind, objectName] = clause;
+    if (objectName === undefined) continue;
+    const body = splitClauses(braced(clause));
+    if (kind === 'chain') table.chains.set(objectName, chainOf(objectName, body));
+    else if (kind === 'set' || kind === 'map')
+      table.sets.set(objectName, setOf(objectName, kind === 'map', body));
+    else if (kind !== 'comment' && kind !== 'flags') ruleset.unknown.push(clause.join(' '));
+  }
+}
