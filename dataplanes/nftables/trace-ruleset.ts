@@ -15,7 +15,8 @@ export interface NftSet {
   readonly name: string;
   readonly isMap: boolean;
   readonly flags: readonly string[];
-  readonly timeout?: string;
+  /** Seconds (nft prints "1h" what it was given as "3600s"). */
+  readonly timeout?: number;
   readonly comment?: string;
   readonly elements: NftElement[];
 }
@@ -222,13 +223,13 @@ function priorityOf(tokens: readonly string[]): number {
 
 function setOf(name: string, isMap: boolean, clauses: readonly string[][]): NftSet {
   let flags: string[] = [];
-  let timeout: string | undefined;
+  let timeout: number | undefined;
   let comment: string | undefined;
   const elements: NftElement[] = [];
   for (const clause of clauses) {
     const [first, second] = clause;
     if (first === 'flags') flags = clause.slice(1).join('').split(',');
-    else if (first === 'timeout') timeout = second;
+    else if (first === 'timeout') timeout = nftSeconds(second ?? '');
     else if (first === 'comment') comment = unquote(second ?? '');
     else if (first === 'elements') elements.push(...parseElements(braced(clause)));
   }
@@ -299,4 +300,15 @@ function listedTable(ruleset: NftRuleset, tokens: readonly string[]): void {
       table.sets.set(objectName, setOf(objectName, kind === 'map', body));
     else if (kind !== 'comment' && kind !== 'flags') ruleset.unknown.push(clause.join(' '));
   }
+}
+
+const TIME_UNITS: Readonly<Record<string, number>> = { d: 86400, h: 3600, m: 60, s: 1, ms: 0.001 };
+
+/** nft's time text ("3600s", "1h", "1h2m3s", "500ms", "30") → seconds. */
+export function nftSeconds(text: string): number {
+  if (/^\d+$/.test(text)) return Number(text);
+  let seconds = 0;
+  for (const [, amount, unit] of text.matchAll(/(\d+)(ms|d|h|m|s)/g))
+    seconds += Number(amount) * TIME_UNITS[unit!]!;
+  return seconds;
 }

@@ -199,7 +199,7 @@ class NftEvaluator {
       }
       case 'update': {
         const set = context.table.sets.get(clause.set);
-        const timeout = set?.timeout ? ` for ${set.timeout}` : '';
+        const timeout = set?.timeout ? ` for ${set.timeout}s` : '';
         const affinity = `ClientIP affinity: @${clause.set} remembers ${flow.source}${timeout}, later connections go to the same endpoint`;
         return next(record({ ...flow, affinity }), true);
       }

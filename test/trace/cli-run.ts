@@ -1,0 +1,34 @@
+// Runs `kproxy trace` / `kproxy render` in-process and captures what they print.
+import { execaRunner } from '../../dataplanes/shared/command-runner.ts';
+import { renderCommand } from '../../src/cli/render.ts';
+import { traceCommand } from '../../src/cli/trace.ts';
+
+export interface Captured {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+function capture() {
+  const out = { stdout: '', stderr: '' };
+  const io = {
+    stdout: { write: (text: string) => (out.stdout += text) },
+    stderr: { write: (text: string) => (out.stderr += text) },
+    stdin: (async function* () {})(),
+  };
+  return { out, io };
+}
+
+/** `kproxy trace ARGS`; with `netns`, --live reads that namespace's kernel. */
+export async function runTrace(args: readonly string[], netns?: string): Promise<Captured> {
+  const { out, io } = capture();
+  const runner = netns ? execaRunner(['ip', 'netns', 'exec', netns]) : undefined;
+  const code = await traceCommand(args, io, runner ? { runner } : {});
+  return { code, ...out };
+}
+
+export async function runRender(args: readonly string[]): Promise<Captured> {
+  const { out, io } = capture();
+  const code = await renderCommand(args, io);
+  return { code, ...out };
+}
