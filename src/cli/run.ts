@@ -36,6 +36,8 @@ Modes that can run here: ${LIVE_MODES.join(', ')}.
 export interface RunEnvironment {
   readonly env: NodeJS.ProcessEnv;
   readonly procRoot: string;
+  /** "/sys": the conntrack hash size is written there; tests give a temporary tree. */
+  readonly sysRoot: string;
   /** Resolves with the signal's name when the process is asked to stop. */
   shutdownRequested(): Promise<string>;
   /** Names the instance lock; tests use their own so a kproxy running on the machine is no obstacle. */
@@ -49,7 +51,7 @@ export function processRunEnvironment(): RunEnvironment {
   const requested = new Promise<string>((resolve) => {
     for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => resolve(signal));
   });
-  return { env: process.env, procRoot: '/proc', shutdownRequested: () => requested };
+  return { env: process.env, procRoot: '/proc', sysRoot: '/sys', shutdownRequested: () => requested };
 }
 
 /** kube-proxy's -v levels onto pino's: 0-1 info, 2-3 debug, 4 and up trace. */
@@ -103,6 +105,7 @@ async function runLocked(
 
   const sysctls = await applyConntrackSysctls(config.conntrack, {
     procRoot: environment.procRoot,
+    sysRoot: environment.sysRoot,
     cores: availableParallelism(),
   });
   for (const action of sysctls.actions) {

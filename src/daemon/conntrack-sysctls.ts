@@ -3,7 +3,10 @@
 // As kube-proxy does, a value is only written when it differs, and nf_conntrack_max is only ever
 // raised. nf_conntrack_max is host-wide: inside a network namespace other than the host's (the
 // lab's nodes) it is skipped with a note rather than failing, since it is not ours to change.
-// The timeouts are per network namespace and always apply.
+// The timeouts are per network namespace and always apply. With the max, kube-proxy sizes the
+// hash table to max/4 buckets (/sys/module/nf_conntrack/parameters/hashsize, host-wide too, and
+// the kernel refuses it from another namespace); it is only raised, and a read-only /sys (a
+// container's) skips it with a note, as kube-proxy does.
 import { readFile, readlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ConntrackConfig } from '../cli/config.ts';
@@ -11,6 +14,8 @@ import type { ConntrackConfig } from '../cli/config.ts';
 export interface SysctlEnvironment {
   /** "/proc" in the daemon; a temporary tree in tests. */
   readonly procRoot: string;
+  /** "/sys" in the daemon; a temporary tree in tests (the hash size is the host's). */
+  readonly sysRoot: string;
   readonly cores: number;
 }
 
@@ -23,6 +28,11 @@ export type SysctlResult =
   | { readonly ok: false; readonly error: string; readonly actions: readonly SysctlAction[] };
 
 const MAX = 'net/netfilter/nf_conntrack_max';
+const HASHSIZE = 'module/nf_conntrack/parameters/hashsize';
+/** How the actions name the hash size (it is a module parameter, not a sysctl). */
+const HASHSIZE_KEY = 'nf_conntrack.hashsize';
+/** A sysfs that will not take the write: read-only (containers), or no permission. */
+const UNWRITABLE = new Set(['EROFS', 'EACCES', 'EPERM']);
 
 /** The table size kube-proxy asks for: maxPerCore × cores, at least min; 0 = leave it alone. */
 export function conntrackMax(config: ConntrackConfig, cores: number): number {
@@ -55,11 +65,13 @@ export async function applyConntrackSysctls(
     const max = conntrackMax(config, env.cores);
     if (max > 0) {
       if (!(await inInitialNetns(env.procRoot))) {
-        actions.push({
-          key: key(MAX),
-          action: 'skipped',
-          reason: 'host-wide, and this is not the host network namespace',
-        });
+        for (const name of [key(MAX), HASHSIZE_KEY]) {
+          actions.push({
+            key: name,
+            action: 'skipped',
+            reason: 'host-wide, and this is not the host network namespace',
+          });
+        }
       } else {
         const current = await readNumber(sysctl(MAX));
         if (current === undefined) {
@@ -68,6 +80,8 @@ export async function applyConntrackSysctls(
           await writeFile(sysctl(MAX), `${max}\n`);
           actions.push({ key: key(MAX), action: 'set', from: current, to: max });
         }
+        touching = HASHSIZE_KEY;
+        actions.push(...(await raiseHashsize(join(env.sysRoot, HASHSIZE), Math.floor(max / 4))));
       }
     }
     for (const [path, value] of timeoutSettings(config)) {
@@ -86,6 +100,22 @@ export async function applyConntrackSysctls(
     return { ok: false, error: `conntrack settings: cannot set ${touching}: ${code ?? message}`, actions };
   }
   return { ok: true, actions };
+}
+
+/** kube-proxy's SetMax: the buckets only grow, and a sysfs that refuses the write is noted. */
+async function raiseHashsize(path: string, wanted: number): Promise<SysctlAction[]> {
+  const current = await readNumber(path);
+  if (current === undefined)
+    return [{ key: HASHSIZE_KEY, action: 'skipped', reason: 'nf_conntrack is not loaded' }];
+  if (current >= wanted) return [];
+  try {
+    await writeFile(path, `${wanted}\n`);
+  } catch (error) {
+    const { code } = error as NodeJS.ErrnoException;
+    if (code === undefined || !UNWRITABLE.has(code)) throw error;
+    return [{ key: HASHSIZE_KEY, action: 'skipped', reason: `/sys cannot be written here (${code})` }];
+  }
+  return [{ key: HASHSIZE_KEY, action: 'set', from: current, to: wanted }];
 }
 
 /** The host namespace is the one PID 1 lives in. */

@@ -286,7 +286,7 @@ test('render --help documents the flags', async () => {
 
 test('render --help names every mode the configuration accepts, and each one renders (ipvs was missing)', async () => {
   const help = await run(['render', '--help']);
-  const usage = help.stdout.split('\n')[0];
+  const usage = help.stdout.split('\n')[0] ?? '';
   const modeLine = help.stdout.split('\n').find((line) => line.trimStart().startsWith('--mode MODE'));
   for (const mode of PROXY_MODES) {
     assert.ok(usage.includes(mode), `usage line names ${mode}`);

@@ -54,6 +54,8 @@ function environment(proc: string, dataplane: RecordingDataplane) {
   const env: RunEnvironment = {
     env: {},
     procRoot: proc,
+    // No module/ in it: the conntrack hash size is skipped, the host's is never written.
+    sysRoot: proc,
     shutdownRequested: () => stopped,
     lockPrefix: `kproxy-test-${process.pid}`,
     dataplane: async () => dataplane,
