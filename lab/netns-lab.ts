@@ -32,6 +32,17 @@ const API_MAIN = join(REPO, 'test/support/apiserver/main.ts');
 const API_ADDRESS = '10.100.0.1';
 const API = `http://${API_ADDRESS}:6443`;
 const SYNCED = '"msg":"rules synced"';
+/**
+ * How long a node's kproxy gets for one sync of the lab's few services, the first one included
+ * (adoption, backend choice): about a second idle, several seconds on a loaded machine with every
+ * node's daemon starting at once. It bounds a hang.
+ */
+const SYNC_DEADLINE_MS = 30_000;
+/**
+ * SIGTERM to exit: kproxy's stop lets a sync or periodic check in flight finish (at most one sync),
+ * then closes its informers and listeners (milliseconds), and the process exits (about a second).
+ */
+const STOP_DEADLINE_MS = SYNC_DEADLINE_MS + 5_000;
 
 export interface NetnsLabOptions {
   readonly mode: DataplaneMode;
@@ -176,7 +187,8 @@ export class NetnsLab implements LabDriver {
   async restartProxies(): Promise<void> {
     await Promise.all(
       this.#topo.nodes.map(async (node) => {
-        await this.#daemons.get(node.name)?.kill();
+        // A clean stop, as systemd would ask for: a daemon killed mid-sync is another scenario.
+        await this.#daemons.get(node.name)?.stop(STOP_DEADLINE_MS);
         await this.#startDaemon(node.name, node.ns);
       }),
     );
@@ -229,7 +241,7 @@ export class NetnsLab implements LabDriver {
     ]);
     this.#daemons.set(node, daemon);
     this.#daemonHistory.push({ node, process: daemon });
-    await daemon.waitFor(SYNCED, 30_000);
+    await daemon.waitFor(SYNCED, SYNC_DEADLINE_MS);
   }
 
   /** An API request from the underlay namespace, where the API server listens. */

@@ -27,7 +27,12 @@ export interface Scenario {
   run(run: ScenarioRun): Promise<void>;
 }
 
-/** How long the nodes get to follow a change before a scenario calls it a failure. */
+/**
+ * How long the nodes get to follow a change before a scenario calls it a failure: the watch
+ * delivers it (milliseconds), the sync waits out minSyncPeriod (100 ms in the netns lab, kube-proxy's
+ * 1 s default under Vagrant) and runs (under a second idle, a few seconds on a loaded machine). The
+ * deadline bounds a hang; the time each check took is reported as the sync latency seen.
+ */
 const CONVERGE_TIMEOUT_MS = 20_000;
 
 export class ScenarioRun {

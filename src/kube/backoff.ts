@@ -1,6 +1,9 @@
 // Capped exponential backoff with jitter, as client-go's reflector uses between failed lists and
 // watches, so that many nodes do not hammer a recovering API server in lockstep.
 
+/** The default cap: no retry of a failed list or watch waits longer (jitter included). */
+export const BACKOFF_MAX_MS = 30_000;
+
 export interface BackoffOptions {
   readonly initialMs?: number;
   readonly maxMs?: number;
@@ -16,7 +19,7 @@ export class Backoff {
 
   constructor(options: BackoffOptions = {}) {
     this.#initialMs = options.initialMs ?? 800;
-    this.#maxMs = options.maxMs ?? 30_000;
+    this.#maxMs = options.maxMs ?? BACKOFF_MAX_MS;
     this.#random = options.random ?? Math.random;
   }
 

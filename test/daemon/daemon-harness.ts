@@ -69,7 +69,11 @@ export class RecordingDataplane implements LiveDataplane {
   }
 }
 
-/** Polls until `check` returns true; throws with `what` after `timeoutMs`. */
+/**
+ * Polls until `check` returns true; throws with `what` after `timeoutMs`. The default bounds a hang
+ * only: what the tests wait for (a sync after minSyncPeriod, the health timeout of 2 × syncPeriod,
+ * an informer retry) takes at most a few seconds even on a loaded machine.
+ */
 export async function eventually(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 15_000) {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {

@@ -10,6 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { heldConnection } from '../../lab/echo-output.ts';
+import { BACKOFF_MAX_MS } from '../../src/kube/backoff.ts';
 import { ENDPOINT_SLICES, NODES, objectPath, type ResourceType, SERVICES } from '../../src/kube/resources.ts';
 import { sampleEndpointSlice, sampleNode, sampleService } from '../support/apiserver/sample-objects.ts';
 import { Lab, type LabProcess, requireRoot } from '../support/netns.ts';
@@ -26,6 +28,25 @@ const CLUSTER_IP = '10.96.0.10';
 const NODE_PORT = 30080;
 const TEST_PORTS = '40000-40999';
 const HEALTH_CHECK_PORT = 32000;
+
+/**
+ * How long one sync of this one-service cluster may take, the first one included (adoption,
+ * backend choice): ~0.1-0.7 s idle, up to ~4 s seen with two CPU hogs and other kernel tests beside
+ * it (process starts of nft/iptables dominate). Generous: it bounds a hang, it is not a speed check.
+ */
+const SYNC_DEADLINE_MS = 20_000;
+/**
+ * SIGTERM to exit: stop() lets a sync or periodic check in flight finish (at most one sync), then
+ * stops the informers and closes the listeners (milliseconds), and the process exits (~0.3 s; ~1 s
+ * seen under load).
+ */
+const STOP_DEADLINE_MS = SYNC_DEADLINE_MS + 5_000;
+const CLEAN_EXIT = { code: 0, signal: null };
+/**
+ * Probes while the rules change time out quickly (a dropped SYN is retried by eventually());
+ * ANSWER_TIMEOUT_MS (the default) is for attempts that must be answered.
+ */
+const PROBE_TIMEOUT_MS = 1000;
 
 function config(mode: string): string {
   return `apiVersion: kubeproxy.config.k8s.io/v1alpha1
@@ -149,33 +170,10 @@ async function ownsRules(c: Cluster, mode: string): Promise<boolean> {
 
 const syncCount = (daemon: LabProcess) => daemon.output().split('"msg":"rules synced"').length - 1;
 
+/** Which backends answered `count` probes (short timeouts: for use inside eventually()). */
 async function backends(c: Cluster, fromNs: string, host: string, port: number, count = 12) {
-  return tally(await c.topo.connect(fromNs, 'tcp', host, port, { count, timeoutMs: 1000 }));
+  return tally(await c.topo.connect(fromNs, 'tcp', host, port, { count, timeoutMs: PROBE_TIMEOUT_MS }));
 }
-
-/** A client that holds one TCP connection open and checks it still echoes every 100 ms. */
-const HOLD_CONNECTION = `
-import { connect } from 'node:net';
-const [host, port, seconds] = process.argv.slice(1);
-const socket = connect({ host, port: Number(port) });
-socket.setEncoding('utf8');
-let buffer = '';
-let sent = 0;
-let echoed = 0;
-socket.on('data', (chunk) => {
-  buffer += chunk;
-  if (buffer.includes('\\n') && sent === 0) { console.log('connected ' + buffer.split('\\n')[0]); buffer = buffer.slice(buffer.indexOf('\\n') + 1); }
-  echoed += (buffer.match(/x/g) ?? []).length; buffer = buffer.replace(/x/g, '');
-});
-socket.on('error', (e) => { console.log('broken ' + e.code); process.exit(1); });
-socket.on('close', () => { if (!done) { console.log('broken close'); process.exit(1); } });
-let done = false;
-const timer = setInterval(() => { socket.write('x'); sent++; }, 100);
-setTimeout(() => {
-  clearInterval(timer);
-  setTimeout(() => { done = true; console.log(echoed >= sent - 1 ? 'ok ' + echoed : 'lost ' + echoed + '/' + sent); socket.end(); }, 500);
-}, Number(seconds) * 1000);
-`;
 
 // The host kernel has no ip_vs: the IPVS dataplane's kernel tests run in a VM
 // (test/dataplanes/ipvs/ipvs-in-vm.test.ts).
@@ -186,7 +184,7 @@ for (const mode of ['nftables', 'iptables'] as const) {
       const c = await cluster(t, mode);
       const [pod0, pod1] = c.topo.nodes[0]!.pods;
       const daemon = c.startDaemon();
-      await daemon.waitFor('"msg":"rules synced"', 20_000);
+      await daemon.waitFor('"msg":"rules synced"', SYNC_DEADLINE_MS);
 
       await c.write('POST', SERVICES, webService());
       await c.write('POST', ENDPOINT_SLICES, webSlice([pod0!.ipv4, pod1!.ipv4]));
@@ -248,7 +246,7 @@ for (const mode of ['nftables', 'iptables'] as const) {
         const seen = await backends(c, c.nodeNs, CLUSTER_IP, 80, 2);
         return ![...seen.keys()].some((k) => k.startsWith('node-'));
       });
-      await daemon.kill();
+      assert.deepEqual(await daemon.stop(STOP_DEADLINE_MS), CLEAN_EXIT, daemon.output());
       assert.equal(await ownsRules(c, mode), true, 'a stopped daemon leaves its rules');
       const cleanup = await c.topo.lab.exec(c.nodeNs, NODE_BIN, [KPROXY, 'cleanup', '--mode', mode], {
         reject: false,
@@ -264,30 +262,32 @@ for (const mode of ['nftables', 'iptables'] as const) {
       await c.write('POST', SERVICES, webService());
       await c.write('POST', ENDPOINT_SLICES, webSlice([pod0!.ipv4]));
       const first = c.startDaemon();
-      await first.waitFor('"msg":"rules synced"', 20_000);
+      await first.waitFor('"msg":"rules synced"', SYNC_DEADLINE_MS);
       await eventually('the NodePort answers', async () =>
         (await backends(c, c.topo.client.ns, c.topo.nodes[0]!.ipv4, NODE_PORT, 2)).has(pod0!.name),
       );
 
-      const holder = c.topo.lab.spawn(c.topo.client.ns, NODE_BIN, [
-        '--input-type=module',
-        '-e',
-        HOLD_CONNECTION,
-        c.topo.nodes[0]!.ipv4,
-        String(NODE_PORT),
-        '6',
-      ]);
-      await holder.waitFor('connected');
-      await first.kill(); // SIGTERM: a clean stop that leaves the rules.
+      const holder = await c.topo.holdConnection(c.topo.client.ns, c.topo.nodes[0]!.ipv4, NODE_PORT);
+      const held = heldConnection(holder.output, () => holder.kill());
+      assert.equal(held.backend, pod0!.name);
+      // SIGTERM: a clean stop that leaves the rules.
+      assert.deepEqual(await first.stop(STOP_DEADLINE_MS), CLEAN_EXIT, first.output());
       assert.match(first.output(), /"msg":"stopped; rules left in place"/);
-      const whileDown = await backends(c, c.topo.client.ns, c.topo.nodes[0]!.ipv4, NODE_PORT, 3);
-      assert.deepEqual([...whileDown.keys()], [pod0!.name], 'new connections work while kproxy is down');
+      assert.ok(await held.alive(), `the held connection echoes while kproxy is down: ${holder.output()}`);
+      const whileDown = await c.topo.connect(c.topo.client.ns, 'tcp', c.topo.nodes[0]!.ipv4, NODE_PORT, {
+        count: 3,
+      });
+      assert.deepEqual(
+        [...tally(whileDown).keys()],
+        [pod0!.name],
+        'new connections work while kproxy is down',
+      );
 
       const second = c.startDaemon();
-      await second.waitFor('"msg":"rules synced"', 20_000);
-      const verdict = await holder.waitFor('ok', 20_000).catch(() => holder.output());
-      assert.match(verdict, /^ok \d+/, `the established connection survived: ${holder.output()}`);
-      await second.kill();
+      await second.waitFor('"msg":"rules synced"', SYNC_DEADLINE_MS);
+      assert.ok(await held.alive(), `the held connection survived the restart: ${holder.output()}`);
+      await held.close();
+      assert.deepEqual(await second.stop(STOP_DEADLINE_MS), CLEAN_EXIT, second.output());
     });
 
     test('an API server outage keeps the rules, turns /healthz 503, and recovery resyncs', async (t) => {
@@ -297,13 +297,13 @@ for (const mode of ['nftables', 'iptables'] as const) {
       await c.write('POST', SERVICES, webService());
       await c.write('POST', ENDPOINT_SLICES, webSlice([pod0!.ipv4]));
       const daemon = c.startDaemon();
-      await daemon.waitFor('"msg":"rules synced"', 20_000);
+      await daemon.waitFor('"msg":"rules synced"', SYNC_DEADLINE_MS);
       await eventually('pod 0 answers', async () =>
         (await backends(c, c.nodeNs, CLUSTER_IP, 80, 2)).has(pod0!.name),
       );
 
       await c.blockApi(true);
-      // The health timeout is 2 × syncPeriod = 2 s.
+      // The health timeout is 2 × syncPeriod = 2 s after the contact is lost (a bookmark a second).
       await eventually(
         'healthz 503 during the outage',
         async () => (await c.get('http://127.0.0.1:10256/healthz')).status === 503,
@@ -318,7 +318,12 @@ for (const mode of ['nftables', 'iptables'] as const) {
       await c.write('PUT', ENDPOINT_SLICES, webSlice([pod1!.ipv4]));
       const before = syncCount(daemon);
       await c.blockApi(false);
-      await eventually('a resync after recovery', () => syncCount(daemon) > before, 30_000);
+      // The informers retry with capped backoff: the next attempt may be BACKOFF_MAX_MS away.
+      await eventually(
+        'a resync after recovery',
+        () => syncCount(daemon) > before,
+        BACKOFF_MAX_MS + SYNC_DEADLINE_MS,
+      );
       await eventually('pod 1 answers after recovery', async () => {
         const seen = await backends(c, c.nodeNs, CLUSTER_IP, 80, 4);
         return seen.size === 1 && seen.has(pod1!.name);

@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { logLevel, type RunEnvironment, runCommand } from '../../src/cli/run.ts';
 import { NODES, SERVICES } from '../../src/kube/resources.ts';
 import { sampleNode, sampleService } from '../support/apiserver/sample-objects.ts';
@@ -123,5 +125,39 @@ describe('kproxy run', () => {
       '--v 2 enables debug lines',
     );
     assert.equal(dataplane.cleanups, 0, 'rules stay after a stop');
+  });
+
+  // execa registers signal-exit while a command runs; signal-exit re-raises a signal when it sees no
+  // other listener, and a process.once() listener is already removed when signal-exit looks. Then a
+  // SIGTERM during any kernel command (a periodic iptables check, say) killed kproxy outright.
+  test('SIGTERM while an external command runs still reaches the clean stop', {
+    todo: 'src/cli/run.ts: processRunEnvironment must listen with process.on, not process.once',
+  }, async () => {
+    const run = fileURLToPath(new URL('../../src/cli/run.ts', import.meta.url));
+    const script = `
+        import { execa } from 'execa';
+        import { processRunEnvironment } from ${JSON.stringify(run)};
+        const environment = processRunEnvironment();
+        const command = execa('sleep', ['60']);
+        command.catch(() => {});
+        console.log('ready');
+        console.log('stopping on ' + (await environment.shutdownRequested()));
+        command.kill();
+      `;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+      cwd: fileURLToPath(new URL('../../', import.meta.url)),
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const ended = new Promise<unknown>((resolve) =>
+      child.once('close', (code, signal) => resolve({ code, signal })),
+    );
+    let out = '';
+    child.stdout.setEncoding('utf8');
+    child.stdout.on('data', (chunk: string) => {
+      out += chunk;
+      if (out.includes('ready')) child.kill('SIGTERM');
+    });
+    assert.deepEqual(await ended, { code: 0, signal: null }, out);
+    assert.match(out, /stopping on SIGTERM/);
   });
 });

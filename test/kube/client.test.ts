@@ -28,9 +28,19 @@ function eventSummary(items: readonly WatchItem[]): string[] {
   );
 }
 
+/**
+ * Short enough to test the timeouts quickly, long enough that the in-process stand-in always answers
+ * in time: milliseconds idle, up to a few hundred with CPU hogs beside it.
+ */
+const HEADERS_TIMEOUT_MS = 2_000;
+const LIST_BODY_TIMEOUT_MS = 1_000;
+
 describe('KubeClient against the stand-in API server (plain HTTP)', async () => {
   const server = await startApiServer({ bookmarkIntervalMs: 60_000 });
-  const client = new KubeClient({ server: server.url }, { headersTimeoutMs: 300, listBodyTimeoutMs: 100 });
+  const client = new KubeClient(
+    { server: server.url },
+    { headersTimeoutMs: HEADERS_TIMEOUT_MS, listBodyTimeoutMs: LIST_BODY_TIMEOUT_MS },
+  );
   after(async () => {
     await client.close();
     await server.stop();
@@ -95,8 +105,8 @@ describe('KubeClient against the stand-in API server (plain HTTP)', async () => 
       allowWatchBookmarks: false,
     });
     assert.ok(watch.ok);
-    // Longer than the client's list body timeout (100 ms): a watch must survive it.
-    await new Promise((r) => setTimeout(r, 400));
+    // Past the client's list body timeout (a timer set before this one fires first): a watch must survive it.
+    await new Promise((r) => setTimeout(r, 2 * LIST_BODY_TIMEOUT_MS));
     server.state.apply(SERVICES, sampleService('quiet', 'late'));
     assert.deepEqual(eventSummary(await take(watch.value, 1)), ['ADDED late']);
   });
@@ -107,8 +117,8 @@ describe('KubeClient against the stand-in API server (plain HTTP)', async () => 
       timeoutSeconds: 30,
       allowWatchBookmarks: false,
     });
+    // The server registers a watch before it sends the headers watch() waited for.
     assert.ok(watch.ok);
-    await new Promise((r) => setTimeout(r, 50));
     server.faults.writeToWatches('{"type":"ADDED","object":{"metadata"\n');
     server.state.apply(SERVICES, sampleService('m', 'after-garbage'));
     const items = await take(watch.value, 1);
@@ -127,7 +137,7 @@ describe('KubeClient against the stand-in API server (plain HTTP)', async () => 
     server.faults.failNext(1, 500);
     const failed = await client.list(SERVICES, {});
     assert.ok(!failed.ok && failed.error.kind === 'status' && failed.error.status === 500);
-    server.faults.stallNext(1, 1000);
+    server.faults.stallNext(1, 2 * HEADERS_TIMEOUT_MS);
     const stalled = await client.list(SERVICES, {});
     assert.ok(!stalled.ok);
     assert.equal(stalled.error.kind, 'network');

@@ -26,12 +26,21 @@ export interface TestInformer<T extends KubeObject> {
   close(): Promise<void>;
 }
 
+/**
+ * The test informers' headers timeout: short, so a stalled request (faults.stallNext) fails fast.
+ * One that times out under load is only one more fault: informers retry, and tests wait on results.
+ */
+export const TEST_HEADERS_TIMEOUT_MS = 500;
+
 export function startTestInformer<T extends KubeObject>(
   server: StandInApiServer,
   resource: ResourceType,
   options: Partial<InformerOptions<T>> & { readonly connection?: Partial<ClusterConnection> } = {},
 ): TestInformer<T> {
-  const client = new KubeClient({ server: server.url, ...options.connection }, { headersTimeoutMs: 500 });
+  const client = new KubeClient(
+    { server: server.url, ...options.connection },
+    { headersTimeoutMs: TEST_HEADERS_TIMEOUT_MS },
+  );
   const registry = new Registry();
   const metrics = createInformerMetrics(registry);
   const log = capturedLogger();

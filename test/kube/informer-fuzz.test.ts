@@ -10,7 +10,14 @@ import { ENDPOINT_SLICES, type ResourceType, SERVICES } from '../../src/kube/res
 import { sampleEndpointSlice, sampleService } from '../support/apiserver/sample-objects.ts';
 import { type StandInApiServer, startApiServer } from '../support/apiserver/server.ts';
 import { prng } from '../support/prng.ts';
-import { counterValue, eventually, expectedStore, startTestInformer, storeContents } from './harness.ts';
+import {
+  counterValue,
+  eventually,
+  expectedStore,
+  startTestInformer,
+  storeContents,
+  TEST_HEADERS_TIMEOUT_MS,
+} from './harness.ts';
 
 const PROXY_NAME_LABEL = 'service.kubernetes.io/service-proxy-name';
 const HEADLESS_LABEL = 'service.kubernetes.io/headless';
@@ -50,7 +57,8 @@ function randomFault(server: StandInApiServer, random: () => number, allowRetryA
     ['drop watches', () => server.faults.dropWatches()],
     ['500', () => server.faults.failNext(1 + Math.floor(random() * 3), 500)],
     ['429', () => server.faults.failNext(1, 429, allowRetryAfter ? 1 : 0)],
-    ['stall', () => server.faults.stallNext(1, 700)],
+    // Past the client's headers timeout: the request fails as if the server hung.
+    ['stall', () => server.faults.stallNext(1, TEST_HEADERS_TIMEOUT_MS + 200)],
     ['compact', () => server.faults.compact()],
     ['410', () => server.faults.expireNext(1)],
     ['garbage', () => server.faults.writeToWatches('{"type":"MODIFIED","object":\n')],

@@ -61,13 +61,16 @@ function udpOnce(host: string, port: number, timeoutMs: number, source?: string)
   });
 }
 
+/** How often a held connection (--hold) sends a tick. */
+export const HOLD_TICK_MS = 100;
+
 function hold(host: string, port: number): void {
   const socket = connect({ host, port });
   socket.setEncoding('utf8');
   let buffered = '';
   let greeted = false;
   let tick = 0;
-  const timer = setInterval(() => socket.write(`tick ${tick++}\n`), 100);
+  const timer = setInterval(() => socket.write(`tick ${tick++}\n`), HOLD_TICK_MS);
   const fail = (error: string): void => {
     clearInterval(timer);
     process.stdout.write(`${JSON.stringify({ error })}\n`);

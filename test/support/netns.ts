@@ -22,15 +22,40 @@ export interface ExecOptions {
   readonly timeoutMs?: number;
 }
 
+/** How a process ended: an exit code, or the signal that killed it. */
+export interface ProcessEnd {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+}
+
 /** A long-running process inside a namespace. */
 export interface LabProcess {
   readonly pid: number;
   /** Resolves with the first stdout line that contains `marker` (e.g. "ready"). */
   waitFor(marker: string, timeoutMs?: number): Promise<string>;
-  /** Everything written to stdout so far. */
+  /** Everything written to stdout so far (all of it once stop() or kill() resolved). */
   output(): string;
+  /**
+   * A clean stop the test relies on: SIGTERM, then waits up to `withinMs` for the process to exit.
+   * Resolves with how it ended; throws (after a SIGKILL) when it did not stop in time.
+   */
+  stop(withinMs: number): Promise<ProcessEnd>;
+  /** Cleanup: SIGTERM, and SIGKILL after KILL_GRACE_MS. */
   kill(): Promise<void>;
 }
+
+/**
+ * How long kill() lets a process handle SIGTERM before it is killed. Only cleanup waits on it
+ * (echo servers, clients, the stand-in API server exit at once); a test that needs a clean stop
+ * uses stop() with the bound of the process it stops.
+ */
+export const KILL_GRACE_MS = 2_000;
+
+/**
+ * waitFor's default: a Node process in a namespace printing its first line (e.g. "ready"). That is
+ * ~0.3 s on an idle machine and a few seconds with CPU hogs beside it; the deadline bounds a hang.
+ */
+export const START_DEADLINE_MS = 10_000;
 
 /** True when the test may touch the kernel; otherwise skips the test LOUDLY with the reason. */
 export function requireRoot(t: TestContext, what = 'network namespaces'): boolean {
@@ -158,6 +183,11 @@ export class Lab {
     this.#own(ns);
     // `ip netns exec` execs the command in place, so the PID is the command's own.
     const child = spawn('ip', ['netns', 'exec', ns, cmd, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    // 'close', not 'exit': it comes once stdout is drained too, so output() is complete. After
+    // 'exit' the last lines may still be in the pipe, notably on a busy machine.
+    const closed = new Promise<ProcessEnd>((resolve) =>
+      child.once('close', (code, signal) => resolve({ code, signal })),
+    );
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     const pid = child.pid;
     if (pid === undefined) throw new Error(`could not start ${cmd} in ${ns}`);
@@ -173,10 +203,19 @@ export class Lab {
       err += chunk;
     });
     const processes = this.#processes;
+    const exitsWithin = async (ms: number): Promise<boolean> => {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<false>((resolve) => {
+        timer = setTimeout(() => resolve(false), ms);
+      });
+      const exited = await Promise.race([closed.then(() => true as const), late]);
+      clearTimeout(timer);
+      return exited;
+    };
     return {
       pid,
       output: () => out,
-      waitFor(marker, timeoutMs = 10_000) {
+      waitFor(marker, timeoutMs = START_DEADLINE_MS) {
         return new Promise((resolve, reject) => {
           const check = (): boolean => {
             const line = out.split('\n').find((l) => l.includes(marker));
@@ -193,31 +232,37 @@ export class Lab {
           const timer = setTimeout(() => {
             finish();
             reject(
-              new Error(`${cmd} in ${ns} did not print ${marker} within ${timeoutMs} ms: ${err.trim()}`),
+              new Error(
+                `${cmd} in ${ns} did not print ${marker} within ${timeoutMs} ms; it printed:\n${out.slice(-2000)}${err.slice(-2000)}`,
+              ),
             );
           }, timeoutMs);
           const finish = (): void => {
             clearTimeout(timer);
             child.stdout?.off('data', check);
-            child.off('exit', onExit);
+            child.off('close', onExit);
           };
           if (check()) return;
           child.stdout?.on('data', check);
-          child.once('exit', onExit);
+          child.once('close', onExit);
         });
       },
-      async kill() {
-        if (!processes.has(pid)) return;
-        processes.delete(pid);
+      async stop(withinMs) {
+        if (!processes.delete(pid)) throw new Error(`${cmd} in ${ns} was already stopped`);
         killPid(pid, 'SIGTERM');
-        const gone = await Promise.race([
-          exited.then(() => true),
-          new Promise<boolean>((r) => setTimeout(() => r(false), 2000)),
-        ]);
-        if (!gone) {
-          killPid(pid, 'SIGKILL');
-          await exited;
-        }
+        if (await exitsWithin(withinMs)) return closed;
+        const why =
+          child.exitCode === null ? 'did not stop' : 'exited, but a child of it kept its stdout open,';
+        killPid(pid, 'SIGKILL');
+        await exited;
+        throw new Error(`${cmd} in ${ns} ${why} within ${withinMs} ms of SIGTERM; output:\n${out}${err}`);
+      },
+      async kill() {
+        if (!processes.delete(pid)) return;
+        killPid(pid, 'SIGTERM');
+        if (await exitsWithin(KILL_GRACE_MS)) return;
+        killPid(pid, 'SIGKILL');
+        await exited;
       },
     };
   }

@@ -44,8 +44,17 @@ export interface TopologyOptions {
   readonly podsPerNode: readonly number[];
 }
 
+/**
+ * connect()'s default per-attempt timeout, for attempts the rules let through: the echo server
+ * greets within milliseconds on an idle machine, and has been seen to take ~1 s with CPU hogs and
+ * other kernel tests beside it. The deadline bounds a hang; a test that expects a drop passes its
+ * own, shorter timeout (the time it takes to call a silence a drop).
+ */
+export const ANSWER_TIMEOUT_MS = 5_000;
+
 export interface ConnectOptions {
   readonly count?: number;
+  /** Per attempt; ANSWER_TIMEOUT_MS by default. */
   readonly timeoutMs?: number;
   readonly source?: string;
 }
@@ -123,7 +132,12 @@ export class Topology {
     options: ConnectOptions = {},
   ): Promise<EchoOutcome[]> {
     const args = [join(SUPPORT_DIR, 'echo-client.ts'), proto, host, String(port)];
-    args.push('--count', String(options.count ?? 1), '--timeout', String(options.timeoutMs ?? 1000));
+    args.push(
+      '--count',
+      String(options.count ?? 1),
+      '--timeout',
+      String(options.timeoutMs ?? ANSWER_TIMEOUT_MS),
+    );
     if (options.source) args.push('--source', options.source);
     const { stdout } = await this.lab.exec(fromNs, process.execPath, args);
     return stdout

@@ -5,6 +5,7 @@ import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
 import { commandNftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
 import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
+import { heldConnection } from '../../../lab/echo-output.ts';
 import type { DualStackState, ServicePort } from '../../../src/model/proxy-state.ts';
 import { Lab } from '../../support/netns.ts';
 import { prng } from '../../support/prng.ts';
@@ -27,8 +28,6 @@ function dataplaneIn(ns: string, coldStartChunk?: number): NftablesDataplane {
   };
   return new NftablesDataplane({ nft: commandNftRunner(commands), commands, log, coldStartChunk });
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('nftables live dataplane on the kernel', { skip: isRoot ? false : ROOT_REASON }, () => {
   let lab: Lab;
@@ -63,8 +62,9 @@ describe('nftables live dataplane on the kernel', { skip: isRoot ? false : ROOT_
     const [b0, b1] = topo.nodes[1]!.pods;
     const dp = dataplaneIn(node0);
     await dp.sync(state([web([a0!, a1!, b0!])]), 'full');
-    const held = await topo.holdConnection(topo.client.ns, '10.96.0.10', 80);
-    const backend = (JSON.parse(held.output().split('\n')[0]!) as { name: string }).name;
+    const holder = await topo.holdConnection(topo.client.ns, '10.96.0.10', 80);
+    const held = heldConnection(holder.output, () => holder.kill());
+    const backend = held.backend;
     const others = [a0!, a1!, b0!].filter((p) => p.name !== backend);
     const kept = [a0!, a1!, b0!].find((p) => p.name === backend)!;
 
@@ -79,15 +79,8 @@ describe('nftables live dataplane on the kernel', { skip: isRoot ? false : ROOT_
     await restarted.start();
     await restarted.sync(state([web([kept, b1!])]), 'full');
     assert.equal(await tableHandle(), handleBefore, 'the adopted table was reconciled, not replaced');
-    const echoesBefore = held
-      .output()
-      .split('\n')
-      .filter((l) => l.includes('"echo"')).length;
-    await sleep(500);
-    const lines = held.output().split('\n').filter(Boolean);
-    assert.ok(!lines.some((l) => l.includes('"error"')), lines.join('\n'));
-    assert.ok(lines.filter((l) => l.includes('"echo"')).length > echoesBefore, 'the connection still echoes');
-    await held.kill();
+    assert.ok(await held.alive(), `the connection still echoes: ${holder.output()}`);
+    await held.close();
 
     const fresh = await topo.connect(topo.client.ns, 'tcp', '10.96.0.10', 80, { count: 30 });
     assert.deepEqual([...tally(fresh).keys()], [kept.name, b1!.name].sort());

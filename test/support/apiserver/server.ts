@@ -397,7 +397,8 @@ export class StandInApiServer {
     res.flushHeaders();
     let frozen = false;
     const write = (line: string) => {
-      if (!res.destroyed && !frozen) res.write(line);
+      // Ended (its timeoutSeconds ran out) but not yet closed: a change or fault arriving then is dropped.
+      if (!res.destroyed && !res.writableEnded && !frozen) res.write(line);
     };
     const send = (type: string, object: unknown) => write(`${JSON.stringify({ type, object })}\n`);
     const bookmark = (annotations?: Record<string, string>) =>
