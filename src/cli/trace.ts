@@ -25,12 +25,17 @@ import type {
 import { isLocalAddress } from '../../dataplanes/shared/trace/packet.ts';
 import { reportJson, reportText } from '../../dataplanes/shared/trace/report.ts';
 import { canonicalIP } from '../model/ip-address.ts';
-import { EXAMPLE_CONFIG_PATH } from '../sources/example-cluster.ts';
+import { nodeSettingsByFamily } from '../model/node-settings.ts';
+import { groupObjects } from '../sources/cluster-objects.ts';
+import { EXAMPLE_CLUSTER_PATH, EXAMPLE_CONFIG_PATH } from '../sources/example-cluster.ts';
+import { readObjects } from '../sources/read-objects.ts';
 import { commandFlags, usageError } from './command-flags.ts';
 import { loadProxyConfig } from './config.ts';
 import { TRACE_USAGE } from './help.ts';
-import type { CliIO } from './io.ts';
+import { type CliIO, readAllText } from './io.ts';
+import type { FlagValues } from './parse-flags.ts';
 import { PROXY_FLAG_OPTIONS } from './proxy-flags.ts';
+import { toProxyOptions } from './proxy-options.ts';
 import { renderCommand } from './render.ts';
 
 export type TraceMode = 'nftables' | 'iptables' | 'ipvs';
@@ -110,6 +115,14 @@ export async function traceCommand(
   if (via !== undefined && !VIAS.includes(via))
     return usage(`--via: ${JSON.stringify(via)} is not pod, node or external`);
 
+  // Render and the node lookup both read the inputs: stdin (`--input -`) is read once for both.
+  const stdinText = args.includes('-') ? await readAllText(io.stdin) : '';
+  const replay = (): CliIO => ({
+    ...io,
+    stdin: (async function* () {
+      yield stdinText;
+    })(),
+  });
   let text: string;
   let localAddresses: string[];
   try {
@@ -118,10 +131,10 @@ export async function traceCommand(
       text = await readLiveRules(mode, runner);
       localAddresses = await readLocalAddresses(runner);
     } else {
-      const output = await renderedRules(args, io, mode);
+      const output = await renderedRules(args, replay(), mode);
       if (typeof output === 'number') return output;
       text = output;
-      localAddresses = await configuredNodeIPs(flags);
+      localAddresses = await configuredNodeIPs(flags, replay());
     }
   } catch (error) {
     if (!(error instanceof DataplaneError)) throw error;
@@ -171,14 +184,29 @@ function withoutTraceFlags(args: readonly string[]): string[] {
   return kept;
 }
 
-/** The node IPs render used: --node-ip, or the configuration's (the example's with --example). */
-async function configuredNodeIPs(flags: Readonly<Record<string, unknown>>): Promise<string[]> {
-  const config = flags.config ?? (flags.example === true ? EXAMPLE_CONFIG_PATH : undefined);
+/**
+ * The node IPs render used: --node-ip or the configuration's, else the Node object's (the node
+ * render renders for: --node, or with --example its first Node), as the model takes them.
+ */
+async function configuredNodeIPs(flags: FlagValues, io: CliIO): Promise<string[]> {
+  const example = flags.example === true;
+  const config = flags.config ?? (example ? EXAMPLE_CONFIG_PATH : undefined);
   const loaded = await loadProxyConfig(
-    { ...(flags as Record<string, string>), config: config as string } as never,
+    { ...flags, config },
     { readFile: (path) => readFile(path, 'utf8'), hostname: hostname() },
   );
-  return loaded.ok ? [...loaded.config.nodeIPs] : [];
+  if (!loaded.ok) return [];
+  const inputs = [
+    ...((flags.input as string[] | undefined) ?? []),
+    ...(example ? [EXAMPLE_CLUSTER_PATH] : []),
+  ];
+  const read = await readObjects(inputs, () => readAllText(io.stdin));
+  const { nodes } = groupObjects(read.ok ? read.objects : []);
+  const named =
+    loaded.config.hostnameOverride === '' && example ? nodes[0]?.metadata.name : loaded.config.nodeName;
+  const node = nodes.find((candidate) => candidate.metadata.name === named);
+  const byFamily = nodeSettingsByFamily(toProxyOptions(loaded.config), node, []);
+  return [...(byFamily.IPv4?.nodeIPs ?? []), ...(byFamily.IPv6?.nodeIPs ?? [])];
 }
 
 /** "10.0.0.1", "10.0.0.1:80", "[fd00::1]:80", "fd00::1", with "/tcp" etc. after the port for --to. */
