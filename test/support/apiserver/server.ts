@@ -1,8 +1,9 @@
 // A real HTTP(S) server that speaks kube-apiserver's wire protocol for Services, EndpointSlices and
-// Nodes: JSON lists (chunked with expiring continue tokens), watch streams (newline-delimited JSON
-// events over chunked transfer, bookmarks, watch-list), label/field selectors, create/update/delete,
-// bearer-token and client-certificate authentication, and fault injection. Tests and the netns lab
-// drive it either over HTTP or in-process through `state` and `faults`.
+// Nodes: discovery, JSON lists (chunked with expiring continue tokens), watch streams
+// (newline-delimited JSON events over chunked transfer, bookmarks, watch-list), label/field
+// selectors, create/update/patch/delete, server-side printing (Tables, for kubectl get), bearer-token
+// and client-certificate authentication, and fault injection. Tests and the netns lab drive it over
+// HTTP (kubectl among the clients) or in-process through `state` and `faults`.
 
 import { Buffer } from 'node:buffer';
 import http from 'node:http';
@@ -10,8 +11,11 @@ import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { groupVersionPath, RESOURCE_TYPES, type ResourceType } from '../../../src/kube/resources.ts';
+import { discoveryDocument } from './discovery.ts';
+import { mergePatch, PatchError, strategicMergePatch } from './patch.ts';
 import { matches, parseFieldSelector, parseLabelSelector, type Selector } from './selectors.ts';
 import { type Change, ClusterState, type StoredObject, type WriteResult } from './state.ts';
+import { type IncludeObject, parseIncludeObject, toTable, wantsTable } from './table.ts';
 
 export interface ApiServerOptions {
   readonly host?: string;
@@ -56,6 +60,10 @@ type Route =
 
 const MAX_REQUEST_LOG = 2000;
 const MAX_SNAPSHOTS = 32;
+const MERGE_PATCH = 'application/merge-patch+json';
+const STRATEGIC_MERGE_PATCH = 'application/strategic-merge-patch+json';
+const OPENAPI_V2 = '/openapi/v2';
+const NAMESPACE_PATH = /^\/api\/v1\/namespaces\/([^/]+)$/;
 
 /** Fault injection, for tests and the lab. Request faults apply to the next `count` GET requests. */
 export class Faults {
@@ -231,8 +239,19 @@ export class StandInApiServer {
       sendStatus(res, 401, 'Unauthorized', 'Unauthorized');
       return;
     }
-    if (url.pathname === '/version') {
-      sendJson(res, 200, { major: '1', minor: '34', gitVersion: 'v1.34.0-kproxy-stand-in' });
+    const discovery =
+      req.method === 'GET' ? discoveryDocument(url.pathname, req.headers.host ?? '') : undefined;
+    if (discovery !== undefined) {
+      sendJson(res, 200, discovery);
+      return;
+    }
+    if (req.method === 'GET' && url.pathname === OPENAPI_V2) {
+      sendOpenApiV2(res);
+      return;
+    }
+    const namespace = NAMESPACE_PATH.exec(url.pathname);
+    if (req.method === 'GET' && namespace) {
+      sendNamespace(res, decodeURIComponent(namespace[1]!));
       return;
     }
     const route = parseRoute(url.pathname);
@@ -250,12 +269,28 @@ export class StandInApiServer {
         if (res.destroyed) return;
       }
     }
+    let table: IncludeObject | undefined;
+    if (req.method === 'GET' && wantsTable(req.headers.accept)) {
+      const include = parseIncludeObject(url.searchParams.get('includeObject'));
+      if (include.startsWith('includeObject:')) {
+        sendStatus(res, 400, 'BadRequest', include);
+        return;
+      }
+      table = include as IncludeObject;
+    }
     switch (req.method) {
       case 'GET':
-        if (route.name !== undefined) this.#get(res, route.resource, route.namespace, route.name);
+        if (route.name !== undefined) this.#get(res, route.resource, route.namespace, route.name, table);
         else if (url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1')
-          this.#watch(req, res, route.resource, route.namespace, url.searchParams);
-        else this.#list(res, route.resource, route.namespace, url.searchParams);
+          this.#watch(req, res, route.resource, route.namespace, url.searchParams, table);
+        else this.#list(res, route.resource, route.namespace, url.searchParams, table);
+        return;
+      case 'PATCH':
+        if (route.name === undefined) {
+          sendStatus(res, 405, 'MethodNotAllowed', 'PATCH needs an object name');
+          return;
+        }
+        await this.#patch(req, res, route.resource, route.namespace, route.name);
         return;
       case 'POST':
       case 'PUT': {
@@ -283,7 +318,7 @@ export class StandInApiServer {
           sendStatus(res, 405, 'MethodNotAllowed', 'collection delete is not supported');
           return;
         }
-        sendWrite(res, route.resource, this.state.delete(route.resource, route.namespace, route.name), 200);
+        sendDeleted(res, route.resource, this.state.delete(route.resource, route.namespace, route.name));
         return;
       default:
         sendStatus(res, 405, 'MethodNotAllowed', `${req.method} is not supported`);
@@ -299,10 +334,80 @@ export class StandInApiServer {
     return this.#options.tls?.clientCa !== undefined && socket.authorized === true;
   }
 
-  #get(res: http.ServerResponse, resource: ResourceType, namespace: string | undefined, name: string): void {
+  #get(
+    res: http.ServerResponse,
+    resource: ResourceType,
+    namespace: string | undefined,
+    name: string,
+    table: IncludeObject | undefined,
+  ): void {
     const object = this.state.get(resource, namespace, name);
     if (!object) sendStatus(res, 404, 'NotFound', `${resource.plural} "${name}" not found`);
+    else if (table)
+      sendJson(
+        res,
+        200,
+        toTable(resource, [object], { resourceVersion: object.metadata.resourceVersion }, table),
+      );
     else sendJson(res, 200, withKind(resource, object));
+  }
+
+  /** A JSON merge patch or strategic merge patch of one object; server-side apply is refused (415). */
+  async #patch(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    resource: ResourceType,
+    namespace: string | undefined,
+    name: string,
+  ): Promise<void> {
+    const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim();
+    if (type !== MERGE_PATCH && type !== STRATEGIC_MERGE_PATCH) {
+      await readJson(req);
+      sendStatus(
+        res,
+        415,
+        'UnsupportedMediaType',
+        `the body of the request was in an unknown format - accepted media types include: ${MERGE_PATCH}, ${STRATEGIC_MERGE_PATCH}`,
+      );
+      return;
+    }
+    const patch = await readJson(req);
+    const current = this.state.get(resource, namespace, name);
+    if (!current) {
+      sendStatus(res, 404, 'NotFound', `${resource.plural} "${name}" not found`);
+      return;
+    }
+    if (patch === undefined) {
+      sendStatus(res, 400, 'BadRequest', 'the patch is not valid JSON');
+      return;
+    }
+    let patched: unknown;
+    try {
+      patched =
+        type === MERGE_PATCH
+          ? mergePatch(structuredClone(current) as never, patch as never)
+          : strategicMergePatch(resource.kind, structuredClone(current) as never, patch as never);
+    } catch (err) {
+      if (!(err instanceof PatchError)) throw err;
+      sendStatus(res, 422, 'Invalid', err.message);
+      return;
+    }
+    const metadata = (patched as { metadata?: Record<string, unknown> }).metadata ?? {};
+    if (metadata.name !== name || (resource.namespaced && metadata.namespace !== namespace)) {
+      sendStatus(res, 400, 'BadRequest', 'the patch may not change metadata.name or metadata.namespace');
+      return;
+    }
+    const rv = metadata.resourceVersion;
+    if (rv !== undefined && rv !== current.metadata.resourceVersion) {
+      sendStatus(
+        res,
+        409,
+        'Conflict',
+        `Operation cannot be fulfilled on ${resource.plural} "${name}": the object has been modified; please apply your changes to the latest version and try again`,
+      );
+      return;
+    }
+    sendWrite(res, resource, this.state.update(resource, patched as never), 200);
   }
 
   #list(
@@ -310,6 +415,7 @@ export class StandInApiServer {
     resource: ResourceType,
     namespace: string | undefined,
     q: URLSearchParams,
+    table: IncludeObject | undefined,
   ): void {
     const filter = selectorFilter(resource, namespace, q);
     if (typeof filter === 'string') {
@@ -350,12 +456,9 @@ export class StandInApiServer {
     } else {
       this.#snapshots.delete(snapshotId);
     }
-    sendJson(res, 200, {
-      kind: resource.listKind,
-      apiVersion: resource.apiVersion,
-      metadata,
-      items: snapshot.items.slice(offset, end),
-    });
+    const items = snapshot.items.slice(offset, end);
+    if (table) sendJson(res, 200, toTable(resource, items, metadata, table));
+    else sendJson(res, 200, { kind: resource.listKind, apiVersion: resource.apiVersion, metadata, items });
   }
 
   #watch(
@@ -364,6 +467,7 @@ export class StandInApiServer {
     resource: ResourceType,
     namespace: string | undefined,
     q: URLSearchParams,
+    table: IncludeObject | undefined,
   ): void {
     const filter = selectorFilter(resource, namespace, q);
     if (typeof filter === 'string') {
@@ -401,6 +505,14 @@ export class StandInApiServer {
       if (!res.destroyed && !res.writableEnded && !frozen) res.write(line);
     };
     const send = (type: string, object: unknown) => write(`${JSON.stringify({ type, object })}\n`);
+    // As kube-apiserver does for a Table watch: each object event carries a one-row Table.
+    const sendObject = (type: string, object: StoredObject) =>
+      send(
+        type,
+        table
+          ? toTable(resource, [object], { resourceVersion: object.metadata.resourceVersion }, table)
+          : withKind(resource, object),
+      );
     const bookmark = (annotations?: Record<string, string>) =>
       send('BOOKMARK', {
         kind: resource.kind,
@@ -413,13 +525,13 @@ export class StandInApiServer {
     const deliver = (change: Change) => {
       if (change.resource !== resource.plural) return;
       const type = filteredType(change, filter);
-      if (type) send(type, withKind(resource, change.object));
+      if (type) sendObject(type, change.object);
     };
 
     // Replaying history and subscribing happen in one synchronous step, so no change falls between.
     if (initialEvents || rvParam === '' || rvParam === '0') {
       for (const object of this.state.snapshot(resource).items)
-        if (filter(object)) send('ADDED', withKind(resource, object));
+        if (filter(object)) sendObject('ADDED', object);
       if (initialEvents) bookmark({ 'k8s.io/initial-events-end': 'true' });
     } else {
       const changes = this.state.changesSince(resource, Number(rvParam));
@@ -553,6 +665,57 @@ function sendStatus(
   headers: Record<string, string> = {},
 ): void {
   sendJson(res, code, status(code, reason, message), headers);
+}
+
+/** A deletion's answer: Status Success naming the object, as kube-apiserver's generic store gives. */
+function sendDeleted(res: http.ServerResponse, resource: ResourceType, result: WriteResult): void {
+  if (!result.ok) {
+    sendStatus(res, result.code, result.reason, result.message);
+    return;
+  }
+  const group = resource.apiVersion.includes('/') ? resource.apiVersion.split('/')[0] : '';
+  sendJson(res, 200, {
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Success',
+    details: {
+      name: result.object.metadata.name,
+      ...(group ? { group } : {}),
+      kind: resource.plural,
+      uid: result.object.metadata.uid,
+    },
+  });
+}
+
+/**
+ * The OpenAPI v2 document, which kubectl fetches (as protobuf) to validate what it creates and to
+ * find how to merge what it applies. The stand-in publishes no schemas: an empty document (a
+ * protobuf message with no fields is zero bytes). kubectl then skips client-side validation of the
+ * three kinds and computes strategic merge patches from its compiled-in types, as it does for any
+ * kind a server publishes no schema for. /openapi/v3 is not served (404): kubectl falls back to v2.
+ */
+function sendOpenApiV2(res: http.ServerResponse): void {
+  res.writeHead(200, {
+    'content-type': 'application/com.github.proto-openapi.spec.v2.v1.0+protobuf',
+    'content-length': 0,
+  });
+  res.end();
+}
+
+/**
+ * Namespaces are implicit in the stand-in (an object may name any), so every one exists and is
+ * Active. Only GET of one is served: kubectl asks for the namespace after a NotFound, to say whether
+ * the object or its namespace is missing.
+ */
+function sendNamespace(res: http.ServerResponse, name: string): void {
+  sendJson(res, 200, {
+    kind: 'Namespace',
+    apiVersion: 'v1',
+    metadata: { name, labels: { 'kubernetes.io/metadata.name': name } },
+    spec: { finalizers: ['kubernetes'] },
+    status: { phase: 'Active' },
+  });
 }
 
 function sendWrite(

@@ -38,7 +38,11 @@ export interface Snapshot {
 }
 
 type Input = {
-  readonly metadata?: { readonly name?: unknown; readonly namespace?: unknown };
+  readonly metadata?: {
+    readonly name?: unknown;
+    readonly namespace?: unknown;
+    readonly creationTimestamp?: unknown;
+  };
   readonly [f: string]: unknown;
 };
 
@@ -144,6 +148,7 @@ export class ClusterState {
         name,
         ...(namespace === undefined ? {} : { namespace }),
         uid: previous?.metadata.uid ?? `00000000-0000-4000-8000-${String(++this.#uid).padStart(12, '0')}`,
+        creationTimestamp: creationTimestamp(input.metadata, previous),
         resourceVersion: String(rv),
       } as StoredObject['metadata'],
     };
@@ -182,6 +187,18 @@ export class ClusterState {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
   }
+}
+
+/**
+ * Set by the server as kube-apiserver does (at creation, in whole seconds, kept by updates), except
+ * that a given one is kept: tests and the lab replay cluster states in which age decides (the older
+ * Service keeps a contested address).
+ */
+function creationTimestamp(given: Input['metadata'], previous: StoredObject | undefined): string {
+  const ts = given?.creationTimestamp ?? previous?.metadata.creationTimestamp;
+  return typeof ts === 'string'
+    ? ts
+    : new Date(Math.floor(Date.now() / 1000) * 1000).toISOString().replace('.000Z', 'Z');
 }
 
 function notFound(resource: ResourceType, name: string): WriteResult {
