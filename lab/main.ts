@@ -60,6 +60,7 @@ async function netnsReports(): Promise<LabReport[]> {
       nodes: Number(values.nodes),
       podsPerNode: Number(values['pods-per-node']),
     });
+    process.stderr.write(`lab: while it runs, kubectl reaches it with: ${lab.kubectl}\n`);
     try {
       const results = await runAll(lab);
       reports.push({ lab: lab.name, results, notes: [syncDurationNote(lab.daemonLogs())] });

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { DataplaneMode } from '../dataplanes/shared/dataplane.ts';
 import { ENDPOINT_SLICES, NODES, objectPath, type ResourceType, SERVICES } from '../src/kube/resources.ts';
+import { standInKubeconfig } from '../test/support/apiserver/kubeconfig.ts';
 import { sampleNode } from '../test/support/apiserver/sample-objects.ts';
 import { Lab, type LabProcess } from '../test/support/netns.ts';
 import { CLUSTER_CIDR_V4, type PodInfo, Topology } from '../test/support/topology.ts';
@@ -113,6 +114,15 @@ export class NetnsLab implements LabDriver {
     }
   }
 
+  get #kubeconfigPath(): string {
+    return join(this.#configDir, 'kubeconfig');
+  }
+
+  /** The kubectl command line that reaches this lab's API server (in the underlay namespace), while it is up. */
+  get kubectl(): string {
+    return `ip netns exec ${this.#topo.underlay} kubectl --kubeconfig ${this.#kubeconfigPath}`;
+  }
+
   /** Stops everything and deletes every namespace of the lab. */
   async destroy(): Promise<void> {
     await this.#lab.destroy();
@@ -213,6 +223,7 @@ export class NetnsLab implements LabDriver {
       '6443',
     ]);
     await api.waitFor('listening');
+    await writeFile(this.#kubeconfigPath, standInKubeconfig(API));
     for (const node of this.#topo.nodes) {
       const result = await this.#request(
         'POST',
