@@ -47,9 +47,11 @@ export interface RunEnvironment {
 }
 
 export function processRunEnvironment(): RunEnvironment {
-  // Listening from the start: a signal during start-up still stops the daemon cleanly.
+  // Listening from the start: a signal during start-up still stops the daemon cleanly. `on`, not
+  // `once`: execa's signal-exit re-raises a signal it finds no other listener for, and a `once`
+  // listener is gone by then, so a SIGTERM during any kernel command killed kproxy outright.
   const requested = new Promise<string>((resolve) => {
-    for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => resolve(signal));
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => resolve(signal));
   });
   return { env: process.env, procRoot: '/proc', sysRoot: '/sys', shutdownRequested: () => requested };
 }

@@ -130,9 +130,7 @@ describe('kproxy run', () => {
   // execa registers signal-exit while a command runs; signal-exit re-raises a signal when it sees no
   // other listener, and a process.once() listener is already removed when signal-exit looks. Then a
   // SIGTERM during any kernel command (a periodic iptables check, say) killed kproxy outright.
-  test('SIGTERM while an external command runs still reaches the clean stop', {
-    todo: 'src/cli/run.ts: processRunEnvironment must listen with process.on, not process.once',
-  }, async () => {
+  test('SIGTERM while an external command runs still reaches the clean stop', async () => {
     const run = fileURLToPath(new URL('../../src/cli/run.ts', import.meta.url));
     const script = `
         import { execa } from 'execa';
