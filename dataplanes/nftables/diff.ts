@@ -6,7 +6,7 @@ import { runAll, type Steps } from '../../src/model/work-slices.ts';
 import { CANARY_SET } from './base-objects.ts';
 import { defineFamily } from './full-transaction.ts';
 import { type DesiredRuleset, FAMILIES, type FamilyRuleset } from './ruleset.ts';
-import { type ChainSpec, type ElementSpec, NftTransaction, TABLE } from './transaction.ts';
+import { type ChainSpec, type ElementSpec, NftTransaction, type SetSpec, TABLE } from './transaction.ts';
 
 function sameJSON(a: unknown, b: unknown): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
@@ -14,6 +14,10 @@ function sameJSON(a: unknown, b: unknown): boolean {
 
 function sameChainHeader(a: ChainSpec, b: ChainSpec): boolean {
   return a.comment === b.comment && sameJSON(a.base, b.base);
+}
+
+function filledByPackets(set: SetSpec): boolean {
+  return set.flags?.includes('dynamic') === true || set.timeoutSeconds !== undefined;
 }
 
 /** Adds to `tx` what takes `prev` to `next` (whole tables, or just the touched objects of both). */
@@ -51,11 +55,12 @@ function* diffFamilySteps(tx: NftTransaction, prev: FamilyRuleset, next: FamilyR
   }
   const adds: [string, ElementSpec[]][] = [];
   for (const [set, nextElements] of next.elements) {
-    // Adopted: the elements in the kernel are unknown; replace them (affinity's dynamic sets and
-    // the canary are filled outside any plan, and kept).
+    // Adopted: the elements in the kernel are unknown; replace them, but for the sets the packet
+    // path fills (dynamic, or with a timeout: affinity, whatever their names) and the canary
+    // (the plan sets it: planner.ts).
     const spec = next.sets.get(set);
     if (prev.adopted && spec) {
-      if (!spec.flags?.includes('dynamic') && set !== CANARY_SET) {
+      if (!filledByPackets(spec) && set !== CANARY_SET) {
         tx.flushSet(family, spec.kind, set);
         adds.push([set, [...nextElements.values()]]);
       }

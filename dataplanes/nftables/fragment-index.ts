@@ -16,7 +16,7 @@
 
 import { flatText } from '../../src/model/flat-text.ts';
 import type { NodeSettings, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
-import { Slicer } from '../../src/model/work-slices.ts';
+import { runInSlices, type Steps } from '../../src/model/work-slices.ts';
 import { familySyntax } from './family-syntax.ts';
 import { type FamilyRuleset, RulesetBuilder } from './ruleset.ts';
 import { addServicePort } from './service-port.ts';
@@ -128,9 +128,13 @@ export class FragmentIndex {
    * batch, giving way to the event loop in between (work-slices.ts): about a second at 30k
    * services, during which health probes and metrics scrapes are still answered.
    */
-  static async build(family: NftFamily, state: ProxyState): Promise<FragmentIndex | undefined> {
+  static build(family: NftFamily, state: ProxyState): Promise<FragmentIndex | undefined> {
+    return runInSlices(FragmentIndex.buildSteps(family, state));
+  }
+
+  /** build() in steps, one per batch: the dry-run runs them straight through. */
+  static *buildSteps(family: NftFamily, state: ProxyState): Steps<FragmentIndex | undefined> {
     const index = new FragmentIndex(family, state.node);
-    const slicer = new Slicer();
     // In batches: a plan holds every element of its ports, and the whole state's would be as big
     // as the whole ruleset (a memory peak the daemon keeps as RSS).
     let batch: ServicePort[] = [];
@@ -147,7 +151,7 @@ export class FragmentIndex {
       endpoints += sp.clusterEndpoints.length + sp.localEndpoints.length + 1;
       if (endpoints < BUILD_BATCH_ENDPOINTS) continue;
       if (!commitBatch()) return undefined;
-      await slicer.pause();
+      yield;
     }
     return batch.length === 0 || commitBatch() ? index : undefined;
   }

@@ -1,18 +1,15 @@
-// The live nftables dataplane: the only nftables code that touches the kernel.
+// The live nftables dataplane: the only nftables code that touches the kernel. It is thin: the
+// planner (planner.ts) says what to send, this runs it and keeps the record of what it committed.
 //
-// It keeps a record of what it committed (the desired ruleset and the state it came from) and
-// plans incremental syncs against that record, never against the kernel. It reads the kernel
-// only at start (adoption), for the cheap intact() check (the canary set), and in cleanup.
-// Any failed incremental transaction falls back to a full one; a failed full transaction leaves
-// the previous ruleset in place (nft transactions are atomic) and forgets the record, so the
-// sync loop's retry is full again.
-//
-// An incremental sync takes the fastest path that is right: the fragments of the changed service
-// ports (fragment-index.ts), else a diff of the whole desired rulesets, else a full sync.
+// The record (the state last synced, with its fragment indexes) is what incremental syncs are
+// planned against, never the kernel. The kernel is read only at start and before a full sync on a
+// node that has our tables (adoption: the chain names, ~30 ms), for the cheap intact() check (the
+// canary set), and in cleanup. A full sync on a node with our tables rewrites them in place
+// (dynamic sets, i.e. affinity, keep their elements), falling back to replacing the tables; only
+// an empty node gets planFull's cold start. Any failed incremental transaction falls back to a
+// full sync; a failed full sync leaves the previous ruleset in place (nft transactions are
+// atomic) and forgets the record, so the sync loop's retry is full again.
 
-import { randomInt } from 'node:crypto';
-import { isDeepStrictEqual } from 'node:util';
-import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
 import type {
   DualStackState,
   IPFamily,
@@ -34,14 +31,18 @@ import {
   udpStateBefore,
 } from './adopt.ts';
 import { CANARY_SET } from './base-objects.ts';
-import { desiredRulesetSteps } from './desired-ruleset.ts';
-import { diffFamily, diffRulesetsSteps } from './diff.ts';
 import { FragmentIndex } from './fragment-index.ts';
-import { coldStartTransactions, fullTransaction } from './full-transaction.ts';
 import { type ExpectedObjects, IntactSampler, intactCheckScript } from './intact-check.ts';
 import type { NftRunner } from './nft-runner.ts';
+import {
+  DEFAULT_COLD_START_CHUNK,
+  incrementalPlanSteps,
+  type NftPlan,
+  planFull,
+  planInPlace,
+} from './planner.ts';
 import { type DesiredRuleset, FAMILIES, type FamilyRuleset } from './ruleset.ts';
-import { type NftFamily, NftTransaction, TABLE } from './transaction.ts';
+import { type NftFamily, type NftTransaction, TABLE } from './transaction.ts';
 
 export type NftablesLog = (message: string, fields?: Readonly<Record<string, unknown>>) => void;
 
@@ -80,13 +81,6 @@ interface CommittedRecord {
 
 const MODEL_FAMILY: Readonly<Record<NftFamily, IPFamily>> = { ip: 'IPv4', ip6: 'IPv6' };
 
-function familyObjects(ruleset: FamilyRuleset | undefined): number {
-  let count = 0;
-  for (const chain of ruleset?.chains.values() ?? []) count += chain.rules.length;
-  for (const elements of ruleset?.elements.values() ?? []) count += elements.size;
-  return count;
-}
-
 /**
  * Fragment indexes of a state just committed in full, so that the first incremental sync after it
  * is fast too: about 1 s at 30k services, next to a full sync of seconds.
@@ -108,33 +102,6 @@ async function scriptInSlices(tx: NftTransaction, slicer = new Slicer()): Promis
     await slicer.pause();
   }
   return parts.join('');
-}
-
-/** Rules plus elements added by a transaction (one that only adds). */
-function transactionObjects(tx: NftTransaction): number {
-  let count = 0;
-  for (const op of tx.ops) {
-    if (op.object === 'rule') count++;
-    else if (op.object === 'element') count += op.elements.length;
-  }
-  return count;
-}
-
-/**
- * About one element per endpoint and one per service port (a lower bound): whether a cold start
- * is large enough to be written in pieces.
- */
-function estimatedElements(state: DualStackState): number {
-  let count = 0;
-  for (const familyState of [state.IPv4, state.IPv6]) {
-    for (const sp of familyState?.servicePorts.values() ?? []) count += 1 + sp.clusterEndpoints.length;
-  }
-  return count;
-}
-
-/** Rules plus elements: what the rule-count metrics report. */
-export function objectCount(desired: DesiredRuleset): number {
-  return FAMILIES.reduce((sum, family) => sum + familyObjects(desired[family]), 0);
 }
 
 /** The UDP ports of `next` as an earlier run left them (adopt.ts). */
@@ -172,6 +139,8 @@ export class NftablesDataplane implements LiveDataplane {
   #nonce: number | undefined;
   /** start() or cleanup() found/left no table of ours: the next full sync is a cold start. */
   #noTables = false;
+  /** Full syncs in this process: the canary nonce of each (render's is the first's, FIRST_NONCE). */
+  #fullSyncs = 0;
   #background: Promise<void> = Promise.resolve();
   /** What each intact() check verifies beyond the fixed objects, in turns. */
   readonly #sampler = new IntactSampler();
@@ -181,33 +150,41 @@ export class NftablesDataplane implements LiveDataplane {
     this.#nft = options.nft;
     this.#commands = options.commands;
     this.#log = options.log ?? (() => {});
-    this.#coldStartChunk = options.coldStartChunk ?? 100_000;
+    this.#coldStartChunk = options.coldStartChunk ?? DEFAULT_COLD_START_CHUNK;
   }
 
   async start(): Promise<void> {
-    const desired: { ip?: FamilyRuleset; ip6?: FamilyRuleset } = {};
+    const desired = await this.#adopt();
+    if (!desired) {
+      this.#noTables = true;
+      this.#log('nftables: no table from an earlier run');
+      return;
+    }
     const udpBefore: Partial<Record<NftFamily, AdoptedUdpEndpoints>> = {};
     const nonces = new Set<number | undefined>();
     for (const family of FAMILIES) {
-      const adopted = adoptTable(family, await this.#nft.listChainsJson(family));
-      if (!adopted) continue;
-      desired[family] = adopted;
+      if (!desired[family]) continue;
       const maps = await Promise.all(
         UDP_ENDPOINT_MAPS.map((name) => this.#nft.listSetJson(family, name, 'map')),
       );
       udpBefore[family] = adoptUdpEndpoints(maps);
       nonces.add(canaryNonce(await this.#nft.listSetJson(family, CANARY_SET)));
     }
-    if (!desired.ip && !desired.ip6) {
-      this.#noTables = true;
-      this.#log('nftables: no table from an earlier run');
-      return;
-    }
     this.#record = { desired, udpBefore, indexes: Promise.resolve(new Map()), objectCount: 0 };
     this.#nonce = nonces.size === 1 ? [...nonces][0] : undefined;
     this.#log('nftables: adopted the tables of an earlier run', {
       chains: FAMILIES.reduce((n, f) => n + (desired[f]?.chains.size ?? 0), 0),
     });
+  }
+
+  /** Our tables as adopt.ts reads them (chain names); undefined when there is none. */
+  async #adopt(): Promise<DesiredRuleset | undefined> {
+    const desired: { ip?: FamilyRuleset; ip6?: FamilyRuleset } = {};
+    for (const family of FAMILIES) {
+      const adopted = adoptTable(family, await this.#nft.listChainsJson(family));
+      if (adopted) desired[family] = adopted;
+    }
+    return desired.ip || desired.ip6 ? desired : undefined;
   }
 
   async sync(
@@ -229,7 +206,7 @@ export class NftablesDataplane implements LiveDataplane {
       this.#log('nftables: incremental sync failed, falling back to full', { error: String(error) });
     }
     if (ran === undefined) {
-      await this.#syncFull(state);
+      await this.#syncFull(state, record?.desired);
       ran = 'full';
     }
     const conntrackEntriesDeleted = await this.#cleanStaleUdpFlows(
@@ -268,30 +245,93 @@ export class NftablesDataplane implements LiveDataplane {
     this.#noTables = true;
   }
 
-  /** A sync planned from the record, or undefined when only a full sync will do. */
+  /** An incremental sync planned from the record; undefined when only a full sync will do. */
   async #syncAgainstRecord(
     record: CommittedRecord,
     state: DualStackState,
     kind: SyncKind,
     changed: ReadonlySet<ServicePortKey> | undefined,
   ): Promise<SyncKind | undefined> {
-    // Right after adoption even a full sync is a diff: same result, no table replaced under traffic.
-    const adopted = FAMILIES.some((f) => record.desired?.[f]?.adopted);
-    if (kind === 'incremental' && !adopted && (await this.#syncFragments(record, state, changed)))
-      return 'incremental';
-    if (kind === 'full' && !adopted) return undefined;
-    const count = await this.#writeDiff(record, state);
-    if (count === undefined) return undefined;
-    this.#record = { state, indexes: this.#inBackground(state), objectCount: count };
-    return adopted ? 'full' : 'incremental';
+    if (kind === 'full' || !record.state) return undefined;
+    const plan = await runInSlices(
+      incrementalPlanSteps(record.state, state, {
+        indexes: await record.indexes,
+        changed,
+        nonce: this.#nonce,
+        objectsBefore: record.objectCount,
+      }),
+    );
+    const objectCount = await this.#apply(plan);
+    // Fragments keep the indexes up to date (plan.commit); after a diff they are built anew.
+    const indexes = plan.kind === 'fragments' ? record.indexes : this.#inBackground(state);
+    this.#record = { state, indexes, objectCount };
+    return 'incremental';
   }
 
-  async #syncFull(state: DualStackState): Promise<void> {
+  /**
+   * In place on a node that has our tables (`adopted` at start, else read now), falling back to
+   * replacing them; planFull's cold start on an empty node only: on a node with our tables, one in
+   * pieces would leave services unreachable until their piece is written.
+   */
+  async #syncFull(state: DualStackState, adoptedAtStart: DesiredRuleset | undefined): Promise<void> {
     this.#record = undefined;
+    const nonce = ++this.#fullSyncs;
+    const adopted = adoptedAtStart ?? (this.#noTables ? undefined : await this.#adopt());
+    let objectCount: number | undefined;
+    if (adopted) {
+      try {
+        objectCount = await this.#apply(planInPlace(adopted, state, nonce));
+      } catch (error) {
+        if (!(error instanceof DataplaneError)) throw error;
+        this.#log('nftables: rewriting the tables in place failed, replacing them', { error: String(error) });
+      }
+    }
+    objectCount ??= await this.#apply(
+      planFull(state, { nonce, coldStartChunk: adopted ? Number.POSITIVE_INFINITY : this.#coldStartChunk }),
+    );
+    this.#noTables = false;
+    this.#nonce = nonce;
     // The indexes are built once the rules are written, not meanwhile: beside nft on two cores,
     // their allocations slowed nft by more than they would have saved.
-    const count = await this.#writeFull(state);
-    this.#record = { state, indexes: this.#inBackground(state), objectCount: count };
+    this.#record = { state, indexes: this.#inBackground(state), objectCount };
+  }
+
+  /**
+   * Runs the plan's transactions in order, planning in slices; returns its object count. A
+   * transaction is built while nft writes the one before it (a cold start's pieces: the two take
+   * about as long, and nft runs on another core); each is garbage once written (bounded memory).
+   */
+  async #apply(plan: NftPlan): Promise<number> {
+    const steps = plan.transactions();
+    const slicer = new Slicer();
+    let inFlight: Promise<void> = Promise.resolve();
+    let transactions = 0;
+    let objectCount: number;
+    try {
+      for (;;) {
+        const step = steps.next();
+        if (step.done) {
+          objectCount = step.value;
+          break;
+        }
+        await slicer.pause();
+        if (step.value === undefined) continue;
+        const script = await scriptInSlices(step.value, slicer);
+        await inFlight;
+        inFlight = this.#nft.run(script);
+        // Handled where it is awaited; meanwhile a refusal is not an unhandled rejection.
+        inFlight.catch(() => {});
+        transactions++;
+      }
+      await inFlight;
+    } finally {
+      // Never return with a transaction still being written, even when building the next failed.
+      await inFlight.catch(() => {});
+    }
+    plan.commit?.();
+    if (plan.kind === 'cold-start')
+      this.#log('nftables: cold start in bounded transactions', { transactions });
+    return objectCount;
   }
 
   /** The fragment indexes of `state`, built from now on; settled() waits for them. */
@@ -305,120 +345,6 @@ export class NftablesDataplane implements LiveDataplane {
   /** Resolves once the work a sync left to do in the background (the fragment indexes) is done. */
   settled(): Promise<void> {
     return this.#background;
-  }
-
-  // #writeFull and #writeDiff are functions of their own so that the whole desired ruleset they
-  // build (~80 MiB at 30k services x 10 endpoints) is garbage before the indexes are built.
-
-  /** Writes the whole ruleset of `state`; returns its object count. */
-  async #writeFull(state: DualStackState): Promise<number> {
-    const nonce = randomInt(1, 2 ** 32);
-    const count =
-      this.#noTables && estimatedElements(state) > this.#coldStartChunk
-        ? await this.#writeColdStart(state, nonce)
-        : await this.#writeOneTransaction(state, nonce);
-    this.#noTables = false;
-    this.#nonce = nonce;
-    return count;
-  }
-
-  async #writeOneTransaction(state: DualStackState, nonce: number): Promise<number> {
-    const desired = await runInSlices(desiredRulesetSteps(state));
-    const tx = fullTransaction(desired);
-    for (const family of FAMILIES)
-      if (desired[family]) tx.addElements(family, CANARY_SET, [{ key: `${nonce}` }]);
-    await this.#nft.run(await scriptInSlices(tx));
-    return objectCount(desired);
-  }
-
-  /**
-   * In pieces, in order, each dropped once written (bounded memory). A piece is built while nft
-   * writes the one before it: the two take about as long, and nft runs on another core.
-   */
-  async #writeColdStart(state: DualStackState, nonce: number): Promise<number> {
-    let count = 0;
-    let transactions = 0;
-    let inFlight: Promise<void> = Promise.resolve();
-    const slicer = new Slicer();
-    try {
-      for (const tx of coldStartTransactions(state, this.#coldStartChunk)) {
-        // Between service ports and between pieces of the script, the event loop gets its turns.
-        await slicer.pause();
-        if (tx === undefined) continue;
-        count += transactionObjects(tx);
-        const script = await scriptInSlices(tx, slicer);
-        await inFlight;
-        inFlight = this.#nft.run(script);
-        transactions++;
-      }
-      await inFlight;
-    } finally {
-      // Never return with a piece still being written, even when building the next one failed.
-      await inFlight.catch(() => {});
-    }
-    // The canary goes in last: a cold start cut short is not intact.
-    const canary = new NftTransaction();
-    for (const family of FAMILIES)
-      if (state[MODEL_FAMILY[family]]) canary.addElements(family, CANARY_SET, [{ key: `${nonce}` }]);
-    await this.#nft.run(canary.toString());
-    this.#log('nftables: cold start in bounded transactions', { transactions: transactions + 1 });
-    return count;
-  }
-
-  /** Writes what takes the recorded ruleset to that of `state`; undefined when none is recorded. */
-  async #writeDiff(record: CommittedRecord, state: DualStackState): Promise<number | undefined> {
-    const prev = record.desired ?? (record.state && (await runInSlices(desiredRulesetSteps(record.state))));
-    if (!prev) return undefined;
-    const desired = await runInSlices(desiredRulesetSteps(state));
-    const tx = await runInSlices(diffRulesetsSteps(prev, desired));
-    // The table of a family that appears is new: give it the canary too.
-    for (const family of FAMILIES) {
-      if (desired[family] && !prev[family] && this.#nonce !== undefined) {
-        tx.addElements(family, CANARY_SET, [{ key: `${this.#nonce}` }]);
-      }
-    }
-    if (!tx.empty) await this.#nft.run(await scriptInSlices(tx));
-    return objectCount(desired);
-  }
-
-  /**
-   * The fragment path; false when it does not apply (then nothing was changed). `changed` (from
-   * the model) saves comparing the states; keys of the other family find no ports and cost nothing.
-   */
-  async #syncFragments(
-    record: CommittedRecord,
-    state: DualStackState,
-    changedKeys: ReadonlySet<ServicePortKey> | undefined,
-  ): Promise<boolean> {
-    if (!record.state) return false;
-    const tx = new NftTransaction();
-    const commits: (() => void)[] = [];
-    let delta = 0;
-    for (const family of FAMILIES) {
-      const prev = record.state[MODEL_FAMILY[family]];
-      const next = state[MODEL_FAMILY[family]];
-      if (!prev && !next) continue;
-      if (!prev || !next || !isDeepStrictEqual(prev.node, next.node)) return false;
-      const changed = changedKeys ?? changedServicePorts(prev, next);
-      if (changed.size === 0) continue;
-      const indexes = await record.indexes;
-      let index = indexes.get(family);
-      if (index === undefined) {
-        index = (await FragmentIndex.build(family, prev)) ?? 'collisions';
-        indexes.set(family, index);
-      }
-      if (index === 'collisions') return false;
-      const ports = (s: typeof prev) => [...changed].flatMap((key) => s.servicePorts.get(key) ?? []);
-      const plan = index.plan(ports(prev), ports(next));
-      if (!plan) return false;
-      diffFamily(tx, plan.before, plan.after);
-      commits.push(plan.commit);
-      delta += familyObjects(plan.after) - familyObjects(plan.before);
-    }
-    if (!tx.empty) await this.#nft.run(tx.toString());
-    for (const commit of commits) commit();
-    this.#record = { state, indexes: record.indexes, objectCount: record.objectCount + delta };
-    return true;
   }
 
   /** With `changed`, only those ports are looked at (a scan of every port costs 2-20 ms at 30k). */

@@ -1,13 +1,276 @@
-// The nftables planner: state -> desired ruleset -> nft transaction (full or incremental).
-import type { DataplanePlanner } from '../shared/dataplane.ts';
-import { desiredRuleset } from './desired-ruleset.ts';
-import { diffRulesets } from './diff.ts';
-import { fullTransaction } from './full-transaction.ts';
-import type { NftTransaction } from './transaction.ts';
+// The nftables planner: what the live dataplane sends, exactly as the dry-run prints it.
+//
+// A plan is the nft transactions of one sync, in order (each one `nft -f` run):
+// - full on an empty node: the whole ruleset and the canary in one transaction, or, past
+//   `coldStartChunk` elements, a cold start in pieces (full-transaction.ts) and the canary last;
+// - in place: a full sync on a node that has our tables (adopt.ts): chains and maps flushed and
+//   refilled in one transaction, dynamic sets (affinity) kept, stale chains deleted;
+// - incremental: the fragments of the changed service ports (fragment-index.ts) when they apply,
+//   else the diff of the two whole rulesets.
+// The live dataplane runs the planning steps in slices (work-slices.ts); render runs them through.
 
-export const nftablesPlanner: DataplanePlanner<NftTransaction> = {
+import { isDeepStrictEqual } from 'node:util';
+import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
+import type { DualStackState, IPFamily, ServicePortKey } from '../../src/model/proxy-state.ts';
+import { runAll, type Steps } from '../../src/model/work-slices.ts';
+import type { DataplanePlanner } from '../shared/dataplane.ts';
+import { CANARY_SET } from './base-objects.ts';
+import { desiredRulesetSteps } from './desired-ruleset.ts';
+import { diffFamily, diffRulesetsSteps } from './diff.ts';
+import { FragmentIndex, type FragmentPlan } from './fragment-index.ts';
+import { coldStartTransactions, fullTransaction } from './full-transaction.ts';
+import { type DesiredRuleset, FAMILIES, type FamilyRuleset } from './ruleset.ts';
+import { type NftFamily, NftTransaction } from './transaction.ts';
+
+export type NftPlanKind = 'cold-start' | 'one-transaction' | 'in-place' | 'fragments' | 'diff';
+
+export interface NftPlan {
+  readonly kind: NftPlanKind;
+  /**
+   * The transactions in the order they are run, built as they are read: a cold start's piece is
+   * garbage once its reader dropped it. Undefined is yielded where a reader may give way
+   * to the event loop. Returns the rules plus elements our tables hold afterwards (for the
+   * metrics; a fragments plan counts from `objectsBefore`). Each call starts over.
+   */
+  transactions(): Generator<NftTransaction | undefined, number, void>;
+  /** Once every transaction is applied: the fragment indexes the plan came from learn the change. */
+  readonly commit?: () => void;
+}
+
+/** The canary nonce of the first full sync (render's; the live dataplane counts its full syncs). */
+export const FIRST_NONCE = 1;
+
+/** Elements above which a cold start is sent in pieces of about this size (see live.ts). */
+export const DEFAULT_COLD_START_CHUNK = 100_000;
+
+export interface FullPlanOptions {
+  /** What the canary set holds after the sync: intact() names it. */
+  readonly nonce?: number;
+  /** Infinity: one transaction whatever the size (a node that has our tables: see live.ts). */
+  readonly coldStartChunk?: number;
+}
+
+export interface IncrementalPlanOptions {
+  /** Fragment indexes of `prev` by family (the live record's); missing ones are built and added. */
+  readonly indexes?: Map<NftFamily, FragmentIndex | 'collisions'>;
+  /** The service ports that differ, when the caller knows (else the states are compared). */
+  readonly changed?: ReadonlySet<ServicePortKey>;
+  /** The canary nonce, for the table of a family that appears. */
+  readonly nonce?: number;
+  /** The object count before the plan, which a fragments plan counts from. */
+  readonly objectsBefore?: number;
+}
+
+const MODEL_FAMILY: Readonly<Record<NftFamily, IPFamily>> = { ip: 'IPv4', ip6: 'IPv6' };
+
+export const nftablesPlanner: DataplanePlanner<NftPlan> = {
   mode: 'nftables',
-  planFull: (state) => fullTransaction(desiredRuleset(state)),
-  planIncremental: (prev, next) => diffRulesets(desiredRuleset(prev), desiredRuleset(next)),
-  render: (plan) => plan.toString(),
+  planFull: (state) => planFull(state),
+  planIncremental: (prev, next) => runAll(incrementalPlanSteps(prev, next)),
+  render: (plan) => renderPlan(plan, false),
+  renderChunks: (plan) => renderPlan(plan, true),
 };
+
+/** The full sync of an empty node. */
+export function planFull(state: DualStackState, options: FullPlanOptions = {}): NftPlan {
+  const nonce = options.nonce ?? FIRST_NONCE;
+  const chunk = options.coldStartChunk ?? DEFAULT_COLD_START_CHUNK;
+  if (estimatedElements(state) > chunk) {
+    return { kind: 'cold-start', transactions: () => coldStartSteps(state, chunk, nonce) };
+  }
+  return {
+    kind: 'one-transaction',
+    *transactions() {
+      const desired = yield* paused(desiredRulesetSteps(state));
+      const tx = fullTransaction(desired);
+      withCanary(
+        tx,
+        FAMILIES.filter((f) => desired[f]),
+        nonce,
+      );
+      yield tx;
+      return objectCount(desired);
+    },
+  };
+}
+
+/**
+ * The full sync of a node holding `adopted` (adopt.ts): one transaction that rewrites every chain
+ * and refills every map in place; no table is replaced, so dynamic sets keep their elements.
+ */
+export function planInPlace(adopted: DesiredRuleset, state: DualStackState, nonce: number): NftPlan {
+  return {
+    kind: 'in-place',
+    *transactions() {
+      const desired = yield* paused(desiredRulesetSteps(state));
+      const tx = yield* paused(diffRulesetsSteps(adopted, desired));
+      const families = FAMILIES.filter((f) => desired[f]);
+      for (const family of families) tx.flushSet(family, 'set', CANARY_SET);
+      withCanary(tx, families, nonce);
+      yield tx;
+      return objectCount(desired);
+    },
+  };
+}
+
+/** What takes a node holding planFull(prev) to the ruleset of `next`: fragments, else a diff. */
+export function* incrementalPlanSteps(
+  prev: DualStackState,
+  next: DualStackState,
+  options: IncrementalPlanOptions = {},
+): Steps<NftPlan> {
+  const fragments = yield* fragmentsPlanSteps(prev, next, options);
+  if (fragments) return fragments;
+  const nonce = options.nonce ?? FIRST_NONCE;
+  return {
+    kind: 'diff',
+    *transactions() {
+      const before = yield* paused(desiredRulesetSteps(prev));
+      const after = yield* paused(desiredRulesetSteps(next));
+      const tx = yield* paused(diffRulesetsSteps(before, after));
+      // The table of a family that appears is new: it gets the canary too.
+      withCanary(
+        tx,
+        FAMILIES.filter((f) => after[f] && !before[f]),
+        nonce,
+      );
+      if (!tx.empty) yield tx;
+      return objectCount(after);
+    },
+  };
+}
+
+/**
+ * The fragments of the changed service ports; undefined when they do not apply (a family or the
+ * node settings changed, ports collide). Keys of the other family find no ports and cost nothing.
+ */
+function* fragmentsPlanSteps(
+  prev: DualStackState,
+  next: DualStackState,
+  options: IncrementalPlanOptions,
+): Steps<NftPlan | undefined> {
+  const indexes = options.indexes ?? new Map<NftFamily, FragmentIndex | 'collisions'>();
+  const tx = new NftTransaction();
+  const plans: FragmentPlan[] = [];
+  let delta = 0;
+  for (const family of FAMILIES) {
+    const before = prev[MODEL_FAMILY[family]];
+    const after = next[MODEL_FAMILY[family]];
+    if (!before && !after) continue;
+    if (!before || !after || !isDeepStrictEqual(before.node, after.node)) return undefined;
+    const changed = options.changed ?? changedServicePorts(before, after);
+    if (changed.size === 0) continue;
+    let index = indexes.get(family);
+    if (index === undefined) {
+      index = (yield* FragmentIndex.buildSteps(family, before)) ?? 'collisions';
+      indexes.set(family, index);
+    }
+    if (index === 'collisions') return undefined;
+    const ports = (s: typeof before) => [...changed].flatMap((key) => s.servicePorts.get(key) ?? []);
+    const plan = index.plan(ports(before), ports(after));
+    if (!plan) return undefined;
+    diffFamily(tx, plan.before, plan.after);
+    plans.push(plan);
+    delta += familyObjects(plan.after) - familyObjects(plan.before);
+  }
+  const objects = (options.objectsBefore ?? 0) + delta;
+  return {
+    kind: 'fragments',
+    *transactions() {
+      if (!tx.empty) yield tx;
+      return objects;
+    },
+    commit: () => {
+      for (const plan of plans) plan.commit();
+    },
+  };
+}
+
+/**
+ * The cold start's pieces, then the canary: a cold start cut short is not intact. Gives way
+ * between service ports.
+ */
+function* coldStartSteps(
+  state: DualStackState,
+  chunk: number,
+  nonce: number,
+): Generator<NftTransaction | undefined, number, void> {
+  let count = 0;
+  for (const tx of coldStartTransactions(state, chunk)) {
+    if (tx !== undefined) count += transactionObjects(tx);
+    yield tx;
+  }
+  yield withCanary(
+    new NftTransaction(),
+    FAMILIES.filter((f) => state[MODEL_FAMILY[f]]),
+    nonce,
+  );
+  return count;
+}
+
+/** Steps (work-slices.ts) as a transactions generator runs them: pausing yields undefined. */
+function* paused<T>(steps: Steps<T>): Generator<undefined, T, void> {
+  for (;;) {
+    const next = steps.next();
+    if (next.done) return next.value;
+    yield undefined;
+  }
+}
+
+function withCanary(tx: NftTransaction, families: readonly NftFamily[], nonce: number): NftTransaction {
+  for (const family of families) tx.addElements(family, CANARY_SET, [{ key: `${nonce}` }]);
+  return tx;
+}
+
+/**
+ * The plan's transactions as one script (they load as one: `nft -f`), or with `chunks` each under
+ * a `#` line naming it. A plan sent as several transactions says so in a first `#` line.
+ */
+function renderPlan(plan: NftPlan, chunks: boolean): string {
+  const scripts: string[] = [];
+  for (const tx of plan.transactions()) if (tx !== undefined) scripts.push(tx.toString());
+  if (chunks) {
+    return scripts
+      .map((s, i) => `# nft -f transaction ${i + 1}/${scripts.length} (${plan.kind})\n${s}`)
+      .join('');
+  }
+  const note =
+    scripts.length > 1
+      ? `# the live dataplane sends this ${plan.kind} as ${scripts.length} nft transactions: render --chunks\n`
+      : '';
+  return note + scripts.join('');
+}
+
+function familyObjects(ruleset: FamilyRuleset | undefined): number {
+  let count = 0;
+  for (const chain of ruleset?.chains.values() ?? []) count += chain.rules.length;
+  for (const elements of ruleset?.elements.values() ?? []) count += elements.size;
+  return count;
+}
+
+/** Rules plus elements: what the rule-count metrics report. */
+export function objectCount(desired: DesiredRuleset): number {
+  return FAMILIES.reduce((sum, family) => sum + familyObjects(desired[family]), 0);
+}
+
+/** Rules plus elements added by a transaction (one that only adds). */
+function transactionObjects(tx: NftTransaction): number {
+  let count = 0;
+  for (const op of tx.ops) {
+    if (op.object === 'rule') count++;
+    else if (op.object === 'element') count += op.elements.length;
+  }
+  return count;
+}
+
+/**
+ * About one element per endpoint and one per service port (a lower bound): whether a cold start
+ * is large enough to be written in pieces.
+ */
+function estimatedElements(state: DualStackState): number {
+  let count = 0;
+  for (const familyState of [state.IPv4, state.IPv6]) {
+    for (const sp of familyState?.servicePorts.values() ?? []) count += 1 + sp.clusterEndpoints.length;
+  }
+  return count;
+}

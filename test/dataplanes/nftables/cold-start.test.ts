@@ -83,12 +83,18 @@ test('the live dataplane splits a large cold start and puts the canary in last',
   assert.ok(nft.scripts.slice(0, -1).every((s) => !/element ip6? kproxy canary/.test(s)));
   assert.match(nft.scripts.at(-1)!, / canary \{ \d+ \}/);
   assert.equal(await dp.intact(), true);
+  // Our tables are there now: a later full sync rewrites them in place, in one transaction.
+  const chain = (family: string) => ({
+    nftables: [{ chain: { family, table: 'kproxy', name: 'services' } }],
+  });
+  nft.chains = { ip: chain('ip'), ip6: chain('ip6') };
+  const before = nft.scripts.length;
   await dp.sync(state, 'full');
-  assert.match(
-    nft.scripts.at(-1)!,
-    /^add table ip6? kproxy\ndelete table/,
-    'later full syncs are one transaction',
-  );
+  assert.equal(nft.scripts.length, before + 1, 'later full syncs are one transaction');
+  assert.doesNotMatch(nft.scripts.at(-1)!, /^delete table/m, 'in place');
+  assert.match(nft.scripts.at(-1)!, /^flush set ip kproxy canary\n/m);
+  assert.match(nft.scripts.at(-1)!, /^add element ip kproxy canary \{ 2 \}$/m, 'the second full sync');
+  assert.equal(await dp.intact(), true);
 });
 
 test('a cold start piece that nft refuses ends the cold start: no later piece is written, none is left in flight', async () => {

@@ -1,6 +1,7 @@
 // An in-memory nft for unit tests: applies a transaction's operations all-or-nothing and checks
 // what the kernel would refuse (references to missing chains or sets, deleting a chain or set that
 // is still referenced, duplicate or missing elements). Its dump compares kernel states.
+import type { NftPlan } from '../../../dataplanes/nftables/planner.ts';
 import type {
   ChainSpec,
   ElementSpec,
@@ -138,4 +139,11 @@ export function dump(state: FakeState): unknown {
         .sort(([a], [b]) => (a < b ? -1 : 1))
         .map(([set, e]) => [set, [...e.values()].sort((a, b) => (a.key < b.key ? -1 : 1))]),
     }));
+}
+
+/** Every operation of a plan's transactions, in order (they load as one script). */
+export function planOps(plan: NftPlan): NftOp[] {
+  const ops: NftOp[] = [];
+  for (const tx of plan.transactions()) if (tx) ops.push(...tx.ops);
+  return ops;
 }

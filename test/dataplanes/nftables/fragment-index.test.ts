@@ -7,7 +7,7 @@ import { NftTransaction } from '../../../dataplanes/nftables/transaction.ts';
 import { changedServicePorts } from '../../../src/model/changed-service-ports.ts';
 import type { ProxyState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
-import { applyTransaction, dump } from './fake-nft.ts';
+import { applyTransaction, dump, planOps } from './fake-nft.ts';
 import { endpoint, proxyState, servicePort } from './fixtures.ts';
 import { randomState } from './random-state.ts';
 
@@ -33,7 +33,7 @@ test('fragments of the changed service ports take full(A) to exactly full(B), ov
     const first = randomState(random).IPv4;
     if (!first) continue;
     let index = await FragmentIndex.build('ip', first);
-    let kernel = applyTransaction(new Map(), nftablesPlanner.planFull({ IPv4: first }).ops);
+    let kernel = applyTransaction(new Map(), planOps(nftablesPlanner.planFull({ IPv4: first })));
     let prev = first;
     for (let step = 0; step < 5 && index; step++) {
       const drawn = randomState(random).IPv4;
@@ -45,7 +45,7 @@ test('fragments of the changed service ports take full(A) to exactly full(B), ov
         break;
       }
       kernel = applyTransaction(kernel, tx.ops);
-      const expected = applyTransaction(new Map(), nftablesPlanner.planFull({ IPv4: next }).ops);
+      const expected = applyTransaction(new Map(), planOps(nftablesPlanner.planFull({ IPv4: next })));
       assert.deepEqual(dump(kernel), dump(expected), `run ${run} step ${step} of seed ${seed}`);
       applied++;
       prev = next;

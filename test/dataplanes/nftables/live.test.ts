@@ -143,8 +143,49 @@ test('start() adopts an earlier table from its chains: the first full sync rewri
     script,
     /^add element ip kproxy backends-tcp \{ 10\.96\.0\.10 \. 80 \. 0 : 10\.244\.1\.10 \. 8080 \}$/m,
   );
-  assert.doesNotMatch(script, /flush set ip kproxy canary/, 'the canary is kept');
+  assert.match(
+    script,
+    /^flush set ip kproxy canary\nadd element ip kproxy canary \{ 1 \}\n$/m,
+    'a new nonce',
+  );
   assert.equal((await dp.sync(ipv4([web('10.244.1.10')]), 'incremental')).kind, 'incremental');
+});
+
+const ourChains = { nftables: [{ chain: { family: 'ip', table: 'kproxy', name: 'services', handle: 1 } }] };
+const affine = servicePort('web', {
+  clusterIP: '10.96.0.10',
+  clusterEndpoints: [endpoint('10.244.1.10')],
+  sessionAffinity: { timeoutSeconds: 10800 },
+});
+
+test('a full sync on a node with our tables rewrites them in place: dynamic sets keep their elements', async () => {
+  const { nft, dp } = dataplane();
+  await dp.sync(ipv4([affine]), 'full');
+  nft.chains.ip = ourChains;
+  assert.equal((await dp.sync(ipv4([affine]), 'full')).kind, 'full');
+  const script = nft.scripts.at(-1)!;
+  assert.doesNotMatch(script, /^delete table/m, 'no table replaced');
+  // Whatever the affinity sets are called (issue 16 renames them): the dynamic ones are not flushed.
+  const dynamic = [
+    ...nft.scripts[0]!.matchAll(/^add (?:set|map) ip kproxy (\S+) \{[^}]*(?:dynamic|timeout)/gm),
+  ];
+  assert.ok(dynamic.length > 0, 'the state has a dynamic set');
+  for (const [, name] of dynamic)
+    assert.doesNotMatch(script, new RegExp(`^flush (set|map) ip kproxy ${name}$`, 'm'));
+  assert.match(script, /^flush map ip kproxy backends-tcp$/m, 'the maps kproxy fills are refilled');
+  assert.match(script, /^add element ip kproxy canary \{ 2 \}$/m);
+  assert.equal(await dp.intact(), true);
+});
+
+test('a full sync that nft refuses in place replaces the tables instead', async () => {
+  const { nft, dp } = dataplane();
+  await dp.sync(ipv4([web('10.244.1.10')]), 'full');
+  nft.chains.ip = ourChains;
+  nft.failures.push((script) => !isFull(script));
+  assert.equal((await dp.sync(ipv4([web('10.244.1.11')]), 'full')).kind, 'full');
+  assert.ok(isFull(nft.scripts.at(-1)!));
+  assert.match(nft.scripts.at(-1)!, /^add element ip kproxy canary \{ 2 \}$/m);
+  assert.equal(await dp.intact(), true);
 });
 
 test('after adoption only the UDP flows of endpoints gone while we were down are deleted', async () => {
