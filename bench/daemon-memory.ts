@@ -238,7 +238,10 @@ try {
       throw new Error(`kproxy run exited (${child.exitCode ?? child.signalCode}): ${stderr.trim()}`);
     }
     if (Date.now() - spawnedAt > TIMEOUT_MS) throw new Error(`no sync within ${values.timeout} s`);
-    const last = sample(await scrape(ns), 'kubeproxy_sync_proxy_rules_last_timestamp_seconds');
+    const last = sample(
+      await scrape(ns),
+      'kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"}',
+    );
     if (last !== undefined && last > 0) syncedAt = last * 1000;
     else await sleep(500);
   }

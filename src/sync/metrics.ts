@@ -1,13 +1,17 @@
 // The daemon's Prometheus metrics, with kube-proxy's names (pkg/proxy/metrics) where the meaning
 // is the same, so existing dashboards and alerts keep working after a switch. A Registry of our
 // own rather than prom-client's global default: tests build as many daemons as they like.
+// Since 1.33 kube-proxy labels its sync metrics with ip_family (IPv4, IPv6): it runs one proxier
+// per family. kproxy syncs both families in one step, so a sync, its duration and its failure
+// count once under each family the node serves (those of the last state built).
 import { Counter, collectDefaultMetrics, Gauge, Histogram, linearBuckets, Registry } from 'prom-client';
 import { CommandTimeoutError } from '../../dataplanes/shared/command-runner.ts';
 import type { DataplaneMode } from '../../dataplanes/shared/dataplane.ts';
 import { DataplaneError } from '../../dataplanes/shared/dataplane-error.ts';
 import { type EndpointSlice, LAST_CHANGE_TRIGGER_TIME_ANNOTATION } from '../kube/objects.ts';
-import type { DualStackState } from '../model/proxy-state.ts';
+import type { DualStackState, IPFamily } from '../model/proxy-state.ts';
 import { trafficDecisions } from '../model/traffic-decisions.ts';
+import type { NoLocalEndpoints, NoLocalEndpointsByFamily } from './state-counts.ts';
 import type { SyncLoopEvent } from './sync-loop.ts';
 
 /** kube-proxy's ExponentialBuckets(0.001, 2, 15). */
@@ -37,27 +41,26 @@ const FAILURE_COUNTER: Record<DataplaneMode, { readonly name: string; readonly h
   },
 };
 
-export interface NoLocalEndpoints {
-  readonly internal: number;
-  readonly external: number;
-}
-
 /**
  * Service ports whose Local policy has no local endpoint, as kube-proxy counts them for
- * sync_proxy_rules_no_local_endpoints_total: per traffic policy, summed over both families. Only
- * the traffic that is DROPped for it counts; a service with no endpoint anywhere is REJECTed.
+ * sync_proxy_rules_no_local_endpoints_total: per family the state serves and per traffic policy.
+ * Only the traffic that is DROPped for it counts; a service with no endpoint anywhere is REJECTed.
  */
-export function countNoLocalEndpoints(state: DualStackState): NoLocalEndpoints {
-  let internal = 0;
-  let external = 0;
-  for (const family of [state.IPv4, state.IPv6]) {
-    for (const port of family?.servicePorts.values() ?? []) {
+export function countNoLocalEndpoints(state: DualStackState): NoLocalEndpointsByFamily {
+  const result: { [F in IPFamily]?: NoLocalEndpoints } = {};
+  for (const family of ['IPv4', 'IPv6'] as const) {
+    const ports = state[family]?.servicePorts;
+    if (ports === undefined) continue;
+    let internal = 0;
+    let external = 0;
+    for (const port of ports.values()) {
       const { internalVerdict, externalVerdict } = trafficDecisions(port);
       if (internalVerdict === 'drop') internal++;
       if (externalVerdict === 'drop') external++;
     }
+    result[family] = { internal, external };
   }
-  return { internal, external };
+  return result;
 }
 
 /** The slice's last-change-trigger-time in ms since the epoch, when present and valid. */
@@ -71,23 +74,29 @@ export function lastChangeTriggerTime(slice: EndpointSlice): number | undefined 
 interface PendingTrigger {
   readonly receivedAt: number;
   readonly triggeredAt: number;
+  /** The slice's addressType: the family whose rules program it. */
+  readonly family: IPFamily;
 }
+
+type FamilyLabel = 'ip_family';
 
 export class ProxyMetrics {
   readonly registry = new Registry();
-  readonly #syncDuration: Histogram;
-  readonly #fullSyncDuration: Histogram;
-  readonly #partialSyncDuration: Histogram;
-  readonly #networkProgramming: Histogram;
-  readonly #lastSynced: Gauge;
-  readonly #lastQueued: Gauge;
-  readonly #noLocalEndpoints: Gauge<'traffic_policy'>;
+  readonly #syncDuration: Histogram<FamilyLabel>;
+  readonly #fullSyncDuration: Histogram<FamilyLabel>;
+  readonly #partialSyncDuration: Histogram<FamilyLabel>;
+  readonly #networkProgramming: Histogram<FamilyLabel>;
+  readonly #lastSynced: Gauge<FamilyLabel>;
+  readonly #lastQueued: Gauge<FamilyLabel>;
+  readonly #noLocalEndpoints: Gauge<FamilyLabel | 'traffic_policy'>;
   readonly #endpointChanges: Counter;
   readonly #serviceChanges: Counter;
   readonly #objects: Gauge;
   readonly #problems: Gauge;
   readonly #conntrackDeleted: Counter;
-  readonly #failures: Counter;
+  readonly #failures: Counter<FamilyLabel>;
+  /** nftables mode only, as in kube-proxy. */
+  readonly #cleanupFailures: Counter<FamilyLabel> | undefined;
   readonly #commandTimeouts: Counter<'command'>;
   readonly #bugs: Counter;
   readonly #healthz: Counter<'code'>;
@@ -95,6 +104,10 @@ export class ProxyMetrics {
   readonly #httpRefused: Counter<'listener' | 'reason'>;
   /** Trigger times of slice changes not yet covered by a successful sync. */
   #pendingTriggers: PendingTrigger[] = [];
+  /** The families of the last state built: the values of ip_family. */
+  #families: readonly IPFamily[] = [];
+  /** The last queued time, for a family first served after it. */
+  #lastQueuedAt: number | undefined;
 
   constructor(mode: DataplaneMode, options: { readonly processMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -102,40 +115,46 @@ export class ProxyMetrics {
       name: 'kubeproxy_sync_proxy_rules_duration_seconds',
       help: 'SyncProxyRules latency in seconds',
       buckets: SYNC_BUCKETS,
+      labelNames: ['ip_family'],
       registers,
     });
     this.#fullSyncDuration = new Histogram({
       name: 'kubeproxy_sync_full_proxy_rules_duration_seconds',
       help: 'SyncProxyRules latency in seconds for full resyncs',
       buckets: SYNC_BUCKETS,
+      labelNames: ['ip_family'],
       registers,
     });
     this.#partialSyncDuration = new Histogram({
       name: 'kubeproxy_sync_partial_proxy_rules_duration_seconds',
       help: 'SyncProxyRules latency in seconds for partial resyncs',
       buckets: SYNC_BUCKETS,
+      labelNames: ['ip_family'],
       registers,
     });
     this.#networkProgramming = new Histogram({
       name: 'kubeproxy_network_programming_duration_seconds',
       help: 'In Cluster Network Programming Latency in seconds',
       buckets: NETWORK_PROGRAMMING_BUCKETS,
+      labelNames: ['ip_family'],
       registers,
     });
     this.#lastSynced = new Gauge({
       name: 'kubeproxy_sync_proxy_rules_last_timestamp_seconds',
       help: 'The last time proxy rules were successfully synced',
+      labelNames: ['ip_family'],
       registers,
     });
     this.#lastQueued = new Gauge({
       name: 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds',
       help: 'The last time a sync of proxy rules was queued',
+      labelNames: ['ip_family'],
       registers,
     });
     this.#noLocalEndpoints = new Gauge({
       name: 'kubeproxy_sync_proxy_rules_no_local_endpoints_total',
       help: 'Number of services with a Local traffic policy and no endpoints',
-      labelNames: ['traffic_policy'],
+      labelNames: ['ip_family', 'traffic_policy'],
       registers,
     });
     this.#endpointChanges = new Counter({
@@ -163,7 +182,16 @@ export class ProxyMetrics {
       help: 'Cumulative conntrack flows deleted by conntrack reconciler',
       registers,
     });
-    this.#failures = new Counter({ ...FAILURE_COUNTER[mode], registers });
+    this.#failures = new Counter({ ...FAILURE_COUNTER[mode], labelNames: ['ip_family'], registers });
+    this.#cleanupFailures =
+      mode === 'nftables'
+        ? new Counter({
+            name: 'kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total',
+            help: 'Cumulative proxy nftables cleanup failures (kproxy deletes stale chains in the sync transaction itself, so a failed deletion is a sync failure and this stays 0)',
+            labelNames: ['ip_family'],
+            registers,
+          })
+        : undefined;
     this.#commandTimeouts = new Counter({
       name: 'kproxy_sync_command_timeouts_total',
       help: 'Syncs that failed because an external command (nft, iptables-restore, ...) did not finish in time and was killed, by command',
@@ -200,12 +228,13 @@ export class ProxyMetrics {
   observe(event: SyncLoopEvent): void {
     switch (event.type) {
       case 'queued':
-        this.#lastQueued.set(event.at / 1000);
+        this.#lastQueuedAt = event.at;
+        for (const ip_family of this.#families) this.#lastQueued.set({ ip_family }, event.at / 1000);
         return;
       case 'checked':
         return;
       case 'failed':
-        this.#failures.inc();
+        for (const ip_family of this.#families) this.#failures.inc({ ip_family });
         if (event.error instanceof CommandTimeoutError)
           this.#commandTimeouts.inc({ command: event.error.command });
         if (!(event.error instanceof DataplaneError)) this.#bugs.inc();
@@ -214,7 +243,7 @@ export class ProxyMetrics {
       case 'synced': {
         this.#observeDuration(event.outcome.kind, event.durationMs);
         const syncedAt = event.startedAt + event.durationMs;
-        this.#lastSynced.set(syncedAt / 1000);
+        for (const ip_family of this.#families) this.#lastSynced.set({ ip_family }, syncedAt / 1000);
         this.#objects.set(event.outcome.objectCount);
         this.#conntrackDeleted.inc(event.outcome.conntrackEntriesDeleted);
         this.#observeNetworkProgramming(event.startedAt, syncedAt);
@@ -232,7 +261,10 @@ export class ProxyMetrics {
   endpointSliceChanged(receivedAt: number, slice: EndpointSlice | undefined): void {
     this.#endpointChanges.inc();
     const triggeredAt = slice && lastChangeTriggerTime(slice);
-    if (triggeredAt !== undefined) this.#pendingTriggers.push({ receivedAt, triggeredAt });
+    // FQDN slices program nothing.
+    const family = slice?.addressType;
+    if (triggeredAt !== undefined && (family === 'IPv4' || family === 'IPv6'))
+      this.#pendingTriggers.push({ receivedAt, triggeredAt, family });
   }
 
   /** Called with each state handed to the dataplane. */
@@ -240,10 +272,29 @@ export class ProxyMetrics {
     this.noLocalEndpointsCounted(countNoLocalEndpoints(state));
   }
 
-  /** stateBuilt for a caller that keeps the counts itself (the daemon, from the changed ports). */
-  noLocalEndpointsCounted({ internal, external }: NoLocalEndpoints): void {
-    this.#noLocalEndpoints.set({ traffic_policy: 'internal' }, internal);
-    this.#noLocalEndpoints.set({ traffic_policy: 'external' }, external);
+  /**
+   * stateBuilt for a caller that keeps the counts itself (the daemon, from the changed ports). The
+   * families present are the ones the node serves from now on: the ip_family of what follows.
+   */
+  noLocalEndpointsCounted(byFamily: NoLocalEndpointsByFamily): void {
+    const families = (['IPv4', 'IPv6'] as const).filter((family) => byFamily[family] !== undefined);
+    for (const ip_family of families) {
+      const { internal, external } = byFamily[ip_family]!;
+      this.#noLocalEndpoints.set({ ip_family, traffic_policy: 'internal' }, internal);
+      this.#noLocalEndpoints.set({ ip_family, traffic_policy: 'external' }, external);
+      if (!this.#families.includes(ip_family)) {
+        // Visible at 0 from the start, as kube-proxy's per-family series are.
+        this.#failures.inc({ ip_family }, 0);
+        this.#cleanupFailures?.inc({ ip_family }, 0);
+        if (this.#lastQueuedAt !== undefined) this.#lastQueued.set({ ip_family }, this.#lastQueuedAt / 1000);
+      }
+    }
+    for (const ip_family of this.#families) {
+      if (families.includes(ip_family)) continue;
+      this.#noLocalEndpoints.remove({ ip_family, traffic_policy: 'internal' });
+      this.#noLocalEndpoints.remove({ ip_family, traffic_policy: 'external' });
+    }
+    this.#families = families;
   }
 
   /** Bad input is skipped with a log line and shows here, so an alert can find it. */
@@ -266,17 +317,20 @@ export class ProxyMetrics {
 
   #observeDuration(kind: 'full' | 'incremental', durationMs: number): void {
     const seconds = durationMs / 1000;
-    this.#syncDuration.observe(seconds);
-    (kind === 'full' ? this.#fullSyncDuration : this.#partialSyncDuration).observe(seconds);
+    for (const ip_family of this.#families) {
+      this.#syncDuration.observe({ ip_family }, seconds);
+      (kind === 'full' ? this.#fullSyncDuration : this.#partialSyncDuration).observe({ ip_family }, seconds);
+    }
   }
 
   /** Changes received before the sync started are now in the kernel. */
   #observeNetworkProgramming(startedAt: number, syncedAt: number): void {
     const covered = this.#pendingTriggers.filter((p) => p.receivedAt <= startedAt);
     this.#pendingTriggers = this.#pendingTriggers.filter((p) => p.receivedAt > startedAt);
-    for (const { triggeredAt } of covered) {
+    for (const { triggeredAt, family } of covered) {
       // Clock skew between the control plane and this node can make the difference negative.
-      if (syncedAt >= triggeredAt) this.#networkProgramming.observe((syncedAt - triggeredAt) / 1000);
+      if (syncedAt >= triggeredAt)
+        this.#networkProgramming.observe({ ip_family: family }, (syncedAt - triggeredAt) / 1000);
     }
   }
 }

@@ -1,54 +1,72 @@
 // The counts the daemon reports on every sync (the sync log line, the no-local-endpoints gauges),
 // kept up to date from the changed service ports: at 30k services, walking every port on each
 // sync would cost more than the model's whole update.
-import type { DualStackState, ServicePort, ServicePortKey } from '../model/proxy-state.ts';
+import type { DualStackState, IPFamily, ServicePort, ServicePortKey } from '../model/proxy-state.ts';
 import { trafficDecisions } from '../model/traffic-decisions.ts';
+
+/** Service ports whose Local policy has no local endpoint, by policy. */
+export interface NoLocalEndpoints {
+  /** internalTrafficPolicy Local, endpoints elsewhere only. */
+  readonly internal: number;
+  /** externalTrafficPolicy Local, endpoints elsewhere only. */
+  readonly external: number;
+}
+
+/** One entry per family the state serves: kube-proxy labels its gauges with ip_family. */
+export type NoLocalEndpointsByFamily = { readonly [F in IPFamily]?: NoLocalEndpoints };
 
 export interface StateCounts {
   readonly servicePorts: number;
   readonly endpoints: number;
-  /** Service ports with internalTrafficPolicy Local and endpoints, none of them local. */
-  readonly noLocalInternal: number;
-  /** Service ports with externalTrafficPolicy Local and endpoints, none of them local. */
-  readonly noLocalExternal: number;
+  readonly noLocal: NoLocalEndpointsByFamily;
 }
 
-const ZERO: StateCounts = { servicePorts: 0, endpoints: 0, noLocalInternal: 0, noLocalExternal: 0 };
+const FAMILIES = ['IPv4', 'IPv6'] as const;
+
+interface Tally {
+  servicePorts: number;
+  endpoints: number;
+  noLocal: Record<IPFamily, { internal: number; external: number }>;
+}
+
+const zero = (): Tally => ({
+  servicePorts: 0,
+  endpoints: 0,
+  noLocal: { IPv4: { internal: 0, external: 0 }, IPv6: { internal: 0, external: 0 } },
+});
 
 export class StateCounter {
-  #counts = ZERO;
+  #tally = zero();
   #state: DualStackState = {};
 
   /** The counts of `next`; `changed` (relative to the previous call's state) avoids a full walk. */
   update(next: DualStackState, changed?: ReadonlySet<ServicePortKey>): StateCounts {
-    const counts = { ...(changed === undefined ? ZERO : this.#counts) };
-    for (const family of ['IPv4', 'IPv6'] as const) {
+    const tally = changed === undefined ? zero() : this.#tally;
+    for (const family of FAMILIES) {
       const before = this.#state[family]?.servicePorts;
       const after = next[family]?.servicePorts;
       if (changed === undefined) {
-        for (const port of after?.values() ?? []) add(counts, port, 1);
+        for (const port of after?.values() ?? []) add(tally, family, port, 1);
         continue;
       }
       for (const key of changed) {
-        add(counts, before?.get(key), -1);
-        add(counts, after?.get(key), 1);
+        add(tally, family, before?.get(key), -1);
+        add(tally, family, after?.get(key), 1);
       }
     }
     this.#state = next;
-    this.#counts = counts;
-    return counts;
+    this.#tally = tally;
+    const noLocal: { [F in IPFamily]?: NoLocalEndpoints } = {};
+    for (const family of FAMILIES) if (next[family]) noLocal[family] = { ...tally.noLocal[family] };
+    return { servicePorts: tally.servicePorts, endpoints: tally.endpoints, noLocal };
   }
 }
 
-function add(
-  counts: { -readonly [K in keyof StateCounts]: number },
-  port: ServicePort | undefined,
-  sign: number,
-) {
+function add(tally: Tally, family: IPFamily, port: ServicePort | undefined, sign: number) {
   if (port === undefined) return;
-  counts.servicePorts += sign;
-  counts.endpoints += sign * port.clusterEndpoints.length;
+  tally.servicePorts += sign;
+  tally.endpoints += sign * port.clusterEndpoints.length;
   const { internalVerdict, externalVerdict } = trafficDecisions(port);
-  if (internalVerdict === 'drop') counts.noLocalInternal += sign;
-  if (externalVerdict === 'drop') counts.noLocalExternal += sign;
+  if (internalVerdict === 'drop') tally.noLocal[family].internal += sign;
+  if (externalVerdict === 'drop') tally.noLocal[family].external += sign;
 }

@@ -62,7 +62,7 @@ export class SyncStep implements Syncer {
     this.#lastState = state;
     const counts = this.#counter.update(state, full ? undefined : changed);
     this.#summary = { servicePorts: counts.servicePorts, endpoints: counts.endpoints };
-    metrics.noLocalEndpointsCounted({ internal: counts.noLocalInternal, external: counts.noLocalExternal });
+    metrics.noLocalEndpointsCounted(counts.noLocal);
     // The listeners follow the health-check node ports and local endpoint counts, which only
     // changed service ports can move. Owed until an update succeeds (this sync may fail before it).
     this.#healthChecksOwed ||= full || touchesHealthChecks(previous, state, changed);

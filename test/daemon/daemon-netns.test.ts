@@ -207,8 +207,14 @@ for (const mode of ['nftables', 'iptables'] as const) {
       assert.equal((JSON.parse(healthz.body) as { nodeEligible: boolean }).nodeEligible, true);
       const metrics = await c.get('http://127.0.0.1:10249/metrics');
       assert.equal(metrics.status, 200);
-      assert.match(metrics.body, /^kubeproxy_sync_proxy_rules_last_timestamp_seconds [1-9]/m);
-      assert.match(metrics.body, /^kubeproxy_sync_partial_proxy_rules_duration_seconds_count [1-9]/m);
+      assert.match(
+        metrics.body,
+        /^kubeproxy_sync_proxy_rules_last_timestamp_seconds\{ip_family="IPv4"\} [1-9]/m,
+      );
+      assert.match(
+        metrics.body,
+        /^kubeproxy_sync_partial_proxy_rules_duration_seconds_count\{ip_family="IPv4"\} [1-9]/m,
+      );
       assert.match(metrics.body, /^kubeproxy_sync_proxy_rules_endpoint_changes_total 2$/m);
       assert.match(metrics.body, /^process_resident_memory_bytes /m);
       assert.equal((await c.get('http://127.0.0.1:10249/proxyMode')).body, mode);

@@ -158,7 +158,7 @@ describe('daemon against the stand-in API server', () => {
     await eventually('a sync after two failures', () => r.dataplane.syncs.length > 0);
     assert.equal(r.dataplane.syncs[0]?.kind, 'full');
     const text = await (await fetch(`${r.daemon.metricsUrl}/metrics`)).text();
-    assert.match(text, /^kubeproxy_sync_proxy_rules_nftables_sync_failures_total 2$/m);
+    assert.match(text, /^kubeproxy_sync_proxy_rules_nftables_sync_failures_total\{ip_family="IPv4"\} 2$/m);
     assert.ok(r.lines.some((l) => l.msg === 'sync failed; retrying with a full sync' && l.level === 50));
     assert.match(text, /^kproxy_sync_bugs_total 0$/m, 'a refusal by the kernel is not a bug');
   });
@@ -184,9 +184,14 @@ describe('daemon against the stand-in API server', () => {
     assert.equal(((await healthz.json()) as { nodeEligible: boolean }).nodeEligible, true);
     assert.equal((await fetch(`${r.daemon.healthzUrl}/livez`)).status, 200);
     const metrics = await (await fetch(`${r.daemon.metricsUrl}/metrics`)).text();
-    const last = /^kubeproxy_sync_proxy_rules_last_timestamp_seconds (\S+)$/m.exec(metrics);
+    const last = /^kubeproxy_sync_proxy_rules_last_timestamp_seconds\{ip_family="IPv4"\} (\S+)$/m.exec(
+      metrics,
+    );
     assert.ok(last && Number(last[1]) > 0, 'last sync timestamp is set');
-    assert.match(metrics, /^kubeproxy_sync_full_proxy_rules_duration_seconds_count [1-9]/m);
+    assert.match(
+      metrics,
+      /^kubeproxy_sync_full_proxy_rules_duration_seconds_count\{ip_family="IPv4"\} [1-9]/m,
+    );
     assert.match(metrics, /^kubeproxy_sync_proxy_rules_service_changes_total 1$/m);
     assert.match(metrics, /^kubeproxy_proxy_healthz_total\{code="200"\} 1$/m);
     assert.match(metrics, /^kproxy_informer_relists_total\{resource="services",reason="initial"\} 1$/m);

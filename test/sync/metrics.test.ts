@@ -47,7 +47,7 @@ const synced = (kind: 'full' | 'incremental', startedAt: number, durationMs: num
   }) as const;
 
 describe('countNoLocalEndpoints', () => {
-  test('counts Local policies without a local endpoint, per policy, over both families', () => {
+  test('counts Local policies without a local endpoint, per family and per policy', () => {
     const remote = [endpoint('10.2.0.5', 80)];
     const remote6 = [endpoint('fd00:2::5', 80)];
     const external = { nodePort: 30080, externalPolicyLocal: true };
@@ -61,7 +61,10 @@ describe('countNoLocalEndpoints', () => {
       ]),
       IPv6: proxyState('IPv6', [servicePort('a6', { ...external, clusterEndpoints: remote6 })]),
     };
-    assert.deepEqual(countNoLocalEndpoints(state), { internal: 2, external: 3 });
+    assert.deepEqual(countNoLocalEndpoints(state), {
+      IPv4: { internal: 2, external: 2 },
+      IPv6: { internal: 0, external: 1 },
+    });
   });
 
   test('leaves out services without any endpoint: their traffic is rejected, as kube-proxy counts', () => {
@@ -71,7 +74,7 @@ describe('countNoLocalEndpoints', () => {
         servicePort('b', { nodePort: 30080, externalPolicyLocal: true }),
       ]),
     };
-    assert.deepEqual(countNoLocalEndpoints(state), { internal: 0, external: 0 });
+    assert.deepEqual(countNoLocalEndpoints(state), { IPv4: { internal: 0, external: 0 } });
   });
 });
 
@@ -82,6 +85,16 @@ describe('lastChangeTriggerTime', () => {
     assert.equal(lastChangeTriggerTime(slice('yesterday-ish')), undefined);
   });
 });
+
+/** ProxyMetrics after a state of these families was built (the ip_family label's values). */
+function serving(mode: 'nftables' | 'iptables' | 'ipvs', families: readonly ('IPv4' | 'IPv6')[] = ['IPv4']) {
+  const metrics = new ProxyMetrics(mode, { processMetrics: false });
+  metrics.stateBuilt(Object.fromEntries(families.map((f) => [f, proxyState(f, [])])));
+  return metrics;
+}
+
+const V4 = { ip_family: 'IPv4' };
+const V6 = { ip_family: 'IPv6' };
 
 describe('ProxyMetrics', () => {
   test('exposes kube-proxy metric names in its own registry, not the global one', async () => {
@@ -99,6 +112,7 @@ describe('ProxyMetrics', () => {
       'kubeproxy_sync_proxy_rules_service_changes_total',
       'kubeproxy_conntrack_reconciler_deleted_entries_total',
       'kubeproxy_sync_proxy_rules_nftables_sync_failures_total',
+      'kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total',
     ]) {
       assert.match(text, new RegExp(`^# TYPE ${name} `, 'm'));
     }
@@ -113,7 +127,7 @@ describe('ProxyMetrics', () => {
   });
 
   test('a sync splits its duration into full or partial by what actually ran', async () => {
-    const metrics = new ProxyMetrics('nftables', { processMetrics: false });
+    const metrics = serving('nftables');
     metrics.observe(synced('full', 1_000, 250));
     metrics.observe(synced('incremental', 5_000, 20));
     metrics.observe(synced('incremental', 9_000, 30, 12));
@@ -127,7 +141,7 @@ describe('ProxyMetrics', () => {
   });
 
   test('failures are counted, and do not move the last-synced timestamp', async () => {
-    const metrics = new ProxyMetrics('nftables', { processMetrics: false });
+    const metrics = serving('nftables');
     metrics.observe(synced('full', 1_000, 100));
     metrics.observe({
       type: 'failed',
@@ -143,7 +157,7 @@ describe('ProxyMetrics', () => {
   });
 
   test('a sync failed by a command that timed out is counted under that command as well', async () => {
-    const metrics = new ProxyMetrics('iptables', { processMetrics: false });
+    const metrics = serving('iptables');
     const failed = (error: Error) => ({
       type: 'failed' as const,
       requested: 'full' as const,
@@ -161,7 +175,7 @@ describe('ProxyMetrics', () => {
   });
 
   test('a sync failed by anything but a dataplane error is also counted as a bug', async () => {
-    const metrics = new ProxyMetrics('iptables', { processMetrics: false });
+    const metrics = serving('iptables');
     const failed = (error: Error) => ({
       type: 'failed' as const,
       requested: 'incremental' as const,
@@ -179,13 +193,13 @@ describe('ProxyMetrics', () => {
   });
 
   test('queued sets the last-queued timestamp', async () => {
-    const metrics = new ProxyMetrics('nftables', { processMetrics: false });
+    const metrics = serving('nftables');
     metrics.observe({ type: 'queued', at: 42_000 });
     assert.equal(await value(metrics, 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds'), 42);
   });
 
   test('network programming latency runs from the trigger time to the end of the sync that covered it', async () => {
-    const metrics = new ProxyMetrics('nftables', { processMetrics: false });
+    const metrics = serving('nftables');
     const t = Date.UTC(2026, 11, 2, 10);
     metrics.endpointSliceChanged(t + 500, slice(new Date(t).toISOString()));
     metrics.endpointSliceChanged(t + 600, slice());
@@ -215,5 +229,68 @@ describe('ProxyMetrics', () => {
     const name = 'kubeproxy_sync_proxy_rules_no_local_endpoints_total';
     assert.equal(await value(metrics, name, { traffic_policy: 'internal' }), 0);
     assert.equal(await value(metrics, name, { traffic_policy: 'external' }), 1);
+  });
+
+  test('kube-proxy 1.33+ labels: each sync series once per family served, under ip_family', async () => {
+    const metrics = new ProxyMetrics('nftables', { processMetrics: false });
+    metrics.observe({ type: 'queued', at: 1_000 });
+    const remote6 = [endpoint('fd00:2::5', 80)];
+    metrics.stateBuilt({
+      IPv4: proxyState('IPv4', []),
+      IPv6: proxyState('IPv6', [
+        servicePort('b', { nodePort: 30080, externalPolicyLocal: true, clusterEndpoints: remote6 }),
+      ]),
+    });
+    const t = Date.UTC(2026, 11, 2, 10);
+    metrics.endpointSliceChanged(t + 100, { ...slice(new Date(t).toISOString()), addressType: 'IPv6' });
+    metrics.observe(synced('full', t + 1_000, 500));
+    metrics.observe({
+      type: 'failed',
+      requested: 'incremental',
+      reason: 'change',
+      error: new Error('x'),
+      startedAt: t + 5_000,
+      durationMs: 10,
+      retryInMs: 1_000,
+    });
+    for (const family of [V4, V6]) {
+      assert.equal(await value(metrics, 'kubeproxy_sync_proxy_rules_duration_seconds_count', family), 2);
+      assert.equal(await value(metrics, 'kubeproxy_sync_full_proxy_rules_duration_seconds_count', family), 1);
+      assert.equal(
+        await value(metrics, 'kubeproxy_sync_partial_proxy_rules_duration_seconds_count', family),
+        1,
+      );
+      assert.equal(
+        await value(metrics, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds', family),
+        (t + 1_500) / 1000,
+      );
+      // Queued before the first state: the family still shows it.
+      assert.equal(
+        await value(metrics, 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds', family),
+        1,
+      );
+      assert.equal(
+        await value(metrics, 'kubeproxy_sync_proxy_rules_nftables_sync_failures_total', family),
+        1,
+      );
+    }
+    const noLocal = 'kubeproxy_sync_proxy_rules_no_local_endpoints_total';
+    assert.equal(await value(metrics, noLocal, { ...V6, traffic_policy: 'external' }), 1);
+    assert.equal(await value(metrics, noLocal, { ...V4, traffic_policy: 'external' }), 0);
+    // The IPv6 slice's latency is the IPv6 rules' alone.
+    const programming = 'kubeproxy_network_programming_duration_seconds_count';
+    assert.equal(await value(metrics, programming, V6), 1);
+    assert.equal(await value(metrics, programming, V4), 0);
+    const text = await metrics.registry.metrics();
+    assert.match(text, /^kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total\{ip_family="IPv6"\} 0$/m);
+    // Only the families served: a single-stack IPv4 node shows no IPv6 series.
+    const single = serving('iptables', ['IPv4']);
+    single.observe(synced('full', 1_000, 10));
+    const singleText = await single.registry.metrics();
+    assert.match(
+      singleText,
+      /^kubeproxy_sync_proxy_rules_iptables_restore_failures_total\{ip_family="IPv4"\} 0$/m,
+    );
+    assert.doesNotMatch(singleText, /ip_family="IPv6"/);
   });
 });

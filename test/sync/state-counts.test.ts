@@ -15,8 +15,7 @@ function recount(state: DualStackState) {
       endpoints += port.clusterEndpoints.length;
     }
   }
-  const { internal, external } = countNoLocalEndpoints(state);
-  return { servicePorts, endpoints, noLocalInternal: internal, noLocalExternal: external };
+  return { servicePorts, endpoints, noLocal: countNoLocalEndpoints(state) };
 }
 
 describe('StateCounter', () => {

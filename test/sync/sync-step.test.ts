@@ -131,7 +131,10 @@ describe('SyncStep', () => {
     assert.deepEqual(step.summary, { servicePorts: 2, endpoints: 2 });
     // api's external traffic is Local and no endpoint of it is on this node.
     assert.equal(
-      await gauge('kubeproxy_sync_proxy_rules_no_local_endpoints_total', '{traffic_policy="external"}'),
+      await gauge(
+        'kubeproxy_sync_proxy_rules_no_local_endpoints_total',
+        '{ip_family="IPv4",traffic_policy="external"}',
+      ),
       1,
     );
 
@@ -141,7 +144,10 @@ describe('SyncStep', () => {
     assert.deepEqual(dataplane.calls[1]?.changed, ['default/api:80/TCP', 'default/web:80/TCP']);
     assert.deepEqual(step.summary, { servicePorts: 2, endpoints: 3 });
     assert.equal(
-      await gauge('kubeproxy_sync_proxy_rules_no_local_endpoints_total', '{traffic_policy="external"}'),
+      await gauge(
+        'kubeproxy_sync_proxy_rules_no_local_endpoints_total',
+        '{ip_family="IPv4",traffic_policy="external"}',
+      ),
       0,
     );
   });
