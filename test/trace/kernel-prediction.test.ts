@@ -1,0 +1,199 @@
+// The tracer's prediction against real packets: a random cluster on a two-node namespace lab,
+// each mode's rendered rules loaded in the nodes, and random flows from outside, from pods and
+// from the node itself. What the tracer says must be what happens: which endpoints may answer,
+// whether they see the client's address or the node's, refused versus silently dropped.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { iptablesPlanner } from '../../dataplanes/iptables/planner.ts';
+import { nftablesPlanner } from '../../dataplanes/nftables/planner.ts';
+import type { TraceOutcome } from '../../dataplanes/shared/trace/outcome.ts';
+import type { TracePacket } from '../../dataplanes/shared/trace/packet.ts';
+import { type TraceMode, traceRuleText } from '../../src/cli/trace.ts';
+import type { DualStackState, ServicePort } from '../../src/model/proxy-state.ts';
+import type { EchoOutcome } from '../support/echo-client.ts';
+import { Lab } from '../support/netns.ts';
+import { prng } from '../support/prng.ts';
+import { endpoint, proxyState, servicePort } from '../support/proxy-states.ts';
+import { CLUSTER_CIDR_V4, type NodeInfo, type PodInfo, Topology } from '../support/topology.ts';
+
+const isRoot = process.getuid?.() === 0;
+const ROOT_REASON = 'needs root: network namespaces, nft and iptables';
+const SEED = Number(process.env.TRACE_SEED ?? Date.now() % 100_000);
+const SERVICES = 8;
+const FLOWS_PER_MODE = 60;
+const ATTEMPTS = 3;
+/** Long enough to call a silence a drop on an idle lab (answers come in milliseconds). */
+const DROP_TIMEOUT_MS = 1_500;
+const LB_PREFIX = '192.168.7';
+
+interface ServiceShape {
+  readonly name: string;
+  readonly clusterIP: string;
+  readonly pods: readonly PodInfo[];
+  readonly nodePort: number;
+  readonly loadBalancerIP?: string;
+  readonly sourceRanges: readonly string[];
+  readonly externalLocal: boolean;
+  readonly internalLocal: boolean;
+  readonly affinity: boolean;
+}
+
+function randomCluster(random: () => number, topo: Topology): ServiceShape[] {
+  const pods = topo.nodes.flatMap((node) => node.pods);
+  const pick = <T>(items: readonly T[]) => items[Math.floor(random() * items.length)]!;
+  return Array.from({ length: SERVICES }, (_, i) => {
+    const chosen = pods.filter(() => random() < 0.45).slice(0, 3);
+    const loadBalancer = random() < 0.5;
+    const nodePort = loadBalancer || random() < 0.5 ? 30100 + i : 0;
+    return {
+      name: `svc-${i}`,
+      clusterIP: `10.96.1.${10 + i}`,
+      pods: chosen,
+      nodePort,
+      ...(loadBalancer && { loadBalancerIP: `${LB_PREFIX}.${10 + i}` }),
+      sourceRanges:
+        loadBalancer && random() < 0.4 ? [pick([`${topo.client.ipv4}/32`, '203.0.113.0/24'])] : [],
+      externalLocal: nodePort > 0 && random() < 0.4,
+      internalLocal: random() < 0.2,
+      affinity: random() < 0.2,
+    };
+  });
+}
+
+function stateFor(node: NodeInfo, services: readonly ServiceShape[]): DualStackState {
+  const ports: ServicePort[] = services.map((shape) => {
+    const clusterEndpoints = shape.pods.map((pod) =>
+      endpoint(pod.ipv4, 8080, { isLocal: pod.nodeName === node.name }),
+    );
+    return servicePort(shape.name, {
+      clusterIP: shape.clusterIP,
+      nodePort: shape.nodePort,
+      loadBalancerIPs: shape.loadBalancerIP ? [shape.loadBalancerIP] : [],
+      loadBalancerSourceRanges: shape.sourceRanges,
+      externalPolicyLocal: shape.externalLocal,
+      internalPolicyLocal: shape.internalLocal,
+      ...(shape.affinity && { sessionAffinity: { timeoutSeconds: 600 } }),
+      clusterEndpoints,
+      localEndpoints: clusterEndpoints.filter((e) => e.isLocal),
+    });
+  });
+  return {
+    IPv4: proxyState('IPv4', ports, {
+      nodeName: node.name,
+      nodeIPs: [node.ipv4],
+      localDetector: { mode: 'ClusterCIDR', cidrs: [CLUSTER_CIDR_V4] },
+    }),
+  };
+}
+
+async function load(lab: Lab, ns: string, mode: TraceMode, rules: string): Promise<void> {
+  if (mode === 'nftables') {
+    await lab.exec(ns, 'nft', ['-f', '-'], { input: rules });
+    return;
+  }
+  for (const part of rules.split(/^(?=# ip6?tables-restore)/m).filter((p) => p.startsWith('#'))) {
+    const tool = part.startsWith('# ip6') ? 'ip6tables-restore' : 'iptables-restore';
+    await lab.exec(ns, tool, ['--noflush'], { input: part });
+  }
+}
+
+const PLANNERS = { nftables: nftablesPlanner, iptables: iptablesPlanner } as const;
+
+describe('the tracer predicts real packets', { skip: isRoot ? false : ROOT_REASON }, () => {
+  for (const mode of ['nftables', 'iptables'] as const) {
+    describe(mode, () => {
+      let lab: Lab;
+      let topo: Topology;
+      let services: ServiceShape[];
+      let rulesOfNode0 = '';
+      const random = prng(SEED + (mode === 'nftables' ? 0 : 1));
+
+      before(async () => {
+        lab = new Lab(`trace-kernel-${mode.slice(0, 3)}`);
+        topo = await Topology.create(lab, { podsPerNode: [3, 2] });
+        for (const pod of topo.nodes.flatMap((n) => n.pods)) await topo.startEcho(pod, { tcp: [8080] });
+        // The outside world reaches service and LB addresses through node-0.
+        for (const cidr of ['10.96.1.0/24', `${LB_PREFIX}.0/24`])
+          await lab.addRoute(topo.client.ns, [cidr, 'via', topo.nodes[0]!.ipv4]);
+        services = randomCluster(random, topo);
+        for (const node of topo.nodes) {
+          const planner = PLANNERS[mode] as typeof nftablesPlanner;
+          const rules = planner.render(planner.planFull(stateFor(node, services)));
+          await load(lab, node.ns, mode, rules);
+          if (node === topo.nodes[0]) rulesOfNode0 = rules;
+        }
+      });
+      after(() => lab?.destroy());
+
+      test(`${FLOWS_PER_MODE} random flows (seed ${SEED}) end where the trace says`, async () => {
+        const node0 = topo.nodes[0]!;
+        const host = { localAddresses: [node0.ipv4, '10.244.1.1'] };
+        const podOf = new Map(topo.nodes.flatMap((n) => n.pods).map((pod) => [`${pod.ipv4}:8080`, pod.name]));
+        const pick = <T>(items: readonly T[]) => items[Math.floor(random() * items.length)]!;
+        for (let n = 0; n < FLOWS_PER_MODE; n++) {
+          const service = pick(services);
+          const destinations: [string, number][] = [
+            [service.clusterIP, 80],
+            ...(service.nodePort ? [[node0.ipv4, service.nodePort] as [string, number]] : []),
+            ...(service.loadBalancerIP ? [[service.loadBalancerIP, 80] as [string, number]] : []),
+          ];
+          const [destination, port] = pick(destinations);
+          const from = pick(['client', 'pod', 'node'] as const);
+          const pod = pick(node0.pods);
+          const source = from === 'client' ? topo.client.ipv4 : from === 'pod' ? pod.ipv4 : node0.ipv4;
+          const via = from === 'client' ? 'external' : from;
+          const packet: TracePacket = { source, sourcePort: 40000, destination, port, protocol: 'tcp', via };
+          const predicted = traceRuleText(mode, rulesOfNode0, packet, host);
+          const outcomes = predicted.branches.map((b) => b.outcome);
+          const kinds = new Set(outcomes.map((o) => o.kind));
+          const ns = from === 'client' ? topo.client.ns : from === 'pod' ? pod.ns : node0.ns;
+          const silent = kinds.has('drop') || kinds.has('no-service');
+          const seen = await topo.connect(ns, 'tcp', destination, port, {
+            count: ATTEMPTS,
+            ...(silent && { timeoutMs: DROP_TIMEOUT_MS }),
+          });
+          const what = `flow ${n}: ${from} ${source} -> ${destination}:${port} (${service.name}), predicted ${JSON.stringify(outcomes)}`;
+          checkFlow(what, outcomes, seen, source, podOf, host.localAddresses);
+        }
+      });
+    });
+  }
+});
+
+function checkFlow(
+  what: string,
+  predicted: readonly TraceOutcome[],
+  seen: readonly EchoOutcome[],
+  source: string,
+  podOf: ReadonlyMap<string, string>,
+  nodeAddresses: readonly string[],
+): void {
+  const kinds = new Set(predicted.map((o) => o.kind));
+  assert.equal(kinds.size, 1, `${what}: one kind of outcome`);
+  const [kind] = kinds;
+  if (kind === 'reject') {
+    for (const s of seen) assert.deepEqual(s, { error: 'ECONNREFUSED' }, what);
+    return;
+  }
+  if (kind === 'drop') {
+    for (const s of seen) assert.deepEqual(s, { error: 'timeout' }, what);
+    return;
+  }
+  if (kind === 'no-service') {
+    for (const s of seen) assert.ok('error' in s, `${what}: no endpoint answers, got ${JSON.stringify(s)}`);
+    return;
+  }
+  const byPod = new Map(
+    predicted.flatMap((o) => (o.kind === 'dnat' ? [[podOf.get(o.endpoint) ?? o.endpoint, o] as const] : [])),
+  );
+  for (const s of seen) {
+    assert.ok('name' in s, `${what}: answered, got ${JSON.stringify(s)}`);
+    const outcome = byPod.get(s.name);
+    assert.ok(outcome, `${what}: ${s.name} answered, not one of ${[...byPod.keys()]}`);
+    const peer = s.peer.replace(/:\d+$/, '');
+    // Masqueraded: the node's address on the way out (for the node's own traffic, maybe its source).
+    if (outcome.kind === 'dnat' && outcome.masquerade)
+      assert.ok(nodeAddresses.includes(peer), `${what}: masqueraded, seen from ${peer}`);
+    else assert.equal(peer, source, `${what}: source kept`);
+  }
+}
