@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, describe, test } from 'node:test';
-import { ENDPOINT_SLICES, SERVICES } from '../../../src/kube/resources.ts';
+import { ENDPOINT_SLICES, NODES, SERVICES } from '../../../src/kube/resources.ts';
 import { sampleEndpointSlice, sampleNode, sampleService } from './sample-objects.ts';
 import { startApiServer } from './server.ts';
 
@@ -224,4 +224,125 @@ metadata: {name: node-1}
     list.items.map((i) => i.metadata.name),
     ['web'],
   );
+});
+
+// What kubectl needs beyond informers; kubectl.test.ts runs the real thing when kubectl is installed.
+describe('stand-in API server: what kubectl uses', async () => {
+  const server = await startApiServer();
+  after(() => server.stop());
+  const json = async (path: string, init: RequestInit = {}) => {
+    const res = await fetch(`${server.url}${path}`, init);
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  };
+
+  test('discovery: /api, /apis and each group version list the served resources', async () => {
+    assert.deepEqual((await json('/api')).body.versions, ['v1']);
+    const groups = (await json('/apis')).body.groups as {
+      name: string;
+      preferredVersion: { groupVersion: string };
+    }[];
+    assert.deepEqual(
+      groups.map((g) => [g.name, g.preferredVersion.groupVersion]),
+      [['discovery.k8s.io', 'discovery.k8s.io/v1']],
+    );
+    const core = (await json('/api/v1')).body as {
+      kind: string;
+      resources: { name: string; namespaced: boolean; shortNames?: string[]; verbs: string[] }[];
+    };
+    assert.equal(core.kind, 'APIResourceList');
+    assert.deepEqual(
+      core.resources.map((r) => [r.name, r.namespaced, r.shortNames]),
+      [
+        ['services', true, ['svc']],
+        ['nodes', false, ['no']],
+      ],
+    );
+    assert.ok(
+      core.resources.every((r) =>
+        ['get', 'list', 'watch', 'create', 'patch', 'delete'].every((v) => r.verbs.includes(v)),
+      ),
+    );
+    const discovery = (await json('/apis/discovery.k8s.io/v1')).body as {
+      resources: { name: string; kind: string }[];
+    };
+    assert.deepEqual(
+      discovery.resources.map((r) => [r.name, r.kind]),
+      [['endpointslices', 'EndpointSlice']],
+    );
+    assert.equal((await json('/apis/networking.k8s.io/v1')).status, 404);
+  });
+
+  test("a Table when asked for one: kube-apiserver's columns, a row per object with its metadata", async () => {
+    server.state.apply(SERVICES, sampleService('web', 'table', { clusterIP: '10.96.0.77', port: 53 }));
+    const accept = 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json';
+    const { body } = await json('/api/v1/namespaces/web/services?labelSelector=', { headers: { accept } });
+    const table = body as {
+      kind: string;
+      columnDefinitions: { name: string }[];
+      rows: { cells: string[]; object: { kind: string; metadata: { name: string } } }[];
+    };
+    assert.equal(table.kind, 'Table');
+    assert.deepEqual(
+      table.columnDefinitions.map((c) => c.name),
+      ['Name', 'Type', 'Cluster-IP', 'External-IP', 'Port(s)', 'Age', 'Selector'],
+    );
+    const row = table.rows.find((r) => r.cells[0] === 'table');
+    assert.deepEqual(row?.cells.slice(0, 5), ['table', 'ClusterIP', '10.96.0.77', '<none>', '53/TCP']);
+    assert.equal(row?.object.kind, 'PartialObjectMetadata');
+    assert.equal(
+      (await json('/api/v1/namespaces/web/services?includeObject=Nope', { headers: { accept } })).status,
+      400,
+    );
+  });
+
+  test('create stamps uid and creationTimestamp; PATCH merges; server-side apply is refused with 415', async () => {
+    const created = await json('/api/v1/namespaces/web/services', {
+      method: 'POST',
+      body: JSON.stringify(sampleService('web', 'p')),
+    });
+    assert.equal(created.status, 201);
+    const meta = created.body.metadata as { uid: string; creationTimestamp: string };
+    assert.match(meta.creationTimestamp, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    const patch = (type: string, body: unknown, name = 'p') =>
+      json(`/api/v1/namespaces/web/services/${name}`, {
+        method: 'PATCH',
+        headers: { 'content-type': type },
+        body: JSON.stringify(body),
+      });
+    const merged = await patch('application/strategic-merge-patch+json', {
+      spec: { ports: [{ port: 9090, protocol: 'TCP' }] },
+    });
+    assert.equal(merged.status, 200);
+    assert.deepEqual(
+      (merged.body.spec as { ports: { port: number }[] }).ports.map((p) => p.port),
+      [80, 9090],
+    );
+    assert.equal(
+      (merged.body.metadata as { uid: string; creationTimestamp: string }).creationTimestamp,
+      meta.creationTimestamp,
+    );
+    const replaced = await patch('application/merge-patch+json', { spec: { ports: [{ port: 7070 }] } });
+    assert.deepEqual((replaced.body.spec as { ports: { port: number }[] }).ports, [{ port: 7070 }]);
+    assert.equal((await patch('application/apply-patch+yaml', {})).status, 415);
+    assert.equal((await patch('application/merge-patch+json', {}, 'missing')).status, 404);
+    const stale = await patch('application/merge-patch+json', { metadata: { resourceVersion: '1' } });
+    assert.equal(stale.status, 409);
+  });
+
+  test('DELETE answers as kube-apiserver: a Service returns the object, a Node a Status naming it', async () => {
+    server.state.apply(SERVICES, sampleService('web', 'gone'));
+    const svc = await json('/api/v1/namespaces/web/services/gone', { method: 'DELETE' });
+    assert.deepEqual(
+      [svc.status, svc.body.kind, (svc.body.metadata as { name: string }).name],
+      [200, 'Service', 'gone'],
+    );
+    server.state.apply(NODES, sampleNode('gone'));
+    const node = await json('/api/v1/nodes/gone', { method: 'DELETE' });
+    assert.deepEqual(
+      [node.status, node.body.kind, node.body.status, (node.body.details as { kind: string }).kind],
+      [200, 'Status', 'Success', 'nodes'],
+    );
+    const missing = await json('/api/v1/nodes/gone', { method: 'DELETE' });
+    assert.deepEqual([missing.status, missing.body.reason], [404, 'NotFound']);
+  });
 });

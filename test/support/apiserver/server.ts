@@ -667,10 +667,13 @@ function sendStatus(
   sendJson(res, code, status(code, reason, message), headers);
 }
 
-/** A deletion's answer: Status Success naming the object, as kube-apiserver's generic store gives. */
+/**
+ * A deletion's answer, as kube-apiserver's registries give it: Services (ReturnDeletedObject) answer
+ * the deleted object; Nodes and EndpointSlices a Status Success naming it (the generic store's default).
+ */
 function sendDeleted(res: http.ServerResponse, resource: ResourceType, result: WriteResult): void {
-  if (!result.ok) {
-    sendStatus(res, result.code, result.reason, result.message);
+  if (!result.ok || resource.plural === 'services') {
+    sendWrite(res, resource, result, 200);
     return;
   }
   const group = resource.apiVersion.includes('/') ? resource.apiVersion.split('/')[0] : '';
