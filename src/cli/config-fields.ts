@@ -35,8 +35,11 @@ const accepted = { type: 'accepted' } as const;
 
 const checkCIDR: ItemCheck = (item) => (canonicalCIDR(item) ? undefined : `${show(item)} is not a CIDR`);
 const checkIP: ItemCheck = (item) => (canonicalIP(item) ? undefined : `${show(item)} is not an IP address`);
+/** Since 1.37 the keywords combine with each other and with CIDRs. */
 const checkNodePortAddress: ItemCheck = (item) =>
-  item === 'primary' || canonicalCIDR(item) ? undefined : `${show(item)} is not a CIDR or "primary"`;
+  item === 'primary' || item === 'all' || canonicalCIDR(item)
+    ? undefined
+    : `${show(item)} is not a CIDR, "primary" or "all"`;
 /** Linux allows up to 15 bytes; quotes, spaces and newlines would break the rules they are written into. */
 const checkInterfaceName: ItemCheck = (item) =>
   /^[A-Za-z0-9_.-]{1,15}$/.test(item)

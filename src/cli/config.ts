@@ -171,7 +171,8 @@ export function resolveProxyConfig(
       bridgeInterface: get.string('detectLocal.bridgeInterface', ''),
       interfaceNamePrefix: get.string('detectLocal.interfaceNamePrefix', ''),
     },
-    nodePortAddresses: get.list('nodePortAddresses'),
+    // kube-proxy's per-mode default: nftables serves node ports on the primary node IPs only.
+    nodePortAddresses: get.list('nodePortAddresses', mode === 'nftables' ? ['primary'] : []),
     masqueradeAll: active.masqueradeAll,
     masqueradeBit: active.masqueradeBit,
     syncPeriodMs: active.syncPeriodMs,
@@ -207,9 +208,6 @@ function crossFieldError(config: ProxyConfig): string | undefined {
     if (config.clusterCIDRs.filter((cidr) => familyOf(cidr) === family).length > 1) {
       return `clusterCIDR: more than one ${family} CIDR in ${config.clusterCIDRs.join(',')}`;
     }
-  }
-  if (config.nodePortAddresses.includes('primary') && config.nodePortAddresses.length > 1) {
-    return 'nodePortAddresses: "primary" cannot be combined with CIDRs';
   }
   if (config.detectLocalMode === 'BridgeInterface' && config.detectLocal.bridgeInterface === '') {
     return 'detectLocal.bridgeInterface: required when detectLocalMode is BridgeInterface';

@@ -77,7 +77,7 @@ export const PROXY_FLAGS: Readonly<Record<string, ProxyFlag>> = {
   'nodeport-addresses': {
     type: 'string',
     paths: ['nodePortAddresses'],
-    help: 'CIDRs (comma-separated) or "primary"',
+    help: 'CIDRs and/or "primary", "all" (comma-separated; default primary in nftables mode, all otherwise)',
   },
   'healthz-bind-address': { type: 'string', paths: ['healthzBindAddress'], help: 'default 0.0.0.0:10256' },
   'metrics-bind-address': { type: 'string', paths: ['metricsBindAddress'], help: 'default 127.0.0.1:10249' },

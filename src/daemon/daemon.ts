@@ -34,7 +34,7 @@ export interface DaemonDeps {
   readonly informerBackoff?: BackoffOptions;
   readonly dataplane: LiveDataplane;
   readonly clock: Clock;
-  /** Where health-check node ports listen; every address by default, as kube-proxy. */
+  /** Where health-check node ports listen; by default the NodePort addresses, as kube-proxy. */
   readonly healthCheckHost?: string;
   /** Created by the daemon when not given; tests pass one without process metrics. */
   readonly metrics?: ProxyMetrics;
@@ -79,7 +79,7 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
     },
   });
   const healthCheckPorts = new HealthCheckNodePorts({
-    host: deps.healthCheckHost ?? '::',
+    ...(deps.healthCheckHost !== undefined && { host: deps.healthCheckHost }),
     proxyHealthy: () => health.live().healthy,
     listenOptions: refusals('health-check-node-port'),
   });

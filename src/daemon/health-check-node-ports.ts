@@ -1,8 +1,10 @@
 // One HTTP listener per healthCheckNodePort (LoadBalancer services with externalTrafficPolicy
 // Local), answering as kube-proxy does (pkg/proxy/healthcheck/service_health.go): cloud load
 // balancers probe it to send traffic only to nodes with a ready local endpoint, weighted by the
-// X-Load-Balancing-Endpoint-Weight header. Listeners follow the services as they change.
+// X-Load-Balancing-Endpoint-Weight header. Listeners follow the services as they change, and, as
+// kube-proxy's, listen only on the node's NodePort addresses (--nodeport-addresses).
 import type { ServerResponse } from 'node:http';
+import { cidrContains } from '../../dataplanes/shared/cidr.ts';
 import type { DualStackState } from '../model/proxy-state.ts';
 import { type HttpListener, type ListenOptions, listenHttp } from './http-listener.ts';
 
@@ -37,9 +39,29 @@ export function healthCheckServices(state: DualStackState): ReadonlyMap<number, 
   return services;
 }
 
+/** Every address ("::") when a family serves node ports on all of them. */
+const ALL = ['::'];
+
+/**
+ * Where the health check node ports listen: the node IPs inside --nodeport-addresses, over both
+ * families (kube-proxy's GetNodeIPs), or every address when a family does not limit them.
+ */
+export function healthCheckHosts(state: DualStackState): readonly string[] {
+  const hosts: string[] = [];
+  const families = [state.IPv4, state.IPv6].filter((family) => family !== undefined);
+  for (const { node } of families) {
+    const cidrs = node.nodePortAddresses;
+    if (cidrs === 'all') return ALL;
+    for (const ip of node.nodeIPs) {
+      if (cidrs.some((cidr) => cidrContains(cidr, ip)) && !hosts.includes(ip)) hosts.push(ip);
+    }
+  }
+  return families.length === 0 ? ALL : hosts;
+}
+
 export interface HealthCheckNodePortsOptions {
-  /** Where to listen; kube-proxy listens on every address. */
-  readonly host: string;
+  /** Listen here instead of the NodePort addresses (tests on loopback). */
+  readonly host?: string;
   /** kube-proxy's "serviceProxyHealthy": the sync loop keeps up. */
   readonly proxyHealthy: () => boolean;
   /** Passed to every listener (refusals counted and logged by the daemon). */
@@ -54,7 +76,10 @@ export interface HealthCheckUpdate {
 
 export class HealthCheckNodePorts {
   readonly #options: HealthCheckNodePortsOptions;
-  readonly #listeners = new Map<number, HttpListener>();
+  /** One listener per port and host. */
+  readonly #listeners = new Map<number, HttpListener[]>();
+  /** The hosts the listeners are on; when they change, every port is reopened. */
+  #hosts: readonly string[] = [];
   #services: ReadonlyMap<number, HealthCheckService> = new Map();
   /** Updates run one after another; each sees the listeners the previous one left. */
   #queue: Promise<unknown> = Promise.resolve();
@@ -67,7 +92,8 @@ export class HealthCheckNodePorts {
   update(state: DualStackState): Promise<HealthCheckUpdate> {
     const services = healthCheckServices(state);
     this.#services = services;
-    const run = this.#queue.then(() => this.#reconcile(services));
+    const hosts = this.#options.host === undefined ? healthCheckHosts(state) : [this.#options.host];
+    const run = this.#queue.then(() => this.#reconcile(services, hosts));
     this.#queue = run.catch(() => {});
     return run;
   }
@@ -79,35 +105,49 @@ export class HealthCheckNodePorts {
   async close(): Promise<void> {
     this.#services = new Map();
     await this.#queue;
-    await this.#reconcile(new Map());
+    await this.#reconcile(new Map(), this.#hosts);
   }
 
-  async #reconcile(services: ReadonlyMap<number, HealthCheckService>): Promise<HealthCheckUpdate> {
+  /** The hosts listened on (the last update's). */
+  get hosts(): readonly string[] {
+    return this.#hosts;
+  }
+
+  async #reconcile(
+    services: ReadonlyMap<number, HealthCheckService>,
+    hosts: readonly string[],
+  ): Promise<HealthCheckUpdate> {
     const opened: number[] = [];
     const closed: number[] = [];
     const failed: { port: number; error: unknown }[] = [];
-    for (const [port, listener] of this.#listeners) {
-      if (services.has(port)) continue;
+    const moved = hosts.join() !== this.#hosts.join();
+    this.#hosts = hosts;
+    for (const [port, listeners] of this.#listeners) {
+      if (services.has(port) && !moved) continue;
       this.#listeners.delete(port);
-      await listener.close();
-      closed.push(port);
+      await Promise.all(listeners.map((listener) => listener.close()));
+      if (!services.has(port)) closed.push(port);
     }
     for (const port of services.keys()) {
       if (this.#listeners.has(port)) continue;
+      const listeners: HttpListener[] = [];
       try {
-        this.#listeners.set(
-          port,
+        for (const host of hosts) {
           // Any path: load balancers probe "/" or a configured one, as kube-proxy answers them all.
-          await listenHttp(
-            this.#options.host,
-            port,
-            (_, response) => this.#answer(port, response),
-            this.#options.listenOptions,
-          ),
-        );
+          listeners.push(
+            await listenHttp(
+              host,
+              port,
+              (_, response) => this.#answer(port, response),
+              this.#options.listenOptions,
+            ),
+          );
+        }
+        this.#listeners.set(port, listeners);
         opened.push(port);
       } catch (error) {
         // Retried on the next update (e.g. the port was briefly held by an old listener).
+        await Promise.all(listeners.map((listener) => listener.close()));
         failed.push({ port, error });
       }
     }

@@ -22,7 +22,7 @@ export interface ProxyOptions {
   readonly masqueradeAll: boolean;
   /** Default 14. */
   readonly masqueradeBit: number;
-  /** CIDRs and/or the word 'primary'; empty = all local addresses. */
+  /** CIDRs and/or the words 'primary' and 'all'; empty = all local addresses. */
   readonly nodePortAddresses: readonly string[];
 }
 
@@ -101,11 +101,11 @@ function validCIDRs(texts: readonly string[], field: string, problems: Problem[]
   return cidrs;
 }
 
-/** CIDRs, and 'primary' kept as the word: it means a different IP per family. */
+/** CIDRs, and the keywords kept as words: 'primary' means a different IP per family. */
 function validNodePortAddresses(texts: readonly string[], problems: Problem[]): string[] {
   const result: string[] = [];
   texts.forEach((text, i) => {
-    if (text === 'primary') {
+    if (text === 'primary' || text === 'all') {
       if (!result.includes(text)) result.push(text);
       return;
     }
@@ -113,7 +113,7 @@ function validNodePortAddresses(texts: readonly string[], problems: Problem[]): 
     if (cidr === undefined) {
       problems.push({
         object: OPTIONS,
-        reason: `nodePortAddresses[${i}]: "${text}" is not a CIDR or "primary"`,
+        reason: `nodePortAddresses[${i}]: "${text}" is not a CIDR, "primary" or "all"`,
       });
     } else if (!result.includes(cidr)) result.push(cidr);
   });
@@ -121,7 +121,8 @@ function validNodePortAddresses(texts: readonly string[], problems: Problem[]): 
 }
 
 /**
- * kube-proxy's NodePortAddresses for one family: 'primary' is this family's primary node IP (not
+ * kube-proxy's NodePortAddresses for one family ('all' and 'primary' combine with CIDRs since
+ * 1.37): 'all' is every local address; 'primary' is this family's primary node IP (not
  * loopback) as a /32 or /128; CIDRs of the other family are dropped; and when nothing of this
  * family is left, or a zero CIDR is given, node ports are served on every local address.
  */
@@ -132,6 +133,7 @@ function nodePortAddressesOf(
 ): NodeSettings['nodePortAddresses'] {
   const cidrs: string[] = [];
   for (const address of addresses) {
+    if (address === 'all') return 'all';
     let cidr: string | undefined = address;
     if (address === 'primary') {
       const loopback = primaryIP === '::1' || primaryIP?.startsWith('127.');

@@ -53,7 +53,10 @@ test('invalid values of each kind are rejected with the field named', () => {
     ['masqueradeAll: yes\n', 'masqueradeAll: "yes" is not true or false'],
     ['clusterCIDR: 10.244.0.0/33\n', 'clusterCIDR: "10.244.0.0/33" is not a CIDR'],
     ['nodeIPs: [10.0.0.300]\n', 'nodeIPs: "10.0.0.300" is not an IP address'],
-    ['nodePortAddresses: [all]\n', 'nodePortAddresses: "all" is not a CIDR or "primary"'],
+    [
+      'nodePortAddresses: [everywhere]\n',
+      'nodePortAddresses: "everywhere" is not a CIDR, "primary" or "all"',
+    ],
     [
       'detectLocalMode: Magic\n',
       'detectLocalMode: "Magic" is not one of ClusterCIDR, NodeCIDR, BridgeInterface, InterfaceNamePrefix',

@@ -39,7 +39,7 @@ test('with nothing set, every field has kube-proxy’s default (the mode: kproxy
   assert.equal(config.metricsBindAddress, '127.0.0.1:10249');
   assert.equal(config.detectLocalMode, 'ClusterCIDR');
   assert.deepEqual(config.clusterCIDRs, []);
-  assert.deepEqual(config.nodePortAddresses, []);
+  assert.deepEqual(config.nodePortAddresses, ['primary'], 'nftables: the primary node IPs, as kube-proxy');
   assert.equal(config.masqueradeAll, false);
   assert.equal(config.masqueradeBit, 14);
   assert.equal(config.syncPeriodMs, 30_000);
@@ -151,11 +151,21 @@ test('an invalid flag value is a usage error naming the flag', async () => {
     ],
     [
       ['--nodeport-addresses', '10.0.0.0/8,bogus'],
-      '--nodeport-addresses: "bogus" is not a CIDR or "primary"',
+      '--nodeport-addresses: "bogus" is not a CIDR, "primary" or "all"',
     ],
   ];
   for (const [args, error] of cases)
     assert.deepEqual(await load(args), { ok: false, error, usage: true }, args.join(' '));
+});
+
+test('--nodeport-addresses defaults per mode as kube-proxy: primary for nftables, all for iptables and ipvs', async () => {
+  assert.deepEqual((await loadOk(['--proxy-mode', 'nftables'])).nodePortAddresses, ['primary']);
+  assert.deepEqual((await loadOk(['--proxy-mode', 'iptables'])).nodePortAddresses, []);
+  assert.deepEqual((await loadOk(['--proxy-mode', 'ipvs'])).nodePortAddresses, []);
+  // Set, it is what it says in every mode; since 1.37 the keywords combine with CIDRs.
+  const combined = await loadOk(['--proxy-mode', 'nftables', '--nodeport-addresses', 'primary,10.0.0.0/8']);
+  assert.deepEqual(combined.nodePortAddresses, ['primary', '10.0.0.0/8']);
+  assert.deepEqual((await loadOk(['--nodeport-addresses', 'all'])).nodePortAddresses, ['all']);
 });
 
 test('config file problems are errors (not usage errors) naming the file', async () => {
@@ -176,10 +186,6 @@ test('settings that contradict each other are rejected', async () => {
     [
       ['--cluster-cidr', '10.1.0.0/16,10.2.0.0/16'],
       'clusterCIDR: more than one IPv4 CIDR in 10.1.0.0/16,10.2.0.0/16',
-    ],
-    [
-      ['--nodeport-addresses', 'primary,10.0.0.0/8'],
-      'nodePortAddresses: "primary" cannot be combined with CIDRs',
     ],
     [
       ['--detect-local-mode', 'BridgeInterface'],

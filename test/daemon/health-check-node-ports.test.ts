@@ -1,6 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { HealthCheckNodePorts, healthCheckServices } from '../../src/daemon/health-check-node-ports.ts';
+import {
+  HealthCheckNodePorts,
+  healthCheckHosts,
+  healthCheckServices,
+} from '../../src/daemon/health-check-node-ports.ts';
 import { listenHttp } from '../../src/daemon/http-listener.ts';
 import type { DualStackState, Endpoint } from '../../src/model/proxy-state.ts';
 import { freePort } from '../support/free-port.ts';
@@ -114,5 +118,52 @@ describe('HealthCheckNodePorts', () => {
     const second = await ports.update(state);
     assert.deepEqual(second.opened, [squatter.port]);
     assert.equal((await fetch(`http://127.0.0.1:${squatter.port}/`)).status, 200);
+  });
+
+  test('listens only on the node IPs inside --nodeport-addresses, one listener each, and follows them', async (t) => {
+    const port = await freePort();
+    const ports = new HealthCheckNodePorts({ proxyHealthy: () => true });
+    t.after(() => ports.close());
+    // Loopback stands in for the node's addresses: all of 127/8 is local without a namespace.
+    const node = {
+      nodeIPs: ['127.0.0.2', '127.0.0.3', '127.0.0.4'],
+      nodePortAddresses: ['127.0.0.2/32', '127.0.0.3/32'],
+    };
+    const state = (settings: typeof node) => ({
+      IPv4: proxyState('IPv4', [lbLocal('web', port, [LOCAL])], settings),
+    });
+    await ports.update(state(node));
+    assert.deepEqual(ports.hosts, ['127.0.0.2', '127.0.0.3']);
+    assert.equal((await fetch(`http://127.0.0.2:${port}/`)).status, 200);
+    assert.equal((await fetch(`http://127.0.0.3:${port}/`)).status, 200);
+    await assert.rejects(fetch(`http://127.0.0.4:${port}/`));
+    await assert.rejects(fetch(`http://127.0.0.1:${port}/`));
+
+    // The node's addresses changed (a full sync): the port moves with them.
+    await ports.update(state({ ...node, nodePortAddresses: ['127.0.0.4/32'] }));
+    assert.equal((await fetch(`http://127.0.0.4:${port}/`)).status, 200);
+    await assert.rejects(fetch(`http://127.0.0.2:${port}/`));
+  });
+});
+
+describe('healthCheckHosts', () => {
+  test("the node IPs inside each family's NodePort CIDRs; every address when a family is not limited", () => {
+    const v4 = { nodeIPs: ['192.168.1.5', '10.0.0.5'], nodePortAddresses: ['192.168.1.0/24'] };
+    const v6 = { nodeIPs: ['fd00::5'], nodePortAddresses: ['fd00::5/128'] };
+    assert.deepEqual(
+      healthCheckHosts({ IPv4: proxyState('IPv4', [], v4), IPv6: proxyState('IPv6', [], v6) }),
+      ['192.168.1.5', 'fd00::5'],
+    );
+    assert.deepEqual(
+      healthCheckHosts({
+        IPv4: proxyState('IPv4', [], v4),
+        IPv6: proxyState('IPv6', [], { nodePortAddresses: 'all' }),
+      }),
+      ['::'],
+    );
+    assert.deepEqual(
+      healthCheckHosts({ IPv4: proxyState('IPv4', [], { ...v4, nodePortAddresses: ['172.16.0.0/12'] }) }),
+      [],
+    );
   });
 });

@@ -139,6 +139,17 @@ describe('nodePortAddresses', () => {
     assert.deepEqual(got.IPv6?.nodePortAddresses, ['fd00::1/128']);
   });
 
+  it('"primary" combines with CIDRs (kube-proxy 1.37), and "all" is every local address', () => {
+    const got = settings({
+      nodeIPs: ['192.168.0.1', 'fd00::1'],
+      nodePortAddresses: ['primary', '10.9.0.0/16', 'fd00:9::/64'],
+    });
+    assert.deepEqual(got.IPv4?.nodePortAddresses, ['192.168.0.1/32', '10.9.0.0/16']);
+    assert.deepEqual(got.IPv6?.nodePortAddresses, ['fd00::1/128', 'fd00:9::/64']);
+    assert.deepEqual(got.problems, []);
+    assert.equal(settings({ nodePortAddresses: ['primary', 'all'] }).IPv4?.nodePortAddresses, 'all');
+  });
+
   it('a zero CIDR means every local address', () => {
     assert.equal(
       settings({ nodePortAddresses: ['192.168.0.0/24', '0.0.0.0/0'] }).IPv4?.nodePortAddresses,
