@@ -271,12 +271,12 @@ export class StandInApiServer {
     }
     let table: IncludeObject | undefined;
     if (req.method === 'GET' && wantsTable(req.headers.accept)) {
-      const include = parseIncludeObject(url.searchParams.get('includeObject'));
-      if (include.startsWith('includeObject:')) {
-        sendStatus(res, 400, 'BadRequest', include);
+      const value = url.searchParams.get('includeObject');
+      table = parseIncludeObject(value);
+      if (table === undefined) {
+        sendStatus(res, 400, 'BadRequest', `includeObject: Unsupported value: "${value}"`);
         return;
       }
-      table = include as IncludeObject;
     }
     switch (req.method) {
       case 'GET':

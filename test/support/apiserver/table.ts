@@ -156,11 +156,10 @@ export function toTable(
   };
 }
 
-/** The includeObject parameter, or an error message for a value kube-apiserver refuses. */
-export function parseIncludeObject(value: string | null): IncludeObject | string {
+/** The includeObject parameter (default PartialObjectMetadata), or undefined for a value kube-apiserver refuses. */
+export function parseIncludeObject(value: string | null): IncludeObject | undefined {
   if (value === null || value === '') return 'PartialObjectMetadata';
-  if (value === 'None' || value === 'Object' || value === 'PartialObjectMetadata') return value;
-  return `includeObject: Unsupported value: "${value}"`;
+  return value === 'None' || value === 'Object' || value === 'PartialObjectMetadata' ? value : undefined;
 }
 
 /** Whether an Accept header asks for a meta.k8s.io/v1 Table (kubectl lists it first, JSON after). */
