@@ -2,7 +2,8 @@
 //   node test/support/apiserver/main.ts [--host H] [--port N] [--data FILE] [--token T]...
 //     [--tls-cert PEM --tls-key PEM [--client-ca PEM]] [--history-limit N] [--no-watch-list]
 // FILE is YAML or JSON: a List, or documents, of Services, EndpointSlices and Nodes (kubectl -o yaml
-// output works). Prints "listening <url>" once ready; stops on SIGTERM/SIGINT.
+// output works). Prints "listening <url>" once ready; stops on SIGTERM/SIGINT. kubectl can drive it
+// (kubeconfig.ts writes a kubeconfig for it; lab/README.md says what works).
 
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
