@@ -1,14 +1,20 @@
 // The tracer's prediction against real packets: a random cluster on a two-node namespace lab,
 // each mode's rendered rules loaded in the nodes, and random flows from outside, from pods and
 // from the node itself. What the tracer says must be what happens: which endpoints may answer,
-// whether they see the client's address or the node's, refused versus silently dropped.
+// whether they see the client's address or the node's, refused versus silently dropped. Node-0
+// is synced by the live dataplane, as `kproxy run` does, and `trace --live`'s reading of its
+// kernel must predict the same as the rendered rules.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { IptablesDataplane } from '../../dataplanes/iptables/live.ts';
 import { iptablesPlanner } from '../../dataplanes/iptables/planner.ts';
+import { NftablesDataplane } from '../../dataplanes/nftables/live.ts';
+import { commandNftRunner } from '../../dataplanes/nftables/nft-runner.ts';
 import { nftablesPlanner } from '../../dataplanes/nftables/planner.ts';
+import { type CommandRunner, execaRunner } from '../../dataplanes/shared/command-runner.ts';
 import type { TraceOutcome } from '../../dataplanes/shared/trace/outcome.ts';
 import type { TracePacket } from '../../dataplanes/shared/trace/packet.ts';
-import { type TraceMode, traceRuleText } from '../../src/cli/trace.ts';
+import { readLiveRules, type TraceMode, traceRuleText } from '../../src/cli/trace.ts';
 import type { DualStackState, ServicePort } from '../../src/model/proxy-state.ts';
 import type { EchoOutcome } from '../support/echo-client.ts';
 import { Lab } from '../support/netns.ts';
@@ -99,6 +105,21 @@ async function load(lab: Lab, ns: string, mode: TraceMode, rules: string): Promi
 
 const PLANNERS = { nftables: nftablesPlanner, iptables: iptablesPlanner } as const;
 
+/** Syncs `state` into a namespace the way `kproxy run` does. */
+async function liveSync(mode: TraceMode, commands: CommandRunner, state: DualStackState): Promise<void> {
+  const dataplane =
+    mode === 'nftables'
+      ? new NftablesDataplane({ nft: commandNftRunner(commands), commands, log: () => {} })
+      : new IptablesDataplane({ runner: commands });
+  await dataplane.start();
+  assert.equal((await dataplane.sync(state, 'full')).kind, 'full');
+}
+
+/** Outcomes as both readings must give them (the masquerade rule is quoted as each form prints it). */
+function comparable(outcomes: readonly TraceOutcome[]): unknown[] {
+  return outcomes.map((o) => ('masquerade' in o ? { ...o, masquerade: o.masquerade !== undefined } : o));
+}
+
 describe('the tracer predicts real packets', { skip: isRoot ? false : ROOT_REASON }, () => {
   for (const mode of ['nftables', 'iptables'] as const) {
     describe(mode, () => {
@@ -106,6 +127,7 @@ describe('the tracer predicts real packets', { skip: isRoot ? false : ROOT_REASO
       let topo: Topology;
       let services: ServiceShape[];
       let rulesOfNode0 = '';
+      let liveRulesOfNode0 = '';
       const random = prng(SEED + (mode === 'nftables' ? 0 : 1));
 
       before(async () => {
@@ -116,12 +138,13 @@ describe('the tracer predicts real packets', { skip: isRoot ? false : ROOT_REASO
         for (const cidr of ['10.96.1.0/24', `${LB_PREFIX}.0/24`])
           await lab.addRoute(topo.client.ns, [cidr, 'via', topo.nodes[0]!.ipv4]);
         services = randomCluster(random, topo);
-        for (const node of topo.nodes) {
-          const planner = PLANNERS[mode] as typeof nftablesPlanner;
-          const rules = planner.render(planner.planFull(stateFor(node, services)));
-          await load(lab, node.ns, mode, rules);
-          if (node === topo.nodes[0]) rulesOfNode0 = rules;
-        }
+        const planner = PLANNERS[mode] as typeof nftablesPlanner;
+        const [node0, node1] = topo.nodes;
+        rulesOfNode0 = planner.render(planner.planFull(stateFor(node0!, services)));
+        const commands = execaRunner(['ip', 'netns', 'exec', node0!.ns]);
+        await liveSync(mode, commands, stateFor(node0!, services));
+        liveRulesOfNode0 = await readLiveRules(mode, commands);
+        await load(lab, node1!.ns, mode, planner.render(planner.planFull(stateFor(node1!, services))));
       });
       after(() => lab?.destroy());
 
@@ -145,6 +168,12 @@ describe('the tracer predicts real packets', { skip: isRoot ? false : ROOT_REASO
           const packet: TracePacket = { source, sourcePort: 40000, destination, port, protocol: 'tcp', via };
           const predicted = traceRuleText(mode, rulesOfNode0, packet, host);
           const outcomes = predicted.branches.map((b) => b.outcome);
+          const live = traceRuleText(mode, liveRulesOfNode0, packet, host);
+          assert.deepEqual(
+            comparable(live.branches.map((b) => b.outcome)),
+            comparable(outcomes),
+            `flow ${n}: trace --live agrees with the rendered rules`,
+          );
           const kinds = new Set(outcomes.map((o) => o.kind));
           const ns = from === 'client' ? topo.client.ns : from === 'pod' ? pod.ns : node0.ns;
           const silent = kinds.has('drop') || kinds.has('no-service');
