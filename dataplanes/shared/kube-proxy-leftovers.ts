@@ -1,8 +1,11 @@
 // What an upstream kube-proxy leaves in the kernel, for `kproxy cleanup --kube-proxy` when a node
-// switches over: its nftables tables (`ip kube-proxy`, `ip6 kube-proxy`) and its iptables chains,
-// with the rules in built-in chains that jump to them. Only kube-proxy's own chains: the KUBE-*
-// chains kubelet owns (KUBE-FIREWALL, KUBE-MARK-DROP, KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT)
-// stay, as kube-proxy's own cleanup leaves them.
+// switches over: its nftables tables (`ip kube-proxy`, `ip6 kube-proxy`), its iptables chains
+// (both backends) with the rules in built-in chains that jump to them, and its IPVS mode's
+// leftovers in kube-proxy's own cleanup order: the virtual services (all of them, as kube-proxy's
+// cleanup flushes IPVS; only when ip_vs is loaded), the kube-ipvs0 link, then, once no iptables
+// rule refers to them, its ipsets. Only kube-proxy's own: the KUBE-* chains kubelet owns
+// (KUBE-FIREWALL, KUBE-MARK-DROP, KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT) and ipsets of other
+// names (kube-router's KUBE-DST-*, ...) stay.
 
 import { type CommandRunner, IPTABLES_WAIT } from './command-runner.ts';
 import { jumpsInto, removalInput, savedChainNames } from './iptables-save.ts';
@@ -33,6 +36,46 @@ const KUBE_PROXY_CHAIN_PREFIXES = [
   'KUBE-XLB-',
 ];
 
+/** kube-proxy's IPVS mode ipsets (pkg/proxy/ipvs/ipset.go); its IPv6 ones are KUBE-6-*. */
+const KUBE_PROXY_IPSETS = [
+  'LOOP-BACK',
+  'CLUSTER-IP',
+  'EXTERNAL-IP',
+  'EXTERNAL-IP-LOCAL',
+  'LOAD-BALANCER',
+  'LOAD-BALANCER-FW',
+  'LOAD-BALANCER-LOCAL',
+  'LOAD-BALANCER-SOURCE-IP',
+  'LOAD-BALANCER-SOURCE-CIDR',
+  'NODE-PORT-TCP',
+  'NODE-PORT-LOCAL-TCP',
+  'NODE-PORT-UDP',
+  'NODE-PORT-LOCAL-UDP',
+  'NODE-PORT-SCTP-HASH',
+  'NODE-PORT-LOCAL-SCTP-HASH',
+  'HEALTH-CHECK-NODE-PORT',
+  'IPVS-IPS',
+].flatMap((name) => [`KUBE-${name}`, `KUBE-6-${name}`]);
+
+/** kube-proxy's IPVS mode's dummy link, holding the service addresses. */
+const KUBE_IPVS_LINK = 'kube-ipvs0';
+
+export function isKubeProxyIpset(name: string): boolean {
+  return KUBE_PROXY_IPSETS.includes(name);
+}
+
+/** The IPVS table, as far as the cleanup needs it (dataplanes/ipvs/ipvs-client.ts's IpvsClient). */
+export interface VirtualServiceTable<S> {
+  listServices(): Promise<S[]>;
+  deleteService(service: S): Promise<void>;
+  close(): void;
+}
+
+export interface LeftoverOptions<S> {
+  /** The IPVS table when ip_vs is loaded, else undefined (nothing of IPVS is touched). */
+  readonly openIpvs?: () => Promise<VirtualServiceTable<S> | undefined>;
+}
+
 export function isKubeProxyChain(chain: string): boolean {
   return KUBE_PROXY_CHAINS.has(chain) || KUBE_PROXY_CHAIN_PREFIXES.some((prefix) => chain.startsWith(prefix));
 }
@@ -51,9 +94,29 @@ export function leftoverRestoreInput(table: string, saved: string): string {
 const IPTABLES_TABLES = ['nat', 'filter', 'mangle'];
 const IPTABLES_TOOLS = ['iptables-nft', 'ip6tables-nft', 'iptables-legacy', 'ip6tables-legacy'];
 
-/** Removes kube-proxy's leftovers with both iptables backends and nft; returns what it removed. */
-export async function removeKubeProxyLeftovers(runner: CommandRunner): Promise<string[]> {
+/** Removes kube-proxy's leftovers (IPVS, both iptables backends, ipsets, nft); returns what it removed. */
+export async function removeKubeProxyLeftovers<S>(
+  runner: CommandRunner,
+  options: LeftoverOptions<S> = {},
+): Promise<string[]> {
   const removed: string[] = [];
+  const ipvs = await options.openIpvs?.();
+  if (ipvs !== undefined) {
+    try {
+      const services = await ipvs.listServices();
+      for (const service of services) await ipvs.deleteService(service);
+      if (services.length > 0) removed.push(`IPVS: ${services.length} virtual service(s)`);
+    } finally {
+      ipvs.close();
+    }
+  }
+  if ((await runner.run('ip', ['link', 'show', KUBE_IPVS_LINK])).exitCode === 0) {
+    const deleted = await runner.run('ip', ['link', 'delete', KUBE_IPVS_LINK]);
+    if (deleted.exitCode !== 0) throw new Error(`ip link delete ${KUBE_IPVS_LINK}: ${deleted.stderr.trim()}`);
+    removed.push(`link ${KUBE_IPVS_LINK}`);
+  }
+  removed.push(...(await removeIptablesChains(runner)));
+  removed.push(...(await removeIpsets(runner)));
   for (const family of ['ip', 'ip6']) {
     const listed = await runner.run('nft', ['list', 'table', family, 'kube-proxy']);
     if (listed.exitCode !== 0) continue;
@@ -62,6 +125,11 @@ export async function removeKubeProxyLeftovers(runner: CommandRunner): Promise<s
       throw new Error(`nft delete table ${family} kube-proxy: ${deleted.stderr.trim()}`);
     removed.push(`nft table ${family} kube-proxy`);
   }
+  return removed;
+}
+
+async function removeIptablesChains(runner: CommandRunner): Promise<string[]> {
+  const removed: string[] = [];
   for (const tool of IPTABLES_TOOLS) {
     for (const table of IPTABLES_TABLES) {
       const saved = await runner.run(`${tool}-save`, ['-t', table]);
@@ -76,4 +144,17 @@ export async function removeKubeProxyLeftovers(runner: CommandRunner): Promise<s
     }
   }
   return removed;
+}
+
+/** After the iptables rules: a set an iptables rule still refers to cannot be destroyed. */
+async function removeIpsets(runner: CommandRunner): Promise<string[]> {
+  const listed = await runner.run('ipset', ['list', '-n']);
+  // No ipset tool (or no ip_set module): kube-proxy's IPVS mode cannot have run here.
+  if (listed.exitCode !== 0) return [];
+  const names = listed.stdout.split('\n').filter(isKubeProxyIpset);
+  for (const name of names) {
+    const destroyed = await runner.run('ipset', ['destroy', name]);
+    if (destroyed.exitCode !== 0) throw new Error(`ipset destroy ${name}: ${destroyed.stderr.trim()}`);
+  }
+  return names.length === 0 ? [] : [`ipset: ${names.join(', ')}`];
 }

@@ -1,11 +1,17 @@
 // `kproxy cleanup [--mode M] [--kube-proxy]`: removes the rules kproxy owns (every mode this build
 // can program, or only M), and with --kube-proxy also what an upstream kube-proxy left behind.
 // Nothing else is touched. Run it after stopping the daemon: the daemon leaves its rules on stop.
+import { existsSync } from 'node:fs';
 import type { ParseArgsOptionsConfig } from 'node:util';
 import { pino } from 'pino';
+import { NetlinkIpvsClient } from '../../dataplanes/ipvs/ipvs-client.ts';
+import type { VirtualService } from '../../dataplanes/ipvs/virtual-servers.ts';
 import { type CommandRunner, execaRunner } from '../../dataplanes/shared/command-runner.ts';
 import type { DataplaneMode } from '../../dataplanes/shared/dataplane.ts';
-import { removeKubeProxyLeftovers } from '../../dataplanes/shared/kube-proxy-leftovers.ts';
+import {
+  removeKubeProxyLeftovers,
+  type VirtualServiceTable,
+} from '../../dataplanes/shared/kube-proxy-leftovers.ts';
 import { createLiveDataplane, LIVE_MODES } from '../daemon/live-dataplanes.ts';
 import { commandFlags, usageError } from './command-flags.ts';
 import type { CliIO } from './io.ts';
@@ -20,13 +26,24 @@ export const CLEANUP_USAGE = `Usage: kproxy cleanup [--mode MODE] [--kube-proxy]
 
 Removes every rule kproxy owns (nft tables "kproxy", iptables KPROXY-* chains), for MODE only
 when given (${LIVE_MODES.join(', ')}). With --kube-proxy, also removes upstream kube-proxy's
-nft "kube-proxy" tables and KUBE-* chains (not kubelet's). Stop the daemon first.
+nft "kube-proxy" tables, KUBE-* chains (not kubelet's) of iptables-nft and iptables-legacy, and
+its IPVS mode's kube-ipvs0 link and ipsets and, when ip_vs is loaded, every IPVS virtual service
+(as kube-proxy's own cleanup does). Stop the daemon first.
 `;
+
+/** This network namespace's IPVS table, when ip_vs is loaded (opening it would load the module). */
+async function openIpvsIfLoaded(): Promise<VirtualServiceTable<VirtualService> | undefined> {
+  return existsSync('/proc/net/ip_vs') ? NetlinkIpvsClient.open() : undefined;
+}
 
 export async function cleanupCommand(
   args: readonly string[],
   io: CliIO,
-  runner: CommandRunner = execaRunner(),
+  runner?: CommandRunner,
+  /** IPVS is opened in this process's namespace: a runner into another one brings its own. */
+  openIpvs: () => Promise<VirtualServiceTable<unknown> | undefined> = runner === undefined
+    ? openIpvsIfLoaded
+    : async () => undefined,
 ): Promise<number> {
   const flags = commandFlags(io, 'cleanup', args, CLEANUP_OPTIONS, CLEANUP_USAGE);
   if (typeof flags === 'number') return flags;
@@ -38,15 +55,16 @@ export async function cleanupCommand(
       `--mode: ${JSON.stringify(mode)} is not one of ${LIVE_MODES.join(', ')}`,
     );
   }
+  const commands = runner ?? execaRunner();
   const logger = pino({ level: 'warn' }, { write: (line: string) => io.stderr.write(line) });
   try {
     for (const each of mode ? [mode as DataplaneMode] : LIVE_MODES) {
-      const dataplane = await createLiveDataplane(each, { logger, runner });
+      const dataplane = await createLiveDataplane(each, { logger, runner: commands });
       await dataplane.cleanup();
       io.stdout.write(`removed kproxy's ${each} rules\n`);
     }
     if (flags['kube-proxy']) {
-      const removed = await removeKubeProxyLeftovers(runner);
+      const removed = await removeKubeProxyLeftovers(commands, { openIpvs });
       for (const what of removed) io.stdout.write(`removed ${what}\n`);
       if (removed.length === 0) io.stdout.write('no kube-proxy leftovers found\n');
     }

@@ -1,9 +1,36 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import type { CommandRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
-import { isKubeProxyChain, leftoverRestoreInput } from '../../../dataplanes/shared/kube-proxy-leftovers.ts';
+import {
+  isKubeProxyChain,
+  isKubeProxyIpset,
+  leftoverRestoreInput,
+  removeKubeProxyLeftovers,
+} from '../../../dataplanes/shared/kube-proxy-leftovers.ts';
 import { cleanupCommand } from '../../../src/cli/cleanup.ts';
 import { Lab, requireRoot } from '../../support/netns.ts';
+import { FakeKernel } from '../ipvs/fake-kernel.ts';
+
+/** What kube-proxy's IPVS mode leaves in nat (iptables-legacy here), its ipsets referred to. */
+const IPVS_NAT = `*nat
+:PREROUTING ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:KUBE-SERVICES - [0:0]
+:KUBE-MARK-MASQ - [0:0]
+:KUBE-NODE-PORT - [0:0]
+-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A KUBE-SERVICES -m set --match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT
+-A KUBE-SERVICES -m addrtype --dst-type LOCAL -m set --match-set KUBE-NODE-PORT-TCP dst -j KUBE-NODE-PORT
+-A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000
+COMMIT
+`;
+
+/** A runner that finds nothing (no link, no ipset, no nft table, no iptables). */
+const emptyHost: CommandRunner = {
+  run: async () => ({ stdout: '', stderr: 'not found', exitCode: 1 }),
+};
 
 /** What kube-proxy (iptables mode) and kubelet leave in nat, in iptables-save form. */
 const NAT = `*nat
@@ -110,5 +137,90 @@ describe('kube-proxy leftovers', () => {
     const tables = (await lab.exec(ns, 'nft', ['list', 'tables'])).stdout;
     assert.doesNotMatch(tables, /kube-proxy/);
     assert.match(tables, /table ip other/);
+  });
+
+  test('kube-proxy IPVS ipsets are recognised in both families; other KUBE-* sets are not', () => {
+    for (const name of [
+      'KUBE-CLUSTER-IP',
+      'KUBE-6-CLUSTER-IP',
+      'KUBE-NODE-PORT-LOCAL-SCTP-HASH',
+      'KUBE-IPVS-IPS',
+    ]) {
+      assert.ok(isKubeProxyIpset(name), name);
+    }
+    // kube-router's policy sets and anyone else's keep theirs.
+    for (const name of ['KUBE-DST-ABCDEF', 'KUBE-SRC-ABCDEF', 'KPROXY-CLUSTER-IP', 'cali40all-ipam-pools']) {
+      assert.ok(!isKubeProxyIpset(name), name);
+    }
+  });
+
+  test('with ip_vs loaded, every IPVS virtual service goes (kube-proxy flushes IPVS), and the table is closed', async () => {
+    const kernel = new FakeKernel();
+    const client = kernel.client();
+    const service = (address: string, port: number) => ({
+      family: 'IPv4' as const,
+      protocol: 'TCP' as const,
+      address,
+      port,
+      scheduler: 'rr',
+      persistenceTimeout: 0,
+      schedulerFlags: [],
+    });
+    await client.addService(service('10.96.0.10', 53));
+    await client.addService(service('192.168.1.5', 30080));
+    let closed = false;
+    const removed = await removeKubeProxyLeftovers(emptyHost, {
+      openIpvs: async () => ({ ...client, close: () => (closed = true) }),
+    });
+    assert.deepEqual(removed, ['IPVS: 2 virtual service(s)']);
+    assert.deepEqual(kernel.ipvs(), []);
+    assert.ok(closed);
+    // Without ip_vs there is no table to open, and nothing else was found.
+    assert.deepEqual(await removeKubeProxyLeftovers(emptyHost, { openIpvs: async () => undefined }), []);
+  });
+
+  test('kproxy cleanup --kube-proxy on a real kernel: IPVS mode leftovers (kube-ipvs0, ipsets, iptables-legacy) go, others stay', async (t) => {
+    if (!requireRoot(t)) return;
+    const lab = new Lab(`leftipvs${process.pid % 1000}`);
+    t.after(() => lab.destroy());
+    const ns = await lab.addNetns('node');
+    // No dummy module here: a bridge stands in for kube-proxy's dummy kube-ipvs0 (deleted by name).
+    await lab.exec(ns, 'ip', ['link', 'add', 'kube-ipvs0', 'type', 'bridge']);
+    await lab.exec(ns, 'ip', ['addr', 'add', '10.96.0.10/32', 'dev', 'kube-ipvs0']);
+    await lab.exec(ns, 'ipset', ['restore'], {
+      input: [
+        'create KUBE-CLUSTER-IP hash:ip,port family inet',
+        'add KUBE-CLUSTER-IP 10.96.0.10,tcp:53',
+        'create KUBE-6-CLUSTER-IP hash:ip,port family inet6',
+        'create KUBE-NODE-PORT-TCP bitmap:port range 0-65535',
+        'create KUBE-DST-KUBEROUTER hash:ip family inet',
+        '',
+      ].join('\n'),
+    });
+    await lab.exec(ns, 'iptables-legacy-restore', [], { input: IPVS_NAT });
+    await lab.exec(ns, 'iptables-nft-restore', [], { input: NAT });
+
+    let stdout = '';
+    let stderr = '';
+    const io = {
+      stdout: { write: (s: string) => (stdout += s) },
+      stderr: { write: (s: string) => (stderr += s) },
+      stdin: (async function* () {})(),
+    };
+    const runner = execaRunner(['ip', 'netns', 'exec', ns]);
+    assert.equal(await cleanupCommand(['--mode', 'iptables', '--kube-proxy'], io, runner), 0, stderr);
+    assert.match(stdout, /removed link kube-ipvs0/);
+    assert.match(stdout, /removed iptables-legacy nat: 3 kube-proxy chain\(s\)/);
+    assert.match(stdout, /removed iptables-nft nat: 6 kube-proxy chain\(s\)/);
+    assert.match(stdout, /removed ipset: KUBE-CLUSTER-IP, KUBE-6-CLUSTER-IP, KUBE-NODE-PORT-TCP/);
+
+    const links = (await lab.exec(ns, 'ip', ['-o', 'link', 'show'])).stdout;
+    assert.doesNotMatch(links, /kube-ipvs0/);
+    const sets = (await lab.exec(ns, 'ipset', ['list', '-n'])).stdout.trim().split('\n');
+    assert.deepEqual(sets, ['KUBE-DST-KUBEROUTER']);
+    for (const tool of ['iptables-legacy-save', 'iptables-nft-save']) {
+      const saved = (await lab.exec(ns, tool, ['-t', 'nat'])).stdout;
+      assert.doesNotMatch(saved, /KUBE-(SERVICES|NODE-PORT|MARK-MASQ|SVC|SEP)/, tool);
+    }
   });
 });
