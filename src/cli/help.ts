@@ -31,6 +31,8 @@ Reads Services, EndpointSlices and Nodes (kubectl get services,endpointslices,no
 a List, multi-document YAML or single objects) and prints the ruleset this node would get: the
 inputs \`kproxy run\` sends on an empty node (with --since: after PATH's state), each under a
 comment line naming its tool. For large clusters prefer -o json: it reads many times faster than YAML.
+nftables: a full sync on a node that already has kproxy's tables rewrites them in place instead
+(session affinity kept); render prints the empty-node case.
 
   --mode MODE                                ${RENDER_MODES.join(', ')} (same as --proxy-mode;
                                              default nftables)
@@ -40,8 +42,11 @@ comment line naming its tool. For large clusters prefer -o json: it reads many t
                                              render for its first node (node-1)
   --since PATH                               print the incremental update from PATH's objects instead
                                              of the full ruleset; repeatable like --input
-  --chunks                                   iptables: print the inputs as iptables-nft gets them
-                                             (large plans go in parts, one restore each)
+  --chunks                                   print the inputs apart as the live dataplane sends
+                                             them, each under a # line: iptables-nft (large plans
+                                             go in parts, one restore each); nftables (a cold start
+                                             over 100000 elements goes in transactions of about
+                                             that size, the canary last)
   --strict                                   exit 1 (and print nothing) when any object was skipped
   --family ipv4|ipv6|both                    which families to render (default both)
   --config FILE                              KubeProxyConfiguration file; flags override it

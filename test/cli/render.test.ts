@@ -267,6 +267,21 @@ test('render --mode iptables --chunks prints the restores iptables-nft gets, whi
   );
 });
 
+test('render --mode nftables --chunks prints each transaction the live dataplane sends under a # line', async () => {
+  const args = ['render', '--mode', 'nftables', '--example', '--family', 'ipv4'];
+  const whole = await run(args);
+  assert.equal(whole.code, 0, whole.stderr);
+  assert.doesNotMatch(whole.stdout, /^#/m, 'one transaction: no note');
+  assert.ok(
+    whole.stdout.endsWith('\nadd element ip kproxy canary { 1 }\n'),
+    "the first full sync's canary, last",
+  );
+  const chunked = await run([...args, '--chunks']);
+  assert.equal(chunked.code, 0, chunked.stderr);
+  // Below 100,000 elements a full sync on an empty node is one transaction.
+  assert.equal(chunked.stdout, `# nft -f transaction 1/1 (one-transaction)\n${whole.stdout}`);
+});
+
 test('render --help documents the flags', async () => {
   const result = await run(['render', '--help']);
   assert.equal(result.code, 0);
