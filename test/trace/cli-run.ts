@@ -1,5 +1,5 @@
 // Runs `kproxy trace` / `kproxy render` in-process and captures what they print.
-import { execaRunner } from '../../dataplanes/shared/command-runner.ts';
+import { type CommandRunner, execaRunner } from '../../dataplanes/shared/command-runner.ts';
 import { renderCommand } from '../../src/cli/render.ts';
 import { traceCommand } from '../../src/cli/trace.ts';
 
@@ -19,10 +19,10 @@ function capture() {
   return { out, io };
 }
 
-/** `kproxy trace ARGS`; with `netns`, --live reads that namespace's kernel. */
-export async function runTrace(args: readonly string[], netns?: string): Promise<Captured> {
+/** `kproxy trace ARGS`; with `netns`, --live reads that namespace's kernel (or asks `runner`). */
+export async function runTrace(args: readonly string[], netns?: string | CommandRunner): Promise<Captured> {
   const { out, io } = capture();
-  const runner = netns ? execaRunner(['ip', 'netns', 'exec', netns]) : undefined;
+  const runner = typeof netns === 'string' ? execaRunner(['ip', 'netns', 'exec', netns]) : netns;
   const code = await traceCommand(args, io, runner ? { runner } : {});
   return { code, ...out };
 }
