@@ -101,10 +101,14 @@ function chains(syntax: FamilySyntax, node: NodeSettings): ChainSpec[] {
       rules: [newConn('firewall-check'), newConn('endpoints-check'), newConn('ipvs-filter')],
     },
     {
+      // The node's own traffic to a LoadBalancer IP is bound by its source ranges too, as in the
+      // iptables and nftables modes (kubernetes#119656: kube-proxy's IPVS mode let the node
+      // through). Its source is the LB IP itself (bound on the dummy link), which firewall-allow
+      // lists when the ranges hold the node's IP.
       name: 'filter-output',
-      comment: 'no-endpoint checks for traffic from this host',
+      comment: 'source ranges and no-endpoint checks for traffic from this host',
       base: { type: 'filter', hook: 'output', priority: '-110' },
-      rules: [newConn('endpoints-check')],
+      rules: [newConn('firewall-check'), newConn('endpoints-check')],
     },
     {
       name: 'services',

@@ -31,7 +31,7 @@ export interface IpvsClient {
   close(): void;
 }
 
-export type IpvsErrorCode = 'EEXIST' | 'ENOENT' | 'ESRCH' | 'unavailable' | 'other';
+export type IpvsErrorCode = 'EEXIST' | 'ENOENT' | 'ESRCH' | 'unavailable' | 'timeout' | 'other';
 
 /** A refused IPVS command, classified so callers decide on the kind of failure. */
 export class IpvsError extends DataplaneError {
@@ -54,24 +54,69 @@ function classify(what: string, err: unknown): IpvsError {
 
 const DUMP = 0x300;
 
-export class NetlinkIpvsClient implements IpvsClient {
-  readonly #socket: GenericNetlinkSocket;
-  readonly #family: number;
+/**
+ * How long one IPVS request may go unanswered. The kernel answers a generic-netlink request
+ * synchronously, in microseconds for a command and well under a second for a dump of 30k virtual
+ * servers even under TCG; no answer at all means the reply was lost (a full socket receive buffer
+ * drops it) or the kernel is stuck, and waiting longer would hang the sync loop for good. 10 s is
+ * far above any real answer on a loaded 2-core machine, and short against the sync period.
+ */
+export const IPVS_REQUEST_TIMEOUT_MS = 10_000;
 
-  private constructor(socket: GenericNetlinkSocket, family: number) {
+/** The part of the netlink package's generic-netlink socket the client uses (tests stub it). */
+export type GenlSocket = Pick<GenericNetlinkSocket, 'request' | 'ctrlRequest'> & {
+  readonly socket: { close(): void };
+};
+
+export interface IpvsClientOptions {
+  /** Opens the socket; the netlink package's generic-netlink socket by default. */
+  readonly createSocket?: () => GenlSocket;
+  /** Bound on each request's answer; IPVS_REQUEST_TIMEOUT_MS by default. */
+  readonly requestTimeoutMs?: number;
+}
+
+/** `promise`, or an IpvsError 'timeout' once `ms` passed without it settling. */
+async function answeredWithin<T>(what: string, ms: number, promise: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new IpvsError('timeout', `IPVS ${what}: no answer from the kernel within ${ms} ms`)),
+      ms,
+    );
+  });
+  try {
+    return await Promise.race([promise, expired]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export class NetlinkIpvsClient implements IpvsClient {
+  readonly #socket: GenlSocket;
+  readonly #family: number;
+  readonly #timeoutMs: number;
+
+  private constructor(socket: GenlSocket, family: number, timeoutMs: number) {
     this.#socket = socket;
     this.#family = family;
+    this.#timeoutMs = timeoutMs;
   }
 
   /** Opens a socket in the current network namespace and resolves the IPVS family. */
-  static async open(): Promise<NetlinkIpvsClient> {
-    const socket = createGenericNetlink();
+  static async open(options: IpvsClientOptions = {}): Promise<NetlinkIpvsClient> {
+    const socket = (options.createSocket ?? createGenericNetlink)();
+    const timeoutMs = options.requestTimeoutMs ?? IPVS_REQUEST_TIMEOUT_MS;
     try {
-      const [reply] = await socket.ctrlRequest(genl.Commands.GET_FAMILY, { familyName: IPVS_GENL_NAME });
+      const [reply] = await answeredWithin(
+        'family lookup',
+        timeoutMs,
+        socket.ctrlRequest(genl.Commands.GET_FAMILY, { familyName: IPVS_GENL_NAME }),
+      );
       if (reply?.familyId === undefined) throw new Error('no family id in the reply');
-      return new NetlinkIpvsClient(socket, reply.familyId);
+      return new NetlinkIpvsClient(socket, reply.familyId, timeoutMs);
     } catch (err) {
       socket.socket.close();
+      if (err instanceof IpvsError) throw err;
       const message = err instanceof Error ? err.message : String(err);
       throw new IpvsError(
         'unavailable',
@@ -128,10 +173,12 @@ export class NetlinkIpvsClient implements IpvsClient {
   }
 
   async #request(what: string, cmd: number, body: Buffer, flags = 0): Promise<Buffer[]> {
+    const request = this.#socket.request(this.#family, cmd, IPVS_GENL_VERSION, body, { flags });
     try {
-      const [replies] = await this.#socket.request(this.#family, cmd, IPVS_GENL_VERSION, body, { flags });
+      const [replies] = await answeredWithin(what, this.#timeoutMs, request);
       return replies.map((r) => r.data);
     } catch (err) {
+      if (err instanceof IpvsError) throw err;
       throw classify(what, err);
     }
   }

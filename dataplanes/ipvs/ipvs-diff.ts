@@ -1,7 +1,9 @@
 // The IPVS operations that take a kernel holding `prev` to `next`: new virtual servers with their
 // real servers, changed settings, changed real servers, and last the virtual servers that went
-// away. Like kube-proxy, a TCP or SCTP real server that goes away is drained (weight 0) rather than
-// deleted, so its established connections finish; UDP has no connection to finish and goes at once.
+// away. Like kube-proxy, a TCP real server that goes away is drained (weight 0) rather than
+// deleted, so its established connections finish; UDP and SCTP ones go at once (kube-proxy's
+// IsRsGracefulTerminationNeeded), their flows dropped by net.ipv4.vs.expire_nodest_conn and their
+// conntrack entries deleted (live.ts).
 import type { AddressChanges, IpvsDesired, IpvsOp } from './ipvs-plan.ts';
 import {
   type RealServer,
@@ -12,17 +14,21 @@ import {
 
 /** The virtual service part of a virtual server (what the kernel's service commands take). */
 export function serviceOf(vs: VirtualServer): VirtualService {
-  const { family, protocol, address, port, scheduler, persistenceTimeout } = vs;
-  return { family, protocol, address, port, scheduler, persistenceTimeout };
+  const { family, protocol, address, port, scheduler, schedulerFlags, persistenceTimeout } = vs;
+  return { family, protocol, address, port, scheduler, schedulerFlags, persistenceTimeout };
 }
 
 export function sameSettings(a: VirtualService, b: VirtualService): boolean {
-  return a.scheduler === b.scheduler && a.persistenceTimeout === b.persistenceTimeout;
+  return (
+    a.scheduler === b.scheduler &&
+    a.schedulerFlags.join() === b.schedulerFlags.join() &&
+    a.persistenceTimeout === b.persistenceTimeout
+  );
 }
 
 /** Whether a real server that goes away keeps serving its connections for a while. */
 export function drainsGracefully(service: VirtualService): boolean {
-  return service.protocol !== 'UDP';
+  return service.protocol === 'TCP';
 }
 
 /**

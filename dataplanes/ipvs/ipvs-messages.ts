@@ -4,7 +4,7 @@ import ipaddr from 'ipaddr.js';
 import { familyOf } from '../../src/model/ip-address.ts';
 import type { IPFamily, Protocol } from '../../src/model/proxy-state.ts';
 import { attribute, be16, nested, parseAttributes, string, u16, u32 } from './netlink-attributes.ts';
-import type { RealServer, VirtualService } from './virtual-servers.ts';
+import type { RealServer, SchedulerFlag, VirtualService } from './virtual-servers.ts';
 
 export const IPVS_GENL_NAME = 'IPVS';
 export const IPVS_GENL_VERSION = 1;
@@ -50,6 +50,11 @@ const DEST_ATTR = {
 const AF = { IPv4: 2, IPv6: 10 } as const;
 const PROTO = { TCP: 6, UDP: 17, SCTP: 132 } as const;
 const IP_VS_SVC_F_PERSISTENT = 0x1;
+/** IP_VS_SVC_F_SCHED1 and SCHED2, which ip_vs_mh reads as IP_VS_SVC_F_SCHED_MH_FALLBACK and _PORT. */
+const SCHED_FLAG_BITS: ReadonlyMap<SchedulerFlag, number> = new Map([
+  ['mh-fallback', 0x8],
+  ['mh-port', 0x10],
+]);
 /** IP_VS_CONN_F_MASQ: NAT forwarding, the only method kube-proxy uses. */
 const FWD_MASQ = 0;
 
@@ -78,7 +83,10 @@ function serviceIdentity(
 /** NEW_SERVICE / SET_SERVICE body: identity plus every setting (the kernel wants them all). */
 export function serviceMessage(service: VirtualService): Buffer {
   const flags = Buffer.alloc(8);
-  flags.writeUInt32LE(service.persistenceTimeout > 0 ? IP_VS_SVC_F_PERSISTENT : 0, 0);
+  let bits = service.persistenceTimeout > 0 ? IP_VS_SVC_F_PERSISTENT : 0;
+  for (const flag of service.schedulerFlags) bits |= SCHED_FLAG_BITS.get(flag)!;
+  // struct ip_vs_flags: the flags, then the mask of those to change (all).
+  flags.writeUInt32LE(bits, 0);
   flags.writeUInt32LE(0xffffffff, 4);
   return nested(CMD_ATTR.SERVICE, [
     ...serviceIdentity(service),
@@ -175,12 +183,17 @@ export function decodeService(body: Buffer): VirtualService | undefined {
     return undefined;
   }
   const flags = attrs.get(SVC_ATTR.FLAGS)?.readUInt32LE() ?? 0;
+  const scheduler = required(attrs, SVC_ATTR.SCHED_NAME, 'scheduler').toString('utf8').replace(/\0.*$/s, '');
+  // The same bits mean sh-fallback and sh-port to sh: only mh's are kproxy's to read.
+  const schedulerFlags =
+    scheduler === 'mh' ? [...SCHED_FLAG_BITS].filter(([, bit]) => flags & bit).map(([flag]) => flag) : [];
   return {
     family,
     protocol,
     address: addressText(family, required(attrs, SVC_ATTR.ADDR, 'address')),
     port: required(attrs, SVC_ATTR.PORT, 'port').readUInt16BE(),
-    scheduler: required(attrs, SVC_ATTR.SCHED_NAME, 'scheduler').toString('utf8').replace(/\0.*$/s, ''),
+    scheduler,
+    schedulerFlags,
     persistenceTimeout:
       flags & IP_VS_SVC_F_PERSISTENT ? (attrs.get(SVC_ATTR.TIMEOUT)?.readUInt32LE() ?? 0) : 0,
   };

@@ -14,7 +14,8 @@ function serviceArgs(service: VirtualService): string {
 
 function settingsArgs(service: VirtualService): string {
   const persistence = service.persistenceTimeout > 0 ? ` -p ${service.persistenceTimeout}` : '';
-  return `-s ${service.scheduler}${persistence}`;
+  const flags = service.schedulerFlags.length > 0 ? ` -b ${service.schedulerFlags.join(',')}` : '';
+  return `-s ${service.scheduler}${flags}${persistence}`;
 }
 
 function serverArgs(service: VirtualService, server: RealServer): string {

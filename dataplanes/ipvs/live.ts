@@ -12,7 +12,7 @@ import { cidrContains } from '../shared/cidr.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
 import { DataplaneError } from '../shared/dataplane-error.ts';
-import { cleanStaleUdpFlows } from '../shared/udp-conntrack-cleanup.ts';
+import { cleanStaleUdpFlows, deleteStaleUdpFlows } from '../shared/udp-conntrack-cleanup.ts';
 import { COMPANION_TABLE } from './companion-ruleset.ts';
 import { boundAddresses, CommandError, changeAddresses, deleteLink, linkExists } from './dummy-link.ts';
 import { type IpvsClient, IpvsError } from './ipvs-client.ts';
@@ -21,6 +21,7 @@ import type { IpvsTimeouts } from './ipvs-messages.ts';
 import type { IpvsDesired, IpvsOp, IpvsPlan } from './ipvs-plan.ts';
 import { companionDesired, createIpvsPlanner, type IpvsPlannerOptions, ipvsDesired } from './planner.ts';
 import { reconcileServers, reconcileServices } from './reconcile.ts';
+import { removedServerFlows } from './removed-server-flows.ts';
 import { type RealServer, realServerKey, type VirtualService, virtualServerKey } from './virtual-servers.ts';
 
 export type IpvsLog = (message: string, fields?: Readonly<Record<string, unknown>>) => void;
@@ -83,6 +84,8 @@ export class IpvsDataplane implements LiveDataplane {
   readonly #owned = new Set<string>();
   /** Real servers at weight 0 until their connections end, by "service key|server key". */
   readonly #draining = new Map<string, Draining>();
+  /** `conntrack -D` arguments for the flows of real servers deleted in this sync. */
+  #flowsOfDeleted: string[][] = [];
 
   constructor(options: IpvsDataplaneOptions) {
     this.#runner = options.runner;
@@ -115,13 +118,24 @@ export class IpvsDataplane implements LiveDataplane {
   }
 
   async sync(state: DualStackState, kind: SyncKind): Promise<SyncOutcome> {
-    const client = await this.#ensureClient();
+    try {
+      return await this.#sync(state, kind);
+    } catch (err) {
+      this.#forgetUnansweringClient(err);
+      throw err;
+    }
+  }
+
+  async #sync(state: DualStackState, kind: SyncKind): Promise<SyncOutcome> {
+    let client = await this.#ensureClient();
+    this.#flowsOfDeleted = [];
     try {
       await this.#sweepDrained(client);
     } catch (err) {
       // A refusal is not fatal: the servers stay at weight 0 and the next sweep tries again.
       if (!(err instanceof DataplaneError)) throw err;
       this.#log('could not sweep drained IPVS real servers', { error: String(err) });
+      if (this.#forgetUnansweringClient(err)) client = await this.#ensureClient();
     }
     const prev = this.#lastSynced;
     let ran: SyncKind = 'full';
@@ -134,6 +148,7 @@ export class IpvsDataplane implements LiveDataplane {
         // retry is full.
         if (!(err instanceof DataplaneError)) throw err;
         this.#log('incremental IPVS sync failed; falling back to full', { error: String(err) });
+        if (this.#forgetUnansweringClient(err)) client = await this.#ensureClient();
       }
     }
     this.#committed = undefined;
@@ -148,7 +163,9 @@ export class IpvsDataplane implements LiveDataplane {
     for (const key of this.#record.virtualServers.keys()) this.#owned.add(key);
     this.#committed = state;
     this.#lastSynced = state;
-    const conntrackEntriesDeleted = await cleanStaleUdpFlows(this.#runner, prev, state);
+    const conntrackEntriesDeleted =
+      (await cleanStaleUdpFlows(this.#runner, prev, state)) +
+      (await deleteStaleUdpFlows(this.#runner, this.#flowsOfDeleted));
     return { kind: ran, objectCount: this.#objectCount(), conntrackEntriesDeleted };
   }
 
@@ -203,6 +220,17 @@ export class IpvsDataplane implements LiveDataplane {
   async #ensureClient(): Promise<IpvsClient> {
     this.#client ??= await this.#openClient();
     return this.#client;
+  }
+
+  /**
+   * After a request went unanswered its reply may still come, out of step with the next ones:
+   * the socket is closed and the next request opens a fresh one. True when it was.
+   */
+  #forgetUnansweringClient(err: unknown): boolean {
+    if (!(err instanceof IpvsError && err.code === 'timeout')) return false;
+    this.#client?.close();
+    this.#client = undefined;
+    return true;
   }
 
   async #applyIncremental(client: IpvsClient, plan: IpvsPlan): Promise<void> {
@@ -268,6 +296,7 @@ export class IpvsDataplane implements LiveDataplane {
         case 'delete-server':
           await client.deleteServer(op.service, op.server);
           this.#draining.delete(drainKey(op.service, op.server));
+          this.#flowsOfDeleted.push(...removedServerFlows(op.service, op.server));
       }
     }
   }

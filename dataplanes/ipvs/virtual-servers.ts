@@ -27,8 +27,23 @@ export interface VirtualService {
   readonly address: string;
   readonly port: number;
   readonly scheduler: string;
+  /** The scheduler's flags (ipvsadm -b), sorted; only mh has any (schedulerFlags). */
+  readonly schedulerFlags: readonly SchedulerFlag[];
   /** Persistence (ClientIP affinity) timeout in seconds; 0 = not persistent. */
   readonly persistenceTimeout: number;
+}
+
+export type SchedulerFlag = 'mh-fallback' | 'mh-port';
+
+/**
+ * The flags kproxy gives a scheduler. For mh, kube-proxy sets mh-port (hash the source port too,
+ * so one client's connections spread like sh with ports) but not mh-fallback, so a real server at
+ * weight 0 (draining, terminating) stays in mh's lookup table and the connections hashed to it
+ * fail with "no destination available" (kubernetes#138688, #139497). With mh-fallback they go to
+ * the next available server, as every other scheduler does.
+ */
+export function schedulerFlags(scheduler: string): readonly SchedulerFlag[] {
+  return scheduler === 'mh' ? ['mh-fallback', 'mh-port'] : [];
 }
 
 export interface VirtualServer extends VirtualService {
@@ -89,6 +104,7 @@ export function ipvsFamilyServers(state: ProxyState, scheduler: string): IpvsFam
       address,
       port,
       scheduler,
+      schedulerFlags: schedulerFlags(scheduler),
       persistenceTimeout: d.affinitySeconds,
       servicePort: sp.key,
       realServers: realServers(endpoints),

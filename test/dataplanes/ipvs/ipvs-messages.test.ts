@@ -19,6 +19,7 @@ const web: VirtualService = {
   address: '10.96.0.10',
   port: 80,
   scheduler: 'rr',
+  schedulerFlags: [],
   persistenceTimeout: 0,
 };
 
@@ -148,4 +149,18 @@ test('SET_CONFIG body: only the timeouts that are set, in seconds', () => {
     timeoutsMessage({ tcpSeconds: 900, tcpFinSeconds: 0, udpSeconds: 300 }).toString('hex'),
     hex('0800 0400 84030000', '0800 0600 2c010000'),
   );
+});
+
+test('mh-fallback and mh-port are the SCHED1 and SCHED2 service flags, and decode back for mh only', () => {
+  const mh: VirtualService = { ...web, scheduler: 'mh', schedulerFlags: ['mh-fallback', 'mh-port'] };
+  const attrs = parseAttributes(parseAttributes(serviceMessage(mh)).get(1)!);
+  // IP_VS_SVC_F_SCHED1 (0x08) | IP_VS_SVC_F_SCHED2 (0x10), mask all ones.
+  assert.equal(attrs.get(7)!.toString('hex'), '18000000ffffffff');
+  const reply = (service: VirtualService, bits: string) =>
+    nested(1, [parseAttributes(serviceMessage(service)).get(1)!, attribute(7, Buffer.from(bits, 'hex'))]);
+  // The kernel reports HASHED (0x02) besides.
+  assert.deepEqual(decodeService(reply(mh, '1a00000000000000')), mh);
+  assert.deepEqual(decodeService(reply(mh, '1200000000000000'))?.schedulerFlags, ['mh-port']);
+  // To sh the same bits are sh-fallback and sh-port, which kproxy never sets: not read as mh's.
+  assert.deepEqual(decodeService(reply({ ...web, scheduler: 'sh' }, '1a00000000000000'))?.schedulerFlags, []);
 });

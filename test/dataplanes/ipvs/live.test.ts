@@ -16,6 +16,7 @@ const foreign: VirtualService = {
   address: '192.168.50.1',
   port: 80,
   scheduler: 'wlc',
+  schedulerFlags: [],
   persistenceTimeout: 0,
 };
 
@@ -190,4 +191,30 @@ test('a full sync never removes virtual servers in excludeCIDRs, even on our add
   await dp.sync(ipv4([web()]), 'full');
   await dp.sync(ipv4([{ ...web(), nodePort: 0 }]), 'full');
   assert.ok(kernel.services.has('TCP 10.100.0.11:30080'), 'excluded node-port server kept');
+});
+
+test('a removed SCTP real server is deleted at once with its conntrack entries; TCP drains instead', async () => {
+  const kernel = new FakeKernel();
+  const runner = kernel.runner();
+  const conntrack: string[] = [];
+  const dp = new IpvsDataplane({
+    runner: {
+      run(command, args, input) {
+        if (command === 'conntrack') conntrack.push(args.join(' '));
+        return runner.run(command, args, input);
+      },
+    },
+    openClient: async () => kernel.client(),
+  });
+  const sig = (eps = [a, b]) =>
+    servicePort('sig', { clusterIP: '10.96.0.40', protocol: 'SCTP', port: 3868, clusterEndpoints: eps });
+  await dp.start();
+  await dp.sync(ipv4([sig(), web()]), 'full');
+  kernel.setConnections('TCP 10.96.0.10:80', '10.244.2.10:8080', 1, 0);
+  kernel.setConnections('SCTP 10.96.0.40:3868', '10.244.2.10:8080', 1, 0);
+  conntrack.length = 0;
+  await dp.sync(ipv4([sig([b]), web([b])]), 'incremental');
+  assert.ok(!kernel.ipvs().some((l) => l.includes('SCTP 10.96.0.40:3868 -> 10.244.2.10')), 'SCTP: gone');
+  assert.ok(kernel.ipvs().includes('TCP 10.96.0.10:80 -> 10.244.2.10:8080 w=0'), 'TCP: draining');
+  assert.deepEqual(conntrack, ['-D -p sctp --orig-dst 10.96.0.40 --dport 3868 --reply-src 10.244.2.10']);
 });

@@ -225,3 +225,63 @@ test('full(A) then incremental(A→B) serves exactly what full(B) serves (random
     prev = next;
   }
 });
+
+test('incremental: a removed SCTP endpoint is deleted at once, as UDP (no graceful termination)', () => {
+  const sctp = (eps: (typeof remote)[]) =>
+    servicePort('sig', { clusterIP: '10.96.0.40', protocol: 'SCTP', port: 3868, clusterEndpoints: eps });
+  const plan = incremental(ipv4([sctp([remote, local])]), ipv4([sctp([local])]));
+  assert.deepEqual(plan.ops.map(ipvsadmLine), ['-d --sctp-service 10.96.0.40:3868 -r 10.244.2.10:8080']);
+});
+
+test('mh gets mh-fallback and mh-port, so a weight-0 real server is never picked (kubernetes#138688)', () => {
+  const mh = createIpvsPlanner({ scheduler: 'mh' });
+  const web = (eps: (typeof remote)[]) =>
+    servicePort('web', { clusterIP: '10.96.0.10', clusterEndpoints: eps });
+  const plan = mh.planFull(ipv4([web([remote, local])]));
+  assert.ok(plan.kind === 'full');
+  assert.deepEqual(plan.desired.virtualServers.get('TCP 10.96.0.10:80')?.schedulerFlags, [
+    'mh-fallback',
+    'mh-port',
+  ]);
+  assert.match(mh.render(plan), /^-A -t 10\.96\.0\.10:80 -s mh -b mh-fallback,mh-port$/m);
+  // The terminating endpoint is drained at weight 0; with mh-fallback mh skips it.
+  const drained = mh.planIncremental(ipv4([web([remote, local])]), ipv4([web([local])]));
+  assert.ok(drained.kind === 'incremental');
+  assert.deepEqual(drained.ops.map(ipvsadmLine), ['-e -t 10.96.0.10:80 -r 10.244.2.10:8080 -m -w 0']);
+  // Other schedulers have no flags.
+  assert.deepEqual(
+    ipvsDesired(ipv4([web([remote])]), RR).virtualServers.get('TCP 10.96.0.10:80')?.schedulerFlags,
+    [],
+  );
+});
+
+test('loadBalancerSourceRanges: filtered per LB IP and port, and nothing of them left once gone (kubernetes#119656)', () => {
+  const lb = (port: number, ranges: string[]) =>
+    servicePort(`lb-${port}`, {
+      clusterIP: `10.96.0.${port % 100}`,
+      port,
+      loadBalancerIPs: ['192.168.6.10'],
+      loadBalancerSourceRanges: ranges,
+      clusterEndpoints: [remote],
+    });
+  // The source-range elements left in the table.
+  const firewall = (state: FakeState): string[] =>
+    [...(state.get('ip')?.elements ?? [])]
+      .filter(([set]) => set.startsWith('firewall-'))
+      .flatMap(([, elements]) => [...elements.keys()]);
+  const ranged = ipv4([lb(7001, ['203.0.113.0/24']), lb(8001, [])]);
+  const start = applyTransaction(new Map(), full(ranged).nft.ops);
+  assert.equal(firewall(start).length, 2);
+  const script = full(ranged).nft.toString();
+  // A second Service on the same LB IP is not filtered by the first one's ranges.
+  assert.match(script, /add element ip kproxy-ipvs firewall-ips \{ 192\.168\.6\.10 \. tcp \. 7001 /);
+  assert.doesNotMatch(script, /firewall-ips \{ 192\.168\.6\.10 \. tcp \. 8001/);
+  assert.match(script, /firewall-allow \{ 192\.168\.6\.10 \. tcp \. 7001 \. 203\.0\.113\.0\/24 /);
+  // The node's own traffic is filtered too (its source is the LB IP, not in these ranges).
+  assert.match(script, /filter-output ct state new jump firewall-check/);
+  for (const next of [ipv4([lb(7001, []), lb(8001, [])]), ipv4([lb(8001, [])]), ipv4([])]) {
+    const after = applyTransaction(start, incremental(ranged, next).nft.ops);
+    assert.deepEqual(dump(after), dump(applyTransaction(new Map(), full(next).nft.ops)));
+    assert.deepEqual(firewall(after), [], 'no source-range element survives');
+  }
+});
