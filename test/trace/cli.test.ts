@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { main } from '../../src/cli/main.ts';
+import { captureIO } from '../cli/capture-io.ts';
 import { runTrace } from './cli-run.ts';
 
 describe('kproxy trace', () => {
@@ -118,13 +119,8 @@ describe('kproxy trace', () => {
   }
 
   test('is a kproxy command with its own help', async () => {
-    let stdout = '';
-    const io = {
-      stdout: { write: (text: string) => (stdout += text) },
-      stderr: { write: () => true },
-      stdin: (async function* () {})(),
-    };
-    assert.equal(await main(['trace', '--help'], io), 0);
-    assert.match(stdout, /^Usage: kproxy trace --mode/);
+    const captured = captureIO();
+    assert.equal(await main(['trace', '--help'], captured.io), 0);
+    assert.match(captured.stdout(), /^Usage: kproxy trace --mode/);
   });
 });
