@@ -5,6 +5,7 @@ import { type NftElement, parseElements, unquote } from './trace-ruleset.ts';
 /** A value the packet carries, or numgen's random number. */
 export type NftExpr =
   | { readonly kind: 'field'; readonly name: string }
+  | { readonly kind: 'literal'; readonly text: string }
   | { readonly kind: 'numgen'; readonly modulus: number; readonly offset: number };
 
 export type NftLookup =
@@ -32,7 +33,19 @@ export type NftClause =
   | { readonly kind: 'masquerade' }
   | { readonly kind: 'snat'; readonly address: string }
   | { readonly kind: 'mark'; readonly operation: 'or' | 'xor' | 'and' | 'set'; readonly value: number }
-  | { readonly kind: 'update'; readonly set: string; readonly left: readonly NftExpr[] };
+  | {
+      readonly kind: 'update';
+      readonly set: string;
+      readonly left: readonly NftExpr[];
+      readonly timeout?: string;
+    }
+  /** `tcp dport set 1`, `ip daddr set ct original ip daddr`, `… set <concat> map @m`: payload rewritten. */
+  | {
+      readonly kind: 'set-field';
+      readonly field: string;
+      readonly value: readonly NftExpr[];
+      readonly map?: NftLookup;
+    };
 
 export type ParsedRule =
   | { readonly ok: true; readonly clauses: readonly NftClause[]; readonly comment?: string }
@@ -145,7 +158,13 @@ export function parseRule(tokens: readonly string[]): ParsedRule {
         const set = reader.next();
         if (!set.startsWith('@')) throw new UnknownRule(`${token} ${set}`);
         const inside = new RuleReader(reader.block());
-        clauses.push({ kind: 'update', set: set.slice(1), left: readConcat(inside) });
+        const left = readConcat(inside);
+        let timeout: string | undefined;
+        if (inside.peek() === 'timeout') {
+          inside.next();
+          timeout = inside.next();
+        }
+        clauses.push({ kind: 'update', set: set.slice(1), left, ...(timeout !== undefined && { timeout }) });
       } else if (token === 'meta' && reader.peek(1) === 'mark' && reader.peek(2) === 'set') {
         clauses.push(readMarkSet(reader));
       } else clauses.push(readMatch(reader));
@@ -169,6 +188,16 @@ function readExpr(reader: RuleReader): NftExpr {
       offset = Number(reader.next());
     }
     return { kind: 'numgen', modulus, offset };
+  }
+  if (first === 'ct' && reader.peek() === 'original') {
+    // ct original ip daddr / ct original proto-dst: the connection's destination before any NAT.
+    reader.next();
+    const what = reader.next();
+    if (what === 'proto-dst') return { kind: 'field', name: 'ct original proto-dst' };
+    const direction = reader.next();
+    if ((what !== 'ip' && what !== 'ip6') || (direction !== 'daddr' && direction !== 'saddr'))
+      throw new UnknownRule(`ct original ${what} ${direction}`);
+    return { kind: 'field', name: `ct original ${what} ${direction}` };
   }
   if (first === 'fib') {
     // fib saddr [. iif] type
@@ -201,8 +230,32 @@ function readLookup(reader: RuleReader): NftLookup {
   return { kind: 'value', parts: reader.dotted() };
 }
 
+/** A value: a selector, numgen or a literal, concatenated with ` . `. */
+function readValueConcat(reader: RuleReader): NftExpr[] {
+  const exprs: NftExpr[] = [];
+  do {
+    if (exprs.length > 0) reader.next();
+    const token = reader.peek() ?? '';
+    exprs.push(SELECTOR_STARTS.has(token) ? readExpr(reader) : { kind: 'literal', text: reader.next() });
+  } while (reader.peek() === '.');
+  return exprs;
+}
+
+/** Payload fields the tracer can rewrite (`… set …`). */
+const WRITABLE_FIELD = /^(ip6? (daddr|saddr)|(th|tcp|udp|sctp) (dport|sport))$/;
+
+const SELECTOR_STARTS = new Set([...Object.keys(FIELDS), 'numgen', 'fib']);
+
 function readMatch(reader: RuleReader): NftClause {
   const left = readConcat(reader);
+  if (reader.peek() === 'set' && left.length === 1 && left[0]!.kind === 'field') {
+    if (!WRITABLE_FIELD.test(left[0]!.name)) throw new UnknownRule(`${left[0]!.name} set`);
+    reader.next();
+    const value = readValueConcat(reader);
+    if (reader.peek() !== 'map') return { kind: 'set-field', field: left[0]!.name, value };
+    reader.next();
+    return { kind: 'set-field', field: left[0]!.name, value, map: readLookup(reader) };
+  }
   let negated = false;
   let mask: number | undefined;
   if (reader.peek() === 'vmap') {

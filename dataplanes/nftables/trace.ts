@@ -13,7 +13,14 @@ import { valueMatches } from '../shared/trace/match-value.ts';
 import type { TraceReport, TraceStep } from '../shared/trace/outcome.ts';
 import { isLocalAddress, packetFamily, type TraceHost, type TracePacket } from '../shared/trace/packet.ts';
 import { type NftClause, type NftExpr, type NftLookup, type ParsedRule, parseRule } from './trace-rule.ts';
-import type { NftChain, NftElement, NftRule, NftRuleset, NftTable } from './trace-ruleset.ts';
+import {
+  type NftChain,
+  type NftElement,
+  type NftRule,
+  type NftRuleset,
+  type NftTable,
+  nftSeconds,
+} from './trace-ruleset.ts';
 
 /** Tables kproxy owns: its own and the IPVS mode's companion. */
 export const KPROXY_TABLES: ReadonlySet<string> = new Set(['kproxy', 'kproxy-ipvs']);
@@ -198,11 +205,25 @@ class NftEvaluator {
         return next(record({ ...flow, mark, ...(markedBy && { markedBy }) }), true);
       }
       case 'update': {
-        const set = context.table.sets.get(clause.set);
-        const timeout = set?.timeout ? ` for ${set.timeout}s` : '';
+        const seconds = clause.timeout
+          ? nftSeconds(clause.timeout)
+          : context.table.sets.get(clause.set)?.timeout;
+        const timeout = seconds ? ` for ${seconds}s` : '';
         const affinity = `ClientIP affinity: @${clause.set} remembers ${flow.source}${timeout}, later connections go to the same endpoint`;
         return next(record({ ...flow, affinity }), true);
       }
+      case 'set-field':
+        return this.values(clause.value, flow).flatMap<RuleOutcome>(({ probability, parts }) => {
+          const forked = { ...flow, probability: flow.probability * probability };
+          let value = parts.length === 1 ? parts[0] : undefined;
+          if (clause.map) {
+            const found = this.lookup(context.table, clause.map, parts);
+            value = found.element?.value?.[0];
+          }
+          // Nothing to write (a map without the key): nft stops evaluating the rule there.
+          if (value === undefined) return [{ flow: forked, control: 'next' as const }];
+          return next(record(writeField(forked, clause.field, value)), true);
+        });
       case 'dnat':
         return this.dnat(context, clause, record(flow));
       case 'snat':
@@ -269,11 +290,10 @@ class NftEvaluator {
             parts: [...result.parts, String(n + expr.offset)],
           })),
         );
-      } else
-        results = results.map((result) => ({
-          ...result,
-          parts: [...result.parts, this.field(expr.name, flow)],
-        }));
+      } else {
+        const value = expr.kind === 'literal' ? expr.text : this.field(expr.name, flow);
+        results = results.map((result) => ({ ...result, parts: [...result.parts, value] }));
+      }
     }
     return results;
   }
@@ -305,6 +325,11 @@ class NftEvaluator {
         return this.family === 'ip' ? 'ipv4' : 'ipv6';
       case 'ct state':
         return 'new';
+      case 'ct original ip daddr':
+      case 'ct original ip6 daddr':
+        return flow.originalDestination;
+      case 'ct original proto-dst':
+        return String(flow.originalPort);
       case 'ct status':
         return flow.dnat === undefined ? '' : 'dnat';
       case 'fib saddr type':
@@ -406,6 +431,15 @@ interface RuleContext {
 type RuleOutcome =
   | { readonly flow: Flow; readonly control: 'next' | 'accept' | 'stop' | 'return' }
   | { readonly flow: Flow; readonly control: 'jump' | 'goto'; readonly chain: string };
+
+/** The flow with one payload field rewritten (`ip daddr set …`, `tcp dport set …`). */
+function writeField(flow: Flow, field: string, value: string): Flow {
+  if (/^ip6? daddr$/.test(field)) return { ...flow, destination: value };
+  if (/^ip6? saddr$/.test(field)) return { ...flow, source: value };
+  if (/^(th|tcp|udp|sctp) dport$/.test(field)) return { ...flow, port: Number(value) };
+  if (/^(th|tcp|udp|sctp) sport$/.test(field)) return { ...flow, sourcePort: Number(value) };
+  return flow;
+}
 
 function markAfter(mark: number, operation: 'or' | 'xor' | 'and' | 'set', value: number): number {
   if (operation === 'or') return (mark | value) >>> 0;

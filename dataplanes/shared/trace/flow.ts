@@ -20,6 +20,9 @@ export interface Flow {
   readonly destination: string;
   readonly port: number;
   readonly protocol: TraceProtocol;
+  /** The connection's destination before any rewrite (conntrack's original tuple). */
+  readonly originalDestination: string;
+  readonly originalPort: number;
   readonly mark: number;
   /** Set once a rule rewrote the destination (conntrack's "dnat" status from then on). */
   readonly dnat?: string;
@@ -45,6 +48,8 @@ export function startFlow(packet: TracePacket): Flow {
     destination: packet.destination,
     port: packet.port,
     protocol: packet.protocol,
+    originalDestination: packet.destination,
+    originalPort: packet.port,
     mark: 0,
     steps: [],
   };
