@@ -1,62 +1,196 @@
-// Session affinity (ClientIP): kube-proxy's shape, the one place with per-service chains and sets.
-// Per service port and endpoint set, a chain checks each endpoint's "recent clients" set
-// (dynamic, with the affinity timeout) and falls back to a random pick; each endpoint's chain
-// records the client and DNATs. Stickiness is per client per service port, shared by every
-// address of the port; a removed endpoint's set and chain are deleted, so it is never chosen
-// again. Names carry a hash of the service port key, the timeout and the endpoint, so other
-// endpoints keep their clients when one changes.
-import { createHash } from 'node:crypto';
+// Session affinity (ClientIP) in a fixed number of sets, maps and chains, whatever the number of
+// services (one named set per endpoint, kube-proxy's shape, made loading quadratic: the kernel
+// finds a set by name in a list).
+//
+// State: one dynamic set per family, `affinity-clients`, of client . service address . proto .
+// port . endpoint address, written after DNAT (the endpoint is known only then) with the
+// service's timeout: `affinity-timeouts` sends a new connection to its service's
+// `affinity-record-<seconds>` chain, one per distinct timeout.
+//
+// Choice: a key with N endpoints goes to the chain of its target, protocol and N, as without
+// affinity. Endpoint i of the key is in `affinity-<target>` (key . i -> address . port) and
+// `affinity-<target>-ips` (key . i -> address). nft 1.0.6 can neither put a constant nor a map's
+// result into a lookup key, so the chain uses the packet's header as its scratch register: for
+// each i it writes i into the destination port and endpoint i's address into the destination
+// address, and DNATs to endpoint i when client . service . that address is in the set. The
+// service side of every key comes from conntrack (`ct original`), which the writes leave alone.
+// Otherwise it picks one at random, as without affinity (nf_nat rewrites the header from the
+// conntrack tuple, so the scratch values never leave the hook).
+//
+// So, as in kube-proxy: a client keeps its endpoint for the timeout after its last new
+// connection; an endpoint that goes away (or is terminating, not ready) is never in the maps, so
+// its clients choose again; other endpoints keep theirs. Differences: stickiness is per service
+// address (a ClusterIP and a node port of one service port are remembered apart), an endpoint is
+// known by its address (two endpoints of one key on one address share clients), and a changed
+// timeout applies from a client's next connection.
 import type { Endpoint, ServicePort } from '../../src/model/proxy-state.ts';
-import type { EndpointSetKind } from './endpoint-dispatch.ts';
+import type { L4Protocol } from './base-objects.ts';
+import type { DispatchTarget } from './endpoint-dispatch.ts';
 import type { FamilySyntax } from './family-syntax.ts';
 import type { RulesetBuilder } from './ruleset.ts';
-import { fitComment } from './transaction.ts';
+import type { ChainSpec, SetSpec } from './transaction.ts';
 
-function shortHash(text: string): string {
-  return createHash('sha256').update(text).digest('hex').slice(0, 16);
+export const AFFINITY_CLIENTS = 'affinity-clients';
+
+/** Clients remembered per family; a full set remembers no new client (they are balanced). */
+const CLIENTS_SIZE = 1_048_576;
+
+const TARGET_MAPS = ['backends', 'local-backends', 'nodeport-backends', 'nodeport-local-backends'];
+
+function endpointMap(target: DispatchTarget): string {
+  return `affinity-${target.backendsMap}`;
 }
 
-/** Declares the affinity chains and sets for `endpoints`; returns the chain to go to. */
-export function addAffinityChains(
+/** The service side of a new connection, from conntrack (the packet's header is scratch). */
+function serviceKey(syntax: FamilySyntax, nodePort: boolean): string {
+  const port = 'meta l4proto . ct original proto-dst';
+  return nodePort ? port : `ct original ${syntax.ip} daddr . ${port}`;
+}
+
+function clientKey(syntax: FamilySyntax): string {
+  const ip = syntax.ip;
+  return `${ip} saddr . ct original ${ip} daddr . meta l4proto . ct original proto-dst . ${ip} daddr`;
+}
+
+/** The fixed sets and maps of affinity. */
+export function affinitySets(syntax: FamilySyntax): SetSpec[] {
+  const addr = syntax.addrType;
+  const maps = TARGET_MAPS.flatMap((name): SetSpec[] => {
+    const key = name.startsWith('nodeport')
+      ? 'inet_proto . inet_service . inet_service'
+      : `${addr} . inet_proto . inet_service . inet_service`;
+    const what = name.startsWith('nodeport') ? 'node port' : 'VIP . proto . port';
+    return [
+      {
+        name: `affinity-${name}`,
+        kind: 'map',
+        type: `type ${key} : ${addr} . inet_service`,
+        comment: `ClientIP ${what} . index -> endpoint`,
+      },
+      {
+        name: `affinity-${name}-ips`,
+        kind: 'map',
+        type: `type ${key} : ${addr}`,
+        comment: `ClientIP ${what} . index -> endpoint address`,
+      },
+    ];
+  });
+  return [
+    {
+      name: AFFINITY_CLIENTS,
+      kind: 'set',
+      type: `type ${addr} . ${addr} . inet_proto . inet_service . ${addr}`,
+      flags: ['dynamic', 'timeout'],
+      size: CLIENTS_SIZE,
+      comment: 'client . service address . proto . port . endpoint address, until the timeout',
+    },
+    {
+      name: 'affinity-timeouts',
+      kind: 'map',
+      type: `type ${addr} . inet_proto . inet_service : verdict`,
+      comment: 'ClientIP VIP . proto . port -> chain remembering its clients',
+    },
+    {
+      name: 'affinity-nodeport-timeouts',
+      kind: 'map',
+      type: 'type inet_proto . inet_service : verdict',
+      comment: 'ClientIP node port -> chain remembering its clients',
+    },
+    ...maps,
+  ];
+}
+
+/** The fixed chains of affinity: recording a new DNATed connection's endpoint. */
+export function affinityChains(syntax: FamilySyntax): ChainSpec[] {
+  const ip = syntax.ip;
+  const record = 'ct state new ct status dnat jump affinity-record';
+  return [
+    {
+      name: 'filter-prerouting-post-dnat',
+      comment: 'ClientIP affinity: remember the endpoint of a new connection',
+      base: { type: 'filter', hook: 'prerouting', priority: '-90' },
+      rules: [record],
+    },
+    {
+      // `ct original proto-dst` needs a protocol to have a type: a rule per protocol.
+      name: 'affinity-record',
+      comment: 'send a new ClientIP connection to the chain of its timeout',
+      rules: (['tcp', 'udp', 'sctp'] as const).flatMap((p) => [
+        `meta l4proto ${p} ct original ${ip} daddr . meta l4proto . ct original proto-dst vmap @affinity-timeouts`,
+        `meta l4proto ${p} meta l4proto . ct original proto-dst vmap @affinity-nodeport-timeouts`,
+      ]),
+    },
+  ];
+}
+
+/** The rule of filter-output-post-dnat recording host connections (see affinityChains). */
+export const RECORD_HOST_CONNECTIONS = 'ct state new ct status dnat jump affinity-record';
+
+function recordChain(syntax: FamilySyntax, seconds: number): ChainSpec {
+  return {
+    name: `affinity-record-${seconds}`,
+    comment: `remember a ClientIP client's endpoint for ${seconds}s`,
+    rules: (['tcp', 'udp', 'sctp'] as const).map(
+      (p) => `meta l4proto ${p} update @${AFFINITY_CLIENTS} { ${clientKey(syntax)} timeout ${seconds}s }`,
+    ),
+  };
+}
+
+function countChain(
+  syntax: FamilySyntax,
+  target: DispatchTarget,
+  proto: L4Protocol,
+  count: number,
+): ChainSpec {
+  const ip = syntax.ip;
+  const map = endpointMap(target);
+  const service = serviceKey(syntax, target.nodePort);
+  const dnat = `dnat ${ip} to ${service} . ${proto} dport map @${map}`;
+  const known = Array.from(
+    { length: count },
+    (_, i) =>
+      `meta l4proto ${proto} ${proto} dport set ${i} ${ip} daddr set ${service} . ${proto} dport map @${map}-ips ` +
+      `${clientKey(syntax)} @${AFFINITY_CLIENTS} ${dnat}`,
+  );
+  // numgen gives a host-order word; the anonymous map turns it into a port-typed index.
+  const indexes = Array.from({ length: count }, (_, i) => `${i} : ${i}`).join(', ');
+  return {
+    name: `${map}-${proto}-${count}`,
+    comment: `ClientIP: the remembered one of ${count} endpoints of the key in @${map}, else any`,
+    rules: [
+      ...known,
+      `meta l4proto ${proto} ${ip} daddr set ct original ${ip} daddr ${proto} dport set numgen random mod ${count} map { ${indexes} } ${dnat}`,
+    ],
+  };
+}
+
+/**
+ * Adds the elements and shared chains of a ClientIP key: `address` (absent for a node port) .
+ * proto . `port` with `endpoints`; returns the chain its dispatch element goes to.
+ */
+export function addAffinityDispatch(
   builder: RulesetBuilder,
   syntax: FamilySyntax,
   servicePort: ServicePort,
+  target: DispatchTarget,
+  address: string | undefined,
+  port: number,
   endpoints: readonly Endpoint[],
-  setKind: EndpointSetKind,
 ): string {
-  const timeout = servicePort.sessionAffinity?.timeoutSeconds;
-  if (timeout === undefined) throw new Error(`${servicePort.key} has no session affinity`);
-  const id = `${servicePort.key}|${timeout}`;
-  const proto = servicePort.protocol.toLowerCase();
-  const endpointChains = endpoints.map((ep) => {
-    const name = `affinity-${shortHash(`${id}|${ep.ip}|${ep.port}`)}`;
-    builder.addSet({
-      name,
-      kind: 'set',
-      type: `type ${syntax.addrType}`,
-      flags: ['dynamic', 'timeout'],
-      timeoutSeconds: timeout,
-      comment: fitComment(`${servicePort.key} clients of ${ep.ip}:${ep.port}`),
-    });
-    builder.addChain({
-      name,
-      comment: fitComment(`${servicePort.key} endpoint ${ep.ip}:${ep.port}`),
-      rules: [
-        `update @${name} { ${syntax.ip} saddr }`,
-        `meta l4proto ${proto} dnat ${syntax.ip} to ${syntax.hostPort(ep.ip, ep.port)}`,
-      ],
-    });
-    return name;
-  });
-  const name = `affinity-${shortHash(id)}-${setKind}`;
-  const pick = endpointChains.map((chain, i) => `${i} : goto ${chain}`).join(', ');
-  builder.addChain({
-    name,
-    comment: fitComment(`${servicePort.key} ${setKind} endpoints, ClientIP affinity`),
-    rules: [
-      ...endpointChains.map((chain) => `${syntax.ip} saddr @${chain} goto ${chain}`),
-      `numgen random mod ${endpointChains.length} vmap { ${pick} }`,
-    ],
-  });
-  return name;
+  const seconds = servicePort.sessionAffinity?.timeoutSeconds;
+  if (seconds === undefined) throw new Error(`${servicePort.key} has no session affinity`);
+  const proto = servicePort.protocol.toLowerCase() as L4Protocol;
+  const record = recordChain(syntax, seconds);
+  builder.addChain(record);
+  const key = address === undefined ? `${proto} . ${port}` : `${address} . ${proto} . ${port}`;
+  const timeouts = address === undefined ? 'affinity-nodeport-timeouts' : 'affinity-timeouts';
+  builder.addElement(timeouts, { key, value: `goto ${record.name}` });
+  const map = endpointMap(target);
+  for (const [i, ep] of endpoints.entries()) {
+    builder.addElement(map, { key: `${key} . ${i}`, value: `${ep.ip} . ${ep.port}` });
+    builder.addElement(`${map}-ips`, { key: `${key} . ${i}`, value: ep.ip });
+  }
+  const chain = countChain(syntax, target, proto, endpoints.length);
+  builder.addChain(chain);
+  return chain.name;
 }

@@ -2,6 +2,7 @@
 // a service. Per-service data only ever goes into these maps as elements, so the number of
 // chains and sets stays constant as services come and go (see docs/architecture.md).
 import type { NodeSettings } from '../../src/model/proxy-state.ts';
+import { affinityChains, affinitySets, RECORD_HOST_CONNECTIONS } from './affinity.ts';
 import type { FamilySyntax } from './family-syntax.ts';
 import { localTrafficMatches, notLocalTrafficMatch } from './local-traffic.ts';
 import type { RulesetBuilder } from './ruleset.ts';
@@ -94,6 +95,7 @@ function sets(syntax: FamilySyntax): SetSpec[] {
       `type ${port} : verdict`,
       'node ports without usable endpoints: reject or drop',
     ),
+    ...affinitySets(syntax),
   ];
 }
 
@@ -156,10 +158,11 @@ function baseChains(syntax: FamilySyntax): ChainSpec[] {
     // short-circuited to the cluster endpoints there, and must not meet the DROP first.
     {
       name: 'filter-output-post-dnat',
-      comment: 'no-endpoint checks for traffic from this host, after DNAT',
+      comment: 'no-endpoint checks and ClientIP recording for traffic from this host, after DNAT',
       base: { type: 'filter', hook: 'output', priority: '-90' },
-      rules: [newConn('service-endpoints-check')],
+      rules: [newConn('service-endpoints-check'), RECORD_HOST_CONNECTIONS],
     },
+    ...affinityChains(syntax),
   ];
 }
 

@@ -5,7 +5,7 @@
 //   backends-tcp-3: dnat to ip daddr . tcp dport . numgen random mod 3 map @backends-tcp
 // so the chain count is bounded by the number of distinct endpoint counts, not by services.
 import type { Endpoint, ServicePort } from '../../src/model/proxy-state.ts';
-import { addAffinityChains } from './affinity.ts';
+import { addAffinityDispatch } from './affinity.ts';
 import type { L4Protocol } from './base-objects.ts';
 import type { FamilySyntax } from './family-syntax.ts';
 import type { RulesetBuilder } from './ruleset.ts';
@@ -39,13 +39,10 @@ export const NODEPORT_LOCAL: DispatchTarget = {
   nodePort: true,
 };
 
-/** Which of the service port's endpoint sets: affinity state is kept per set. */
-export type EndpointSetKind = 'cluster' | 'local';
-
 /**
  * Sends traffic for `address` (absent for a node port) . protocol . `port` of `target` to one of
- * `endpoints` (non-empty). With ClientIP affinity it goes to the service port's affinity chain
- * instead (the one per-service shape; affinity is rare).
+ * `endpoints` (non-empty). With ClientIP affinity the endpoints go to the affinity maps and the
+ * key to an affinity count chain instead (affinity.ts).
  */
 export function addDispatch(
   builder: RulesetBuilder,
@@ -55,7 +52,6 @@ export function addDispatch(
   address: string | undefined,
   port: number,
   endpoints: readonly Endpoint[],
-  setKind: EndpointSetKind,
 ): void {
   if (endpoints.length === 0) throw new Error(`dispatch of ${servicePort.key} without endpoints`);
   const proto = servicePort.protocol.toLowerCase() as L4Protocol;
@@ -63,7 +59,7 @@ export function addDispatch(
   const key = `${prefix}${proto} . ${port}`;
   const comment = fitComment(servicePort.key);
   if (servicePort.sessionAffinity) {
-    const chain = addAffinityChains(builder, syntax, servicePort, endpoints, setKind);
+    const chain = addAffinityDispatch(builder, syntax, servicePort, target, address, port, endpoints);
     builder.addElement(target.dispatchMap, { key, value: `goto ${chain}`, comment });
     return;
   }

@@ -36,7 +36,7 @@ function addClusterIP(
     return;
   }
   builder.addElement('service-ips', { key, value: 'goto cluster-ip', comment });
-  addDispatch(builder, syntax, sp, CLUSTER, sp.clusterIP, sp.port, d.internalEndpoints, d.internalPolicy);
+  addDispatch(builder, syntax, sp, CLUSTER, sp.clusterIP, sp.port, d.internalEndpoints);
 }
 
 function addExternalAddress(
@@ -60,9 +60,9 @@ function addExternalAddress(
     });
     // Policy Cluster uses the cluster endpoints; so does Local's short-circuit of pod and host traffic.
     if (sp.clusterEndpoints.length > 0)
-      addDispatch(builder, syntax, sp, CLUSTER, address, sp.port, sp.clusterEndpoints, 'cluster');
+      addDispatch(builder, syntax, sp, CLUSTER, address, sp.port, sp.clusterEndpoints);
     if (d.shortCircuitsLocalTraffic && d.externalEndpoints.length > 0) {
-      addDispatch(builder, syntax, sp, LOCAL, address, sp.port, d.externalEndpoints, 'local');
+      addDispatch(builder, syntax, sp, LOCAL, address, sp.port, d.externalEndpoints);
     }
   }
   if (d.externalVerdict !== undefined) {
@@ -88,19 +88,10 @@ function addNodePort(
       comment,
     });
     if (sp.clusterEndpoints.length > 0) {
-      addDispatch(
-        builder,
-        syntax,
-        sp,
-        NODEPORT_CLUSTER,
-        undefined,
-        sp.nodePort,
-        sp.clusterEndpoints,
-        'cluster',
-      );
+      addDispatch(builder, syntax, sp, NODEPORT_CLUSTER, undefined, sp.nodePort, sp.clusterEndpoints);
     }
     if (d.shortCircuitsLocalTraffic && d.externalEndpoints.length > 0) {
-      addDispatch(builder, syntax, sp, NODEPORT_LOCAL, undefined, sp.nodePort, d.externalEndpoints, 'local');
+      addDispatch(builder, syntax, sp, NODEPORT_LOCAL, undefined, sp.nodePort, d.externalEndpoints);
     }
   }
   if (d.externalVerdict !== undefined) {

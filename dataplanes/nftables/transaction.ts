@@ -30,6 +30,8 @@ export interface SetSpec {
   readonly flags?: readonly string[];
   /** Default element timeout in seconds (dynamic sets). */
   readonly timeoutSeconds?: number;
+  /** Most elements (a dynamic set's default is 65535). */
+  readonly size?: number;
   readonly comment?: string;
 }
 
@@ -260,6 +262,7 @@ function setBody(set: SetSpec): string {
   const parts = [`${set.type} ;`];
   if (set.flags?.length) parts.push(`flags ${set.flags.join(',')} ;`);
   if (set.timeoutSeconds !== undefined) parts.push(`timeout ${set.timeoutSeconds}s ;`);
+  if (set.size !== undefined) parts.push(`size ${set.size} ;`);
   if (set.comment !== undefined) parts.push(`comment ${quote(set.comment)} ;`);
   return parts.join(' ');
 }

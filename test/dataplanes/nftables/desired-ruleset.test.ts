@@ -193,7 +193,7 @@ describe('external traffic', () => {
 });
 
 describe('session affinity, hairpin, families', () => {
-  test('ClientIP affinity: per-endpoint timeout sets checked before a random pick', () => {
+  test('ClientIP affinity: endpoints in the fixed affinity maps, a count chain, a timeout chain', () => {
     const r = v4(
       ipv4([
         servicePort('web', {
@@ -203,42 +203,47 @@ describe('session affinity, hairpin, families', () => {
         }),
       ]),
     );
-    const target = elements(r, 'cluster-endpoints')['10.96.0.10 . tcp . 80']!;
-    const chain = target.replace('goto ', '');
-    assert.match(chain, /^affinity-[0-9a-f]{16}-cluster$/);
-    const [first, second, pick] = rules(r, chain);
-    assert.match(first!, /^ip saddr @(affinity-\w+) goto \1$/);
-    assert.match(second!, /^ip saddr @(affinity-\w+) goto \1$/);
-    assert.match(pick!, /^numgen random mod 2 vmap \{ 0 : goto affinity-\w+, 1 : goto affinity-\w+ \}$/);
-    const endpointChain = first!.split(' ').at(-1)!;
-    assert.equal(r.sets.get(endpointChain)?.timeoutSeconds, 60);
-    assert.match(rules(r, endpointChain)[1]!, /^meta l4proto tcp dnat ip to 10\.244\.\d\.10:8080$/);
+    assert.equal(elements(r, 'cluster-endpoints')['10.96.0.10 . tcp . 80'], 'goto affinity-backends-tcp-2');
+    assert.deepEqual(elements(r, 'affinity-backends'), {
+      '10.96.0.10 . tcp . 80 . 0': `${twoEndpoints[0]!.ip} . 8080`,
+      '10.96.0.10 . tcp . 80 . 1': `${twoEndpoints[1]!.ip} . 8080`,
+    });
+    assert.deepEqual(elements(r, 'affinity-backends-ips'), {
+      '10.96.0.10 . tcp . 80 . 0': twoEndpoints[0]!.ip,
+      '10.96.0.10 . tcp . 80 . 1': twoEndpoints[1]!.ip,
+    });
+    assert.deepEqual(elements(r, 'affinity-timeouts'), {
+      '10.96.0.10 . tcp . 80': 'goto affinity-record-60',
+    });
     assert.deepEqual(elements(r, 'backends-tcp'), {});
+    // One check per index (the client remembered with endpoint i), then the random pick.
+    const [first, second, pick] = rules(r, 'affinity-backends-tcp-2');
+    assert.match(
+      first!,
+      /^meta l4proto tcp tcp dport set 0 ip daddr set .* map @affinity-backends-ips .* @affinity-clients dnat ip to .* map @affinity-backends$/,
+    );
+    assert.match(second!, /tcp dport set 1 /);
+    assert.match(pick!, /tcp dport set numgen random mod 2 map \{ 0 : 0, 1 : 1 \} dnat ip to /);
+    assert.match(rules(r, 'affinity-record-60')[0]!, /update @affinity-clients \{ .* timeout 60s \}$/);
   });
 
-  test('an endpoint keeps its affinity set when another endpoint goes away', () => {
-    const affinity = { timeoutSeconds: 60 };
-    const before = v4(
-      ipv4([
-        servicePort('w', {
-          clusterIP: '10.96.0.1',
+  test('affinity adds no set or map per service: the same sets for one ClientIP port or many', () => {
+    const ports = (n: number) =>
+      Array.from({ length: n }, (_, i) =>
+        servicePort(`w${i}`, {
+          clusterIP: `10.96.0.${i + 1}`,
           clusterEndpoints: twoEndpoints,
-          sessionAffinity: affinity,
+          sessionAffinity: { timeoutSeconds: 60 + (i % 2) },
         }),
-      ]),
+      );
+    const one = v4(ipv4(ports(1)));
+    const many = v4(ipv4(ports(20)));
+    assert.deepEqual([...many.sets.keys()], [...one.sets.keys()]);
+    // Chains: one per distinct timeout, not per service.
+    assert.deepEqual(
+      [...many.chains.keys()].filter((c) => c.startsWith('affinity-record-')),
+      ['affinity-record-60', 'affinity-record-61'],
     );
-    const after = v4(
-      ipv4([
-        servicePort('w', {
-          clusterIP: '10.96.0.1',
-          clusterEndpoints: [twoEndpoints[0]!],
-          sessionAffinity: affinity,
-        }),
-      ]),
-    );
-    const affinitySets = (r: FamilyRuleset) => [...r.sets.keys()].filter((s) => s.startsWith('affinity-'));
-    assert.equal(affinitySets(after).length, 1);
-    assert.ok(affinitySets(before).includes(affinitySets(after)[0]!));
   });
 
   test('every local endpoint is in the hairpin set, remote ones are not', () => {
