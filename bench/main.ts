@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type BenchFigures, benchRows, formatTable } from './report.ts';
 
-const SECTIONS = ['model', 'nftables', 'iptables', 'informer', 'daemon'] as const;
+const SECTIONS = ['model', 'nftables', 'nftaffinity', 'iptables', 'informer', 'daemon'] as const;
 type Section = (typeof SECTIONS)[number];
 
 const { values } = parseArgs({
@@ -31,6 +31,8 @@ const here = import.meta.dirname;
 const commands: Record<Section, readonly string[]> = {
   model: [join(here, 'model-speed.ts'), '--services', values['nft-services']],
   nftables: [join(here, 'nftables-speed.ts'), '--services', values['nft-services']],
+  // ClientIP against plain at 3,000 services (issue 16's figure); --services to change it.
+  nftaffinity: [join(here, 'nftables-affinity.ts'), '--services', '3000'],
   iptables: [join(here, 'iptables-speed.ts'), '--services', values['ipt-services']],
   informer: [join(here, 'informer-memory.ts'), '--services', values['nft-services']],
   daemon: [join(here, 'daemon-memory.ts'), '--services', values['nft-services']],

@@ -6,6 +6,7 @@ type Figures = Readonly<Record<string, unknown>>;
 export interface BenchFigures {
   readonly model?: Figures;
   readonly nftables?: Figures;
+  readonly nftaffinity?: Figures;
   readonly iptables?: Figures;
   readonly informer?: Figures;
   readonly daemon?: Figures;
@@ -59,7 +60,14 @@ function infoRow(what: string, value: number | undefined, show: (v: number) => s
   return value === undefined ? [] : [{ what, measured: show(value), target: '', ok: undefined }];
 }
 
-export function benchRows({ model, nftables, iptables, informer, daemon }: BenchFigures): BenchRow[] {
+export function benchRows({
+  model,
+  nftables,
+  nftaffinity,
+  iptables,
+  informer,
+  daemon,
+}: BenchFigures): BenchRow[] {
   const n = (figures: Figures | undefined) => `${num(figures, 'services')?.toLocaleString('en-US')}`;
   return [
     ...infoRow(`model: whole-state build, ${n(model)} services`, num(model, 'buildProxyStateMs')),
@@ -78,6 +86,18 @@ export function benchRows({ model, nftables, iptables, informer, daemon }: Bench
       1.2,
     ),
     ...infoRow(`nft: bare nft -f in the cold-start transactions`, num(nftables, 'bareChunkedLoadMs')),
+    ...ratioRow(
+      `nft: ${n(nftaffinity)} ClientIP services load vs the same without affinity`,
+      num(nftaffinity, 'loadAffinityMs'),
+      num(nftaffinity, 'loadPlainMs'),
+      1.2,
+    ),
+    ...ratioRow(
+      `nft: one endpoint change, ClientIP service vs plain one`,
+      num(nftaffinity, 'endpointChangeAffinityMs'),
+      num(nftaffinity, 'endpointChangePlainMs'),
+      1.2,
+    ),
     ...infoRow(`nft: fragment indexes, built after the cold start`, num(nftables, 'coldStartIndexMs')),
     ...infoRow(`nft: model full build before the cold start`, num(nftables, 'modelFullMs')),
     ...underRow(

@@ -1,0 +1,102 @@
+// nftables section for ClientIP affinity (issue 16): N ClusterIP services × E endpoints, the same
+// cluster with and without `sessionAffinity: ClientIP`, in one run so the ratio compares like with
+// like on a busy machine:
+// - the bare `nft -f` load of the full ruleset (rendered beforehand) into a fresh namespace,
+//   alternating the two clusters, median of `--rounds`;
+// - one endpoint change (the incremental plan rendered and loaded with `nft -f`), median of
+//   `--changes`, on an affinity service and on a plain one of the same cluster.
+//   node bench/nftables-affinity.ts [--services 3000] [--endpoints 10] [--rounds 3] [--changes 7]
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { nftablesPlanner } from '../dataplanes/nftables/planner.ts';
+import type { DualStackState, ServicePort } from '../src/model/proxy-state.ts';
+import { Lab } from '../test/support/netns.ts';
+import { endpoint, ipv4, servicePort } from '../test/support/proxy-states.ts';
+import { median, reportSection, round, timeMs } from './measure.ts';
+
+const { values } = parseArgs({
+  options: {
+    services: { type: 'string', default: '3000' },
+    endpoints: { type: 'string', default: '10' },
+    rounds: { type: 'string', default: '3' },
+    changes: { type: 'string', default: '7' },
+  },
+});
+const services = Number(values.services);
+const endpoints = Number(values.endpoints);
+
+function address(base: number, i: number): string {
+  return `10.${base + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
+}
+
+function port(i: number, affinity: boolean, skip = -1): ServicePort {
+  const eps = Array.from({ length: endpoints }, (_, e) => e)
+    .filter((e) => e !== skip)
+    .map((e) => endpoint(address(128, i * endpoints + e), 8080));
+  return servicePort(`s${i}`, {
+    clusterIP: address(96, i),
+    clusterEndpoints: eps,
+    ...(affinity && { sessionAffinity: { timeoutSeconds: 10800 } }),
+  });
+}
+
+function cluster(affinity: boolean): DualStackState {
+  return ipv4(Array.from({ length: services }, (_, i) => port(i, affinity)));
+}
+
+const lab = new Lab('nftaffbench');
+const dir = mkdtempSync(join(tmpdir(), 'kproxy-affinity-bench-'));
+try {
+  const files = { plain: join(dir, 'plain.nft'), affinity: join(dir, 'affinity.nft') };
+  const states = { plain: cluster(false), affinity: cluster(true) };
+  for (const kind of ['plain', 'affinity'] as const) {
+    writeFileSync(files[kind], nftablesPlanner.render(nftablesPlanner.planFull(states[kind])));
+  }
+  const loads: Record<'plain' | 'affinity', number[]> = { plain: [], affinity: [] };
+  for (let r = 0; r < Number(values.rounds); r++) {
+    for (const kind of ['plain', 'affinity'] as const) {
+      const ns = await lab.addNetns(`${kind}-${r}`);
+      loads[kind].push(await timeMs(() => lab.exec(ns, 'nft', ['-f', files[kind]])));
+      await lab.exec(ns, 'nft', ['flush', 'ruleset']);
+    }
+  }
+  // One endpoint of service 0 goes away and comes back, in the cluster with affinity; service 0
+  // of a cluster mixing both shows the plain cost beside it.
+  const mixed = ipv4(Array.from({ length: services }, (_, i) => port(i, i % 2 === 1)));
+  const ns = await lab.addNetns('changes');
+  await lab.exec(ns, 'nft', ['-f', '-'], { input: nftablesPlanner.render(nftablesPlanner.planFull(mixed)) });
+  const changeMs = async (i: number): Promise<number[]> => {
+    const times: number[] = [];
+    const ports = [...mixed.IPv4!.servicePorts.values()];
+    const without = ipv4(ports.map((sp, j) => (j === i ? port(i, i % 2 === 1, 0) : sp)));
+    for (let c = 0; c < Number(values.changes); c++) {
+      const [from, to] = c % 2 === 0 ? [mixed, without] : [without, mixed];
+      times.push(
+        await timeMs(async () => {
+          const script = nftablesPlanner.render(nftablesPlanner.planIncremental(from, to));
+          await lab.exec(ns, 'nft', ['-f', '-'], { input: script });
+        }),
+      );
+    }
+    return times;
+  };
+  const plainChange = median(await changeMs(0));
+  const affinityChange = median(await changeMs(1));
+  const plainLoad = median(loads.plain);
+  const affinityLoad = median(loads.affinity);
+  reportSection({
+    services,
+    endpoints,
+    loadPlainMs: round(plainLoad),
+    loadAffinityMs: round(affinityLoad),
+    loadRatio: round(affinityLoad / plainLoad, 2),
+    endpointChangePlainMs: round(plainChange),
+    endpointChangeAffinityMs: round(affinityChange),
+    loads,
+  });
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+  await lab.destroy();
+}
