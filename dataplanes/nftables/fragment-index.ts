@@ -2,8 +2,8 @@
 // desired ruleset (hundreds of milliseconds at 30k services), only the fragments of the changed
 // service ports are rebuilt.
 //
-// A fragment is what one service port contributes on its own: its elements, its affinity
-// chains and sets, the count chains it uses, its hairpin elements. The full ruleset gives an
+// A fragment is what one service port contributes on its own: its elements (affinity ones too),
+// the count chains it uses, its hairpin elements. The full ruleset gives an
 // address claimed by two service ports to the first one; fragments cannot express that, so an
 // index refuses to exist when ports collide, and a plan that would create a collision is refused:
 // the caller then uses the full diff, which is always right.
