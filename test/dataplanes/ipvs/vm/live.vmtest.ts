@@ -14,7 +14,7 @@ import { execaRunner } from '../../../../dataplanes/shared/command-runner.ts';
 import type { DualStackState, Endpoint, ProxyState, ServicePort } from '../../../../src/model/proxy-state.ts';
 import type { EchoOutcome } from '../../../support/echo-client.ts';
 import { Lab } from '../../../support/netns.ts';
-import { ipv4, localEndpoint, proxyState, servicePort } from '../../../support/proxy-states.ts';
+import { endpoint, ipv4, localEndpoint, proxyState, servicePort } from '../../../support/proxy-states.ts';
 import { tally } from '../../../support/topology.ts';
 
 const SUPPORT = join(import.meta.dirname, '../../../support');
@@ -139,6 +139,7 @@ function web6(endpoints: Endpoint[]): ProxyState {
   return proxyState('IPv6', [web], { nodeIPs: [NODE_IP6] });
 }
 
+/** `ns` '' connects from the node itself (the VM's own namespace). */
 async function connect(
   ns: string,
   proto: 'tcp' | 'udp',
@@ -156,7 +157,8 @@ async function connect(
     '--timeout',
     '2000',
   ];
-  const { stdout } = await lab.exec(ns, process.execPath, args);
+  const { stdout } =
+    ns === '' ? await execa(process.execPath, args) : await lab.exec(ns, process.execPath, args);
   return stdout
     .split('\n')
     .filter(Boolean)
@@ -362,5 +364,114 @@ test('IPVS dataplane: real packets, incremental ≡ full, cleanup', async (t) =>
     } finally {
       await second.cleanup();
     }
+  });
+});
+
+// Where kproxy's IPVS mode does better than kube-proxy's, with real packets. Each runs on a clean
+// node with its own dataplane.
+async function withDataplane(
+  options: Partial<ConstructorParameters<typeof IpvsDataplane>[0]>,
+  body: (dp: IpvsDataplane) => Promise<void>,
+): Promise<void> {
+  const dp = new IpvsDataplane({
+    runner: execaRunner(),
+    openClient: () => NetlinkIpvsClient.open(),
+    ...options,
+  });
+  await dp.start();
+  try {
+    await body(dp);
+  } finally {
+    await dp.cleanup();
+  }
+}
+
+/** Every attempt failed without an answer (dropped), not refused (rejected) nor served. */
+function dropped(outcomes: readonly EchoOutcome[]): boolean {
+  return outcomes.every((o) => 'error' in o && o.error === 'timeout');
+}
+
+test('eTP=Local without a local endpoint: external traffic is dropped, cluster traffic still served', async () => {
+  // pod-2's endpoint counts as on another node: the node has no local endpoint for this service.
+  const state = ipv4(
+    [
+      servicePort('local-only', {
+        clusterIP: '10.96.0.60',
+        nodePort: 30060,
+        loadBalancerIPs: ['10.200.0.60'],
+        externalPolicyLocal: true,
+        clusterEndpoints: [endpoint(POD_IPS[2]!, 8080)],
+      }),
+    ],
+    { nodeIPs: [NODE_IP] },
+  );
+  await withDataplane({}, async (dp) => {
+    await dp.sync(state, 'full');
+    assert.deepEqual(names(await connect(client, 'tcp', '10.96.0.60', 80, 2)), { 'pod-2': 2 });
+    // kube-proxy's IPVS mode sends these to the remote endpoint (or blackholes them at a virtual
+    // server without real servers); the policy says they must not leave the node: dropped.
+    assert.ok(dropped(await connect(client, 'tcp', NODE_IP, 30060, 1)), 'node port dropped');
+    assert.ok(dropped(await connect(client, 'tcp', '10.200.0.60', 80, 1)), 'LB IP dropped');
+  });
+});
+
+test('mh with mh-fallback: a weight-0 (terminating) real server gets no new connection (kubernetes#138688)', async () => {
+  const web = (eps: Endpoint[]) =>
+    ipv4([servicePort('web', { clusterIP: '10.96.0.70', clusterEndpoints: eps })], { nodeIPs: [NODE_IP] });
+  await withDataplane({ scheduler: 'mh' }, async (dp) => {
+    await dp.sync(web([ep(0), ep(1)]), 'full');
+    const reader = await NetlinkIpvsClient.open();
+    try {
+      const service = (await reader.listServices()).find((s) => s.address === '10.96.0.70');
+      assert.deepEqual(service?.schedulerFlags, ['mh-fallback', 'mh-port'], 'flags as the kernel holds them');
+      // mh-port spreads one client's connections by source port: both servers are used.
+      assert.deepEqual(Object.keys(names(await connect(client, 'tcp', '10.96.0.70', 80, 12))).sort(), [
+        'pod-0',
+        'pod-1',
+      ]);
+      // pod-1 terminates: drained at weight 0, still in mh's lookup table (its last weight).
+      assert.equal((await dp.sync(web([ep(0)]), 'incremental')).kind, 'incremental');
+      const servers = await reader.listServers(service!);
+      assert.deepEqual(servers.map((rs) => `${rs.address} w=${rs.weight}`).sort(), [
+        '10.244.1.10 w=1',
+        '10.244.1.11 w=0',
+      ]);
+      // Without mh-fallback the connections hashed to pod-1 would fail ("no destination available").
+      assert.deepEqual(names(await connect(client, 'tcp', '10.96.0.70', 80, 12)), { 'pod-0': 12 });
+    } finally {
+      reader.close();
+    }
+  });
+});
+
+test('loadBalancerSourceRanges: per LB IP and port, the node included, nothing left once changed (kubernetes#119656)', async () => {
+  const lb = (name: string, port: number, ranges: string[], clusterIP: string) =>
+    servicePort(name, {
+      clusterIP,
+      port,
+      loadBalancerIPs: ['10.200.0.80'],
+      loadBalancerSourceRanges: ranges,
+      clusterEndpoints: [ep(0)],
+    });
+  const state = (ranges: string[]) =>
+    ipv4([lb('fw', 80, ranges, '10.96.0.80'), lb('open', 8081, [], '10.96.0.81')], { nodeIPs: [NODE_IP] });
+  await withDataplane({}, async (dp) => {
+    await dp.sync(state([`${CLIENT_IP}/32`]), 'full');
+    assert.deepEqual(names(await connect(client, 'tcp', '10.200.0.80', 80, 2)), { 'pod-0': 2 });
+    // The node is not in the ranges: kube-proxy's IPVS mode let it through (#119656).
+    assert.ok(dropped(await connect('', 'tcp', '10.200.0.80', 80, 1)), 'the node is filtered too');
+    await dp.sync(state(['192.0.2.0/24']), 'incremental');
+    assert.ok(dropped(await connect(client, 'tcp', '10.200.0.80', 80, 1)), 'client no longer allowed');
+    // Another Service on the same LB IP is not caught by these ranges, from outside or the node.
+    assert.deepEqual(names(await connect(client, 'tcp', '10.200.0.80', 8081, 2)), { 'pod-0': 2 });
+    assert.deepEqual(names(await connect('', 'tcp', '10.200.0.80', 8081, 1)), { 'pod-0': 1 });
+    // Ranges gone: nothing of them is left behind.
+    await dp.sync(state([]), 'incremental');
+    assert.deepEqual(names(await connect(client, 'tcp', '10.200.0.80', 80, 2)), { 'pod-0': 2 });
+    assert.deepEqual(names(await connect('', 'tcp', '10.200.0.80', 80, 1)), { 'pod-0': 1 });
+    assert.doesNotMatch(
+      (await execa('nft', ['list', 'table', 'ip', 'kproxy-ipvs'])).stdout,
+      /10\.200\.0\.80 \. tcp \. 80 \./,
+    );
   });
 });
