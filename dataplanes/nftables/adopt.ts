@@ -1,6 +1,6 @@
-// Start-up adoption: what an earlier run left in our table, read cheaply, so a restart rewrites
-// it in place (one transaction, no table replaced under traffic, affinity state kept) instead of
-// deleting it.
+// Adoption: what is in our table, read cheaply, so that a restart or a full sync rewrites it in
+// place (one transaction, no table replaced under traffic, affinity state kept) instead of
+// replacing it (planner.ts planInPlace).
 //
 // Elements are NOT read back: nft 1.0.6 takes 10-40 s to list 30k services x 10 endpoints (about
 // 30 us per element, even with -t), longer than the full sync itself. What is read:
@@ -11,8 +11,9 @@
 //   sync is exact (only flows of endpoints that went away while we were down are deleted).
 // The first sync flushes every map and set kproxy fills and adds the wanted elements (diff.ts).
 // Set definitions are taken on trust: `add` of an existing set is a no-op, and one that differs
-// makes nft refuse the transaction, then the dataplane falls back to a full sync. A set an older
-// kproxy made and this one does not know stays until the next full sync replaces the table.
+// makes nft refuse the transaction, then the dataplane replaces the table. A set an older kproxy
+// made and this one does not know (other than an affinity endpoint chain's) stays until the table
+// is replaced: `nft -j list sets` would tell, but it lists every element too.
 import type { Endpoint, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
 import { type FamilyRuleset, UNKNOWN_RULES } from './ruleset.ts';
 import { type ChainSpec, type NftFamily, type SetSpec, TABLE } from './transaction.ts';

@@ -62,15 +62,15 @@ export interface NftablesDataplaneOptions {
 
 interface CommittedRecord {
   /**
-   * Only after adoption, when there is no state. Otherwise derived from `state` when needed (a
-   * node settings change): keeping it would double the memory the fragment indexes already take.
+   * Only after adoption at start, when there is no state: the first sync rewrites it in place.
+   * Otherwise the planner derives it from `state` when needed (a diff): keeping it would double
+   * the memory the fragment indexes already take.
    */
   readonly desired?: DesiredRuleset;
   /** Absent after adoption: what the earlier run synced is unknown. */
   readonly state?: DualStackState;
   /** Only after adoption: the UDP endpoints the earlier run left, for the stale flow cleanup. */
   readonly udpBefore?: Partial<Record<NftFamily, AdoptedUdpEndpoints>>;
-  /** Built after a full or diff sync; none after adoption (the next sync is a diff). */
   /**
    * Built after the sync that made the record returns (the rules are in the kernel by then; the
    * indexes only make later incremental syncs fast): the next incremental sync waits for them.
@@ -283,7 +283,9 @@ export class NftablesDataplane implements LiveDataplane {
         objectCount = await this.#apply(planInPlace(adopted, state, nonce));
       } catch (error) {
         if (!(error instanceof DataplaneError)) throw error;
-        this.#log('nftables: rewriting the tables in place failed, replacing them', { error: String(error) });
+        this.#log('nftables: rewriting the tables in place failed, falling back to replacing them', {
+          error: String(error),
+        });
       }
     }
     objectCount ??= await this.#apply(

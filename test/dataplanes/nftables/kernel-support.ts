@@ -44,7 +44,7 @@ export async function canonicalRuleset(lab: Lab, ns: string): Promise<Json> {
       rules.set(chain, [...(rules.get(chain) ?? []), clean]);
       continue;
     }
-    // The canary's nonce is written by the live dataplane outside any plan, and differs per sync.
+    // The canary's nonce counts the full syncs of a live dataplane: a restarted one starts over.
     if (clean.name === CANARY_SET) delete clean.elem;
     if (Array.isArray(clean.elem)) clean.elem = [...clean.elem].sort(byJSON);
     others.push({ [kind]: clean });
