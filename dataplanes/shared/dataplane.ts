@@ -14,8 +14,8 @@ export interface DataplanePlanner<Plan> {
   /** The exact input the dataplane feeds its kernel tool (nft -f, iptables-restore, ...). */
   render(plan: Plan): string;
   /**
-   * Where the live dataplane sends a large plan as several inputs (iptables-nft): those inputs, in
-   * order, each under a comment line naming it. Absent when every plan is sent as render prints it.
+   * Where the live dataplane sends a large plan as several inputs (iptables-nft; an nftables cold
+   * start): those inputs, in order, each under a comment line naming it. Absent when every plan is sent as render prints it.
    */
   renderChunks?(plan: Plan): string;
 }
