@@ -15,7 +15,8 @@ export interface DataplanePlanner<Plan> {
   render(plan: Plan): string;
   /**
    * Where the live dataplane sends a large plan as several inputs (iptables-nft; an nftables cold
-   * start): those inputs, in order, each under a comment line naming it. Absent when every plan is sent as render prints it.
+   * start): those inputs, in order, each under a comment line naming it. Absent when every plan
+   * is sent as render prints it.
    */
   renderChunks?(plan: Plan): string;
 }
