@@ -3,15 +3,18 @@
 // like on a busy machine:
 // - the bare `nft -f` load of the full ruleset (rendered beforehand) into a fresh namespace,
 //   alternating the two clusters, median of `--rounds`;
-// - one endpoint change (the incremental plan rendered and loaded with `nft -f`), median of
-//   `--changes`, on an affinity service and on a plain one of the same cluster.
+// - one endpoint change (the fragments plan, indexes kept as the live dataplane keeps them,
+//   rendered and loaded with `nft -f`), median of `--changes`, on an affinity service and on a plain one of the same cluster.
 //   node bench/nftables-affinity.ts [--services 3000] [--endpoints 10] [--rounds 3] [--changes 7]
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { nftablesPlanner } from '../dataplanes/nftables/planner.ts';
+import type { FragmentIndex } from '../dataplanes/nftables/fragment-index.ts';
+import { incrementalPlanSteps, nftablesPlanner } from '../dataplanes/nftables/planner.ts';
+import type { NftFamily } from '../dataplanes/nftables/transaction.ts';
 import type { DualStackState, ServicePort } from '../src/model/proxy-state.ts';
+import { runAll } from '../src/model/work-slices.ts';
 import { Lab } from '../test/support/netns.ts';
 import { endpoint, ipv4, servicePort } from '../test/support/proxy-states.ts';
 import { median, reportSection, round, timeMs } from './measure.ts';
@@ -71,12 +74,16 @@ try {
     const times: number[] = [];
     const ports = [...mixed.IPv4!.servicePorts.values()];
     const without = ipv4(ports.map((sp, j) => (j === i ? port(i, i % 2 === 1, 0) : sp)));
+    // As the live dataplane: the fragment indexes are kept from one change to the next.
+    const indexes = new Map<NftFamily, FragmentIndex | 'collisions'>();
+    runAll(incrementalPlanSteps(mixed, mixed, { indexes, changed: new Set([ports[i]!.key]) }));
     for (let c = 0; c < Number(values.changes); c++) {
       const [from, to] = c % 2 === 0 ? [mixed, without] : [without, mixed];
       times.push(
         await timeMs(async () => {
-          const script = nftablesPlanner.render(nftablesPlanner.planIncremental(from, to));
-          await lab.exec(ns, 'nft', ['-f', '-'], { input: script });
+          const plan = runAll(incrementalPlanSteps(from, to, { indexes }));
+          await lab.exec(ns, 'nft', ['-f', '-'], { input: nftablesPlanner.render(plan) });
+          plan.commit?.();
         }),
       );
     }
