@@ -33,11 +33,18 @@ describe('nftables ClientIP affinity with real packets', { skip: isRoot ? false 
   const client = () => topo.client.ns;
   const node = () => topo.nodes[0]!;
 
-  function port(name: string, clusterIP: string, members: readonly PodInfo[], timeout: number, extra = {}) {
+  function port(
+    name: string,
+    clusterIP: string,
+    members: readonly PodInfo[],
+    timeout: number,
+    extra: Partial<ServicePort> = {},
+  ) {
+    const target = extra.protocol === 'UDP' ? 5353 : 8080;
     return servicePort(name, {
       clusterIP,
       sessionAffinity: { timeoutSeconds: timeout },
-      clusterEndpoints: members.map((p) => endpoint(p.ipv4, 8080, { isLocal: p.nodeName === 'node-0' })),
+      clusterEndpoints: members.map((p) => endpoint(p.ipv4, target, { isLocal: p.nodeName === 'node-0' })),
       ...extra,
     });
   }
@@ -70,8 +77,8 @@ describe('nftables ClientIP affinity with real packets', { skip: isRoot ? false 
   }
 
   /** Every connection reaches one endpoint; which. */
-  async function stickyEndpoint(host: string, port: number, count = 12, dport?: number): Promise<string> {
-    const outcomes = await topo.connect(client(), 'tcp', host, dport ?? port, { count });
+  async function stickyEndpoint(host: string, port: number, count = 12, proto: 'tcp' | 'udp' = 'tcp') {
+    const outcomes = await topo.connect(client(), proto, host, port, { count });
     const seen = names(outcomes);
     assert.equal(seen.length, 1, JSON.stringify([...tally(outcomes)]));
     assert.ok(!seen[0]!.startsWith('error'), seen[0]);
@@ -82,7 +89,7 @@ describe('nftables ClientIP affinity with real packets', { skip: isRoot ? false 
     lab = new Lab('nftaff');
     topo = await Topology.create(lab, { podsPerNode: [3, 2] });
     pods = topo.nodes.flatMap((n) => n.pods);
-    for (const p of pods) await topo.startEcho(p, { tcp: [8080] });
+    for (const p of pods) await topo.startEcho(p, { tcp: [8080], udp: [5353] });
     await lab.addRoute(client(), ['10.96.0.0/16', 'via', node().ipv4]);
     await lab.addRoute(client(), ['fd00:96::/64', 'via', node().ipv6]);
     state = stateOf(
@@ -90,6 +97,7 @@ describe('nftables ClientIP affinity with real packets', { skip: isRoot ? false 
         port('sticky', '10.96.0.30', pods, 600, { nodePort: 30030 }),
         port('other', '10.96.0.31', pods, 600),
         port('short', '10.96.0.32', pods, SHORT_TIMEOUT_S),
+        port('dns', '10.96.0.33', pods, 600, { protocol: 'UDP', port: 53 }),
       ],
       pods,
     );
@@ -97,8 +105,9 @@ describe('nftables ClientIP affinity with real packets', { skip: isRoot ? false 
   });
   after(() => lab?.destroy());
 
-  test('a client keeps one endpoint over many connections: ClusterIP, node port, IPv6', async () => {
+  test('a client keeps one endpoint over many connections: ClusterIP, node port, UDP, IPv6', async () => {
     await stickyEndpoint('10.96.0.30', 80, 30);
+    await stickyEndpoint('10.96.0.33', 53, 20, 'udp');
     await stickyEndpoint(node().ipv4, 30030, 20);
     await stickyEndpoint('fd00:96::30', 80, 20);
   });
