@@ -26,6 +26,7 @@ import {
   type Protocol,
 } from './driver.ts';
 import { heldConnection, toOutcome } from './echo-output.ts';
+import { allowance } from './emulation.ts';
 
 const REPO = fileURLToPath(new URL('../', import.meta.url));
 const KPROXY = join(REPO, 'bin/kproxy.ts');
@@ -38,7 +39,7 @@ const SYNCED = '"msg":"rules synced"';
  * (adoption, backend choice): about a second idle, several seconds on a loaded machine with every
  * node's daemon starting at once. It bounds a hang.
  */
-const SYNC_DEADLINE_MS = 30_000;
+const SYNC_DEADLINE_MS = allowance(30_000);
 /**
  * SIGTERM to exit: kproxy's stop lets a sync or periodic check in flight finish (at most one sync),
  * then closes its informers and listeners (milliseconds), and the process exits (about a second).
@@ -103,8 +104,11 @@ export class NetnsLab implements LabDriver {
         podsPerNode: Array.from({ length: options.nodes ?? 2 }, () => podsPerNode),
       });
       const netnsLab = new NetnsLab(lab, topo, options.mode, configDir);
-      await netnsLab.#startApiServer();
-      for (const pod of topo.nodes.flatMap((n) => n.pods)) await netnsLab.#startEcho(pod);
+      // Started together: node processes start slowly under load, and very slowly in the VM.
+      await Promise.all([
+        netnsLab.#startApiServer(),
+        ...topo.nodes.flatMap((n) => n.pods).map((pod) => netnsLab.#startEcho(pod)),
+      ]);
       await Promise.all(topo.nodes.map((node) => netnsLab.#startDaemon(node.name, node.ns)));
       return netnsLab;
     } catch (error) {

@@ -3,6 +3,7 @@
 // whatever happened, so scenarios run one after another on the same lab.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { KubeJson, LabDriver, LabPod, Outcome } from '../driver.ts';
+import { allowance } from '../emulation.ts';
 
 export interface Check {
   readonly what: string;
@@ -33,7 +34,7 @@ export interface Scenario {
  * 1 s default under Vagrant) and runs (under a second idle, a few seconds on a loaded machine). The
  * deadline bounds a hang; the time each check took is reported as the sync latency seen.
  */
-const CONVERGE_TIMEOUT_MS = 20_000;
+const CONVERGE_TIMEOUT_MS = allowance(20_000);
 
 export class ScenarioRun {
   readonly lab: LabDriver;

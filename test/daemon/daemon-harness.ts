@@ -3,6 +3,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../../dataplanes/shared/dataplane.ts';
 import { DataplaneError } from '../../dataplanes/shared/dataplane-error.ts';
+import { allowance } from '../../lab/emulation.ts';
 import { loadProxyConfig, type ProxyConfig } from '../../src/cli/config.ts';
 import type { DualStackState } from '../../src/model/proxy-state.ts';
 
@@ -72,9 +73,13 @@ export class RecordingDataplane implements LiveDataplane {
 /**
  * Polls until `check` returns true; throws with `what` after `timeoutMs`. The default bounds a hang
  * only: what the tests wait for (a sync after minSyncPeriod, the health timeout of 2 × syncPeriod,
- * an informer retry) takes at most a few seconds even on a loaded machine.
+ * an informer retry) takes at most a few seconds even on a loaded machine (stretched in the VM).
  */
-export async function eventually(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 15_000) {
+export async function eventually(
+  what: string,
+  check: () => boolean | Promise<boolean>,
+  timeoutMs = allowance(15_000),
+) {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`);

@@ -7,11 +7,13 @@ import { NetnsLab } from '../../lab/netns-lab.ts';
 import { formatFailure } from '../../lab/report.ts';
 import { ALL_SCENARIOS } from '../../lab/scenarios/all.ts';
 import { runScenario } from '../../lab/scenarios/scenario.ts';
+import { modesHere } from '../../lab/vm.ts';
+import { testInVm } from '../support/in-vm.ts';
 import { requireRoot } from '../support/netns.ts';
 
 const isRoot = process.getuid?.() === 0;
 
-for (const mode of ['nftables', 'iptables'] as const) {
+for (const mode of modesHere()) {
   describe(`netns lab (${mode})`, () => {
     let lab: NetnsLab | undefined;
     before(async () => {
@@ -30,3 +32,5 @@ for (const mode of ['nftables', 'iptables'] as const) {
     }
   });
 }
+
+testInVm(import.meta.filename, 'netns lab', ALL_SCENARIOS.length);

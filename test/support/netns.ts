@@ -7,6 +7,7 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import type { TestContext } from 'node:test';
 import { execa } from 'execa';
+import { allowance } from '../../lab/emulation.ts';
 
 export interface ExecResult {
   readonly stdout: string;
@@ -53,9 +54,10 @@ export const KILL_GRACE_MS = 2_000;
 
 /**
  * waitFor's default: a Node process in a namespace printing its first line (e.g. "ready"). That is
- * ~0.3 s on an idle machine and a few seconds with CPU hogs beside it; the deadline bounds a hang.
+ * ~0.3 s on an idle machine and a few seconds with CPU hogs beside it; the deadline bounds a hang
+ * (stretched in the emulated VM).
  */
-export const START_DEADLINE_MS = 10_000;
+export const START_DEADLINE_MS = allowance(10_000);
 
 /** True when the test may touch the kernel; otherwise skips the test LOUDLY with the reason. */
 export function requireRoot(t: TestContext, what = 'network namespaces'): boolean {

@@ -1,0 +1,135 @@
+// Running kproxy's own code inside the throwaway qemu VM of scripts/ipvs-in-qemu.sh, for the modes
+// this machine's kernel cannot run (IPVS: many hosts, CI's included, have no ip_vs). The guest's
+// userland is this machine's root filesystem (read-only) with the repository at the same path, so
+// the same files run there unchanged: the netns lab, a node test file. One boot per call: callers
+// run all their VM work in one command (TCG emulation makes a boot cost ~20-40 s).
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { execa } from 'execa';
+import type { DataplaneMode } from '../dataplanes/shared/dataplane.ts';
+import { LIVE_MODES } from '../src/daemon/live-dataplanes.ts';
+
+const REPO = fileURLToPath(new URL('../', import.meta.url));
+const VM_SCRIPT = join(REPO, 'scripts/ipvs-in-qemu.sh');
+/**
+ * Set by runNodeTestsInVm for the test files it runs in the VM: the modes they run there (only
+ * those the host could not), so the VM does not repeat the host's work.
+ */
+const MODES_ENV = 'KPROXY_TEST_MODES';
+/**
+ * The slowdown the VM's deadlines get (lab/emulation.ts): the ~7-13× measured, rounded up to cover
+ * first starts with a cold compile cache on a busy machine. It only stretches hang bounds.
+ */
+const VM_SLOWDOWN = 15;
+
+/** Whether this kernel can run `mode`. IPVS needs ip_vs loaded (its /proc file is there then). */
+export function kernelRuns(mode: DataplaneMode): boolean {
+  return mode !== 'ipvs' || existsSync('/proc/net/ip_vs');
+}
+
+/** The modes a kernel test file runs on this kernel: every live one it can, or those the VM harness chose. */
+export function modesHere(): DataplaneMode[] {
+  const chosen = process.env[MODES_ENV];
+  if (chosen !== undefined) return chosen.split(',').filter(Boolean) as DataplaneMode[];
+  return LIVE_MODES.filter(kernelRuns);
+}
+
+/** The live modes this kernel cannot run, for the VM; none inside the VM harness' own run. */
+export function modesForVm(): DataplaneMode[] {
+  return process.env[MODES_ENV] === undefined ? LIVE_MODES.filter((m) => !kernelRuns(m)) : [];
+}
+
+export interface VmOptions {
+  /** Kills the VM after this long (the script's own timeout is 30 min). */
+  readonly timeoutMs: number;
+  /** Environment variables for the command (the guest starts with a bare PATH and HOME). */
+  readonly env?: Readonly<Record<string, string>>;
+  /** A directory the guest may write, at the same path (the repository is read-only there). */
+  readonly shareDir?: string;
+  /** Virtual CPUs; 1 competes least with the host's other work (TCG was no slower with it). */
+  readonly cpus?: number;
+  /** Each piece of the guest's console output as it comes (the command's stdout and stderr). */
+  readonly onOutput?: (text: string) => void;
+}
+
+export interface VmRun {
+  /** The command's exit status; 125 when the guest did not report one (it did not boot, or timed out). */
+  readonly exitCode: number;
+  /** The guest's console: the command's stdout and stderr interleaved, plus boot messages. */
+  readonly output: string;
+  readonly durationMs: number;
+}
+
+/** Boots the VM, runs `command args` as root in the repository, powers it off. */
+export async function runInVm(command: string, args: readonly string[], options: VmOptions): Promise<VmRun> {
+  const started = Date.now();
+  const shareDir = options.shareDir ?? (await mkdtemp(join(tmpdir(), 'kproxy-vm-')));
+  try {
+    const env = Object.entries({
+      KPROXY_SLOWDOWN: String(VM_SLOWDOWN),
+      // Node starts slowly under TCG and the labs start many node processes: share a compile cache.
+      NODE_COMPILE_CACHE: '/tmp/kproxy-node-compile-cache',
+      ...options.env,
+    }).map(([k, v]) => `${k}=${v}`);
+    // The script shares its working directory read-write and starts the command there; env -C
+    // moves the command to the repository.
+    const vm = execa(VM_SCRIPT, ['env', '-C', REPO, ...env, command, ...args], {
+      cwd: shareDir,
+      reject: false,
+      all: true,
+      timeout: options.timeoutMs,
+      env: { IPVS_QEMU_SMP: String(options.cpus ?? 1) },
+    });
+    if (options.onOutput) vm.all?.on('data', (chunk: Buffer) => options.onOutput?.(chunk.toString()));
+    const result = await vm;
+    return { exitCode: result.exitCode ?? 125, output: String(result.all), durationMs: Date.now() - started };
+  } finally {
+    if (options.shareDir === undefined) await rm(shareDir, { recursive: true, force: true });
+  }
+}
+
+export interface VmTestRun extends VmRun {
+  readonly pass: number;
+  readonly fail: number;
+  readonly skipped: number;
+}
+
+export interface VmTestOptions extends VmOptions {
+  /** The modes the files run in the VM (they read them with modesHere()). */
+  readonly modes?: readonly DataplaneMode[];
+}
+
+/**
+ * Runs node test files (or globs) in the VM; the counts come from a TAP report written to a
+ * shared file, not from the console.
+ */
+export async function runNodeTestsInVm(files: readonly string[], options: VmTestOptions): Promise<VmTestRun> {
+  const shareDir = await mkdtemp(join(tmpdir(), 'kproxy-vm-tests-'));
+  try {
+    const tap = join(shareDir, 'report.tap');
+    const run = await runInVm(
+      process.execPath,
+      [
+        '--test',
+        '--test-reporter=spec',
+        '--test-reporter-destination=stdout',
+        '--test-reporter=tap',
+        `--test-reporter-destination=${tap}`,
+        ...files,
+      ],
+      {
+        ...options,
+        shareDir,
+        env: { ...(options.modes ? { [MODES_ENV]: options.modes.join(',') } : {}), ...options.env },
+      },
+    );
+    const report = await readFile(tap, 'utf8').catch(() => '');
+    const count = (name: string) => Number(new RegExp(`^# ${name} (\\d+)$`, 'm').exec(report)?.[1] ?? 0);
+    return { ...run, pass: count('pass'), fail: count('fail'), skipped: count('skipped') };
+  } finally {
+    await rm(shareDir, { recursive: true, force: true });
+  }
+}
