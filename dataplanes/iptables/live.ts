@@ -4,8 +4,10 @@
 // never reads the kernel on the hot path: an incremental sync is planned from the record. It reads
 // the kernel once at start (to find chains an earlier run left), for the cheap canary check, and
 // in cleanup. Anything unexpected — a missing canary, a failed restore — leads to a full sync.
-import type { DualStackState, IPFamily } from '../../src/model/proxy-state.ts';
-import { runInSlices } from '../../src/model/work-slices.ts';
+
+import type { IPFamily } from '../../src/base/ip-family.ts';
+import { runInSlices } from '../../src/base/work-slices.ts';
+import type { DualStackState } from '../../src/model/proxy-state.ts';
 import { type CommandRunner, IPTABLES_WAIT } from '../shared/command-runner.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
 import { DataplaneError } from '../shared/dataplane-error.ts';

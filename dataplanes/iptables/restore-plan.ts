@@ -1,6 +1,6 @@
 // The iptables plan: per family, what to feed iptables-restore --noflush, table by table.
 // Its text form (restoreInput) IS the restore input, the dry-run output and the golden files.
-import type { IPFamily } from '../../src/model/proxy-state.ts';
+import type { IPFamily } from '../../src/base/ip-family.ts';
 import { insertLine, type JumpRule } from './jump-rules.ts';
 import { NFT_CHAINS_PER_RESTORE, restorePartCount, restoreParts } from './restore-chunks.ts';
 

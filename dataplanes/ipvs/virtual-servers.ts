@@ -8,8 +8,9 @@
 // - ClientIP affinity → a persistent virtual server with the affinity timeout.
 // A virtual server exists even without real servers, as upstream; the companion nft rules reject
 // or drop its traffic before IPVS sees it.
-import { familyOf } from '../../src/model/ip-address.ts';
-import type { Endpoint, IPFamily, Protocol, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
+import { familyOf } from '../../src/base/ip-address.ts';
+import type { IPFamily } from '../../src/base/ip-family.ts';
+import type { Endpoint, Protocol, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
 import { type TrafficDecisions, trafficDecisions } from '../../src/model/traffic-decisions.ts';
 import { familySyntax } from '../nftables/family-syntax.ts';
 import { cidrContains } from '../shared/cidr.ts';

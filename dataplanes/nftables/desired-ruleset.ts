@@ -1,6 +1,7 @@
 // ProxyState -> the ruleset kproxy wants in the kernel, per family.
+
+import { runAll, type Steps } from '../../src/base/work-slices.ts';
 import type { DualStackState, NodeSettings, ProxyState } from '../../src/model/proxy-state.ts';
-import { runAll, type Steps } from '../../src/model/work-slices.ts';
 import { cidrContains } from '../shared/cidr.ts';
 import { addBaseObjects } from './base-objects.ts';
 import { type FamilySyntax, familySyntax } from './family-syntax.ts';

@@ -14,9 +14,9 @@
 // address its port claims, so it belongs to that port alone, and the elements a port had are
 // recomputed from the port as it was (the caller's previous state) instead of being stored.
 
-import { flatText } from '../../src/model/flat-text.ts';
+import { flatText } from '../../src/base/flat-text.ts';
+import { runInSlices, type Steps } from '../../src/base/work-slices.ts';
 import type { NodeSettings, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
-import { runInSlices, type Steps } from '../../src/model/work-slices.ts';
 import { familySyntax } from './family-syntax.ts';
 import { type FamilyRuleset, RulesetBuilder } from './ruleset.ts';
 import { addServicePort } from './service-port.ts';

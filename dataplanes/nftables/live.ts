@@ -10,14 +10,9 @@
 // full sync; a failed full sync leaves the previous ruleset in place (nft transactions are
 // atomic) and forgets the record, so the sync loop's retry is full again.
 
-import type {
-  DualStackState,
-  IPFamily,
-  ProxyState,
-  ServicePort,
-  ServicePortKey,
-} from '../../src/model/proxy-state.ts';
-import { runInSlices, Slicer } from '../../src/model/work-slices.ts';
+import type { IPFamily } from '../../src/base/ip-family.ts';
+import { runInSlices, Slicer } from '../../src/base/work-slices.ts';
+import type { DualStackState, ProxyState, ServicePort, ServicePortKey } from '../../src/model/proxy-state.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
 import { DataplaneError } from '../shared/dataplane-error.ts';

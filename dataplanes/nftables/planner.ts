@@ -10,9 +10,10 @@
 // The live dataplane runs the planning steps in slices (work-slices.ts); render runs them through.
 
 import { isDeepStrictEqual } from 'node:util';
+import type { IPFamily } from '../../src/base/ip-family.ts';
+import { runAll, type Steps } from '../../src/base/work-slices.ts';
 import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
-import type { DualStackState, IPFamily, ServicePortKey } from '../../src/model/proxy-state.ts';
-import { runAll, type Steps } from '../../src/model/work-slices.ts';
+import type { DualStackState, ServicePortKey } from '../../src/model/proxy-state.ts';
 import type { DataplanePlanner } from '../shared/dataplane.ts';
 import { CANARY_SET } from './base-objects.ts';
 import { desiredRulesetSteps } from './desired-ruleset.ts';

@@ -3,7 +3,9 @@
 // - a service port that had no endpoints and now has some: entries created while traffic was
 //   rejected/dropped would keep blackholing, so every flow to its addresses goes;
 // - an endpoint that went away: flows DNATed to it go (matched on the reply source).
-import type { DualStackState, IPFamily, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
+
+import type { IPFamily } from '../../src/base/ip-family.ts';
+import type { DualStackState, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
 import type { CommandRunner } from './command-runner.ts';
 
 /** Argument lists for `conntrack -D`, one deletion each. */

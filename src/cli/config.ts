@@ -1,6 +1,6 @@
 // The one validated, fully defaulted configuration of a kproxy process: the config file's
 // settings, overridden by flags, with kube-proxy's defaults for everything left unset.
-import { canonicalCIDR, canonicalIP, familyOf } from '../model/ip-address.ts';
+import { canonicalCIDR, canonicalIP, familyOf } from '../base/ip-address.ts';
 import { fileErrorReason } from '../sources/input-files.ts';
 import type { DETECT_LOCAL_MODES, FieldValue, IPVS_SCHEDULERS, PROXY_MODES } from './config-fields.ts';
 import { parseConfigFile, type Settings } from './config-file.ts';

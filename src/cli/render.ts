@@ -3,9 +3,10 @@
 import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import type { ParseArgsOptionsConfig } from 'node:util';
+import type { IPFamily } from '../base/ip-family.ts';
 import type { KubeObject } from '../kube/objects.ts';
 import { buildProxyState } from '../model/build-state.ts';
-import type { DualStackState, IPFamily } from '../model/proxy-state.ts';
+import type { DualStackState } from '../model/proxy-state.ts';
 import { groupObjects } from '../sources/cluster-objects.ts';
 import { EXAMPLE_CLUSTER_PATH, EXAMPLE_CONFIG_PATH } from '../sources/example-cluster.ts';
 import { formatSourceWarning, readObjects } from '../sources/read-objects.ts';

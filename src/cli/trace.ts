@@ -24,7 +24,7 @@ import type {
 } from '../../dataplanes/shared/trace/packet.ts';
 import { isLocalAddress } from '../../dataplanes/shared/trace/packet.ts';
 import { reportJson, reportText } from '../../dataplanes/shared/trace/report.ts';
-import { canonicalIP } from '../model/ip-address.ts';
+import { canonicalIP } from '../base/ip-address.ts';
 import { nodeSettingsByFamily } from '../model/node-settings.ts';
 import { groupObjects } from '../sources/cluster-objects.ts';
 import { EXAMPLE_CLUSTER_PATH, EXAMPLE_CONFIG_PATH } from '../sources/example-cluster.ts';

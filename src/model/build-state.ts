@@ -1,12 +1,14 @@
 // Services + EndpointSlices + this node → ProxyState per IP family: the model's one entry point,
 // called by the CLI (dry-run) and the daemon alike. Input objects come from decodeObject.
+
+import { flatText } from '../base/flat-text.ts';
+import type { IPFamily } from '../base/ip-family.ts';
+import { objectRef, type Problem } from '../base/problem.ts';
 import { type EndpointSlice, type Node, type ObjectMeta, type Service, ZONE_LABEL } from '../kube/objects.ts';
 import { ClaimIndex, conflictProblems, serviceOfPort, serviceSince } from './address-claims.ts';
 import { compareText, indexSlicesByService } from './endpoints.ts';
-import { flatText } from './flat-text.ts';
 import { nodeSettingsByFamily, type ProxyOptions } from './node-settings.ts';
-import { objectRef, type Problem } from './problem.ts';
-import type { DualStackState, IPFamily, ProxyState, ServicePort, ServicePortKey } from './proxy-state.ts';
+import type { DualStackState, ProxyState, ServicePort, ServicePortKey } from './proxy-state.ts';
 import { serviceStatePorts } from './service-port-state.ts';
 
 // The CLI and the daemon import the model's entry points from here.

@@ -6,6 +6,10 @@
 // Endpoint objects every ProxyState then shares, already checked against this node. The model
 // keeps that record instead of the slice, so a decoded slice is garbage once its event is handled
 // (at 30,000 ten-endpoint slices the slices held ~50 MiB more than their records).
+
+import { flatText } from '../base/flat-text.ts';
+import type { IPFamily } from '../base/ip-family.ts';
+import { objectRef, type Problem } from '../base/problem.ts';
 import {
   type EndpointHints,
   type EndpointSlice,
@@ -13,11 +17,9 @@ import {
   type ObjectMeta,
   SERVICE_NAME_LABEL,
 } from '../kube/objects.ts';
-import { flatText } from './flat-text.ts';
 import { PackedEndpoint } from './packed-endpoint.ts';
-import { objectRef, type Problem } from './problem.ts';
 import { excludedByLabels } from './proxy-labels.ts';
-import type { Endpoint, IPFamily } from './proxy-state.ts';
+import type { Endpoint } from './proxy-state.ts';
 
 /** An endpoint with the topology hints that decide whether Cluster traffic from this node may use it. */
 export interface CandidateEndpoint {

@@ -6,24 +6,18 @@
 // Its states deep-equal buildProxyState over the same objects (the property test checks that).
 // A node change recomputes everything, as the node's IPs, CIDRs and zone feed every service.
 import { isDeepStrictEqual } from 'node:util';
+import { flatText } from '../base/flat-text.ts';
+import type { IPFamily } from '../base/ip-family.ts';
+import type { Problem } from '../base/problem.ts';
+import { runAll, runInSlices, SLICE_MS, type Steps } from '../base/work-slices.ts';
 import { type EndpointSlice, type Node, type ObjectMeta, type Service, ZONE_LABEL } from '../kube/objects.ts';
 import { ClaimIndex, conflictProblems, serviceOfPort, serviceSince } from './address-claims.ts';
 import { serviceKey } from './build-state.ts';
 import { bySliceName, compareText, type SliceEndpoints, sliceEndpoints, sliceOwner } from './endpoints.ts';
-import { flatText } from './flat-text.ts';
 import { LayeredPortMap } from './layered-port-map.ts';
 import { type NodeSettingsByFamily, nodeSettingsByFamily, type ProxyOptions } from './node-settings.ts';
-import type { Problem } from './problem.ts';
-import type {
-  DualStackState,
-  IPFamily,
-  NodeSettings,
-  ProxyState,
-  ServicePort,
-  ServicePortKey,
-} from './proxy-state.ts';
+import type { DualStackState, NodeSettings, ProxyState, ServicePort, ServicePortKey } from './proxy-state.ts';
 import { serviceStatePorts } from './service-port-state.ts';
-import { runAll, runInSlices, SLICE_MS, type Steps } from './work-slices.ts';
 
 export interface ModelUpdate {
   readonly state: DualStackState;

@@ -1,9 +1,11 @@
 // This node's identity and proxy options → NodeSettings per IP family, with kube-proxy's rules
 // for node IPs, local-traffic detection and --nodeport-addresses.
+
+import { canonicalCIDR, canonicalIP, familyOf } from '../base/ip-address.ts';
+import type { IPFamily } from '../base/ip-family.ts';
+import type { Problem } from '../base/problem.ts';
 import type { Node } from '../kube/objects.ts';
-import { canonicalCIDR, canonicalIP, familyOf } from './ip-address.ts';
-import type { Problem } from './problem.ts';
-import type { IPFamily, LocalTrafficDetector, NodeSettings } from './proxy-state.ts';
+import type { LocalTrafficDetector, NodeSettings } from './proxy-state.ts';
 
 export type DetectLocalMode = LocalTrafficDetector['mode'];
 

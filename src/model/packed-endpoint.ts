@@ -20,7 +20,7 @@ export class PackedEndpoint implements Endpoint {
   /** The port above four condition bits. */
   readonly portAndFlags: number;
 
-  /** `ip` in canonical text (src/model/ip-address.ts). */
+  /** `ip` in canonical text (src/base/ip-address.ts). */
   constructor(ip: string, port: number, conditions: Omit<Endpoint, 'ip' | 'port'>) {
     this.address = ipv4Number(ip) ?? ip;
     this.portAndFlags =

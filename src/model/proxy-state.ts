@@ -6,7 +6,8 @@
 // the same semantics from the same decisions and never see a Kubernetes object. What a service
 // port's traffic does with its endpoints is trafficDecisions (traffic-decisions.ts).
 
-export type IPFamily = 'IPv4' | 'IPv6';
+import type { IPFamily } from '../base/ip-family.ts';
+
 export type Protocol = 'TCP' | 'UDP' | 'SCTP';
 
 /** "namespace/name:port/PROTOCOL", e.g. "kube-system/kube-dns:53/UDP". Unique per service port. */

@@ -1,11 +1,13 @@
 // Service → the service ports of one IP family, without endpoints (kube-proxy's
 // serviceToServiceMap and newBaseServiceInfo). Input comes from decodeObject: IPs are canonical,
 // protocols and types defaulted.
+
+import { flatText } from '../base/flat-text.ts';
+import { familyOf } from '../base/ip-address.ts';
+import type { IPFamily } from '../base/ip-family.ts';
 import type { Service, ServiceSpec } from '../kube/objects.ts';
-import { flatText } from './flat-text.ts';
-import { familyOf } from './ip-address.ts';
 import { excludedByLabels } from './proxy-labels.ts';
-import type { IPFamily, Protocol, ServicePort } from './proxy-state.ts';
+import type { Protocol, ServicePort } from './proxy-state.ts';
 
 /** A ServicePort before endpoints are categorised for it. */
 export type ServicePortBase = Omit<ServicePort, 'clusterEndpoints' | 'localEndpoints' | 'hasEndpoints'>;

@@ -8,8 +8,9 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, linearBuckets, Regist
 import { CommandTimeoutError } from '../../dataplanes/shared/command-runner.ts';
 import type { DataplaneMode } from '../../dataplanes/shared/dataplane.ts';
 import { DataplaneError } from '../../dataplanes/shared/dataplane-error.ts';
+import type { IPFamily } from '../base/ip-family.ts';
 import { type EndpointSlice, LAST_CHANGE_TRIGGER_TIME_ANNOTATION } from '../kube/objects.ts';
-import type { DualStackState, IPFamily } from '../model/proxy-state.ts';
+import type { DualStackState } from '../model/proxy-state.ts';
 import { trafficDecisions } from '../model/traffic-decisions.ts';
 import type { NoLocalEndpoints, NoLocalEndpointsByFamily } from './state-counts.ts';
 import type { SyncLoopEvent } from './sync-loop.ts';

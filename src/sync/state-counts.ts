@@ -1,7 +1,9 @@
 // The counts the daemon reports on every sync (the sync log line, the no-local-endpoints gauges),
 // kept up to date from the changed service ports: at 30k services, walking every port on each
 // sync would cost more than the model's whole update.
-import type { DualStackState, IPFamily, ServicePort, ServicePortKey } from '../model/proxy-state.ts';
+
+import type { IPFamily } from '../base/ip-family.ts';
+import type { DualStackState, ServicePort, ServicePortKey } from '../model/proxy-state.ts';
 import { trafficDecisions } from '../model/traffic-decisions.ts';
 
 /** Service ports whose Local policy has no local endpoint, by policy. */

@@ -6,8 +6,8 @@
 // bug, metrics.ts counts both) and retries in full.
 import type { Logger } from 'pino';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../../dataplanes/shared/dataplane.ts';
+import type { Problem } from '../base/problem.ts';
 import type { ModelUpdate } from '../model/model-cache.ts';
-import type { Problem } from '../model/problem.ts';
 import type { DualStackState, ServicePortKey } from '../model/proxy-state.ts';
 import type { ProxyMetrics } from './metrics.ts';
 import { StateCounter } from './state-counts.ts';

@@ -1,6 +1,7 @@
 // Tiny builders for realistic Kubernetes objects, and a build() that runs them through the same
 // path as the CLI and the daemon: decodeObject, then buildProxyState.
 import assert from 'node:assert/strict';
+import type { IPFamily } from '../../src/base/ip-family.ts';
 import { decodeObject } from '../../src/kube/decode.ts';
 import type {
   EndpointSlice,
@@ -13,7 +14,7 @@ import type {
   ServiceSpec,
 } from '../../src/kube/objects.ts';
 import { buildProxyState, type ModelOutput, type ProxyOptions } from '../../src/model/build-state.ts';
-import type { Endpoint, IPFamily, ServicePort } from '../../src/model/proxy-state.ts';
+import type { Endpoint, ServicePort } from '../../src/model/proxy-state.ts';
 
 export const THIS_NODE = 'node-1';
 

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import type { Problem } from '../../src/base/problem.ts';
 import type { Node } from '../../src/kube/objects.ts';
 import { nodeSettingsByFamily, type ProxyOptions } from '../../src/model/node-settings.ts';
-import type { Problem } from '../../src/model/problem.ts';
 import { node, options, THIS_NODE } from './fixtures.ts';
 
 function settings(overrides: Partial<ProxyOptions>, thisNode?: Node) {

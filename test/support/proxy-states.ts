@@ -1,10 +1,11 @@
 // Small hand-built ProxyStates for the dataplane, sync and daemon tests: a test names only the
 // fields it cares about, the rest are neutral defaults, and the derived fields (key,
 // localEndpoints, hasEndpoints) default to what the given endpoints and policies imply.
+
+import type { IPFamily } from '../../src/base/ip-family.ts';
 import type {
   DualStackState,
   Endpoint,
-  IPFamily,
   NodeSettings,
   ProxyState,
   ServicePort,

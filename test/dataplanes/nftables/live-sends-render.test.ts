@@ -10,8 +10,8 @@ import {
   nftablesPlanner,
   planFull,
 } from '../../../dataplanes/nftables/planner.ts';
+import { runAll } from '../../../src/base/work-slices.ts';
 import type { DualStackState } from '../../../src/model/proxy-state.ts';
-import { runAll } from '../../../src/model/work-slices.ts';
 import { prng } from '../../support/prng.ts';
 import { randomState } from './random-state.ts';
 import { RecordingCommandRunner, RecordingNftRunner } from './recording-nft-runner.ts';

@@ -8,8 +8,8 @@ import { fullPlanSteps, iptablesPlanner } from '../../../dataplanes/iptables/pla
 import { desiredRuleset, desiredRulesetSteps } from '../../../dataplanes/nftables/desired-ruleset.ts';
 import { fullTransaction } from '../../../dataplanes/nftables/full-transaction.ts';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
+import { runInSlices } from '../../../src/base/work-slices.ts';
 import type { DualStackState } from '../../../src/model/proxy-state.ts';
-import { runInSlices } from '../../../src/model/work-slices.ts';
 import { build, endpoint, service, slice } from '../../model/fixtures.ts';
 import { RecordingCommandRunner, RecordingNftRunner } from '../nftables/recording-nft-runner.ts';
 

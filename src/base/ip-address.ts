@@ -2,7 +2,7 @@
 // ipaddr.js alone accepts legacy IPv4 forms ("10.1", "0x0a.0.0.1") and IPv6 zone ids that
 // Kubernetes rejects, hence the extra checks.
 import ipaddr from 'ipaddr.js';
-import type { IPFamily } from './proxy-state.ts';
+import type { IPFamily } from './ip-family.ts';
 
 // Canonical dotted-quad IPv4 (no leading zeros): the common case, checked without parsing.
 const CANONICAL_IPV4 = /^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
