@@ -12,7 +12,8 @@ export interface LabReport {
 }
 
 function cell(result: ScenarioResult | undefined): string {
-  if (!result) return '-';
+  // Every scenario applies to every mode today; a lab that did not run one says so.
+  if (!result) return 'n/a (not run)';
   const slowest = result.convergeMs.length > 0 ? ` ${Math.max(...result.convergeMs)}ms` : '';
   return `${result.passed ? 'PASS' : 'FAIL'}${slowest}`;
 }

@@ -30,7 +30,7 @@ test('the comparison has a row per scenario and a column per lab, and explains e
   const lines = text.split('\n');
   assert.match(lines[0]!, /^scenario\s+netns\/nftables\s+netns\/iptables$/);
   assert.match(lines[1]!, /^udp\s+PASS 250ms\s+PASS$/);
-  assert.match(lines[2]!, /^etp-local\s+FAIL\s+-$/);
+  assert.match(lines[2]!, /^etp-local\s+FAIL\s+n\/a \(not run\)$/);
   assert.ok(text.includes('netns/nftables: daemon syncs: 2 full syncs'));
   assert.ok(text.includes('netns/nftables etp-local FAILED\n  ✗ node-1: nothing answers: node-0-pod-0×3'));
   assert.ok(!text.includes('node-0 answers'), 'passed checks are not listed');
