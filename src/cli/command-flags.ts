@@ -1,8 +1,9 @@
 // How every subcommand starts: its flags parsed, --help answered, and a usage error printed with
 // the pointer to --help and exit code 2, so all of them read and fail alike.
 import type { ParseArgsOptionsConfig } from 'node:util';
+import type { FlagValues } from '../config/proxy-flags.ts';
 import type { CliIO } from './io.ts';
-import { type FlagValues, parseFlags } from './parse-flags.ts';
+import { parseFlags } from './parse-flags.ts';
 
 /** Prints a usage error of `kproxy COMMAND`; returns its exit code, 2. */
 export function usageError(io: CliIO, command: string, message: string): number {

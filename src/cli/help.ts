@@ -1,6 +1,7 @@
 // Usage text for `kproxy help`, `kproxy render --help` and `kproxy trace --help`.
+
+import { PROXY_FLAGS } from '../config/proxy-flags.ts';
 import { RENDER_MODES } from './planners.ts';
-import { PROXY_FLAGS } from './proxy-flags.ts';
 
 export const MAIN_USAGE = `kproxy: a kube-proxy replacement (nftables, iptables, IPVS)
 

@@ -1,8 +1,7 @@
 // node:util parseArgs, strict, with the two habits kube-proxy's flag library (pflag) allows that
 // parseArgs does not: `--flag=true|false` for boolean flags. Problems become messages, not throws.
 import { type ParseArgsOptionsConfig, parseArgs } from 'node:util';
-
-export type FlagValues = Readonly<Record<string, string | boolean | readonly string[] | undefined>>;
+import type { FlagValues } from '../config/proxy-flags.ts';
 
 export type ParseFlagsResult =
   | { readonly ok: true; readonly values: FlagValues; readonly positionals: readonly string[] }

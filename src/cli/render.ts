@@ -4,6 +4,10 @@ import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import type { ParseArgsOptionsConfig } from 'node:util';
 import type { IPFamily } from '../base/ip-family.ts';
+import { loadProxyConfig, type ProxyConfig } from '../config/config.ts';
+import type { FlagValues } from '../config/proxy-flags.ts';
+import { PROXY_FLAG_OPTIONS } from '../config/proxy-flags.ts';
+import { toProxyOptions } from '../config/proxy-options.ts';
 import type { KubeObject } from '../kube/objects.ts';
 import { buildProxyState } from '../model/build-state.ts';
 import type { DualStackState } from '../model/proxy-state.ts';
@@ -11,13 +15,9 @@ import { groupObjects } from '../sources/cluster-objects.ts';
 import { EXAMPLE_CLUSTER_PATH, EXAMPLE_CONFIG_PATH } from '../sources/example-cluster.ts';
 import { formatSourceWarning, readObjects } from '../sources/read-objects.ts';
 import { commandFlags, usageError } from './command-flags.ts';
-import { loadProxyConfig, type ProxyConfig } from './config.ts';
 import { RENDER_USAGE } from './help.ts';
 import { type CliIO, readAllText } from './io.ts';
-import type { FlagValues } from './parse-flags.ts';
 import { loadPlanner } from './planners.ts';
-import { PROXY_FLAG_OPTIONS } from './proxy-flags.ts';
-import { toProxyOptions } from './proxy-options.ts';
 
 const RENDER_OPTIONS: ParseArgsOptionsConfig = {
   ...PROXY_FLAG_OPTIONS,

@@ -6,6 +6,8 @@ import { availableParallelism, hostname } from 'node:os';
 import type { ParseArgsOptionsConfig } from 'node:util';
 import { type DestinationStream, type Logger, pino } from 'pino';
 import type { DataplaneMode, LiveDataplane } from '../../dataplanes/shared/dataplane.ts';
+import { loadProxyConfig, type ProxyConfig } from '../config/config.ts';
+import { PROXY_FLAG_OPTIONS } from '../config/proxy-flags.ts';
 import { applyConntrackSysctls } from '../daemon/conntrack-sysctls.ts';
 import { startDaemon } from '../daemon/daemon.ts';
 import { acquireInstanceLock } from '../daemon/instance-lock.ts';
@@ -16,9 +18,7 @@ import { loadConnection } from '../kube/load-connection.ts';
 import { TokenBucket } from '../kube/rate-limiter.ts';
 import { systemClock } from '../sync/clock.ts';
 import { commandFlags } from './command-flags.ts';
-import { loadProxyConfig, type ProxyConfig } from './config.ts';
 import type { CliIO } from './io.ts';
-import { PROXY_FLAG_OPTIONS } from './proxy-flags.ts';
 
 const RUN_OPTIONS: ParseArgsOptionsConfig = {
   ...PROXY_FLAG_OPTIONS,

@@ -25,17 +25,17 @@ import type {
 import { isLocalAddress } from '../../dataplanes/shared/trace/packet.ts';
 import { reportJson, reportText } from '../../dataplanes/shared/trace/report.ts';
 import { canonicalIP } from '../base/ip-address.ts';
+import { loadProxyConfig } from '../config/config.ts';
+import type { FlagValues } from '../config/proxy-flags.ts';
+import { PROXY_FLAG_OPTIONS } from '../config/proxy-flags.ts';
+import { toProxyOptions } from '../config/proxy-options.ts';
 import { nodeSettingsByFamily } from '../model/node-settings.ts';
 import { groupObjects } from '../sources/cluster-objects.ts';
 import { EXAMPLE_CLUSTER_PATH, EXAMPLE_CONFIG_PATH } from '../sources/example-cluster.ts';
 import { readObjects } from '../sources/read-objects.ts';
 import { commandFlags, usageError } from './command-flags.ts';
-import { loadProxyConfig } from './config.ts';
 import { TRACE_USAGE } from './help.ts';
 import { type CliIO, readAllText } from './io.ts';
-import type { FlagValues } from './parse-flags.ts';
-import { PROXY_FLAG_OPTIONS } from './proxy-flags.ts';
-import { toProxyOptions } from './proxy-options.ts';
 import { renderCommand } from './render.ts';
 
 export type TraceMode = 'nftables' | 'iptables' | 'ipvs';

@@ -9,7 +9,7 @@
 // container's) skips it with a note, as kube-proxy does.
 import { readFile, readlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { ConntrackConfig } from '../cli/config.ts';
+import type { ConntrackConfig } from '../config/config.ts';
 
 export interface SysctlEnvironment {
   /** "/proc" in the daemon; a temporary tree in tests. */

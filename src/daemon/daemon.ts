@@ -7,8 +7,8 @@
 // while kproxy restarts, and the next start adopts them (LiveDataplane.start) instead of flushing.
 import type { Logger } from 'pino';
 import type { LiveDataplane } from '../../dataplanes/shared/dataplane.ts';
-import type { ProxyConfig } from '../cli/config.ts';
-import { toProxyOptions } from '../cli/proxy-options.ts';
+import type { ProxyConfig } from '../config/config.ts';
+import { toProxyOptions } from '../config/proxy-options.ts';
 import type { BackoffOptions } from '../kube/backoff.ts';
 import type { KubeApi } from '../kube/client.ts';
 import { createInformerMetrics } from '../kube/informer-metrics.ts';

@@ -8,7 +8,7 @@
 // into a 500, answers the parser's errors itself, and bounds how long and how much a peer can hold.
 import type { Server, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { MAX_PORT, splitHostPort } from '../cli/host-port.ts';
+import { MAX_PORT, splitHostPort } from '../config/host-port.ts';
 
 // Not `import ... from 'node:http'`: the ES module view of node:http reads every export, and its
 // WebSocket getter loads Node's bundled undici (~11 MiB of RSS for the daemon's life, unused).

@@ -3,7 +3,7 @@
 import type { Logger } from 'pino';
 import { type CommandRunner, execaRunner } from '../../dataplanes/shared/command-runner.ts';
 import type { DataplaneMode, LiveDataplane } from '../../dataplanes/shared/dataplane.ts';
-import type { IpvsConfig } from '../cli/config.ts';
+import type { IpvsConfig } from '../config/config.ts';
 
 export interface LiveDataplaneOptions {
   readonly logger: Logger;

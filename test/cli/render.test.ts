@@ -3,8 +3,8 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { PROXY_MODES } from '../../src/cli/config-fields.ts';
 import { main } from '../../src/cli/main.ts';
+import { PROXY_MODES } from '../../src/config/config-fields.ts';
 import { captureIO } from './capture-io.ts';
 
 const EXAMPLE_CONFIG = new URL('../../examples/kube-proxy-config.yaml', import.meta.url).pathname;

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import type { ConntrackConfig } from '../../src/cli/config.ts';
+import type { ConntrackConfig } from '../../src/config/config.ts';
 import { applyConntrackSysctls, conntrackMax } from '../../src/daemon/conntrack-sysctls.ts';
 import { Lab, requireRoot } from '../support/netns.ts';
 

@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../../dataplanes/shared/dataplane.ts';
 import { DataplaneError } from '../../dataplanes/shared/dataplane-error.ts';
 import { allowance } from '../../lab/emulation.ts';
-import { loadProxyConfig, type ProxyConfig } from '../../src/cli/config.ts';
+import { loadProxyConfig, type ProxyConfig } from '../../src/config/config.ts';
 import type { DualStackState } from '../../src/model/proxy-state.ts';
 
 export async function configFromYaml(yaml: string, flags: Record<string, string> = {}): Promise<ProxyConfig> {

@@ -6,7 +6,6 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { loadProxyConfig } from '../../src/cli/config.ts';
 import {
   APP_DIR,
   COMMAND_PATH,
@@ -16,6 +15,7 @@ import {
   SERVICE_USER,
   UNIT_PATH,
 } from '../../src/cli/install.ts';
+import { loadProxyConfig } from '../../src/config/config.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 

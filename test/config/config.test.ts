@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { test } from 'node:test';
-import { type ConfigEnvironment, loadProxyConfig, resolveProxyConfig } from '../../src/cli/config.ts';
 import { parseFlags } from '../../src/cli/parse-flags.ts';
-import { PROXY_FLAG_OPTIONS } from '../../src/cli/proxy-flags.ts';
+import { type ConfigEnvironment, loadProxyConfig, resolveProxyConfig } from '../../src/config/config.ts';
+import { PROXY_FLAG_OPTIONS } from '../../src/config/proxy-flags.ts';
 
 const HEADER = 'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n';
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { parseConfigFile } from '../../src/cli/config-file.ts';
+import { parseConfigFile } from '../../src/config/config-file.ts';
 
 const header = 'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n';
 

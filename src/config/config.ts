@@ -4,7 +4,7 @@ import { canonicalCIDR, canonicalIP, familyOf } from '../base/ip-address.ts';
 import { fileErrorReason } from '../sources/input-files.ts';
 import type { DETECT_LOCAL_MODES, FieldValue, IPVS_SCHEDULERS, PROXY_MODES } from './config-fields.ts';
 import { parseConfigFile, type Settings } from './config-file.ts';
-import type { FlagValues } from './parse-flags.ts';
+import type { FlagValues } from './proxy-flags.ts';
 import { flagSettings, overlaySettings } from './proxy-flags.ts';
 
 export type ProxyMode = (typeof PROXY_MODES)[number];

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { parseGoDuration } from '../../src/cli/go-duration.ts';
+import { parseGoDuration } from '../../src/config/go-duration.ts';
 
 test('Go durations become milliseconds', () => {
   const cases: [string, number][] = [

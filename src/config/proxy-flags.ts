@@ -3,7 +3,9 @@
 import type { ParseArgsOptionsConfig } from 'node:util';
 import { CONFIG_FIELDS, type FieldSpec, type FieldValue, parseFieldValue } from './config-fields.ts';
 import type { Settings, SettingsResult } from './config-file.ts';
-import type { FlagValues } from './parse-flags.ts';
+
+/** Parsed command-line flags by name, as node:util parseArgs returns them. */
+export type FlagValues = Readonly<Record<string, string | boolean | readonly string[] | undefined>>;
 
 interface ProxyFlag {
   readonly type: 'string' | 'boolean';

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { resolveProxyConfig } from '../../src/cli/config.ts';
-import type { Settings } from '../../src/cli/config-file.ts';
-import { toProxyOptions } from '../../src/cli/proxy-options.ts';
+import { resolveProxyConfig } from '../../src/config/config.ts';
+import type { Settings } from '../../src/config/config-file.ts';
+import { toProxyOptions } from '../../src/config/proxy-options.ts';
 
 function configWith(settings: Record<string, string | number | boolean | string[]>) {
   const result = resolveProxyConfig(new Map(Object.entries(settings)) as Settings, 'host-1');
