@@ -10,6 +10,7 @@ import type { LiveDataplane } from '../../dataplanes/shared/dataplane.ts';
 import type { ProxyConfig } from '../config/config.ts';
 import { toProxyOptions } from '../config/proxy-options.ts';
 import type { BackoffOptions } from '../kube/backoff.ts';
+import { sliceChangeTrigger } from '../kube/change-trigger.ts';
 import type { KubeApi } from '../kube/client.ts';
 import { createInformerMetrics } from '../kube/informer-metrics.ts';
 import { createProxyInformers, startAll, stopAll, waitForAllSynced } from '../kube/proxy-informers.ts';
@@ -143,7 +144,10 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
   informers.endpointSlices.onChange((event) => {
     if (event.type === 'delete') model.deleteEndpointSlice(event.object);
     else model.setEndpointSlice(event.object);
-    metrics.endpointSliceChanged(clock.now(), event.type === 'delete' ? undefined : event.object);
+    metrics.endpointSliceChanged(
+      clock.now(),
+      event.type === 'delete' ? undefined : sliceChangeTrigger(event.object),
+    );
     loop.requestSync();
   });
   informers.node.onChange((event) => {

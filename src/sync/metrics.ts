@@ -9,7 +9,6 @@ import { CommandTimeoutError } from '../../dataplanes/shared/command-runner.ts';
 import type { DataplaneMode } from '../../dataplanes/shared/dataplane.ts';
 import { DataplaneError } from '../../dataplanes/shared/dataplane-error.ts';
 import type { IPFamily } from '../base/ip-family.ts';
-import { type EndpointSlice, LAST_CHANGE_TRIGGER_TIME_ANNOTATION } from '../kube/objects.ts';
 import type { DualStackState } from '../model/proxy-state.ts';
 import { trafficDecisions } from '../model/traffic-decisions.ts';
 import type { NoLocalEndpoints, NoLocalEndpointsByFamily } from './state-counts.ts';
@@ -64,19 +63,14 @@ export function countNoLocalEndpoints(state: DualStackState): NoLocalEndpointsBy
   return result;
 }
 
-/** The slice's last-change-trigger-time in ms since the epoch, when present and valid. */
-export function lastChangeTriggerTime(slice: EndpointSlice): number | undefined {
-  const text = slice.metadata.annotations?.[LAST_CHANGE_TRIGGER_TIME_ANNOTATION];
-  if (text === undefined) return undefined;
-  const ms = Date.parse(text);
-  return Number.isNaN(ms) ? undefined : ms;
+/** When an endpoint change was triggered (ms since the epoch) and the family whose rules program it. */
+export interface ChangeTrigger {
+  readonly triggeredAt: number;
+  readonly family: IPFamily;
 }
 
-interface PendingTrigger {
+interface PendingTrigger extends ChangeTrigger {
   readonly receivedAt: number;
-  readonly triggeredAt: number;
-  /** The slice's addressType: the family whose rules program it. */
-  readonly family: IPFamily;
 }
 
 type FamilyLabel = 'ip_family';
@@ -258,14 +252,13 @@ export class ProxyMetrics {
     this.#serviceChanges.inc();
   }
 
-  /** An EndpointSlice was added, changed or deleted (`slice` is the new one, if any). */
-  endpointSliceChanged(receivedAt: number, slice: EndpointSlice | undefined): void {
+  /**
+   * An EndpointSlice was added, changed or deleted; `trigger` when the change carries a trigger
+   * time and programs rules (the latency metric runs from it).
+   */
+  endpointSliceChanged(receivedAt: number, trigger: ChangeTrigger | undefined): void {
     this.#endpointChanges.inc();
-    const triggeredAt = slice && lastChangeTriggerTime(slice);
-    // FQDN slices program nothing.
-    const family = slice?.addressType;
-    if (triggeredAt !== undefined && (family === 'IPv4' || family === 'IPv6'))
-      this.#pendingTriggers.push({ receivedAt, triggeredAt, family });
+    if (trigger) this.#pendingTriggers.push({ receivedAt, ...trigger });
   }
 
   /** Called with each state handed to the dataplane. */

@@ -2,24 +2,9 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { IptablesCommandError } from '../../dataplanes/iptables/live.ts';
 import { CommandTimeoutError } from '../../dataplanes/shared/command-runner.ts';
-import type { EndpointSlice } from '../../src/kube/objects.ts';
 import type { DualStackState } from '../../src/model/proxy-state.ts';
-import { countNoLocalEndpoints, lastChangeTriggerTime, ProxyMetrics } from '../../src/sync/metrics.ts';
+import { countNoLocalEndpoints, ProxyMetrics } from '../../src/sync/metrics.ts';
 import { endpoint, localEndpoint, proxyState, servicePort } from '../support/proxy-states.ts';
-
-function slice(annotation?: string): EndpointSlice {
-  return {
-    kind: 'EndpointSlice',
-    metadata: {
-      name: 'web-abc',
-      namespace: 'default',
-      ...(annotation
-        ? { annotations: { 'endpoints.kubernetes.io/last-change-trigger-time': annotation } }
-        : {}),
-    },
-    addressType: 'IPv4',
-  };
-}
 
 async function value(
   metrics: ProxyMetrics,
@@ -75,14 +60,6 @@ describe('countNoLocalEndpoints', () => {
       ]),
     };
     assert.deepEqual(countNoLocalEndpoints(state), { IPv4: { internal: 0, external: 0 } });
-  });
-});
-
-describe('lastChangeTriggerTime', () => {
-  test('reads the annotation as RFC 3339 and ignores a missing or malformed one', () => {
-    assert.equal(lastChangeTriggerTime(slice('2026-12-02T10:00:00Z')), Date.UTC(2026, 11, 2, 10));
-    assert.equal(lastChangeTriggerTime(slice()), undefined);
-    assert.equal(lastChangeTriggerTime(slice('yesterday-ish')), undefined);
   });
 });
 
@@ -201,10 +178,10 @@ describe('ProxyMetrics', () => {
   test('network programming latency runs from the trigger time to the end of the sync that covered it', async () => {
     const metrics = serving('nftables');
     const t = Date.UTC(2026, 11, 2, 10);
-    metrics.endpointSliceChanged(t + 500, slice(new Date(t).toISOString()));
-    metrics.endpointSliceChanged(t + 600, slice());
+    metrics.endpointSliceChanged(t + 500, { triggeredAt: t, family: 'IPv4' });
+    metrics.endpointSliceChanged(t + 600, undefined);
     // Arrives after the sync started: that sync did not program it.
-    metrics.endpointSliceChanged(t + 2_500, slice(new Date(t + 2_000).toISOString()));
+    metrics.endpointSliceChanged(t + 2_500, { triggeredAt: t + 2_000, family: 'IPv4' });
     metrics.observe(synced('incremental', t + 1_000, 1_500));
     const name = 'kubeproxy_network_programming_duration_seconds';
     assert.equal(await value(metrics, `${name}_count`), 1);
@@ -242,7 +219,7 @@ describe('ProxyMetrics', () => {
       ]),
     });
     const t = Date.UTC(2026, 11, 2, 10);
-    metrics.endpointSliceChanged(t + 100, { ...slice(new Date(t).toISOString()), addressType: 'IPv6' });
+    metrics.endpointSliceChanged(t + 100, { triggeredAt: t, family: 'IPv6' });
     metrics.observe(synced('full', t + 1_000, 500));
     metrics.observe({
       type: 'failed',
