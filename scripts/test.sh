@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole suite: set-up on a fresh machine, type check, lint, unit and golden tests (shellcheck and
 # `vagrant validate` among them), and (as root) the kernel tests in throwaway network namespaces and
-# the IPVS tests in a qemu VM.
+# the IPVS tests in a qemu VM, and the unit under systemd in a debootstrapped Debian (systemd-nspawn).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 # server's kubectl test runs whichever kubectl is on PATH.
 debs=(nft:nftables iptables:iptables conntrack:conntrack ip:iproute2 ipset:ipset socat:socat ruby:ruby
   shellcheck:shellcheck vagrant:vagrant kubectl:kubernetes-client
-  /usr/share/vagrant-plugins/plugins.d/vagrant-libvirt.json:vagrant-libvirt)
+  /usr/share/vagrant-plugins/plugins.d/vagrant-libvirt.json:vagrant-libvirt
+  debootstrap:debootstrap systemd-nspawn:systemd-container)
 if [ "$(id -u)" = 0 ]; then
   installed() { if [[ "$1" == /* ]]; then [ -e "$1" ]; else command -v "$1" >/dev/null; fi; }
   need=()

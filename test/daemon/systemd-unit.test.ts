@@ -111,6 +111,6 @@ describe('systemd/kproxy.service', () => {
     }
     assert.deepEqual(unit.get('ProtectSystem'), ['strict']);
     assert.deepEqual(unit.get('ReadWritePaths'), ['/proc/sys/net']);
-    assert.deepEqual(unit.get('SystemCallFilter'), ['@system-service', '~@privileged']);
+    assert.deepEqual(unit.get('SystemCallFilter'), ['@system-service', '~@privileged', 'capset']);
   });
 });

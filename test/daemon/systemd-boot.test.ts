@@ -1,0 +1,320 @@
+// The unit under a real systemd as PID 1: a Debian root made with debootstrap, booted with
+// `systemd-nspawn -b` inside the node namespace of a lab topology (so the container's kproxy
+// programs that namespace and nothing of the host's). There, as an operator would: `kproxy install`
+// (creates the kproxy user), `systemctl enable --now kproxy` against the stand-in API server,
+// rules synced by the unprivileged service and real connections through them, a restart keeps an
+// established connection, a stop leaves the rules, `kproxy cleanup` removes them, and
+// `systemd-analyze security` scores the unit at most 2.0.
+// Slow (debootstrap downloads and unpacks ~90 packages: minutes), and nothing is cached outside
+// the test's temporary directory. Skipped LOUDLY without root, debootstrap or systemd-nspawn.
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { openSync } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { execa } from 'execa';
+import { heldConnection } from '../../lab/echo-output.ts';
+import {
+  APP_DIR,
+  COMMAND_PATH,
+  CONFIG_PATH,
+  install,
+  NODE_PATH,
+  SERVICE_USER,
+} from '../../src/cli/install.ts';
+import { ENDPOINT_SLICES, NODES, objectPath, type ResourceType, SERVICES } from '../../src/kube/resources.ts';
+import { standInKubeconfig } from '../support/apiserver/kubeconfig.ts';
+import { sampleEndpointSlice, sampleNode, sampleService } from '../support/apiserver/sample-objects.ts';
+import { Lab, requireRoot } from '../support/netns.ts';
+import { Topology, tally } from '../support/topology.ts';
+import { eventually } from './daemon-harness.ts';
+
+const REPO = fileURLToPath(new URL('../../', import.meta.url));
+const API_MAIN = join(REPO, 'test/support/apiserver/main.ts');
+const API_PORT = 6443;
+const CLUSTER_IP = '10.96.0.10';
+const NODE_PORT = 30080;
+const PACKAGES = [
+  'systemd',
+  'systemd-sysv',
+  'dbus', // systemd-analyze security asks the manager over D-Bus
+  'iproute2',
+  'nftables',
+  'iptables',
+  'conntrack',
+  'ca-certificates',
+];
+const MIRROR = 'http://deb.debian.org/debian';
+/** Booting a minimal Debian to multi-user.target takes ~3 s idle; a busy 2-core machine, more. */
+const BOOT_DEADLINE_MS = 120_000;
+/** The first sync of one service, plus the unit's start (Node's start-up, the informers' lists). */
+const SYNC_DEADLINE_MS = 60_000;
+/** systemd's own stop bound for the container: its units' TimeoutStopSec (kproxy's 30 s) + margin. */
+const POWEROFF_DEADLINE_MS = 60_000;
+/** The score `systemd-analyze security` gives a well-confined service ("OK" is up to 4.9). */
+const MAX_EXPOSURE = 2.0;
+
+async function missingTools(): Promise<string[]> {
+  const missing: string[] = [];
+  for (const tool of ['debootstrap', 'systemd-nspawn']) {
+    const found = await execa('sh', ['-c', `command -v ${tool}`], { reject: false });
+    if (found.exitCode !== 0) missing.push(tool);
+  }
+  return missing;
+}
+
+/** A booted container: commands run inside it through its PID 1's namespaces. */
+interface Machine {
+  run(
+    command: string,
+    args?: readonly string[],
+    reject?: boolean,
+  ): Promise<{ stdout: string; exitCode: number }>;
+  systemctl(...args: string[]): Promise<string>;
+}
+
+/** Boots `root` in network namespace `netns`; `cleanups` gets its power-off, run before the root is removed. */
+async function boot(cleanups: (() => Promise<void>)[], root: string, netns: string, log: string) {
+  const nspawn: ChildProcess = spawn(
+    'systemd-nspawn',
+    [
+      '--directory',
+      root,
+      '--boot',
+      `--network-namespace-path=/run/netns/${netns}`,
+      // A node's root has it; nspawn keeps it only for a private network it made itself.
+      '--capability=CAP_NET_ADMIN',
+      // No systemd on the host to register with or to make a scope: the container is a plain child.
+      '--register=no',
+      '--keep-unit',
+      '--quiet',
+    ],
+    { stdio: ['ignore', openSync(log, 'a'), openSync(log, 'a')] },
+  );
+  const exited = new Promise<void>((resolve) => nspawn.once('exit', () => resolve()));
+  let pid1 = 0;
+  cleanups.unshift(async () => {
+    // SIGTERM: nspawn asks the container's systemd to power off (SIGRTMIN+3).
+    nspawn.kill('SIGTERM');
+    const done = await Promise.race([exited.then(() => true), sleep(POWEROFF_DEADLINE_MS).then(() => false)]);
+    // Killing the container's PID 1 ends its whole PID namespace.
+    if (!done && pid1) process.kill(pid1, 'SIGKILL');
+    await exited;
+  });
+  await eventually(
+    'the container’s PID 1',
+    async () => {
+      const children = await readFile(`/proc/${nspawn.pid}/task/${nspawn.pid}/children`, 'utf8').catch(
+        () => '',
+      );
+      pid1 = Number(children.trim().split(' ')[0] || 0);
+      // nspawn's first child sets up the namespaces and forks the container's PID 1: systemd.
+      const comm = pid1 ? await readFile(`/proc/${pid1}/comm`, 'utf8').catch(() => '') : '';
+      return comm.trim() === 'systemd';
+    },
+    BOOT_DEADLINE_MS,
+  );
+  const machine: Machine = {
+    async run(command, args = [], reject = true) {
+      const result = await execa(
+        'nsenter',
+        ['-t', String(pid1), '-a', 'env', '-i', 'PATH=/usr/sbin:/usr/bin', command, ...args],
+        { reject: false },
+      );
+      if (reject && result.exitCode !== 0) {
+        throw new Error(`${command} ${args.join(' ')} (in the container): ${result.stderr}${result.stdout}`);
+      }
+      return { stdout: result.stdout, exitCode: result.exitCode ?? -1 };
+    },
+    async systemctl(...args) {
+      return (await machine.run('systemctl', args)).stdout.trim();
+    },
+  };
+  await eventually(
+    'the container’s systemd reaches multi-user.target',
+    async () => {
+      const state = await machine.run('systemctl', ['is-active', 'multi-user.target'], false);
+      return state.stdout.trim() === 'active';
+    },
+    BOOT_DEADLINE_MS,
+  );
+  return machine;
+}
+
+describe('kproxy.service under systemd as PID 1 (debootstrap + systemd-nspawn)', () => {
+  test('install, enable --now, sync, restart under traffic, stop, cleanup, security score', async (t) => {
+    if (!requireRoot(t, 'debootstrap and systemd-nspawn')) return;
+    const missing = await missingTools();
+    if (missing.length > 0) {
+      const reason = `needs ${missing.join(' and ')} (apt-get install debootstrap systemd-container); no VM fallback`;
+      process.stderr.write(`SKIPPED ${t.name}: ${reason}\n`);
+      t.skip(reason);
+      return;
+    }
+    const dir = await mkdtemp(join(tmpdir(), 'kproxy-boot-'));
+    // In order: the container powered off, the lab's namespaces and processes gone, the root removed.
+    const cleanups: (() => Promise<void>)[] = [() => rm(dir, { recursive: true, force: true })];
+    t.after(async () => {
+      for (const cleanup of cleanups) await cleanup();
+    });
+    const root = join(dir, 'root');
+
+    const started = Date.now();
+    await execa('debootstrap', [
+      '--variant=minbase',
+      `--include=${PACKAGES.join(',')}`,
+      `--cache-dir=${join(dir, 'cache')}`,
+      'bookworm',
+      root,
+      MIRROR,
+    ]);
+    process.stderr.write(`systemd-boot: debootstrap took ${((Date.now() - started) / 1000).toFixed(0)} s\n`);
+
+    // The app as a package would ship it (no user: that is `kproxy install`'s job on the node),
+    // hardlinked into the container's root.
+    const stage = join(dir, 'stage');
+    await install(stage);
+    await execa('cp', ['-al', join(stage, APP_DIR), join(root, APP_DIR)]);
+
+    const lab = new Lab('boot');
+    cleanups.unshift(() => lab.destroy());
+    const topo = await Topology.create(lab, { podsPerNode: [1] });
+    const node = topo.nodes[0]!;
+    const [pod] = node.pods;
+    await topo.startEcho(pod!, { tcp: [8080] });
+    const api = lab.spawn(node.ns, process.execPath, [API_MAIN, '--port', String(API_PORT)]);
+    await api.waitFor('listening');
+    const apiUrl = `http://127.0.0.1:${API_PORT}`;
+    const post = async (resource: ResourceType, object: Record<string, unknown>) => {
+      const meta = object.metadata as { namespace?: string };
+      await lab.exec(node.ns, 'curl', [
+        '-sSf',
+        '-X',
+        'POST',
+        '-H',
+        'Content-Type: application/json',
+        '--data',
+        JSON.stringify(object),
+        `${apiUrl}${objectPath(resource, meta.namespace)}`,
+      ]);
+    };
+    const service = sampleService('default', 'web', { clusterIP: CLUSTER_IP });
+    const spec = service.spec as { type: string; ports: Record<string, unknown>[] };
+    spec.type = 'NodePort';
+    spec.ports[0]!.nodePort = NODE_PORT;
+    await post(NODES, sampleNode('node-0', node.ipv4));
+    await post(SERVICES, service);
+    await post(
+      ENDPOINT_SLICES,
+      sampleEndpointSlice('default', 'web-abc', {
+        service: 'web',
+        addresses: [pod!.ipv4],
+        nodeName: 'node-0',
+      }),
+    );
+
+    const bootStarted = Date.now();
+    const machine = await boot(cleanups, root, node.ns, join(dir, 'console.log'));
+    process.stderr.write(`systemd-boot: booted in ${((Date.now() - bootStarted) / 1000).toFixed(1)} s\n`);
+
+    // kproxy install on the node, twice: the second finds everything in place.
+    const installer = [join(APP_DIR, 'bin/kproxy.js'), 'install'];
+    assert.match(
+      (await machine.run(NODE_PATH, installer)).stdout,
+      /created the kproxy system user and group/,
+    );
+    assert.match((await machine.run(NODE_PATH, installer)).stdout, /the kproxy user exists/);
+    await machine.run(COMMAND_PATH, ['version']);
+
+    // The operator's part: a configuration and a kubeconfig readable by group kproxy.
+    await writeFile(
+      join(root, CONFIG_PATH),
+      `apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: nftables
+hostnameOverride: node-0
+clusterCIDR: 10.244.0.0/16
+syncPeriod: 1s
+minSyncPeriod: 100ms
+clientConnection:
+  kubeconfig: /etc/kproxy/kubeconfig
+`,
+    );
+    await writeFile(join(root, '/etc/kproxy/kubeconfig'), standInKubeconfig(apiUrl), { mode: 0o640 });
+    await machine.run('chgrp', [SERVICE_USER, '/etc/kproxy/kubeconfig']);
+
+    await machine.systemctl('daemon-reload');
+    await machine.systemctl('enable', '--now', 'kproxy');
+    const synced = async () =>
+      (await machine.run('journalctl', ['-u', 'kproxy', '-o', 'cat'])).stdout.split('"msg":"rules synced"')
+        .length - 1;
+    await eventually('rules synced by the service', async () => (await synced()) > 0, SYNC_DEADLINE_MS).catch(
+      async (error: Error) => {
+        const status = await machine.run('systemctl', ['status', '--no-pager', '-n', '30', 'kproxy'], false);
+        throw new Error(`${error.message}\n${status.stdout}`);
+      },
+    );
+
+    // Unprivileged, with exactly its two capabilities, ambient (inherited by nft, iptables, ...).
+    const pid = await machine.systemctl('show', '--property=MainPID', '--value', 'kproxy');
+    const status = (await machine.run('cat', [`/proc/${pid}/status`])).stdout;
+    const uid = (await machine.run('id', ['-u', SERVICE_USER])).stdout.trim();
+    assert.match(status, new RegExp(`^Uid:\\s+${uid}\\s+${uid}\\s`, 'm'));
+    assert.notEqual(uid, '0');
+    for (const set of ['CapEff', 'CapPrm', 'CapAmb', 'CapBnd']) {
+      // CAP_NET_ADMIN (12) and CAP_NET_RAW (13).
+      assert.match(status, new RegExp(`^${set}:\\s+0000000000003000$`, 'm'), set);
+    }
+    // The conntrack timeouts of this namespace were written by the kproxy user (kube-proxy's 24 h).
+    const established = await lab.exec(node.ns, 'cat', [
+      '/proc/sys/net/netfilter/nf_conntrack_tcp_timeout_established',
+    ]);
+    assert.equal(established.stdout.trim(), '86400');
+
+    // Real connections through the rules: from outside to the NodePort, and a held one.
+    await eventually('the NodePort answers', async () =>
+      tally(await topo.connect(topo.client.ns, 'tcp', node.ipv4, NODE_PORT, { timeoutMs: 1000 })).has(
+        pod!.name,
+      ),
+    );
+    const holder = await topo.holdConnection(topo.client.ns, node.ipv4, NODE_PORT);
+    const held = heldConnection(holder.output, () => holder.kill());
+    assert.equal(held.backend, pod!.name);
+
+    const before = await synced();
+    await machine.systemctl('restart', 'kproxy');
+    await eventually('a sync after the restart', async () => (await synced()) > before, SYNC_DEADLINE_MS);
+    assert.notEqual(await machine.systemctl('show', '--property=MainPID', '--value', 'kproxy'), pid);
+    assert.ok(await held.alive(), `the held connection survived the restart: ${holder.output()}`);
+
+    await machine.systemctl('stop', 'kproxy');
+    assert.equal(await machine.systemctl('show', '--property=Result', '--value', 'kproxy'), 'success');
+    const logs = (await machine.run('journalctl', ['-u', 'kproxy', '-o', 'cat'])).stdout;
+    assert.match(logs, /"msg":"stopped; rules left in place"/);
+    assert.match((await lab.exec(node.ns, 'nft', ['list', 'tables'])).stdout, /table ip kproxy/);
+    assert.ok(await held.alive(), `the held connection echoes while kproxy is stopped: ${holder.output()}`);
+    assert.deepEqual(
+      [...tally(await topo.connect(topo.client.ns, 'tcp', node.ipv4, NODE_PORT)).keys()],
+      [pod!.name],
+      'new connections work while kproxy is stopped',
+    );
+    await held.close();
+
+    await machine.run(COMMAND_PATH, ['cleanup']);
+    assert.doesNotMatch((await lab.exec(node.ns, 'nft', ['list', 'tables'])).stdout, /kproxy/);
+
+    const security = await machine.run(
+      'systemd-analyze',
+      ['security', '--no-pager', 'kproxy.service'],
+      false,
+    );
+    const score = /Overall exposure level for kproxy\.service: (\d+\.\d+)/.exec(security.stdout)?.[1];
+    process.stderr.write(`systemd-boot: systemd-analyze security kproxy.service: ${score}\n`);
+    assert.ok(score !== undefined, security.stdout);
+    assert.ok(Number(score) <= MAX_EXPOSURE, security.stdout);
+  });
+});
