@@ -69,11 +69,11 @@ describe('systemd/kproxy.service', () => {
     assert.deepEqual(unit.get('Conflicts'), ['kube-proxy.service']);
   });
 
-  test('the stop bound leaves room for the stop, not for a whole command', async () => {
+  test('the stop bound is shorter than a stuck tool’s timeout', async () => {
     const unit = settings(await readFile(UNIT, 'utf8'));
-    // On SIGTERM kproxy abandons a sync in flight (its tool dies with it, setpriv --pdeathsig):
-    // the stop bound needs no room for the longest command, and must not be so long that a
-    // restart waits on one.
+    // kproxy's stop waits for a sync in flight; past TimeoutStopSec systemd kills it, which leaves
+    // the last committed rules. A bound as long as a command's timeout would hold a restart for
+    // minutes behind a stuck tool.
     const stopSeconds = Number(/^(\d+)s$/.exec(unit.get('TimeoutStopSec')?.[0] ?? '')?.[1]);
     assert.ok(
       stopSeconds > 0 && stopSeconds * 1000 < commandTimeoutMs('nft'),
