@@ -32,7 +32,9 @@ contexts:
     context: { cluster: lab, user: kproxy }
 current-context: lab
 CONF
-chmod 600 /etc/kproxy/kubeconfig
+# Readable by the kproxy user the unit runs as (kproxy install created it), no one else.
+chgrp kproxy /etc/kproxy/kubeconfig
+chmod 640 /etc/kproxy/kubeconfig
 
 cat >/etc/kproxy/config.yaml <<CONF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
