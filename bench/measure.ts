@@ -2,8 +2,8 @@
 // read and compare as ratios, never assertions.
 import { performance } from 'node:perf_hooks';
 import type { NftRunner } from '../dataplanes/nftables/nft-runner.ts';
-import type { NftFamily } from '../dataplanes/nftables/transaction.ts';
 import type { CommandResult, CommandRunner } from '../dataplanes/shared/command-runner.ts';
+import type { NftFamily } from '../dataplanes/shared/nft/transaction.ts';
 
 /** Milliseconds `fn` took. */
 export async function timeMs(fn: () => unknown): Promise<number> {

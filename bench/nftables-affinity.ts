@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { FragmentIndex } from '../dataplanes/nftables/fragment-index.ts';
 import { incrementalPlanSteps, nftablesPlanner } from '../dataplanes/nftables/planner.ts';
-import type { NftFamily } from '../dataplanes/nftables/transaction.ts';
+import type { NftFamily } from '../dataplanes/shared/nft/transaction.ts';
 import { runAll } from '../src/base/work-slices.ts';
 import type { DualStackState, ServicePort } from '../src/model/proxy-state.ts';
 import { Lab } from '../test/support/netns.ts';

@@ -2,7 +2,6 @@
 // iptables-save output) table by table at each hook, forking at `-m statistic`. kproxy's chains
 // (KPROXY-*) are evaluated; other rules in the built-in chains are named as not evaluated.
 
-import { dnatTo, parseHostPort } from '../nftables/trace.ts';
 import {
   type Flow,
   type HookEvaluator,
@@ -12,6 +11,7 @@ import {
   withStep,
 } from '../shared/trace/flow.ts';
 import { valueMatches } from '../shared/trace/match-value.ts';
+import { dnatTo, parseHostPort } from '../shared/trace/nft.ts';
 import type { TraceReport, TraceStep } from '../shared/trace/outcome.ts';
 import { isLocalAddress, packetFamily, type TraceHost, type TracePacket } from '../shared/trace/packet.ts';
 import {

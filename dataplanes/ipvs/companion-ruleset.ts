@@ -13,21 +13,22 @@
 // unlike the iptables/nftables modes, has no pod/host short-circuit to all endpoints).
 import type { NodeSettings, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
 import { trafficDecisions } from '../../src/model/traffic-decisions.ts';
-import { type FamilySyntax, familySyntax } from '../nftables/family-syntax.ts';
-import { notLocalTrafficMatch } from '../nftables/local-traffic.ts';
-import { type FamilyRuleset, RulesetBuilder } from '../nftables/ruleset.ts';
-import { addFirewall, noEndpointVerdict } from '../nftables/service-port.ts';
-import { type ChainSpec, fitComment, type SetSpec } from '../nftables/transaction.ts';
+import { type FamilySyntax, familySyntax } from '../shared/nft/family-syntax.ts';
+import { notLocalTrafficMatch } from '../shared/nft/local-traffic.ts';
+import { type FamilyRuleset, RulesetBuilder } from '../shared/nft/ruleset.ts';
+import {
+  addFirewall,
+  NODEPORT_KEY,
+  noEndpointVerdict,
+  verdictChains,
+  vipKey,
+} from '../shared/nft/service-rules.ts';
+import { type ChainSpec, fitComment, type SetSpec } from '../shared/nft/transaction.ts';
 import { nodePortAddresses } from './virtual-servers.ts';
 
 export const COMPANION_TABLE = 'kproxy-ipvs';
 
-const PORT_KEY = 'meta l4proto . th dport';
 const L4 = 'meta l4proto { tcp, udp, sctp }';
-
-function vipKey(syntax: FamilySyntax): string {
-  return `${syntax.ip} daddr . ${PORT_KEY}`;
-}
 
 function sets(syntax: FamilySyntax): SetSpec[] {
   const addr = syntax.addrType;
@@ -66,7 +67,6 @@ function sets(syntax: FamilySyntax): SetSpec[] {
 function chains(syntax: FamilySyntax, node: NodeSettings): ChainSpec[] {
   const ip = syntax.ip;
   const vip = vipKey(syntax);
-  const mark = `0x${(1 << node.masqueradeBit).toString(16)}`;
   const masq = 'jump mark-for-masquerade';
   const notLocal = notLocalTrafficMatch(syntax, node.localDetector);
   const clusterMasq = node.masqueradeAll
@@ -92,7 +92,7 @@ function chains(syntax: FamilySyntax, node: NodeSettings): ChainSpec[] {
       name: 'nat-postrouting',
       comment: 'masquerade hairpin and marked traffic',
       base: { type: 'nat', hook: 'postrouting', priority: 'srcnat' },
-      rules: [`${ip} daddr . ${PORT_KEY} . ${ip} saddr @hairpin masquerade`, 'jump masquerading'],
+      rules: [`${ip} daddr . ${NODEPORT_KEY} . ${ip} saddr @hairpin masquerade`, 'jump masquerading'],
     },
     {
       name: 'filter-input',
@@ -116,20 +116,15 @@ function chains(syntax: FamilySyntax, node: NodeSettings): ChainSpec[] {
       rules: [
         ...clusterMasq,
         `${vip} @external-ips ${masq}`,
-        `${ip} daddr @nodeport-ips ${PORT_KEY} @nodeports ${masq}`,
+        `${ip} daddr @nodeport-ips ${NODEPORT_KEY} @nodeports ${masq}`,
       ],
-    },
-    {
-      name: 'firewall-check',
-      comment: 'drop LoadBalancer traffic from outside loadBalancerSourceRanges',
-      rules: [`${vip} @firewall-ips ${vip} . ${ip} saddr != @firewall-allow drop`],
     },
     {
       name: 'endpoints-check',
       comment: 'reject or drop traffic to virtual servers without usable endpoints',
       rules: [
         `${vip} vmap @no-endpoint-vips`,
-        `${ip} daddr @nodeport-ips ${PORT_KEY} vmap @no-endpoint-nodeports`,
+        `${ip} daddr @nodeport-ips ${NODEPORT_KEY} vmap @no-endpoint-nodeports`,
       ],
     },
     {
@@ -137,21 +132,7 @@ function chains(syntax: FamilySyntax, node: NodeSettings): ChainSpec[] {
       comment: 'reject ports without a virtual server on bound addresses',
       rules: [`${ip} daddr @bound-ips ${L4} ${vip} != @virtual-servers reject`],
     },
-    { name: 'reject-chain', comment: 'service without any endpoint', rules: ['reject'] },
-    {
-      name: 'mark-for-masquerade',
-      comment: 'ask nat-postrouting to masquerade',
-      rules: [`meta mark set meta mark or ${mark}`],
-    },
-    {
-      name: 'masquerading',
-      comment: 'masquerade marked packets',
-      rules: [
-        `meta mark & ${mark} == 0 return`,
-        `meta mark set meta mark xor ${mark}`,
-        'masquerade fully-random',
-      ],
-    },
+    ...verdictChains(syntax, node),
   ];
 }
 

@@ -2,7 +2,7 @@
 // A full plan carries the whole desired state: the live dataplane reconciles it against a dump of
 // the kernel. An incremental plan carries operations against what planFull(prev) put there.
 import type { IPFamily } from '../../src/base/ip-family.ts';
-import type { NftTransaction } from '../nftables/transaction.ts';
+import type { NftTransaction } from '../shared/nft/transaction.ts';
 import type { RealServer, VirtualServer, VirtualService } from './virtual-servers.ts';
 
 export const DUMMY_LINK = 'kproxy-ipvs0';

@@ -6,12 +6,12 @@
 // (reconcile against a dump), to sweep drained real servers, and in intact()/cleanup(). An
 // incremental sync the kernel refuses (dataplane-error.ts) falls back to a full one.
 import type { DualStackState } from '../../src/model/proxy-state.ts';
-import { firstOfEachSet, intactCheckScript } from '../nftables/intact-check.ts';
-import { FAMILIES as NFT_FAMILIES } from '../nftables/ruleset.ts';
 import { cidrContains } from '../shared/cidr.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
 import { DataplaneError } from '../shared/dataplane-error.ts';
+import { firstOfEachSet, intactCheckScript } from '../shared/nft/intact-check-script.ts';
+import { FAMILIES as NFT_FAMILIES } from '../shared/nft/ruleset.ts';
 import { cleanStaleUdpFlows, deleteStaleUdpFlows } from '../shared/udp-conntrack-cleanup.ts';
 import { COMPANION_TABLE } from './companion-ruleset.ts';
 import { boundAddresses, CommandError, changeAddresses, deleteLink, linkExists } from './dummy-link.ts';
@@ -172,7 +172,7 @@ export class IpvsDataplane implements LiveDataplane {
   /**
    * Every recorded virtual server is still in the kernel, and the companion table still has each
    * chain with its rules and an element in each set that should have some: one `nft -c`
-   * transaction (intact-check.ts), which fails when the table was deleted or flushed.
+   * transaction (intact-check-script.ts), which fails when the table was deleted or flushed.
    */
   async intact(): Promise<boolean> {
     const record = this.#record;

@@ -1,10 +1,10 @@
 // The IPVS planner: DualStackState → virtual servers, dummy-link addresses and the companion nft
 // table, in full or as the delta between two states (pure, deterministic).
 import type { DualStackState } from '../../src/model/proxy-state.ts';
-import { diffRulesets } from '../nftables/diff.ts';
-import { fullTransaction } from '../nftables/full-transaction.ts';
-import type { DesiredRuleset } from '../nftables/ruleset.ts';
 import type { DataplanePlanner } from '../shared/dataplane.ts';
+import { diffRulesets } from '../shared/nft/diff.ts';
+import { fullTransaction } from '../shared/nft/full-transaction.ts';
+import type { DesiredRuleset } from '../shared/nft/ruleset.ts';
 import { COMPANION_TABLE, companionRuleset } from './companion-ruleset.ts';
 import { diffAddresses, diffVirtualServers } from './ipvs-diff.ts';
 import { FAMILIES, type IpvsDesired, type IpvsPlan } from './ipvs-plan.ts';

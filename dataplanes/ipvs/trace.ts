@@ -2,9 +2,9 @@
 // link, and the companion nft table (through the nftables tracer). IPVS itself acts at input
 // (packets from elsewhere) and output (the node's own), right after the companion's chains.
 
-import { dnatTo, parseHostPort, traceNftables } from '../nftables/trace.ts';
-import { parseNftRuleset } from '../nftables/trace-ruleset.ts';
 import { type Flow, withStep } from '../shared/trace/flow.ts';
+import { dnatTo, parseHostPort, traceNftables } from '../shared/trace/nft.ts';
+import { parseNftRuleset } from '../shared/trace/nft-ruleset.ts';
 import type { TraceReport } from '../shared/trace/outcome.ts';
 import { hostPort, type TraceHost, type TracePacket } from '../shared/trace/packet.ts';
 

@@ -12,8 +12,8 @@ import { familyOf } from '../../src/base/ip-address.ts';
 import type { IPFamily } from '../../src/base/ip-family.ts';
 import type { Endpoint, Protocol, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
 import { type TrafficDecisions, trafficDecisions } from '../../src/model/traffic-decisions.ts';
-import { familySyntax } from '../nftables/family-syntax.ts';
 import { cidrContains } from '../shared/cidr.ts';
+import { familySyntax } from '../shared/nft/family-syntax.ts';
 
 export interface RealServer {
   readonly address: string;

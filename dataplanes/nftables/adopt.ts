@@ -15,8 +15,8 @@
 // made and this one does not know (other than an affinity endpoint chain's) stays until the table
 // is replaced: `nft -j list sets` would tell, but it lists every element too.
 import type { Endpoint, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
-import { type FamilyRuleset, UNKNOWN_RULES } from './ruleset.ts';
-import { type ChainSpec, type NftFamily, type SetSpec, TABLE } from './transaction.ts';
+import { type FamilyRuleset, UNKNOWN_RULES } from '../shared/nft/ruleset.ts';
+import { type ChainSpec, type NftFamily, type SetSpec, TABLE } from '../shared/nft/transaction.ts';
 
 type Json = null | boolean | number | string | Json[] | { readonly [key: string]: Json };
 

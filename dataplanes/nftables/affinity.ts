@@ -24,11 +24,11 @@
 // known by its address (two endpoints of one key on one address share clients), and a changed
 // timeout applies from a client's next connection.
 import type { Endpoint, ServicePort } from '../../src/model/proxy-state.ts';
+import type { FamilySyntax } from '../shared/nft/family-syntax.ts';
+import type { RulesetBuilder } from '../shared/nft/ruleset.ts';
+import type { ChainSpec, SetSpec } from '../shared/nft/transaction.ts';
 import type { L4Protocol } from './base-objects.ts';
 import type { DispatchTarget } from './endpoint-dispatch.ts';
-import type { FamilySyntax } from './family-syntax.ts';
-import type { RulesetBuilder } from './ruleset.ts';
-import type { ChainSpec, SetSpec } from './transaction.ts';
 
 export const AFFINITY_CLIENTS = 'affinity-clients';
 

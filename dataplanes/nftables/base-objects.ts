@@ -2,21 +2,12 @@
 // a service. Per-service data only ever goes into these maps as elements, so the number of
 // chains and sets stays constant as services come and go (see docs/architecture.md).
 import type { NodeSettings } from '../../src/model/proxy-state.ts';
+import type { FamilySyntax } from '../shared/nft/family-syntax.ts';
+import { localTrafficMatches, notLocalTrafficMatch } from '../shared/nft/local-traffic.ts';
+import { CANARY_SET, type RulesetBuilder } from '../shared/nft/ruleset.ts';
+import { NODEPORT_KEY, verdictChains, vipKey } from '../shared/nft/service-rules.ts';
+import type { ChainSpec, SetSpec } from '../shared/nft/transaction.ts';
 import { affinityChains, affinitySets, RECORD_HOST_CONNECTIONS } from './affinity.ts';
-import type { FamilySyntax } from './family-syntax.ts';
-import { localTrafficMatches, notLocalTrafficMatch } from './local-traffic.ts';
-import type { RulesetBuilder } from './ruleset.ts';
-import type { ChainSpec, SetSpec } from './transaction.ts';
-
-/** Key expression of the VIP maps: destination . protocol . port. */
-export function vipKey(syntax: FamilySyntax): string {
-  return `${syntax.ip} daddr . meta l4proto . th dport`;
-}
-
-export const NODEPORT_KEY = 'meta l4proto . th dport';
-
-/** A set the live dataplane puts one nonce in at every full sync; listing it is cheap at any size. */
-export const CANARY_SET = 'canary';
 
 export const L4_PROTOCOLS = ['tcp', 'udp', 'sctp'] as const;
 export type L4Protocol = (typeof L4_PROTOCOLS)[number];
@@ -218,26 +209,15 @@ function policyChains(syntax: FamilySyntax, node: NodeSettings): ChainSpec[] {
 }
 
 function checkChains(syntax: FamilySyntax, node: NodeSettings): ChainSpec[] {
-  const ip = syntax.ip;
   const vip = vipKey(syntax);
-  const mark = `0x${(1 << node.masqueradeBit).toString(16)}`;
   return [
-    chain('firewall-check', 'drop LoadBalancer traffic from outside loadBalancerSourceRanges', [
-      `${vip} @firewall-ips ${vip} . ${ip} saddr != @firewall-allow drop`,
-    ]),
     chain('service-endpoints-check', 'reject or drop traffic to VIPs without usable endpoints', [
       `${vip} vmap @no-endpoint-services`,
     ]),
     chain('nodeport-endpoints-check', 'reject or drop traffic to node ports without usable endpoints', [
       `${nodePortDestination(syntax, node)} ${NODEPORT_KEY} vmap @no-endpoint-nodeports`,
     ]),
-    chain('reject-chain', 'service without any endpoint', ['reject']),
-    chain('mark-for-masquerade', 'ask nat-postrouting to masquerade', [`meta mark set meta mark or ${mark}`]),
-    chain('masquerading', 'masquerade marked packets', [
-      `meta mark & ${mark} == 0 return`,
-      `meta mark set meta mark xor ${mark}`,
-      'masquerade fully-random',
-    ]),
+    ...verdictChains(syntax, node),
   ];
 }
 

@@ -3,9 +3,9 @@
 import { runAll, type Steps } from '../../src/base/work-slices.ts';
 import type { DualStackState, NodeSettings, ProxyState } from '../../src/model/proxy-state.ts';
 import { cidrContains } from '../shared/cidr.ts';
+import { type FamilySyntax, familySyntax } from '../shared/nft/family-syntax.ts';
+import { type DesiredRuleset, type FamilyRuleset, RulesetBuilder } from '../shared/nft/ruleset.ts';
 import { addBaseObjects } from './base-objects.ts';
-import { type FamilySyntax, familySyntax } from './family-syntax.ts';
-import { type DesiredRuleset, type FamilyRuleset, RulesetBuilder } from './ruleset.ts';
 import { addServicePort } from './service-port.ts';
 
 /** This node's addresses that serve node ports, when limited by --nodeport-addresses. */

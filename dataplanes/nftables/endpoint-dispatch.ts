@@ -5,11 +5,11 @@
 //   backends-tcp-3: dnat to ip daddr . tcp dport . numgen random mod 3 map @backends-tcp
 // so the chain count is bounded by the number of distinct endpoint counts, not by services.
 import type { Endpoint, ServicePort } from '../../src/model/proxy-state.ts';
+import type { FamilySyntax } from '../shared/nft/family-syntax.ts';
+import type { RulesetBuilder } from '../shared/nft/ruleset.ts';
+import { fitComment } from '../shared/nft/transaction.ts';
 import { addAffinityDispatch } from './affinity.ts';
 import type { L4Protocol } from './base-objects.ts';
-import type { FamilySyntax } from './family-syntax.ts';
-import type { RulesetBuilder } from './ruleset.ts';
-import { fitComment } from './transaction.ts';
 
 /** Where a key's endpoints go: the four (dispatch map, endpoint map) pairs of the table. */
 export interface DispatchTarget {

@@ -17,10 +17,10 @@
 import { flatText } from '../../src/base/flat-text.ts';
 import { runInSlices, type Steps } from '../../src/base/work-slices.ts';
 import type { NodeSettings, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
-import { familySyntax } from './family-syntax.ts';
-import { type FamilyRuleset, RulesetBuilder } from './ruleset.ts';
+import { familySyntax } from '../shared/nft/family-syntax.ts';
+import { type FamilyRuleset, RulesetBuilder } from '../shared/nft/ruleset.ts';
+import type { ChainSpec, ElementSpec, NftFamily, SetSpec } from '../shared/nft/transaction.ts';
 import { addServicePort } from './service-port.ts';
-import type { ChainSpec, ElementSpec, NftFamily, SetSpec } from './transaction.ts';
 
 type Part =
   | { readonly kind: 'element'; readonly set: string; readonly element: ElementSpec }

@@ -1,4 +1,4 @@
-// The intact check: a cheap, bounded question to the kernel that fails when someone deleted or
+// The nftables intact check (the script: ../shared/nft/intact-check-script.ts): a cheap, bounded question to the kernel that fails when someone deleted or
 // flushed our table, a chain, rules, a set or map, or elements (see the README's "Intact check").
 //
 // nft 1.0.6 answers `list table`, `list chain` and `get element` only after fetching every element
@@ -14,22 +14,15 @@
 // (elements / budget) checks, plus the ports last seen filling each set ("witnesses"), so that a
 // flushed set is found by the next check whatever the turn.
 import type { NodeSettings, ProxyState, ServicePort, ServicePortKey } from '../../src/model/proxy-state.ts';
-import { CANARY_SET } from './base-objects.ts';
+import { familySyntax } from '../shared/nft/family-syntax.ts';
+import { Expected, type ExpectedObjects, intervalSets } from '../shared/nft/intact-check-script.ts';
+import { type FamilyRuleset, RulesetBuilder } from '../shared/nft/ruleset.ts';
+import type { NftFamily } from '../shared/nft/transaction.ts';
 import { baseBuilder } from './desired-ruleset.ts';
-import { familySyntax } from './family-syntax.ts';
-import { type FamilyRuleset, RulesetBuilder } from './ruleset.ts';
 import { addServicePort } from './service-port.ts';
-import { type NftFamily, NftTransaction, TABLE } from './transaction.ts';
 
 /** Elements of service ports checked per intact() call and family: ~35 ms of nft. */
 export const CHECK_BUDGET = 1000;
-
-/** What one check expects in a family's table: rules per chain (at least) and element keys. */
-export interface ExpectedObjects {
-  readonly family: NftFamily;
-  readonly ruleCounts: ReadonlyMap<string, number>;
-  readonly elements: ReadonlyMap<string, ReadonlySet<string>>;
-}
 
 function ipFamily(family: NftFamily) {
   return family === 'ip' ? 'IPv4' : 'IPv6';
@@ -40,28 +33,6 @@ function servicePortRuleset(family: NftFamily, node: NodeSettings, sp: ServicePo
   const builder = new RulesetBuilder(family, { open: true });
   addServicePort(builder, familySyntax(ipFamily(family)), node, sp);
   return builder.build();
-}
-
-class Expected {
-  readonly ruleCounts = new Map<string, number>();
-  readonly elements = new Map<string, Set<string>>();
-  count = 0;
-
-  /** Adds what a ruleset holds, but no elements of `skipped` sets. */
-  add(ruleset: FamilyRuleset, skipped: ReadonlySet<string>): void {
-    for (const chain of ruleset.chains.values()) {
-      this.ruleCounts.set(chain.name, Math.max(this.ruleCounts.get(chain.name) ?? 0, chain.rules.length));
-    }
-    for (const [set, elements] of ruleset.elements) {
-      if (skipped.has(set) || elements.size === 0) continue;
-      const keys = this.elements.get(set) ?? new Set<string>();
-      this.elements.set(set, keys);
-      for (const key of elements.keys()) {
-        if (!keys.has(key)) this.count++;
-        keys.add(key);
-      }
-    }
-  }
 }
 
 /**
@@ -82,10 +53,7 @@ export class IntactSampler {
   /** The node's fixed objects, plus service ports' when `withPorts` (their turn, and witnesses). */
   next(family: NftFamily, state: ProxyState, withPorts: boolean): ExpectedObjects {
     const base = baseBuilder(state.node, familySyntax(ipFamily(family))).build();
-    // Interval sets are left out: nft needs every element in its cache to delete a range.
-    const skipped = new Set(
-      [...base.sets.values()].filter((s) => s.flags?.includes('interval')).map((s) => s.name),
-    );
+    const skipped = intervalSets(base);
     const expected = new Expected();
     expected.add(base, skipped);
     if (!withPorts) return { family, ...expected };
@@ -116,46 +84,4 @@ export class IntactSampler {
     this.#cursor.set(family, cursor);
     return { family, ...expected };
   }
-}
-
-/**
- * What a check expects of a small table (the IPVS companion): every chain with its rules, and the
- * first element of each set that has any (enough to find a flushed set).
- */
-export function firstOfEachSet(ruleset: FamilyRuleset): ExpectedObjects {
-  const expected = new Expected();
-  const skipped = new Set(
-    [...ruleset.sets.values()].filter((s) => s.flags?.includes('interval')).map((s) => s.name),
-  );
-  const firsts = new Map(
-    [...ruleset.elements].map(([set, elements]) => [set, new Map([...elements].slice(0, 1))]),
-  );
-  expected.add({ ...ruleset, elements: firsts }, skipped);
-  return { family: ruleset.family, ...expected };
-}
-
-/**
- * The `nft -c` script that the kernel accepts only when everything expected is there, and the
- * canary holds `nonce` when one is given.
- */
-export function intactCheckScript(
-  expected: readonly ExpectedObjects[],
-  options: { readonly nonce?: number; readonly table?: string } = {},
-): string {
-  const table = options.table ?? TABLE;
-  const tx = new NftTransaction(table);
-  const rules: string[] = [];
-  for (const { family, ruleCounts, elements } of expected) {
-    if (options.nonce !== undefined) tx.deleteElements(family, CANARY_SET, [{ key: `${options.nonce}` }]);
-    for (const [chain, count] of ruleCounts) {
-      if (count > 0) rules.push(`insert rule ${family} ${table} ${chain} index ${count - 1} counter\n`);
-    }
-    for (const [set, keys] of elements)
-      tx.deleteElements(
-        family,
-        set,
-        [...keys].map((key) => ({ key })),
-      );
-  }
-  return tx.toString() + rules.join('');
 }

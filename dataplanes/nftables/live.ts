@@ -16,6 +16,9 @@ import type { DualStackState, ProxyState, ServicePort, ServicePortKey } from '..
 import type { CommandRunner } from '../shared/command-runner.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
 import { DataplaneError } from '../shared/dataplane-error.ts';
+import { type ExpectedObjects, intactCheckScript } from '../shared/nft/intact-check-script.ts';
+import { CANARY_SET, type DesiredRuleset, FAMILIES, type FamilyRuleset } from '../shared/nft/ruleset.ts';
+import { type NftFamily, type NftTransaction, TABLE } from '../shared/nft/transaction.ts';
 import { deleteStaleUdpFlows, staleUdpFlowDeletions } from '../shared/udp-conntrack-cleanup.ts';
 import {
   type AdoptedUdpEndpoints,
@@ -25,9 +28,8 @@ import {
   UDP_ENDPOINT_MAPS,
   udpStateBefore,
 } from './adopt.ts';
-import { CANARY_SET } from './base-objects.ts';
 import { FragmentIndex } from './fragment-index.ts';
-import { type ExpectedObjects, IntactSampler, intactCheckScript } from './intact-check.ts';
+import { IntactSampler } from './intact-check.ts';
 import type { NftRunner } from './nft-runner.ts';
 import {
   DEFAULT_COLD_START_CHUNK,
@@ -36,8 +38,6 @@ import {
   planFull,
   planInPlace,
 } from './planner.ts';
-import { type DesiredRuleset, FAMILIES, type FamilyRuleset } from './ruleset.ts';
-import { type NftFamily, type NftTransaction, TABLE } from './transaction.ts';
 
 export type NftablesLog = (message: string, fields?: Readonly<Record<string, unknown>>) => void;
 

@@ -2,8 +2,8 @@
 // unit tests swap in a recorder, kernel tests run it inside a throwaway namespace.
 import type { CommandRunner } from '../shared/command-runner.ts';
 import { DataplaneError } from '../shared/dataplane-error.ts';
+import { type NftFamily, TABLE } from '../shared/nft/transaction.ts';
 import { fitsSession, NftSession } from './nft-session.ts';
-import { type NftFamily, TABLE } from './transaction.ts';
 
 /** Why nft failed, so callers decide on a kind of failure rather than on message text. */
 export type NftErrorKind = 'not-found' | 'exists' | 'busy' | 'other';

@@ -2,7 +2,7 @@
 //
 // A plan is the nft transactions of one sync, in order (each one `nft -f` run):
 // - full on an empty node: the whole ruleset and the canary in one transaction, or, past
-//   `coldStartChunk` elements, a cold start in pieces (full-transaction.ts) and the canary last;
+//   `coldStartChunk` elements, a cold start in pieces (cold-start.ts) and the canary last;
 // - in place: a full sync on a node that has our tables (adopt.ts): chains and maps flushed and
 //   refilled in one transaction, dynamic sets (affinity) kept, stale chains deleted;
 // - incremental: the fragments of the changed service ports (fragment-index.ts) when they apply,
@@ -15,13 +15,13 @@ import { runAll, type Steps } from '../../src/base/work-slices.ts';
 import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
 import type { DualStackState, ServicePortKey } from '../../src/model/proxy-state.ts';
 import type { DataplanePlanner } from '../shared/dataplane.ts';
-import { CANARY_SET } from './base-objects.ts';
+import { diffFamily, diffRulesetsSteps } from '../shared/nft/diff.ts';
+import { fullTransaction } from '../shared/nft/full-transaction.ts';
+import { CANARY_SET, type DesiredRuleset, FAMILIES, type FamilyRuleset } from '../shared/nft/ruleset.ts';
+import { type NftFamily, NftTransaction } from '../shared/nft/transaction.ts';
+import { coldStartTransactions } from './cold-start.ts';
 import { desiredRulesetSteps } from './desired-ruleset.ts';
-import { diffFamily, diffRulesetsSteps } from './diff.ts';
 import { FragmentIndex, type FragmentPlan } from './fragment-index.ts';
-import { coldStartTransactions, fullTransaction } from './full-transaction.ts';
-import { type DesiredRuleset, FAMILIES, type FamilyRuleset } from './ruleset.ts';
-import { type NftFamily, NftTransaction } from './transaction.ts';
 
 export type NftPlanKind = 'cold-start' | 'one-transaction' | 'in-place' | 'fragments' | 'diff';
 

@@ -5,21 +5,12 @@
 //   that includes the pod/host short-circuit, so the element stays while any endpoint exists);
 // - traffic with no usable endpoint meets the decision's verdict, reject-chain or drop.
 import type { NodeSettings, ServicePort } from '../../src/model/proxy-state.ts';
-import {
-  type NoEndpointVerdict,
-  type TrafficDecisions,
-  trafficDecisions,
-} from '../../src/model/traffic-decisions.ts';
-import { cidrContains } from '../shared/cidr.ts';
+import { type TrafficDecisions, trafficDecisions } from '../../src/model/traffic-decisions.ts';
+import type { FamilySyntax } from '../shared/nft/family-syntax.ts';
+import type { RulesetBuilder } from '../shared/nft/ruleset.ts';
+import { addFirewall, noEndpointVerdict } from '../shared/nft/service-rules.ts';
+import { fitComment } from '../shared/nft/transaction.ts';
 import { addDispatch, CLUSTER, LOCAL, NODEPORT_CLUSTER, NODEPORT_LOCAL } from './endpoint-dispatch.ts';
-import type { FamilySyntax } from './family-syntax.ts';
-import type { RulesetBuilder } from './ruleset.ts';
-import { fitComment } from './transaction.ts';
-
-/** The nft verdict of a no-endpoint map element. Shared with the IPVS companion table. */
-export function noEndpointVerdict(verdict: NoEndpointVerdict): string {
-  return verdict === 'drop' ? 'drop' : 'goto reject-chain';
-}
 
 function addClusterIP(
   builder: RulesetBuilder,
@@ -100,31 +91,6 @@ function addNodePort(
       value: noEndpointVerdict(d.externalVerdict),
       comment,
     });
-  }
-}
-
-/**
- * LoadBalancer source ranges: traffic to the LB IP from elsewhere is dropped. As in kube-proxy,
- * when a range holds this node's IP the LB IPs are allowed as sources too (a node reaching an LB
- * IP it holds locally uses that IP as source). Shared with the IPVS companion table.
- */
-export function addFirewall(
-  builder: RulesetBuilder,
-  sp: ServicePort,
-  d: TrafficDecisions,
-  proto: string,
-  node: NodeSettings,
-): void {
-  if (!d.sourceRangesApply) return;
-  const ranges = sp.loadBalancerSourceRanges;
-  const nodeIP = node.nodeIPs[0];
-  const fromNode = nodeIP !== undefined && ranges.some((cidr) => cidrContains(cidr, nodeIP));
-  const sources = fromNode ? [...ranges, ...sp.loadBalancerIPs] : ranges;
-  for (const lbIP of sp.loadBalancerIPs) {
-    const key = `${lbIP} . ${proto} . ${sp.port}`;
-    if (builder.hasElement('firewall-ips', key)) continue;
-    builder.addElement('firewall-ips', { key, comment: fitComment(`${sp.key} source ranges`) });
-    for (const source of sources) builder.addElement('firewall-allow', { key: `${key} . ${source}` });
   }
 }
 

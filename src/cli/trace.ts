@@ -9,12 +9,12 @@ import { readLiveIptablesRules } from '../../dataplanes/iptables/trace-live.ts';
 import { parseIptablesRuleset } from '../../dataplanes/iptables/trace-ruleset.ts';
 import { parseIpvsRuleset, traceIpvs } from '../../dataplanes/ipvs/trace.ts';
 import { readLiveIpvsRules } from '../../dataplanes/ipvs/trace-live.ts';
-import { traceNftables } from '../../dataplanes/nftables/trace.ts';
 import { readLiveNftRuleset } from '../../dataplanes/nftables/trace-live.ts';
-import { parseNftRuleset } from '../../dataplanes/nftables/trace-ruleset.ts';
 import { type CommandRunner, execaRunner } from '../../dataplanes/shared/command-runner.ts';
 import { DataplaneError } from '../../dataplanes/shared/dataplane-error.ts';
 import { readLocalAddresses } from '../../dataplanes/shared/trace/live-host.ts';
+import { traceNftables } from '../../dataplanes/shared/trace/nft.ts';
+import { parseNftRuleset } from '../../dataplanes/shared/trace/nft-ruleset.ts';
 import type { TraceReport } from '../../dataplanes/shared/trace/outcome.ts';
 import type {
   TraceHost,

@@ -3,8 +3,8 @@
 // tracer follows the rewritten packet, and a rewrite stays when the rest of its rule fails.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { traceNftables } from '../../dataplanes/nftables/trace.ts';
-import { parseNftRuleset } from '../../dataplanes/nftables/trace-ruleset.ts';
+import { traceNftables } from '../../dataplanes/shared/trace/nft.ts';
+import { parseNftRuleset } from '../../dataplanes/shared/trace/nft-ruleset.ts';
 import type { TracePacket } from '../../dataplanes/shared/trace/packet.ts';
 
 const SERVICE = 'ct original ip daddr . ct original proto-dst';

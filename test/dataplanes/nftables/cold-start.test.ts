@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
+import { coldStartTransactions } from '../../../dataplanes/nftables/cold-start.ts';
 import { desiredRuleset } from '../../../dataplanes/nftables/desired-ruleset.ts';
-import { coldStartTransactions, fullTransaction } from '../../../dataplanes/nftables/full-transaction.ts';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
 import { NftError, type NftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
+import { fullTransaction } from '../../../dataplanes/shared/nft/full-transaction.ts';
 import type { DualStackState, ProxyState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
 import { applyTransaction, dump, type FakeState } from './fake-nft.ts';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { desiredRuleset } from '../../../dataplanes/nftables/desired-ruleset.ts';
-import type { FamilyRuleset } from '../../../dataplanes/nftables/ruleset.ts';
+import type { FamilyRuleset } from '../../../dataplanes/shared/nft/ruleset.ts';
 import type { DualStackState } from '../../../src/model/proxy-state.ts';
 import { endpoint, ipv4, localEndpoint, proxyState, servicePort } from './fixtures.ts';
 

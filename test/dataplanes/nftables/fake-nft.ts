@@ -8,7 +8,7 @@ import type {
   NftFamily,
   NftOp,
   SetSpec,
-} from '../../../dataplanes/nftables/transaction.ts';
+} from '../../../dataplanes/shared/nft/transaction.ts';
 
 interface FakeTable {
   sets: Map<string, SetSpec>;

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { diffFamily } from '../../../dataplanes/nftables/diff.ts';
 import { FragmentIndex } from '../../../dataplanes/nftables/fragment-index.ts';
 import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
-import { NftTransaction } from '../../../dataplanes/nftables/transaction.ts';
+import { diffFamily } from '../../../dataplanes/shared/nft/diff.ts';
+import { NftTransaction } from '../../../dataplanes/shared/nft/transaction.ts';
 import { changedServicePorts } from '../../../src/model/changed-service-ports.ts';
 import type { ProxyState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { IntactSampler } from '../../../dataplanes/nftables/intact-check.ts';
 import {
   type ExpectedObjects,
-  IntactSampler,
   intactCheckScript,
-} from '../../../dataplanes/nftables/intact-check.ts';
+} from '../../../dataplanes/shared/nft/intact-check-script.ts';
 import { endpoint, proxyState, servicePort } from './fixtures.ts';
 
 /** 100 ports of one endpoint each, one of them without endpoints. */

@@ -3,11 +3,11 @@
 // node with our tables rewrites them in place, so dynamic sets (affinity) keep their elements.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { CANARY_SET } from '../../../dataplanes/nftables/base-objects.ts';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
 import { commandNftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
 import { nftablesPlanner, planFull } from '../../../dataplanes/nftables/planner.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
+import { CANARY_SET } from '../../../dataplanes/shared/nft/ruleset.ts';
 import { Lab } from '../../support/netns.ts';
 import { prng } from '../../support/prng.ts';
 import { endpoint, ipv4, servicePort } from './fixtures.ts';

@@ -1,7 +1,7 @@
 // Helpers for nftables kernel tests: load a script into a lab namespace, read the table back in a
 // canonical form (handles dropped, objects sorted, rule order within a chain kept, the canary's
 // nonce ignored).
-import { CANARY_SET } from '../../../dataplanes/nftables/base-objects.ts';
+import { CANARY_SET } from '../../../dataplanes/shared/nft/ruleset.ts';
 import type { Lab } from '../../support/netns.ts';
 
 export async function nftLoad(lab: Lab, ns: string, script: string): Promise<void> {

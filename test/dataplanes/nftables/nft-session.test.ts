@@ -4,8 +4,8 @@ import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { NftError } from '../../../dataplanes/nftables/nft-runner.ts';
 import { fitsSession, NftSession, oneLine } from '../../../dataplanes/nftables/nft-session.ts';
-import { NftTransaction } from '../../../dataplanes/nftables/transaction.ts';
 import { CommandTimeoutError, execaRunner } from '../../../dataplanes/shared/command-runner.ts';
+import { NftTransaction } from '../../../dataplanes/shared/nft/transaction.ts';
 import { Lab } from '../../support/netns.ts';
 
 const isRoot = process.getuid?.() === 0;

@@ -1,6 +1,6 @@
 // One nft rule's tokens → the matches and statements the tracer evaluates. Covers the grammar
 // kproxy writes (and nft lists back); anything else makes the rule `unknown`, never a guess.
-import { type NftElement, parseElements, unquote } from './trace-ruleset.ts';
+import { type NftElement, parseElements, unquote } from './nft-ruleset.ts';
 
 /** A value the packet carries, or numgen's random number. */
 export type NftExpr =

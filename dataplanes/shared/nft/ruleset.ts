@@ -20,6 +20,12 @@ export interface FamilyRuleset {
 /** The rules of a chain read back from the kernel: never equal to any desired chain's rules. */
 export const UNKNOWN_RULES: readonly string[] = Object.freeze(['# rules read back from the kernel']);
 
+/**
+ * A set the live dataplane puts one nonce in at every full sync; listing it is cheap at any size.
+ * Filled outside any plan, so a diff after adoption leaves it alone (diff.ts).
+ */
+export const CANARY_SET = 'canary';
+
 /** One entry per family that has state; a family without state has no table. */
 export interface DesiredRuleset {
   readonly ip?: FamilyRuleset;

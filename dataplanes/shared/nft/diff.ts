@@ -2,10 +2,9 @@
 // Order matters inside the transaction: new sets and chains first (elements and rules refer to
 // them), then rewritten chains, then element deletes before adds (a changed value is a delete
 // plus an add), and last the chains and sets nothing refers to any more.
-import { runAll, type Steps } from '../../src/base/work-slices.ts';
-import { CANARY_SET } from './base-objects.ts';
+import { runAll, type Steps } from '../../../src/base/work-slices.ts';
 import { defineFamily } from './full-transaction.ts';
-import { type DesiredRuleset, FAMILIES, type FamilyRuleset } from './ruleset.ts';
+import { CANARY_SET, type DesiredRuleset, FAMILIES, type FamilyRuleset } from './ruleset.ts';
 import { type ChainSpec, type ElementSpec, NftTransaction, type SetSpec, TABLE } from './transaction.ts';
 
 function sameJSON(a: unknown, b: unknown): boolean {

@@ -1,7 +1,7 @@
 // nft text → the tables, chains, sets and maps it holds, for the tracer. Reads both forms kproxy
 // meets: the script it sends (`add table …`, `add rule …`, `add element … { … }`, what `render`
 // prints) and the kernel's listing (`nft list ruleset`: nested `table … { chain … { … } }`).
-// Rules stay token lists here; trace-rule.ts gives them meaning.
+// Rules stay token lists here; nft-rule.ts gives them meaning.
 
 export interface NftElement {
   /** Key components (the parts between ` . `), as written. */

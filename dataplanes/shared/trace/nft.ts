@@ -8,11 +8,9 @@ import {
   serviceOfComment,
   walkHooks,
   withStep,
-} from '../shared/trace/flow.ts';
-import { valueMatches } from '../shared/trace/match-value.ts';
-import type { TraceReport, TraceStep } from '../shared/trace/outcome.ts';
-import { isLocalAddress, packetFamily, type TraceHost, type TracePacket } from '../shared/trace/packet.ts';
-import { type NftClause, type NftExpr, type NftLookup, type ParsedRule, parseRule } from './trace-rule.ts';
+} from './flow.ts';
+import { valueMatches } from './match-value.ts';
+import { type NftClause, type NftExpr, type NftLookup, type ParsedRule, parseRule } from './nft-rule.ts';
 import {
   type NftChain,
   type NftElement,
@@ -20,7 +18,9 @@ import {
   type NftRuleset,
   type NftTable,
   nftSeconds,
-} from './trace-ruleset.ts';
+} from './nft-ruleset.ts';
+import type { TraceReport, TraceStep } from './outcome.ts';
+import { isLocalAddress, packetFamily, type TraceHost, type TracePacket } from './packet.ts';
 
 /** Tables kproxy owns: its own and the IPVS mode's companion. */
 export const KPROXY_TABLES: ReadonlySet<string> = new Set(['kproxy', 'kproxy-ipvs']);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { fitComment, NftTransaction } from '../../../dataplanes/nftables/transaction.ts';
+import { fitComment, NftTransaction } from '../../../../dataplanes/shared/nft/transaction.ts';
 
 test('the string form is the nft script, one command per verb, many elements in one command', () => {
   const tx = new NftTransaction()
