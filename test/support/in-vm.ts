@@ -24,8 +24,9 @@ export function testInVm(file: string, what: string, testsPerMode: number): void
     t.diagnostic(`the VM run took ${Math.round(run.durationMs / 1000)} s, boot included`);
     assert.equal(run.exitCode, 0, `the tests failed in the VM (exit ${run.exitCode}):\n${run.output}`);
     assert.equal(run.fail, 0, run.output);
+    // A todo test (a known bug pinned) counts as run.
     assert.equal(
-      run.pass,
+      run.pass + run.todo,
       testsPerMode * modes.length,
       `every test ran and passed in the VM:\n${run.output}`,
     );
