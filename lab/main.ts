@@ -76,9 +76,10 @@ async function netnsReport(mode: DataplaneMode): Promise<LabReport> {
 
 /**
  * Bounds a hang of the VM run: a boot (~20-40 s under TCG), then per mode the lab's start and its
- * scenarios, which take several minutes emulated on a busy machine (each probe starts a process).
+ * scenarios, which take several minutes emulated (15 min seen on a 2-core machine at load ~9:
+ * each probe starts a process).
  */
-const VM_DEADLINE_MS = 20 * 60_000;
+const VM_DEADLINE_MS = 25 * 60_000;
 
 /** The netns lab for `vmModes` inside the qemu VM, in one boot; its progress goes to stderr. */
 async function vmReports(vmModes: readonly DataplaneMode[]): Promise<LabReport[]> {
