@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# kproxy on this node: Node 24 and the production dependencies through npm, `kproxy install`
-# (app, command, systemd unit), a kubeconfig with the lab's token, the configuration, then the
-# service in KPROXY_MODE (kproxy-mode.sh; the lab runner switches modes with it too).
+# kproxy on this node: Node 24 and the dependencies through npm (all of them: `kproxy install`
+# compiles the app with the dev dependency TypeScript, then installs only production packages),
+# `kproxy install` (app, command, systemd unit), a kubeconfig with the lab's token, the
+# configuration, then the service in KPROXY_MODE (kproxy-mode.sh; the lab runner switches modes).
 # Env: NODE_NAME CONTROL_PLANE_IP KPROXY_MODE
 set -euo pipefail
 : "${NODE_NAME:?}" "${CONTROL_PLANE_IP:?}" "${KPROXY_MODE:?}"
@@ -12,7 +13,7 @@ source /kproxy/vagrant/provision/lab.env
 mkdir -p /opt/kproxy-build
 cp -a /kproxy/. /opt/kproxy-build/
 cd /opt/kproxy-build
-npm ci --omit=dev --no-audit --no-fund
+npm ci --no-audit --no-fund
 node_modules/.bin/node bin/kproxy.ts install
 
 cat >/etc/kproxy/kubeconfig <<CONF
