@@ -5,8 +5,7 @@
 // mode this kernel cannot run (IPVS without ip_vs) runs the same netns lab inside the qemu VM
 // (lab/vm.ts), which hands its column back with --json-file. The Vagrant lab needs the VMs of
 // vagrant/Vagrantfile up. Exit status 1 when a check failed.
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { DataplaneMode } from '../dataplanes/shared/dataplane.ts';
@@ -19,7 +18,7 @@ import { ALL_SCENARIOS } from './scenarios/all.ts';
 import { runScenario, type ScenarioResult } from './scenarios/scenario.ts';
 import { syncDurationNote } from './sync-durations.ts';
 import { VagrantLab } from './vagrant-lab.ts';
-import { kernelRuns, runInVm } from './vm.ts';
+import { kernelRuns, runInVm, vmShareDir } from './vm.ts';
 
 const { values } = parseArgs({
   options: {
@@ -86,7 +85,7 @@ async function vmReports(vmModes: readonly DataplaneMode[]): Promise<LabReport[]
   process.stderr.write(
     `lab: ${vmModes.join(', ')}: not in this kernel; booting the qemu VM to run the netns lab there\n`,
   );
-  const dir = await mkdtemp(join(tmpdir(), 'kproxy-lab-vm-'));
+  const dir = await vmShareDir();
   try {
     const file = join(dir, 'reports.json');
     const run = await runInVm(

@@ -4,8 +4,7 @@
 // the same files run there unchanged: the netns lab, a node test file. One boot per call: callers
 // run all their VM work in one command (TCG emulation makes a boot cost ~20-40 s).
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
@@ -47,7 +46,7 @@ export interface VmOptions {
   readonly timeoutMs: number;
   /** Environment variables for the command (the guest starts with a bare PATH and HOME). */
   readonly env?: Readonly<Record<string, string>>;
-  /** A directory the guest may write, at the same path (the repository is read-only there). */
+  /** Where the guest's results are written: a directory from vmShareDir(). */
   readonly shareDir?: string;
   /** Virtual CPUs; 1 competes least with the host's other work (TCG was no slower with it). */
   readonly cpus?: number;
@@ -63,10 +62,19 @@ export interface VmRun {
   readonly durationMs: number;
 }
 
+/**
+ * A fresh directory the guest can write and the host read: inside the repository (which the VM
+ * shares read-write), ignored by git, removed by its user.
+ */
+export async function vmShareDir(): Promise<string> {
+  await mkdir(join(REPO, '.vm-share'), { recursive: true });
+  return mkdtemp(join(REPO, '.vm-share', 'run-'));
+}
+
 /** Boots the VM, runs `command args` as root in the repository, powers it off. */
 export async function runInVm(command: string, args: readonly string[], options: VmOptions): Promise<VmRun> {
   const started = Date.now();
-  const shareDir = options.shareDir ?? (await mkdtemp(join(tmpdir(), 'kproxy-vm-')));
+  const shareDir = options.shareDir ?? (await vmShareDir());
   try {
     const env = Object.entries({
       KPROXY_SLOWDOWN: String(VM_SLOWDOWN),
@@ -74,10 +82,11 @@ export async function runInVm(command: string, args: readonly string[], options:
       NODE_COMPILE_CACHE: '/tmp/kproxy-node-compile-cache',
       ...options.env,
     }).map(([k, v]) => `${k}=${v}`);
-    // The script shares its working directory read-write and starts the command there; env -C
-    // moves the command to the repository.
+    // The script shares its working directory read-write at the same path: the repository, so it
+    // is there whatever the checkout's path (the guest's /tmp and /run are its own tmpfs, and a
+    // checkout under them would be hidden otherwise) and results come back through vmShareDir().
     const vm = execa(VM_SCRIPT, ['env', '-C', REPO, ...env, command, ...args], {
-      cwd: shareDir,
+      cwd: REPO,
       reject: false,
       all: true,
       timeout: options.timeoutMs,
@@ -109,7 +118,7 @@ export interface VmTestOptions extends VmOptions {
  * shared file, not from the console.
  */
 export async function runNodeTestsInVm(files: readonly string[], options: VmTestOptions): Promise<VmTestRun> {
-  const shareDir = await mkdtemp(join(tmpdir(), 'kproxy-vm-tests-'));
+  const shareDir = await vmShareDir();
   try {
     const tap = join(shareDir, 'report.tap');
     const run = await runInVm(
