@@ -21,8 +21,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { execa } from 'execa';
+import { Lab, type LabProcess } from '../harness/netns.ts';
 import { install, UNIT_PATH } from '../src/cli/install.ts';
-import { Lab, type LabProcess } from '../test/support/netns.ts';
 import { percentile, reportSection, round } from './measure.ts';
 import { writeClusterList } from './synthetic-cluster.ts';
 
@@ -45,7 +45,7 @@ const TIMEOUT_MS = Number(values.timeout) * 1000;
 
 const REPO = join(import.meta.dirname, '..');
 const NODE_BIN = join(REPO, 'node_modules/.bin/node');
-const API_MAIN = join(REPO, 'test/support/apiserver/main.ts');
+const API_MAIN = join(REPO, 'harness/apiserver/main.ts');
 const API = 'http://127.0.0.1:6443';
 const METRICS = 'http://127.0.0.1:10249/metrics';
 const HEALTHZ = 'http://127.0.0.1:10256/healthz';

@@ -45,13 +45,9 @@ function heapUsed(): number {
 
 const dir = mkdtempSync(join(tmpdir(), 'kproxy-bench-'));
 await writeClusterList(join(dir, 'cluster.json'), { services, endpointsPerService: endpoints, nodes });
-const server = spawn(
-  process.execPath,
-  ['test/support/apiserver/main.ts', '--data', join(dir, 'cluster.json')],
-  {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  },
-);
+const server = spawn(process.execPath, ['harness/apiserver/main.ts', '--data', join(dir, 'cluster.json')], {
+  stdio: ['ignore', 'pipe', 'inherit'],
+});
 try {
   const url = await new Promise<string>((resolve, reject) => {
     createInterface({ input: server.stdout! }).once('line', (line) =>

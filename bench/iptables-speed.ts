@@ -12,8 +12,8 @@ import { iptablesPlanner, planFamilyIncremental } from '../dataplanes/iptables/p
 import { restoreInput } from '../dataplanes/iptables/restore-plan.ts';
 import { execaRunner } from '../dataplanes/shared/command-runner.ts';
 import type { LiveDataplane, SyncOutcome } from '../dataplanes/shared/dataplane.ts';
+import { Lab } from '../harness/netns.ts';
 import type { DualStackState } from '../src/model/proxy-state.ts';
-import { Lab } from '../test/support/netns.ts';
 import { loadedModel } from './bench-model.ts';
 import { median, reportSection, round, TimedRunner, timeMs } from './measure.ts';
 import { syntheticCluster, syntheticSlice } from './synthetic-cluster.ts';

@@ -13,10 +13,10 @@ import { parseArgs } from 'node:util';
 import type { FragmentIndex } from '../dataplanes/nftables/fragment-index.ts';
 import { incrementalPlanSteps, nftablesPlanner } from '../dataplanes/nftables/planner.ts';
 import type { NftFamily } from '../dataplanes/shared/nft/transaction.ts';
+import { Lab } from '../harness/netns.ts';
+import { endpoint, ipv4, servicePort } from '../harness/proxy-states.ts';
 import { runAll } from '../src/base/work-slices.ts';
 import type { DualStackState, ServicePort } from '../src/model/proxy-state.ts';
-import { Lab } from '../test/support/netns.ts';
-import { endpoint, ipv4, servicePort } from '../test/support/proxy-states.ts';
 import { median, reportSection, round, timeMs } from './measure.ts';
 
 const { values } = parseArgs({

@@ -19,9 +19,9 @@ import { NftablesDataplane } from '../dataplanes/nftables/live.ts';
 import { commandNftRunner } from '../dataplanes/nftables/nft-runner.ts';
 import { execaRunner } from '../dataplanes/shared/command-runner.ts';
 import { fullTransaction } from '../dataplanes/shared/nft/full-transaction.ts';
+import { Lab } from '../harness/netns.ts';
 import { lastResortCollector } from '../src/daemon/release-memory.ts';
 import type { DualStackState } from '../src/model/proxy-state.ts';
-import { Lab } from '../test/support/netns.ts';
 import { BENCH_NODE_IP, loadedModel } from './bench-model.ts';
 import {
   idleMemoryMiB,
@@ -153,7 +153,7 @@ try {
   await lab.addRoute(nodeNs, ['10.244.0.0/16', 'via', SERVER_IP]);
   await lab.addRoute(serverNs, ['local', '10.244.0.0/16', 'dev', 'lo']);
   const echo = lab.spawn(serverNs, process.execPath, [
-    join(import.meta.dirname, '../test/support/echo-server.ts'),
+    join(import.meta.dirname, '../harness/echo-server.ts'),
     'bench',
     '--tcp',
     String(ECHO_PORT),

@@ -1,7 +1,7 @@
 // The one interface every lab implements, so the SAME scenario checks run against the netns lab
 // (namespaces on one machine) and the Vagrant lab (VMs with a kubeadm control plane).
 //
-// A lab has nodes running kproxy, test pods running the echo server (test/support/echo-server.ts:
+// A lab has nodes running kproxy, test pods running the echo server (harness/echo-server.ts:
 // it answers every TCP connection and UDP datagram with its pod name and the peer address it saw,
 // on TCP port ECHO_TCP_PORT and UDP port ECHO_UDP_PORT), and an external client outside the
 // cluster. Scenarios write selector-less Services and their EndpointSlices themselves, so both labs

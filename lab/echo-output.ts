@@ -1,7 +1,7 @@
-// Reading test/support/echo-client.ts output, whichever lab ran it: one JSON line per attempt,
+// Reading harness/echo-client.ts output, whichever lab ran it: one JSON line per attempt,
 // and for --hold a greeting line then one {"echo":...} line per echoed tick.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type EchoOutcome, HOLD_TICK_MS } from '../test/support/echo-client.ts';
+import { type EchoOutcome, HOLD_TICK_MS } from '../harness/echo-client.ts';
 import type { HeldConnection, Outcome } from './driver.ts';
 
 /** "10.0.0.1:5000" or "[fd00::1]:5000" → the address. */

@@ -3,12 +3,13 @@
 //   node lab/main.ts --lab vagrant --vagrant-dir vagrant [--modes nftables,iptables,ipvs]
 // The netns lab needs root (it creates network namespaces, and changes nothing outside them); a
 // mode this kernel cannot run (IPVS without ip_vs) runs the same netns lab inside the qemu VM
-// (lab/vm.ts), which hands its column back with --json-file. The Vagrant lab needs the VMs of
+// (harness/vm.ts), which hands its column back with --json-file. The Vagrant lab needs the VMs of
 // vagrant/Vagrantfile up. Exit status 1 when a check failed.
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { DataplaneMode } from '../dataplanes/shared/dataplane.ts';
+import { kernelRuns, runInVm, vmShareDir } from '../harness/vm.ts';
 import { LIVE_MODES } from '../src/daemon/live-dataplanes.ts';
 import type { LabDriver } from './driver.ts';
 import { NetnsLab } from './netns-lab.ts';
@@ -18,7 +19,6 @@ import { ALL_SCENARIOS } from './scenarios/all.ts';
 import { runScenario, type ScenarioResult } from './scenarios/scenario.ts';
 import { syncDurationNote } from './sync-durations.ts';
 import { VagrantLab } from './vagrant-lab.ts';
-import { kernelRuns, runInVm, vmShareDir } from './vm.ts';
 
 const { values } = parseArgs({
   options: {

@@ -1,17 +1,18 @@
 // The netns lab: a cluster on one machine. The stand-in API server runs in the underlay namespace
 // (on br0, 10.100.0.1), every node namespace runs its own `kproxy run` against it, pod namespaces
-// run the echo server, and the client namespace is the outside world (see test/support/topology.ts
+// run the echo server, and the client namespace is the outside world (see harness/topology.ts
 // for the addressing). Objects go to the API server; the daemons program their nodes.
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { DataplaneMode } from '../dataplanes/shared/dataplane.ts';
+import { standInKubeconfig } from '../harness/apiserver/kubeconfig.ts';
+import { sampleNode } from '../harness/apiserver/sample-objects.ts';
+import { allowance } from '../harness/emulation.ts';
+import { Lab, type LabProcess } from '../harness/netns.ts';
+import { CLUSTER_CIDR_V4, type PodInfo, Topology } from '../harness/topology.ts';
 import { ENDPOINT_SLICES, NODES, objectPath, type ResourceType, SERVICES } from '../src/kube/resources.ts';
-import { standInKubeconfig } from '../test/support/apiserver/kubeconfig.ts';
-import { sampleNode } from '../test/support/apiserver/sample-objects.ts';
-import { Lab, type LabProcess } from '../test/support/netns.ts';
-import { CLUSTER_CIDR_V4, type PodInfo, Topology } from '../test/support/topology.ts';
 import {
   ECHO_TCP_PORT,
   ECHO_UDP_PORT,
@@ -26,11 +27,10 @@ import {
   type Protocol,
 } from './driver.ts';
 import { heldConnection, toOutcome } from './echo-output.ts';
-import { allowance } from './emulation.ts';
 
 const REPO = fileURLToPath(new URL('../', import.meta.url));
 const KPROXY = join(REPO, 'bin/kproxy.ts');
-const API_MAIN = join(REPO, 'test/support/apiserver/main.ts');
+const API_MAIN = join(REPO, 'harness/apiserver/main.ts');
 const API_ADDRESS = '10.100.0.1';
 const API = `http://${API_ADDRESS}:6443`;
 const SYNCED = '"msg":"rules synced"';

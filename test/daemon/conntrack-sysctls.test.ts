@@ -6,9 +6,9 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { Lab, requireRoot } from '../../harness/netns.ts';
 import type { ConntrackConfig } from '../../src/config/config.ts';
 import { applyConntrackSysctls, conntrackMax } from '../../src/daemon/conntrack-sysctls.ts';
-import { Lab, requireRoot } from '../support/netns.ts';
 
 /** kube-proxy's defaults. */
 const DEFAULTS: ConntrackConfig = {

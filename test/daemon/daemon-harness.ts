@@ -3,7 +3,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../../dataplanes/shared/dataplane.ts';
 import { DataplaneError } from '../../dataplanes/shared/dataplane-error.ts';
-import { allowance } from '../../lab/emulation.ts';
+import { allowance } from '../../harness/emulation.ts';
 import { loadProxyConfig, type ProxyConfig } from '../../src/config/config.ts';
 import type { DualStackState } from '../../src/model/proxy-state.ts';
 

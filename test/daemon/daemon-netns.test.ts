@@ -4,28 +4,28 @@
 // follow; health and metrics are scraped; a restart under traffic keeps established connections;
 // an API server outage keeps the rules, turns /healthz 503, and recovery resyncs.
 // Runs for every mode this build can program: here for those this kernel runs, and this same file
-// inside the qemu VM (lab/vm.ts) for the others (IPVS, on a kernel without ip_vs).
+// inside the qemu VM (harness/vm.ts) for the others (IPVS, on a kernel without ip_vs).
 import assert from 'node:assert/strict';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { sampleEndpointSlice, sampleNode, sampleService } from '../../harness/apiserver/sample-objects.ts';
+import { allowance } from '../../harness/emulation.ts';
+import { testInVm } from '../../harness/in-vm.ts';
+import { Lab, type LabProcess, requireRoot } from '../../harness/netns.ts';
+import { Topology, tally } from '../../harness/topology.ts';
+import { modesHere } from '../../harness/vm.ts';
 import { heldConnection } from '../../lab/echo-output.ts';
-import { allowance } from '../../lab/emulation.ts';
-import { modesHere } from '../../lab/vm.ts';
 import { BACKOFF_MAX_MS } from '../../src/kube/backoff.ts';
 import { ENDPOINT_SLICES, NODES, objectPath, type ResourceType, SERVICES } from '../../src/kube/resources.ts';
-import { sampleEndpointSlice, sampleNode, sampleService } from '../support/apiserver/sample-objects.ts';
-import { testInVm } from '../support/in-vm.ts';
-import { Lab, type LabProcess, requireRoot } from '../support/netns.ts';
-import { Topology, tally } from '../support/topology.ts';
 import { eventually } from './daemon-harness.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 const NODE_BIN = join(REPO, 'node_modules/.bin/node');
 const KPROXY = join(REPO, 'bin/kproxy.ts');
-const API_MAIN = join(REPO, 'test/support/apiserver/main.ts');
+const API_MAIN = join(REPO, 'harness/apiserver/main.ts');
 const API_PORT = 6443;
 const API = `http://127.0.0.1:${API_PORT}`;
 const CLUSTER_IP = '10.96.0.10';

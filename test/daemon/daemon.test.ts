@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { sampleEndpointSlice, sampleNode, sampleService } from '../../harness/apiserver/sample-objects.ts';
+import { type StandInApiServer, startApiServer } from '../../harness/apiserver/server.ts';
 import { type Daemon, startDaemon } from '../../src/daemon/daemon.ts';
 import { KubeClient } from '../../src/kube/client.ts';
 import { ENDPOINT_SLICES, NODES, SERVICES } from '../../src/kube/resources.ts';
 import { systemClock } from '../../src/sync/clock.ts';
 import { ProxyMetrics } from '../../src/sync/metrics.ts';
-import { sampleEndpointSlice, sampleNode, sampleService } from '../support/apiserver/sample-objects.ts';
-import { type StandInApiServer, startApiServer } from '../support/apiserver/server.ts';
 import { capturedLogger } from '../support/captured-logger.ts';
 import { freePort } from '../support/free-port.ts';
 import { configFromYaml, eventually, FAST_CONFIG, RecordingDataplane } from './daemon-harness.ts';

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { localEndpoint, proxyState, servicePort } from '../../harness/proxy-states.ts';
 import {
   HealthCheckNodePorts,
   healthCheckHosts,
@@ -8,7 +9,6 @@ import {
 import { listenHttp } from '../../src/daemon/http-listener.ts';
 import type { DualStackState, Endpoint } from '../../src/model/proxy-state.ts';
 import { freePort } from '../support/free-port.ts';
-import { localEndpoint, proxyState, servicePort } from '../support/proxy-states.ts';
 
 const LOCAL = localEndpoint('10.1.0.5', 80);
 

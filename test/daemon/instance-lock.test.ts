@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { Lab, requireRoot } from '../../harness/netns.ts';
 import { acquireInstanceLock } from '../../src/daemon/instance-lock.ts';
-import { Lab, requireRoot } from '../support/netns.ts';
 
 // Distinct from a real daemon's lock and from parallel test processes.
 const prefix = `kproxy-test-${process.pid}`;

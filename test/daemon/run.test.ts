@@ -5,10 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { sampleNode, sampleService } from '../../harness/apiserver/sample-objects.ts';
+import { startApiServer } from '../../harness/apiserver/server.ts';
 import { logLevel, type RunEnvironment, runCommand } from '../../src/cli/run.ts';
 import { NODES, SERVICES } from '../../src/kube/resources.ts';
-import { sampleNode, sampleService } from '../support/apiserver/sample-objects.ts';
-import { startApiServer } from '../support/apiserver/server.ts';
 import { eventually, RecordingDataplane } from './daemon-harness.ts';
 
 function capture() {

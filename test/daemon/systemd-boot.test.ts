@@ -17,6 +17,10 @@ import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
+import { standInKubeconfig } from '../../harness/apiserver/kubeconfig.ts';
+import { sampleEndpointSlice, sampleNode, sampleService } from '../../harness/apiserver/sample-objects.ts';
+import { Lab, requireRoot } from '../../harness/netns.ts';
+import { Topology, tally } from '../../harness/topology.ts';
 import { heldConnection } from '../../lab/echo-output.ts';
 import {
   APP_DIR,
@@ -27,14 +31,10 @@ import {
   SERVICE_USER,
 } from '../../src/cli/install.ts';
 import { ENDPOINT_SLICES, NODES, objectPath, type ResourceType, SERVICES } from '../../src/kube/resources.ts';
-import { standInKubeconfig } from '../support/apiserver/kubeconfig.ts';
-import { sampleEndpointSlice, sampleNode, sampleService } from '../support/apiserver/sample-objects.ts';
-import { Lab, requireRoot } from '../support/netns.ts';
-import { Topology, tally } from '../support/topology.ts';
 import { eventually } from './daemon-harness.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
-const API_MAIN = join(REPO, 'test/support/apiserver/main.ts');
+const API_MAIN = join(REPO, 'harness/apiserver/main.ts');
 const API_PORT = 6443;
 const CLUSTER_IP = '10.96.0.10';
 const NODE_PORT = 30080;

@@ -11,11 +11,11 @@ import { FAMILIES, type IptablesPlan, restoreInput } from '../../dataplanes/ipta
 import type { IpvsPlan } from '../../dataplanes/ipvs/ipvs-plan.ts';
 import { ipvsDesired, ipvsPlanner } from '../../dataplanes/ipvs/planner.ts';
 import { nftablesPlanner } from '../../dataplanes/nftables/planner.ts';
+import { Lab, requireRoot } from '../../harness/netns.ts';
 import { canonicalIP } from '../../src/base/ip-address.ts';
 import { buildProxyState } from '../../src/model/build-state.ts';
 import type { DualStackState } from '../../src/model/proxy-state.ts';
 import { CLUSTER_OPTIONS, randomCluster } from '../model/random-cluster.ts';
-import { Lab, requireRoot } from '../support/netns.ts';
 import { prng } from '../support/prng.ts';
 import { applyOps, fromDesired } from './ipvs/fake-ipvs.ts';
 import { nftLoad } from './nftables/kernel-support.ts';

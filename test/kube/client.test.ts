@@ -3,12 +3,12 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { makeTestPki, type TestPki } from '../../harness/apiserver/certs.ts';
+import { sampleService } from '../../harness/apiserver/sample-objects.ts';
+import { startApiServer } from '../../harness/apiserver/server.ts';
 import { isExpired, KubeClient, parseRetryAfter, type WatchItem } from '../../src/kube/client.ts';
 import { SERVICES } from '../../src/kube/resources.ts';
 import { FileTokenSource, staticTokenSource } from '../../src/kube/token-source.ts';
-import { makeTestPki, type TestPki } from '../support/apiserver/certs.ts';
-import { sampleService } from '../support/apiserver/sample-objects.ts';
-import { startApiServer } from '../support/apiserver/server.ts';
 
 /** Reads watch items until `count` events arrived (or the stream ended). */
 async function take(stream: AsyncIterable<WatchItem>, count: number): Promise<WatchItem[]> {

@@ -10,12 +10,12 @@ import { iptablesPlanner } from '../../dataplanes/iptables/planner.ts';
 import { ipvsPlanner } from '../../dataplanes/ipvs/planner.ts';
 import { nftablesPlanner } from '../../dataplanes/nftables/planner.ts';
 import type { DataplanePlanner } from '../../dataplanes/shared/dataplane.ts';
+import { Lab, requireRoot } from '../../harness/netns.ts';
 import { decodeObject } from '../../src/kube/decode.ts';
 import type { EndpointSlice, Node, Service } from '../../src/kube/objects.ts';
 import { buildProxyState, type ProxyOptions } from '../../src/model/build-state.ts';
 import type { DualStackState } from '../../src/model/proxy-state.ts';
 import { nftLoad } from '../dataplanes/nftables/kernel-support.ts';
-import { Lab, requireRoot } from '../support/netns.ts';
 import { prng } from '../support/prng.ts';
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };

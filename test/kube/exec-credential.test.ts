@@ -3,6 +3,9 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { makeTestPki, type TestPki } from '../../harness/apiserver/certs.ts';
+import { sampleService } from '../../harness/apiserver/sample-objects.ts';
+import { startApiServer } from '../../harness/apiserver/server.ts';
 import { KubeClient, type WatchItem } from '../../src/kube/client.ts';
 import { formatConfigError } from '../../src/kube/connection.ts';
 import {
@@ -14,9 +17,6 @@ import {
 import { loadKubeconfig } from '../../src/kube/kubeconfig.ts';
 import type { Service } from '../../src/kube/objects.ts';
 import { SERVICES } from '../../src/kube/resources.ts';
-import { makeTestPki, type TestPki } from '../support/apiserver/certs.ts';
-import { sampleService } from '../support/apiserver/sample-objects.ts';
-import { startApiServer } from '../support/apiserver/server.ts';
 import { eventually, expectedStore, startTestInformer, storeContents } from './harness.ts';
 
 const V1 = 'client.authentication.k8s.io/v1';

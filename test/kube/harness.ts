@@ -4,6 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { Registry } from 'prom-client';
+import type { StandInApiServer } from '../../harness/apiserver/server.ts';
 import { KubeClient } from '../../src/kube/client.ts';
 import type { ClusterConnection } from '../../src/kube/connection.ts';
 import { decodeObject } from '../../src/kube/decode.ts';
@@ -11,7 +12,6 @@ import { Informer, type InformerEvent, type InformerOptions } from '../../src/ku
 import { createInformerMetrics, type InformerMetrics } from '../../src/kube/informer-metrics.ts';
 import type { KubeObject } from '../../src/kube/objects.ts';
 import { objectKey, type ResourceType } from '../../src/kube/resources.ts';
-import type { StandInApiServer } from '../support/apiserver/server.ts';
 import { type CapturedLogger, capturedLogger } from '../support/captured-logger.ts';
 
 export interface TestInformer<T extends KubeObject> {

@@ -3,13 +3,13 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Registry } from 'prom-client';
+import { sampleService } from '../../harness/apiserver/sample-objects.ts';
 import type { KubeApi, ListPage, WatchItem } from '../../src/kube/client.ts';
 import { decodeObject } from '../../src/kube/decode.ts';
 import { Informer } from '../../src/kube/informer.ts';
 import { createInformerMetrics } from '../../src/kube/informer-metrics.ts';
 import type { Service } from '../../src/kube/objects.ts';
 import { SERVICES } from '../../src/kube/resources.ts';
-import { sampleService } from '../support/apiserver/sample-objects.ts';
 import { capturedLogger } from '../support/captured-logger.ts';
 import { counterValue, eventually } from './harness.ts';
 

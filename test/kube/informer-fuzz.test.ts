@@ -4,11 +4,11 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { sampleEndpointSlice, sampleService } from '../../harness/apiserver/sample-objects.ts';
+import { type StandInApiServer, startApiServer } from '../../harness/apiserver/server.ts';
 import type { EndpointSlice, Service } from '../../src/kube/objects.ts';
 import { endpointSliceLabelSelector, serviceLabelSelector } from '../../src/kube/proxy-informers.ts';
 import { ENDPOINT_SLICES, type ResourceType, SERVICES } from '../../src/kube/resources.ts';
-import { sampleEndpointSlice, sampleService } from '../support/apiserver/sample-objects.ts';
-import { type StandInApiServer, startApiServer } from '../support/apiserver/server.ts';
 import { prng } from '../support/prng.ts';
 import {
   counterValue,

@@ -3,11 +3,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
+import { sampleService } from '../../harness/apiserver/sample-objects.ts';
+import { startApiServer } from '../../harness/apiserver/server.ts';
 import type { Service } from '../../src/kube/objects.ts';
 import { SERVICES } from '../../src/kube/resources.ts';
 import { FileTokenSource } from '../../src/kube/token-source.ts';
-import { sampleService } from '../support/apiserver/sample-objects.ts';
-import { startApiServer } from '../support/apiserver/server.ts';
 import { counterValue, eventually, expectedStore, startTestInformer, storeContents } from './harness.ts';
 
 for (const watchList of [true, false]) {

@@ -3,10 +3,10 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { makeTestPki, type TestPki } from '../../harness/apiserver/certs.ts';
 import { formatConfigError } from '../../src/kube/connection.ts';
 import { kubeconfigPaths, loadKubeconfig } from '../../src/kube/kubeconfig.ts';
 import { loadConnection } from '../../src/kube/load-connection.ts';
-import { makeTestPki, type TestPki } from '../support/apiserver/certs.ts';
 
 const b64 = (text: string) => Buffer.from(text).toString('base64');
 

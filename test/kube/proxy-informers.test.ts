@@ -2,12 +2,12 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import pino from 'pino';
 import { Registry } from 'prom-client';
+import { sampleEndpointSlice, sampleNode, sampleService } from '../../harness/apiserver/sample-objects.ts';
+import { type StandInApiServer, startApiServer } from '../../harness/apiserver/server.ts';
 import { KubeClient } from '../../src/kube/client.ts';
 import { createInformerMetrics } from '../../src/kube/informer-metrics.ts';
 import { createProxyInformers, startAll, stopAll, waitForAllSynced } from '../../src/kube/proxy-informers.ts';
 import { ENDPOINT_SLICES, NODES, SERVICES } from '../../src/kube/resources.ts';
-import { sampleEndpointSlice, sampleNode, sampleService } from '../support/apiserver/sample-objects.ts';
-import { type StandInApiServer, startApiServer } from '../support/apiserver/server.ts';
 import { eventually } from './harness.ts';
 
 const PROXY_NAME = 'service.kubernetes.io/service-proxy-name';

@@ -5,12 +5,12 @@ import net, { type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { makeTestPki, type TestPki } from '../../harness/apiserver/certs.ts';
+import { type StandInApiServer, startApiServer } from '../../harness/apiserver/server.ts';
 import { KubeClient } from '../../src/kube/client.ts';
 import { loadKubeconfig } from '../../src/kube/kubeconfig.ts';
 import { noProxyMatches, proxyFor } from '../../src/kube/proxy-env.ts';
 import { SERVICES } from '../../src/kube/resources.ts';
-import { makeTestPki, type TestPki } from '../support/apiserver/certs.ts';
-import { type StandInApiServer, startApiServer } from '../support/apiserver/server.ts';
 
 describe('which proxy (client-go / Go ProxyFromEnvironment rules)', () => {
   const https = new URL('https://api.example.com:6443');

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { startApiServer } from '../../harness/apiserver/server.ts';
 import { KubeClient } from '../../src/kube/client.ts';
 import { TokenBucket } from '../../src/kube/rate-limiter.ts';
 import { SERVICES } from '../../src/kube/resources.ts';
-import { startApiServer } from '../support/apiserver/server.ts';
 import { FakeClock } from '../sync/fake-clock.ts';
 
 describe('TokenBucket (client-go flowcontrol)', () => {

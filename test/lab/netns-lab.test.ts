@@ -3,13 +3,13 @@
 // runs on this kernel; the lab is torn down after each mode, also when a check fails.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { testInVm } from '../../harness/in-vm.ts';
+import { requireRoot } from '../../harness/netns.ts';
+import { modesHere } from '../../harness/vm.ts';
 import { NetnsLab } from '../../lab/netns-lab.ts';
 import { formatFailure } from '../../lab/report.ts';
 import { ALL_SCENARIOS } from '../../lab/scenarios/all.ts';
 import { runScenario } from '../../lab/scenarios/scenario.ts';
-import { modesHere } from '../../lab/vm.ts';
-import { testInVm } from '../support/in-vm.ts';
-import { requireRoot } from '../support/netns.ts';
 
 const isRoot = process.getuid?.() === 0;
 

@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { IptablesCommandError } from '../../dataplanes/iptables/live.ts';
 import { CommandTimeoutError } from '../../dataplanes/shared/command-runner.ts';
+import { endpoint, localEndpoint, proxyState, servicePort } from '../../harness/proxy-states.ts';
 import type { DualStackState } from '../../src/model/proxy-state.ts';
 import { countNoLocalEndpoints, ProxyMetrics } from '../../src/sync/metrics.ts';
-import { endpoint, localEndpoint, proxyState, servicePort } from '../support/proxy-states.ts';
 
 async function value(
   metrics: ProxyMetrics,

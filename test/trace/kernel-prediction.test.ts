@@ -14,13 +14,13 @@ import { nftablesPlanner } from '../../dataplanes/nftables/planner.ts';
 import { type CommandRunner, execaRunner } from '../../dataplanes/shared/command-runner.ts';
 import type { TraceOutcome } from '../../dataplanes/shared/trace/outcome.ts';
 import type { TracePacket } from '../../dataplanes/shared/trace/packet.ts';
+import type { EchoOutcome } from '../../harness/echo-client.ts';
+import { Lab } from '../../harness/netns.ts';
+import { endpoint, proxyState, servicePort } from '../../harness/proxy-states.ts';
+import { CLUSTER_CIDR_V4, type NodeInfo, type PodInfo, Topology } from '../../harness/topology.ts';
 import { readLiveRules, type TraceMode, traceRuleText } from '../../src/cli/trace.ts';
 import type { DualStackState, ServicePort } from '../../src/model/proxy-state.ts';
-import type { EchoOutcome } from '../support/echo-client.ts';
-import { Lab } from '../support/netns.ts';
 import { prng } from '../support/prng.ts';
-import { endpoint, proxyState, servicePort } from '../support/proxy-states.ts';
-import { CLUSTER_CIDR_V4, type NodeInfo, type PodInfo, Topology } from '../support/topology.ts';
 
 const isRoot = process.getuid?.() === 0;
 const ROOT_REASON = 'needs root: network namespaces, nft and iptables';

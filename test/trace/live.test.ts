@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { type CommandRunner, execaRunner } from '../../dataplanes/shared/command-runner.ts';
-import { Lab } from '../support/netns.ts';
+import { Lab } from '../../harness/netns.ts';
 import { runRender, runTrace } from './cli-run.ts';
 
 const isRoot = process.getuid?.() === 0;

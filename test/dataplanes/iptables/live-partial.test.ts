@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
-import { Lab, requireRoot } from '../../support/netns.ts';
+import { Lab, requireRoot } from '../../../harness/netns.ts';
 import { prng } from '../../support/prng.ts';
 import { randomChange, randomState } from './random-states.ts';
 import { normalisedSave } from './saved-tables.ts';

@@ -3,8 +3,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { chooseBackend } from '../../../dataplanes/iptables/backend.ts';
 import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
+import { endpoint, proxyState, servicePort } from '../../../harness/proxy-states.ts';
 import type { DualStackState } from '../../../src/model/proxy-state.ts';
-import { endpoint, proxyState, servicePort } from '../../support/proxy-states.ts';
 import { type RecordedCall, RecordingRunner } from './recording-runner.ts';
 import { SCENARIOS } from './scenarios.ts';
 

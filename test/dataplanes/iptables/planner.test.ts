@@ -8,9 +8,9 @@ import {
 } from '../../../dataplanes/iptables/planner.ts';
 import { restoreInput } from '../../../dataplanes/iptables/restore-plan.ts';
 import { probability } from '../../../dataplanes/iptables/service-port-rules.ts';
+import { endpoint, localEndpoint, proxyState, servicePort } from '../../../harness/proxy-states.ts';
 import type { ProxyState, ServicePort } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
-import { endpoint, localEndpoint, proxyState, servicePort } from '../../support/proxy-states.ts';
 import { FakeTables } from './fake-tables.ts';
 import { randomChange, randomState } from './random-states.ts';
 import { SCENARIOS } from './scenarios.ts';

@@ -10,8 +10,8 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { IptablesCommandError, IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
-import { Lab } from '../../support/netns.ts';
-import { endpoint, ipv4, servicePort } from '../../support/proxy-states.ts';
+import { Lab } from '../../../harness/netns.ts';
+import { endpoint, ipv4, servicePort } from '../../../harness/proxy-states.ts';
 
 const isRoot = process.getuid?.() === 0;
 const ROOT_REASON = 'needs root: a network namespace and iptables-legacy (run the suite as root)';

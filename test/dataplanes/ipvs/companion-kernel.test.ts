@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ipvsPlanner } from '../../../dataplanes/ipvs/planner.ts';
+import { Lab, requireRoot } from '../../../harness/netns.ts';
 import type { DualStackState } from '../../../src/model/proxy-state.ts';
-import { Lab, requireRoot } from '../../support/netns.ts';
 import { prng } from '../../support/prng.ts';
 import { randomState } from '../nftables/random-state.ts';
 

@@ -5,7 +5,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { ipvsPlanner } from '../../../dataplanes/ipvs/planner.ts';
-import { endpoint, ipv4, localEndpoint, servicePort } from '../../support/proxy-states.ts';
+import { endpoint, ipv4, localEndpoint, servicePort } from '../../../harness/proxy-states.ts';
 import { goldenStates } from '../nftables/golden-states.ts';
 
 const GOLDEN_DIR = join(import.meta.dirname, '../../golden/ipvs');

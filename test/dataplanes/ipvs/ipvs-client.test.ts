@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { type GenlSocket, IpvsError, NetlinkIpvsClient } from '../../../dataplanes/ipvs/ipvs-client.ts';
 import { IpvsDataplane } from '../../../dataplanes/ipvs/live.ts';
 import { DataplaneError } from '../../../dataplanes/shared/dataplane-error.ts';
-import { ipv4, localEndpoint, servicePort } from '../../support/proxy-states.ts';
+import { ipv4, localEndpoint, servicePort } from '../../../harness/proxy-states.ts';
 import { FakeKernel } from './fake-kernel.ts';
 
 // Short, so the test is quick; what is asserted is that the request fails, not when.

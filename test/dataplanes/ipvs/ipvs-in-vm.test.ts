@@ -1,11 +1,11 @@
 // The IPVS kernel tests. The host kernel has no ip_vs (and no dummy links), so the tests in vm/
-// run inside a throwaway qemu VM with Debian's kernel (lab/vm.ts, over scripts/ipvs-in-qemu.sh,
+// run inside a throwaway qemu VM with Debian's kernel (harness/vm.ts, over scripts/ipvs-in-qemu.sh,
 // which installs qemu with apt when missing and caches the initrd in /var/cache/ipvs-qemu); this
 // test boots it and checks that every in-VM test passed.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { runNodeTestsInVm } from '../../../lab/vm.ts';
-import { requireRoot } from '../../support/netns.ts';
+import { requireRoot } from '../../../harness/netns.ts';
+import { runNodeTestsInVm } from '../../../harness/vm.ts';
 
 test('IPVS kernel tests pass inside the qemu VM', { timeout: 10 * 60_000 }, async (t) => {
   if (!requireRoot(t, 'booting the IPVS test VM (qemu, apt)')) return;

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { IpvsError } from '../../../dataplanes/ipvs/ipvs-client.ts';
 import { IpvsDataplane } from '../../../dataplanes/ipvs/live.ts';
 import type { VirtualService } from '../../../dataplanes/ipvs/virtual-servers.ts';
-import { endpoint, ipv4, localEndpoint, servicePort } from '../../support/proxy-states.ts';
+import { endpoint, ipv4, localEndpoint, servicePort } from '../../../harness/proxy-states.ts';
 import { FakeKernel } from './fake-kernel.ts';
 
 const a = endpoint('10.244.2.10');

@@ -1,2 +1,2 @@
 // The nftables tests build their states from the shared ProxyState fixtures.
-export * from '../../support/proxy-states.ts';
+export * from '../../../harness/proxy-states.ts';

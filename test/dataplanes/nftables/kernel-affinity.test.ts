@@ -5,10 +5,16 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
+import type { EchoOutcome } from '../../../harness/echo-client.ts';
+import { Lab } from '../../../harness/netns.ts';
+import {
+  CLUSTER_CIDR_V4,
+  CLUSTER_CIDR_V6,
+  type PodInfo,
+  Topology,
+  tally,
+} from '../../../harness/topology.ts';
 import type { DualStackState, ServicePort } from '../../../src/model/proxy-state.ts';
-import type { EchoOutcome } from '../../support/echo-client.ts';
-import { Lab } from '../../support/netns.ts';
-import { CLUSTER_CIDR_V4, CLUSTER_CIDR_V6, type PodInfo, Topology, tally } from '../../support/topology.ts';
 import { endpoint, proxyState, servicePort } from './fixtures.ts';
 import { nftLoad } from './kernel-support.ts';
 

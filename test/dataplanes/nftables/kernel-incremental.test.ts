@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
-import { Lab, requireRoot } from '../../support/netns.ts';
+import { Lab, requireRoot } from '../../../harness/netns.ts';
 import { prng } from '../../support/prng.ts';
 import { canonicalRuleset, nftLoad } from './kernel-support.ts';
 import { randomState } from './random-state.ts';

@@ -3,9 +3,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
-import type { DualStackState, ServicePort } from '../../../src/model/proxy-state.ts';
-import type { EchoOutcome } from '../../support/echo-client.ts';
-import { Lab } from '../../support/netns.ts';
+import type { EchoOutcome } from '../../../harness/echo-client.ts';
+import { Lab } from '../../../harness/netns.ts';
 import {
   CLUSTER_CIDR_V4,
   CLUSTER_CIDR_V6,
@@ -13,7 +12,8 @@ import {
   replies,
   Topology,
   tally,
-} from '../../support/topology.ts';
+} from '../../../harness/topology.ts';
+import type { DualStackState, ServicePort } from '../../../src/model/proxy-state.ts';
 import { endpoint, proxyState, servicePort } from './fixtures.ts';
 import { nftLoad } from './kernel-support.ts';
 

@@ -8,7 +8,7 @@ import { commandNftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
 import { nftablesPlanner, planFull } from '../../../dataplanes/nftables/planner.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { CANARY_SET } from '../../../dataplanes/shared/nft/ruleset.ts';
-import { Lab } from '../../support/netns.ts';
+import { Lab } from '../../../harness/netns.ts';
 import { prng } from '../../support/prng.ts';
 import { endpoint, ipv4, servicePort } from './fixtures.ts';
 import { canonicalRuleset, nftLoad } from './kernel-support.ts';

@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
 import { commandNftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
 import { CommandTimeoutError, execaRunner } from '../../../dataplanes/shared/command-runner.ts';
-import { Lab } from '../../support/netns.ts';
+import { Lab } from '../../../harness/netns.ts';
 import { endpoint, ipv4, servicePort } from './fixtures.ts';
 
 const isRoot = process.getuid?.() === 0;

@@ -2,7 +2,7 @@
 // canonical form (handles dropped, objects sorted, rule order within a chain kept, the canary's
 // nonce ignored).
 import { CANARY_SET } from '../../../dataplanes/shared/nft/ruleset.ts';
-import type { Lab } from '../../support/netns.ts';
+import type { Lab } from '../../../harness/netns.ts';
 
 export async function nftLoad(lab: Lab, ns: string, script: string): Promise<void> {
   if (script === '') return;

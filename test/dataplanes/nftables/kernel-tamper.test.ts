@@ -6,9 +6,9 @@ import { after, before, describe, test } from 'node:test';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
 import { commandNftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
+import { Lab } from '../../../harness/netns.ts';
+import { CLUSTER_CIDR_V4, Topology, tally } from '../../../harness/topology.ts';
 import type { DualStackState } from '../../../src/model/proxy-state.ts';
-import { Lab } from '../../support/netns.ts';
-import { CLUSTER_CIDR_V4, Topology, tally } from '../../support/topology.ts';
 import { endpoint, proxyState, servicePort } from './fixtures.ts';
 
 const isRoot = process.getuid?.() === 0;

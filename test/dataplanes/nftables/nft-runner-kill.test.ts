@@ -8,7 +8,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { Lab } from '../../support/netns.ts';
+import { Lab } from '../../../harness/netns.ts';
 
 const isRoot = process.getuid?.() === 0;
 const ROOT_REASON = 'needs root: a network namespace and nft (run the suite as root)';

@@ -6,7 +6,7 @@ import { NftError } from '../../../dataplanes/nftables/nft-runner.ts';
 import { fitsSession, NftSession, oneLine } from '../../../dataplanes/nftables/nft-session.ts';
 import { CommandTimeoutError, execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { NftTransaction } from '../../../dataplanes/shared/nft/transaction.ts';
-import { Lab } from '../../support/netns.ts';
+import { Lab } from '../../../harness/netns.ts';
 
 const isRoot = process.getuid?.() === 0;
 const ROOT_REASON = 'needs root: a network namespace and nft (run the suite as root)';

@@ -8,8 +8,8 @@ import {
   leftoverRestoreInput,
   removeKubeProxyLeftovers,
 } from '../../../dataplanes/shared/kube-proxy-leftovers.ts';
+import { Lab, requireRoot } from '../../../harness/netns.ts';
 import { cleanupCommand } from '../../../src/cli/cleanup.ts';
-import { Lab, requireRoot } from '../../support/netns.ts';
 import { FakeKernel } from '../ipvs/fake-kernel.ts';
 
 /** What kube-proxy's IPVS mode leaves in nat (iptables-legacy here), its ipsets referred to. */

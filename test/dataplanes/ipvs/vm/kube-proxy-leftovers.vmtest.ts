@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { Lab } from '../../../support/netns.ts';
+import { Lab } from '../../../../harness/netns.ts';
 
 const KPROXY = join(import.meta.dirname, '../../../../bin/kproxy.ts');
 

@@ -11,11 +11,11 @@ import { NetlinkIpvsClient } from '../../../../dataplanes/ipvs/ipvs-client.ts';
 import { IpvsDataplane } from '../../../../dataplanes/ipvs/live.ts';
 import { ipvsPlanner } from '../../../../dataplanes/ipvs/planner.ts';
 import { execaRunner } from '../../../../dataplanes/shared/command-runner.ts';
+import type { EchoOutcome } from '../../../../harness/echo-client.ts';
+import { Lab } from '../../../../harness/netns.ts';
+import { endpoint, ipv4, localEndpoint, proxyState, servicePort } from '../../../../harness/proxy-states.ts';
+import { tally } from '../../../../harness/topology.ts';
 import type { DualStackState, Endpoint, ProxyState, ServicePort } from '../../../../src/model/proxy-state.ts';
-import type { EchoOutcome } from '../../../support/echo-client.ts';
-import { Lab } from '../../../support/netns.ts';
-import { endpoint, ipv4, localEndpoint, proxyState, servicePort } from '../../../support/proxy-states.ts';
-import { tally } from '../../../support/topology.ts';
 
 const SUPPORT = join(import.meta.dirname, '../../../support');
 const NODE_IP = '10.100.0.11';

@@ -2,7 +2,7 @@
 // asks for `application/json;as=Table;v=v1;g=meta.k8s.io`, with the columns and cell formats of
 // kube-apiserver's printers (pkg/printers/internalversion) for Services, EndpointSlices and Nodes.
 
-import type { ResourceType } from '../../../src/kube/resources.ts';
+import type { ResourceType } from '../../src/kube/resources.ts';
 import type { StoredObject } from './state.ts';
 
 interface Column {

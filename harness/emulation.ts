@@ -1,4 +1,4 @@
-// Timing allowances inside the qemu VM (lab/vm.ts). Every deadline in the labs and kernel tests
+// Timing allowances inside the qemu VM (harness/vm.ts). Every deadline in the labs and kernel tests
 // was measured on a real machine; under TCG emulation (no KVM) every instruction is emulated, and
 // process starts, which those deadlines are mostly made of, take ~7-13× as long (measured on a
 // loaded 2-core host: `node -e 0` 2.2 s vs 0.3 s, `kproxy --help` 26 s vs 2 s, ~35× for a first

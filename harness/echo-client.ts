@@ -1,6 +1,6 @@
 // Client for the echo server, run inside a client namespace:
-//   node test/support/echo-client.ts tcp|udp HOST PORT [--count N] [--timeout MS] [--source IP]
-//   node test/support/echo-client.ts tcp HOST PORT --hold
+//   node harness/echo-client.ts tcp|udp HOST PORT [--count N] [--timeout MS] [--source IP]
+//   node harness/echo-client.ts tcp HOST PORT --hold
 // Makes N sequential connections (or datagrams, each from a new socket) and prints one JSON line per
 // attempt: the server's EchoReply, or {"error":"ECONNREFUSED"|"timeout"|...} — so a test counts
 // which backends answered and sees refusals and drops, all from one process start.

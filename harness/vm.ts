@@ -19,7 +19,7 @@ const VM_SCRIPT = join(REPO, 'scripts/ipvs-in-qemu.sh');
  */
 const MODES_ENV = 'KPROXY_TEST_MODES';
 /**
- * The slowdown the VM's deadlines get (lab/emulation.ts): the ~7-13× measured, rounded up to cover
+ * The slowdown the VM's deadlines get (harness/emulation.ts): the ~7-13× measured, rounded up to cover
  * first starts with a cold compile cache on a busy machine. It only stretches hang bounds.
  */
 const VM_SLOWDOWN = 15;

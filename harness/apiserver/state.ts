@@ -2,7 +2,7 @@
 // by all resources (as etcd's revision is), and a bounded history of changes so that watches can
 // resume from a recent resourceVersion and older ones are answered "410 Expired".
 
-import { objectKey, type ResourceType } from '../../../src/kube/resources.ts';
+import { objectKey, type ResourceType } from '../../src/kube/resources.ts';
 
 /** An object as the API server holds it: JSON, with metadata stamped by the server. */
 export interface StoredObject {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { matches, parseFieldSelector, parseLabelSelector } from './selectors.ts';
+import { matches, parseFieldSelector, parseLabelSelector } from '../../../harness/apiserver/selectors.ts';
 
 function labelSelects(selector: string, labels: Record<string, string>): boolean {
   const parsed = parseLabelSelector(selector);

@@ -9,9 +9,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, describe, test } from 'node:test';
+import { sampleEndpointSlice, sampleNode, sampleService } from '../../../harness/apiserver/sample-objects.ts';
+import { startApiServer } from '../../../harness/apiserver/server.ts';
 import { ENDPOINT_SLICES, NODES, SERVICES } from '../../../src/kube/resources.ts';
-import { sampleEndpointSlice, sampleNode, sampleService } from './sample-objects.ts';
-import { startApiServer } from './server.ts';
 
 interface WatchLine {
   type: string;
@@ -202,7 +202,7 @@ metadata: {name: node-1}
   );
   const child = spawn(
     process.execPath,
-    ['test/support/apiserver/main.ts', '--data', data, '--token', 'lab-token'],
+    ['harness/apiserver/main.ts', '--data', data, '--token', 'lab-token'],
     {
       stdio: ['ignore', 'pipe', 'inherit'],
     },

@@ -7,7 +7,7 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import type { TestContext } from 'node:test';
 import { execa } from 'execa';
-import { allowance } from '../../lab/emulation.ts';
+import { allowance } from './emulation.ts';
 
 export interface ExecResult {
   readonly stdout: string;

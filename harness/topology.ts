@@ -62,7 +62,7 @@ export interface ConnectOptions {
 export const CLUSTER_CIDR_V4 = '10.244.0.0/16';
 export const CLUSTER_CIDR_V6 = 'fd00:244::/32';
 
-const SUPPORT_DIR = import.meta.dirname;
+const HARNESS_DIR = import.meta.dirname;
 
 export class Topology {
   readonly lab: Lab;
@@ -115,7 +115,7 @@ export class Topology {
     pod: PodInfo,
     ports: { tcp?: readonly number[]; udp?: readonly number[] },
   ): Promise<LabProcess> {
-    const args = [join(SUPPORT_DIR, 'echo-server.ts'), pod.name];
+    const args = [join(HARNESS_DIR, 'echo-server.ts'), pod.name];
     if (ports.tcp?.length) args.push('--tcp', ports.tcp.join(','));
     if (ports.udp?.length) args.push('--udp', ports.udp.join(','));
     const proc = this.lab.spawn(pod.ns, process.execPath, args);
@@ -131,7 +131,7 @@ export class Topology {
     port: number,
     options: ConnectOptions = {},
   ): Promise<EchoOutcome[]> {
-    const args = [join(SUPPORT_DIR, 'echo-client.ts'), proto, host, String(port)];
+    const args = [join(HARNESS_DIR, 'echo-client.ts'), proto, host, String(port)];
     args.push(
       '--count',
       String(options.count ?? 1),
@@ -148,7 +148,7 @@ export class Topology {
 
   /** Opens one long-lived TCP connection (echo-client --hold); its output shows whether it still echoes. */
   async holdConnection(fromNs: string, host: string, port: number): Promise<LabProcess> {
-    const args = [join(SUPPORT_DIR, 'echo-client.ts'), 'tcp', host, String(port), '--hold'];
+    const args = [join(HARNESS_DIR, 'echo-client.ts'), 'tcp', host, String(port), '--hold'];
     const proc = this.lab.spawn(fromNs, process.execPath, args);
     await proc.waitFor('"name"');
     return proc;

@@ -1,5 +1,5 @@
 // The stand-in API server as a process, for the netns lab and the memory benchmark:
-//   node test/support/apiserver/main.ts [--host H] [--port N] [--data FILE] [--token T]...
+//   node harness/apiserver/main.ts [--host H] [--port N] [--data FILE] [--token T]...
 //     [--tls-cert PEM --tls-key PEM [--client-ca PEM]] [--history-limit N] [--no-watch-list]
 // FILE is YAML or JSON: a List, or documents, of Services, EndpointSlices and Nodes (kubectl -o yaml
 // output works). Prints "listening <url>" once ready; stops on SIGTERM/SIGINT. kubectl can drive it
@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { parseAllDocuments } from 'yaml';
-import { RESOURCE_TYPES } from '../../../src/kube/resources.ts';
+import { RESOURCE_TYPES } from '../../src/kube/resources.ts';
 import { startApiServer } from './server.ts';
 
 const { values } = parseArgs({

@@ -1,14 +1,14 @@
 // A kernel test file's modes that this kernel cannot run (IPVS without ip_vs): the same file, run
-// inside the qemu VM (lab/vm.ts) for just those modes, as one test here that passes when every
+// inside the qemu VM (harness/vm.ts) for just those modes, as one test here that passes when every
 // test there did. One boot per file.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { modesForVm, runNodeTestsInVm } from '../../lab/vm.ts';
+import { modesForVm, runNodeTestsInVm } from './vm.ts';
 import { requireRoot } from './netns.ts';
 
 /**
  * Bounds a hang: a boot (~20-40 s under TCG on a busy machine), then the file's tests for the
- * modes, each ~10-15× as long as on the host (lab/emulation.ts): the netns lab's IPVS run took
+ * modes, each ~10-15× as long as on the host (harness/emulation.ts): the netns lab's IPVS run took
  * 15 min on a 2-core machine at load ~9.
  */
 const VM_FILE_DEADLINE_MS = 25 * 60_000;

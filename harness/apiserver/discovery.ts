@@ -4,7 +4,7 @@
 // (apidiscovery.k8s.io/v2) also accepts application/json and falls back to these, as it does
 // against a server older than 1.26.
 
-import { groupVersionPath, RESOURCE_TYPES, type ResourceType } from '../../../src/kube/resources.ts';
+import { groupVersionPath, RESOURCE_TYPES, type ResourceType } from '../../src/kube/resources.ts';
 
 /** What `kubectl version` shows for the server. */
 export const SERVER_VERSION = {

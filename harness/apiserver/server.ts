@@ -10,7 +10,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import { groupVersionPath, RESOURCE_TYPES, type ResourceType } from '../../../src/kube/resources.ts';
+import { groupVersionPath, RESOURCE_TYPES, type ResourceType } from '../../src/kube/resources.ts';
 import { discoveryDocument } from './discovery.ts';
 import { mergePatch, PatchError, strategicMergePatch } from './patch.ts';
 import { matches, parseFieldSelector, parseLabelSelector, type Selector } from './selectors.ts';

@@ -3,7 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { mergePatch, PatchError, strategicMergePatch } from './patch.ts';
+import { mergePatch, PatchError, strategicMergePatch } from '../../../harness/apiserver/patch.ts';
 
 const service = {
   metadata: { name: 'web', labels: { app: 'web', tier: 'front' }, finalizers: ['a'] },

@@ -3,9 +3,9 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { StoredObject } from '../../../harness/apiserver/state.ts';
+import { humanDuration, toTable, wantsTable } from '../../../harness/apiserver/table.ts';
 import { NODES, SERVICES } from '../../../src/kube/resources.ts';
-import type { StoredObject } from './state.ts';
-import { humanDuration, toTable, wantsTable } from './table.ts';
 
 const cells = (resource: typeof SERVICES, object: unknown) =>
   (toTable(resource, [object as StoredObject], {}, 'None', 0) as { rows: { cells: unknown[] }[] }).rows[0]!

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Lab, requireRoot } from './netns.ts';
-import { replies, Topology, tally } from './topology.ts';
+import { Lab, requireRoot } from '../../harness/netns.ts';
+import { replies, Topology, tally } from '../../harness/topology.ts';
 
 test('topology: pods on two nodes and the client reach each other with their own source addresses', async (t) => {
   if (!requireRoot(t)) return;

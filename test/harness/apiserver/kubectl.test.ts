@@ -12,14 +12,14 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { stringify } from 'yaml';
+import { makeTestPki } from '../../../harness/apiserver/certs.ts';
+import { standInKubeconfig } from '../../../harness/apiserver/kubeconfig.ts';
+import { sampleEndpointSlice, sampleNode, sampleService } from '../../../harness/apiserver/sample-objects.ts';
+import { startApiServer } from '../../../harness/apiserver/server.ts';
 import { loadKubeconfig } from '../../../src/kube/kubeconfig.ts';
 import type { KubeObject } from '../../../src/kube/objects.ts';
 import { ENDPOINT_SLICES, NODES, SERVICES } from '../../../src/kube/resources.ts';
 import { eventually, startTestInformer } from '../../kube/harness.ts';
-import { makeTestPki } from './certs.ts';
-import { standInKubeconfig } from './kubeconfig.ts';
-import { sampleEndpointSlice, sampleNode, sampleService } from './sample-objects.ts';
-import { startApiServer } from './server.ts';
 
 const run = promisify(execFile);
 const KUBECTL = process.env.KUBECTL ?? 'kubectl';

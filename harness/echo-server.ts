@@ -1,5 +1,5 @@
 // TCP and UDP echo server for kernel tests, run inside a pod namespace:
-//   node test/support/echo-server.ts NAME --tcp 80,8080 --udp 53
+//   node harness/echo-server.ts NAME --tcp 80,8080 --udp 53
 // Every TCP connection first receives one line `{"name":NAME,"peer":"IP:PORT","port":LOCALPORT}`
 // (so a test sees which backend answered and the source address it saw), then its own bytes back.
 // Every UDP datagram is answered with that line. Prints "ready" once every port listens.
