@@ -58,6 +58,7 @@ export function nodeSettings(family: IPFamily, overrides: Partial<NodeSettings> 
     masqueradeAll: false,
     masqueradeBit: 14,
     nodePortAddresses: 'all',
+    serviceCIDRs: [],
     ...overrides,
   };
 }

@@ -74,6 +74,12 @@ function sets(syntax: FamilySyntax): SetSpec[] {
       comment: 'LoadBalancer IP . proto . port . allowed source range',
     },
     map('no-endpoint-services', `type ${vip} : verdict`, 'VIPs without usable endpoints: reject or drop'),
+    {
+      name: 'cluster-ips',
+      kind: 'set',
+      type: `type ${syntax.addrType}`,
+      comment: 'every ClusterIP served: other ports of them are rejected',
+    },
     // Filled by the live dataplane only (a nonce per full sync), so not part of any plan.
     {
       name: CANARY_SET,
@@ -132,11 +138,14 @@ function baseChains(syntax: FamilySyntax): ChainSpec[] {
       base: { type: 'filter', hook: 'input', priority: '-110' },
       rules: [newConn('nodeport-endpoints-check'), newConn('service-endpoints-check')],
     },
+    // Forwarded and host traffic has been DNATed by the time the ClusterIP check sees it (the
+    // forward hook comes after prerouting; post-DNAT output), so what still goes to a service
+    // address matched no service port: kube-proxy's cluster-ips-check, hooked the same two ways.
     {
       name: 'filter-forward',
-      comment: 'no-endpoint checks for routed traffic',
+      comment: 'no-endpoint and ClusterIP checks for routed traffic',
       base: { type: 'filter', hook: 'forward', priority: '-110' },
-      rules: [newConn('service-endpoints-check')],
+      rules: [newConn('service-endpoints-check'), newConn('cluster-ips-check')],
     },
     {
       name: 'filter-output',
@@ -149,9 +158,9 @@ function baseChains(syntax: FamilySyntax): ChainSpec[] {
     // short-circuited to the cluster endpoints there, and must not meet the DROP first.
     {
       name: 'filter-output-post-dnat',
-      comment: 'no-endpoint checks and ClientIP recording for traffic from this host, after DNAT',
+      comment: 'no-endpoint and ClusterIP checks, ClientIP recording for traffic from this host, after DNAT',
       base: { type: 'filter', hook: 'output', priority: '-90' },
-      rules: [newConn('service-endpoints-check'), RECORD_HOST_CONNECTIONS],
+      rules: [newConn('service-endpoints-check'), newConn('cluster-ips-check'), RECORD_HOST_CONNECTIONS],
     },
     ...affinityChains(syntax),
   ];
@@ -208,9 +217,23 @@ function policyChains(syntax: FamilySyntax, node: NodeSettings): ChainSpec[] {
   ];
 }
 
+/**
+ * kube-proxy's cluster-ips-check, run after DNAT: a ClusterIP on a port or protocol it does not
+ * serve is rejected; any other address of the service CIDRs (one no Service holds) is dropped.
+ */
+function clusterIPsCheck(syntax: FamilySyntax, node: NodeSettings): ChainSpec {
+  const unallocated =
+    node.serviceCIDRs.length > 0 ? [`${syntax.ip} daddr { ${node.serviceCIDRs.join(', ')} } drop`] : [];
+  return chain('cluster-ips-check', 'ClusterIP ports not served: reject; unallocated service IPs: drop', [
+    `${syntax.ip} daddr @cluster-ips reject`,
+    ...unallocated,
+  ]);
+}
+
 function checkChains(syntax: FamilySyntax, node: NodeSettings): ChainSpec[] {
   const vip = vipKey(syntax);
   return [
+    clusterIPsCheck(syntax, node),
     chain('service-endpoints-check', 'reject or drop traffic to VIPs without usable endpoints', [
       `${vip} vmap @no-endpoint-services`,
     ]),

@@ -3,14 +3,14 @@
 // service ports are rebuilt.
 //
 // A fragment is what one service port contributes on its own: its elements (affinity ones too),
-// the count chains it uses, its hairpin elements. The full ruleset gives an
+// the count chains it uses, its hairpin elements and its cluster IP. The full ruleset gives an
 // address claimed by two service ports to the first one; fragments cannot express that, so an
 // index refuses to exist when ports collide, and a plan that would create a collision is refused:
 // the caller then uses the full diff, which is always right.
 //
 // The index stores little (memory at 30k services x 10 endpoints: ~80 MiB when it kept every
 // part, a few MiB now): who claims each address, and the few objects several ports may share (a
-// count chain, a hairpin element, with a reference count). Every other element is keyed by an
+// count chain, a hairpin element, a cluster IP, with a reference count). Every other element is keyed by an
 // address its port claims, so it belongs to that port alone, and the elements a port had are
 // recomputed from the port as it was (the caller's previous state) instead of being stored.
 
@@ -77,8 +77,13 @@ function partial(family: NftFamily, parts: readonly Part[], setNames: ReadonlySe
 
 /** Parts several service ports may contribute; any other part belongs to one port (see above). */
 function shareable(part: Part): boolean {
-  return part.kind === 'chain' || part.kind === 'set' || (part.kind === 'element' && part.set === 'hairpin');
+  return (
+    part.kind === 'chain' || part.kind === 'set' || (part.kind === 'element' && SHARED_SETS.has(part.set))
+  );
 }
+
+/** Sets whose elements several ports may add: hairpin pairs, a service's cluster IP. */
+const SHARED_SETS: ReadonlySet<string> = new Set(['hairpin', 'cluster-ips']);
 
 /**
  * A shareable part, and how many fragments contribute it (0: absent). The JSON is left out for a

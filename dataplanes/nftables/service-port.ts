@@ -20,6 +20,8 @@ function addClusterIP(
   proto: string,
 ): void {
   if (sp.clusterIP === '') return; // held by an older Service (src/model/address-claims.ts)
+  // Shared by the service's ports (a reference count in fragment-index.ts).
+  builder.addElement('cluster-ips', { key: sp.clusterIP });
   const key = `${sp.clusterIP} . ${proto} . ${sp.port}`;
   const comment = fitComment(sp.key);
   if (d.internalVerdict !== undefined) {
@@ -103,7 +105,7 @@ function addHairpin(builder: RulesetBuilder, sp: ServicePort): void {
 
 /**
  * Sets whose elements a service port looks up (an address claimed by an earlier port) or may
- * share with another port (hairpin pairs): a ruleset built in pieces must remember them.
+ * share with another port (hairpin pairs, cluster IPs): a ruleset built in pieces must remember them.
  */
 export const CROSS_PORT_SETS: ReadonlySet<string> = new Set([
   'service-ips',
@@ -112,6 +114,7 @@ export const CROSS_PORT_SETS: ReadonlySet<string> = new Set([
   'no-endpoint-nodeports',
   'firewall-ips',
   'hairpin',
+  'cluster-ips',
 ]);
 
 /** Adds everything one service port needs to the family's ruleset. */

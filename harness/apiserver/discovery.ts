@@ -25,6 +25,7 @@ const EXTRA: Record<
   services: { singularName: 'service', shortNames: ['svc'], categories: ['all'] },
   endpointslices: { singularName: 'endpointslice' },
   nodes: { singularName: 'node', shortNames: ['no'] },
+  servicecidrs: { singularName: 'servicecidr' },
 };
 
 function groupVersions(): string[] {

@@ -1,6 +1,7 @@
 // Server-side printing: the meta.k8s.io/v1 Table kube-apiserver returns when a client (kubectl get)
 // asks for `application/json;as=Table;v=v1;g=meta.k8s.io`, with the columns and cell formats of
-// kube-apiserver's printers (pkg/printers/internalversion) for Services, EndpointSlices and Nodes.
+// kube-apiserver's printers (pkg/printers/internalversion) for Services, EndpointSlices, Nodes and
+// ServiceCIDRs.
 
 import type { ResourceType } from '../../src/kube/resources.ts';
 import type { StoredObject } from './state.ts';
@@ -31,6 +32,14 @@ type Printer = { readonly columns: readonly Column[]; readonly cells: (o: Any, n
 type Any = any;
 
 const PRINTERS: Record<ResourceType['plural'], Printer> = {
+  servicecidrs: {
+    columns: [
+      NAME,
+      { name: 'CIDRs', type: 'string', description: 'The CIDRs of the ServiceCIDR.' },
+      AGE,
+    ],
+    cells: (o, now) => [o.metadata.name, joinOr(o.spec?.cidrs ?? [], '<none>'), age(o, now)],
+  },
   services: {
     columns: [
       NAME,

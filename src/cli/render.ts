@@ -153,9 +153,9 @@ function buildState(
   config: ProxyConfig,
   families: readonly IPFamily[],
 ): { readonly state: DualStackState; readonly warnings: readonly string[] } {
-  const { services, endpointSlices, nodes } = groupObjects(objects);
+  const { services, endpointSlices, nodes, serviceCIDRs } = groupObjects(objects);
   const node = nodes.find((candidate) => candidate.metadata.name === config.nodeName);
-  const built = buildProxyState({ services, endpointSlices, node }, toProxyOptions(config));
+  const built = buildProxyState({ services, endpointSlices, node, serviceCIDRs }, toProxyOptions(config));
   const warnings = built.problems.map((problem) => `${problem.object}: ${problem.reason}`);
   if (node === undefined && config.nodeIPs.length === 0) {
     warnings.push(`no Node "${config.nodeName}" in the input and no --node-ip: this node's IPs are unknown`);

@@ -20,6 +20,7 @@ import {
   type ObjectMeta,
   READ_LABELS,
   type Service,
+  type ServiceCIDR,
   type ServicePortSpec,
   type ServiceSpec,
 } from './objects.ts';
@@ -36,6 +37,7 @@ const API_VERSIONS: Readonly<Record<KubeObject['kind'], string>> = {
   Service: 'v1',
   EndpointSlice: 'discovery.k8s.io/v1',
   Node: 'v1',
+  ServiceCIDR: 'networking.k8s.io/v1',
 };
 /**
  * The values an enum field may take, each mapped to itself: a decoded object holds the shared
@@ -91,7 +93,7 @@ export function decodeObject(raw: unknown): DecodeResult {
       kind === undefined || kind === null || kind === '' ? 'missing' : `${show(kind)} is not a string`;
     return invalid(refOf('object', raw.metadata, true), `kind: ${reason}`);
   }
-  if (kind !== 'Service' && kind !== 'EndpointSlice' && kind !== 'Node') {
+  if (kind !== 'Service' && kind !== 'EndpointSlice' && kind !== 'Node' && kind !== 'ServiceCIDR') {
     return { kind: 'ignored', reason: `kind ${kind} is not used by kproxy` };
   }
   const apiVersion = raw.apiVersion;
@@ -101,7 +103,7 @@ export function decodeObject(raw: unknown): DecodeResult {
       reason: `${kind} ${show(apiVersion)} is not supported (want ${API_VERSIONS[kind]})`,
     };
   }
-  const namespaced = kind !== 'Node';
+  const namespaced = kind !== 'Node' && kind !== 'ServiceCIDR';
   const ref = refOf(kind, raw.metadata, namespaced);
   try {
     const metadata = decodeMetadata(raw.metadata, namespaced, kind === 'Service');
@@ -114,6 +116,8 @@ export function decodeObject(raw: unknown): DecodeResult {
         return { kind: 'object', object: decodeEndpointSlice(raw, metadata) };
       case 'Node':
         return { kind: 'object', object: decodeNode(raw, metadata) };
+      case 'ServiceCIDR':
+        return { kind: 'object', object: decodeServiceCIDR(raw, metadata) };
     }
   } catch (error) {
     if (error instanceof FieldError) return invalid(ref, error.message);
@@ -469,6 +473,16 @@ function decodeNode(raw: JsonObject, metadata: ObjectMeta): Node {
     };
   }
   return out;
+}
+
+function decodeServiceCIDR(raw: JsonObject, metadata: ObjectMeta): ServiceCIDR {
+  const spec = optionalObject(raw.spec, 'spec');
+  const cidrs = optionalArray(spec?.cidrs, 'spec.cidrs') ?? [];
+  return {
+    kind: 'ServiceCIDR',
+    metadata,
+    spec: { cidrs: cidrs.map((c, i) => cidrAt(c, `spec.cidrs[${i}]`)) },
+  };
 }
 
 // ---- field readers ----

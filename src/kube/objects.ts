@@ -1,5 +1,5 @@
 // The parts of Kubernetes objects that kproxy reads. Field names and shapes follow the v1 API
-// (core/v1 Service and Node, discovery.k8s.io/v1 EndpointSlice) so that a decoded API response
+// (core/v1 Service and Node, discovery.k8s.io/v1 EndpointSlice, networking.k8s.io/v1 ServiceCIDR) so that a decoded API response
 // or `kubectl -o json` output fits as is. Everything else the API sends is dropped at decode time:
 // the model keeps every Service, and a daemon watches tens of thousands.
 
@@ -105,7 +105,17 @@ export interface Node {
   readonly status?: { readonly addresses?: readonly { readonly type: string; readonly address: string }[] };
 }
 
-export type KubeObject = Service | EndpointSlice | Node;
+/**
+ * networking.k8s.io/v1 ServiceCIDR (MultiCIDRServiceAllocator, GA 1.33): the ranges cluster IPs
+ * are allocated from. Traffic to an address in them that no Service holds is dropped (nftables).
+ */
+export interface ServiceCIDR {
+  readonly kind: 'ServiceCIDR';
+  readonly metadata: ObjectMeta;
+  readonly spec: { readonly cidrs: readonly string[] };
+}
+
+export type KubeObject = Service | EndpointSlice | Node | ServiceCIDR;
 
 /** The least an informer's store keeps of an object: what keys it and tells whether it changed. */
 export interface ObjectHead {

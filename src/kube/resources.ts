@@ -1,12 +1,12 @@
-// The three API resources kproxy reads, and where the API server serves them. Shared by the client,
+// The API resources kproxy reads, and where the API server serves them. Shared by the client,
 // the informers and the stand-in API server so that both ends agree on paths and kinds.
 import { flatText } from '../base/flat-text.ts';
 
 export interface ResourceType {
   /** Plural resource name as it appears in the URL path and in metric labels. */
-  readonly plural: 'services' | 'endpointslices' | 'nodes';
+  readonly plural: 'services' | 'endpointslices' | 'nodes' | 'servicecidrs';
   readonly apiVersion: string;
-  readonly kind: 'Service' | 'EndpointSlice' | 'Node';
+  readonly kind: 'Service' | 'EndpointSlice' | 'Node' | 'ServiceCIDR';
   readonly listKind: string;
   readonly namespaced: boolean;
 }
@@ -35,7 +35,15 @@ export const NODES: ResourceType = {
   namespaced: false,
 };
 
-export const RESOURCE_TYPES: readonly ResourceType[] = [SERVICES, ENDPOINT_SLICES, NODES];
+export const SERVICE_CIDRS: ResourceType = {
+  plural: 'servicecidrs',
+  apiVersion: 'networking.k8s.io/v1',
+  kind: 'ServiceCIDR',
+  listKind: 'ServiceCIDRList',
+  namespaced: false,
+};
+
+export const RESOURCE_TYPES: readonly ResourceType[] = [SERVICES, ENDPOINT_SLICES, NODES, SERVICE_CIDRS];
 
 /** `/api/v1` for the core group, `/apis/<group>/<version>` otherwise. */
 export function groupVersionPath(resource: ResourceType): string {

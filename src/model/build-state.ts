@@ -1,14 +1,22 @@
-// Services + EndpointSlices + this node → ProxyState per IP family: the model's one entry point,
+// Services + EndpointSlices + this node (+ ServiceCIDRs) → ProxyState per IP family: the model's one entry point,
 // called by the CLI (dry-run) and the daemon alike. Input objects come from decodeObject.
 
 import { flatText } from '../base/flat-text.ts';
 import type { IPFamily } from '../base/ip-family.ts';
 import { objectRef, type Problem } from '../base/problem.ts';
-import { type EndpointSlice, type Node, type ObjectMeta, type Service, ZONE_LABEL } from '../kube/objects.ts';
+import {
+  type EndpointSlice,
+  type Node,
+  type ObjectMeta,
+  type Service,
+  type ServiceCIDR,
+  ZONE_LABEL,
+} from '../kube/objects.ts';
 import { ClaimIndex, conflictProblems, serviceOfPort, serviceSince } from './address-claims.ts';
 import { compareText, indexSlicesByService } from './endpoints.ts';
 import { nodeSettingsByFamily, type ProxyOptions } from './node-settings.ts';
 import type { DualStackState, ProxyState, ServicePort, ServicePortKey } from './proxy-state.ts';
+import { serviceCIDRsOf } from './service-cidrs.ts';
 import { serviceStatePorts } from './service-port-state.ts';
 
 // The CLI and the daemon import the model's entry points from here.
@@ -20,6 +28,8 @@ export interface ModelInput {
   readonly endpointSlices: readonly EndpointSlice[];
   /** This node's Node object, when known: node IPs, pod CIDRs and zone come from it. */
   readonly node?: Node;
+  /** The cluster's ServiceCIDR objects (none: the options' serviceCIDRs are used). */
+  readonly serviceCIDRs?: readonly ServiceCIDR[];
 }
 
 export interface ModelOutput {
@@ -29,7 +39,8 @@ export interface ModelOutput {
 
 export function buildProxyState(input: ModelInput, options: ProxyOptions): ModelOutput {
   const problems: Problem[] = [];
-  const settings = nodeSettingsByFamily(options, input.node, problems);
+  const serviceCIDRs = serviceCIDRsOf(input.serviceCIDRs ?? [], options.serviceCIDRs ?? [], problems);
+  const settings = nodeSettingsByFamily(options, input.node, problems, serviceCIDRs);
   const services = uniqueServices(input.services, problems);
   const slicesByService = indexSlicesByService(input.endpointSlices, options.nodeName, problems);
   const zone = input.node?.metadata.labels?.[ZONE_LABEL] ?? '';

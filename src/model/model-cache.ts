@@ -4,19 +4,28 @@
 // changedServicePorts and the dataplanes' own comparisons stay cheap at any cluster size.
 //
 // Its states deep-equal buildProxyState over the same objects (the property test checks that).
-// A node change recomputes everything, as the node's IPs, CIDRs and zone feed every service.
+// A node change recomputes everything, as the node's IPs, CIDRs and zone feed every service; so
+// does a change of the service CIDRs (service-cidrs.ts), which are part of the node settings.
 import { isDeepStrictEqual } from 'node:util';
 import { flatText } from '../base/flat-text.ts';
 import type { IPFamily } from '../base/ip-family.ts';
 import type { Problem } from '../base/problem.ts';
 import { runAll, runInSlices, SLICE_MS, type Steps } from '../base/work-slices.ts';
-import { type EndpointSlice, type Node, type ObjectMeta, type Service, ZONE_LABEL } from '../kube/objects.ts';
+import {
+  type EndpointSlice,
+  type Node,
+  type ObjectMeta,
+  type Service,
+  type ServiceCIDR,
+  ZONE_LABEL,
+} from '../kube/objects.ts';
 import { ClaimIndex, conflictProblems, serviceOfPort, serviceSince } from './address-claims.ts';
 import { serviceKey } from './build-state.ts';
 import { bySliceName, compareText, type SliceEndpoints, sliceEndpoints, sliceOwner } from './endpoints.ts';
 import { LayeredPortMap } from './layered-port-map.ts';
 import { type NodeSettingsByFamily, nodeSettingsByFamily, type ProxyOptions } from './node-settings.ts';
 import type { DualStackState, NodeSettings, ProxyState, ServicePort, ServicePortKey } from './proxy-state.ts';
+import { serviceCIDRsOf } from './service-cidrs.ts';
 import { serviceStatePorts } from './service-port-state.ts';
 
 export interface ModelUpdate {
@@ -51,6 +60,8 @@ export class ModelCache {
   /** Service "namespace/name" → the records of its slices, in slice-name order. */
   readonly #slicesOfService = new Map<string, readonly SliceEndpoints[]>();
   #node: Node | undefined;
+  /** The cluster's ServiceCIDR objects by name. */
+  readonly #serviceCIDRs = new Map<string, ServiceCIDR>();
   /** Services to recompute at the next update. */
   readonly #dirty = new Set<string>();
   #all = true;
@@ -116,10 +127,34 @@ export class ModelCache {
     return changed;
   }
 
+  /**
+   * A ServiceCIDR object, or its deletion. Returns whether the service CIDRs changed: only then
+   * is everything recomputed and a full sync due.
+   */
+  setServiceCIDR(object: ServiceCIDR): boolean {
+    return this.#changeServiceCIDRs(() => this.#serviceCIDRs.set(object.metadata.name, object));
+  }
+
+  deleteServiceCIDR(object: { readonly metadata: ObjectMeta }): boolean {
+    return this.#changeServiceCIDRs(() => this.#serviceCIDRs.delete(object.metadata.name));
+  }
+
+  #changeServiceCIDRs(change: () => void): boolean {
+    const before = this.#cidrs([]);
+    change();
+    const changed = !isDeepStrictEqual(before, this.#cidrs([]));
+    if (changed) this.#all = true;
+    return changed;
+  }
+
+  #cidrs(problems: Problem[]): string[] {
+    return serviceCIDRsOf(this.#serviceCIDRs.values(), this.#options.serviceCIDRs ?? [], problems);
+  }
+
   /** What the model derives from a Node object. */
   #fromNode(node: Node | undefined) {
     const problems: Problem[] = [];
-    const settings = nodeSettingsByFamily(this.#options, node, problems);
+    const settings = nodeSettingsByFamily(this.#options, node, problems, this.#cidrs([]));
     return { settings, problems, zone: node?.metadata.labels?.[ZONE_LABEL] ?? '' };
   }
 
@@ -239,6 +274,7 @@ export class ModelCache {
       this.#options,
       this.#node,
       problems,
+      this.#cidrs(problems),
     );
     for (const family of FAMILIES) {
       const prev = this.#settings[family];

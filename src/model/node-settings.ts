@@ -1,6 +1,7 @@
 // This node's identity and proxy options → NodeSettings per IP family, with kube-proxy's rules
 // for node IPs, local-traffic detection and --nodeport-addresses.
 
+import ipaddr from 'ipaddr.js';
 import { canonicalCIDR, canonicalIP, familyOf } from '../base/ip-address.ts';
 import type { IPFamily } from '../base/ip-family.ts';
 import type { Problem } from '../base/problem.ts';
@@ -24,8 +25,15 @@ export interface ProxyOptions {
   readonly masqueradeAll: boolean;
   /** Default 14. */
   readonly masqueradeBit: number;
-  /** CIDRs and/or the words 'primary' and 'all'; empty = all local addresses. */
+  /** CIDRs and/or the words 'primary', 'localhost' and 'all'; empty = all local addresses. */
   readonly nodePortAddresses: readonly string[];
+  /**
+   * kube-proxy's iptables.localhostNodePorts, for the modes that honour it (iptables); absent =
+   * off. Served only where the node port addresses include 127.0.0.1 (NodeSettings).
+   */
+  readonly localhostNodePorts?: boolean;
+  /** --service-cluster-ip-range: the service CIDRs when the cluster has no ServiceCIDR object. */
+  readonly serviceCIDRs?: readonly string[];
 }
 
 export type NodeSettingsByFamily = { readonly [F in IPFamily]?: NodeSettings };
@@ -36,12 +44,14 @@ const OPTIONS = 'kproxy options';
 /**
  * Settings for each family this node serves. A family is served when a node IP of that family is
  * known; a node with no known IP at all is treated as single-stack IPv4 (kube-proxy's fallback to
- * 127.0.0.1), so dry-runs without --node-ip still render something.
+ * 127.0.0.1), so dry-runs without --node-ip still render something. The service CIDRs
+ * (service-cidrs.ts) are split by family.
  */
 export function nodeSettingsByFamily(
   options: ProxyOptions,
   node: Node | undefined,
   problems: Problem[],
+  serviceCIDRs: readonly string[] = [],
 ): NodeSettingsByFamily {
   const ipsByFamily = nodeIPsByFamily(options, node, problems);
   const families: IPFamily[] = (['IPv4', 'IPv6'] as const).filter((f) => ipsByFamily[f].length > 0);
@@ -54,16 +64,47 @@ export function nodeSettingsByFamily(
   const result: { [F in IPFamily]?: NodeSettings } = {};
   for (const family of families) {
     const nodeIPs = ipsByFamily[family];
+    const addresses = nodePortAddressesOf(nodePortAddresses, family, nodeIPs[0]);
     result[family] = {
       nodeName: options.nodeName,
       nodeIPs,
       localDetector: localDetector(options, family, clusterCIDRs, podCIDRs),
       masqueradeAll: options.masqueradeAll,
       masqueradeBit: options.masqueradeBit,
-      nodePortAddresses: nodePortAddressesOf(nodePortAddresses, family, nodeIPs[0]),
+      nodePortAddresses: addresses,
+      localhostNodePorts:
+        options.localhostNodePorts === true && family === 'IPv4' && servesLoopbackIPv4(addresses),
+      serviceCIDRs: serviceCIDRs.filter((cidr) => familyOf(cidr) === family),
     };
   }
   return result;
+}
+
+/**
+ * Whether NodePorts are served on 127.0.0.1 (and so route_localnet is needed): kube-proxy's
+ * iptables proxier turns localhostNodePorts off unless --nodeport-addresses includes an IPv4
+ * loopback address. IPv6 has no route_localnet: never there.
+ */
+export function servesLocalhostNodePorts(options: ProxyOptions): boolean {
+  if (options.localhostNodePorts !== true) return false;
+  const addresses = validNodePortAddresses(options.nodePortAddresses, []);
+  return servesLoopbackIPv4(nodePortAddressesOf(addresses, 'IPv4', ANY_NODE_IP));
+}
+
+/** Stands for this node's primary IPv4 address before it is known: some address, never loopback. */
+const ANY_NODE_IP = '192.0.2.1';
+
+const LOOPBACK_IPV4 = ipaddr.parse('127.0.0.1');
+
+/**
+ * Every local address, or a CIDR holding 127.0.0.1: the loopback address lo carries, which is what
+ * kube-proxy's list of the node's interface addresses finds in such a CIDR.
+ */
+function servesLoopbackIPv4(addresses: NodeSettings['nodePortAddresses']): boolean {
+  return (
+    addresses === 'all' ||
+    addresses.some((cidr) => familyOf(cidr) === 'IPv4' && LOOPBACK_IPV4.match(ipaddr.parseCIDR(cidr)))
+  );
 }
 
 function nodeIPsByFamily(
@@ -103,11 +144,14 @@ function validCIDRs(texts: readonly string[], field: string, problems: Problem[]
   return cidrs;
 }
 
+/** kube-proxy 1.37's keywords; each stands for an address or CIDR per family. */
+const NODE_PORT_KEYWORDS = new Set(['primary', 'localhost', 'all']);
+
 /** CIDRs, and the keywords kept as words: 'primary' means a different IP per family. */
 function validNodePortAddresses(texts: readonly string[], problems: Problem[]): string[] {
   const result: string[] = [];
   texts.forEach((text, i) => {
-    if (text === 'primary' || text === 'all') {
+    if (NODE_PORT_KEYWORDS.has(text)) {
       if (!result.includes(text)) result.push(text);
       return;
     }
@@ -115,7 +159,7 @@ function validNodePortAddresses(texts: readonly string[], problems: Problem[]): 
     if (cidr === undefined) {
       problems.push({
         object: OPTIONS,
-        reason: `nodePortAddresses[${i}]: "${text}" is not a CIDR, "primary" or "all"`,
+        reason: `nodePortAddresses[${i}]: "${text}" is not a CIDR, "primary", "localhost" or "all"`,
       });
     } else if (!result.includes(cidr)) result.push(cidr);
   });
@@ -123,10 +167,11 @@ function validNodePortAddresses(texts: readonly string[], problems: Problem[]): 
 }
 
 /**
- * kube-proxy's NodePortAddresses for one family ('all' and 'primary' combine with CIDRs since
- * 1.37): 'all' is every local address; 'primary' is this family's primary node IP (not
- * loopback) as a /32 or /128; CIDRs of the other family are dropped; and when nothing of this
- * family is left, or a zero CIDR is given, node ports are served on every local address.
+ * kube-proxy's NodePortAddresses for one family (the keywords combine with CIDRs since 1.37):
+ * 'all' is every local address; 'primary' is this family's primary node IP (not loopback) as a
+ * /32 or /128; 'localhost' is 127.0.0.0/8 or ::1/128; CIDRs of the other family are dropped; and
+ * when nothing of this family is left, or a zero CIDR is given, node ports are served on every
+ * local address.
  */
 function nodePortAddressesOf(
   addresses: readonly string[],
@@ -137,6 +182,7 @@ function nodePortAddressesOf(
   for (const address of addresses) {
     if (address === 'all') return 'all';
     let cidr: string | undefined = address;
+    if (address === 'localhost') cidr = family === 'IPv4' ? '127.0.0.0/8' : '::1/128';
     if (address === 'primary') {
       const loopback = primaryIP === '::1' || primaryIP?.startsWith('127.');
       cidr = primaryIP === undefined || loopback ? undefined : `${primaryIP}/${family === 'IPv4' ? 32 : 128}`;

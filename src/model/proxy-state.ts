@@ -74,6 +74,12 @@ export interface ServicePort {
    * usable endpoint for a policy → that traffic is DROPped (kube-proxy's distinction).
    */
   readonly hasEndpoints: boolean;
+  /**
+   * Serving endpoints neither list above holds (terminating while others are ready, outside this
+   * node's topology, remote under a Local-only policy): no new flow goes to them, but the UDP flows
+   * they already serve are kept, as kube-proxy's conntrack reconciler keeps them. Absent when none.
+   */
+  readonly otherServingEndpoints?: readonly Endpoint[];
 }
 
 /** How traffic from local pods is recognised (kube-proxy's detectLocalMode). */
@@ -94,6 +100,19 @@ export interface NodeSettings {
   readonly masqueradeBit: number;
   /** Where NodePorts are served: every local address, or the local addresses in these CIDRs. */
   readonly nodePortAddresses: 'all' | readonly string[];
+  /**
+   * NodePorts are also served on 127.0.0.1 (kube-proxy's iptables.localhostNodePorts, IPv4 only,
+   * with route_localnet, masqueraded; nodePortAddresses include 127.0.0.1). Absent = not served:
+   * only the iptables mode sets it, as only kube-proxy's iptables proxier serves them this way.
+   */
+  readonly localhostNodePorts?: boolean;
+  /**
+   * The cluster's service CIDRs of this family, sorted (ServiceCIDR objects, else the
+   * --service-cluster-ip-range fallback): traffic to an address in them that no Service holds is
+   * dropped (nftables, as kube-proxy). Cluster-wide rather than the node's, but like the node's
+   * settings it is fixed for every service port, and a change re-plans everything.
+   */
+  readonly serviceCIDRs: readonly string[];
 }
 
 export interface ProxyState {

@@ -171,7 +171,7 @@ function runSeed(seed: number): Outcome {
       const object = decoded.object;
       if (object.kind === 'Service') services.push(object);
       else if (object.kind === 'EndpointSlice') endpointSlices.push(object);
-      else if (object.metadata.name === OPTIONS.nodeName) node = object;
+      else if (object.kind === 'Node' && object.metadata.name === OPTIONS.nodeName) node = object;
     }
   }
   return { state: buildProxyState({ services, endpointSlices, node }, OPTIONS).state, changes };

@@ -139,7 +139,7 @@ export function build(objects: readonly KubeObject[], overrides: Partial<ProxyOp
     const object = decoded.object;
     if (object.kind === 'Service') services.push(object);
     else if (object.kind === 'EndpointSlice') endpointSlices.push(object);
-    else thisNode = object;
+    else if (object.kind === 'Node') thisNode = object;
   }
   return buildProxyState(
     { services, endpointSlices, ...(thisNode && { node: thisNode }) },

@@ -18,7 +18,16 @@ const POD = '10.0.1.100'; // a pod on this node
 const OTHER_POD = '10.0.2.100'; // a pod on the other node (arrives routed)
 const OUTSIDE = '203.0.113.9';
 
+/** The cluster's ServiceCIDR: its addresses that no Service holds are dropped (nftables). */
+const SERVICE_CIDR = {
+  apiVersion: 'networking.k8s.io/v1',
+  kind: 'ServiceCIDR',
+  metadata: { name: 'kubernetes' },
+  spec: { cidrs: ['172.30.0.0/16', 'fd00:172:30::/112'] },
+};
+
 const CLUSTER = [
+  SERVICE_CIDR,
   nodeObject(THIS_NODE, [NODE_IP, SECOND_NODE_IP, NODE_IP6], ['10.0.1.0/24', 'fd00:10::1:0/112']),
   nodeObject(OTHER_NODE, ['192.168.0.3'], ['10.0.2.0/24']),
   ...serviceObjects({
@@ -108,6 +117,7 @@ interface FlowCase {
   readonly affinity?: boolean;
   /** Where a mode's documented semantics differ from kube-proxy's iptables mode. */
   readonly ipvs?: Pick<FlowCase, 'output' | 'masq'>;
+  readonly nftables?: Pick<FlowCase, 'output' | 'masq'>;
   /** Known divergences from kube-proxy, per mode: run, reported, not failing the suite. */
   readonly todo?: Partial<Record<Mode, string>>;
 }
@@ -156,7 +166,52 @@ const FLOWS: readonly FlowCase[] = [
     output: '',
     // kube-proxy's IPVS mode rejects ports without a virtual server on its bound addresses (KUBE-IPVS-FILTER).
     ipvs: { output: 'REJECT' },
-    todo: { nftables: "kube-proxy's nftables mode rejects it (cluster-ips-check); kproxy routes it on" },
+    // kube-proxy's nftables mode rejects it after DNAT (cluster-ips-check); iptables routes it on.
+    nftables: { output: 'REJECT' },
+  },
+  {
+    name: 'unknown protocol of a ClusterIP',
+    from: POD,
+    to: '172.30.0.41:80/udp',
+    via: 'pod',
+    output: '',
+    ipvs: { output: 'REJECT' },
+    nftables: { output: 'REJECT' },
+  },
+  {
+    name: 'unknown port of a ClusterIP from the node',
+    from: NODE_IP,
+    to: '172.30.0.41:81',
+    via: 'node',
+    output: '',
+    ipvs: { output: 'REJECT' },
+    nftables: { output: 'REJECT' },
+  },
+  {
+    name: 'unallocated address of the service CIDR',
+    from: POD,
+    to: '172.30.0.99:80',
+    via: 'pod',
+    // Routed on by iptables and IPVS (kube-proxy's OnServiceCIDRsChanged is a no-op there);
+    // nftables drops it (cluster-ips-check).
+    output: '',
+    nftables: { output: 'DROP' },
+  },
+  {
+    name: 'unallocated address of the service CIDR from the node',
+    from: NODE_IP,
+    to: '172.30.0.99:80',
+    via: 'node',
+    output: '',
+    nftables: { output: 'DROP' },
+  },
+  {
+    name: 'unallocated IPv6 address of the service CIDR',
+    from: '[fd00:10::1:100]',
+    to: '[fd00:172:30::99]:80',
+    via: 'pod',
+    output: '',
+    nftables: { output: 'DROP' },
   },
   // NodePort (on each node address), external IP
   {
@@ -479,7 +534,8 @@ describe('packet flows through every mode', () => {
 
   for (const mode of ['nftables', 'iptables', 'ipvs'] as const) {
     for (const each of FLOWS) {
-      const flow: FlowCase = mode === 'ipvs' && each.ipvs ? { ...each, masq: undefined, ...each.ipvs } : each;
+      const override = mode === 'iptables' ? undefined : each[mode];
+      const flow: FlowCase = override ? { ...each, masq: undefined, ...override } : each;
       test(`${mode}: ${flow.name}`, { todo: flow.todo?.[mode] ?? false }, () => check(mode, flow));
     }
     for (const { flags, flow } of VARIANTS) {

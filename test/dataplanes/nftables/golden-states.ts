@@ -5,11 +5,19 @@ import { endpoint, ipv4, localEndpoint, proxyState, servicePort } from './fixtur
 const pods = [endpoint('10.244.2.10'), localEndpoint('10.244.1.10'), localEndpoint('10.244.1.11')];
 
 export const goldenStates: Record<string, DualStackState> = {
-  'cluster-ip': ipv4([
-    servicePort('web', { clusterIP: '10.96.0.10', clusterEndpoints: pods }),
-    servicePort('dns', { clusterIP: '10.96.0.53', protocol: 'UDP', port: 53, clusterEndpoints: [pods[0]!] }),
-    servicePort('empty', { clusterIP: '10.96.0.99' }),
-  ]),
+  'cluster-ip': ipv4(
+    [
+      servicePort('web', { clusterIP: '10.96.0.10', clusterEndpoints: pods }),
+      servicePort('dns', {
+        clusterIP: '10.96.0.53',
+        protocol: 'UDP',
+        port: 53,
+        clusterEndpoints: [pods[0]!],
+      }),
+      servicePort('empty', { clusterIP: '10.96.0.99' }),
+    ],
+    { serviceCIDRs: ['10.96.0.0/16'] },
+  ),
   'external-traffic': ipv4(
     [
       servicePort('lb', {
@@ -45,12 +53,16 @@ export const goldenStates: Record<string, DualStackState> = {
         sessionAffinity: { timeoutSeconds: 600 },
       }),
     ]),
-    IPv6: proxyState('IPv6', [
-      servicePort('web', {
-        clusterIP: 'fd00:96::10',
-        nodePort: 30010,
-        clusterEndpoints: [endpoint('fd00:244:2::10'), localEndpoint('fd00:244:1::10')],
-      }),
-    ]),
+    IPv6: proxyState(
+      'IPv6',
+      [
+        servicePort('web', {
+          clusterIP: 'fd00:96::10',
+          nodePort: 30010,
+          clusterEndpoints: [endpoint('fd00:244:2::10'), localEndpoint('fd00:244:1::10')],
+        }),
+      ],
+      { serviceCIDRs: ['fd00:96::/112'] },
+    ),
   },
 };

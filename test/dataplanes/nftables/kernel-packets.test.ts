@@ -22,6 +22,9 @@ const ROOT_REASON =
   'needs root: network namespaces and nft (run the suite as root to include these kernel tests)';
 if (!isRoot) process.stderr.write(`SKIPPED nftables packet tests: ${ROOT_REASON}\n`);
 
+/** The service CIDR (IPv4): the client routes it to node-0. */
+const SERVICE_CIDR_V4 = '10.96.0.0/16';
+
 /** The LoadBalancer IP of the eTP Local service (its one endpoint is on node-0). */
 const LOCAL_LB_IP = '192.168.6.8';
 
@@ -97,11 +100,17 @@ describe('nftables ruleset with real packets', { skip: isRoot ? false : ROOT_REA
         nodeName,
         nodeIPs: [node.ipv4],
         localDetector: { mode: 'ClusterCIDR', cidrs: [CLUSTER_CIDR_V4] },
+        serviceCIDRs: [SERVICE_CIDR_V4],
       }),
       IPv6: proxyState(
         'IPv6',
         [portFor(nodeName, 'web6', { clusterIP: 'fd00:96::10', nodePort: 30080, pods: [a0!, b0!] }, true)],
-        { nodeName, nodeIPs: [node.ipv6], localDetector: { mode: 'ClusterCIDR', cidrs: [CLUSTER_CIDR_V6] } },
+        {
+          nodeName,
+          nodeIPs: [node.ipv6],
+          localDetector: { mode: 'ClusterCIDR', cidrs: [CLUSTER_CIDR_V6] },
+          serviceCIDRs: ['fd00:96::/112'],
+        },
       ),
     };
   }
@@ -112,7 +121,7 @@ describe('nftables ruleset with real packets', { skip: isRoot ? false : ROOT_REA
     pod = (name) => topo.pod(name);
     for (const p of topo.nodes.flatMap((n) => n.pods)) await topo.startEcho(p, { tcp: [8080], udp: [5353] });
     // The client reaches service addresses through node-0.
-    for (const cidr of ['10.96.0.0/16', '192.168.6.0/24']) {
+    for (const cidr of [SERVICE_CIDR_V4, '192.168.6.0/24']) {
       await lab.addRoute(client(), [cidr, 'via', topo.nodes[0]!.ipv4]);
     }
     await lab.addRoute(client(), ['fd00:96::/64', 'via', topo.nodes[0]!.ipv6]);
@@ -216,5 +225,66 @@ describe('nftables ruleset with real packets', { skip: isRoot ? false : ROOT_REA
   test('hairpin: a pod reaches itself through its own service', async () => {
     const outcomes = await topo.connect(pod('node-0-pod-2').ns, 'tcp', '10.96.0.40', 80, { count: 3 });
     assert.deepEqual(names(outcomes), ['node-0-pod-2']);
+  });
+
+  // kube-proxy's cluster-ips-check (its proxier tests' "unallocated ClusterIP" and "ClusterIP on
+  // an undefined port" flows): after DNAT, what still goes to a service address matched nothing.
+  test('a ClusterIP on a port or protocol it does not serve is refused, from outside, a pod and the host', async () => {
+    const refused = ['error:ECONNREFUSED'];
+    const probe = (ns: string, proto: 'tcp', ip: string, port: number) =>
+      topo.connect(ns, proto, ip, port, { timeoutMs: 3000 }).then(names);
+    assert.deepEqual(await probe(client(), 'tcp', '10.96.0.10', 81), refused, 'port not served');
+    // dns serves UDP/53 only. (UDP probes cannot tell: an unconnected socket hears no ICMP error.)
+    assert.deepEqual(
+      await probe(pod('node-1-pod-1').ns, 'tcp', '10.96.0.53', 53),
+      refused,
+      'protocol, from a pod',
+    );
+    assert.deepEqual(await probe(topo.nodes[1]!.ns, 'tcp', '10.96.0.10', 81), refused, 'from the host');
+    assert.deepEqual(await probe(client(), 'tcp', 'fd00:96::10', 81), refused, 'IPv6');
+    // The port it serves is still served, from the same places.
+    assert.deepEqual(await probe(client(), 'tcp', '10.96.0.10', 80).then((n) => n.length), 1);
+    assert.deepEqual(names(await topo.connect(topo.nodes[1]!.ns, 'tcp', '10.96.0.10', 80, { count: 10 })), [
+      'node-0-pod-0',
+      'node-1-pod-0',
+    ]);
+  });
+
+  test('an address of the service CIDR that no Service holds is dropped, not routed on', async () => {
+    // Nodes route unknown addresses to the client (their default route), which routes service
+    // addresses back to node-0: a packet routed on comes back to the client, and is counted there.
+    await nftLoad(
+      lab,
+      client(),
+      [
+        'table inet probe {',
+        '  chain routed-back {',
+        '    type filter hook prerouting priority 0',
+        '    ip daddr 10.96.0.77 counter',
+        '    ip6 daddr fd00:96::77 counter',
+        '    ip daddr 10.98.0.77 counter',
+        '  }',
+        '}',
+        '',
+      ].join('\n'),
+    );
+    await lab.addRoute(client(), ['10.98.0.0/16', 'via', topo.nodes[0]!.ipv4]);
+    const routedBack = async (): Promise<number[]> => {
+      const { stdout } = await lab.exec(client(), 'nft', ['-j', 'list', 'table', 'inet', 'probe']);
+      const rules = (
+        JSON.parse(stdout) as { nftables: { rule?: { expr: { counter?: { packets: number } }[] } }[] }
+      ).nftables;
+      return rules.flatMap((o) => o.rule?.expr.flatMap((e) => (e.counter ? [e.counter.packets] : [])) ?? []);
+    };
+    const probe = (ns: string, ip: string) =>
+      topo.connect(ns, 'tcp', ip, 80, { timeoutMs: 1500 }).then(names);
+    assert.deepEqual(await probe(client(), '10.96.0.77'), ['error:timeout'], 'from outside');
+    assert.deepEqual(await probe(pod('node-1-pod-1').ns, '10.96.0.77'), ['error:timeout'], 'from a pod');
+    assert.deepEqual(await probe(topo.nodes[1]!.ns, '10.96.0.77'), ['error:timeout'], 'from the host');
+    assert.deepEqual(await probe(client(), 'fd00:96::77'), ['error:timeout'], 'IPv6');
+    assert.deepEqual(await routedBack(), [0, 0, 0], 'no node routed a packet for an unallocated address on');
+    // The control: an address outside the service CIDRs is routed on, and counted.
+    await probe(client(), '10.98.0.77');
+    assert.ok((await routedBack())[2]! > 0, 'the probe sees packets a node routes on');
   });
 });

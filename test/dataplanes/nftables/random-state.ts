@@ -30,10 +30,12 @@ function randomServicePort(random: () => number, family: IPFamily, i: number): S
   const clusterEndpoints = randomEndpoints(random, family);
   const external = random() < 0.4;
   const lb = random() < 0.3;
+  // Pairs of ports share a cluster IP (on different ports), as a Service's ports do: the
+  // cluster-ips element stays while either of them does.
   return servicePort(`svc${i}`, {
-    clusterIP: addr(family, `10.96.0.${10 + i}`, `fd00:96::${10 + i}`),
+    clusterIP: addr(family, `10.96.0.${10 + (i >> 1)}`, `fd00:96::${10 + (i >> 1)}`),
     protocol,
-    port: 80,
+    port: 80 + i,
     nodePort: random() < 0.5 ? 30000 + i : 0,
     externalIPs: external ? [addr(family, `192.168.5.${i}`, `fd00:5::${i}`)] : [],
     loadBalancerIPs: lb ? [addr(family, `192.168.6.${i}`, `fd00:6::${i}`)] : [],
@@ -54,6 +56,7 @@ export function randomState(random: () => number): DualStackState {
     return proxyState(family, ports, {
       masqueradeAll: random() < 0.3,
       nodePortAddresses: random() < 0.5 ? 'all' : [addr(family, '10.100.0.0/24', 'fd00:100::/64')],
+      serviceCIDRs: random() < 0.5 ? [] : [addr(family, '10.96.0.0/16', 'fd00:96::/112')],
     });
   };
   const families = pick(random, ['IPv4', 'IPv4', 'both', 'IPv6'] as const);
