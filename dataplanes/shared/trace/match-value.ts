@@ -1,25 +1,53 @@
 // Comparing what a packet carries with what a rule or set element names, the way the kernel
 // compares them: addresses by value (a prefix or range contains), protocols by name or number,
-// ports and marks as numbers.
+// ports and marks as numbers. A trace compares the packet with every element of a map, so
+// parsed values are remembered (the same few hundred texts come again and again).
 import ipaddr from 'ipaddr.js';
-import { cidrContains } from '../cidr.ts';
 
 const PROTOCOL_NUMBERS: Readonly<Record<string, string>> = { '6': 'tcp', '17': 'udp', '132': 'sctp' };
 
-function addressValue(text: string): bigint | undefined {
-  const bare = text.replace(/^\[|\]$/g, '');
-  if (!ipaddr.isValid(bare)) return undefined;
-  return ipaddr
-    .parse(bare)
-    .toByteArray()
-    .reduce((value, byte) => (value << 8n) | BigInt(byte), 0n);
+interface Scalar {
+  readonly value: bigint;
+  /** Bits of an address (32 or 128); 0 for a plain number. */
+  readonly width: number;
 }
 
-function scalar(text: string): bigint | undefined {
-  const address = addressValue(text);
-  if (address !== undefined) return address;
-  if (/^(0x[\da-f]+|\d+)$/i.test(text)) return BigInt(text);
-  return undefined;
+/** Parsed texts; cleared when large, so a long-lived reader holds a bounded amount. */
+const parsed = new Map<string, Scalar | null>();
+const MAX_REMEMBERED = 100_000;
+
+function parse(text: string): Scalar | null {
+  const bare = text.replace(/^\[|\]$/g, '');
+  if (ipaddr.isValid(bare)) {
+    const bytes = ipaddr.parse(bare).toByteArray();
+    return {
+      value: bytes.reduce((value, byte) => (value << 8n) | BigInt(byte), 0n),
+      width: bytes.length * 8,
+    };
+  }
+  if (/^(0x[\da-f]+|\d+)$/i.test(text)) return { value: BigInt(text), width: 0 };
+  return null;
+}
+
+function scalar(text: string): Scalar | null {
+  let value = parsed.get(text);
+  if (value === undefined) {
+    if (parsed.size >= MAX_REMEMBERED) parsed.clear();
+    value = parse(text);
+    parsed.set(text, value);
+  }
+  return value;
+}
+
+/** `address/bits` contains `actual` (same family only). */
+function prefixContains(pattern: string, actual: string): boolean {
+  const slash = pattern.indexOf('/');
+  const [network, value] = [scalar(pattern.slice(0, slash)), scalar(actual)];
+  const bits = Number(pattern.slice(slash + 1));
+  if (!network?.width || network.width !== value?.width || !(bits >= 0 && bits <= network.width))
+    return false;
+  const shift = BigInt(network.width - bits);
+  return network.value >> shift === value.value >> shift;
 }
 
 /** Normal form of a symbolic value: protocol numbers as names, lower case. */
@@ -30,13 +58,14 @@ function symbol(text: string): string {
 
 /** True when `actual` (what the packet has) is `pattern`, or lies in its prefix or range. */
 export function valueMatches(pattern: string, actual: string): boolean {
-  if (pattern.includes('/')) return cidrContains(pattern, actual);
+  if (pattern === actual) return true;
+  if (pattern.includes('/')) return prefixContains(pattern, actual);
   const range = pattern.match(/^(.+?)-(.+)$/);
   if (range && !/^[a-z]/i.test(pattern)) {
     const [low, high, value] = [scalar(range[1]!), scalar(range[2]!), scalar(actual)];
-    if (low !== undefined && high !== undefined && value !== undefined) return value >= low && value <= high;
+    if (low && high && value) return value.value >= low.value && value.value <= high.value;
   }
   const [left, right] = [scalar(pattern), scalar(actual)];
-  if (left !== undefined && right !== undefined) return left === right;
+  if (left && right) return left.value === right.value && left.width === right.width;
   return symbol(pattern) === symbol(actual);
 }

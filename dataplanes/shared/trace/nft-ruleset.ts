@@ -14,9 +14,12 @@ export interface NftElement {
 export interface NftSet {
   readonly name: string;
   readonly isMap: boolean;
+  /** The declaration as written: `type …` or `typeof …`, up to its `;`. */
+  readonly type?: string;
   readonly flags: readonly string[];
   /** Seconds (nft prints "1h" what it was given as "3600s"). */
   readonly timeout?: number;
+  readonly size?: number;
   readonly comment?: string;
   readonly elements: NftElement[];
 }
@@ -74,10 +77,48 @@ export function unquote(token: string): string {
 
 /** Parses either form (or a mix: a listing then a script); later commands act on earlier state. */
 export function parseNftRuleset(text: string): NftRuleset {
-  const ruleset: NftRuleset = { tables: new Map(), unknown: [] };
-  const statements = splitStatements(tokenize(text));
-  for (const statement of statements) applyStatement(ruleset, statement);
+  const ruleset = emptyNftRuleset();
+  for (const command of parseNftCommands(text)) applyNftCommand(ruleset, command);
   return ruleset;
+}
+
+export function emptyNftRuleset(): NftRuleset {
+  return { tables: new Map(), unknown: [] };
+}
+
+export type NftVerb = 'add' | 'create' | 'insert' | 'delete' | 'destroy' | 'flush';
+
+interface Addressed {
+  readonly verb: NftVerb;
+  readonly family: string;
+  readonly table: string;
+}
+
+/**
+ * One statement of nft text, with its meaning: what the tracer builds its ruleset from, and what
+ * the tests' fake nft checks as the kernel would before applying it (one parser for both).
+ */
+export type NftCommand =
+  | (Addressed & { readonly object: 'table' })
+  /** `chain` for add/create (its declaration), absent for flush/delete. */
+  | (Addressed & { readonly object: 'chain'; readonly name: string; readonly chain?: NftChain })
+  | (Addressed & { readonly object: 'set'; readonly name: string; readonly set?: NftSet })
+  /** `index`: `add rule … CHAIN index N` goes after rule N, `insert` before it. */
+  | (Addressed & {
+      readonly object: 'rule';
+      readonly name: string;
+      readonly rule: NftRule;
+      readonly index?: number;
+    })
+  | (Addressed & { readonly object: 'element'; readonly name: string; readonly elements: NftElement[] })
+  /** A whole table as `nft list ruleset` prints it. */
+  | { readonly object: 'listing'; readonly table: NftTable; readonly unknown: readonly string[] }
+  | { readonly object: 'unknown'; readonly text: string };
+
+const VERBS: ReadonlySet<string> = new Set(['add', 'create', 'insert', 'delete', 'destroy', 'flush']);
+
+export function parseNftCommands(text: string): NftCommand[] {
+  return splitStatements(tokenize(text)).map(commandOf);
 }
 
 /** Top-level statements: tokens up to a newline or `;` outside braces, braces kept inside. */
@@ -99,73 +140,124 @@ function splitStatements(tokens: readonly string[]): string[][] {
   return statements;
 }
 
-function applyStatement(ruleset: NftRuleset, tokens: readonly string[]): void {
-  const [verb, object] = tokens;
-  if (verb === 'table') {
-    listedTable(ruleset, tokens);
-    return;
-  }
-  const table = (family: string | undefined, name: string | undefined) =>
-    ruleset.tables.get(`${family} ${name}`);
-  const isAdd = verb === 'add' || verb === 'create' || verb === 'insert';
-  if (object === 'table') {
-    const [, , family, name] = tokens;
-    if (isAdd && family && name && !ruleset.tables.has(`${family} ${name}`))
-      ruleset.tables.set(`${family} ${name}`, { family, name, chains: new Map(), sets: new Map() });
-    else if (verb === 'delete' || verb === 'destroy') ruleset.tables.delete(`${family} ${name}`);
-    else if (verb === 'flush') flushTable(table(family, name));
-    else if (!isAdd) ruleset.unknown.push(tokens.join(' '));
-    return;
-  }
-  const [, , family, tableName, name] = tokens;
-  const owner = table(family, tableName);
-  if (owner === undefined || name === undefined) {
-    ruleset.unknown.push(tokens.join(' '));
-    return;
-  }
+function commandOf(tokens: readonly string[]): NftCommand {
+  const [verb, object, family, table, name] = tokens;
+  if (verb === 'table') return listedTable(tokens);
+  const unknown: NftCommand = { object: 'unknown', text: tokens.join(' ') };
+  if (!VERBS.has(verb ?? '') || family === undefined || table === undefined) return unknown;
+  const at = { verb: verb as NftVerb, family, table };
+  const isAdd = verb === 'add' || verb === 'create';
+  if (object === 'table') return { object, ...at };
+  if (name === undefined) return unknown;
   const body = braced(tokens.slice(5));
-  if (object === 'chain') {
-    if (isAdd) {
-      if (!owner.chains.has(name)) owner.chains.set(name, chainOf(name, splitClauses(body)));
-    } else if (verb === 'flush') owner.chains.get(name)!.rules = [];
-    else if (verb === 'delete' || verb === 'destroy') owner.chains.delete(name);
+  switch (object) {
+    case 'chain':
+      return { object, ...at, name, ...(isAdd && { chain: chainOf(name, splitClauses(body)) }) };
+    case 'set':
+    case 'map':
+      return {
+        object: 'set',
+        ...at,
+        name,
+        ...(isAdd && { set: setOf(name, object === 'map', splitClauses(body)) }),
+      };
+    case 'rule': {
+      if (verb !== 'add' && verb !== 'insert') return unknown;
+      const indexed = tokens[5] === 'index' && /^\d+$/.test(tokens[6] ?? '');
+      const ruleTokens = tokens.slice(indexed ? 7 : 5);
+      const rule = { text: ruleTokens.join(' '), tokens: ruleTokens };
+      return { object, ...at, name, rule, ...(indexed && { index: Number(tokens[6]) }) };
+    }
+    case 'element':
+      return { object, ...at, name, elements: parseElements(body) };
+    default:
+      return unknown;
+  }
+}
+
+/** Applies a command as leniently as a reader must: what it cannot place goes to `unknown`. */
+export function applyNftCommand(ruleset: NftRuleset, command: NftCommand): void {
+  if (command.object === 'unknown') {
+    ruleset.unknown.push(command.text);
     return;
   }
-  if (object === 'set' || object === 'map') {
-    if (isAdd) {
-      if (!owner.sets.has(name)) owner.sets.set(name, setOf(name, object === 'map', splitClauses(body)));
-    } else if (verb === 'flush') owner.sets.get(name)?.elements.splice(0);
-    else if (verb === 'delete' || verb === 'destroy') owner.sets.delete(name);
+  if (command.object === 'listing') {
+    ruleset.tables.set(`${command.table.family} ${command.table.name}`, command.table);
+    ruleset.unknown.push(...command.unknown);
     return;
   }
-  if (object === 'rule') {
-    const chain = owner.chains.get(name);
-    const ruleTokens = tokens.slice(5);
-    if (chain === undefined || !isAdd) {
-      ruleset.unknown.push(tokens.join(' '));
+  const { verb, family, table: tableName } = command;
+  const key = `${family} ${tableName}`;
+  const isAdd = verb === 'add' || verb === 'create' || verb === 'insert';
+  const removes = verb === 'delete' || verb === 'destroy';
+  if (command.object === 'table') {
+    if (isAdd && !ruleset.tables.has(key))
+      ruleset.tables.set(key, { family, name: tableName, chains: new Map(), sets: new Map() });
+    else if (removes) ruleset.tables.delete(key);
+    else if (verb === 'flush') flushTable(ruleset.tables.get(key));
+    return;
+  }
+  const owner = ruleset.tables.get(key);
+  const { name } = command;
+  const notPlaced = () =>
+    ruleset.unknown.push(
+      `${verb} ${command.object} ${key} ${name}${command.object === 'rule' ? ` ${command.rule.text}` : ''}`,
+    );
+  if (owner === undefined) {
+    notPlaced();
+    return;
+  }
+  switch (command.object) {
+    case 'chain':
+      if (command.chain) {
+        if (!owner.chains.has(name)) owner.chains.set(name, command.chain);
+      } else if (verb === 'flush') {
+        const chain = owner.chains.get(name);
+        if (chain) chain.rules = [];
+      } else if (removes) owner.chains.delete(name);
+      return;
+    case 'set':
+      if (command.set) {
+        if (!owner.sets.has(name)) owner.sets.set(name, command.set);
+      } else if (verb === 'flush') owner.sets.get(name)?.elements.splice(0);
+      else if (removes) owner.sets.delete(name);
+      return;
+    case 'rule': {
+      const chain = owner.chains.get(name);
+      if (chain === undefined) {
+        notPlaced();
+        return;
+      }
+      const at =
+        command.index === undefined
+          ? verb === 'insert'
+            ? 0
+            : chain.rules.length
+          : command.index + (verb === 'insert' ? 0 : 1);
+      chain.rules.splice(at, 0, command.rule);
       return;
     }
-    const rule = { text: ruleTokens.join(' '), tokens: ruleTokens };
-    if (verb === 'insert') chain.rules.unshift(rule);
-    else chain.rules.push(rule);
-    return;
-  }
-  if (object === 'element') {
-    const set = owner.sets.get(name);
-    if (set === undefined) {
-      ruleset.unknown.push(tokens.join(' '));
-      return;
-    }
-    const elements = parseElements(body);
-    if (isAdd) set.elements.push(...elements);
-    else if (verb === 'delete' || verb === 'destroy') {
-      const keys = new Set(elements.map((element) => element.key.join(' . ')));
-      const kept = set.elements.filter((element) => !keys.has(element.key.join(' . ')));
+    case 'element': {
+      const set = owner.sets.get(name);
+      if (set === undefined) {
+        notPlaced();
+        return;
+      }
+      if (!removes) {
+        set.elements.push(...command.elements);
+        return;
+      }
+      const keys = new Set(command.elements.map(elementKey));
+      const kept = set.elements.filter((element) => !keys.has(elementKey(element)));
       set.elements.splice(0, set.elements.length, ...kept);
+      return;
     }
-    return;
   }
-  ruleset.unknown.push(tokens.join(' '));
+}
+
+/** An element's key as one string (`a . b`): how elements are told apart. */
+export function elementKey(element: NftElement): string {
+  return element.key.join(' . ');
 }
 
 function flushTable(table: NftTable | undefined): void {
@@ -222,14 +314,18 @@ function priorityOf(tokens: readonly string[]): number {
 }
 
 function setOf(name: string, isMap: boolean, clauses: readonly string[][]): NftSet {
+  let type: string | undefined;
   let flags: string[] = [];
   let timeout: number | undefined;
+  let size: number | undefined;
   let comment: string | undefined;
   const elements: NftElement[] = [];
   for (const clause of clauses) {
     const [first, second] = clause;
-    if (first === 'flags') flags = clause.slice(1).join('').split(',');
+    if (first === 'type' || first === 'typeof') type = clause.join(' ');
+    else if (first === 'flags') flags = clause.slice(1).join('').split(',');
     else if (first === 'timeout') timeout = nftSeconds(second ?? '');
+    else if (first === 'size') size = Number(second);
     else if (first === 'comment') comment = unquote(second ?? '');
     else if (first === 'elements') elements.push(...parseElements(braced(clause)));
   }
@@ -238,7 +334,9 @@ function setOf(name: string, isMap: boolean, clauses: readonly string[][]): NftS
     isMap,
     flags,
     elements,
+    ...(type !== undefined && { type }),
     ...(timeout !== undefined && { timeout }),
+    ...(size !== undefined && { size }),
     ...(comment !== undefined && { comment }),
   };
 }
@@ -285,21 +383,21 @@ function elementOf(tokens: readonly string[]): NftElement {
 }
 
 /** `table ip kproxy { … }` from `nft list ruleset`: the same objects, nested. */
-function listedTable(ruleset: NftRuleset, tokens: readonly string[]): void {
+function listedTable(tokens: readonly string[]): NftCommand {
   const [, family, name] = tokens;
-  if (family === undefined || name === undefined) return;
+  if (family === undefined || name === undefined) return { object: 'unknown', text: tokens.join(' ') };
   const table: NftTable = { family, name, chains: new Map(), sets: new Map() };
-  ruleset.tables.set(`${family} ${name}`, table);
-  const clauses = splitClauses(braced(tokens));
-  for (const clause of clauses) {
+  const unknown: string[] = [];
+  for (const clause of splitClauses(braced(tokens))) {
     const [kind, objectName] = clause;
     if (objectName === undefined) continue;
     const body = splitClauses(braced(clause));
     if (kind === 'chain') table.chains.set(objectName, chainOf(objectName, body));
     else if (kind === 'set' || kind === 'map')
       table.sets.set(objectName, setOf(objectName, kind === 'map', body));
-    else if (kind !== 'comment' && kind !== 'flags') ruleset.unknown.push(clause.join(' '));
+    else if (kind !== 'comment' && kind !== 'flags') unknown.push(clause.join(' '));
   }
+  return { object: 'listing', table, unknown };
 }
 
 const TIME_UNITS: Readonly<Record<string, number>> = { d: 86400, h: 3600, m: 60, s: 1, ms: 0.001 };

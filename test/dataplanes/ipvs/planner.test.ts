@@ -3,10 +3,15 @@ import { test } from 'node:test';
 import type { IpvsOp, IpvsPlan } from '../../../dataplanes/ipvs/ipvs-plan.ts';
 import { ipvsadmLine } from '../../../dataplanes/ipvs/ipvs-render.ts';
 import { createIpvsPlanner, ipvsDesired, ipvsPlanner } from '../../../dataplanes/ipvs/planner.ts';
+import {
+  elementKey,
+  emptyNftRuleset,
+  type NftRuleset,
+} from '../../../dataplanes/shared/trace/nft-ruleset.ts';
 import { endpoint, ipv4, localEndpoint, proxyState, servicePort } from '../../../harness/proxy-states.ts';
 import type { DualStackState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
-import { applyTransaction, dump, type FakeState } from '../nftables/fake-nft.ts';
+import { applyScript, dump } from '../nftables/fake-nft.ts';
 import { randomState } from '../nftables/random-state.ts';
 import { applyOps, dumpServing, fromDesired } from './fake-ipvs.ts';
 
@@ -212,15 +217,15 @@ test('full(A) then incremental(A→B) serves exactly what full(B) serves (random
   const random = prng(42);
   let prev: DualStackState = {};
   let ipvs = fromDesired(full(prev).desired);
-  let nft: FakeState = applyTransaction(new Map(), full(prev).nft.ops);
+  let nft = applyScript(emptyNftRuleset(), full(prev).nft.toString());
   for (let i = 0; i < 200; i++) {
     const next = randomState(random);
     const plan = incremental(prev, next);
     applyOps(ipvs, plan.ops as IpvsOp[]);
-    nft = applyTransaction(nft, plan.nft.ops);
+    nft = applyScript(nft, plan.nft.toString());
     const expected = full(next);
     assert.deepEqual(dumpServing(ipvs), dumpServing(fromDesired(expected.desired)), `step ${i}`);
-    assert.deepEqual(dump(nft), dump(applyTransaction(new Map(), expected.nft.ops)), `step ${i}`);
+    assert.deepEqual(dump(nft), dump(applyScript(emptyNftRuleset(), expected.nft.toString())), `step ${i}`);
     if (i % 50 === 49) ipvs = fromDesired(expected.desired);
     prev = next;
   }
@@ -265,12 +270,12 @@ test('loadBalancerSourceRanges: filtered per LB IP and port, and nothing of them
       clusterEndpoints: [remote],
     });
   // The source-range elements left in the table.
-  const firewall = (state: FakeState): string[] =>
-    [...(state.get('ip')?.elements ?? [])]
-      .filter(([set]) => set.startsWith('firewall-'))
-      .flatMap(([, elements]) => [...elements.keys()]);
+  const firewall = (state: NftRuleset): string[] =>
+    [...(state.tables.get('ip kproxy-ipvs')?.sets.values() ?? [])]
+      .filter((set) => set.name.startsWith('firewall-'))
+      .flatMap((set) => set.elements.map(elementKey));
   const ranged = ipv4([lb(7001, ['203.0.113.0/24']), lb(8001, [])]);
-  const start = applyTransaction(new Map(), full(ranged).nft.ops);
+  const start = applyScript(emptyNftRuleset(), full(ranged).nft.toString());
   assert.equal(firewall(start).length, 2);
   const script = full(ranged).nft.toString();
   // A second Service on the same LB IP is not filtered by the first one's ranges.
@@ -280,8 +285,8 @@ test('loadBalancerSourceRanges: filtered per LB IP and port, and nothing of them
   // The node's own traffic is filtered too (its source is the LB IP, not in these ranges).
   assert.match(script, /filter-output ct state new jump firewall-check/);
   for (const next of [ipv4([lb(7001, []), lb(8001, [])]), ipv4([lb(8001, [])]), ipv4([])]) {
-    const after = applyTransaction(start, incremental(ranged, next).nft.ops);
-    assert.deepEqual(dump(after), dump(applyTransaction(new Map(), full(next).nft.ops)));
+    const after = applyScript(start, incremental(ranged, next).nft.toString());
+    assert.deepEqual(dump(after), dump(applyScript(emptyNftRuleset(), full(next).nft.toString())));
     assert.deepEqual(firewall(after), [], 'no source-range element survives');
   }
 });

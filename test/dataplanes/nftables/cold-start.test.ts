@@ -6,9 +6,10 @@ import { desiredRuleset } from '../../../dataplanes/nftables/desired-ruleset.ts'
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
 import { NftError, type NftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
 import { fullTransaction } from '../../../dataplanes/shared/nft/full-transaction.ts';
+import { emptyNftRuleset } from '../../../dataplanes/shared/trace/nft-ruleset.ts';
 import type { DualStackState, ProxyState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
-import { applyTransaction, dump, type FakeState } from './fake-nft.ts';
+import { applyScript, dump } from './fake-nft.ts';
 import { endpoint, ipv4, servicePort } from './fixtures.ts';
 import { randomState } from './random-state.ts';
 import { RecordingCommandRunner, RecordingNftRunner } from './recording-nft-runner.ts';
@@ -29,7 +30,7 @@ function firstPorts(state: DualStackState, ipv4: number, ipv6: number): DualStac
  */
 function assertPiecesArePrefixes(state: DualStackState, maxElements: number, what: string): number {
   const full = (s: DualStackState) =>
-    JSON.stringify(dump(applyTransaction(new Map(), fullTransaction(desiredRuleset(s)).ops)));
+    JSON.stringify(dump(applyScript(emptyNftRuleset(), fullTransaction(desiredRuleset(s)).toString())));
   const n4 = state.IPv4?.servicePorts.size ?? 0;
   const n6 = state.IPv6?.servicePorts.size ?? 0;
   // Pieces go family by family: IPv4's ports first, then IPv6's.
@@ -37,11 +38,11 @@ function assertPiecesArePrefixes(state: DualStackState, maxElements: number, wha
     ...Array.from({ length: n4 + 1 }, (_, m) => full(firstPorts(state, m, 0))),
     ...Array.from({ length: n6 }, (_, m) => full(firstPorts(state, n4, m + 1))),
   ];
-  let kernel: FakeState = new Map();
+  let kernel = emptyNftRuleset();
   let reached = 0;
   const pieces = [...coldStartTransactions(state, maxElements)].filter((tx) => tx !== undefined);
   for (const [n, tx] of pieces.entries()) {
-    kernel = applyTransaction(kernel, tx.ops);
+    kernel = applyScript(kernel, tx.toString());
     const at = prefixes.indexOf(JSON.stringify(dump(kernel)), reached);
     assert.ok(at >= reached, `${what}: after piece ${n} the kernel is no prefix of the service ports`);
     reached = at;

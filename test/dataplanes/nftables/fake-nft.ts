@@ -1,149 +1,244 @@
-// An in-memory nft for unit tests: applies a transaction's operations all-or-nothing and checks
-// what the kernel would refuse (references to missing chains or sets, deleting a chain or set that
-// is still referenced, duplicate or missing elements). Its dump compares kernel states.
-import type { NftPlan } from '../../../dataplanes/nftables/planner.ts';
-import type {
-  ChainSpec,
-  ElementSpec,
-  NftFamily,
-  NftOp,
-  SetSpec,
-} from '../../../dataplanes/shared/nft/transaction.ts';
+// An in-memory nft for tests (knftables' fake): it reads the script text kproxy sends, with the
+// tracer's parser (dataplanes/shared/trace/nft-ruleset.ts: one parser, not a second), applies it
+// all-or-nothing and refuses what the kernel would: a missing table, chain, set or element, a
+// rule or verdict naming a missing chain or set, an object redeclared differently, deleting a
+// chain or set still in use or a chain not empty. Kept stricter than nft in one way: adding an
+// element that exists is refused (kproxy's record must know what the kernel holds). Its state
+// is the ruleset the tracer walks, so a test asks it what happens to a packet; dump() compares
+// states; the listings the live dataplane reads (adoption, canary, `nft -c`) come from that state.
+import { NftError, type NftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
+import { TABLE } from '../../../dataplanes/shared/nft/transaction.ts';
+import { traceNftables } from '../../../dataplanes/shared/trace/nft.ts';
+import {
+  applyNftCommand,
+  elementKey,
+  emptyNftRuleset,
+  type NftChain,
+  type NftCommand,
+  type NftElement,
+  type NftRuleset,
+  type NftSet,
+  type NftTable,
+  parseNftCommands,
+} from '../../../dataplanes/shared/trace/nft-ruleset.ts';
+import type { TraceReport } from '../../../dataplanes/shared/trace/outcome.ts';
+import type { TraceHost, TracePacket } from '../../../dataplanes/shared/trace/packet.ts';
 
-interface FakeTable {
-  sets: Map<string, SetSpec>;
-  chains: Map<string, { spec: ChainSpec; rules: string[] }>;
-  elements: Map<string, Map<string, ElementSpec>>;
+const MISSING = 'No such file or directory';
+const EXISTS = 'File exists';
+const BUSY = 'Device or resource busy';
+
+function refuse(reason: string, what: string): never {
+  throw new NftError('-f', `Error: Could not process rule: ${reason}\n${what}`);
 }
 
-export type FakeState = Map<NftFamily, FakeTable>;
-
-function chainRefs(text: string): string[] {
-  return [...text.matchAll(/\b(?:goto|jump) ([A-Za-z][\w./-]*)/g)].map((m) => m[1]!);
+/** Chain names a rule or verdict jumps to. */
+function chainRefs(tokens: readonly string[]): string[] {
+  return tokens.flatMap((token, i) => (i > 0 && /^(goto|jump)$/.test(tokens[i - 1]!) ? [token] : []));
 }
 
-function setRefs(text: string): string[] {
-  return [...text.matchAll(/@([A-Za-z][\w./-]*)/g)].map((m) => m[1]!);
+/** Set and map names a rule looks up (`@name`). */
+function setRefs(tokens: readonly string[]): string[] {
+  return tokens.flatMap((token) => (/^@[A-Za-z][\w./-]*$/.test(token) ? [token.slice(1)] : []));
 }
 
-function table(state: FakeState, family: NftFamily): FakeTable {
-  const t = state.get(family);
-  if (!t) throw new Error(`no table ${family} kproxy`);
-  return t;
+/** Who in `table` refers to `name` (rules and verdict map elements). */
+function users(table: NftTable, name: string, refs: (tokens: readonly string[]) => string[]): string[] {
+  const found: string[] = [];
+  for (const chain of table.chains.values())
+    if (chain.rules.some((rule) => refs(rule.tokens).includes(name))) found.push(`chain ${chain.name}`);
+  for (const set of table.sets.values())
+    if (set.elements.some((e) => e.value && refs(e.value).includes(name))) found.push(`map ${set.name}`);
+  return found;
 }
 
-function referencesTo(t: FakeTable, name: string, refs: (text: string) => string[]): string[] {
-  const users: string[] = [];
-  for (const [chain, { rules }] of t.chains) {
-    if (rules.some((r) => refs(r).includes(name))) users.push(`chain ${chain}`);
+const hookOf = (chain: NftChain) => JSON.stringify([chain.hook, chain.policy]);
+const declarationOf = ({ elements: _, comment: __, ...declaration }: NftSet) => JSON.stringify(declaration);
+
+/** One transaction on a copy of `ruleset`: the state after it, or NftError and no change. */
+export function applyScript(ruleset: NftRuleset, script: string): NftRuleset {
+  const next = structuredClone(ruleset);
+  // Element keys per set, built when a set is first touched: membership at any size.
+  const keys = new Map<NftSet, Set<string>>();
+  const keysOf = (set: NftSet) => {
+    const known = keys.get(set) ?? new Set(set.elements.map(elementKey));
+    keys.set(set, known);
+    return known;
+  };
+  for (const command of parseNftCommands(script)) {
+    check(next, command, keysOf);
+    applyNftCommand(next, command);
   }
-  for (const [set, elements] of t.elements) {
-    for (const e of elements.values())
-      if (e.value && refs(e.value).includes(name)) users.push(`element of ${set}`);
-  }
-  return users;
-}
-
-function apply(state: FakeState, op: NftOp): void {
-  switch (op.object) {
-    case 'table':
-      if (op.verb === 'add') {
-        if (!state.has(op.family))
-          state.set(op.family, { sets: new Map(), chains: new Map(), elements: new Map() });
-      } else {
-        table(state, op.family);
-        state.delete(op.family);
-      }
-      return;
-    case 'chain': {
-      const t = table(state, op.family);
-      if (op.verb === 'add') {
-        if (!t.chains.has(op.chain.name)) t.chains.set(op.chain.name, { spec: op.chain, rules: [] });
-        return;
-      }
-      const chain = t.chains.get(op.name);
-      if (!chain) throw new Error(`${op.verb} chain ${op.name}: no such chain`);
-      if (op.verb === 'flush') chain.rules = [];
-      else {
-        if (chain.rules.length > 0) throw new Error(`delete chain ${op.name}: not empty`);
-        const users = referencesTo(t, op.name, chainRefs);
-        if (users.length > 0) throw new Error(`delete chain ${op.name}: still used by ${users.join(', ')}`);
-        t.chains.delete(op.name);
-      }
-      return;
-    }
-    case 'set': {
-      const t = table(state, op.family);
-      if (op.verb === 'add') {
-        if (t.sets.has(op.set.name)) throw new Error(`add set ${op.set.name}: exists`);
-        t.sets.set(op.set.name, op.set);
-        t.elements.set(op.set.name, new Map());
-        return;
-      }
-      if (!t.sets.has(op.name)) throw new Error(`delete set ${op.name}: no such set`);
-      const users = referencesTo(t, op.name, setRefs);
-      if (users.length > 0) throw new Error(`delete set ${op.name}: still used by ${users.join(', ')}`);
-      t.sets.delete(op.name);
-      t.elements.delete(op.name);
-      return;
-    }
-    case 'rule': {
-      const t = table(state, op.family);
-      const chain = t.chains.get(op.chain);
-      if (!chain) throw new Error(`add rule: no chain ${op.chain}`);
-      for (const ref of chainRefs(op.rule))
-        if (!t.chains.has(ref)) throw new Error(`rule jumps to missing ${ref}`);
-      for (const ref of setRefs(op.rule))
-        if (!t.sets.has(ref)) throw new Error(`rule uses missing set ${ref}`);
-      chain.rules.push(op.rule);
-      return;
-    }
-    case 'element': {
-      const t = table(state, op.family);
-      const elements = t.elements.get(op.set);
-      if (!elements) throw new Error(`${op.verb} element: no set ${op.set}`);
-      for (const e of op.elements) {
-        if (op.verb === 'delete') {
-          if (!elements.delete(e.key)) throw new Error(`delete element ${op.set} ${e.key}: missing`);
-          continue;
-        }
-        if (elements.has(e.key)) throw new Error(`add element ${op.set} ${e.key}: exists`);
-        for (const ref of chainRefs(e.value ?? '')) {
-          if (!t.chains.has(ref)) throw new Error(`element ${e.key} jumps to missing ${ref}`);
-        }
-        elements.set(e.key, e);
-      }
-      return;
-    }
-  }
-}
-
-/** Applies all operations, or none (throwing) when one fails. */
-export function applyTransaction(state: FakeState, ops: readonly NftOp[]): FakeState {
-  const next: FakeState = structuredClone(state);
-  for (const op of ops) apply(next, op);
   return next;
 }
 
-/** A canonical dump (sorted, creation order ignored) for comparing states. */
-export function dump(state: FakeState): unknown {
-  return [...state]
+/** Refuses (throws) a command the kernel would refuse in `ruleset`'s state. */
+function check(ruleset: NftRuleset, command: NftCommand, keysOf: (set: NftSet) => Set<string>): void {
+  if (command.object === 'unknown') refuse('syntax error', command.text);
+  if (command.object === 'listing') refuse('syntax error', `table ${command.table.name} { … }`);
+  const { verb, family, table: tableName } = command;
+  const table = ruleset.tables.get(`${family} ${tableName}`);
+  const what = `${verb} ${command.object} ${family} ${tableName}${command.object === 'table' ? '' : ` ${command.name}`}`;
+  const tolerant = verb === 'destroy';
+  if (command.object === 'table') {
+    if (verb === 'create' && table) refuse(EXISTS, what);
+    if ((verb === 'delete' || verb === 'flush') && !table) refuse(MISSING, what);
+    if (verb === 'flush') for (const set of table?.sets.values() ?? []) keysOf(set).clear();
+    return;
+  }
+  if (!table) refuse(MISSING, what);
+  switch (command.object) {
+    case 'chain': {
+      const chain = table.chains.get(command.name);
+      if (command.chain) {
+        if (chain && (verb === 'create' || hookOf(chain) !== hookOf(command.chain))) refuse(EXISTS, what);
+        return;
+      }
+      if (!chain) {
+        if (tolerant) return;
+        refuse(MISSING, what);
+      }
+      if (verb === 'flush') return;
+      if (chain.rules.length > 0) refuse(BUSY, `${what}: not empty`);
+      const found = users(table, command.name, chainRefs);
+      if (found.length > 0) refuse(BUSY, `${what}: used by ${found.join(', ')}`);
+      return;
+    }
+    case 'set': {
+      const set = table.sets.get(command.name);
+      if (command.set) {
+        if (set && (verb === 'create' || declarationOf(set) !== declarationOf(command.set)))
+          refuse(EXISTS, what);
+        return;
+      }
+      if (!set) {
+        if (tolerant) return;
+        refuse(MISSING, what);
+      }
+      if (verb === 'flush') {
+        keysOf(set).clear();
+        return;
+      }
+      const found = users(table, command.name, setRefs);
+      if (found.length > 0) refuse(BUSY, `${what}: used by ${found.join(', ')}`);
+      return;
+    }
+    case 'rule': {
+      const chain = table.chains.get(command.name);
+      if (!chain) refuse(MISSING, what);
+      if (command.index !== undefined && command.index >= chain.rules.length)
+        refuse(MISSING, `${what}: no rule at index ${command.index}`);
+      for (const ref of chainRefs(command.rule.tokens))
+        if (!table.chains.has(ref)) refuse(MISSING, `${what}: no chain ${ref}`);
+      for (const ref of setRefs(command.rule.tokens))
+        if (!table.sets.has(ref)) refuse(MISSING, `${what}: no set ${ref}`);
+      return;
+    }
+    case 'element': {
+      const set = table.sets.get(command.name);
+      if (!set) refuse(MISSING, what);
+      checkElements(table, set, command.elements, verb === 'add' || verb === 'create', keysOf(set), what);
+      return;
+    }
+  }
+}
+
+function checkElements(
+  table: NftTable,
+  set: NftSet,
+  elements: readonly NftElement[],
+  adds: boolean,
+  known: Set<string>,
+  what: string,
+): void {
+  for (const element of elements) {
+    const key = elementKey(element);
+    if (!adds) {
+      if (!known.delete(key)) refuse(MISSING, `${what} { ${key} }`);
+      continue;
+    }
+    if (known.has(key)) refuse(EXISTS, `${what} { ${key} }`);
+    if (set.isMap !== (element.value !== undefined)) refuse('syntax error', `${what} { ${key} }: map value`);
+    for (const ref of chainRefs(element.value ?? []))
+      if (!table.chains.has(ref)) refuse(MISSING, `${what} { ${key} }: no chain ${ref}`);
+    known.add(key);
+  }
+}
+
+/** A canonical form of the state (creation order ignored) for comparing two of them. */
+export function dump(ruleset: NftRuleset): unknown {
+  const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : 1);
+  return [...ruleset.tables]
     .sort(([a], [b]) => (a < b ? -1 : 1))
-    .map(([family, t]) => ({
-      family,
-      sets: [...t.sets.values()].sort((a, b) => (a.name < b.name ? -1 : 1)),
-      chains: [...t.chains.values()]
-        .map((c) => ({ ...c.spec, rules: c.rules }))
-        .sort((a, b) => (a.name < b.name ? -1 : 1)),
-      elements: [...t.elements]
-        .sort(([a], [b]) => (a < b ? -1 : 1))
-        .map(([set, e]) => [set, [...e.values()].sort((a, b) => (a.key < b.key ? -1 : 1))]),
+    .map(([key, table]) => ({
+      table: key,
+      sets: [...table.sets.values()].sort(byName).map((set) => ({
+        ...set,
+        elements: set.elements
+          .map((e) => ({ ...e, key: elementKey(e), value: e.value?.join(' ') }))
+          .sort((a, b) => (a.key < b.key ? -1 : 1)),
+      })),
+      chains: [...table.chains.values()]
+        .sort(byName)
+        .map((chain) => ({ ...chain, rules: chain.rules.map((rule) => rule.text) })),
     }));
 }
 
-/** Every operation of a plan's transactions, in order (they load as one script). */
-export function planOps(plan: NftPlan): NftOp[] {
-  const ops: NftOp[] = [];
-  for (const tx of plan.transactions()) if (tx) ops.push(...tx.ops);
-  return ops;
+/** A port or index as `nft -j` prints it: a number; anything else a string. */
+function jsonAtom(component: string): string | number {
+  return /^\d+$/.test(component) ? Number(component) : component;
+}
+
+function jsonKey(components: readonly string[]): unknown {
+  return components.length === 1 ? jsonAtom(components[0]!) : { concat: components.map(jsonAtom) };
+}
+
+/** The fake as the live dataplane's NftRunner: every script it runs changes `ruleset`. */
+export class FakeNft implements NftRunner {
+  ruleset: NftRuleset = emptyNftRuleset();
+  /** Every script run (refused ones are not). */
+  readonly scripts: string[] = [];
+
+  async run(script: string): Promise<void> {
+    this.ruleset = applyScript(this.ruleset, script);
+    this.scripts.push(script);
+  }
+
+  /** `nft -c`: whether the script would apply; nothing changes. */
+  async check(script: string): Promise<boolean> {
+    try {
+      applyScript(this.ruleset, script);
+      return true;
+    } catch (error) {
+      if (error instanceof NftError) return false;
+      throw error;
+    }
+  }
+
+  async listChainsJson(family: string): Promise<unknown> {
+    const chains = [...this.ruleset.tables.values()]
+      .filter((table) => table.family === family)
+      .flatMap((table) =>
+        [...table.chains.values()].map((chain, handle) => ({
+          chain: { family, table: table.name, name: chain.name, handle: handle + 1 },
+        })),
+      );
+    return { nftables: [{ metainfo: { json_schema_version: 1 } }, ...chains] };
+  }
+
+  async listSetJson(family: string, name: string, kind: 'set' | 'map' = 'set'): Promise<unknown> {
+    const set = this.ruleset.tables.get(`${family} ${TABLE}`)?.sets.get(name);
+    if (!set || set.isMap !== (kind === 'map')) return undefined;
+    const elem = set.elements.map((e) => (e.value ? [jsonKey(e.key), jsonKey(e.value)] : jsonKey(e.key)));
+    const listed = { family, name, table: TABLE, ...(elem.length > 0 && { elem }) };
+    return { nftables: [{ metainfo: { json_schema_version: 1 } }, { [kind]: listed }] };
+  }
+
+  trace(packet: TracePacket, host: TraceHost): TraceReport {
+    return traceNftables(this.ruleset, packet, { host });
+  }
+
+  dump(): unknown {
+    return dump(this.ruleset);
+  }
 }

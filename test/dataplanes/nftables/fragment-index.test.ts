@@ -4,10 +4,11 @@ import { FragmentIndex } from '../../../dataplanes/nftables/fragment-index.ts';
 import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
 import { diffFamily } from '../../../dataplanes/shared/nft/diff.ts';
 import { NftTransaction } from '../../../dataplanes/shared/nft/transaction.ts';
+import { emptyNftRuleset } from '../../../dataplanes/shared/trace/nft-ruleset.ts';
 import { changedServicePorts } from '../../../src/model/changed-service-ports.ts';
 import type { ProxyState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
-import { applyTransaction, dump, planOps } from './fake-nft.ts';
+import { applyScript, dump } from './fake-nft.ts';
 import { endpoint, proxyState, servicePort } from './fixtures.ts';
 import { randomState } from './random-state.ts';
 
@@ -33,7 +34,10 @@ test('fragments of the changed service ports take full(A) to exactly full(B), ov
     const first = randomState(random).IPv4;
     if (!first) continue;
     let index = await FragmentIndex.build('ip', first);
-    let kernel = applyTransaction(new Map(), planOps(nftablesPlanner.planFull({ IPv4: first })));
+    let kernel = applyScript(
+      emptyNftRuleset(),
+      nftablesPlanner.render(nftablesPlanner.planFull({ IPv4: first })),
+    );
     let prev = first;
     for (let step = 0; step < 5 && index; step++) {
       const drawn = randomState(random).IPv4;
@@ -44,8 +48,11 @@ test('fragments of the changed service ports take full(A) to exactly full(B), ov
         index = undefined;
         break;
       }
-      kernel = applyTransaction(kernel, tx.ops);
-      const expected = applyTransaction(new Map(), planOps(nftablesPlanner.planFull({ IPv4: next })));
+      kernel = applyScript(kernel, tx.toString());
+      const expected = applyScript(
+        emptyNftRuleset(),
+        nftablesPlanner.render(nftablesPlanner.planFull({ IPv4: next })),
+      );
       assert.deepEqual(dump(kernel), dump(expected), `run ${run} step ${step} of seed ${seed}`);
       applied++;
       prev = next;

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
+import { emptyNftRuleset } from '../../../dataplanes/shared/trace/nft-ruleset.ts';
 import { prng } from '../../support/prng.ts';
-import { applyTransaction, dump, type FakeState, planOps } from './fake-nft.ts';
+import { applyScript, dump } from './fake-nft.ts';
 import { endpoint, ipv4, servicePort } from './fixtures.ts';
 import { randomState } from './random-state.ts';
 
@@ -11,8 +12,9 @@ const web = (endpoints: string[]) =>
 
 test('full sync replaces an existing table and also loads into an empty kernel', () => {
   const full = nftablesPlanner.planFull(ipv4([web(['10.244.1.10'])]));
-  const once = applyTransaction(new Map(), planOps(full));
-  assert.deepEqual(dump(applyTransaction(once, planOps(full))), dump(once));
+  const script = nftablesPlanner.render(full);
+  const once = applyScript(emptyNftRuleset(), script);
+  assert.deepEqual(dump(applyScript(once, script)), dump(once));
 });
 
 test('an endpoint replaced in place is one element delete and one add, nothing else', () => {
@@ -60,9 +62,12 @@ test('incremental ≡ full on the fake nft, for random pairs of states', () => {
   for (let i = 0; i < 200; i++) {
     const a = randomState(random);
     const b = randomState(random);
-    const kernelA: FakeState = applyTransaction(new Map(), planOps(nftablesPlanner.planFull(a)));
-    const viaIncremental = applyTransaction(kernelA, planOps(nftablesPlanner.planIncremental(a, b)));
-    const viaFull = applyTransaction(kernelA, planOps(nftablesPlanner.planFull(b)));
+    const kernelA = applyScript(emptyNftRuleset(), nftablesPlanner.render(nftablesPlanner.planFull(a)));
+    const viaIncremental = applyScript(
+      kernelA,
+      nftablesPlanner.render(nftablesPlanner.planIncremental(a, b)),
+    );
+    const viaFull = applyScript(kernelA, nftablesPlanner.render(nftablesPlanner.planFull(b)));
     assert.deepEqual(dump(viaIncremental), dump(viaFull), `pair ${i} of seed ${seed}`);
   }
 });

@@ -1,0 +1,158 @@
+// The live dataplane against the fake nft (which applies the very scripts it sends): after random
+// sequences of syncs of every kind — a cold start in pieces, fragments, whole-ruleset diffs, full
+// syncs in place, a restart that adopts the tables — every packet the tracer follows through the
+// fake's ruleset ends as it does through the fresh full render of the last state, and the two
+// rulesets are the same (but for the canary's nonce).
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
+import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
+import { CANARY_SET } from '../../../dataplanes/shared/nft/ruleset.ts';
+import { traceNftables } from '../../../dataplanes/shared/trace/nft.ts';
+import { emptyNftRuleset, type NftRuleset } from '../../../dataplanes/shared/trace/nft-ruleset.ts';
+import type { TracePacket, TraceProtocol } from '../../../dataplanes/shared/trace/packet.ts';
+import type { DualStackState, ProxyState } from '../../../src/model/proxy-state.ts';
+import { prng } from '../../support/prng.ts';
+import { applyScript, dump, FakeNft } from './fake-nft.ts';
+import { randomState } from './random-state.ts';
+import { RecordingCommandRunner } from './recording-nft-runner.ts';
+
+const SEQUENCES = 10;
+const STEPS = 8;
+/** Small enough that a cold start of a random state goes in several pieces. */
+const COLD_START_CHUNK = 6;
+
+type Step = 'fragments' | 'diff' | 'full' | 'restart' | 'cold-start';
+const STEP_KINDS: readonly Step[] = [
+  'fragments',
+  'fragments',
+  'fragments',
+  'diff',
+  'full',
+  'restart',
+  'cold-start',
+];
+
+/** `drawn` with `prev`'s node settings per family, so fragments apply. */
+function sameNode(prev: DualStackState, drawn: DualStackState): DualStackState {
+  const keep = (next: ProxyState | undefined, before: ProxyState | undefined) =>
+    next && before ? { ...next, node: before.node } : next;
+  return {
+    ...(drawn.IPv4 && { IPv4: keep(drawn.IPv4, prev.IPv4) }),
+    ...(drawn.IPv6 && { IPv6: keep(drawn.IPv6, prev.IPv6) }),
+  };
+}
+
+/** New connections to every address and port of `states`, from a pod, the node and outside. */
+function packetsFor(states: readonly DualStackState[]): TracePacket[] {
+  const packets = new Map<string, TracePacket>();
+  for (const state of states) {
+    for (const family of [state.IPv4, state.IPv6]) {
+      if (!family) continue;
+      const v4 = family.family === 'IPv4';
+      const nodeIP = family.node.nodeIPs[0]!;
+      const sources = [
+        { source: v4 ? '10.244.1.10' : 'fd00:244:1::10', via: 'pod' as const },
+        { source: nodeIP, via: 'node' as const },
+        { source: v4 ? '10.100.0.50' : 'fd00:100::50', via: 'external' as const },
+        { source: v4 ? '203.0.113.9' : '2001:db8::9', via: 'external' as const },
+      ];
+      for (const sp of family.servicePorts.values()) {
+        const protocol = sp.protocol.toLowerCase() as TraceProtocol;
+        const destinations = [
+          ...[sp.clusterIP, ...sp.externalIPs, ...sp.loadBalancerIPs]
+            .filter(Boolean)
+            .map((a) => [a, sp.port]),
+          ...(sp.nodePort ? [[nodeIP, sp.nodePort]] : []),
+        ] as [string, number][];
+        for (const [destination, port] of destinations)
+          for (const { source, via } of sources) {
+            const packet = { source, sourcePort: 40000, destination, port, protocol, via };
+            packets.set(JSON.stringify(packet), packet);
+          }
+      }
+    }
+  }
+  return [...packets.values()];
+}
+
+/** The state without the canary's nonce (each full sync writes its own). */
+function withoutNonce(ruleset: NftRuleset): unknown {
+  const copy = structuredClone(ruleset);
+  for (const table of copy.tables.values()) table.sets.get(CANARY_SET)?.elements.splice(0);
+  return dump(copy);
+}
+
+test('after random live syncs of every kind, the fake kernel treats every packet as the full render of the last state does', async () => {
+  const seed = Number(process.env.NFT_SEED ?? Date.now() % 100_000);
+  console.log(`live syncs ≡ full render: seed ${seed} (NFT_SEED=${seed} to repeat)`);
+  const random = prng(seed);
+  const seen = new Map<Step, number>();
+  let traced = 0;
+  for (let sequence = 0; sequence < SEQUENCES; sequence++) {
+    const nft = new FakeNft();
+    const dataplane = () =>
+      new NftablesDataplane({
+        nft,
+        commands: new RecordingCommandRunner(),
+        coldStartChunk: COLD_START_CHUNK,
+      });
+    let live = dataplane();
+    await live.start();
+    let state = randomState(random);
+    await live.sync(state, 'full');
+    const states = [state];
+    const steps: Step[] = ['cold-start'];
+    for (let n = 0; n < STEPS; n++) {
+      const step = STEP_KINDS[Math.floor(random() * STEP_KINDS.length)]!;
+      const drawn = randomState(random);
+      state = step === 'fragments' ? sameNode(state, drawn) : drawn;
+      if (step === 'restart') {
+        live = dataplane();
+        await live.start();
+      }
+      if (step === 'cold-start') await live.cleanup();
+      await live.settled();
+      const outcome = await live.sync(
+        state,
+        step === 'fragments' || step === 'diff' ? 'incremental' : 'full',
+      );
+      assert.equal(outcome.kind, step === 'fragments' || step === 'diff' ? 'incremental' : 'full');
+      seen.set(step, (seen.get(step) ?? 0) + 1);
+      states.push(state);
+      steps.push(step);
+
+      const what = `seed ${seed} sequence ${sequence} after ${steps.join(', ')}`;
+      const rendered = applyScript(
+        emptyNftRuleset(),
+        nftablesPlanner.render(nftablesPlanner.planFull(state)),
+      );
+      assert.deepEqual(withoutNonce(nft.ruleset), withoutNonce(rendered), `${what}: the same ruleset`);
+      for (const packet of packetsFor(states.slice(-2))) {
+        const host = {
+          localAddresses: [state.IPv4?.node.nodeIPs[0], state.IPv6?.node.nodeIPs[0]].flatMap((a) => a ?? []),
+        };
+        const expected = traceNftables(rendered, packet, { host });
+        assert.deepEqual(nft.trace(packet, host), expected, `${what}: ${JSON.stringify(packet)}`);
+        traced++;
+      }
+      assert.equal(await live.intact(), true, `${what}: intact`);
+    }
+  }
+  for (const kind of new Set(STEP_KINDS)) assert.ok((seen.get(kind) ?? 0) > 0, `no ${kind} step ran`);
+  assert.ok(traced > 1000, `only ${traced} packets traced`);
+});
+
+test('intact() asks the fake as it asks nft -c: a chain flushed by someone else is seen', async () => {
+  const nft = new FakeNft();
+  const live = new NftablesDataplane({ nft, commands: new RecordingCommandRunner() });
+  await live.start();
+  await live.sync(randomState(prng(5)), 'full');
+  assert.equal(await live.intact(), true);
+  const [family, table] = [...nft.ruleset.tables.values()].map((t) => [t.family, t] as const)[0]!;
+  const chain = [...table.chains.values()].find((c) => c.rules.length > 0)!;
+  await nft.run(`flush chain ${family} ${table.name} ${chain.name}\n`);
+  assert.equal(await live.intact(), false, `${chain.name} flushed`);
+  await live.sync(randomState(prng(5)), 'full');
+  assert.equal(await live.intact(), true, 'repaired by a full sync');
+});
