@@ -29,6 +29,8 @@ export interface ApiServerOptions {
   readonly bookmarkIntervalMs?: number;
   /** Whether watch-list (sendInitialEvents) is offered; when not, such a watch is refused with 422. */
   readonly watchList?: boolean;
+  /** Resources answered with 404, as by a server older than them (servicecidrs before 1.33). */
+  readonly unserved?: readonly ResourceType['plural'][];
 }
 
 export interface RequestRecord {
@@ -255,7 +257,7 @@ export class StandInApiServer {
       return;
     }
     const route = parseRoute(url.pathname);
-    if (!route) {
+    if (!route || this.#options.unserved?.includes(route.resource.plural)) {
       sendStatus(res, 404, 'NotFound', `the server could not find the requested resource (${url.pathname})`);
       return;
     }

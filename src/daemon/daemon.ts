@@ -156,6 +156,12 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
     // The node's addresses, pod CIDRs and zone feed every service's decisions; a heartbeat none.
     if (model.setNode(node)) loop.requestSync({ full: true });
   });
+  informers.serviceCIDRs.onChange((event) => {
+    // The service CIDRs are in every family's fixed rules (nftables' cluster-ips-check).
+    const changed =
+      event.type === 'delete' ? model.deleteServiceCIDR(event.object) : model.setServiceCIDR(event.object);
+    if (changed) loop.requestSync({ full: true });
+  });
 
   try {
     await dataplane.start();

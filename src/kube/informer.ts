@@ -57,6 +57,11 @@ export interface InformerOptions<T extends KubeObject = KubeObject, K extends Ob
   readonly watchGraceMs?: number;
   /** Longest Retry-After honoured, so a confused server cannot park us for hours; default 300 s. */
   readonly maxRetryAfterSeconds?: number;
+  /**
+   * The server may not serve the resource (ServiceCIDRs before 1.33): a 404 makes the store empty
+   * and synced, logged once while it lasts, and the resource is looked for again after a backoff.
+   */
+  readonly optional?: boolean;
   readonly random?: () => number;
 }
 
@@ -94,6 +99,8 @@ export class Informer<T extends KubeObject, K extends ObjectHead = T> {
   readonly #shared = new SharedParts();
   #useWatchList: boolean;
   #synced = false;
+  /** An optional resource the server answered 404 for, until it answers otherwise. */
+  #unserved = false;
   #syncWaiters: (() => void)[] = [];
   #running: Promise<void> | undefined;
 
@@ -159,6 +166,7 @@ export class Informer<T extends KubeObject, K extends ObjectHead = T> {
           continue;
         }
         rv = listed.rv;
+        this.#unserved = false;
         this.#backoff.reset();
       }
       const watchList = rv === undefined;
@@ -272,6 +280,7 @@ export class Informer<T extends KubeObject, K extends ObjectHead = T> {
       if (end) return end;
       if (!sawEvent) {
         sawEvent = true;
+        this.#unserved = false;
         this.#backoff.reset();
       }
       if (pending && session.rv !== undefined) {
@@ -425,6 +434,14 @@ export class Informer<T extends KubeObject, K extends ObjectHead = T> {
   }
 
   async #fail(error: ApiError, during: 'list' | 'watch'): Promise<void> {
+    if (this.#options.optional && error.kind === 'status' && error.status === 404) {
+      if (!this.#unserved) this.#log.info('the server does not serve this resource: taken as empty');
+      this.#unserved = true;
+      this.#completeRelist(new Set());
+      await this.#pause(this.#backoff.next());
+      return;
+    }
+    this.#unserved = false;
     this.#count('errors', errorReason(error));
     let delay = this.#backoff.next();
     if (error.kind === 'status' && error.retryAfterSeconds !== undefined) {

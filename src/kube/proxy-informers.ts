@@ -1,6 +1,7 @@
-// The three informers a proxy needs, with kube-proxy's server-side selectors: Services and
+// The informers a proxy needs, with kube-proxy's server-side selectors: Services and
 // EndpointSlices that no other proxy claims (or, with a proxy name, only those claiming us;
-// headless services' slices never), and this node's own Node object.
+// headless services' slices never), this node's own Node object, and the cluster's ServiceCIDRs
+// (optional: a server before 1.33 does not serve them, and kproxy then runs without).
 // The stores keep only the resourceVersions of Services and EndpointSlices: the model keeps what
 // it needs from each event (Services whole, slices as records), and a second copy of 30,000 slices
 // would cost more than the model itself.
@@ -18,8 +19,9 @@ import {
   type ObjectHead,
   SERVICE_PROXY_NAME_LABEL,
   type Service,
+  type ServiceCIDR,
 } from './objects.ts';
-import { ENDPOINT_SLICES, NODES, SERVICES } from './resources.ts';
+import { ENDPOINT_SLICES, NODES, SERVICE_CIDRS, SERVICES } from './resources.ts';
 import { VersionStore } from './store.ts';
 
 export function serviceLabelSelector(proxyName?: string): string {
@@ -49,6 +51,7 @@ export interface ProxyInformers {
   readonly services: Informer<Service, ObjectHead>;
   readonly endpointSlices: Informer<EndpointSlice, ObjectHead>;
   readonly node: Informer<Node>;
+  readonly serviceCIDRs: Informer<ServiceCIDR>;
 }
 
 export function createProxyInformers(options: ProxyInformersOptions): ProxyInformers {
@@ -78,6 +81,7 @@ export function createProxyInformers(options: ProxyInformersOptions): ProxyInfor
       resource: NODES,
       fieldSelector: nodeFieldSelector(options.nodeName),
     }),
+    serviceCIDRs: new Informer<ServiceCIDR>({ ...common, resource: SERVICE_CIDRS, optional: true }),
   };
 }
 

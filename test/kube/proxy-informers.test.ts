@@ -7,7 +7,7 @@ import { type StandInApiServer, startApiServer } from '../../harness/apiserver/s
 import { KubeClient } from '../../src/kube/client.ts';
 import { createInformerMetrics } from '../../src/kube/informer-metrics.ts';
 import { createProxyInformers, startAll, stopAll, waitForAllSynced } from '../../src/kube/proxy-informers.ts';
-import { ENDPOINT_SLICES, NODES, SERVICES } from '../../src/kube/resources.ts';
+import { ENDPOINT_SLICES, NODES, SERVICE_CIDRS, SERVICES } from '../../src/kube/resources.ts';
 import { eventually } from './harness.ts';
 
 const PROXY_NAME = 'service.kubernetes.io/service-proxy-name';
@@ -96,5 +96,46 @@ describe('proxy informers', () => {
       await eventually(() => assert.deepEqual(events, ['delete ours']));
       assert.equal(services.store.size, 0);
     });
+  });
+
+  test('ServiceCIDRs are watched: their changes arrive as events', async () => {
+    await withInformers(undefined, async ({ serviceCIDRs }, server) => {
+      assert.equal(serviceCIDRs.store.size, 0);
+      const events: string[] = [];
+      serviceCIDRs.onChange((e) => events.push(`${e.type} ${e.object.spec.cidrs.join(',')}`));
+      const object = { metadata: { name: 'kubernetes' }, spec: { cidrs: ['10.96.0.1/12'] } };
+      server.state.apply(SERVICE_CIDRS, object);
+      await eventually(() => assert.deepEqual(events, ['add 10.96.0.0/12']));
+    });
+  });
+
+  test('a server that does not serve ServiceCIDRs (404): synced without them, said once, no stall', async () => {
+    const server = await startApiServer({ unserved: ['servicecidrs'] });
+    populate(server);
+    const client = new KubeClient({ server: server.url });
+    const lines: string[] = [];
+    const informers = createProxyInformers({
+      api: client,
+      nodeName: 'node-1',
+      logger: pino({ level: 'info' }, { write: (line: string) => void lines.push(line) }),
+      metrics: createInformerMetrics(new Registry()),
+      // Retries every few milliseconds: many 404s in the test's time, still one log line.
+      backoff: { initialMs: 1, maxMs: 5 },
+    });
+    startAll(informers);
+    try {
+      await waitForAllSynced(informers);
+      assert.equal(informers.serviceCIDRs.store.size, 0);
+      assert.deepEqual([...informers.services.store.keys()], ['default/ours']);
+      const asked = () => server.requests.filter((r) => r.path.endsWith('/servicecidrs')).length;
+      await eventually(() => assert.ok(asked() >= 5, `asked ${asked()} times`));
+      const said = lines.filter((line) => line.includes('does not serve this resource'));
+      assert.equal(said.length, 1, said.join(''));
+      assert.ok(!lines.some((line) => line.includes('"level":40') && line.includes('servicecidrs')));
+    } finally {
+      await stopAll(informers);
+      await client.close();
+      await server.stop();
+    }
   });
 });
