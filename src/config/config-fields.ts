@@ -33,7 +33,8 @@ const boolean = { type: 'boolean' } as const;
 const string = { type: 'string' } as const;
 const accepted = { type: 'accepted' } as const;
 
-const checkCIDR: ItemCheck = (item) => (canonicalCIDR(item) ? undefined : `${show(item)} is not a CIDR`);
+export const checkCIDR: ItemCheck = (item) =>
+  canonicalCIDR(item) ? undefined : `${show(item)} is not a CIDR`;
 const checkIP: ItemCheck = (item) => (canonicalIP(item) ? undefined : `${show(item)} is not an IP address`);
 /** Since 1.37 the keywords combine with each other and with CIDRs. */
 const checkNodePortAddress: ItemCheck = (item) =>

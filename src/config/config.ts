@@ -56,6 +56,8 @@ export interface ProxyConfig {
   readonly healthzBindAddress: string;
   readonly metricsBindAddress: string;
   readonly clusterCIDRs: readonly string[];
+  /** --service-cluster-ip-range: the service CIDRs when the cluster has no ServiceCIDR object. */
+  readonly serviceCIDRs: readonly string[];
   readonly detectLocalMode: DetectLocalMode;
   readonly detectLocal: { readonly bridgeInterface: string; readonly interfaceNamePrefix: string };
   /** CIDRs, or ["primary"]; empty = every local address. */
@@ -166,6 +168,7 @@ export function resolveProxyConfig(
       METRICS_PORT,
     ),
     clusterCIDRs: get.list('clusterCIDR').map((cidr) => canonicalCIDR(cidr)!),
+    serviceCIDRs: get.list('serviceClusterIPRange').map((cidr) => canonicalCIDR(cidr)!),
     detectLocalMode: get.string('detectLocalMode', 'ClusterCIDR') as DetectLocalMode,
     detectLocal: {
       bridgeInterface: get.string('detectLocal.bridgeInterface', ''),

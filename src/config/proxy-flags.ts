@@ -1,7 +1,13 @@
 // kube-proxy's command-line flags (same names and meanings), plus kproxy's --node and repeatable
 // --node-ip. Each flag sets one or more config field paths, checked like the config file's fields.
 import type { ParseArgsOptionsConfig } from 'node:util';
-import { CONFIG_FIELDS, type FieldSpec, type FieldValue, parseFieldValue } from './config-fields.ts';
+import {
+  CONFIG_FIELDS,
+  checkCIDR,
+  type FieldSpec,
+  type FieldValue,
+  parseFieldValue,
+} from './config-fields.ts';
 import type { Settings, SettingsResult } from './config-file.ts';
 
 /** Parsed command-line flags by name, as node:util parseArgs returns them. */
@@ -18,6 +24,8 @@ interface ProxyFlag {
 /** Flags with no config file field: kube-proxy only has them on the command line. */
 export const FLAG_ONLY_FIELDS: ReadonlyMap<string, FieldSpec> = new Map<string, FieldSpec>([
   ['master', { type: 'string' }],
+  // kproxy's own (kube-proxy reads ServiceCIDR objects only); kube-apiserver's flag name and format.
+  ['serviceClusterIPRange', { type: 'list', check: checkCIDR }],
 ]);
 
 const MASQUERADE_ALL = ['masqueradeAll', 'iptables.masqueradeAll', 'nftables.masqueradeAll'];
@@ -35,6 +43,11 @@ export const PROXY_FLAGS: Readonly<Record<string, ProxyFlag>> = {
   'node-ip': { type: 'string', multiple: true, paths: ['nodeIPs'], help: "this node's IP (repeatable)" },
   'bind-address': { type: 'string', paths: ['bindAddress'], help: 'node IP unless 0.0.0.0 or ::' },
   'cluster-cidr': { type: 'string', paths: ['clusterCIDR'], help: 'pod CIDRs, comma-separated' },
+  'service-cluster-ip-range': {
+    type: 'string',
+    paths: ['serviceClusterIPRange'],
+    help: 'service CIDRs, comma-separated, for a cluster without ServiceCIDR objects (nftables drops their unallocated IPs)',
+  },
   'detect-local-mode': {
     type: 'string',
     paths: ['detectLocalMode'],

@@ -13,6 +13,7 @@ export function toProxyOptions(config: ProxyConfig): ProxyOptions {
         ? 'None'
         : config.detectLocalMode,
     clusterCIDRs: config.clusterCIDRs,
+    serviceCIDRs: config.serviceCIDRs,
     bridgeInterface: config.detectLocal.bridgeInterface || undefined,
     interfaceNamePrefix: config.detectLocal.interfaceNamePrefix || undefined,
     masqueradeAll: config.masqueradeAll,
