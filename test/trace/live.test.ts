@@ -30,13 +30,18 @@ const FLOWS: readonly (readonly string[])[] = [
 
 /** Outcomes of one trace (paths differ in step text between the forms; outcomes must not). */
 function outcomes(json: string): unknown {
-  const report = JSON.parse(json) as { outcomes: { masquerade?: unknown }[]; service?: string };
-  // The masquerade rule is quoted as each form prints it; whether it happened is what must agree.
+  const report = JSON.parse(json) as {
+    outcomes: { masquerade?: unknown; rule?: string }[];
+    service?: string;
+  };
+  // Rules are quoted as each form prints them (nft lists `{ 10.96.0.0/12 }` as `10.96.0.0/12`):
+  // whether a masquerade happened, and which chain rejected or dropped, is what must agree.
   return {
     service: report.service,
-    outcomes: report.outcomes.map(({ masquerade, ...rest }) => ({
+    outcomes: report.outcomes.map(({ masquerade, rule, ...rest }) => ({
       ...rest,
       masquerade: masquerade !== undefined,
+      ...(rule !== undefined && { chain: rule.split(':')[0] }),
     })),
   };
 }
