@@ -7,16 +7,15 @@
 
 import type { IPFamily } from '../../src/base/ip-family.ts';
 import { runInSlices } from '../../src/base/work-slices.ts';
-import type { DualStackState } from '../../src/model/proxy-state.ts';
+import type { DualStackState, ServicePortKey } from '../../src/model/proxy-state.ts';
 import { type CommandRunner, IPTABLES_WAIT } from '../shared/command-runner.ts';
+import { UdpConntrackReconciler } from '../shared/conntrack/udp-conntrack-reconciler.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
 import { DataplaneError } from '../shared/dataplane-error.ts';
 import { savedChainNames } from '../shared/iptables-save.ts';
-import { cleanStaleUdpFlows } from '../shared/udp-conntrack-cleanup.ts';
 import { chooseBackend, type IptablesBackend, type IptablesTools, iptablesTools } from './backend.ts';
 import { CANARY_CHAIN, isKproxyChain } from './chain-names.ts';
 import { cleanupInputs } from './cleanup-plan.ts';
-import { DumpPacer, savedTableDamage } from './intact-check.ts';
 import type { JumpRule } from './jump-rules.ts';
 import { fullPlanSteps, incrementalPlanSteps } from './planner.ts';
 import { NFT_CHAINS_PER_RESTORE, restorePartsOf } from './restore-chunks.ts';
@@ -38,8 +37,6 @@ export interface IptablesDataplaneOptions {
   readonly log?: IptablesLog;
   /** iptables-nft only: most service chains one restore declares (restore-chunks.ts). */
   readonly nftChainsPerRestore?: number;
-  /** Share of the time intact() may spend reading tables back (intact-check.ts; tests: 1, always). */
-  readonly dumpShare?: number;
 }
 
 /** An iptables tool failed; `stderr` says why. */
@@ -63,20 +60,18 @@ export class IptablesDataplane implements LiveDataplane {
   #backend: IptablesBackend | undefined;
   /** The state the kernel holds, when we are sure of it; undefined forces the next sync to be full. */
   #committed: DualStackState | undefined;
-  /** The last state synced, even if the record was invalidated since (for conntrack cleanup). */
-  #lastSynced: DualStackState | undefined;
+  readonly #conntrack: UdpConntrackReconciler;
   /** Per family, the nat chains we own (so a full sync can delete the stale ones). */
   readonly #natChains = new Map<IPFamily, Set<string>>();
   /** Per family, rules per "table/chain" (for the rule-count metrics). */
   readonly #ruleCounts = new Map<IPFamily, Map<string, number>>();
-  readonly #dumps: DumpPacer;
 
   constructor(options: IptablesDataplaneOptions) {
     this.#runner = options.runner;
     this.#backend = options.backend;
     this.#log = options.log ?? (() => {});
+    this.#conntrack = new UdpConntrackReconciler(options.runner, this.#log);
     this.#nftChainsPerRestore = options.nftChainsPerRestore ?? NFT_CHAINS_PER_RESTORE;
-    this.#dumps = new DumpPacer(options.dumpShare);
   }
 
   get backend(): IptablesBackend | undefined {
@@ -90,51 +85,33 @@ export class IptablesDataplane implements LiveDataplane {
     }
   }
 
-  async sync(state: DualStackState, kind: SyncKind): Promise<SyncOutcome> {
+  async sync(
+    state: DualStackState,
+    kind: SyncKind,
+    changed?: ReadonlySet<ServicePortKey>,
+  ): Promise<SyncOutcome> {
     await this.#ensureBackend();
-    const prev = this.#lastSynced;
     let ran: SyncKind = 'full';
     if (kind === 'incremental' && this.#committed !== undefined) {
       ran = (await this.#tryIncremental(this.#committed, state)) ? 'incremental' : 'full';
     }
     if (ran === 'full') await this.#syncFull(state);
     this.#committed = state;
-    this.#lastSynced = state;
     return {
       kind: ran,
       objectCount: this.#objectCount(),
-      conntrackEntriesDeleted: await cleanStaleUdpFlows(this.#runner, prev, state),
+      conntrack: await this.#conntrack.afterSync(state, ran, changed),
     };
   }
 
   /**
-   * The canary in every table of every family we program, and each table read back when its turn
-   * comes (intact-check.ts): every chain at the rule count committed, every jump in place. Any
-   * difference means someone changed our rules: the record no longer describes the kernel, so the
-   * next sync is full.
+   * The canary in every table of every family we program. A missing one means someone flushed or
+   * reloaded the tables: the record no longer describes the kernel, so the next sync is full.
    */
   async intact(): Promise<boolean> {
-    const ok = (await this.#canariesPresent(TABLES)) && (await this.#savedTablesMatch());
+    const ok = await this.#canariesPresent(TABLES);
     if (!ok) this.#committed = undefined;
     return ok;
-  }
-
-  /** The tables whose turn it is (DumpPacer), read back and compared with the record. */
-  async #savedTablesMatch(): Promise<boolean> {
-    for (const family of FAMILIES) {
-      const counts = this.#ruleCounts.get(family);
-      if (this.#committed?.[family] === undefined || counts === undefined) continue;
-      for (const table of TABLES) {
-        const key = `${family}/${table}`;
-        if (!this.#dumps.due(key)) continue;
-        const saved = await this.#dumps.timed(key, () => this.#save(family, table));
-        const damage = savedTableDamage(table, saved, counts);
-        if (damage === undefined) continue;
-        this.#log('iptables rules changed by someone else; full sync', { family, damage });
-        return false;
-      }
-    }
-    return true;
   }
 
   /** Removes every KPROXY chain and every rule that jumps to one, in both families, and nothing else. */

@@ -5,14 +5,16 @@
 // adopt the virtual servers an earlier run left on the dummy link's addresses), on a full sync
 // (reconcile against a dump), to sweep drained real servers, and in intact()/cleanup(). An
 // incremental sync the kernel refuses (dataplane-error.ts) falls back to a full one.
-import type { DualStackState } from '../../src/model/proxy-state.ts';
+
+import type { DualStackState, ServicePortKey } from '../../src/model/proxy-state.ts';
 import { cidrContains } from '../shared/cidr.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
+import { deleteConntrackEntries } from '../shared/conntrack/conntrack-tool.ts';
+import { UdpConntrackReconciler } from '../shared/conntrack/udp-conntrack-reconciler.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
 import { DataplaneError } from '../shared/dataplane-error.ts';
 import { firstOfEachSet, intactCheckScript } from '../shared/nft/intact-check-script.ts';
 import { FAMILIES as NFT_FAMILIES } from '../shared/nft/ruleset.ts';
-import { cleanStaleUdpFlows, deleteStaleUdpFlows } from '../shared/udp-conntrack-cleanup.ts';
 import { COMPANION_TABLE } from './companion-ruleset.ts';
 import { boundAddresses, CommandError, changeAddresses, deleteLink, linkExists } from './dummy-link.ts';
 import { type IpvsClient, IpvsError } from './ipvs-client.ts';
@@ -78,7 +80,7 @@ export class IpvsDataplane implements LiveDataplane {
   #client: IpvsClient | undefined;
   /** The state the kernel holds, when we are sure of it; undefined forces the next sync to be full. */
   #committed: DualStackState | undefined;
-  #lastSynced: DualStackState | undefined;
+  readonly #conntrack: UdpConntrackReconciler;
   #record: IpvsDesired | undefined;
   /** Keys of virtual servers we made or adopted (a full sync may delete them). */
   readonly #owned = new Set<string>();
@@ -93,6 +95,7 @@ export class IpvsDataplane implements LiveDataplane {
     this.#options = { scheduler: options.scheduler ?? 'rr' };
     this.#planner = createIpvsPlanner(this.#options);
     this.#log = options.log ?? (() => {});
+    this.#conntrack = new UdpConntrackReconciler(options.runner, this.#log);
     this.#strictARP = options.strictARP ?? false;
     this.#timeouts = options.timeouts;
     this.#excludeCIDRs = options.excludeCIDRs ?? [];
@@ -117,16 +120,24 @@ export class IpvsDataplane implements LiveDataplane {
     this.#log('adopted IPVS virtual servers', { count: this.#owned.size });
   }
 
-  async sync(state: DualStackState, kind: SyncKind): Promise<SyncOutcome> {
+  async sync(
+    state: DualStackState,
+    kind: SyncKind,
+    changed?: ReadonlySet<ServicePortKey>,
+  ): Promise<SyncOutcome> {
     try {
-      return await this.#sync(state, kind);
+      return await this.#sync(state, kind, changed);
     } catch (err) {
       this.#forgetUnansweringClient(err);
       throw err;
     }
   }
 
-  async #sync(state: DualStackState, kind: SyncKind): Promise<SyncOutcome> {
+  async #sync(
+    state: DualStackState,
+    kind: SyncKind,
+    changed: ReadonlySet<ServicePortKey> | undefined,
+  ): Promise<SyncOutcome> {
     let client = await this.#ensureClient();
     this.#flowsOfDeleted = [];
     try {
@@ -137,7 +148,6 @@ export class IpvsDataplane implements LiveDataplane {
       this.#log('could not sweep drained IPVS real servers', { error: String(err) });
       if (this.#forgetUnansweringClient(err)) client = await this.#ensureClient();
     }
-    const prev = this.#lastSynced;
     let ran: SyncKind = 'full';
     if (kind === 'incremental' && this.#committed !== undefined) {
       try {
@@ -162,11 +172,25 @@ export class IpvsDataplane implements LiveDataplane {
     }
     for (const key of this.#record.virtualServers.keys()) this.#owned.add(key);
     this.#committed = state;
-    this.#lastSynced = state;
-    const conntrackEntriesDeleted =
-      (await cleanStaleUdpFlows(this.#runner, prev, state)) +
-      (await deleteStaleUdpFlows(this.#runner, this.#flowsOfDeleted));
-    return { kind: ran, objectCount: this.#objectCount(), conntrackEntriesDeleted };
+    await this.#deleteFlowsOfRemovedServers();
+    // UDP real servers' flows are the reconciler's alone (removedServerFlows gives none for UDP).
+    const conntrack = await this.#conntrack.afterSync(state, ran, changed);
+    return { kind: ran, objectCount: this.#objectCount(), conntrack };
+  }
+
+  /** SCTP flows of the real servers this sync deleted (removed-server-flows.ts). */
+  async #deleteFlowsOfRemovedServers(): Promise<void> {
+    for (const filter of this.#flowsOfDeleted) {
+      try {
+        await deleteConntrackEntries(this.#runner, filter);
+      } catch (err) {
+        // The rules are in place; the flows time out (expire_nodest_conn drops IPVS's side).
+        if (!(err instanceof DataplaneError)) throw err;
+        this.#log('could not delete the conntrack entries of a removed IPVS real server', {
+          error: String(err),
+        });
+      }
+    }
   }
 
   /**

@@ -4,8 +4,8 @@
 // connection on the flow's next packet, but the conntrack entry would keep the flow translated
 // toward the gone server until it times out (SCTP: up to 5 days established), so the client could
 // not get through again on the same addresses and ports.
-// UDP's entries are already deleted from the model's endpoints by the shared stale-flow cleanup
-// (udp-conntrack-cleanup.ts, as kube-proxy does in every mode); SCTP's are IPVS's alone.
+// UDP's entries are the shared conntrack reconciler's (dataplanes/shared/conntrack, as kube-proxy
+// does in every mode), so none are listed here; SCTP's are IPVS's alone.
 import type { RealServer, VirtualService } from './virtual-servers.ts';
 
 /** `conntrack -D` arguments for the flows of `service` that went to `server` (none for UDP/TCP). */

@@ -6,15 +6,14 @@
 // 30 us per element, even with -t), longer than the full sync itself. What is read:
 // - the chain names (`nft -j list chains`, ~30 ms at any size): adopted chains carry
 //   UNKNOWN_RULES, so the first sync rewrites those still wanted and deletes the others; an
-//   affinity endpoint chain has a set of the same name, deleted with it when no longer wanted;
-// - the UDP endpoint maps, small in practice, so that the stale UDP flow cleanup after the first
-//   sync is exact (only flows of endpoints that went away while we were down are deleted).
+//   affinity endpoint chain has a set of the same name, deleted with it when no longer wanted.
+// (Stale UDP flows need no record of the earlier run: the conntrack reconciler judges each flow by
+// the endpoints serving now, dataplanes/shared/conntrack.)
 // The first sync flushes every map and set kproxy fills and adds the wanted elements (diff.ts).
 // Set definitions are taken on trust: `add` of an existing set is a no-op, and one that differs
 // makes nft refuse the transaction, then the dataplane replaces the table. A set an older kproxy
 // made and this one does not know (other than an affinity endpoint chain's) stays until the table
 // is replaced: `nft -j list sets` would tell, but it lists every element too.
-import type { Endpoint, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
 import { type FamilyRuleset, UNKNOWN_RULES } from '../shared/nft/ruleset.ts';
 import { type ChainSpec, type NftFamily, type SetSpec, TABLE } from '../shared/nft/transaction.ts';
 
@@ -40,64 +39,6 @@ export function adoptTable(family: NftFamily, chainListing: unknown): FamilyRule
   }
   if (chains.size === 0) return undefined;
   return { family, sets, chains, elements: new Map(), adopted: true };
-}
-
-/** The maps that hold UDP endpoints. */
-export const UDP_ENDPOINT_MAPS: readonly string[] = [
-  'backends-udp',
-  'local-backends-udp',
-  'nodeport-backends-udp',
-  'nodeport-local-backends-udp',
-];
-
-/** "address . port" (or node "port") -> endpoint IPs the earlier run sent UDP traffic to. */
-export type AdoptedUdpEndpoints = ReadonlyMap<string, readonly string[]>;
-
-/** Reads `nft -j list map` listings of UDP_ENDPOINT_MAPS (undefined for a missing map). */
-export function adoptUdpEndpoints(listings: readonly unknown[]): AdoptedUdpEndpoints {
-  const endpoints = new Map<string, string[]>();
-  for (const object of listings.flatMap(objectsOf)) {
-    const elements = object.map?.elem;
-    if (!Array.isArray(elements)) continue;
-    for (const element of elements) {
-      const [key, value] = element as [{ concat: Json[] }, { concat: Json[] }];
-      // key: address . port . index, or port . index; value: endpoint address . port
-      const where = key.concat.slice(0, -1).map(String).join(' . ');
-      const list = endpoints.get(where) ?? [];
-      list.push(String(value.concat[0]));
-      endpoints.set(where, list);
-    }
-  }
-  return endpoints;
-}
-
-function earlierEndpoint(ip: string): Endpoint {
-  return { ip, port: 0, isLocal: false, ready: true, serving: true, terminating: false };
-}
-
-/**
- * The UDP service ports of `next` as the earlier run served them, for the stale flow cleanup:
- * same addresses, the endpoints read back, "had endpoints" when any was. A port served through
- * session affinity has no endpoint map elements, so it counts as having had none (all of its
- * flows are deleted once, as without adoption).
- */
-export function udpStateBefore(adopted: AdoptedUdpEndpoints, next: ProxyState): ProxyState {
-  const servicePorts = new Map<string, ServicePort>();
-  for (const sp of next.servicePorts.values()) {
-    if (sp.protocol !== 'UDP') continue;
-    const addresses = [sp.clusterIP, ...sp.externalIPs, ...sp.loadBalancerIPs]
-      .filter(Boolean)
-      .map((a) => `${a} . ${sp.port}`);
-    const keys = sp.nodePort === 0 ? addresses : [...addresses, `${sp.nodePort}`];
-    const ips = [...new Set(keys.flatMap((key) => adopted.get(key) ?? []))];
-    servicePorts.set(sp.key, {
-      ...sp,
-      clusterEndpoints: ips.map(earlierEndpoint),
-      localEndpoints: [],
-      hasEndpoints: ips.length > 0,
-    });
-  }
-  return { ...next, servicePorts };
 }
 
 /** The nonce in a canary set listing (`nft -j list set`), if there is one. */

@@ -12,22 +12,15 @@
 
 import type { IPFamily } from '../../src/base/ip-family.ts';
 import { runInSlices, Slicer } from '../../src/base/work-slices.ts';
-import type { DualStackState, ProxyState, ServicePort, ServicePortKey } from '../../src/model/proxy-state.ts';
+import type { DualStackState, ServicePortKey } from '../../src/model/proxy-state.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
+import { UdpConntrackReconciler } from '../shared/conntrack/udp-conntrack-reconciler.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
 import { DataplaneError } from '../shared/dataplane-error.ts';
 import { type ExpectedObjects, intactCheckScript } from '../shared/nft/intact-check-script.ts';
 import { CANARY_SET, type DesiredRuleset, FAMILIES, type FamilyRuleset } from '../shared/nft/ruleset.ts';
 import { type NftFamily, type NftTransaction, TABLE } from '../shared/nft/transaction.ts';
-import { deleteStaleUdpFlows, staleUdpFlowDeletions } from '../shared/udp-conntrack-cleanup.ts';
-import {
-  type AdoptedUdpEndpoints,
-  adoptTable,
-  adoptUdpEndpoints,
-  canaryNonce,
-  UDP_ENDPOINT_MAPS,
-  udpStateBefore,
-} from './adopt.ts';
+import { adoptTable, canaryNonce } from './adopt.ts';
 import { FragmentIndex } from './fragment-index.ts';
 import { IntactSampler } from './intact-check.ts';
 import type { NftRunner } from './nft-runner.ts';
@@ -50,7 +43,7 @@ export interface NftablesDataplaneOptions {
    * whole ruleset or its script).
    */
   readonly coldStartChunk?: number;
-  /** Runs `conntrack` for the stale UDP flow cleanup. */
+  /** Runs `conntrack` for the stale UDP flow reconciler. */
   readonly commands: CommandRunner;
   readonly log?: NftablesLog;
 }
@@ -64,8 +57,6 @@ interface CommittedRecord {
   readonly desired?: DesiredRuleset;
   /** Absent after adoption: what the earlier run synced is unknown. */
   readonly state?: DualStackState;
-  /** Only after adoption: the UDP endpoints the earlier run left, for the stale flow cleanup. */
-  readonly udpBefore?: Partial<Record<NftFamily, AdoptedUdpEndpoints>>;
   /**
    * Built after the sync that made the record returns (the rules are in the kernel by then; the
    * indexes only make later incremental syncs fast): the next incremental sync waits for them.
@@ -99,34 +90,10 @@ async function scriptInSlices(tx: NftTransaction, slicer = new Slicer()): Promis
   return parts.join('');
 }
 
-/** The UDP ports of `next` as an earlier run left them (adopt.ts). */
-function udpStatesBefore(
-  udpBefore: Partial<Record<NftFamily, AdoptedUdpEndpoints>>,
-  next: DualStackState,
-): DualStackState {
-  const states: { IPv4?: ProxyState; IPv6?: ProxyState } = {};
-  for (const family of FAMILIES) {
-    const adopted = udpBefore[family];
-    const state = next[MODEL_FAMILY[family]];
-    if (adopted && state) states[MODEL_FAMILY[family]] = udpStateBefore(adopted, state);
-  }
-  return states;
-}
-
-/** The state restricted to `keys` (stale flows are found port by port). */
-function onlyPorts(state: ProxyState, keys: ReadonlySet<ServicePortKey>): ProxyState {
-  const servicePorts = new Map<ServicePortKey, ServicePort>();
-  for (const key of keys) {
-    const sp = state.servicePorts.get(key);
-    if (sp) servicePorts.set(key, sp);
-  }
-  return { ...state, servicePorts };
-}
-
 export class NftablesDataplane implements LiveDataplane {
   readonly mode = 'nftables';
   readonly #nft: NftRunner;
-  readonly #commands: CommandRunner;
+  readonly #conntrack: UdpConntrackReconciler;
   readonly #log: NftablesLog;
   #record: CommittedRecord | undefined;
   /** The nonce the last full sync put in every table's canary set: a table without it was
@@ -143,8 +110,8 @@ export class NftablesDataplane implements LiveDataplane {
 
   constructor(options: NftablesDataplaneOptions) {
     this.#nft = options.nft;
-    this.#commands = options.commands;
     this.#log = options.log ?? (() => {});
+    this.#conntrack = new UdpConntrackReconciler(options.commands, this.#log);
     this.#coldStartChunk = options.coldStartChunk ?? DEFAULT_COLD_START_CHUNK;
   }
 
@@ -155,17 +122,11 @@ export class NftablesDataplane implements LiveDataplane {
       this.#log('nftables: no table from an earlier run');
       return;
     }
-    const udpBefore: Partial<Record<NftFamily, AdoptedUdpEndpoints>> = {};
     const nonces = new Set<number | undefined>();
     for (const family of FAMILIES) {
-      if (!desired[family]) continue;
-      const maps = await Promise.all(
-        UDP_ENDPOINT_MAPS.map((name) => this.#nft.listSetJson(family, name, 'map')),
-      );
-      udpBefore[family] = adoptUdpEndpoints(maps);
-      nonces.add(canaryNonce(await this.#nft.listSetJson(family, CANARY_SET)));
+      if (desired[family]) nonces.add(canaryNonce(await this.#nft.listSetJson(family, CANARY_SET)));
     }
-    this.#record = { desired, udpBefore, indexes: Promise.resolve(new Map()), objectCount: 0 };
+    this.#record = { desired, indexes: Promise.resolve(new Map()), objectCount: 0 };
     this.#nonce = nonces.size === 1 ? [...nonces][0] : undefined;
     this.#log('nftables: adopted the tables of an earlier run', {
       chains: FAMILIES.reduce((n, f) => n + (desired[f]?.chains.size ?? 0), 0),
@@ -204,12 +165,8 @@ export class NftablesDataplane implements LiveDataplane {
       await this.#syncFull(state, record?.desired);
       ran = 'full';
     }
-    const conntrackEntriesDeleted = await this.#cleanStaleUdpFlows(
-      record?.state ?? (record?.udpBefore && udpStatesBefore(record.udpBefore, state)),
-      state,
-      changed,
-    );
-    return { kind: ran, objectCount: this.#record?.objectCount ?? 0, conntrackEntriesDeleted };
+    const conntrack = await this.#conntrack.afterSync(state, ran, changed);
+    return { kind: ran, objectCount: this.#record?.objectCount ?? 0, conntrack };
   }
 
   /** One `nft -c` transaction naming what must be there (intact-check.ts): bounded at any size. */
@@ -342,25 +299,5 @@ export class NftablesDataplane implements LiveDataplane {
   /** Resolves once the work a sync left to do in the background (the fragment indexes) is done. */
   settled(): Promise<void> {
     return this.#background;
-  }
-
-  /** With `changed`, only those ports are looked at (a scan of every port costs 2-20 ms at 30k). */
-  async #cleanStaleUdpFlows(
-    prev: DualStackState | undefined,
-    next: DualStackState,
-    changed: ReadonlySet<ServicePortKey> | undefined,
-  ): Promise<number> {
-    let deleted = 0;
-    for (const family of FAMILIES) {
-      const state = next[MODEL_FAMILY[family]];
-      if (!state) continue;
-      const before = prev?.[MODEL_FAMILY[family]];
-      const deletions =
-        changed && before
-          ? staleUdpFlowDeletions(onlyPorts(before, changed), onlyPorts(state, changed))
-          : staleUdpFlowDeletions(before, state);
-      if (deletions.length > 0) deleted += await deleteStaleUdpFlows(this.#commands, deletions);
-    }
-    return deleted;
   }
 }

@@ -2,6 +2,7 @@
 // output, which is what dry-run prints and what golden files hold. Only a live dataplane's apply
 // touches the kernel.
 import type { DualStackState, ServicePortKey } from '../../src/model/proxy-state.ts';
+import type { ConntrackReconciled } from './conntrack/udp-conntrack-reconciler.ts';
 
 export type DataplaneMode = 'nftables' | 'iptables' | 'ipvs';
 
@@ -28,8 +29,8 @@ export interface SyncOutcome {
   readonly kind: SyncKind;
   /** Rules/elements/entries the dataplane owns after the sync (for the rule-count metrics). */
   readonly objectCount: number;
-  /** Conntrack entries deleted after the sync (stale UDP flows). */
-  readonly conntrackEntriesDeleted: number;
+  /** The stale UDP flow reconcile after the sync, per family it ran for (none when it did not run). */
+  readonly conntrack: readonly ConntrackReconciled[];
 }
 
 /** A dataplane that programs a kernel. Each instance owns one network namespace's rules. */

@@ -10,6 +10,7 @@ export interface EndpointSelection {
   readonly clusterEndpoints: readonly Endpoint[];
   readonly localEndpoints: readonly Endpoint[];
   readonly hasEndpoints: boolean;
+  readonly otherServingEndpoints?: readonly Endpoint[];
 }
 
 /** Reachable through a node port, an external IP or a load balancer IP of this family. */
@@ -71,7 +72,33 @@ export function categorizeEndpoints(
       localEndpoints = pick((c) => c.endpoint.isLocal && isServingTerminating(c.endpoint));
     }
   }
-  return { clusterEndpoints, localEndpoints, hasEndpoints };
+  const otherServingEndpoints = servingOutside(candidates, clusterEndpoints, localEndpoints);
+  if (otherServingEndpoints === undefined) return { clusterEndpoints, localEndpoints, hasEndpoints };
+  return { clusterEndpoints, localEndpoints, hasEndpoints, otherServingEndpoints };
+}
+
+/**
+ * Serving candidates that neither set holds; undefined when none. Most ports have none: their
+ * Cluster set is every serving candidate, which one count tells without a set.
+ */
+function servingOutside(
+  candidates: readonly CandidateEndpoint[],
+  clusterEndpoints: readonly Endpoint[],
+  localEndpoints: readonly Endpoint[],
+): readonly Endpoint[] | undefined {
+  let serving = 0;
+  for (const { endpoint } of candidates) if (isServing(endpoint)) serving++;
+  if (serving === clusterEndpoints.length) return undefined;
+  const used = new Set<Endpoint>([...clusterEndpoints, ...localEndpoints]);
+  const others: Endpoint[] = [];
+  for (const { endpoint } of candidates)
+    if (isServing(endpoint) && !used.has(endpoint)) others.push(endpoint);
+  return others.length > 0 ? others : undefined;
+}
+
+/** kube-proxy's IsServing (a ready endpoint serves, whatever its serving condition says). */
+function isServing(endpoint: Endpoint): boolean {
+  return endpoint.ready || endpoint.serving;
 }
 
 function isServingTerminating(endpoint: Endpoint): boolean {

@@ -60,5 +60,7 @@ function servicePort(base: ServicePortBase, selection: EndpointSelection): Servi
     hasEndpoints: selection.hasEndpoints,
   };
   if (base.sessionAffinity !== undefined) port.sessionAffinity = base.sessionAffinity;
+  if (selection.otherServingEndpoints !== undefined)
+    port.otherServingEndpoints = selection.otherServingEndpoints;
   return port;
 }

@@ -3,7 +3,8 @@
 // own rather than prom-client's global default: tests build as many daemons as they like.
 // Since 1.33 kube-proxy labels its sync metrics with ip_family (IPv4, IPv6): it runs one proxier
 // per family. kproxy syncs both families in one step, so a sync, its duration and its failure
-// count once under each family the node serves (those of the last state built).
+// count once under each family the node serves (those of the last state built). The conntrack
+// reconciler's count and duration are its own per family, as upstream's.
 import { Counter, collectDefaultMetrics, Gauge, Histogram, linearBuckets, Registry } from 'prom-client';
 import { CommandTimeoutError } from '../../dataplanes/shared/command-runner.ts';
 import type { DataplaneMode } from '../../dataplanes/shared/dataplane.ts';
@@ -88,7 +89,8 @@ export class ProxyMetrics {
   readonly #serviceChanges: Counter;
   readonly #objects: Gauge;
   readonly #problems: Gauge;
-  readonly #conntrackDeleted: Counter;
+  readonly #conntrackDeleted: Counter<FamilyLabel>;
+  readonly #conntrackDuration: Histogram<FamilyLabel>;
   readonly #failures: Counter<FamilyLabel>;
   /** nftables mode only, as in kube-proxy. */
   readonly #cleanupFailures: Counter<FamilyLabel> | undefined;
@@ -175,6 +177,14 @@ export class ProxyMetrics {
     this.#conntrackDeleted = new Counter({
       name: 'kubeproxy_conntrack_reconciler_deleted_entries_total',
       help: 'Cumulative conntrack flows deleted by conntrack reconciler',
+      labelNames: ['ip_family'],
+      registers,
+    });
+    this.#conntrackDuration = new Histogram({
+      name: 'kubeproxy_conntrack_reconciler_sync_duration_seconds',
+      help: 'ReconcileConntrackFlowsLatency latency in seconds',
+      buckets: SYNC_BUCKETS,
+      labelNames: ['ip_family'],
       registers,
     });
     this.#failures = new Counter({ ...FAILURE_COUNTER[mode], labelNames: ['ip_family'], registers });
@@ -240,7 +250,10 @@ export class ProxyMetrics {
         const syncedAt = event.startedAt + event.durationMs;
         for (const ip_family of this.#families) this.#lastSynced.set({ ip_family }, syncedAt / 1000);
         this.#objects.set(event.outcome.objectCount);
-        this.#conntrackDeleted.inc(event.outcome.conntrackEntriesDeleted);
+        for (const { family: ip_family, deleted, durationMs } of event.outcome.conntrack) {
+          this.#conntrackDeleted.inc({ ip_family }, deleted);
+          this.#conntrackDuration.observe({ ip_family }, durationMs / 1000);
+        }
         this.#observeNetworkProgramming(event.startedAt, syncedAt);
         return;
       }
@@ -280,6 +293,7 @@ export class ProxyMetrics {
         // Visible at 0 from the start, as kube-proxy's per-family series are.
         this.#failures.inc({ ip_family }, 0);
         this.#cleanupFailures?.inc({ ip_family }, 0);
+        this.#conntrackDeleted.inc({ ip_family }, 0);
         if (this.#lastQueuedAt !== undefined) this.#lastQueued.set({ ip_family }, this.#lastQueuedAt / 1000);
       }
     }

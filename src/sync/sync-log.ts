@@ -18,7 +18,7 @@ export function logSyncEvent(logger: Logger, event: SyncLoopEvent, summary: Stat
           servicePorts: summary.servicePorts,
           endpoints: summary.endpoints,
           objects: event.outcome.objectCount,
-          conntrackDeleted: event.outcome.conntrackEntriesDeleted,
+          conntrackDeleted: event.outcome.conntrack.reduce((sum, r) => sum + r.deleted, 0),
         },
         'rules synced',
       );

@@ -54,7 +54,7 @@ export class RecordingDataplane implements LiveDataplane {
       throw this.failure;
     }
     this.syncs.push({ kind, state });
-    return { kind, objectCount: state.IPv4?.servicePorts.size ?? 0, conntrackEntriesDeleted: 0 };
+    return { kind, objectCount: state.IPv4?.servicePorts.size ?? 0, conntrack: [] };
   }
 
   async intact(): Promise<boolean> {

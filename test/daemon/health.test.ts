@@ -24,7 +24,7 @@ const synced = {
   type: 'synced',
   requested: 'full',
   reason: 'start',
-  outcome: { kind: 'full', objectCount: 1, conntrackEntriesDeleted: 0 },
+  outcome: { kind: 'full', objectCount: 1, conntrack: [] },
   startedAt: 0,
   durationMs: 1,
 } as const;

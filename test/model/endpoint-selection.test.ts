@@ -153,3 +153,46 @@ describe('externalTrafficPolicy Local', () => {
     assert.deepEqual(got.local, []);
   });
 });
+
+describe('serving endpoints no new traffic uses (kept for their UDP flows)', () => {
+  const others = (spec: ServiceSpec, endpoints: [string, EndpointExtra][]) => {
+    const out = build([
+      service('web', spec),
+      slice(
+        'web',
+        endpoints.map(([ip, extra]) => endpoint(ip, extra)),
+      ),
+    ]);
+    const port = portOf(out, WEB);
+    return port.otherServingEndpoints && addresses(port.otherServingEndpoints);
+  };
+
+  it('are absent when the used sets hold every serving endpoint', () => {
+    assert.equal(
+      others(CLUSTER_IP, [
+        ['10.244.1.1', {}],
+        ['10.244.2.1', {}],
+      ]),
+      undefined,
+    );
+    assert.equal(others(CLUSTER_IP, [['10.244.1.1', NOT_SERVING_TERMINATING]]), undefined);
+  });
+
+  it('hold a terminating endpoint while others are ready, and remote ones under internalTrafficPolicy Local', () => {
+    assert.deepEqual(
+      others(CLUSTER_IP, [
+        ['10.244.1.1', TERMINATING],
+        ['10.244.2.1', {}],
+        ['10.244.2.2', NOT_SERVING_TERMINATING],
+      ]),
+      ['10.244.1.1:8080'],
+    );
+    assert.deepEqual(
+      others(ITP_LOCAL, [
+        ['10.244.1.1', LOCAL],
+        ['10.244.2.1', {}],
+      ]),
+      ['10.244.2.1:8080'],
+    );
+  });
+});

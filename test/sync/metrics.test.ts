@@ -26,7 +26,7 @@ const synced = (kind: 'full' | 'incremental', startedAt: number, durationMs: num
     type: 'synced',
     requested: kind,
     reason: 'change',
-    outcome: { kind, objectCount, conntrackEntriesDeleted: 3 },
+    outcome: { kind, objectCount, conntrack: [{ family: 'IPv4', deleted: 3, durationMs: 4, unparsed: 0 }] },
     startedAt,
     durationMs,
   }) as const;
@@ -88,6 +88,7 @@ describe('ProxyMetrics', () => {
       'kubeproxy_sync_proxy_rules_endpoint_changes_total',
       'kubeproxy_sync_proxy_rules_service_changes_total',
       'kubeproxy_conntrack_reconciler_deleted_entries_total',
+      'kubeproxy_conntrack_reconciler_sync_duration_seconds',
       'kubeproxy_sync_proxy_rules_nftables_sync_failures_total',
       'kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total',
     ]) {
@@ -114,7 +115,41 @@ describe('ProxyMetrics', () => {
     assert.equal(await value(metrics, 'kubeproxy_sync_full_proxy_rules_duration_seconds_sum'), 0.25);
     assert.equal(await value(metrics, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds'), 9.03);
     assert.equal(await value(metrics, 'kproxy_sync_proxy_rules_objects'), 12);
-    assert.equal(await value(metrics, 'kubeproxy_conntrack_reconciler_deleted_entries_total'), 9);
+    assert.equal(await value(metrics, 'kubeproxy_conntrack_reconciler_deleted_entries_total', V4), 9);
+  });
+
+  test('the conntrack reconciler counts deletions and observes its duration per family, as upstream', async () => {
+    const metrics = serving('iptables', ['IPv4', 'IPv6']);
+    const deleted = 'kubeproxy_conntrack_reconciler_deleted_entries_total';
+    const duration = 'kubeproxy_conntrack_reconciler_sync_duration_seconds';
+    // Both families' series exist before any deletion (dashboards see a 0, not a gap).
+    assert.match(
+      await metrics.registry.metrics(),
+      /^kubeproxy_conntrack_reconciler_deleted_entries_total\{ip_family="IPv6"\} 0$/m,
+    );
+    const outcome = {
+      kind: 'incremental',
+      objectCount: 1,
+      conntrack: [
+        { family: 'IPv4', deleted: 0, durationMs: 2, unparsed: 0 },
+        { family: 'IPv6', deleted: 5, durationMs: 500, unparsed: 1 },
+      ],
+    } as const;
+    metrics.observe({
+      type: 'synced',
+      requested: 'incremental',
+      reason: 'change',
+      outcome,
+      startedAt: 0,
+      durationMs: 1,
+    });
+    // A sync after which the reconciler did not run (no UDP change) observes nothing.
+    metrics.observe({ ...synced('incremental', 10, 1), outcome: { ...outcome, conntrack: [] } });
+    assert.equal(await value(metrics, deleted, V4), 0);
+    assert.equal(await value(metrics, deleted, V6), 5);
+    assert.equal(await value(metrics, `${duration}_count`, V4), 1);
+    assert.equal(await value(metrics, `${duration}_count`, V6), 1);
+    assert.equal(await value(metrics, `${duration}_sum`, V6), 0.5);
   });
 
   test('failures are counted, and do not move the last-synced timestamp', async () => {

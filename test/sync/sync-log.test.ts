@@ -64,7 +64,14 @@ describe('logSyncEvent', () => {
         type: 'synced',
         requested: 'incremental',
         reason: 'change',
-        outcome: { kind: 'full', objectCount: 40, conntrackEntriesDeleted: 2 },
+        outcome: {
+          kind: 'full',
+          objectCount: 40,
+          conntrack: [
+            { family: 'IPv4', deleted: 2, durationMs: 1, unparsed: 0 },
+            { family: 'IPv6', deleted: 1, durationMs: 1, unparsed: 0 },
+          ],
+        },
         startedAt: 1_000,
         durationMs: 5,
       },
@@ -90,7 +97,7 @@ describe('logSyncEvent', () => {
           servicePorts: 3,
           endpoints: 7,
           objects: 40,
-          conntrackDeleted: 2,
+          conntrackDeleted: 3,
         },
       ],
     );

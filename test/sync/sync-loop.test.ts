@@ -38,7 +38,7 @@ class FakeSyncer implements Syncer {
         this.failNext--;
         throw new Error('nft: transaction failed');
       }
-      return { kind, objectCount: 7, conntrackEntriesDeleted: 0 };
+      return { kind, objectCount: 7, conntrack: [] };
     } finally {
       this.inFlight--;
     }

@@ -40,7 +40,7 @@ class FakeDataplane implements Pick<LiveDataplane, 'sync' | 'intact'> {
     this.failWith = undefined;
     if (failure) throw failure;
     this.calls.push({ kind, state, changed: changed && [...changed].sort() });
-    return { kind, objectCount: 0, conntrackEntriesDeleted: 0 };
+    return { kind, objectCount: 0, conntrack: [] };
   }
 
   async intact(): Promise<boolean> {

@@ -255,7 +255,7 @@ for (const backend of ['nft', 'legacy'] as const) {
         ),
       };
       const outcome = await dataplane.sync(withoutEndpoint, 'incremental');
-      assert.ok(outcome.conntrackEntriesDeleted >= 1, JSON.stringify(outcome));
+      assert.ok((outcome.conntrack[0]?.deleted ?? 0) >= 1, JSON.stringify(outcome));
       assert.equal(await flows(), 0);
       await dataplane.sync(state, 'incremental');
     });

@@ -5,6 +5,7 @@ import { chooseBackend } from '../../../dataplanes/iptables/backend.ts';
 import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
 import { endpoint, proxyState, servicePort } from '../../../harness/proxy-states.ts';
 import type { DualStackState } from '../../../src/model/proxy-state.ts';
+import { FakeConntrack } from '../shared/conntrack/fake-conntrack.ts';
 import { type RecordedCall, RecordingRunner } from './recording-runner.ts';
 import { SCENARIOS } from './scenarios.ts';
 
@@ -170,35 +171,25 @@ test('the rule count follows incremental syncs', async () => {
   assert.equal(grown.objectCount, fresh.objectCount);
 });
 
-test('UDP flows to a removed endpoint are deleted from conntrack after the sync', async () => {
-  const runner = new RecordingRunner((call) =>
-    call.command === 'conntrack'
-      ? { exitCode: 0, stderr: 'conntrack v1.4.7 (conntrack-tools): 2 flow entries have been deleted.\n' }
-      : healthy(call),
-  );
-  const dataplane = new IptablesDataplane({ runner, backend: 'nft' });
+test('UDP flows to a removed endpoint are deleted from conntrack after the sync; a restart keeps healthy ones', async () => {
   const dns = before.IPv4!.servicePorts.get('kube-system/dns:53/UDP')!;
+  const flow = (replySrc: string) => ({ origDst: '10.96.0.53', dport: 53, replySrc });
+  const conntrack = new FakeConntrack([flow('10.244.2.53'), flow('10.244.2.53')]);
+  const runner = new RecordingRunner((call) => conntrack.answer(call.command, call.args) ?? healthy(call));
+  // The first sync (start-up) judges every flow: all go to a serving endpoint, none is deleted.
+  await new IptablesDataplane({ runner, backend: 'nft' }).sync(before, 'full');
+  const dataplane = new IptablesDataplane({ runner, backend: 'nft' });
   await dataplane.sync(before, 'full');
-  const callsBefore = runner.calls.length;
+  assert.deepEqual(conntrack.deletions(), []);
   const moved = {
     IPv4: proxyState('IPv4', [web, { ...dns, clusterEndpoints: [endpoint('10.244.2.54', 53)] }]),
   };
   const outcome = await dataplane.sync(moved, 'incremental');
-  const deletions = runner.calls.slice(callsBefore).filter((c) => c.command === 'conntrack');
+  assert.deepEqual(conntrack.deletions(), [
+    'conntrack -D -f ipv4 -p udp --orig-dst 10.96.0.53 --dport 53 --reply-src 10.244.2.53',
+  ]);
   assert.deepEqual(
-    deletions.map((c) => c.args),
-    [['-D', '-p', 'udp', '--orig-dst', '10.96.0.53', '--dport', '53', '--reply-src', '10.244.2.53']],
-  );
-  assert.equal(outcome.conntrackEntriesDeleted, 2);
-});
-
-test('the first sync clears UDP flows to every service port with endpoints, as kube-proxy does', async () => {
-  // kube-proxy's endpoints map starts empty, so every such port is "newly active": flows that were
-  // blackholed while no proxy ran must not keep their stale translation.
-  const runner = new RecordingRunner(healthy);
-  await new IptablesDataplane({ runner, backend: 'nft' }).sync(before, 'full');
-  assert.deepEqual(
-    runner.calls.filter((c) => c.command === 'conntrack').map((c) => c.args),
-    [['-D', '-p', 'udp', '--orig-dst', '10.96.0.53', '--dport', '53']],
+    outcome.conntrack.map((r) => [r.family, r.deleted]),
+    [['IPv4', 2]],
   );
 });

@@ -4,6 +4,7 @@ import { IpvsError } from '../../../dataplanes/ipvs/ipvs-client.ts';
 import { IpvsDataplane } from '../../../dataplanes/ipvs/live.ts';
 import type { VirtualService } from '../../../dataplanes/ipvs/virtual-servers.ts';
 import { endpoint, ipv4, localEndpoint, servicePort } from '../../../harness/proxy-states.ts';
+import { FakeConntrack } from '../shared/conntrack/fake-conntrack.ts';
 import { FakeKernel } from './fake-kernel.ts';
 
 const a = endpoint('10.244.2.10');
@@ -193,28 +194,42 @@ test('a full sync never removes virtual servers in excludeCIDRs, even on our add
   assert.ok(kernel.services.has('TCP 10.100.0.11:30080'), 'excluded node-port server kept');
 });
 
-test('a removed SCTP real server is deleted at once with its conntrack entries; TCP drains instead', async () => {
+test('a removed SCTP or UDP real server loses its conntrack entries once (SCTP: IPVS, UDP: the reconciler); TCP drains', async () => {
   const kernel = new FakeKernel();
   const runner = kernel.runner();
-  const conntrack: string[] = [];
+  const conntrack = new FakeConntrack([
+    { origDst: '10.96.0.40', dport: 3868, replySrc: '10.244.2.10', protocol: 'sctp' },
+    { origDst: '10.96.0.53', dport: 53, replySrc: '10.244.2.10' },
+    { origDst: '10.96.0.53', dport: 53, replySrc: '10.244.1.10' },
+  ]);
   const dp = new IpvsDataplane({
     runner: {
-      run(command, args, input) {
-        if (command === 'conntrack') conntrack.push(args.join(' '));
-        return runner.run(command, args, input);
-      },
+      run: async (command, args, input) =>
+        conntrack.answer(command, args) ?? runner.run(command, args, input),
     },
     openClient: async () => kernel.client(),
   });
   const sig = (eps = [a, b]) =>
     servicePort('sig', { clusterIP: '10.96.0.40', protocol: 'SCTP', port: 3868, clusterEndpoints: eps });
+  const dns = (eps = [a, b]) =>
+    servicePort('dns', { clusterIP: '10.96.0.53', protocol: 'UDP', port: 53, clusterEndpoints: eps });
   await dp.start();
-  await dp.sync(ipv4([sig(), web()]), 'full');
+  await dp.sync(ipv4([sig(), web(), dns()]), 'full');
+  assert.deepEqual(conntrack.deletions(), [], 'the first sync keeps flows to serving endpoints');
   kernel.setConnections('TCP 10.96.0.10:80', '10.244.2.10:8080', 1, 0);
   kernel.setConnections('SCTP 10.96.0.40:3868', '10.244.2.10:8080', 1, 0);
-  conntrack.length = 0;
-  await dp.sync(ipv4([sig([b]), web([b])]), 'incremental');
+  const outcome = await dp.sync(ipv4([sig([b]), web([b]), dns([b])]), 'incremental');
   assert.ok(!kernel.ipvs().some((l) => l.includes('SCTP 10.96.0.40:3868 -> 10.244.2.10')), 'SCTP: gone');
+  assert.ok(!kernel.ipvs().some((l) => l.includes('UDP 10.96.0.53:53 -> 10.244.2.10')), 'UDP: gone');
+  assert.ok(kernel.ipvs().includes('UDP 10.96.0.53:53 -> 10.244.1.10:8080 w=1'), 'UDP: the other stays');
   assert.ok(kernel.ipvs().includes('TCP 10.96.0.10:80 -> 10.244.2.10:8080 w=0'), 'TCP: draining');
-  assert.deepEqual(conntrack, ['-D -p sctp --orig-dst 10.96.0.40 --dport 3868 --reply-src 10.244.2.10']);
+  assert.deepEqual(conntrack.deletions(), [
+    'conntrack -D -p sctp --orig-dst 10.96.0.40 --dport 3868 --reply-src 10.244.2.10',
+    'conntrack -D -f ipv4 -p udp --orig-dst 10.96.0.53 --dport 53 --reply-src 10.244.2.10',
+  ]);
+  assert.deepEqual(conntrack.flows, [{ origDst: '10.96.0.53', dport: 53, replySrc: '10.244.1.10' }]);
+  assert.deepEqual(
+    outcome.conntrack.map((r) => [r.family, r.deleted]),
+    [['IPv4', 1]],
+  );
 });

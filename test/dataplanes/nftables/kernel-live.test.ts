@@ -6,13 +6,37 @@ import { commandNftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
 import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { Lab } from '../../../harness/netns.ts';
-import { type PodInfo, Topology, tally } from '../../../harness/topology.ts';
+import { ANSWER_TIMEOUT_MS, type PodInfo, Topology, tally } from '../../../harness/topology.ts';
 import { heldConnection } from '../../../lab/echo-output.ts';
 import type { DualStackState, ServicePort } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
 import { endpoint, ipv4, servicePort } from './fixtures.ts';
 import { canonicalRuleset, nftLoad } from './kernel-support.ts';
 import { randomState } from './random-state.ts';
+
+/** The JSON line a fixed-source-port UDP probe printed: the echo server's reply, or an error. */
+type Probe = { readonly name?: string; readonly error?: string };
+
+/**
+ * One datagram from `sport` (a client that keeps its port, as DNS resolvers and statsd clients
+ * do), on a connected socket so an ICMP reject shows as ECONNREFUSED; waits ANSWER_TIMEOUT_MS.
+ */
+async function udpFrom(lab: Lab, ns: string, host: string, port: number, sport: number): Promise<Probe> {
+  const script = `
+    const [host, port, sport, ms] = process.argv.slice(1);
+    const socket = require('node:dgram').createSocket('udp4');
+    const done = (line) => { console.log(line); process.exit(0); };
+    setTimeout(() => done(JSON.stringify({ error: 'timeout' })), Number(ms));
+    socket.on('message', (m) => done(m.toString().split('\\n')[0]));
+    socket.on('error', (e) => done(JSON.stringify({ error: e.code })));
+    socket.bind(Number(sport), () => socket.connect(Number(port), host, () => socket.send('ping\\n')));`;
+  const args = ['-e', script, host, String(port), String(sport), String(ANSWER_TIMEOUT_MS)];
+  const { stdout } = await lab.exec(ns, process.execPath, args);
+  const { name, error } = JSON.parse(stdout.trim()) as Probe;
+  return error === undefined ? { name } : { error };
+}
+
+const nameOf = (probe: Probe) => probe.name ?? probe.error;
 
 const isRoot = process.getuid?.() === 0;
 const ROOT_REASON = 'needs root: network namespaces, nft and conntrack (run the suite as root)';
@@ -86,60 +110,71 @@ describe('nftables live dataplane on the kernel', { skip: isRoot ? false : ROOT_
     assert.deepEqual([...tally(fresh).keys()], [kept.name, b1!.name].sort());
   });
 
-  test("a removed UDP backend's conntrack entry is gone after the sync", async () => {
-    const [a0] = topo.nodes[0]!.pods;
-    const [b0] = topo.nodes[1]!.pods;
-    const dp = dataplaneIn(node0);
-    await dp.sync(state([dns([a0!])]), 'full');
-    assert.equal(
-      (await topo.connect(topo.client.ns, 'udp', '10.96.0.53', 53))[0]?.['name' as never],
-      a0!.name,
-    );
-    const flows = async () =>
-      (
-        await lab.exec(
-          node0,
-          'conntrack',
-          ['-L', '-p', 'udp', '--orig-dst', '10.96.0.53', '--reply-src', a0!.ipv4],
-          {
-            reject: false,
-          },
-        )
-      ).stdout
-        .split('\n')
-        .filter((l) => l.includes('udp')).length;
-    assert.ok((await flows()) > 0, 'the flow is tracked');
-    const outcome = await dp.sync(state([dns([b0!])]), 'incremental');
-    assert.ok(outcome.conntrackEntriesDeleted >= 1, JSON.stringify(outcome));
-    assert.equal(await flows(), 0);
-  });
+  // Stale UDP conntrack (dataplanes/shared/conntrack): a client that keeps its source port keeps
+  // its translation, so each step is checked with real flows from fixed ports. The node's UDP
+  // conntrack timeouts are raised so no entry expires on its own while a slow machine runs them.
+  describe('stale UDP conntrack entries', () => {
+    const probe = (sport: number) => udpFrom(lab, topo.client.ns, '10.96.0.53', 53, sport);
+    /** Entries of flows to the DNS service address answered by `ip` (the DNAT target), or by anyone. */
+    const flowsTo = async (ip?: string) => {
+      const args = ['-L', '-f', 'ipv4', '-p', 'udp', '--orig-dst', '10.96.0.53'];
+      const listed = await lab.exec(node0, 'conntrack', ip ? [...args, '--reply-src', ip] : args, {
+        reject: false,
+      });
+      return listed.stdout.split('\n').filter((l) => l.includes('udp')).length;
+    };
 
-  test('after a restart only the UDP flows of an endpoint gone while we were down are deleted', async () => {
-    const [, a1] = topo.nodes[0]!.pods;
-    const [, b1] = topo.nodes[1]!.pods;
-    const dp = dataplaneIn(node0);
-    await dp.sync(state([dns([a1!, b1!])]), 'full');
-    // Each attempt is a new socket, so a new flow to a random backend: both get some.
-    await topo.connect(topo.client.ns, 'udp', '10.96.0.53', 53, { count: 20 });
-    const flowsTo = async (ip: string) =>
-      (
-        await lab.exec(
-          node0,
-          'conntrack',
-          ['-L', '-p', 'udp', '--orig-dst', '10.96.0.53', '--reply-src', ip],
-          {
-            reject: false,
-          },
-        )
-      ).stdout
-        .split('\n')
-        .filter((l) => l.includes('udp')).length;
-    assert.ok((await flowsTo(a1!.ipv4)) > 0 && (await flowsTo(b1!.ipv4)) > 0, 'flows to both backends');
-    const restarted = dataplaneIn(node0);
-    await restarted.start();
-    await restarted.sync(state([dns([b1!])]), 'full');
-    assert.equal(await flowsTo(a1!.ipv4), 0, 'the gone endpoint lost its flows');
-    assert.ok((await flowsTo(b1!.ipv4)) > 0, 'the kept endpoint kept its flows');
+    before(async () => {
+      await lab.sysctl(node0, 'net.netfilter.nf_conntrack_udp_timeout', '600');
+      await lab.sysctl(node0, 'net.netfilter.nf_conntrack_udp_timeout_stream', '600');
+    });
+
+    test('a restart keeps every healthy flow; a replaced endpoint loses only its own flows', async () => {
+      const [a0, a1] = topo.nodes[0]!.pods;
+      const [b0] = topo.nodes[1]!.pods;
+      await dataplaneIn(node0).sync(state([dns([a0!, b0!])]), 'full');
+      // Each datagram of connect() comes from a new port: 20 reach both endpoints for sure.
+      await topo.connect(topo.client.ns, 'udp', '10.96.0.53', 53, { count: 20 });
+      const first = await probe(41001);
+      const [toA0, toB0] = [await flowsTo(a0!.ipv4), await flowsTo(b0!.ipv4)];
+      assert.ok(toA0 > 0 && toB0 > 0, `flows to both endpoints: ${toA0}, ${toB0}`);
+
+      const restarted = dataplaneIn(node0);
+      await restarted.start();
+      const atStart = await restarted.sync(state([dns([a0!, b0!])]), 'full');
+      assert.deepEqual(
+        atStart.conntrack.map((r) => [r.family, r.deleted]),
+        [['IPv4', 0]],
+      );
+      assert.deepEqual([await flowsTo(a0!.ipv4), await flowsTo(b0!.ipv4)], [toA0, toB0], 'no flow deleted');
+      assert.equal(nameOf(await probe(41001)), nameOf(first), 'the held flow keeps its endpoint');
+
+      const replaced = await restarted.sync(state([dns([a1!, b0!])]), 'incremental');
+      assert.equal(await flowsTo(a0!.ipv4), 0, "the replaced endpoint's flows are gone");
+      assert.equal(await flowsTo(b0!.ipv4), toB0, "the remaining endpoint's flows are kept");
+      assert.equal(replaced.conntrack[0]?.deleted, toA0);
+      assert.notEqual(nameOf(await probe(41001)), a0!.name, 'a held flow to the gone endpoint moves on');
+    });
+
+    test('scaled to zero: every flow goes and a held flow is rejected; a new endpoint gets it; a deleted service loses its flows', async () => {
+      const [a0] = topo.nodes[0]!.pods;
+      const [, b1] = topo.nodes[1]!.pods;
+      const dp = dataplaneIn(node0);
+      await dp.sync(state([dns([a0!])]), 'full');
+      assert.equal(nameOf(await probe(41002)), a0!.name);
+      assert.ok((await flowsTo()) > 0);
+
+      await dp.sync(state([dns([])]), 'incremental');
+      assert.equal(await flowsTo(), 0, 'no flow is left to the service (kubernetes#139628)');
+      // Kept, the entry would still carry the held flow to a0, which answers.
+      assert.deepEqual(await probe(41002), { error: 'ECONNREFUSED' });
+
+      await dp.sync(state([dns([b1!])]), 'incremental');
+      assert.equal(nameOf(await probe(41002)), b1!.name);
+
+      await dp.sync(state([]), 'incremental');
+      assert.equal(await flowsTo(), 0, "a deleted service's flows are gone (kubernetes#141371)");
+    });
   });
 
   test('random incremental sequences and a restart end in the same ruleset as a fresh full sync', async (t) => {

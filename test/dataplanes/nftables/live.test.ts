@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
+import { FakeConntrack } from '../shared/conntrack/fake-conntrack.ts';
 import { endpoint, ipv4, servicePort } from './fixtures.ts';
 import { RecordingCommandRunner, RecordingNftRunner } from './recording-nft-runner.ts';
 
@@ -188,52 +189,28 @@ test('a full sync that nft refuses in place replaces the tables instead', async 
   assert.equal(await dp.intact(), true);
 });
 
-test('after adoption only the UDP flows of endpoints gone while we were down are deleted', async () => {
-  const { nft, commands, dp } = dataplane();
+test('after adoption the first sync deletes only the UDP flows of endpoints gone while we were down', async () => {
+  const nft = new RecordingNftRunner();
   nft.chains.ip = { nftables: [{ chain: { family: 'ip', table: 'kproxy', name: 'cluster-ip' } }] };
-  const element = (vip: string, i: number, ip: string) => [{ concat: [vip, 53, i] }, { concat: [ip, 5353] }];
-  nft.maps.set('ip backends-udp', {
-    nftables: [
-      {
-        map: {
-          name: 'backends-udp',
-          elem: [element('10.96.0.53', 0, '10.244.1.10'), element('10.96.0.53', 1, '10.244.2.10')],
-        },
-      },
-    ],
-  });
+  const flow = (replySrc: string) => ({ origDst: '10.96.0.53', dport: 53, replySrc });
+  const conntrack = new FakeConntrack([flow('10.244.1.10'), flow('10.244.2.10')]);
+  const dp = new NftablesDataplane({ nft, commands: conntrack });
   await dp.start();
-  await dp.sync(ipv4([dns('10.244.2.10')]), 'full');
+  const outcome = await dp.sync(ipv4([dns('10.244.2.10')]), 'full');
+  assert.deepEqual(conntrack.deletions(), [
+    'conntrack -D -f ipv4 -p udp --orig-dst 10.96.0.53 --dport 53 --reply-src 10.244.1.10',
+  ]);
+  assert.deepEqual(conntrack.flows, [flow('10.244.2.10')]);
   assert.deepEqual(
-    commands.calls.map((call) => call.join(' ')),
-    ['conntrack -D -p udp --orig-dst 10.96.0.53 --dport 53 --reply-src 10.244.1.10'],
+    outcome.conntrack.map((r) => [r.family, r.deleted]),
+    [['IPv4', 1]],
   );
 });
 
-test('a removed UDP endpoint has its conntrack flows deleted after the sync', async () => {
-  const { commands, dp } = dataplane();
-  await dp.sync(ipv4([dns('10.244.1.10', '10.244.2.10')]), 'full');
-  commands.calls.length = 0;
-  const outcome = await dp.sync(ipv4([dns('10.244.2.10')]), 'incremental');
-  assert.deepEqual(commands.calls, [
-    [
-      'conntrack',
-      '-D',
-      '-p',
-      'udp',
-      '--orig-dst',
-      '10.96.0.53',
-      '--dport',
-      '53',
-      '--reply-src',
-      '10.244.1.10',
-    ],
-  ]);
-  assert.equal(outcome.conntrackEntriesDeleted, 1);
-});
-
-test('with the changed keys, a removed UDP endpoint of a changed port still has its flows deleted', async () => {
-  const { commands, dp } = dataplane();
+test('with the changed keys, only the changed UDP ports are reconciled', async () => {
+  const nft = new RecordingNftRunner();
+  const conntrack = new FakeConntrack();
+  const dp = new NftablesDataplane({ nft, commands: conntrack });
   const other = (...ips: string[]) =>
     servicePort('other', {
       clusterIP: '10.96.0.54',
@@ -242,15 +219,24 @@ test('with the changed keys, a removed UDP endpoint of a changed port still has 
       clusterEndpoints: ips.map((ip) => endpoint(ip, 5353)),
     });
   await dp.sync(ipv4([dns('10.244.1.10', '10.244.2.10'), other('10.244.3.10')]), 'full');
-  commands.calls.length = 0;
+  // Flows made since: one to the endpoint about to go, one to an endpoint of the unchanged port
+  // that (were it judged) would look stale.
+  conntrack.flows = [
+    { origDst: '10.96.0.53', dport: 53, replySrc: '10.244.1.10' },
+    { origDst: '10.96.0.54', dport: 53, replySrc: '10.244.9.9' },
+  ];
   await dp.sync(
     ipv4([dns('10.244.2.10'), other('10.244.3.10')]),
     'incremental',
     new Set(['default/dns:53/UDP']),
   );
-  assert.deepEqual(
-    commands.calls.map((call) => call.join(' ')),
-    ['conntrack -D -p udp --orig-dst 10.96.0.53 --dport 53 --reply-src 10.244.1.10'],
+  assert.deepEqual(conntrack.deletions(), [
+    'conntrack -D -f ipv4 -p udp --orig-dst 10.96.0.53 --dport 53 --reply-src 10.244.1.10',
+  ]);
+  assert.equal(
+    (await dp.sync(ipv4([dns('10.244.2.10'), other('10.244.3.10')]), 'incremental', new Set())).conntrack
+      .length,
+    0,
   );
 });
 
