@@ -5,9 +5,7 @@
 // adopt the virtual servers an earlier run left on the dummy link's addresses), on a full sync
 // (reconcile against a dump), to sweep drained real servers, and in intact()/cleanup(). An
 // incremental sync the kernel refuses (dataplane-error.ts) falls back to a full one.
-
 import type { DualStackState, ServicePortKey } from '../../src/model/proxy-state.ts';
-import { cidrContains } from '../shared/cidr.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import { deleteConntrackEntries } from '../shared/conntrack/conntrack-tool.ts';
 import { UdpConntrackReconciler } from '../shared/conntrack/udp-conntrack-reconciler.ts';
@@ -21,6 +19,7 @@ import { type IpvsClient, IpvsError } from './ipvs-client.ts';
 import { diffAddresses } from './ipvs-diff.ts';
 import type { IpvsTimeouts } from './ipvs-messages.ts';
 import type { IpvsDesired, IpvsOp, IpvsPlan } from './ipvs-plan.ts';
+import { ownedVirtualServer, recordedNodePortAddresses } from './ownership.ts';
 import { companionDesired, createIpvsPlanner, type IpvsPlannerOptions, ipvsDesired } from './planner.ts';
 import { reconcileServers, reconcileServices } from './reconcile.ts';
 import { removedServerFlows } from './removed-server-flows.ts';
@@ -113,9 +112,9 @@ export class IpvsDataplane implements LiveDataplane {
     if (sysctl.exitCode !== 0) throw new CommandError('sysctl', sysctl.stderr);
     const t = this.#timeouts;
     if (t && (t.tcpSeconds > 0 || t.tcpFinSeconds > 0 || t.udpSeconds > 0)) await client.setTimeouts(t);
-    const bound = new Set(await boundAddresses(this.#runner));
+    const ours = await this.#recordedAddresses();
     for (const service of await client.listServices()) {
-      if (bound.has(service.address)) this.#owned.add(virtualServerKey(service));
+      if (this.#isOurs(service, ours)) this.#owned.add(virtualServerKey(service));
     }
     this.#log('adopted IPVS virtual servers', { count: this.#owned.size });
   }
@@ -217,17 +216,20 @@ export class IpvsDataplane implements LiveDataplane {
     return ok;
   }
 
-  /** Removes our virtual servers (those on the dummy link's addresses or made by us), the link and the nft tables. */
+  /**
+   * Removes our virtual servers (ownership.ts: on the dummy link's or the recorded node-port
+   * addresses, or made by us), the link and the nft tables.
+   */
   async cleanup(): Promise<void> {
     const client = await this.#ensureClient().catch((err: unknown) => {
       // Without ip_vs there are no virtual servers to remove; the link and tables still go.
       if (err instanceof IpvsError && err.code === 'unavailable') return undefined;
       throw err;
     });
-    const bound = new Set(await boundAddresses(this.#runner));
+    // Read before the companion tables (which record the node-port addresses) go.
+    const ours = await this.#recordedAddresses();
     for (const service of (await client?.listServices()) ?? []) {
-      const key = virtualServerKey(service);
-      if (bound.has(service.address) || this.#owned.has(key)) await client!.deleteService(service);
+      if (this.#isOurs(service, ours)) await client!.deleteService(service);
     }
     await deleteLink(this.#runner);
     for (const family of ['ip', 'ip6']) {
@@ -239,6 +241,16 @@ export class IpvsDataplane implements LiveDataplane {
     this.#committed = undefined;
     this.#client?.close();
     this.#client = undefined;
+  }
+
+  /** The addresses an earlier run left its virtual servers on: the link's and the node-port ones. */
+  async #recordedAddresses(): Promise<Set<string>> {
+    const nodePort = await recordedNodePortAddresses(this.#runner);
+    return new Set([...(await boundAddresses(this.#runner)), ...nodePort]);
+  }
+
+  #isOurs(service: VirtualService, addresses: ReadonlySet<string>): boolean {
+    return ownedVirtualServer(service, { addresses, keys: this.#owned, excludeCIDRs: this.#excludeCIDRs });
   }
 
   async #ensureClient(): Promise<IpvsClient> {
@@ -273,13 +285,11 @@ export class IpvsDataplane implements LiveDataplane {
     const current = createLink ? [] : await boundAddresses(this.#runner);
     const addresses = diffAddresses(current, desired.boundAddresses);
     await changeAddresses(this.#runner, addresses.add, [], createLink);
-    // Like kube-proxy (which removes every virtual server it does not want), but limited to the
-    // addresses that are ours: the dummy link's and the node-port addresses.
-    const addressesOurs = new Set([...current, ...desired.boundAddresses, ...desired.nodePortAddresses]);
-    const isOurs = (s: VirtualService): boolean =>
-      !this.#excludeCIDRs.some((cidr) => cidrContains(cidr, s.address)) &&
-      (addressesOurs.has(s.address) || this.#owned.has(virtualServerKey(s)));
-    const { ops, existing } = reconcileServices(desired, await client.listServices(), isOurs);
+    // Like kube-proxy (which removes every virtual server it does not want), but limited to ours.
+    const ours = new Set([...current, ...desired.boundAddresses, ...desired.nodePortAddresses]);
+    const { ops, existing } = reconcileServices(desired, await client.listServices(), (s) =>
+      this.#isOurs(s, ours),
+    );
     for (const vs of existing) ops.push(...reconcileServers(vs, await client.listServers(vs)));
     // Whatever was draining is re-decided from the dump.
     this.#draining.clear();

@@ -277,9 +277,6 @@ for (const mode of modesHere()) {
       });
       assert.equal(cleanup.exitCode, 0, cleanup.stderr);
       const left = await ownRules(c, mode);
-      // A known bug, pinned: a fresh `kproxy cleanup` knows its IPVS virtual servers by the dummy
-      // link's addresses, so a NodePort's (on the node's own address) stays behind.
-      if (mode === 'ipvs' && left !== '') t.todo(`IPVS cleanup leaves virtual servers:\n${left}`);
       assert.equal(left, '', 'kproxy cleanup removes them');
     });
 

@@ -21,6 +21,8 @@ export class FakeKernel {
   readonly addresses = new Set<string>();
   readonly nftScripts: string[] = [];
   readonly tables = new Set<string>();
+  /** The elements of each family's `nodeport-ips` set (the one set whose content the fake keeps). */
+  readonly nodePortIps = new Map<string, Set<string>>();
   timeouts: IpvsTimeouts | undefined;
   readonly sysctls: string[] = [];
   /** Makes the next `nft -f` fail (to exercise the fallback to a full sync). */
@@ -147,9 +149,18 @@ export class FakeKernel {
             return fail('nft: injected failure');
           }
           this.nftScripts.push(input);
-          for (const [, verb, family] of input.matchAll(/^(add|delete) table (ip6?) kproxy-ipvs/gm)) {
-            if (verb === 'add') this.tables.add(family!);
-            else this.tables.delete(family!);
+          const statements =
+            /^(add|delete) (table|element) (ip6?) kproxy-ipvs(?: nodeport-ips \{ (.*) \}| .*)?$/gm;
+          for (const [, verb, what, family, elements] of input.matchAll(statements)) {
+            const ips = this.nodePortIps.get(family!) ?? new Set();
+            this.nodePortIps.set(family!, ips);
+            if (what === 'table') {
+              if (verb === 'add') this.tables.add(family!);
+              else this.tables.delete(family!);
+              ips.clear();
+            } else if (elements !== undefined) {
+              for (const ip of elements.split(', ')) verb === 'add' ? ips.add(ip) : ips.delete(ip);
+            }
           }
           return ok();
         }
@@ -161,7 +172,18 @@ export class FakeKernel {
         if (line === 'nft list tables')
           return ok([...this.tables].map((f) => `table ${f} kproxy-ipvs\n`).join(''));
         const del = /^nft delete table (ip6?) kproxy-ipvs$/.exec(line);
-        if (del) return this.tables.delete(del[1]!) ? ok() : fail('No such file or directory');
+        if (del) {
+          this.nodePortIps.delete(del[1]!);
+          return this.tables.delete(del[1]!) ? ok() : fail('No such file or directory');
+        }
+        const listSet = /^nft -j list set (ip6?) kproxy-ipvs nodeport-ips$/.exec(line);
+        if (listSet) {
+          if (!this.tables.has(listSet[1]!)) return fail('No such file or directory');
+          const elem = [...(this.nodePortIps.get(listSet[1]!) ?? [])];
+          return ok(
+            JSON.stringify({ nftables: [{ metainfo: {} }, { set: { name: 'nodeport-ips', elem } }] }),
+          );
+        }
         throw new Error(`fake kernel: unexpected command ${line}`);
       },
     };

@@ -150,6 +150,32 @@ test('cleanup removes our virtual servers, the link and the companion tables, an
   assert.deepEqual([...kernel.tables], []);
 });
 
+test('a fresh process (kproxy cleanup) removes the node ports on node addresses too, from the companion record', async () => {
+  const { kernel, dp } = setup();
+  await dp.start();
+  await dp.sync(ipv4([web()]), 'full');
+  await kernel.client().addService(foreign);
+  // A second node address gets the node port from an incremental sync (an element update).
+  const twoAddresses = ipv4([web()], { nodeIPs: ['10.100.0.11', '10.100.0.12'] });
+  assert.equal((await dp.sync(twoAddresses, 'incremental')).kind, 'incremental');
+  assert.ok(kernel.services.has('TCP 10.100.0.12:30080'));
+  const fresh = new IpvsDataplane({ runner: kernel.runner(), openClient: async () => kernel.client() });
+  await fresh.cleanup();
+  assert.deepEqual([...kernel.services.keys()], ['TCP 192.168.50.1:80']);
+  assert.deepEqual([...kernel.tables], []);
+});
+
+test('a restart adopts node-port virtual servers on a node address the node no longer has', async () => {
+  const { kernel, dp } = setup();
+  await dp.start();
+  await dp.sync(ipv4([web()], { nodeIPs: ['10.100.0.12'] }), 'full');
+  const restarted = new IpvsDataplane({ runner: kernel.runner(), openClient: async () => kernel.client() });
+  await restarted.start();
+  await restarted.sync(ipv4([web()], { nodeIPs: ['10.100.0.11'] }), 'full');
+  assert.ok(kernel.services.has('TCP 10.100.0.11:30080'));
+  assert.ok(!kernel.services.has('TCP 10.100.0.12:30080'), kernel.ipvs().join('\n'));
+});
+
 test('cleanup on a kernel without ip_vs still removes the link and the companion tables', async () => {
   const kernel = new FakeKernel();
   kernel.link = true;
