@@ -19,7 +19,14 @@ import { Topology, tally } from '../../harness/topology.ts';
 import { modesHere } from '../../harness/vm.ts';
 import { heldConnection } from '../../lab/echo-output.ts';
 import { BACKOFF_MAX_MS } from '../../src/kube/backoff.ts';
-import { ENDPOINT_SLICES, NODES, objectPath, type ResourceType, SERVICES } from '../../src/kube/resources.ts';
+import {
+  ENDPOINT_SLICES,
+  NODES,
+  objectPath,
+  type ResourceType,
+  SERVICE_CIDRS,
+  SERVICES,
+} from '../../src/kube/resources.ts';
 import { eventually } from './daemon-harness.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
@@ -210,6 +217,16 @@ for (const mode of modesHere()) {
       await eventually('the NodePort answers from outside', async () => {
         return (await backends(c, c.topo.client.ns, c.topo.nodes[0]!.ipv4, NODE_PORT, 4)).size > 0;
       });
+      if (mode === 'nftables') {
+        // A ServiceCIDR created in the cluster reaches the rules (kube-proxy's cluster-ips-check).
+        const CHECK = 'cluster-ips-check';
+        const serviceCIDR = { metadata: { name: 'kubernetes' }, spec: { cidrs: ['10.96.0.0/16'] } };
+        await c.write('POST', SERVICE_CIDRS, serviceCIDR);
+        await eventually('unallocated addresses of the ServiceCIDR are dropped', async () => {
+          const listed = await c.topo.lab.exec(c.nodeNs, 'nft', ['list', 'chain', 'ip', 'kproxy', CHECK]);
+          return listed.stdout.includes('ip daddr 10.96.0.0/16 drop');
+        });
+      }
 
       await c.write('PUT', ENDPOINT_SLICES, webSlice([pod1!.ipv4]));
       await eventually('only pod 1 answers after its slice changed', async () => {
