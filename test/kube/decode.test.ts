@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { type DecodeResult, decodeObject } from '../../src/kube/decode.ts';
-import type { EndpointSlice, KubeObject, Node, Service } from '../../src/kube/objects.ts';
+import type { EndpointSlice, KubeObject, Node, Service, ServiceCIDR } from '../../src/kube/objects.ts';
 
 /** A Service as `kubectl get svc -o json` prints it, trimmed to what matters plus some noise. */
 function rawService(
@@ -143,6 +143,23 @@ describe('decodeObject: what it accepts', () => {
       { type: 'Hostname', address: 'node-1' },
     ]);
     assert.equal(node.metadata.namespace, undefined);
+  });
+
+  it('decodes a ServiceCIDR: its CIDRs in canonical form, the rest dropped', () => {
+    const raw = {
+      apiVersion: 'networking.k8s.io/v1',
+      kind: 'ServiceCIDR',
+      metadata: { name: 'kubernetes' },
+      spec: { cidrs: ['10.96.0.1/12', 'FD00:96::/112'] },
+      status: { conditions: [{ type: 'Ready', status: 'True' }] },
+    };
+    assert.deepEqual(decoded<ServiceCIDR>(raw), {
+      kind: 'ServiceCIDR',
+      metadata: { name: 'kubernetes' },
+      spec: { cidrs: ['10.96.0.0/12', 'fd00:96::/112'] },
+    });
+    // The beta versions are not read (GA since 1.33).
+    assert.equal(decodeObject({ ...raw, apiVersion: 'networking.k8s.io/v1beta1' }).kind, 'ignored');
   });
 
   it('accepts items without apiVersion, as in a kubectl List', () => {
@@ -386,6 +403,11 @@ describe('decodeObject: invalid content names the object and the field', () => {
       'a bad pod CIDR',
       { kind: 'Node', metadata: { name: 'node-1' }, spec: { podCIDR: '10.244.1.0' } },
       'spec.podCIDR: "10.244.1.0" is not a CIDR',
+    ],
+    [
+      'a ServiceCIDR range that is not a CIDR',
+      { kind: 'ServiceCIDR', metadata: { name: 'extra' }, spec: { cidrs: ['10.96.0.0'] } },
+      'spec.cidrs[0]: "10.96.0.0" is not a CIDR',
     ],
     [
       'a creation time that is not RFC 3339',
