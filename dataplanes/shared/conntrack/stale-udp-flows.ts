@@ -8,11 +8,14 @@
 // - a flow that was not DNATed (reply source = the service address: it arrived before the rules)
 //   goes, so a client that keeps its socket does not stay blackholed (kubernetes#48370);
 // - a service port scaled to zero, or deleted, or an address or node port it no longer has, has
-//   no serving endpoint: all of its flows go (kubernetes#139628, #141371).
+//   no serving endpoint: all of its flows go (kubernetes#139628, #141371). A Service deleted while
+//   kproxy was down is known by its address alone: a DNATed flow to an address of the service
+//   CIDRs that no UDP service port holds goes when every flow is judged (start-up, full syncs).
 // Addresses are keyed with their port: two UDP ports of one cluster IP have their own endpoints.
 import type { IPFamily } from '../../../src/base/ip-family.ts';
 import type { Steps } from '../../../src/base/work-slices.ts';
 import type { ProxyState, ServicePort, ServicePortKey } from '../../../src/model/proxy-state.ts';
+import { cidrMatcher } from '../cidr.ts';
 import type { UdpFlow } from './udp-flow-listing.ts';
 
 /** Who may answer a UDP flow to each service address and node port of one family. */
@@ -22,6 +25,8 @@ export interface ServingIndex {
   readonly nodePorts: ReadonlyMap<number, ReadonlySet<string>>;
   /** The node's IPs: an untranslated flow to one of them at a node port came before the rules. */
   readonly nodeIPs: ReadonlySet<string>;
+  /** When every UDP service port is indexed: the service CIDRs, where no other DNAT is ours. */
+  readonly serviceCIDRs: readonly string[];
 }
 
 /** One `conntrack -D`: every entry to origDst:port that `replySrc` answers. */
@@ -63,13 +68,14 @@ export function* servingIndex(
     }
     if (sp.nodePort !== 0 && !nodePorts.has(sp.nodePort)) nodePorts.set(sp.nodePort, NONE);
   }
-  const nodeIPs = new Set((next ?? prev)?.node.nodeIPs ?? []);
-  return { addresses, nodePorts, nodeIPs };
+  const node = (next ?? prev)?.node;
+  const serviceCIDRs = only === undefined ? (node?.serviceCIDRs ?? []) : [];
+  return { addresses, nodePorts, nodeIPs: new Set(node?.nodeIPs ?? []), serviceCIDRs };
 }
 
 /** Whether any flow could be stale under the index (else the dump can be skipped). */
 export function indexesAnything(index: ServingIndex): boolean {
-  return index.addresses.size > 0 || index.nodePorts.size > 0;
+  return index.addresses.size > 0 || index.nodePorts.size > 0 || index.serviceCIDRs.length > 0;
 }
 
 /** The deletions that remove exactly the stale flows, one per (destination, port, endpoint), in order. */
@@ -79,8 +85,9 @@ export function staleFlowFilters(
   index: ServingIndex,
 ): StaleFlowFilter[] {
   const filters = new Map<string, StaleFlowFilter>();
+  const inServiceCIDRs = cidrMatcher(index.serviceCIDRs);
   for (const flow of flows) {
-    if (!isStale(flow, index)) continue;
+    if (!isStale(flow, index, inServiceCIDRs)) continue;
     const key = `${flow.origDst} ${flow.origDport} ${flow.replySrc}`;
     if (!filters.has(key))
       filters.set(key, { family, origDst: flow.origDst, port: flow.origDport, replySrc: flow.replySrc });
@@ -90,14 +97,15 @@ export function staleFlowFilters(
   );
 }
 
-function isStale(flow: UdpFlow, index: ServingIndex): boolean {
+function isStale(flow: UdpFlow, index: ServingIndex, inServiceCIDRs: (ip: string) => boolean): boolean {
   const atAddress = index.addresses.get(`${flow.origDst} ${flow.origDport}`);
   if (atAddress !== undefined) return !atAddress.has(flow.replySrc);
-  const atNodePort = index.nodePorts.get(flow.origDport);
-  if (atNodePort === undefined) return false;
-  // An untranslated flow to some other host at that port (a pod's own traffic out) is not ours.
+  // An untranslated flow to some other host (a pod's own traffic out) is not ours.
   const translated = flow.replySrc !== flow.origDst;
-  return (translated || index.nodeIPs.has(flow.origDst)) && !atNodePort.has(flow.replySrc);
+  const atNodePort = index.nodePorts.get(flow.origDport);
+  if (atNodePort !== undefined)
+    return (translated || index.nodeIPs.has(flow.origDst)) && !atNodePort.has(flow.replySrc);
+  return translated && inServiceCIDRs(flow.origDst);
 }
 
 function* udpPorts(state: ProxyState | undefined, only: ReadonlySet<ServicePortKey> | undefined) {

@@ -112,6 +112,17 @@ describe('staleFlowFilters', () => {
     assert.deepEqual(stale(index(v4(moved), v4(dns(['10.244.1.10'])))), ['10.96.0.53:53 → 10.244.1.10']);
   });
 
+  test('a Service deleted while kproxy was down: its DNATed flows in the service CIDRs go when every flow is judged', () => {
+    const cidrs = { serviceCIDRs: ['10.96.0.0/16'] };
+    const idx = (only?: ReadonlySet<string>) =>
+      index(proxyState('IPv4', [nodePortService(['10.244.2.10'])], cidrs), undefined, only);
+    // 10.96.0.53 is no service address now: its DNATed flows are stale; the untranslated flow to
+    // 10.96.0.99 and the node port flow are not judged by the CIDRs.
+    assert.deepEqual(stale(idx()), ['10.96.0.53:53 → 10.244.1.10']);
+    assert.deepEqual(stale(idx(new Set(['default/np:53/UDP']))), [], 'a reconcile of changed ports only');
+    assert.deepEqual(stale(index(proxyState('IPv4', [], { serviceCIDRs: ['10.97.0.0/16'] }))), []);
+  });
+
   test('an untranslated flow to a service address (it came before the rules) goes; other traffic stays', () => {
     // 10.96.0.99:53 was never DNATed: stale once a UDP service port holds it, unknown otherwise.
     const blackholed = servicePort('late', {
