@@ -16,6 +16,7 @@ import { savedChainNames } from '../shared/iptables-save.ts';
 import { chooseBackend, type IptablesBackend, type IptablesTools, iptablesTools } from './backend.ts';
 import { CANARY_CHAIN, isKproxyChain } from './chain-names.ts';
 import { cleanupInputs } from './cleanup-plan.ts';
+import { DumpPacer, savedTableDamage } from './intact-check.ts';
 import type { JumpRule } from './jump-rules.ts';
 import { fullPlanSteps, incrementalPlanSteps } from './planner.ts';
 import { NFT_CHAINS_PER_RESTORE, restorePartsOf } from './restore-chunks.ts';
@@ -37,6 +38,8 @@ export interface IptablesDataplaneOptions {
   readonly log?: IptablesLog;
   /** iptables-nft only: most service chains one restore declares (restore-chunks.ts). */
   readonly nftChainsPerRestore?: number;
+  /** Share of the time intact() may spend reading tables back (intact-check.ts; tests: 1, always). */
+  readonly dumpShare?: number;
 }
 
 /** An iptables tool failed; `stderr` says why. */
@@ -65,6 +68,7 @@ export class IptablesDataplane implements LiveDataplane {
   readonly #natChains = new Map<IPFamily, Set<string>>();
   /** Per family, rules per "table/chain" (for the rule-count metrics). */
   readonly #ruleCounts = new Map<IPFamily, Map<string, number>>();
+  readonly #dumps: DumpPacer;
 
   constructor(options: IptablesDataplaneOptions) {
     this.#runner = options.runner;
@@ -72,6 +76,7 @@ export class IptablesDataplane implements LiveDataplane {
     this.#log = options.log ?? (() => {});
     this.#conntrack = new UdpConntrackReconciler(options.runner, this.#log);
     this.#nftChainsPerRestore = options.nftChainsPerRestore ?? NFT_CHAINS_PER_RESTORE;
+    this.#dumps = new DumpPacer(options.dumpShare);
   }
 
   get backend(): IptablesBackend | undefined {
@@ -105,13 +110,33 @@ export class IptablesDataplane implements LiveDataplane {
   }
 
   /**
-   * The canary in every table of every family we program. A missing one means someone flushed or
-   * reloaded the tables: the record no longer describes the kernel, so the next sync is full.
+   * The canary in every table of every family we program, and each table read back when its turn
+   * comes (intact-check.ts): every chain at the rule count committed, every jump in place. Any
+   * difference means someone changed our rules: the record no longer describes the kernel, so the
+   * next sync is full.
    */
   async intact(): Promise<boolean> {
-    const ok = await this.#canariesPresent(TABLES);
+    const ok = (await this.#canariesPresent(TABLES)) && (await this.#savedTablesMatch());
     if (!ok) this.#committed = undefined;
     return ok;
+  }
+
+  /** The tables whose turn it is (DumpPacer), read back and compared with the record. */
+  async #savedTablesMatch(): Promise<boolean> {
+    for (const family of FAMILIES) {
+      const counts = this.#ruleCounts.get(family);
+      if (this.#committed?.[family] === undefined || counts === undefined) continue;
+      for (const table of TABLES) {
+        const key = `${family}/${table}`;
+        if (!this.#dumps.due(key)) continue;
+        const saved = await this.#dumps.timed(key, () => this.#save(family, table));
+        const damage = savedTableDamage(table, saved, counts);
+        if (damage === undefined) continue;
+        this.#log('iptables rules changed by someone else; full sync', { family, damage });
+        return false;
+      }
+    }
+    return true;
   }
 
   /** Removes every KPROXY chain and every rule that jumps to one, in both families, and nothing else. */

@@ -1,7 +1,8 @@
 // Tampering with the live iptables dataplane's rules on a real kernel, with real packets: a flush
 // of each table we program (nat, filter, mangle), in both families and with both backends, breaks
 // what that table does, intact() notices it (the canary chain of that table), and the repair the
-// sync loop then runs (a full sync, see src/sync/sync-loop.ts) brings traffic back.
+// sync loop then runs (a full sync, see src/sync/sync-loop.ts) brings traffic back. So does damage
+// only reading the tables back finds (one chain flushed, a rule added, a jump deleted).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
@@ -85,7 +86,12 @@ for (const backend of ['nft', 'legacy'] as const) {
       await lab.sysctl(node.ns, 'net.ipv6.icmp.ratelimit', '0');
       await lab.sysctl(node.ns, 'net.ipv4.icmp_ratelimit', '0');
       state = clusterState(topology);
-      dataplane = new IptablesDataplane({ runner: execaRunner(['ip', 'netns', 'exec', node.ns]), backend });
+      // Every check reads the tables back (in the daemon, a share of the time: intact-check.ts).
+      dataplane = new IptablesDataplane({
+        runner: execaRunner(['ip', 'netns', 'exec', node.ns]),
+        backend,
+        dumpShare: 1,
+      });
       await dataplane.start();
       await dataplane.sync(state, 'full');
     });
@@ -114,6 +120,71 @@ for (const backend of ['nft', 'legacy'] as const) {
           await worksAsSynced(ipFamily);
         });
       }
+    }
+
+    // Damage a canary cannot see, found by reading the tables back (IPv4; the check is the same
+    // text for both families).
+    const command = `iptables-${backend}`;
+    const damage: readonly {
+      readonly what: string;
+      readonly args: () => Promise<string[]>;
+      readonly breaks: 'web' | 'empty';
+    }[] = [
+      {
+        what: "one service's chain flushed (nat)",
+        args: async () => ['-t', 'nat', '-F', await webChain()],
+        breaks: 'web',
+      },
+      {
+        what: 'one chain flushed (filter)',
+        args: async () => ['-t', 'filter', '-F', 'KPROXY-SERVICES'],
+        breaks: 'empty',
+      },
+      {
+        what: 'a rule added to one of our chains',
+        args: async () => ['-t', 'filter', '-I', 'KPROXY-FORWARD', '1', '-j', 'DROP'],
+        breaks: 'web',
+      },
+      {
+        what: 'a jump from a built-in chain deleted',
+        args: async () => [
+          '-t',
+          'nat',
+          '-D',
+          'PREROUTING',
+          '-m',
+          'comment',
+          '--comment',
+          'kproxy service portals',
+          '-j',
+          'KPROXY-SERVICES',
+        ],
+        breaks: 'web',
+      },
+    ];
+
+    /** The web service's KPROXY-SVC chain (the only service with endpoints). */
+    async function webChain(): Promise<string> {
+      const { stdout } = await lab.exec(topology.nodes[0]!.ns, `${command}-save`, ['-t', 'nat']);
+      const chain = /^:(KPROXY-SVC-\S+)/m.exec(stdout)?.[1];
+      assert.ok(chain, 'the web service has a chain');
+      return chain;
+    }
+
+    for (const { what, args, breaks } of damage) {
+      test(`IPv4: ${what}`, async () => {
+        // The test before left traffic working and the rules as synced.
+        assert.equal(await dataplane.intact(), true);
+        await lab.exec(topology.nodes[0]!.ns, command, ['-w', ...(await args())]);
+        const broken =
+          breaks === 'web' ? await answers('IPv4', 'web', 3, 300) : await answers('IPv4', 'empty', 1, 300);
+        assert.deepEqual(broken, ['error:timeout'], 'the damage breaks traffic');
+        assert.equal(await dataplane.intact(), false, 'noticed by the intact check');
+        const outcome = await dataplane.sync(state, 'full');
+        assert.equal(outcome.kind, 'full');
+        assert.equal(await dataplane.intact(), true);
+        await worksAsSynced('IPv4');
+      });
     }
   });
 }
