@@ -17,7 +17,7 @@ import { endpoint, ipv4, localEndpoint, proxyState, servicePort } from '../../..
 import { tally } from '../../../../harness/topology.ts';
 import type { DualStackState, Endpoint, ProxyState, ServicePort } from '../../../../src/model/proxy-state.ts';
 
-const SUPPORT = join(import.meta.dirname, '../../../support');
+const HARNESS = join(import.meta.dirname, '../../../../harness');
 const NODE_IP = '10.100.0.11';
 const CLIENT_IP = '10.100.0.200';
 const POD_IPS = ['10.244.1.10', '10.244.1.11', '10.244.1.12'];
@@ -74,7 +74,7 @@ before(async () => {
   // Node starts slowly under TCG: start the echo servers together.
   const servers = pods.map((ns, m) =>
     lab.spawn(ns, process.execPath, [
-      join(SUPPORT, 'echo-server.ts'),
+      join(HARNESS, 'echo-server.ts'),
       `pod-${m}`,
       '--tcp',
       '8080',
@@ -82,7 +82,7 @@ before(async () => {
       '8080',
     ]),
   );
-  await Promise.all(servers.map((server) => server.waitFor('ready', 60_000)));
+  await Promise.all(servers.map((server) => server.waitFor('ready')));
 });
 
 after(async () => {
@@ -148,7 +148,7 @@ async function connect(
   count: number,
 ): Promise<EchoOutcome[]> {
   const args = [
-    join(SUPPORT, 'echo-client.ts'),
+    join(HARNESS, 'echo-client.ts'),
     proto,
     host,
     String(port),
@@ -312,9 +312,11 @@ test('IPVS dataplane: real packets, incremental ≡ full, cleanup', async (t) =>
   });
 
   const incremental = await kernelState();
-  await dp.cleanup();
+  // A fresh process, as `kproxy cleanup`: it knows the node port on the node's address from the
+  // companion table's record only.
+  await dataplane().cleanup();
 
-  await t.test('cleanup removes virtual servers, link and companion table', async () => {
+  await t.test('cleanup removes virtual servers (node ports too), link and companion table', async () => {
     assert.equal((await execa('ipvsadm', ['-Sn'])).stdout.trim(), '');
     assert.notEqual((await execa('ip', ['link', 'show', 'kproxy-ipvs0'], { reject: false })).exitCode, 0);
     assert.doesNotMatch((await execa('nft', ['list', 'tables'])).stdout, /kproxy-ipvs/);
