@@ -1,13 +1,18 @@
 // Client for the echo server, run inside a client namespace:
 //   node harness/echo-client.ts tcp|udp HOST PORT [--count N] [--timeout MS] [--source IP]
 //   node harness/echo-client.ts tcp HOST PORT --hold
+//   node harness/echo-client.ts --serve
 // Makes N sequential connections (or datagrams, each from a new socket) and prints one JSON line per
 // attempt: the server's EchoReply, or {"error":"ECONNREFUSED"|"timeout"|...} — so a test counts
 // which backends answered and sees refusals and drops, all from one process start.
 // --hold keeps ONE TCP connection: it prints the greeting, then sends "tick N" every 100 ms and
 // prints {"echo":"tick N"} per echoed line, or {"error":...} once the connection breaks.
+// --serve stays up and takes probes as JSON lines on stdin (a ProbeRequest each), answering each with
+// one line {"id":N,"outcomes":[...]}: one long-lived process per namespace instead of a node start per
+// probe (seconds each under the VM's emulation). Probes run concurrently, attempts within one in turn.
 import { createSocket } from 'node:dgram';
 import { connect } from 'node:net';
+import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 
 export type EchoOutcome =
@@ -89,6 +94,36 @@ function hold(host: string, port: number): void {
   socket.on('end', () => fail('closed'));
 }
 
+/** One probe for --serve: `count` attempts, each bounded by `timeoutMs`. */
+export interface ProbeRequest {
+  readonly id: number;
+  readonly proto: 'tcp' | 'udp';
+  readonly host: string;
+  readonly port: number;
+  readonly count: number;
+  readonly timeoutMs: number;
+  readonly source?: string;
+}
+
+/** The attempts' outcomes as they come, one JSON text each (the server's reply line, or an error). */
+async function* attempts(probe: Omit<ProbeRequest, 'id'>): AsyncGenerator<string> {
+  const once = probe.proto === 'tcp' ? tcpOnce : udpOnce;
+  for (let i = 0; i < probe.count; i++)
+    yield await once(probe.host, probe.port, probe.timeoutMs, probe.source);
+}
+
+async function answer(probe: ProbeRequest): Promise<void> {
+  const lines: string[] = [];
+  for await (const line of attempts(probe)) lines.push(line);
+  process.stdout.write(`{"id":${probe.id},"outcomes":[${lines.join(',')}]}\n`);
+}
+
+function serve(): void {
+  const input = createInterface({ input: process.stdin });
+  // Ends by itself once stdin closes and the probes in flight are answered.
+  input.on('line', (line) => void answer(JSON.parse(line) as ProbeRequest));
+}
+
 async function main(): Promise<void> {
   const { values, positionals } = parseArgs({
     allowPositionals: true,
@@ -97,8 +132,13 @@ async function main(): Promise<void> {
       timeout: { type: 'string', default: '1000' },
       source: { type: 'string' },
       hold: { type: 'boolean', default: false },
+      serve: { type: 'boolean', default: false },
     },
   });
+  if (values.serve) {
+    serve();
+    return;
+  }
   const [proto, host, port] = positionals;
   if ((proto !== 'tcp' && proto !== 'udp') || !host || !port) {
     throw new Error('usage: echo-client.ts tcp|udp HOST PORT [--count N] [--timeout MS] [--source IP]');
@@ -107,10 +147,15 @@ async function main(): Promise<void> {
     hold(host, Number(port));
     return;
   }
-  const once = proto === 'tcp' ? tcpOnce : udpOnce;
-  for (let i = 0; i < Number(values.count); i++) {
-    process.stdout.write(`${await once(host, Number(port), Number(values.timeout), values.source)}\n`);
-  }
+  const probe: Omit<ProbeRequest, 'id'> = {
+    proto,
+    host,
+    port: Number(port),
+    count: Number(values.count),
+    timeoutMs: Number(values.timeout),
+    source: values.source,
+  };
+  for await (const line of attempts(probe)) process.stdout.write(`${line}\n`);
 }
 
 if (import.meta.main) await main();

@@ -36,6 +36,8 @@ export interface LabProcess {
   waitFor(marker: string, timeoutMs?: number): Promise<string>;
   /** Everything written to stdout so far (all of it once stop() or kill() resolved). */
   output(): string;
+  /** Writes to its stdin (spawned with `{ stdin: true }`). */
+  send(text: string): void;
   /**
    * A clean stop the test relies on: SIGTERM, then waits up to `withinMs` for the process to exit.
    * Resolves with how it ended; throws (after a SIGKILL) when it did not stop in time.
@@ -181,10 +183,17 @@ export class Lab {
   }
 
   /** Starts a long-running command inside a namespace; destroy() kills it if the test did not. */
-  spawn(ns: string, cmd: string, args: readonly string[]): LabProcess {
+  spawn(
+    ns: string,
+    cmd: string,
+    args: readonly string[],
+    options: { readonly stdin?: boolean } = {},
+  ): LabProcess {
     this.#own(ns);
     // `ip netns exec` execs the command in place, so the PID is the command's own.
-    const child = spawn('ip', ['netns', 'exec', ns, cmd, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('ip', ['netns', 'exec', ns, cmd, ...args], {
+      stdio: [options.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+    });
     // 'close', not 'exit': it comes once stdout is drained too, so output() is complete. After
     // 'exit' the last lines may still be in the pipe, notably on a busy machine.
     const closed = new Promise<ProcessEnd>((resolve) =>
@@ -194,6 +203,8 @@ export class Lab {
     const pid = child.pid;
     if (pid === undefined) throw new Error(`could not start ${cmd} in ${ns}`);
     this.#processes.set(pid, child);
+    // A write to a process that died fails with EPIPE: its waitFor() reports the death.
+    child.stdin?.on('error', () => {});
     let out = '';
     let err = '';
     child.stdout?.setEncoding('utf8');
@@ -217,6 +228,10 @@ export class Lab {
     return {
       pid,
       output: () => out,
+      send(text) {
+        if (!child.stdin) throw new Error(`${cmd} in ${ns} was not spawned with stdin`);
+        child.stdin.write(text);
+      },
       waitFor(marker, timeoutMs = START_DEADLINE_MS) {
         return new Promise((resolve, reject) => {
           const check = (): boolean => {

@@ -11,9 +11,9 @@
 // as with Calico. A bridge would need br_netfilter (a host-wide module) for service replies
 // between pods of the same node to be un-DNATed.
 import { join } from 'node:path';
-import type { EchoOutcome } from './echo-client.ts';
+import type { EchoOutcome, ProbeRequest } from './echo-client.ts';
 import type { EchoReply } from './echo-server.ts';
-import type { Lab, LabProcess } from './netns.ts';
+import { type Lab, type LabProcess, START_DEADLINE_MS } from './netns.ts';
 
 export interface PodInfo {
   readonly name: string;
@@ -69,6 +69,9 @@ export class Topology {
   readonly underlay: string;
   readonly nodes: readonly NodeInfo[];
   readonly client: ClientInfo;
+  /** One `echo-client --serve` per namespace probed from, started at its first probe. */
+  readonly #probers = new Map<string, LabProcess>();
+  #probes = 0;
 
   constructor(lab: Lab, underlay: string, nodes: readonly NodeInfo[], client: ClientInfo) {
     this.lab = lab;
@@ -123,7 +126,10 @@ export class Topology {
     return proc;
   }
 
-  /** Connects `count` times from a namespace to host:port; one outcome per attempt. */
+  /**
+   * Connects `count` times from a namespace to host:port; one outcome per attempt. The attempts
+   * come from a long-lived client process in that namespace (no process start per probe).
+   */
   async connect(
     fromNs: string,
     proto: 'tcp' | 'udp',
@@ -131,19 +137,34 @@ export class Topology {
     port: number,
     options: ConnectOptions = {},
   ): Promise<EchoOutcome[]> {
-    const args = [join(HARNESS_DIR, 'echo-client.ts'), proto, host, String(port)];
-    args.push(
-      '--count',
-      String(options.count ?? 1),
-      '--timeout',
-      String(options.timeoutMs ?? ANSWER_TIMEOUT_MS),
+    const probe: ProbeRequest = {
+      id: ++this.#probes,
+      proto,
+      host,
+      port,
+      count: options.count ?? 1,
+      timeoutMs: options.timeoutMs ?? ANSWER_TIMEOUT_MS,
+      source: options.source,
+    };
+    const prober = this.#prober(fromNs);
+    prober.send(`${JSON.stringify(probe)}\n`);
+    // Each attempt ends by its timeout; the rest bounds the prober's own start (its first probe).
+    const line = await prober.waitFor(
+      `{"id":${probe.id},`,
+      probe.count * probe.timeoutMs + START_DEADLINE_MS,
     );
-    if (options.source) args.push('--source', options.source);
-    const { stdout } = await this.lab.exec(fromNs, process.execPath, args);
-    return stdout
-      .split('\n')
-      .filter(Boolean)
-      .map((l) => JSON.parse(l) as EchoOutcome);
+    return (JSON.parse(line) as { outcomes: EchoOutcome[] }).outcomes;
+  }
+
+  #prober(ns: string): LabProcess {
+    let prober = this.#probers.get(ns);
+    if (!prober) {
+      prober = this.lab.spawn(ns, process.execPath, [join(HARNESS_DIR, 'echo-client.ts'), '--serve'], {
+        stdin: true,
+      });
+      this.#probers.set(ns, prober);
+    }
+    return prober;
   }
 
   /** Opens one long-lived TCP connection (echo-client --hold); its output shows whether it still echoes. */
