@@ -32,7 +32,9 @@ function capture() {
   return { io, out: () => stdout, err: () => stderr };
 }
 
-describe('kproxy install --root', () => {
+// Each test installs into its own root (a compile and ~200 MB of copies each): they run together,
+// so one's compile overlaps another's copies.
+describe('kproxy install --root', { concurrency: true }, () => {
   test('lays out a self-contained app, command, unit and default config that loads', async (t) => {
     const root = await mkdtemp(join(tmpdir(), 'kproxy-install-'));
     t.after(() => rm(root, { recursive: true, force: true }));
