@@ -78,15 +78,19 @@ export function indexesAnything(index: ServingIndex): boolean {
   return index.addresses.size > 0 || index.nodePorts.size > 0 || index.serviceCIDRs.length > 0;
 }
 
+/** Flows judged between pauses (a dump can hold 100k+ flows). */
+const FLOWS_PER_STEP = 5_000;
+
 /** The deletions that remove exactly the stale flows, one per (destination, port, endpoint), in order. */
-export function staleFlowFilters(
+export function* staleFlowFilters(
   family: IPFamily,
   flows: readonly UdpFlow[],
   index: ServingIndex,
-): StaleFlowFilter[] {
+): Steps<StaleFlowFilter[]> {
   const filters = new Map<string, StaleFlowFilter>();
   const inServiceCIDRs = cidrMatcher(index.serviceCIDRs);
-  for (const flow of flows) {
+  for (const [i, flow] of flows.entries()) {
+    if (i % FLOWS_PER_STEP === FLOWS_PER_STEP - 1) yield;
     if (!isStale(flow, index, inServiceCIDRs)) continue;
     const key = `${flow.origDst} ${flow.origDport} ${flow.replySrc}`;
     if (!filters.has(key))

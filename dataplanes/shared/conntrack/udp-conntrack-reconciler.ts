@@ -106,7 +106,7 @@ export class UdpConntrackReconciler {
     if (!indexesAnything(index)) return undefined;
     const listing = await runInSlices(parseUdpFlows(await listUdpFlows(this.#runner, family), family));
     let deleted = 0;
-    for (const filter of staleFlowFilters(family, listing.flows, index))
+    for (const filter of await runInSlices(staleFlowFilters(family, listing.flows, index)))
       deleted += await deleteConntrackEntries(this.#runner, filterArgs(filter));
     const durationMs = performance.now() - start;
     if (deleted > 0 || listing.unparsed > 0) {

@@ -29,7 +29,9 @@ const index = (next: ProxyState | undefined, prev?: ProxyState, only?: ReadonlyS
   runAll(servingIndex(next, prev, only));
 /** The stale flows of IPV4_LISTING as "destination port → endpoint". */
 const stale = (idx: ServingIndex, listing = IPV4_LISTING) =>
-  staleFlowFilters('IPv4', parse(listing).flows, idx).map((f) => `${f.origDst}:${f.port} → ${f.replySrc}`);
+  runAll(staleFlowFilters('IPv4', parse(listing).flows, idx)).map(
+    (f) => `${f.origDst}:${f.port} → ${f.replySrc}`,
+  );
 
 const dns = (ips: readonly string[], overrides = {}) =>
   servicePort('dns', {
