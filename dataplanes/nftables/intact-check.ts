@@ -1,21 +1,26 @@
-// The nftables intact check (the script: ../shared/nft/intact-check-script.ts): a cheap, bounded question to the kernel that fails when someone deleted or
-// flushed our table, a chain, rules, a set or map, or elements (see the README's "Intact check").
+// The nftables intact check (the scripts: ../shared/nft/intact-check-script.ts): cheap, bounded
+// questions to the kernel that fail when someone deleted or flushed our table, a chain, rules, a
+// set or map, or elements, changed an element's value or added a rule to one of our chains (see
+// the README's "Intact check").
 //
 // nft 1.0.6 answers `list table`, `list chain` and `get element` only after fetching every element
 // of the table (seconds at 30k services), but a check-mode transaction (`nft -c`) is answered by
-// the kernel without that: ~10 ms, plus ~35 us per element named. The script asks for
+// the kernel without that: ~10 ms, plus ~35 us per element named. A check asks
 // - the canary element holding the last full sync's nonce (the table is ours and not replaced);
 // - `insert rule ... index N-1` in each chain that should hold N rules: refused when the chain is
 //   missing or holds fewer (flushed, a rule deleted);
 // - `delete element` of expected keys: refused when one is missing (a set or map flushed, an
-//   element deleted).
+//   element deleted), then `add element` of the same keys with their values in a second
+//   transaction: refused when a map element holds another value;
+// - `insert rule ... index N` in a few chains, in turns, one transaction each: accepted only
+//   when someone added a rule (nft -c says yes or no for a whole transaction, so one per chain).
 // Chains and elements that depend on the node only are checked every time; service ports' own
 // elements and chains in turns of about `budget` elements, so every element is checked within
 // (elements / budget) checks, plus the ports last seen filling each set ("witnesses"), so that a
 // flushed set is found by the next check whatever the turn.
 import type { NodeSettings, ProxyState, ServicePort, ServicePortKey } from '../../src/model/proxy-state.ts';
 import { familySyntax } from '../shared/nft/family-syntax.ts';
-import { Expected, type ExpectedObjects, intervalSets } from '../shared/nft/intact-check-script.ts';
+import { Expected, type ExpectedObjects, extraRuleScript } from '../shared/nft/intact-check-script.ts';
 import { type FamilyRuleset, RulesetBuilder } from '../shared/nft/ruleset.ts';
 import type { NftFamily } from '../shared/nft/transaction.ts';
 import { baseBuilder } from './desired-ruleset.ts';
@@ -23,6 +28,9 @@ import { addServicePort } from './service-port.ts';
 
 /** Elements of service ports checked per intact() call and family: ~35 ms of nft. */
 export const CHECK_BUDGET = 1000;
+
+/** Chains asked per intact() call and family whether a rule was added: one nft -c each. */
+export const EXTRA_RULE_PROBES = 2;
 
 function ipFamily(family: NftFamily) {
   return family === 'ip' ? 'IPv4' : 'IPv6';
@@ -44,6 +52,8 @@ export class IntactSampler {
   readonly #cursor = new Map<NftFamily, number>();
   /** Per family and set: the port last seen adding elements to it. */
   readonly #witnesses = new Map<NftFamily, Map<string, ServicePortKey>>();
+  /** Per family, the chain last asked whether a rule was added (chains go in name order). */
+  readonly #lastProbed = new Map<NftFamily, string>();
   readonly #budget: number;
 
   constructor(budget = CHECK_BUDGET) {
@@ -53,9 +63,8 @@ export class IntactSampler {
   /** The node's fixed objects, plus service ports' when `withPorts` (their turn, and witnesses). */
   next(family: NftFamily, state: ProxyState, withPorts: boolean): ExpectedObjects {
     const base = baseBuilder(state.node, familySyntax(ipFamily(family))).build();
-    const skipped = intervalSets(base);
     const expected = new Expected();
-    expected.add(base, skipped);
+    expected.add(base);
     if (!withPorts) return { family, ...expected };
     const witnesses = this.#witnesses.get(family) ?? new Map<string, ServicePortKey>();
     this.#witnesses.set(family, witnesses);
@@ -65,7 +74,7 @@ export class IntactSampler {
       seen.add(sp.key);
       const ruleset = servicePortRuleset(family, state.node, sp);
       for (const [set, elements] of ruleset.elements) if (elements.size > 0) witnesses.set(set, sp.key);
-      expected.add(ruleset, skipped);
+      expected.add(ruleset);
     };
     for (const key of new Set(witnesses.values())) {
       const sp = state.servicePorts.get(key);
@@ -83,5 +92,25 @@ export class IntactSampler {
     } while (cursor !== start && expected.count - baseCount < this.#budget);
     this.#cursor.set(family, cursor);
     return { family, ...expected };
+  }
+
+  /**
+   * Scripts the kernel refuses unless someone added a rule: the next EXTRA_RULE_PROBES chains of
+   * `expected` (in name order, in turns), each at its rule count.
+   */
+  extraRuleProbes({ family, ruleCounts }: ExpectedObjects): string[] {
+    const names = [...ruleCounts.keys()].sort();
+    const last = this.#lastProbed.get(family);
+    // After the last chain probed; from the first again past the end (findIndex: -1).
+    const start =
+      last === undefined
+        ? 0
+        : Math.max(
+            names.findIndex((name) => name > last),
+            0,
+          );
+    const probed = [...names.slice(start), ...names.slice(0, start)].slice(0, EXTRA_RULE_PROBES);
+    if (probed.length > 0) this.#lastProbed.set(family, probed[probed.length - 1]!);
+    return probed.map((chain) => extraRuleScript(family, chain, ruleCounts.get(chain)!));
   }
 }

@@ -17,7 +17,11 @@ import type { CommandRunner } from '../shared/command-runner.ts';
 import { UdpConntrackReconciler } from '../shared/conntrack/udp-conntrack-reconciler.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
 import { DataplaneError } from '../shared/dataplane-error.ts';
-import { type ExpectedObjects, intactCheckScript } from '../shared/nft/intact-check-script.ts';
+import {
+  type ExpectedObjects,
+  intactCheckScript,
+  intactValuesScript,
+} from '../shared/nft/intact-check-script.ts';
 import { CANARY_SET, type DesiredRuleset, FAMILIES, type FamilyRuleset } from '../shared/nft/ruleset.ts';
 import { type NftFamily, type NftTransaction, TABLE } from '../shared/nft/transaction.ts';
 import { adoptTable, canaryNonce } from './adopt.ts';
@@ -169,7 +173,7 @@ export class NftablesDataplane implements LiveDataplane {
     return { kind: ran, objectCount: this.#record?.objectCount ?? 0, conntrack };
   }
 
-  /** One `nft -c` transaction naming what must be there (intact-check.ts): bounded at any size. */
+  /** `nft -c` transactions naming what must be there, and how (intact-check.ts): bounded at any size. */
   async intact(): Promise<boolean> {
     const record = this.#record;
     if (!record || this.#nonce === undefined) return false;
@@ -184,7 +188,14 @@ export class NftablesDataplane implements LiveDataplane {
         expected.push({ family, ruleCounts: new Map(), elements: new Map() });
       }
     }
-    return this.#nft.check(intactCheckScript(expected, { nonce: this.#nonce }));
+    const options = { nonce: this.#nonce };
+    if (!(await this.#nft.check(intactCheckScript(expected, options)))) return false;
+    const values = intactValuesScript(expected, options);
+    if (values !== undefined && !(await this.#nft.check(values))) return false;
+    for (const probe of expected.flatMap((e) => this.#sampler.extraRuleProbes(e))) {
+      if (await this.#nft.check(probe)) return false;
+    }
+    return true;
   }
 
   async cleanup(): Promise<void> {

@@ -1,42 +1,37 @@
-// The intact check's script, shared by the nftables table and the IPVS companion table: an
-// `nft -c` transaction the kernel accepts only when every expected chain, rule and element is
-// there (see dataplanes/nftables/intact-check.ts for why a check-mode transaction).
+// The intact check's scripts, shared by the nftables table and the IPVS companion table: `nft -c`
+// transactions the kernel accepts only when every expected chain, rule and element is there with
+// its value (see dataplanes/nftables/intact-check.ts for why check-mode transactions).
 import { CANARY_SET, type FamilyRuleset } from './ruleset.ts';
 import { type NftFamily, NftTransaction, TABLE } from './transaction.ts';
 
-/** What one check expects in a family's table: rules per chain (at least) and element keys. */
+/** What one check expects in a family's table: rules per chain and elements (key → map value). */
 export interface ExpectedObjects {
   readonly family: NftFamily;
   readonly ruleCounts: ReadonlyMap<string, number>;
-  readonly elements: ReadonlyMap<string, ReadonlySet<string>>;
+  readonly elements: ReadonlyMap<string, ReadonlyMap<string, string | undefined>>;
 }
 
-/** Collects expected rule counts and element keys from rulesets. */
+/** Collects expected rule counts and elements from rulesets. */
 export class Expected {
   readonly ruleCounts = new Map<string, number>();
-  readonly elements = new Map<string, Set<string>>();
+  readonly elements = new Map<string, Map<string, string | undefined>>();
   count = 0;
 
-  /** Adds what a ruleset holds, but no elements of `skipped` sets. */
-  add(ruleset: FamilyRuleset, skipped: ReadonlySet<string>): void {
+  /** Adds what a ruleset holds. */
+  add(ruleset: FamilyRuleset): void {
     for (const chain of ruleset.chains.values()) {
       this.ruleCounts.set(chain.name, Math.max(this.ruleCounts.get(chain.name) ?? 0, chain.rules.length));
     }
     for (const [set, elements] of ruleset.elements) {
-      if (skipped.has(set) || elements.size === 0) continue;
-      const keys = this.elements.get(set) ?? new Set<string>();
-      this.elements.set(set, keys);
-      for (const key of elements.keys()) {
-        if (!keys.has(key)) this.count++;
-        keys.add(key);
+      if (elements.size === 0) continue;
+      const expected = this.elements.get(set) ?? new Map<string, string | undefined>();
+      this.elements.set(set, expected);
+      for (const element of elements.values()) {
+        if (!expected.has(element.key)) this.count++;
+        expected.set(element.key, element.value);
       }
     }
   }
-}
-
-/** A ruleset's interval sets: a check leaves their elements out (nft needs every element in its cache to delete a range). */
-export function intervalSets(ruleset: FamilyRuleset): Set<string> {
-  return new Set([...ruleset.sets.values()].filter((s) => s.flags?.includes('interval')).map((s) => s.name));
 }
 
 /**
@@ -45,22 +40,26 @@ export function intervalSets(ruleset: FamilyRuleset): Set<string> {
  */
 export function firstOfEachSet(ruleset: FamilyRuleset): ExpectedObjects {
   const expected = new Expected();
-  const skipped = intervalSets(ruleset);
   const firsts = new Map(
     [...ruleset.elements].map(([set, elements]) => [set, new Map([...elements].slice(0, 1))]),
   );
-  expected.add({ ...ruleset, elements: firsts }, skipped);
+  expected.add({ ...ruleset, elements: firsts });
   return { family: ruleset.family, ...expected };
 }
 
+interface ScriptOptions {
+  /** The canary must hold it (the nftables table; the IPVS companion has no canary). */
+  readonly nonce?: number;
+  readonly table?: string;
+}
+
 /**
- * The `nft -c` script that the kernel accepts only when everything expected is there, and the
- * canary holds `nonce` when one is given.
+ * The `nft -c` script that the kernel accepts only when everything expected is there (each chain
+ * with at least its rules, each element), and the canary holds `nonce` when one is given.
+ * `delete element` of a concatenated range (the interval sets, firewall-allow) is refused only
+ * when no element covers its start: a range deleted or its set flushed is found, a narrowed one not.
  */
-export function intactCheckScript(
-  expected: readonly ExpectedObjects[],
-  options: { readonly nonce?: number; readonly table?: string } = {},
-): string {
+export function intactCheckScript(expected: readonly ExpectedObjects[], options: ScriptOptions = {}): string {
   const table = options.table ?? TABLE;
   const tx = new NftTransaction(table);
   const rules: string[] = [];
@@ -73,8 +72,39 @@ export function intactCheckScript(
       tx.deleteElements(
         family,
         set,
-        [...keys].map((key) => ({ key })),
+        [...keys.keys()].map((key) => ({ key })),
       );
   }
   return tx.toString() + rules.join('');
+}
+
+/**
+ * The `nft -c` script that the kernel refuses when a map element holds another value than
+ * expected: adding an element that exists with the same value is a no-op, with another one a
+ * clash ("File exists"). A missing element is added, so this complements intactCheckScript, which
+ * runs first. Undefined when nothing expected has a value.
+ */
+export function intactValuesScript(
+  expected: readonly ExpectedObjects[],
+  options: ScriptOptions = {},
+): string | undefined {
+  const tx = new NftTransaction(options.table ?? TABLE);
+  let values = 0;
+  for (const { family, elements } of expected) {
+    if (options.nonce !== undefined) tx.deleteElements(family, CANARY_SET, [{ key: `${options.nonce}` }]);
+    for (const [set, keys] of elements) {
+      const mapped = [...keys].flatMap(([key, value]) => (value === undefined ? [] : [{ key, value }]));
+      values += mapped.length;
+      if (mapped.length > 0) tx.addElements(family, set, mapped);
+    }
+  }
+  return values === 0 ? undefined : tx.toString();
+}
+
+/**
+ * The `nft -c` script the kernel refuses when `chain` holds at most `count` rules (there is no rule
+ * at index `count`): accepted, it says someone added a rule to the chain.
+ */
+export function extraRuleScript(family: NftFamily, chain: string, count: number, table = TABLE): string {
+  return `insert rule ${family} ${table} ${chain} index ${count} counter\n`;
 }

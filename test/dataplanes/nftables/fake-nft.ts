@@ -3,7 +3,8 @@
 // all-or-nothing and refuses what the kernel would: a missing table, chain, set or element, a
 // rule or verdict naming a missing chain or set, an object redeclared differently, deleting a
 // chain or set still in use or a chain not empty. Kept stricter than nft in one way: adding an
-// element that exists is refused (kproxy's record must know what the kernel holds). Its state
+// element that exists is refused (kproxy's record must know what the kernel holds), except in a
+// check (`nft -c`, the intact check), which answers as the kernel: refused only with another value. Its state
 // is the ruleset the tracer walks, so a test asks it what happens to a packet; dump() compares
 // states; the listings the live dataplane reads (adoption, canary, `nft -c`) come from that state.
 import { NftError, type NftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
@@ -55,8 +56,11 @@ function users(table: NftTable, name: string, refs: (tokens: readonly string[]) 
 const hookOf = (chain: NftChain) => JSON.stringify([chain.hook, chain.policy]);
 const declarationOf = ({ elements: _, comment: __, ...declaration }: NftSet) => JSON.stringify(declaration);
 
-/** One transaction on a copy of `ruleset`: the state after it, or NftError and no change. */
-export function applyScript(ruleset: NftRuleset, script: string): NftRuleset {
+/**
+ * One transaction on a copy of `ruleset`: the state after it, or NftError and no change.
+ * `checking`: as `nft -c` answers, adding an element that exists with the same value is a no-op.
+ */
+export function applyScript(ruleset: NftRuleset, script: string, checking = false): NftRuleset {
   const next = structuredClone(ruleset);
   // Element keys per set, built when a set is first touched: membership at any size.
   const keys = new Map<NftSet, Set<string>>();
@@ -66,10 +70,20 @@ export function applyScript(ruleset: NftRuleset, script: string): NftRuleset {
     return known;
   };
   for (const command of parseNftCommands(script)) {
+    if (checking && existingElements(next, command)) continue;
     check(next, command, keysOf);
     applyNftCommand(next, command);
   }
   return next;
+}
+
+/** An `add element` whose elements all exist, with the same values: the kernel's no-op. */
+function existingElements(ruleset: NftRuleset, command: NftCommand): boolean {
+  if (command.object !== 'element' || command.verb !== 'add') return false;
+  const set = ruleset.tables.get(`${command.family} ${command.table}`)?.sets.get(command.name);
+  if (!set) return false;
+  const values = new Map(set.elements.map((e) => [elementKey(e), JSON.stringify(e.value)]));
+  return command.elements.every((e) => values.get(elementKey(e)) === JSON.stringify(e.value));
 }
 
 /** Refuses (throws) a command the kernel would refuse in `ruleset`'s state. */
@@ -207,7 +221,7 @@ export class FakeNft implements NftRunner {
   /** `nft -c`: whether the script would apply; nothing changes. */
   async check(script: string): Promise<boolean> {
     try {
-      applyScript(this.ruleset, script);
+      applyScript(this.ruleset, script, true);
       return true;
     } catch (error) {
       if (error instanceof NftError) return false;

@@ -4,6 +4,7 @@ import { IntactSampler } from '../../../dataplanes/nftables/intact-check.ts';
 import {
   type ExpectedObjects,
   intactCheckScript,
+  intactValuesScript,
 } from '../../../dataplanes/shared/nft/intact-check-script.ts';
 import { endpoint, proxyState, servicePort } from './fixtures.ts';
 
@@ -18,7 +19,7 @@ function state() {
   return proxyState('IPv4', ports);
 }
 
-const keys = (expected: ExpectedObjects, set: string) => [...(expected.elements.get(set) ?? [])];
+const keys = (expected: ExpectedObjects, set: string) => [...(expected.elements.get(set)?.keys() ?? [])];
 
 test('the fixed chains are always expected, with their rule counts, and no service port without withPorts', () => {
   const expected = new IntactSampler(10).next('ip', state(), false);
@@ -64,7 +65,7 @@ test('the check script names the canary, each chain at its last rule, and the el
           ['services', 2],
           ['empty', 0],
         ]),
-        elements: new Map([['service-ips', new Set(['10.96.0.1 . tcp . 80'])]]),
+        elements: new Map([['service-ips', new Map([['10.96.0.1 . tcp . 80', 'goto cluster-ip']])]]),
       },
     ],
     { nonce: 7 },
@@ -75,4 +76,50 @@ test('the check script names the canary, each chain at its last rule, and the el
       'delete element ip kproxy service-ips { 10.96.0.1 . tcp . 80 }\n' +
       'insert rule ip kproxy services index 1 counter\n',
   );
+});
+
+test('the values script adds each map element with its value (refused on another value), after the canary', () => {
+  const expected: ExpectedObjects = {
+    family: 'ip',
+    ruleCounts: new Map([['services', 2]]),
+    elements: new Map<string, Map<string, string | undefined>>([
+      ['service-ips', new Map([['10.96.0.1 . tcp . 80', 'goto cluster-ip']])],
+      ['hairpin', new Map([['10.244.0.1 . 10.244.0.1', undefined]])],
+    ]),
+  };
+  assert.equal(
+    intactValuesScript([expected], { nonce: 7 }),
+    'delete element ip kproxy canary { 7 }\n' +
+      'add element ip kproxy service-ips { 10.96.0.1 . tcp . 80 : goto cluster-ip }\n',
+  );
+  const plainSets: ExpectedObjects = {
+    ...expected,
+    elements: new Map([['hairpin', new Map([['10.244.0.1 . 10.244.0.1', undefined]])]]),
+  };
+  assert.equal(intactValuesScript([plainSets], { nonce: 7 }), undefined, 'no value to check');
+});
+
+test('interval sets are checked too: a LoadBalancer source range is named like any element', () => {
+  const lb = servicePort('lb', {
+    clusterIP: '10.96.0.1',
+    loadBalancerIPs: ['203.0.113.1'],
+    loadBalancerSourceRanges: ['10.0.0.0/8'],
+    clusterEndpoints: [endpoint('10.244.0.1')],
+  });
+  const expected = new IntactSampler(100).next('ip', proxyState('IPv4', [lb]), true);
+  assert.ok(keys(expected, 'firewall-allow').includes('203.0.113.1 . tcp . 80 . 10.0.0.0/8'));
+});
+
+test('each check asks a few chains, in turns, whether a rule was added: each chain within chains / 2 checks', () => {
+  const sampler = new IntactSampler(10);
+  const expected = sampler.next('ip', state(), false);
+  const chains = [...expected.ruleCounts.keys()];
+  const asked = new Set<string>();
+  for (let i = 0; i < Math.ceil(chains.length / 2); i++) {
+    const probes = sampler.extraRuleProbes(expected);
+    assert.equal(probes.length, 2);
+    for (const probe of probes) asked.add(probe);
+  }
+  assert.equal(asked.size, chains.length, 'every chain asked once');
+  assert.ok(asked.has(`insert rule ip kproxy masquerading index 3 counter\n`), 'at its rule count');
 });

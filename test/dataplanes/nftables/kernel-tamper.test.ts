@@ -3,6 +3,7 @@
 // sync, see src/sync/sync-loop.ts) brings traffic back.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { EXTRA_RULE_PROBES } from '../../../dataplanes/nftables/intact-check.ts';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
 import { commandNftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
@@ -16,6 +17,7 @@ const ROOT_REASON = 'needs root: network namespaces and nft (run the suite as ro
 if (!isRoot) process.stderr.write(`SKIPPED nftables tamper tests: ${ROOT_REASON}\n`);
 
 const WEB_IP = '10.96.0.10';
+const LB_IP = '203.0.113.10';
 
 describe('nftables tampering is detected and repaired', { skip: isRoot ? false : ROOT_REASON }, () => {
   let lab: Lab;
@@ -40,6 +42,7 @@ describe('nftables tampering is detected and repaired', { skip: isRoot ? false :
     const pods = node().pods;
     for (const p of pods) await topo.startEcho(p, { tcp: [8080] });
     await lab.addRoute(topo.client.ns, ['10.96.0.0/16', 'via', node().ipv4]);
+    await lab.addRoute(topo.client.ns, [`${LB_IP}/32`, 'via', node().ipv4]);
     const endpoints = pods.map((p) => endpoint(p.ipv4, 8080, { isLocal: true }));
     state = {
       IPv4: proxyState(
@@ -59,6 +62,13 @@ describe('nftables tampering is detected and repaired', { skip: isRoot ? false :
             clusterEndpoints: endpoints,
           }),
           servicePort('empty', { clusterIP: '10.96.0.99', nodePort: 30099 }),
+          // Source ranges: an interval set (firewall-allow) lets the client in.
+          servicePort('lb', {
+            clusterIP: '10.96.0.40',
+            loadBalancerIPs: [LB_IP],
+            loadBalancerSourceRanges: ['10.100.0.0/24'], // the client's
+            clusterEndpoints: endpoints,
+          }),
         ],
         {
           nodeName: node().name,
@@ -72,7 +82,18 @@ describe('nftables tampering is detected and repaired', { skip: isRoot ? false :
 
   const BOTH = ['node-0-pod-0', 'node-0-pod-1'];
 
-  const tampering: readonly { readonly what: string; readonly nft: readonly string[] }[] = [
+  /** Whether `count` connections to the LoadBalancer IP all timed out (the firewall drops them). */
+  async function lbAnswers(count: number, timeoutMs?: number): Promise<string[]> {
+    const outcomes = await topo.connect(topo.client.ns, 'tcp', LB_IP, 80, { count, timeoutMs });
+    return [...tally(outcomes).keys()].sort();
+  }
+
+  const tampering: readonly {
+    readonly what: string;
+    readonly nft: readonly string[];
+    /** The LoadBalancer IP breaks rather than the web ClusterIP. */
+    readonly lb?: boolean;
+  }[] = [
     { what: 'the table deleted', nft: ['delete', 'table', 'ip', 'kproxy'] },
     { what: 'the table flushed (rules gone, sets kept)', nft: ['flush', 'table', 'ip', 'kproxy'] },
     { what: 'one chain flushed', nft: ['flush', 'chain', 'ip', 'kproxy', 'cluster-ip'] },
@@ -82,20 +103,39 @@ describe('nftables tampering is detected and repaired', { skip: isRoot ? false :
       what: 'one endpoint map element deleted',
       nft: ['delete', 'element', 'ip', 'kproxy', 'backends-tcp', `{ ${WEB_IP} . 80 . 0 }`],
     },
+    {
+      what: 'one endpoint map element given another value',
+      nft: ['-f', '-'],
+    },
+    {
+      what: 'a source range deleted from the interval set',
+      nft: ['delete', 'element', 'ip', 'kproxy', 'firewall-allow', `{ ${LB_IP} . tcp . 80 . 10.100.0.0/24 }`],
+      lb: true,
+    },
   ];
+  /** What `nft -f -` gets for the value change: endpoint 0 of web becomes an address nobody has. */
+  const VALUE_CHANGE =
+    `delete element ip kproxy backends-tcp { ${WEB_IP} . 80 . 0 }\n` +
+    `add element ip kproxy backends-tcp { ${WEB_IP} . 80 . 0 : 10.244.99.99 . 8080 }\n`;
 
-  for (const { what, nft } of tampering) {
+  for (const { what, nft, lb } of tampering) {
     test(`${what}: traffic breaks, intact() says so, the repair sync brings traffic back`, async () => {
       const dp = dataplane();
       await dp.start();
       await dp.sync(state, 'full');
       assert.deepEqual(await webAnswers(20), BOTH);
       await topo.connect(topo.client.ns, 'tcp', '10.96.0.30', 80);
+      if (lb) assert.deepEqual(await lbAnswers(4), BOTH, 'the client is in the source range');
       assert.equal(await dp.intact(), true, 'intact before the tampering (affinity set filled)');
 
-      await lab.exec(node().ns, 'nft', nft);
+      await lab.exec(node().ns, 'nft', nft, nft[0] === '-f' ? { input: VALUE_CHANGE } : {});
       // Each attempt picks an endpoint at random: with one of two gone, 12 all succeed 1 in 4096.
-      assert.ok((await webAnswers(12, 300)).includes('error:timeout'), 'the tampering breaks traffic');
+      const broken = lb ? await lbAnswers(2, 300) : await webAnswers(12, 300);
+      // A timeout, or a refusal where the ClusterIP check rejects what was not DNATed.
+      assert.ok(
+        broken.some((answer) => answer.startsWith('error:')),
+        `the tampering breaks traffic: ${broken}`,
+      );
       assert.equal(await dp.intact(), false, 'noticed by the intact check');
       assert.equal(await dp.intact(), false, 'and again until repaired');
 
@@ -103,9 +143,30 @@ describe('nftables tampering is detected and repaired', { skip: isRoot ? false :
       const outcome = await dp.sync(state, 'full');
       assert.equal(outcome.kind, 'full');
       assert.equal(await dp.intact(), true);
-      assert.deepEqual(await webAnswers(20), BOTH, 'traffic works again');
+      assert.deepEqual(await (lb ? lbAnswers(20) : webAnswers(20)), BOTH, 'traffic works again');
     });
   }
+
+  test('a rule added to one of our chains: found within (chains / probes per check) checks, then repaired', async () => {
+    const dp = dataplane();
+    await dp.start();
+    await dp.sync(state, 'full');
+    assert.equal(await dp.intact(), true);
+    await lab.exec(node().ns, 'nft', ['insert', 'rule', 'ip', 'kproxy', 'cluster-ip', 'drop']);
+    assert.deepEqual(await webAnswers(2, 300), ['error:timeout'], 'the rule breaks traffic');
+    const { stdout } = await lab.exec(node().ns, 'nft', ['-j', 'list', 'chains', 'ip']);
+    const chains = (JSON.parse(stdout) as { nftables: object[] }).nftables.filter((o) => 'chain' in o).length;
+    // Each check asks EXTRA_RULE_PROBES chains, in turns.
+    const bound = Math.ceil(chains / EXTRA_RULE_PROBES);
+    let checks = 1;
+    while (await dp.intact()) {
+      checks++;
+      assert.ok(checks <= bound, `not found within ${bound} checks`);
+    }
+    await dp.sync(state, 'full');
+    assert.equal(await dp.intact(), true);
+    assert.deepEqual(await webAnswers(20), BOTH, 'traffic works again');
+  });
 
   test('every element is checked within a bounded number of checks, whatever the size', async () => {
     // A state of 300 ports in a table whose element budget per check is far smaller.
