@@ -13,10 +13,21 @@
 //   stalls as a load balancer's probe sees them;
 // - then idle, and VmRSS (settled), VmHWM (peak), RssAnon, RssFile of the daemon's process.
 //   node bench/daemon-memory.ts [--services 30000] [--endpoints 10] [--nodes 100] [--idle 15]
-//     [--timeout 300] [--log FILE] [--checkout]   (FILE: the daemon's own log, kept)
+//     [--timeout 300] [--log FILE] [--checkout] [--probes FILE] [--node-flags="--trace-gc …"]
+//   (--log: the daemon's own output, kept; --probes: the probe's answers and the daemon's spawn and
+//   first sync times, as JSON, to line stalls up with that log; --node-flags: diagnostic V8 flags
+//   added to the daemon's, e.g. --trace-gc or --cpu-prof --cpu-prof-dir=DIR)
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  createWriteStream,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -35,6 +46,8 @@ const { values } = parseArgs({
     timeout: { type: 'string', default: '300' },
     log: { type: 'string' },
     checkout: { type: 'boolean', default: false },
+    probes: { type: 'string' },
+    'node-flags': { type: 'string', default: '' },
   },
 });
 const services = Number(values.services);
@@ -175,8 +188,15 @@ async function installed(root: string): Promise<DaemonCommand> {
   const unit = readFileSync(join(root, UNIT_PATH), 'utf8');
   const [node, ...rest] = /^ExecStart=(.*) run /m.exec(unit)![1]!.split(' ');
   const entry = rest.pop()!;
+  // systemd creates the unit's RuntimeDirectory (/run/<name>, where TMPDIR points) at start: here
+  // a directory under the scratch root stands in for it.
+  const runtime = /^RuntimeDirectory=(\S+)$/m.exec(unit)?.[1];
+  const runtimeDir = join(root, 'run', runtime ?? '');
+  if (runtime !== undefined) mkdirSync(runtimeDir, { recursive: true, mode: 0o700 });
   const env: Record<string, string> = {};
-  for (const [, name, value] of unit.matchAll(/^Environment=(\w+)=(\S*)$/gm)) env[name!] = value!;
+  for (const [, name, value] of unit.matchAll(/^Environment=(\w+)=(\S*)$/gm)) {
+    env[name!] = runtime !== undefined && value === `/run/${runtime}` ? runtimeDir : value!;
+  }
   return { node: join(root, node!), flags: rest, entry: join(root, entry), env };
 }
 
@@ -212,7 +232,19 @@ try {
   const spawnedAt = Date.now();
   const child = spawn(
     'nsenter',
-    [`--net=/run/netns/${ns}`, '--', node, ...flags, entry, 'run', '--config', config, '--master', API],
+    [
+      `--net=/run/netns/${ns}`,
+      '--',
+      node,
+      ...flags,
+      ...values['node-flags'].split(' ').filter((flag) => flag !== ''),
+      entry,
+      'run',
+      '--config',
+      config,
+      '--master',
+      API,
+    ],
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } },
   );
   daemon = child;
@@ -254,6 +286,10 @@ try {
   await sleep(IDLE_SECONDS * 1000);
   await probe.kill();
   const healthz = healthzFigures(probe.output(), syncedAt);
+  if (values.probes !== undefined) {
+    const probed = probe.output().trim().split('\n').pop();
+    writeFileSync(values.probes, `{"spawnedAt":${spawnedAt},"syncedAt":${syncedAt},"probe":${probed}}\n`);
+  }
   const pid = daemonPid(child.pid!, entry);
   if (pid === undefined) throw new Error(`no ${entry} process under PID ${child.pid}`);
   const memory = processMemoryMiB(pid);
