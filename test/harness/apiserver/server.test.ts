@@ -11,7 +11,7 @@ import { createInterface } from 'node:readline';
 import { after, describe, test } from 'node:test';
 import { sampleEndpointSlice, sampleNode, sampleService } from '../../../harness/apiserver/sample-objects.ts';
 import { startApiServer } from '../../../harness/apiserver/server.ts';
-import { ENDPOINT_SLICES, NODES, SERVICES } from '../../../src/kube/resources.ts';
+import { ENDPOINT_SLICES, NODES, SERVICE_CIDRS, SERVICES } from '../../../src/kube/resources.ts';
 
 interface WatchLine {
   type: string;
@@ -243,7 +243,10 @@ describe('stand-in API server: what kubectl uses', async () => {
     }[];
     assert.deepEqual(
       groups.map((g) => [g.name, g.preferredVersion.groupVersion]),
-      [['discovery.k8s.io', 'discovery.k8s.io/v1']],
+      [
+        ['discovery.k8s.io', 'discovery.k8s.io/v1'],
+        ['networking.k8s.io', 'networking.k8s.io/v1'],
+      ],
     );
     const core = (await json('/api/v1')).body as {
       kind: string;
@@ -269,7 +272,49 @@ describe('stand-in API server: what kubectl uses', async () => {
       discovery.resources.map((r) => [r.name, r.kind]),
       [['endpointslices', 'EndpointSlice']],
     );
-    assert.equal((await json('/apis/networking.k8s.io/v1')).status, 404);
+    const networking = (await json('/apis/networking.k8s.io/v1')).body as {
+      resources: { name: string; kind: string; namespaced: boolean }[];
+    };
+    assert.deepEqual(
+      networking.resources.map((r) => [r.name, r.kind, r.namespaced]),
+      [['servicecidrs', 'ServiceCIDR', false]],
+    );
+    assert.equal((await json('/apis/networking.k8s.io/v1beta1')).status, 404);
+  });
+
+  test("ServiceCIDRs: listed, and printed with kube-apiserver's columns", async () => {
+    server.state.apply(SERVICE_CIDRS, {
+      metadata: { name: 'kubernetes' },
+      spec: { cidrs: ['10.96.0.0/12'] },
+    });
+    const list = (await json('/apis/networking.k8s.io/v1/servicecidrs')).body as {
+      kind: string;
+      items: { metadata: { name: string }; spec: { cidrs: string[] } }[];
+    };
+    assert.equal(list.kind, 'ServiceCIDRList');
+    assert.deepEqual(
+      list.items.map((i) => [i.metadata.name, i.spec.cidrs]),
+      [['kubernetes', ['10.96.0.0/12']]],
+    );
+    const accept = 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json';
+    const { body } = await json('/apis/networking.k8s.io/v1/servicecidrs', { headers: { accept } });
+    const table = body as { columnDefinitions: { name: string }[]; rows: { cells: string[] }[] };
+    assert.deepEqual(
+      table.columnDefinitions.map((c) => c.name),
+      ['Name', 'CIDRs', 'Age'],
+    );
+    assert.deepEqual(table.rows[0]?.cells.slice(0, 2), ['kubernetes', '10.96.0.0/12']);
+  });
+
+  test('a resource it is told not to serve answers 404, as a server older than it', async () => {
+    const old = await startApiServer({ unserved: ['servicecidrs'] });
+    try {
+      const res = await fetch(`${old.url}/apis/networking.k8s.io/v1/servicecidrs`);
+      assert.equal(res.status, 404);
+      assert.equal(((await res.json()) as { reason: string }).reason, 'NotFound');
+    } finally {
+      await old.stop();
+    }
   });
 
   test("a Table when asked for one: kube-apiserver's columns, a row per object with its metadata", async () => {
