@@ -95,3 +95,16 @@ test('two service ports claiming one external IP make the index step aside', asy
   const index = (await FragmentIndex.build('ip', one))!;
   assert.equal(fragmentStep(index, one, two), undefined);
 });
+
+test("a Service's ports share its cluster-ips element: it goes with the last of them", async () => {
+  const web = (port: number) => servicePort('web', { clusterIP: '10.96.0.1', port, clusterEndpoints: [] });
+  const both = proxyState('IPv4', [web(80), web(443)]);
+  const one = proxyState('IPv4', [both.servicePorts.get('default/web:80/TCP')!]);
+  const none = proxyState('IPv4', []);
+  const index = (await FragmentIndex.build('ip', both))!;
+  const first = fragmentStep(index, both, one)!.toString();
+  assert.match(first, /10\.96\.0\.1 \. tcp \. 443/, 'the removed port goes');
+  assert.doesNotMatch(first, /cluster-ips/, 'the address is still served on port 80');
+  const last = fragmentStep(index, one, none)!.toString();
+  assert.match(last, /^delete element ip kproxy cluster-ips \{ 10\.96\.0\.1 \}$/m);
+});
