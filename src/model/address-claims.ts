@@ -1,11 +1,12 @@
 // Conflicts between service ports, resolved once in the model so that no dataplane ever sees one.
 //
-// A service port claims its cluster IP, external IPs and LoadBalancer IPs at its port/protocol, and
-// its node port/protocol. The API server does not stop two Services from claiming the same one (an
-// external IP may be another Service's cluster IP; legacy objects may spell one address two ways),
-// and a dataplane cannot serve both. The older Service (metadata.creationTimestamp) keeps the claim,
-// ties go by namespace/name; the other loses that one address (or node port) only, and a Problem
-// names both. The index is kept per family and updated per service port, so the incremental model
+// A service port claims its cluster IP, external IPs and LoadBalancer IPs at its port/protocol, its
+// node port/protocol and its Service's health check node port (one listener per node, shared by the
+// Service's ports). The API server does not stop two Services from claiming the same one (an
+// external IP may be another Service's cluster IP; legacy objects may spell one address two ways;
+// a health check node port may be set by hand), and a node cannot serve both. The older Service
+// (metadata.creationTimestamp) keeps the claim, ties go by namespace/name; the other loses that one
+// address (or port) only, and a Problem names both. The index is kept per family and updated per service port, so the incremental model
 // pays for the claims of the services an event touches, not for the whole cluster.
 
 import { flatText } from '../base/flat-text.ts';
@@ -14,7 +15,7 @@ import type { Service } from '../kube/objects.ts';
 import { compareText } from './endpoints.ts';
 import type { ServicePort } from './proxy-state.ts';
 
-type ClaimKind = 'cluster IP' | 'external IP' | 'load balancer IP' | 'node port';
+type ClaimKind = 'cluster IP' | 'external IP' | 'load balancer IP' | 'node port' | 'health check node port';
 
 /** Same-service ties: a port keeps its cluster IP over its own external or LoadBalancer IP. */
 const KIND_ORDER: Readonly<Record<ClaimKind, number>> = {
@@ -22,6 +23,7 @@ const KIND_ORDER: Readonly<Record<ClaimKind, number>> = {
   'external IP': 1,
   'load balancer IP': 2,
   'node port': 3,
+  'health check node port': 4,
 };
 
 interface Claimant {
@@ -66,7 +68,8 @@ function nodePortClaim(port: ServicePort): string {
 
 const VIP = 0;
 const NODE_PORT = 1;
-type Space = typeof VIP | typeof NODE_PORT;
+const HEALTH_CHECK = 2;
+type Space = typeof VIP | typeof NODE_PORT | typeof HEALTH_CHECK;
 
 /** Calls `each` with every claim a port makes: an address or a node port (its id), of a kind. */
 function forEachClaim(
@@ -77,21 +80,23 @@ function forEachClaim(
   for (const ip of port.externalIPs) each(VIP, ip, 'external IP');
   for (const ip of port.loadBalancerIPs) each(VIP, ip, 'load balancer IP');
   if (port.nodePort !== 0) each(NODE_PORT, port.nodePort, 'node port');
+  if (port.healthCheckNodePort !== 0) each(HEALTH_CHECK, port.healthCheckNodePort, 'health check node port');
 }
 
 function claimText(space: Space, id: string | number, port: ServicePort): string {
-  return space === VIP ? vipClaim(id as string, port) : nodePortClaim(port);
+  if (space === VIP) return vipClaim(id as string, port);
+  return space === NODE_PORT ? nodePortClaim(port) : flatText('health check node port ', String(id));
 }
 
 /**
  * The holders of one address (or node port): one port per port/protocol (per protocol for a node
- * port). Almost always a single port, stored as itself: the index then costs a map entry per
+ * port, one for a health check node port). Almost always a single port, stored as itself: the index then costs a map entry per
  * address, keyed by the address text the ports already hold.
  */
 type Slot = ServicePort | readonly ServicePort[];
 
 function sameClaim(a: ServicePort, b: ServicePort, space: Space): boolean {
-  return a.protocol === b.protocol && (space === NODE_PORT || a.port === b.port);
+  return space === HEALTH_CHECK || (a.protocol === b.protocol && (space === NODE_PORT || a.port === b.port));
 }
 
 function holderIn(slot: Slot, port: ServicePort, space: Space): ServicePort | undefined {
@@ -116,12 +121,21 @@ function withoutHolder(slot: Slot, port: ServicePort, space: Space): Slot | unde
 /** The kind of the one claim an uncontested holder makes on `id`. */
 function kindOf(holder: ServicePort, space: Space, id: string | number): ClaimKind {
   if (space === NODE_PORT) return 'node port';
+  if (space === HEALTH_CHECK) return 'health check node port';
   if (holder.clusterIP === id) return 'cluster IP';
   return holder.externalIPs.includes(id as string) ? 'external IP' : 'load balancer IP';
 }
 
 function isClaimant(claimant: Claimant, port: ServicePort, kind: ClaimKind): boolean {
   return claimant.port.key === port.key && claimant.kind === kind;
+}
+
+/** Whether `claimant` goes without what `holder` holds: a Service's ports share its health check port. */
+function loses(claimant: Claimant, holder: Claimant): boolean {
+  if (claimant === holder) return false;
+  return (
+    claimant.kind !== 'health check node port' || serviceOfPort(claimant.port) !== serviceOfPort(holder.port)
+  );
 }
 
 /**
@@ -133,6 +147,7 @@ export class ClaimIndex {
   readonly #sinceOf: (port: ServicePort) => number;
   readonly #addresses = new Map<string, Slot>();
   readonly #nodePorts = new Map<number, Slot>();
+  readonly #healthChecks = new Map<number, Slot>();
   /** Claim text → its claimants, holder first; only claims with more than one. */
   readonly #contests = new Map<string, Claimant[]>();
   /** Service port key → how many of its claims another port holds; absent when none. */
@@ -161,12 +176,11 @@ export class ClaimIndex {
       ];
       const claimant: Claimant = { port, kind, since };
       const at = claimants.findIndex((other) => before(claimant, other));
-      if (at === 0) {
-        touched.add(serviceOfPort(holder));
-        this.#countLoss(holder.key, 1);
-        slots.set(id, withHolder(slot, port, space));
-      } else this.#countLoss(port.key, 1);
-      claimants.splice(at < 0 ? claimants.length : at, 0, claimant);
+      this.#rearrange(claimants, touched, () => {
+        claimants.splice(at < 0 ? claimants.length : at, 0, claimant);
+        return undefined;
+      });
+      if (at === 0) slots.set(id, withHolder(slot, port, space));
       this.#contests.set(text, claimants);
     });
   }
@@ -188,13 +202,8 @@ export class ClaimIndex {
       }
       const at = claimants.findIndex((claimant) => isClaimant(claimant, port, kind));
       if (at < 0) return;
-      claimants.splice(at, 1);
-      if (at === 0) {
-        const next = claimants[0]!.port;
-        touched.add(serviceOfPort(next));
-        this.#countLoss(next.key, -1);
-        slots.set(id, withHolder(slot, next, space));
-      } else this.#countLoss(port.key, -1);
+      this.#rearrange(claimants, touched, () => claimants.splice(at, 1)[0]);
+      if (at === 0) slots.set(id, withHolder(slot, claimants[0]!.port, space));
       if (claimants.length === 1) this.#contests.delete(text!);
     });
   }
@@ -214,27 +223,52 @@ export class ClaimIndex {
       externalIPs: kept('external IP', port.externalIPs),
       loadBalancerIPs: kept('load balancer IP', port.loadBalancerIPs),
       nodePort: gone.has(`node port ${port.nodePort}`) ? 0 : port.nodePort,
+      healthCheckNodePort: gone.has(`health check node port ${port.healthCheckNodePort}`)
+        ? 0
+        : port.healthCheckNodePort,
     };
   }
 
   /** One Problem per claim a port lost, naming both Services and the claim. */
   problems(): Problem[] {
     const problems: Problem[] = [];
-    for (const [claim, [holder, ...losers]] of this.#contests) {
-      for (const loser of losers) problems.push(conflictProblem(claim, holder!, loser));
+    for (const [claim, claimants] of this.#contests) {
+      const holder = claimants[0]!;
+      for (const loser of claimants)
+        if (loses(loser, holder)) problems.push(conflictProblem(claim, holder, loser));
     }
     return problems;
   }
 
   #slots(space: Space): Map<string | number, Slot> {
-    return (space === VIP ? this.#addresses : this.#nodePorts) as Map<string | number, Slot>;
+    const slots = [this.#addresses, this.#nodePorts, this.#healthChecks][space];
+    return slots as Map<string | number, Slot>;
   }
 
   #holds(space: Space, id: string | number, port: ServicePort, kind: ClaimKind): boolean {
     const claimants = this.#contests.get(claimText(space, id, port));
-    if (claimants !== undefined) return isClaimant(claimants[0]!, port, kind);
+    if (claimants !== undefined) {
+      const mine = claimants.find((claimant) => isClaimant(claimant, port, kind));
+      return mine !== undefined && !loses(mine, claimants[0]!);
+    }
     const slot = this.#slots(space).get(id);
     return slot !== undefined && holderIn(slot, port, space)?.key === port.key;
+  }
+
+  /**
+   * Changes a contest's claimants (`change` returns the one it took out, if any) and the loss
+   * counts with them; Services that lose or get back the claim are added to `touched`.
+   */
+  #rearrange(claimants: Claimant[], touched: Set<string>, change: () => Claimant | undefined): void {
+    const lostBefore = new Set(claimants.filter((claimant) => loses(claimant, claimants[0]!)));
+    const gone = change();
+    if (gone !== undefined && lostBefore.has(gone)) this.#countLoss(gone.port.key, -1);
+    for (const claimant of claimants) {
+      const lost = loses(claimant, claimants[0]!);
+      if (lost === lostBefore.has(claimant)) continue;
+      this.#countLoss(claimant.port.key, lost ? 1 : -1);
+      touched.add(serviceOfPort(claimant.port));
+    }
   }
 
   #countLoss(portKey: string, by: number): void {
@@ -259,7 +293,9 @@ export function conflictProblems(indexes: readonly ClaimIndex[]): Problem[] {
 }
 
 function conflictProblem(claim: string, holder: Claimant, loser: Claimant): Problem {
-  const what = (claimant: Claimant) => (claimant.kind === 'node port' ? claim : `${claimant.kind} ${claim}`);
+  // A node port's claim text names its kind already.
+  const what = (claimant: Claimant) =>
+    claimant.kind.endsWith('node port') ? claim : `${claimant.kind} ${claim}`;
   const object = objectRef('Service', loser.port.namespace, loser.port.name);
   if (holder.port.key === loser.port.key)
     return { object, reason: `${what(loser)} is also its ${holder.kind}; served once, as that` };

@@ -206,3 +206,65 @@ describe('conflicting claims in the ModelCache', () => {
     assert.deepEqual(next.state.IPv4!.servicePorts.get('default/new:80/TCP')!.externalIPs, ['10.96.0.10']);
   });
 });
+
+describe('health check node ports, one listener per node', () => {
+  /** A LoadBalancer Service with externalTrafficPolicy Local and health check node port 32000. */
+  const local = (
+    name: string,
+    clusterIP: string,
+    created: string,
+    ports = [{ port: 80, nodePort: 0 }],
+  ): Service =>
+    service(
+      name,
+      {
+        type: 'LoadBalancer',
+        clusterIP,
+        externalTrafficPolicy: 'Local',
+        healthCheckNodePort: 32000,
+        // Node ports of their own: only the health check node port is contested.
+        ports: ports.map((p, i) => ({
+          name: `p${i}`,
+          ...p,
+          nodePort: (created === OLD ? 30000 : 31000) + p.port,
+        })),
+      },
+      { created },
+    );
+
+  it('two Services with one health check node port: the older keeps it, all its ports, and nothing else is lost', () => {
+    const out = build([
+      local('new', '10.96.0.20', NEW),
+      local('old', '10.96.0.10', OLD, [
+        { port: 80, nodePort: 0 },
+        { port: 81, nodePort: 0 },
+      ]),
+    ]);
+    assert.equal(portOf(out, 'default/old:80/TCP').healthCheckNodePort, 32000);
+    assert.equal(portOf(out, 'default/old:81/TCP').healthCheckNodePort, 32000, 'shared by its own ports');
+    const loser = portOf(out, 'default/new:80/TCP');
+    assert.equal(loser.healthCheckNodePort, 0);
+    assert.equal(loser.nodePort, 31080, 'its node port stays');
+    assert.deepEqual(
+      out.problems.map((p) => `${p.object}: ${p.reason}`),
+      [
+        'Service default/new: health check node port 32000 is already the health check node port of Service default/old, older; default/new:80/TCP goes without it',
+      ],
+    );
+  });
+
+  it('the ModelCache gives it back to the newer Service in the update that deletes the older', () => {
+    const cache = new ModelCache(options());
+    const old = decoded(local('old', '10.96.0.10', OLD));
+    cache.setService(old);
+    cache.setService(decoded(local('new', '10.96.0.20', NEW)));
+    const first = cache.update();
+    assert.equal(first.state.IPv4!.servicePorts.get('default/new:80/TCP')!.healthCheckNodePort, 0);
+    assert.equal(first.problems.length, 1);
+    cache.deleteService(old);
+    const next = cache.update();
+    assert.deepEqual([...next.changed].sort(), ['default/new:80/TCP', 'default/old:80/TCP']);
+    assert.equal(next.state.IPv4!.servicePorts.get('default/new:80/TCP')!.healthCheckNodePort, 32000);
+    assert.deepEqual(next.problems, []);
+  });
+});
