@@ -25,7 +25,7 @@ import { healthHandler, ProxyHealth } from './health.ts';
 import { HealthCheckNodePorts } from './health-check-node-ports.ts';
 import { type HttpListener, type ListenOptions, listenHttp, parseHostPort } from './http-listener.ts';
 import { metricsHandler } from './metrics-handler.ts';
-import { lastResortCollector } from './release-memory.ts';
+import { heapReleaser } from './release-memory.ts';
 
 export interface DaemonDeps {
   readonly config: ProxyConfig;
@@ -113,7 +113,7 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
   const model = new ModelCache(toProxyOptions(config));
   const syncer = new SyncStep({ model, dataplane, healthChecks: healthCheckPorts, metrics, logger });
 
-  const releaseMemory = lastResortCollector();
+  const releaseMemory = heapReleaser();
   const loop = new SyncLoop({
     clock,
     syncer,
@@ -124,8 +124,8 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
       metrics.observe(event);
       health.observe(event);
       logSyncEvent(logger, event, syncer.summary);
-      // A full sync's peak leaves free heap pages mapped: give them back (release-memory.ts), once
-      // the work it left to the background is done too.
+      // A full sync's peak leaves free heap pages mapped: give them back (release-memory.ts, only
+      // when the heap grew by what that pause is worth), once the work it left to the background is done too.
       if (event.type === 'synced' && event.outcome.kind === 'full') {
         void (dataplane.settled?.() ?? Promise.resolve()).then(() => setImmediate(releaseMemory));
       }

@@ -1,14 +1,32 @@
 // After a full sync V8 keeps the free heap pages of the sync's peak mapped: at 30,000 services
 // ~270 MiB of RSS that neither idling (the memory reducer keeps waiting) nor a plain full
 // collection gives back. A last-resort collection, what V8 does on a low-memory notification,
-// does. Node offers it only as gc(), so the flag is set at run time. It costs one full collection
-// (a few hundred ms at 30k services) per full sync, next to a full sync of seconds.
+// does. Node offers it only as gc(), so the flag is set at run time.
+//
+// It is also the longest pause kproxy causes itself: full collections repeated while each frees
+// anything (seven after a 30k cold start: 0.4–0.9 s of main-thread CPU, /healthz unanswered
+// meanwhile; docs/benchmarks.md). So it runs only when the heap grew by more than that is worth
+// since it last ran: the full sync of a small cluster, or a periodic full resync that peaked
+// little, pays nothing.
 import v8 from 'node:v8';
 import vm from 'node:vm';
 
-/** A function that returns V8's free heap pages to the system. */
-export function lastResortCollector(): () => void {
+/** Heap growth (committed bytes) worth a last-resort collection: ~a fifth of the 150 MiB target. */
+export const HEAP_GROWTH_WORTH_RELEASING = 32 * 2 ** 20;
+
+/**
+ * A function that returns V8's free heap pages to the system when the committed heap grew by at
+ * least `worthReleasing` bytes since the last time it did (or since it was made); says whether it did.
+ */
+export function heapReleaser(worthReleasing = HEAP_GROWTH_WORTH_RELEASING): () => boolean {
   v8.setFlagsFromString('--expose-gc');
   const gc = vm.runInNewContext('gc') as (options: object) => void;
-  return () => gc({ type: 'major', execution: 'sync', flavor: 'last-resort' });
+  const committed = () => v8.getHeapStatistics().total_heap_size;
+  let settled = committed();
+  return () => {
+    if (committed() - settled < worthReleasing) return false;
+    gc({ type: 'major', execution: 'sync', flavor: 'last-resort' });
+    settled = committed();
+    return true;
+  };
 }
