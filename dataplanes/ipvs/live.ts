@@ -11,10 +11,16 @@ import { deleteConntrackEntries } from '../shared/conntrack/conntrack-tool.ts';
 import { UdpConntrackReconciler } from '../shared/conntrack/udp-conntrack-reconciler.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
 import { DataplaneError } from '../shared/dataplane-error.ts';
-import { firstOfEachSet, intactCheckScript } from '../shared/nft/intact-check-script.ts';
+import { firstOfEachSet, intactCheckScript, intactValuesScript } from '../shared/nft/intact-check-script.ts';
 import { FAMILIES as NFT_FAMILIES } from '../shared/nft/ruleset.ts';
 import { COMPANION_TABLE } from './companion-ruleset.ts';
 import { boundAddresses, CommandError, changeAddresses, deleteLink, linkExists } from './dummy-link.ts';
+import {
+  boundAddressDamage,
+  RealServerTurns,
+  realServerDamage,
+  virtualServerDamage,
+} from './intact-check.ts';
 import { type IpvsClient, IpvsError } from './ipvs-client.ts';
 import { diffAddresses } from './ipvs-diff.ts';
 import type { IpvsTimeouts } from './ipvs-messages.ts';
@@ -85,6 +91,8 @@ export class IpvsDataplane implements LiveDataplane {
   readonly #owned = new Set<string>();
   /** Real servers at weight 0 until their connections end, by "service key|server key". */
   readonly #draining = new Map<string, Draining>();
+  /** Whose real servers the next intact() lists. */
+  readonly #realServerTurns = new RealServerTurns();
   /** `conntrack -D` arguments for the flows of real servers deleted in this sync. */
   #flowsOfDeleted: string[][] = [];
 
@@ -193,27 +201,48 @@ export class IpvsDataplane implements LiveDataplane {
   }
 
   /**
-   * Every recorded virtual server is still in the kernel, and the companion table still has each
-   * chain with its rules and an element in each set that should have some: one `nft -c`
-   * transaction (intact-check-script.ts), which fails when the table was deleted or flushed.
+   * The kernel still holds what the record says (intact-check.ts): every virtual server with its
+   * settings, every bound address, and, in turns, every real server with its weight; and the
+   * companion table each chain with its rules and an element of each set that should have some,
+   * with its value (`nft -c`, intact-check-script.ts), which fails when it was deleted or flushed.
    */
   async intact(): Promise<boolean> {
     const record = this.#record;
     const committed = this.#committed;
     if (record === undefined || committed === undefined) return false;
+    const damage = (await this.#kernelDamage(record)) ?? (await this.#companionDamage(committed));
+    if (damage === undefined) return true;
+    this.#log('IPVS rules changed by someone else; full sync', { damage });
+    this.#committed = undefined;
+    return false;
+  }
+
+  async #kernelDamage(record: IpvsDesired): Promise<string | undefined> {
     const client = await this.#ensureClient();
-    const present = new Set((await client.listServices()).map(virtualServerKey));
+    const damage =
+      virtualServerDamage(await client.listServices(), record) ??
+      boundAddressDamage(await boundAddresses(this.#runner), record);
+    if (damage !== undefined) return damage;
+    for (const service of this.#realServerTurns.next(record)) {
+      const found = realServerDamage(service, await client.listServers(service));
+      if (found !== undefined) return found;
+    }
+    return undefined;
+  }
+
+  async #companionDamage(committed: DualStackState): Promise<string | undefined> {
     const companion = companionDesired(committed, this.#options);
     const expected = NFT_FAMILIES.flatMap((f) => {
       const ruleset = companion[f];
       return ruleset ? [firstOfEachSet(ruleset)] : [];
     });
-    const check = () =>
-      this.#runner.run('nft', ['-c', '-f', '-'], intactCheckScript(expected, { table: COMPANION_TABLE }));
-    const ok =
-      [...record.virtualServers.keys()].every((key) => present.has(key)) && (await check()).exitCode === 0;
-    if (!ok) this.#committed = undefined;
-    return ok;
+    const options = { table: COMPANION_TABLE };
+    for (const script of [intactCheckScript(expected, options), intactValuesScript(expected, options)]) {
+      if (script === undefined) continue;
+      if ((await this.#runner.run('nft', ['-c', '-f', '-'], script)).exitCode !== 0)
+        return 'the companion table lacks a chain, rule or element, or holds another value';
+    }
+    return undefined;
   }
 
   /**

@@ -139,6 +139,46 @@ test('intact() notices a virtual server someone deleted, and the next sync is fu
   assert.ok(kernel.services.has('TCP 10.96.0.10:80'));
 });
 
+for (const { what, tamper } of [
+  {
+    what: 'a real server deleted',
+    tamper: (kernel: FakeKernel) =>
+      kernel.services.get('TCP 10.96.0.10:80')!.servers.delete('10.244.2.10:8080'),
+  },
+  {
+    what: 'a real server weighed 0',
+    tamper: (kernel: FakeKernel) => {
+      const servers = kernel.services.get('TCP 10.96.0.10:80')!.servers;
+      servers.set('10.244.2.10:8080', { ...servers.get('10.244.2.10:8080')!, weight: 0 });
+    },
+  },
+  {
+    what: 'an address unbound from the dummy link',
+    tamper: (kernel: FakeKernel) => kernel.addresses.clear(),
+  },
+  {
+    what: 'a virtual server given another scheduler',
+    tamper: (kernel: FakeKernel) => {
+      const entry = kernel.services.get('TCP 10.96.0.10:80')!;
+      entry.service = { ...entry.service, scheduler: 'wlc' };
+    },
+  },
+]) {
+  test(`intact() notices ${what}, and the next sync, full, puts it back`, async () => {
+    const { kernel, dp } = setup();
+    await dp.start();
+    await dp.sync(ipv4([web()]), 'full');
+    const synced = kernel.ipvs();
+    assert.equal(await dp.intact(), true);
+    tamper(kernel);
+    assert.equal(await dp.intact(), false);
+    assert.equal((await dp.sync(ipv4([web()]), 'incremental')).kind, 'full');
+    assert.deepEqual(kernel.ipvs(), synced);
+    assert.deepEqual([...kernel.addresses], ['10.96.0.10']);
+    assert.equal(await dp.intact(), true);
+  });
+}
+
 test('cleanup removes our virtual servers, the link and the companion tables, and nothing else', async () => {
   const { kernel, dp } = setup();
   await dp.start();
