@@ -11,6 +11,8 @@ export const POSTROUTING_CHAIN = 'KPROXY-POSTROUTING';
 export const MARK_MASQ_CHAIN = 'KPROXY-MARK-MASQ';
 export const FORWARD_CHAIN = 'KPROXY-FORWARD';
 export const FIREWALL_CHAIN = 'KPROXY-PROXY-FIREWALL';
+/** kube-proxy's (and kubelet's) KUBE-FIREWALL: the martian-packet guard localhost node ports need. */
+export const LOCALNET_FIREWALL_CHAIN = 'KPROXY-FIREWALL';
 export const CANARY_CHAIN = 'KPROXY-PROXY-CANARY';
 /** Only used when the local-traffic detector has several values (see local-traffic.ts). */
 export const MASQ_NOT_LOCAL_CHAIN = 'KPROXY-MASQ-NOT-LOCAL';

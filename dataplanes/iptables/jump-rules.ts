@@ -8,6 +8,7 @@ import {
   EXTERNAL_SERVICES_CHAIN,
   FIREWALL_CHAIN,
   FORWARD_CHAIN,
+  LOCALNET_FIREWALL_CHAIN,
   NODEPORTS_CHAIN,
   POSTROUTING_CHAIN,
   SERVICES_CHAIN,
@@ -45,6 +46,10 @@ export const JUMP_RULES: readonly JumpRule[] = [
   jump('filter', 'INPUT', FIREWALL_CHAIN, 'kproxy load balancer firewall', NEW),
   jump('filter', 'OUTPUT', FIREWALL_CHAIN, 'kproxy load balancer firewall', NEW),
   jump('filter', 'FORWARD', FIREWALL_CHAIN, 'kproxy load balancer firewall', NEW),
+  // kube-proxy ensures these jumps to KUBE-FIREWALL always; the chain is empty unless localhost
+  // node ports are served.
+  jump('filter', 'INPUT', LOCALNET_FIREWALL_CHAIN, 'kproxy localnet firewall'),
+  jump('filter', 'OUTPUT', LOCALNET_FIREWALL_CHAIN, 'kproxy localnet firewall'),
   jump('nat', 'OUTPUT', SERVICES_CHAIN, 'kproxy service portals'),
   jump('nat', 'PREROUTING', SERVICES_CHAIN, 'kproxy service portals'),
   jump('nat', 'POSTROUTING', POSTROUTING_CHAIN, 'kproxy postrouting rules'),

@@ -7,6 +7,7 @@ import {
   EXTERNAL_SERVICES_CHAIN,
   FIREWALL_CHAIN,
   FORWARD_CHAIN,
+  LOCALNET_FIREWALL_CHAIN,
   MARK_MASQ_CHAIN,
   MASQ_NOT_LOCAL_CHAIN,
   NODEPORTS_CHAIN,
@@ -31,6 +32,7 @@ export function topLevelChains(state: ProxyState, ctx: FamilyContext): TopLevelC
     [FORWARD_CHAIN, forwardRules(ctx)],
     [NODEPORTS_CHAIN, shared.filter.nodePorts],
     [FIREWALL_CHAIN, shared.filter.firewall],
+    [LOCALNET_FIREWALL_CHAIN, localnetFirewallRules(ctx)],
   ]);
   const nat = new Map<string, readonly string[]>([
     [SERVICES_CHAIN, [...shared.nat.services, ...nodePortJumps(ctx)]],
@@ -62,25 +64,47 @@ function forwardRules(ctx: FamilyContext): string[] {
   ];
 }
 
+/**
+ * Serving node ports on 127.0.0.1 needs route_localnet, which lets the kernel route packets from
+ * outside to 127.0.0.0/8 (CVE-2020-8558, kubernetes#90259): drop those unless conntrack knows them
+ * or they were DNATed (kube-proxy's and kubelet's KUBE-FIREWALL rule).
+ */
+function localnetFirewallRules(ctx: FamilyContext): string[] {
+  if (!servesLocalhost(ctx)) return [];
+  return [
+    `-A ${LOCALNET_FIREWALL_CHAIN} ${comment('block incoming localnet connections')} -d 127.0.0.0/8 ! -s 127.0.0.0/8 -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP`,
+  ];
+}
+
+/** route_localnet is IPv4's: ::1 is never a node port address, whatever the state says. */
+function servesLocalhost(ctx: FamilyContext): boolean {
+  return ctx.family === 'IPv4' && ctx.node.localhostNodePorts === true;
+}
+
 const NODEPORTS_NOTE = comment(
   'kubernetes service nodeports; NOTE: this must be the last rule in this chain',
 );
 
-/** The tail call to KPROXY-NODEPORTS: last in KPROXY-SERVICES. Localhost node ports are not served. */
+/**
+ * The tail call to KPROXY-NODEPORTS: last in KPROXY-SERVICES. Loopback destinations only when
+ * localhost node ports are served (IPv4: 127.0.0.1 through route_localnet; never ::1).
+ */
 function nodePortJumps(ctx: FamilyContext): string[] {
   const { nodePortAddresses, nodeIPs } = ctx.node;
+  const localhost = servesLocalhost(ctx);
   if (nodePortAddresses === 'all') {
-    const loopback = ctx.family === 'IPv6' ? '::1/128' : '127.0.0.0/8';
+    const loopback = ctx.family === 'IPv6' ? ' ! -d ::1/128' : localhost ? '' : ' ! -d 127.0.0.0/8';
     return [
-      `-A ${SERVICES_CHAIN} ${NODEPORTS_NOTE} -m addrtype --dst-type LOCAL ! -d ${loopback} -j ${NODEPORTS_CHAIN}`,
+      `-A ${SERVICES_CHAIN} ${NODEPORTS_NOTE} -m addrtype --dst-type LOCAL${loopback} -j ${NODEPORTS_CHAIN}`,
     ];
   }
-  return nodeIPs
-    .filter(
-      (ip) =>
-        ipaddr.parse(ip).range() !== 'loopback' && nodePortAddresses.some((cidr) => cidrContains(cidr, ip)),
-    )
-    .map((ip) => `-A ${SERVICES_CHAIN} ${NODEPORTS_NOTE} -d ${ip} -j ${NODEPORTS_CHAIN}`);
+  const addresses = nodeIPs.filter(
+    (ip) =>
+      ipaddr.parse(ip).range() !== 'loopback' && nodePortAddresses.some((cidr) => cidrContains(cidr, ip)),
+  );
+  // The node's interface addresses in the CIDRs, as kube-proxy lists them: lo's is 127.0.0.1.
+  if (localhost) addresses.push('127.0.0.1');
+  return addresses.map((ip) => `-A ${SERVICES_CHAIN} ${NODEPORTS_NOTE} -d ${ip} -j ${NODEPORTS_CHAIN}`);
 }
 
 /** With several local-traffic matches, "not local" needs a chain: local traffic returns early. */

@@ -8,10 +8,12 @@ import { type DestinationStream, type Logger, pino } from 'pino';
 import type { DataplaneMode, LiveDataplane } from '../../dataplanes/shared/dataplane.ts';
 import { loadProxyConfig, type ProxyConfig } from '../config/config.ts';
 import { PROXY_FLAG_OPTIONS } from '../config/proxy-flags.ts';
+import { toProxyOptions } from '../config/proxy-options.ts';
 import { applyConntrackSysctls } from '../daemon/conntrack-sysctls.ts';
 import { startDaemon } from '../daemon/daemon.ts';
 import { acquireInstanceLock } from '../daemon/instance-lock.ts';
 import { createLiveDataplane, LIVE_MODES } from '../daemon/live-dataplanes.ts';
+import { applyRouteLocalnet } from '../daemon/route-localnet.ts';
 import { KubeClient } from '../kube/client.ts';
 import { formatConfigError } from '../kube/connection.ts';
 import { loadConnection } from '../kube/load-connection.ts';
@@ -110,7 +112,8 @@ async function runLocked(
     sysRoot: environment.sysRoot,
     cores: availableParallelism(),
   });
-  for (const action of sysctls.actions) {
+  const localnet = await applyRouteLocalnet(toProxyOptions(config), environment.procRoot);
+  for (const action of [...sysctls.actions, ...localnet]) {
     if (action.action === 'set')
       logger.info({ sysctl: action.key, from: action.from, to: action.to }, 'set sysctl');
     else logger.info({ sysctl: action.key, reason: action.reason }, 'left sysctl as it is');

@@ -38,9 +38,9 @@ export const checkCIDR: ItemCheck = (item) =>
 const checkIP: ItemCheck = (item) => (canonicalIP(item) ? undefined : `${show(item)} is not an IP address`);
 /** Since 1.37 the keywords combine with each other and with CIDRs. */
 const checkNodePortAddress: ItemCheck = (item) =>
-  item === 'primary' || item === 'all' || canonicalCIDR(item)
+  item === 'primary' || item === 'localhost' || item === 'all' || canonicalCIDR(item)
     ? undefined
-    : `${show(item)} is not a CIDR, "primary" or "all"`;
+    : `${show(item)} is not a CIDR, "primary", "localhost" or "all"`;
 /** Linux allows up to 15 bytes; quotes, spaces and newlines would break the rules they are written into. */
 const checkInterfaceName: ItemCheck = (item) =>
   /^[A-Za-z0-9_.-]{1,15}$/.test(item)
@@ -82,7 +82,6 @@ const modeSection = {
   masqueradeBit: { type: 'integer', min: 0, max: 31 },
   syncPeriod: periodDuration,
   minSyncPeriod: periodDuration,
-  localhostNodePorts: boolean,
 } as const;
 
 /** Every field path kproxy reads from a config file (kube-proxy's names, plus kproxy's nodeIPs and fullSyncPeriod). */
@@ -103,7 +102,7 @@ export const CONFIG_FIELDS: ReadonlyMap<string, FieldSpec> = new Map<string, Fie
   ['minSyncPeriod', periodDuration],
   // kproxy's own: kube-proxy forces a full sync hourly, fixed; here 0 turns it off.
   ['fullSyncPeriod', duration],
-  ...sectionFields('iptables', modeSection),
+  ...sectionFields('iptables', { ...modeSection, localhostNodePorts: boolean }),
   ...sectionFields('nftables', modeSection),
   ['ipvs.scheduler', { type: 'string', oneOf: IPVS_SCHEDULERS }],
   ['ipvs.syncPeriod', periodDuration],

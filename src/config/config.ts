@@ -17,6 +17,10 @@ export interface RuleModeConfig {
   readonly masqueradeBit: number;
   readonly syncPeriodMs: number;
   readonly minSyncPeriodMs: number;
+}
+
+export interface IptablesConfig extends RuleModeConfig {
+  /** NodePorts on 127.0.0.1 (IPv4, route_localnet); kube-proxy's nftables section has no such field. */
   readonly localhostNodePorts: boolean;
 }
 
@@ -69,7 +73,7 @@ export interface ProxyConfig {
   readonly minSyncPeriodMs: number;
   /** A full sync at least this often, whatever the canary says (kube-proxy: hourly); 0 = never. */
   readonly fullSyncPeriodMs: number;
-  readonly iptables: RuleModeConfig;
+  readonly iptables: IptablesConfig;
   readonly nftables: RuleModeConfig;
   readonly ipvs: IpvsConfig;
   readonly conntrack: ConntrackConfig;
@@ -135,9 +139,11 @@ export function resolveProxyConfig(
     masqueradeBit: get.number(`${section}.masqueradeBit`, 14),
     syncPeriodMs: get.number(`${section}.syncPeriod`, get.number('syncPeriod', 30 * SECOND)),
     minSyncPeriodMs: get.number(`${section}.minSyncPeriod`, get.number('minSyncPeriod', SECOND)),
-    localhostNodePorts: get.boolean(`${section}.localhostNodePorts`, true),
   });
-  const iptables = ruleMode('iptables');
+  const iptables: IptablesConfig = {
+    ...ruleMode('iptables'),
+    localhostNodePorts: get.boolean('iptables.localhostNodePorts', true),
+  };
   const nftables = ruleMode('nftables');
   const ipvs: IpvsConfig = {
     scheduler: get.string('ipvs.scheduler', 'rr') as IpvsScheduler,

@@ -81,8 +81,8 @@ export const PROXY_FLAGS: Readonly<Record<string, ProxyFlag>> = {
   },
   'iptables-localhost-nodeports': {
     type: 'boolean',
-    paths: ['iptables.localhostNodePorts', 'nftables.localhostNodePorts'],
-    help: 'NodePorts on 127.0.0.1 (iptables)',
+    paths: ['iptables.localhostNodePorts'],
+    help: 'iptables mode, IPv4: NodePorts also on 127.0.0.1 if --nodeport-addresses covers it (route_localnet; default true)',
   },
   'full-sync-period': {
     type: 'string',
@@ -92,7 +92,7 @@ export const PROXY_FLAGS: Readonly<Record<string, ProxyFlag>> = {
   'nodeport-addresses': {
     type: 'string',
     paths: ['nodePortAddresses'],
-    help: 'CIDRs and/or "primary", "all" (comma-separated; default primary in nftables mode, all otherwise)',
+    help: 'CIDRs and/or "primary", "localhost", "all" (comma-separated; default primary in nftables mode, all otherwise)',
   },
   'healthz-bind-address': { type: 'string', paths: ['healthzBindAddress'], help: 'default 0.0.0.0:10256' },
   'metrics-bind-address': { type: 'string', paths: ['metricsBindAddress'], help: 'default 127.0.0.1:10249' },

@@ -19,5 +19,7 @@ export function toProxyOptions(config: ProxyConfig): ProxyOptions {
     masqueradeAll: config.masqueradeAll,
     masqueradeBit: config.masqueradeBit,
     nodePortAddresses: config.nodePortAddresses,
+    // Only kube-proxy's iptables proxier serves them (route_localnet); nftables and IPVS do not.
+    localhostNodePorts: config.mode === 'iptables' && config.iptables.localhostNodePorts,
   };
 }

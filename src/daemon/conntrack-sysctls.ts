@@ -127,7 +127,8 @@ async function inInitialNetns(procRoot: string): Promise<boolean> {
   return self === init;
 }
 
-async function readNumber(path: string): Promise<number | undefined> {
+/** A number under /proc or /sys; undefined when the file does not exist (module not loaded). */
+export async function readNumber(path: string): Promise<number | undefined> {
   try {
     return Number.parseInt(await readFile(path, 'utf8'), 10);
   } catch (error) {

@@ -40,6 +40,12 @@ test('an unknown field inside a section is rejected with its path', () => {
     errorOf('iptables:\n  masqueradeBits: 14\n'),
     'config.yaml: unknown field "iptables.masqueradeBits"',
   );
+  // localhostNodePorts is iptables-only in kube-proxy's API too (its nftables section lacks it).
+  assert.equal(errorOf('iptables:\n  localhostNodePorts: false\n'), undefined);
+  assert.equal(
+    errorOf('nftables:\n  localhostNodePorts: false\n'),
+    'config.yaml: unknown field "nftables.localhostNodePorts"',
+  );
 });
 
 test('invalid values of each kind are rejected with the field named', () => {
@@ -55,7 +61,7 @@ test('invalid values of each kind are rejected with the field named', () => {
     ['nodeIPs: [10.0.0.300]\n', 'nodeIPs: "10.0.0.300" is not an IP address'],
     [
       'nodePortAddresses: [everywhere]\n',
-      'nodePortAddresses: "everywhere" is not a CIDR, "primary" or "all"',
+      'nodePortAddresses: "everywhere" is not a CIDR, "primary", "localhost" or "all"',
     ],
     [
       'detectLocalMode: Magic\n',

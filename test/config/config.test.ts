@@ -44,7 +44,7 @@ test('with nothing set, every field has kube-proxy’s default (the mode: kproxy
   assert.equal(config.masqueradeBit, 14);
   assert.equal(config.syncPeriodMs, 30_000);
   assert.equal(config.minSyncPeriodMs, 1000);
-  assert.equal(config.nftables.localhostNodePorts, true);
+  assert.equal(config.iptables.localhostNodePorts, true);
   assert.equal(config.ipvs.scheduler, 'rr');
   assert.equal(config.ipvs.minSyncPeriodMs, 0);
   assert.deepEqual(config.conntrack, {
@@ -151,7 +151,7 @@ test('an invalid flag value is a usage error naming the flag', async () => {
     ],
     [
       ['--nodeport-addresses', '10.0.0.0/8,bogus'],
-      '--nodeport-addresses: "bogus" is not a CIDR, "primary" or "all"',
+      '--nodeport-addresses: "bogus" is not a CIDR, "primary", "localhost" or "all"',
     ],
   ];
   for (const [args, error] of cases)
@@ -166,6 +166,9 @@ test('--nodeport-addresses defaults per mode as kube-proxy: primary for nftables
   const combined = await loadOk(['--proxy-mode', 'nftables', '--nodeport-addresses', 'primary,10.0.0.0/8']);
   assert.deepEqual(combined.nodePortAddresses, ['primary', '10.0.0.0/8']);
   assert.deepEqual((await loadOk(['--nodeport-addresses', 'all'])).nodePortAddresses, ['all']);
+  // kube-proxy 1.37's third keyword (kubernetes#138427): the node's loopback addresses.
+  const localhost = await loadOk(['--nodeport-addresses', 'primary,localhost']);
+  assert.deepEqual(localhost.nodePortAddresses, ['primary', 'localhost']);
 });
 
 test('config file problems are errors (not usage errors) naming the file', async () => {

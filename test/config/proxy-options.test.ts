@@ -34,7 +34,16 @@ test('the node identity and traffic settings reach the model', () => {
     masqueradeAll: true,
     masqueradeBit: 3,
     nodePortAddresses: ['primary'],
+    localhostNodePorts: true,
   });
+});
+
+test('localhost node ports reach the model in iptables mode only (kube-proxy serves them nowhere else)', () => {
+  assert.equal(toProxyOptions(configWith({ mode: 'iptables' })).localhostNodePorts, true);
+  const off = configWith({ mode: 'iptables', 'iptables.localhostNodePorts': false });
+  assert.equal(toProxyOptions(off).localhostNodePorts, false);
+  assert.equal(toProxyOptions(configWith({ mode: 'nftables' })).localhostNodePorts, false);
+  assert.equal(toProxyOptions(configWith({ mode: 'ipvs' })).localhostNodePorts, false);
 });
 
 test('ClusterCIDR detection without a cluster CIDR means no local-traffic detection (as kube-proxy)', () => {

@@ -2,7 +2,11 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Problem } from '../../src/base/problem.ts';
 import type { Node } from '../../src/kube/objects.ts';
-import { nodeSettingsByFamily, type ProxyOptions } from '../../src/model/node-settings.ts';
+import {
+  nodeSettingsByFamily,
+  type ProxyOptions,
+  servesLocalhostNodePorts,
+} from '../../src/model/node-settings.ts';
 import { node, options, THIS_NODE } from './fixtures.ts';
 
 function settings(overrides: Partial<ProxyOptions>, thisNode?: Node) {
@@ -160,5 +164,50 @@ describe('nodePortAddresses', () => {
   it('reports an entry that is neither a CIDR nor "primary"', () => {
     const got = settings({ nodePortAddresses: ['192.168.0.1'] });
     assert.match(got.problems[0]?.reason ?? '', /^nodePortAddresses\[0\]: "192.168.0.1" is not a CIDR/);
+  });
+
+  it('"localhost" is each family’s loopback range (kube-proxy 1.37, kubernetes#138427)', () => {
+    const got = settings({
+      nodeIPs: ['192.168.0.1', 'fd00::1'],
+      nodePortAddresses: ['primary', 'localhost'],
+    });
+    assert.deepEqual(got.IPv4?.nodePortAddresses, ['192.168.0.1/32', '127.0.0.0/8']);
+    assert.deepEqual(got.IPv6?.nodePortAddresses, ['fd00::1/128', '::1/128']);
+    assert.deepEqual(got.problems, []);
+  });
+});
+
+describe('localhost node ports (kube-proxy iptables: IPv4 only, where nodePortAddresses hold 127.0.0.1)', () => {
+  const dualStack = ['192.168.0.1', 'fd00::1'];
+  const serves = (nodePortAddresses: string[], localhostNodePorts = true) => {
+    const got = settings({ nodeIPs: dualStack, nodePortAddresses, localhostNodePorts });
+    return [got.IPv4?.localhostNodePorts, got.IPv6?.localhostNodePorts];
+  };
+
+  it('are served on every local address (the iptables default), never for IPv6', () => {
+    assert.deepEqual(serves([]), [true, false]);
+    assert.deepEqual(serves(['all']), [true, false]);
+  });
+
+  it('follow the CIDRs: 127.0.0.1 in one of them, or "localhost"', () => {
+    assert.deepEqual(serves(['localhost']), [true, false]);
+    assert.deepEqual(serves(['127.0.0.1/32', '::1/128']), [true, false]);
+    assert.deepEqual(serves(['primary']), [false, false]);
+    assert.deepEqual(serves(['192.168.0.0/24']), [false, false]);
+  });
+
+  it('are off with the option off, whatever the addresses', () => {
+    assert.deepEqual(serves([], false), [false, false]);
+    assert.deepEqual(serves(['localhost'], false), [false, false]);
+  });
+
+  it('decide route_localnet at start, before the node IPs are known', () => {
+    const at = (nodePortAddresses: string[], localhostNodePorts = true) =>
+      servesLocalhostNodePorts(options({ nodeIPs: [], nodePortAddresses, localhostNodePorts }));
+    assert.equal(at([]), true);
+    assert.equal(at(['primary', 'localhost']), true);
+    assert.equal(at(['primary']), false, 'the primary IP is not known yet, and never loopback');
+    assert.equal(at(['10.0.0.0/8']), false);
+    assert.equal(at([], false), false);
   });
 });

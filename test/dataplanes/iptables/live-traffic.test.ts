@@ -2,6 +2,7 @@
 // UDP packets from an outside client and from a pod. Runs once per iptables backend.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { Lab, requireRoot } from '../../../harness/netns.ts';
@@ -87,6 +88,13 @@ function clusterState(topology: Topology): DualStackState {
     }),
   };
 }
+
+/** applyRouteLocalnet as `kproxy run` calls it in iptables mode with kube-proxy's defaults. */
+const ROUTE_LOCALNET_AT_START = `
+  import { applyRouteLocalnet } from ${JSON.stringify(fileURLToPath(new URL('../../../src/daemon/route-localnet.ts', import.meta.url)))};
+  const options = ${JSON.stringify({ nodeName: 'node-0', nodeIPs: [], detectLocalMode: 'None', clusterCIDRs: [], masqueradeAll: false, masqueradeBit: 14, nodePortAddresses: [], localhostNodePorts: true })};
+  console.log(JSON.stringify(await applyRouteLocalnet(options, '/proc')));
+`;
 
 for (const backend of ['nft', 'legacy'] as const) {
   describe(`iptables-${backend} rules carry real traffic`, {
@@ -258,6 +266,50 @@ for (const backend of ['nft', 'legacy'] as const) {
       assert.ok((outcome.conntrack[0]?.deleted ?? 0) >= 1, JSON.stringify(outcome));
       assert.equal(await flows(), 0);
       await dataplane.sync(state, 'incremental');
+    });
+
+    test('localhost NodePorts: 127.0.0.1 on the node reaches every endpoint, masqueraded, with the option on (and route_localnet) only', async (t) => {
+      if (!requireRoot(t)) return;
+      const node = topology.nodes[0]!.ns;
+      const state = clusterState(topology);
+      const v4 = state.IPv4!;
+      const served = { ...state, IPv4: { ...v4, node: { ...v4.node, localhostNodePorts: true } } };
+      const viaLocalhost = (options: { count?: number; timeoutMs?: number } = {}) =>
+        topology.connect(node, 'tcp', '127.0.0.1', 30080, options);
+      // Off (as in nftables mode): 127.0.0.0/8 is not a node port address, nothing listens there.
+      assert.deepEqual([...tally(await viaLocalhost()).keys()], ['error:ECONNREFUSED']);
+
+      assert.equal((await dataplane.sync(served, 'incremental')).kind, 'incremental');
+      // Without route_localnet the kernel will not route a 127.0.0.1 source off the node: no
+      // answer (1 s calls a silence a drop; the SYN never leaves).
+      const unrouted = await viaLocalhost({ timeoutMs: 1000 });
+      assert.ok(
+        unrouted.every((o) => 'error' in o),
+        JSON.stringify(unrouted),
+      );
+      // kproxy run's start-up step, run in the node's namespace on its real /proc.
+      const set = await lab.exec(node, process.execPath, [
+        '--input-type=module',
+        '-e',
+        ROUTE_LOCALNET_AT_START,
+      ]);
+      assert.deepEqual(JSON.parse(set.stdout), [
+        { key: 'net.ipv4.conf.all.route_localnet', action: 'set', from: 0, to: 1 },
+      ]);
+      try {
+        const answers = replies(await viaLocalhost({ count: 30 }));
+        assert.deepEqual([...new Set(answers.map((a) => a.name))].sort(), [
+          'node-0-pod-0',
+          'node-0-pod-1',
+          'node-1-pod-0',
+        ]);
+        for (const a of answers) assert.notEqual(a.peer.split(':')[0], '127.0.0.1', 'masqueraded');
+        const remote = answers.find((a) => a.name === 'node-1-pod-0')!;
+        assert.equal(remote.peer.split(':')[0], node0IP, 'another node sees the node IP');
+      } finally {
+        await lab.sysctl(node, 'net.ipv4.conf.all.route_localnet', '0');
+        await dataplane.sync(state, 'incremental');
+      }
     });
 
     test('a flushed nat table is detected and repaired by the next sync', async (t) => {

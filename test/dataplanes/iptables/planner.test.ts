@@ -59,6 +59,42 @@ test('rendering is byte-identical for the same state', () => {
   }
 });
 
+test('localhost node ports (kube-proxy iptables): 127.0.0.1 jumps to the node ports, behind the localnet firewall', () => {
+  const np = servicePort('np', {
+    namespace: 'ns1',
+    clusterIP: '10.96.0.20',
+    nodePort: 30080,
+    clusterEndpoints: [web.clusterEndpoints[1]!],
+  });
+  const guard =
+    /^-A KPROXY-FIREWALL .* -d 127\.0\.0\.0\/8 ! -s 127\.0\.0\.0\/8 -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP$/m;
+  const served = full(proxyState('IPv4', [np], { localhostNodePorts: true }));
+  assert.match(served, /--dst-type LOCAL -j KPROXY-NODEPORTS$/m);
+  assert.match(served, guard);
+  const off = full(proxyState('IPv4', [np]));
+  assert.match(off, /--dst-type LOCAL ! -d 127\.0\.0\.0\/8 -j KPROXY-NODEPORTS$/m);
+  assert.doesNotMatch(off, /^-A KPROXY-FIREWALL/m, 'no guard without route_localnet');
+  // The chain and its jumps stay either way (kube-proxy ensures KUBE-FIREWALL's always).
+  assert.match(off, /^:KPROXY-FIREWALL /m);
+  assert.match(off, /^-I INPUT 1 .* -j KPROXY-FIREWALL$/m);
+  const listed = full(
+    proxyState('IPv4', [np], { nodePortAddresses: ['127.0.0.0/8'], localhostNodePorts: true }),
+  );
+  assert.match(listed, /-d 127\.0\.0\.1 -j KPROXY-NODEPORTS$/m);
+  const v6 = full(proxyState('IPv6', [np], { localhostNodePorts: true }));
+  assert.match(v6, /--dst-type LOCAL ! -d ::1\/128 -j KPROXY-NODEPORTS$/m);
+  assert.doesNotMatch(v6, /127\.0\.0/, 'ip6tables never gets the IPv4 guard');
+  // Turning it on or off re-renders the shared chains that change, and nothing else.
+  const toggled = incremental(
+    proxyState('IPv4', [np]),
+    proxyState('IPv4', [np], { localhostNodePorts: true }),
+  );
+  assert.deepEqual(
+    toggled.split('\n').filter((line) => line.startsWith(':')),
+    [':KPROXY-FIREWALL - [0:0]', ':KPROXY-SERVICES - [0:0]'],
+  );
+});
+
 test('IPv6 uses bracketed DNAT targets and excludes ::1 from node ports', () => {
   const text = iptablesPlanner.render(iptablesPlanner.planFull(SCENARIOS['dual-stack']!));
   const [v4, v6] = text.split('# ip6tables-restore --noflush input');

@@ -124,6 +124,45 @@ export const SCENARIOS: Readonly<Record<string, DualStackState>> = {
       { masqueradeAll: true, nodePortAddresses: ['10.100.0.0/16'], localDetector: { mode: 'None' } },
     ),
   },
+  // kube-proxy's default in iptables mode: node ports on 127.0.0.1 too (IPv4), guarded by the
+  // localnet firewall; IPv6 still excludes ::1.
+  'localhost-node-ports': {
+    IPv4: proxyState(
+      'IPv4',
+      [
+        servicePort('np', {
+          namespace: 'ns1',
+          clusterIP: '10.96.0.20',
+          nodePort: 30080,
+          clusterEndpoints: [remote],
+        }),
+      ],
+      { localhostNodePorts: true },
+    ),
+    IPv6: proxyState('IPv6', [
+      servicePort('np', {
+        namespace: 'ns1',
+        clusterIP: 'fd00:96::20',
+        nodePort: 30080,
+        clusterEndpoints: [endpoint('fd00:244:2::10', 8080)],
+      }),
+    ]),
+  },
+  // --nodeport-addresses primary,localhost: the node IP and lo's 127.0.0.1, one jump each.
+  'localhost-node-port-addresses': {
+    IPv4: proxyState(
+      'IPv4',
+      [
+        servicePort('np', {
+          namespace: 'ns1',
+          clusterIP: '10.96.0.20',
+          nodePort: 30080,
+          clusterEndpoints: [remote],
+        }),
+      ],
+      { nodePortAddresses: ['10.100.0.11/32', '127.0.0.0/8'], localhostNodePorts: true },
+    ),
+  },
   'interface-prefix-detector': {
     IPv4: proxyState(
       'IPv4',
