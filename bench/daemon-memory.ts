@@ -13,10 +13,12 @@
 //   stalls as a load balancer's probe sees them;
 // - then idle, and VmRSS (settled), VmHWM (peak), RssAnon, RssFile of the daemon's process.
 //   node bench/daemon-memory.ts [--services 30000] [--endpoints 10] [--nodes 100] [--idle 15]
-//     [--timeout 300] [--log FILE] [--checkout] [--probes FILE] [--node-flags="--trace-gc …"]
+//     [--timeout 300] [--log FILE] [--checkout] [--probes FILE] [--node-flags="--trace-gc …"] [--turns]
 //   (--log: the daemon's own output, kept; --probes: the probe's answers and the daemon's spawn and
 //   first sync times, as JSON, to line stalls up with that log; --node-flags: diagnostic V8 flags
-//   added to the daemon's, e.g. --trace-gc or --cpu-prof --cpu-prof-dir=DIR)
+//   added to the daemon's, e.g. --trace-gc or --cpu-prof --cpu-prof-dir=DIR; --turns: the daemon's
+//   long event-loop turns during the cold start by cause, from its main thread's CPU time
+//   (event-loop-turns.ts, preloaded): a figure the machine's other load does not inflate)
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import {
@@ -34,6 +36,7 @@ import { parseArgs } from 'node:util';
 import { execa } from 'execa';
 import { Lab, type LabProcess } from '../harness/netns.ts';
 import { install, UNIT_PATH } from '../src/cli/install.ts';
+import type { Collection, Turn } from './event-loop-turns.ts';
 import { percentile, reportSection, round } from './measure.ts';
 import { writeClusterList } from './synthetic-cluster.ts';
 
@@ -48,6 +51,7 @@ const { values } = parseArgs({
     checkout: { type: 'boolean', default: false },
     probes: { type: 'string' },
     'node-flags': { type: 'string', default: '' },
+    turns: { type: 'boolean', default: false },
   },
 });
 const services = Number(values.services);
@@ -63,6 +67,7 @@ const API = 'http://127.0.0.1:6443';
 const METRICS = 'http://127.0.0.1:10249/metrics';
 const HEALTHZ = 'http://127.0.0.1:10256/healthz';
 const PROBE_MAIN = join(import.meta.dirname, 'healthz-probe.ts');
+const TURNS_MAIN = join(import.meta.dirname, 'event-loop-turns.ts');
 
 /** The daemon tests' configuration (test/daemon/daemon-netns.test.ts), with the default sync periods. */
 const CONFIG = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
@@ -160,6 +165,32 @@ function healthzFigures(output: string, syncedAt: number): Record<string, number
   };
 }
 
+/**
+ * The daemon's turns of more than 100 ms (event-loop-turns.ts) while /healthz was probed during
+ * the cold start, by cause: mostly inside a collection, mostly the main thread's own CPU (kproxy's
+ * work, or a collection's main-thread part), or neither (the process was not running: the
+ * machine's load); and the most main-thread CPU one turn took.
+ */
+function turnFigures(file: string, from: number, to: number): Record<string, number> {
+  const { turns, collections } = JSON.parse(readFileSync(file, 'utf8')) as {
+    turns: Turn[];
+    collections: Collection[];
+  };
+  const during = turns.filter(([start]) => start >= from && start <= to);
+  const collecting = (start: number, wall: number) =>
+    collections.filter(([at]) => at >= start && at <= start + wall).reduce((sum, [, ms]) => sum + ms, 0);
+  const long = during.filter(([, wall]) => wall > 100);
+  const inCollections = long.filter(([start, wall]) => collecting(start, wall) > wall / 2);
+  const ownCpu = long.filter(([start, wall, cpu]) => collecting(start, wall) <= wall / 2 && cpu > wall / 2);
+  return {
+    turnCpuMaxMs: Math.max(0, ...during.map(([, , cpu]) => cpu)),
+    turnsOver100Ms: long.length,
+    turnsOver100MsInCollections: inCollections.length,
+    turnsOver100MsOwnCpu: ownCpu.length,
+    turnsOver100MsNotRunning: long.length - inCollections.length - ownCpu.length,
+  };
+}
+
 interface SyncLine {
   readonly kind?: string;
   readonly durationMs?: number;
@@ -219,6 +250,7 @@ try {
   const data = join(dir, 'cluster.json');
   await writeClusterList(data, { services, endpointsPerService: endpoints, nodes });
   const config = join(dir, 'config.yaml');
+  const turnsFile = join(dir, 'turns.json');
   writeFileSync(config, CONFIG);
 
   const ns = await lab.addNetns('node'); // loopback is up
@@ -238,6 +270,7 @@ try {
       node,
       ...flags,
       ...values['node-flags'].split(' ').filter((flag) => flag !== ''),
+      ...(values.turns ? [`--import=${TURNS_MAIN}`] : []),
       entry,
       'run',
       '--config',
@@ -245,7 +278,10 @@ try {
       '--master',
       API,
     ],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } },
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, ...env, ...(values.turns && { KPROXY_TURNS_OUT: turnsFile }) },
+    },
   );
   daemon = child;
   const syncLines: SyncLine[] = [];
@@ -285,10 +321,11 @@ try {
   // The cold start's aftermath (fragment indexes, memory given back) is within the idle time.
   await sleep(IDLE_SECONDS * 1000);
   await probe.kill();
-  const healthz = healthzFigures(probe.output(), syncedAt);
+  const probed = probe.output();
+  const healthz = healthzFigures(probed, syncedAt);
   if (values.probes !== undefined) {
-    const probed = probe.output().trim().split('\n').pop();
-    writeFileSync(values.probes, `{"spawnedAt":${spawnedAt},"syncedAt":${syncedAt},"probe":${probed}}\n`);
+    const answers = probed.trim().split('\n').pop();
+    writeFileSync(values.probes, `{"spawnedAt":${spawnedAt},"syncedAt":${syncedAt},"probe":${answers}}\n`);
   }
   const pid = daemonPid(child.pid!, entry);
   if (pid === undefined) throw new Error(`no ${entry} process under PID ${child.pid}`);
@@ -300,6 +337,11 @@ try {
   const [exitCode, signal] = (await exited) as [number | null, NodeJS.Signals | null];
   clearTimeout(stopTimer);
   await api.kill();
+  // From the first answered probe (before it the daemon was loading, and /healthz not listening).
+  const firstAnswered = (JSON.parse(probed.trim().split('\n').pop()!) as { answers: [number, number][] })
+    .answers[0]?.[0];
+  const turns =
+    values.turns && firstAnswered !== undefined ? turnFigures(turnsFile, firstAnswered, syncedAt) : {};
 
   const heapUsed = sample(page, 'nodejs_heap_size_used_bytes');
   reportSection({
@@ -316,6 +358,7 @@ try {
     heapUsedMiB: heapUsed === undefined ? undefined : round(heapUsed / 2 ** 20),
     timeToFirstSyncSeconds: round(timeToFirstSyncSeconds, 2),
     ...healthz,
+    ...turns,
     firstSyncKind: first.kind,
     firstSyncMs: first.durationMs,
     servicePortsSynced: first.servicePorts,
