@@ -10,6 +10,8 @@ export interface EndpointSpec {
   readonly ready?: boolean;
   readonly serving?: boolean;
   readonly terminating?: boolean;
+  /** EndpointSlice hints.forNodes (PreferSameNode). */
+  readonly forNodes?: readonly string[];
 }
 
 export interface ServiceSpec {
@@ -79,6 +81,7 @@ export function serviceObjects(spec: ServiceSpec): object[] {
           terminating: endpoint.terminating ?? false,
         },
         nodeName: endpoint.node ?? THIS_NODE,
+        ...(endpoint.forNodes && { hints: { forNodes: endpoint.forNodes.map((name) => ({ name })) } }),
       })),
     ports: [{ name: 'p', port: targetPort, protocol }],
   }));

@@ -96,6 +96,23 @@ const CLUSTER = [
     affinitySeconds: 600,
     endpoints: [{ ip: '10.0.1.9' }, { ip: '10.0.2.9', node: OTHER_NODE }],
   }),
+  // trafficDistribution PreferSameNode, as the EndpointSlice controller hints it.
+  ...serviceObjects({
+    name: 'same-node',
+    clusterIPs: ['172.30.0.52'],
+    endpoints: [
+      { ip: '10.0.1.12', forNodes: [THIS_NODE] },
+      { ip: '10.0.2.12', node: OTHER_NODE, forNodes: [OTHER_NODE] },
+    ],
+  }),
+  ...serviceObjects({
+    name: 'partial-hints',
+    clusterIPs: ['172.30.0.53'],
+    endpoints: [
+      { ip: '10.0.1.13', forNodes: [THIS_NODE] },
+      { ip: '10.0.2.13', node: OTHER_NODE },
+    ],
+  }),
   ...serviceObjects({
     name: 'dual',
     clusterIPs: ['172.30.0.51', 'fd00:172:30::51'],
@@ -125,6 +142,23 @@ interface FlowCase {
 type Mode = 'nftables' | 'iptables' | 'ipvs';
 
 const FLOWS: readonly FlowCase[] = [
+  // Topology (pkg/proxy/topology.go): node hints on every ready endpoint, one for this node.
+  {
+    name: 'PreferSameNode: only the endpoint hinted for this node',
+    from: POD,
+    to: '172.30.0.52:80',
+    via: 'pod',
+    output: '10.0.1.12:80',
+    masq: false,
+  },
+  {
+    name: 'node hints on some endpoints only are ignored',
+    from: POD,
+    to: '172.30.0.53:80',
+    via: 'pod',
+    output: '10.0.1.13:80, 10.0.2.13:80',
+    masq: false,
+  },
   // ClusterIP
   {
     name: 'ClusterIP from a pod',
@@ -455,6 +489,21 @@ function wanted(expected: FlowCase) {
 /** Node-wide settings change the answer for the same packet: masquerade-all, local traffic detection. */
 const VARIANTS: readonly { readonly flags: readonly string[]; readonly flow: FlowCase }[] = [
   {
+    // kube-proxy's iptables.localhostNodePorts (default true, `render --mode iptables`); its
+    // nftables and IPVS modes do not serve node ports on 127.0.0.1.
+    flags: ['--nodeport-addresses', '127.0.0.0/8,192.168.0.0/16'],
+    flow: {
+      name: 'localhost NodePort from the node',
+      from: '127.0.0.1',
+      to: '127.0.0.1:3001',
+      via: 'node',
+      output: '10.0.1.1:80, 10.0.2.1:80',
+      masq: true,
+      nftables: { output: '' },
+      ipvs: { output: '' },
+    },
+  },
+  {
     flags: ['--masquerade-all'],
     flow: {
       name: 'masquerade-all: ClusterIP from a pod',
@@ -538,7 +587,9 @@ describe('packet flows through every mode', () => {
       const flow: FlowCase = override ? { ...each, masq: undefined, ...override } : each;
       test(`${mode}: ${flow.name}`, { todo: flow.todo?.[mode] ?? false }, () => check(mode, flow));
     }
-    for (const { flags, flow } of VARIANTS) {
+    for (const { flags, flow: each } of VARIANTS) {
+      const override = mode === 'iptables' ? undefined : each[mode];
+      const flow: FlowCase = override ? { ...each, masq: undefined, ...override } : each;
       test(`${mode}: ${flow.name}`, () => check(mode, flow, flags));
     }
   }
