@@ -3,10 +3,11 @@
 // service ports are rebuilt.
 //
 // A fragment is what one service port contributes on its own: its elements (affinity ones too),
-// the count chains it uses, its hairpin elements and its cluster IP. The full ruleset gives an
-// address claimed by two service ports to the first one; fragments cannot express that, so an
-// index refuses to exist when ports collide, and a plan that would create a collision is refused:
-// the caller then uses the full diff, which is always right.
+// the count chains it uses, its hairpin elements and its cluster IP. No two service ports of a
+// state claim one address:port/protocol or node port/protocol (the model gives each to one,
+// src/model/address-claims.ts), so each claimed key has one owner; a plan that would give it a
+// second one is a bug and throws. A shared object that two ports would spell differently makes the
+// index step aside (the caller then uses the full diff, which is always right).
 //
 // The index stores little (memory at 30k services x 10 endpoints: ~80 MiB when it kept every
 // part, a few MiB now): who claims each address, and the few objects several ports may share (a
@@ -129,7 +130,7 @@ export class FragmentIndex {
   }
 
   /**
-   * The index of a whole state; undefined when two service ports claim the same object. Batch by
+   * The index of a whole state; undefined when two ports spell a shared object differently. Batch by
    * batch, giving way to the event loop in between (work-slices.ts): about a second at 30k
    * services, during which health probes and metrics scrapes are still answered.
    */
@@ -163,7 +164,7 @@ export class FragmentIndex {
 
   /**
    * What replacing the fragments of `removed` ports (as they were when indexed) by those of
-   * `added` ports changes; undefined when it would make two ports claim one address.
+   * `added` ports changes; undefined when two ports would spell a shared object differently.
    */
   plan(removed: readonly ServicePort[], added: readonly ServicePort[]): FragmentPlan | undefined {
     const claims = new Map<string, string | undefined>();
@@ -189,7 +190,10 @@ export class FragmentIndex {
     for (const sp of added) {
       for (const [id, part] of fragment(this.family, this.node, sp)) {
         if (part.kind === 'claim') {
-          if (owner(id) !== undefined) return undefined;
+          if (owner(id) !== undefined)
+            throw new Error(
+              `${sp.key} claims ${id.replaceAll('\0', ' ')} of ${owner(id)}: the model gives it to one`,
+            );
           claims.set(id, sp.key);
         } else if (shareable(part)) {
           const json = stored(part);

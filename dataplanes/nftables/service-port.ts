@@ -41,9 +41,8 @@ function addExternalAddress(
   address: string,
   what: string,
 ): void {
+  // No other port holds this address:port/protocol: the model gives it to one (address-claims.ts).
   const key = `${address} . ${proto} . ${sp.port}`;
-  // An address claimed by an earlier service port (in key order) stays with it.
-  if (builder.hasElement('service-ips', key) || builder.hasElement('no-endpoint-services', key)) return;
   const comment = fitComment(`${sp.key} ${what}`);
   if (d.capturesExternal) {
     builder.addElement('service-ips', {
@@ -70,9 +69,8 @@ function addNodePort(
   d: TrafficDecisions,
   proto: string,
 ): void {
+  // No other port holds this node port/protocol: the model gives it to one (address-claims.ts).
   const key = `${proto} . ${sp.nodePort}`;
-  if (builder.hasElement('service-nodeports', key) || builder.hasElement('no-endpoint-nodeports', key))
-    return;
   const comment = fitComment(`${sp.key} node port`);
   if (d.capturesExternal) {
     builder.addElement('service-nodeports', {
@@ -104,18 +102,12 @@ function addHairpin(builder: RulesetBuilder, sp: ServicePort): void {
 }
 
 /**
- * Sets whose elements a service port looks up (an address claimed by an earlier port) or may
- * share with another port (hairpin pairs, cluster IPs): a ruleset built in pieces must remember them.
+ * Sets whose elements a service port looks up (firewall-ips, in addFirewall) or may share with
+ * another port (hairpin pairs, cluster IPs): a ruleset built in pieces must remember them. The
+ * addresses and node ports a port claims are its own (the model's address-claims.ts), so their
+ * sets are not remembered.
  */
-export const CROSS_PORT_SETS: ReadonlySet<string> = new Set([
-  'service-ips',
-  'no-endpoint-services',
-  'service-nodeports',
-  'no-endpoint-nodeports',
-  'firewall-ips',
-  'hairpin',
-  'cluster-ips',
-]);
+export const CROSS_PORT_SETS: ReadonlySet<string> = new Set(['firewall-ips', 'hairpin', 'cluster-ips']);
 
 /** Adds everything one service port needs to the family's ruleset. */
 export function addServicePort(

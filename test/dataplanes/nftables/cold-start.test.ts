@@ -62,17 +62,15 @@ test('every prefix of a cold start in pieces is the full ruleset of the first se
   }
 });
 
-test('an address claimed by a service port in an earlier piece stays with it', () => {
-  const claimant = (name: string) =>
-    servicePort(name, {
-      clusterIP: `10.96.0.${name.length}`,
-      externalIPs: ['192.168.5.1'],
-      loadBalancerIPs: ['192.168.6.1'],
-      loadBalancerSourceRanges: ['10.100.0.0/24'],
-      nodePort: 30000,
-      clusterEndpoints: [endpoint(`10.244.1.${name.length}`)],
+test("what ports share (a Service's cluster IP, a hairpin pair) is written once, whatever piece each is in", () => {
+  // Ports claim no address another port holds (the model's address-claims.ts): only these are shared.
+  const port = (number: number) =>
+    servicePort('web', {
+      clusterIP: '10.96.0.1',
+      port: number,
+      clusterEndpoints: [endpoint('10.244.1.1', 8080, { isLocal: true })],
     });
-  assertPiecesArePrefixes(ipv4([claimant('a'), claimant('bb'), claimant('ccc')]), 1, 'claims');
+  assertPiecesArePrefixes(ipv4([port(80), port(81), port(82)]), 1, 'shared');
 });
 
 test('the live dataplane splits a large cold start and puts the canary in last', async () => {

@@ -148,25 +148,6 @@ describe('external traffic', () => {
     assert.deepEqual(elements(r, 'local-endpoints'), {});
   });
 
-  test('an external IP claimed by two service ports stays with the first in key order', () => {
-    const a = servicePort('a', {
-      clusterIP: '10.96.0.1',
-      externalIPs: ['192.168.5.5'],
-      clusterEndpoints: twoEndpoints,
-    });
-    const b = servicePort('b', {
-      clusterIP: '10.96.0.2',
-      externalIPs: ['192.168.5.5'],
-      clusterEndpoints: [],
-    });
-    const r = v4(ipv4([b, a]));
-    assert.equal(
-      r.elements.get('service-ips')?.get('192.168.5.5 . tcp . 80')?.comment,
-      'default/a:80/TCP external IP',
-    );
-    assert.deepEqual(elements(r, 'no-endpoint-services'), { '10.96.0.2 . tcp . 80': 'goto reject-chain' });
-  });
-
   test('LoadBalancer source ranges fill the firewall sets; LB IPs are allowed when a range holds the node', () => {
     const lb = (ranges: string[]) =>
       v4(ipv4([web({ loadBalancerIPs: ['192.168.6.6'], loadBalancerSourceRanges: ranges })]));
