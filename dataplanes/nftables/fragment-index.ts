@@ -39,22 +39,41 @@ const CLAIMS: Readonly<Record<string, string>> = {
   'firewall-ips': 'firewall',
 };
 
-function fragment(family: NftFamily, node: NodeSettings, sp: ServicePort): Map<string, Part> {
+/** Sets whose elements several ports may add: hairpin pairs, a service's cluster IP. */
+const SHARED_SETS: ReadonlySet<string> = new Set(['hairpin', 'cluster-ips']);
+
+/**
+ * What one service port contributes: by id, the parts the index keeps track of (claims and
+ * shareable parts); apart, in build order, the elements only this port can have (keyed by an
+ * address it claims), which need no id: they are most of a state's elements, and an id each was
+ * garbage made for nothing while an index is built (a full sync's cold start).
+ */
+interface Fragment {
+  readonly tracked: ReadonlyMap<string, Part>;
+  readonly own: readonly Part[];
+}
+
+function fragment(family: NftFamily, node: NodeSettings, sp: ServicePort): Fragment {
   const builder = new RulesetBuilder(family, { open: true });
   addServicePort(builder, familySyntax(family === 'ip' ? 'IPv4' : 'IPv6'), node, sp);
   const built = builder.build();
-  const parts = new Map<string, Part>();
+  const tracked = new Map<string, Part>();
+  const own: Part[] = [];
   // Ids are flat strings: the index keeps one per claim and per shared element (see flat-text.ts).
-  for (const set of built.sets.values()) parts.set(flatText('s\0', set.name), { kind: 'set', set });
-  for (const chain of built.chains.values()) parts.set(flatText('c\0', chain.name), { kind: 'chain', chain });
+  for (const set of built.sets.values()) tracked.set(flatText('s\0', set.name), { kind: 'set', set });
+  for (const chain of built.chains.values())
+    tracked.set(flatText('c\0', chain.name), { kind: 'chain', chain });
   for (const [set, elements] of built.elements) {
+    const shared = SHARED_SETS.has(set);
+    const claim = CLAIMS[set];
     for (const element of elements.values()) {
-      parts.set(flatText('e\0', set, '\0', element.key), { kind: 'element', set, element });
-      const claim = CLAIMS[set];
-      if (claim) parts.set(flatText('k\0', claim, '\0', element.key), { kind: 'claim', owner: sp.key });
+      const part: Part = { kind: 'element', set, element };
+      if (shared) tracked.set(flatText('e\0', set, '\0', element.key), part);
+      else own.push(part);
+      if (claim) tracked.set(flatText('k\0', claim, '\0', element.key), { kind: 'claim', owner: sp.key });
     }
   }
-  return parts;
+  return { tracked, own };
 }
 
 /** Before/after of the touched objects only, ready for diffFamily; commit() once applied. */
@@ -75,16 +94,6 @@ function partial(family: NftFamily, parts: readonly Part[], setNames: ReadonlySe
   }
   return { family, sets, chains, elements };
 }
-
-/** Parts several service ports may contribute; any other part belongs to one port (see above). */
-function shareable(part: Part): boolean {
-  return (
-    part.kind === 'chain' || part.kind === 'set' || (part.kind === 'element' && SHARED_SETS.has(part.set))
-  );
-}
-
-/** Sets whose elements several ports may add: hairpin pairs, a service's cluster IP. */
-const SHARED_SETS: ReadonlySet<string> = new Set(['hairpin', 'cluster-ips']);
 
 /**
  * A shareable part, and how many fragments contribute it (0: absent). The JSON is left out for a
@@ -174,35 +183,39 @@ export class FragmentIndex {
     const before: Part[] = [];
     const after: Part[] = [];
     for (const sp of removed) {
-      for (const [id, part] of fragment(this.family, this.node, sp)) {
+      const { tracked, own } = fragment(this.family, this.node, sp);
+      for (const [id, part] of tracked) {
         if (part.kind === 'claim') {
           if (owner(id) !== sp.key)
             throw new Error(`fragment index lost ${id.replaceAll('\0', ' ')} of ${sp.key}`);
           claims.set(id, undefined);
-        } else if (shareable(part)) {
+        } else {
           const now = current(id);
           if (now.count === 0)
             throw new Error(`fragment index lost ${id.replaceAll('\0', ' ')} of ${sp.key}`);
           shared.set(id, { json: now.json, count: now.count - 1 });
-        } else before.push(part);
+        }
       }
+      for (const part of own) before.push(part);
     }
     for (const sp of added) {
-      for (const [id, part] of fragment(this.family, this.node, sp)) {
+      const { tracked, own } = fragment(this.family, this.node, sp);
+      for (const [id, part] of tracked) {
         if (part.kind === 'claim') {
           if (owner(id) !== undefined)
             throw new Error(
               `${sp.key} claims ${id.replaceAll('\0', ' ')} of ${owner(id)}: the model gives it to one`,
             );
           claims.set(id, sp.key);
-        } else if (shareable(part)) {
+        } else {
           const json = stored(part);
           const now = current(id);
           // A shared object must be identical for every port that contributes it.
           if (now.count > 0 && now.json !== json) return undefined;
           shared.set(id, { json, count: now.count + 1 });
-        } else after.push(part);
+        }
       }
+      for (const part of own) after.push(part);
     }
     const sharedChanges = [...shared].map(([id, next]) => ({ id, prev: this.#stored(id), next }));
     // Made when first read: building a whole index commits plans without reading them.
