@@ -218,7 +218,9 @@ export function slicePortsByKey(
 export function portCandidates(sources: readonly SlicePortSource[]): PortCandidates {
   const set = new Map<string, CandidateEndpoint>();
   for (const { port, hints } of sources) {
-    for (const [i, endpoint] of port.endpoints.entries()) addEndpoint(set, candidateOf(endpoint, hints?.[i]));
+    // An index loop: entries() makes a pair per endpoint, hundreds of thousands at a cold start.
+    const { endpoints } = port;
+    for (let i = 0; i < endpoints.length; i++) addEndpoint(set, candidateOf(endpoints[i]!, hints?.[i]));
   }
   const candidates = [...set.values()].sort(compareCandidates);
   return { candidates, whole: sources.length === 1 ? sources[0]!.port.endpoints : undefined };
