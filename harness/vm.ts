@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 import type { DataplaneMode } from '../dataplanes/shared/dataplane.ts';
 import { LIVE_MODES } from '../src/daemon/live-dataplanes.ts';
+import type { TestCounts } from './test-counts-reporter.ts';
 
 const REPO = fileURLToPath(new URL('../', import.meta.url));
 const VM_SCRIPT = join(REPO, 'scripts/ipvs-in-qemu.sh');
@@ -42,7 +43,7 @@ export function modesForVm(): DataplaneMode[] {
 }
 
 export interface VmOptions {
-  /** Kills the VM after this long (the script's own timeout is 30 min). */
+  /** Kills the VM after this long. */
   readonly timeoutMs: number;
   /** Environment variables for the command (the guest starts with a bare PATH and HOME). */
   readonly env?: Readonly<Record<string, string>>;
@@ -90,7 +91,11 @@ export async function runInVm(command: string, args: readonly string[], options:
       reject: false,
       all: true,
       timeout: options.timeoutMs,
-      env: { IPVS_QEMU_SMP: String(options.cpus ?? 1) },
+      // The script's own bound (30 min by default) must not cut the caller's shorter or longer one.
+      env: {
+        IPVS_QEMU_SMP: String(options.cpus ?? 1),
+        IPVS_QEMU_TIMEOUT: String(Math.ceil(options.timeoutMs / 1000)),
+      },
     });
     if (options.onOutput) vm.all?.on('data', (chunk: Buffer) => options.onOutput?.(chunk.toString()));
     const result = await vm;
@@ -101,11 +106,8 @@ export async function runInVm(command: string, args: readonly string[], options:
 }
 
 export interface VmTestRun extends VmRun {
-  readonly pass: number;
-  readonly fail: number;
-  readonly skipped: number;
-  /** Tests marked todo (known bugs pinned), passing or not: in neither pass nor fail. */
-  readonly todo: number;
+  /** Each test file's outcomes, by its absolute path (the same inside the VM); {} when none reported. */
+  readonly files: Readonly<Record<string, TestCounts>>;
 }
 
 export interface VmTestOptions extends VmOptions {
@@ -114,21 +116,21 @@ export interface VmTestOptions extends VmOptions {
 }
 
 /**
- * Runs node test files (or globs) in the VM; the counts come from a TAP report written to a
- * shared file, not from the console.
+ * Runs node test files (or globs), one after the other, in one VM boot; the counts per file come
+ * from a report written to a shared file (harness/test-counts-reporter.ts), not from the console.
  */
 export async function runNodeTestsInVm(files: readonly string[], options: VmTestOptions): Promise<VmTestRun> {
   const shareDir = await vmShareDir();
   try {
-    const tap = join(shareDir, 'report.tap');
+    const counts = join(shareDir, 'counts.json');
     const run = await runInVm(
       process.execPath,
       [
         '--test',
         '--test-reporter=spec',
         '--test-reporter-destination=stdout',
-        '--test-reporter=tap',
-        `--test-reporter-destination=${tap}`,
+        `--test-reporter=${join(REPO, 'harness/test-counts-reporter.ts')}`,
+        `--test-reporter-destination=${counts}`,
         ...files,
       ],
       {
@@ -137,15 +139,9 @@ export async function runNodeTestsInVm(files: readonly string[], options: VmTest
         env: { ...(options.modes ? { [MODES_ENV]: options.modes.join(',') } : {}), ...options.env },
       },
     );
-    const report = await readFile(tap, 'utf8').catch(() => '');
-    const count = (name: string) => Number(new RegExp(`^# ${name} (\\d+)$`, 'm').exec(report)?.[1] ?? 0);
-    return {
-      ...run,
-      pass: count('pass'),
-      fail: count('fail'),
-      skipped: count('skipped'),
-      todo: count('todo'),
-    };
+    // Written at the end of the run: missing or empty when the VM died or timed out first.
+    const report = await readFile(counts, 'utf8').catch(() => '');
+    return { ...run, files: JSON.parse(report || '{}') as Record<string, TestCounts> };
   } finally {
     await rm(shareDir, { recursive: true, force: true });
   }

@@ -4,7 +4,7 @@
 // follow; health and metrics are scraped; a restart under traffic keeps established connections;
 // an API server outage keeps the rules, turns /healthz 503, and recovery resyncs.
 // Runs for every mode this build can program: here for those this kernel runs, and this same file
-// inside the qemu VM (harness/vm.ts) for the others (IPVS, on a kernel without ip_vs).
+// inside the qemu VM (test/in-vm.test.ts) for the others (IPVS, on a kernel without ip_vs).
 import assert from 'node:assert/strict';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -13,7 +13,6 @@ import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { sampleEndpointSlice, sampleNode, sampleService } from '../../harness/apiserver/sample-objects.ts';
 import { allowance } from '../../harness/emulation.ts';
-import { testInVm } from '../../harness/in-vm.ts';
 import { Lab, type LabProcess, requireRoot } from '../../harness/netns.ts';
 import { Topology, tally } from '../../harness/topology.ts';
 import { modesHere } from '../../harness/vm.ts';
@@ -378,5 +377,3 @@ for (const mode of modesHere()) {
     });
   });
 }
-
-testInVm(import.meta.filename, 'kproxy run end to end', 3);

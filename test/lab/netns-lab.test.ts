@@ -1,9 +1,9 @@
 // The lab's scenario checks, with real packets, against the netns lab: two node namespaces each
 // running `kproxy run`, four pods, an external client, the stand-in API server. Once per mode that
-// runs on this kernel; the lab is torn down after each mode, also when a check fails.
+// runs on this kernel; the lab is torn down after each mode, also when a check fails. The modes this
+// kernel cannot run (IPVS), test/in-vm.test.ts runs with this file inside the qemu VM.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { testInVm } from '../../harness/in-vm.ts';
 import { requireRoot } from '../../harness/netns.ts';
 import { modesHere } from '../../harness/vm.ts';
 import { NetnsLab } from '../../lab/netns-lab.ts';
@@ -32,5 +32,3 @@ for (const mode of modesHere()) {
     }
   });
 }
-
-testInVm(import.meta.filename, 'netns lab', ALL_SCENARIOS.length);

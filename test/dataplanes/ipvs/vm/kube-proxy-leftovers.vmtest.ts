@@ -1,5 +1,5 @@
 // `kproxy cleanup --kube-proxy` against what kube-proxy's IPVS mode leaves, on a kernel with ip_vs.
-// Runs INSIDE the throwaway qemu VM (../ipvs-in-vm.test.ts). The leftovers are made in a lab
+// Runs INSIDE the throwaway qemu VM (test/in-vm.test.ts). The leftovers are made in a lab
 // namespace of the VM and the real CLI runs there (IPVS is per namespace, and the cleanup flushes
 // every virtual service, so it must not touch the VM namespace the other in-VM tests use).
 import assert from 'node:assert/strict';

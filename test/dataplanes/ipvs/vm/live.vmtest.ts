@@ -1,5 +1,5 @@
 // IPVS with real packets. Runs INSIDE the throwaway qemu VM (scripts/ipvs-in-qemu.sh; see
-// ../ipvs-in-vm.test.ts), whose kernel has ip_vs: the VM's own network namespace plays the node
+// test/in-vm.test.ts), whose kernel has ip_vs: the VM's own network namespace plays the node
 // (the IPVS netlink socket lives in the namespace of this process), pods and an outside client are
 // lab namespaces on veths to it:
 //   client 10.100.0.200 ── kpcl | node 10.100.0.11 | kpv<m> ── pod m 10.244.1.(10+m)

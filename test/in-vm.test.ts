@@ -1,0 +1,20 @@
+// The kernel tests of the modes this kernel cannot run, in ONE boot of the qemu VM with Debian's
+// kernel (harness/in-vm.ts; the host kernel has no ip_vs, nor dummy links): the IPVS tests written
+// for the VM, and the files that run once per mode (the daemon end to end, the netns lab) for the
+// modes the host lacks. On the host those files run only the modes it can.
+import { testFilesInVm } from '../harness/in-vm.ts';
+import { ALL_SCENARIOS } from '../lab/scenarios/all.ts';
+
+testFilesInVm('the kernel tests this kernel cannot run', [
+  // Node runs them in path order. Figures on a 2-core machine at load ~15 (qemu got a quarter of a
+  // core): the daemon file 15.6 min, the VM tests 8 min.
+  { kind: 'vm-only', glob: 'test/dataplanes/ipvs/vm/*.vmtest.ts', atLeast: 10, budgetMs: 15 * 60_000 },
+  { kind: 'per-mode', path: 'test/daemon/daemon-netns.test.ts', testsPerMode: 3, budgetMs: 20 * 60_000 },
+  // The netns lab's IPVS run took 15 min at load ~9 (a node start per probe then).
+  {
+    kind: 'per-mode',
+    path: 'test/lab/netns-lab.test.ts',
+    testsPerMode: ALL_SCENARIOS.length,
+    budgetMs: 25 * 60_000,
+  },
+]);
