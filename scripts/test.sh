@@ -36,18 +36,19 @@ tsc -p tsconfig.json
 biome check .
 
 # Two lanes. The slowest files mostly wait: on the qemu VM's one emulated CPU (all the IPVS kernel
-# tests, one boot) or on the network and disk (mmdebstrap). They run beside the rest (one at a
-# time, as node's default on 2 cores) instead of after it; their report is printed at the end.
+# tests, one boot) or on the network and disk (mmdebstrap). They run together beside the rest (which
+# runs one file at a time, node's default on 2 cores), not after it; their report comes at the end.
 aside=(test/in-vm.test.ts test/daemon/systemd-boot.test.ts)
 mapfile -t rest < <(find test -name '*.test.ts' | sort | grep -vxF -f <(printf '%s\n' "${aside[@]}"))
-run_tests() { node --test --test-reporter=spec --test-timeout=600000 "$@"; }
+run_tests=(node --test --test-reporter=spec --test-timeout=600000)
 aside_log=$(mktemp)
-run_tests --test-concurrency=2 "${aside[@]}" >"$aside_log" 2>&1 &
+# $! is node's own PID (not a subshell's), so the trap below stops the lane if this script ends early.
+"${run_tests[@]}" --test-concurrency=2 "${aside[@]}" >"$aside_log" 2>&1 &
 aside_pid=$!
 trap 'kill "$aside_pid" 2>/dev/null || true; rm -f "$aside_log"' EXIT
 echo "test: ${#rest[@]} files here; ${aside[*]} beside them (reported at the end)"
 status=0
-run_tests "${rest[@]}" || status=$?
+"${run_tests[@]}" "${rest[@]}" || status=$?
 aside_status=0
 wait "$aside_pid" || aside_status=$?
 echo
