@@ -1,7 +1,9 @@
-// `npm run bench` (as root; about 5–10 minutes on a 2-core machine): each section runs in its own
-// child process (so its memory figures are its own) and prints its figures; this driver prints one
-// table of figures and ratios against the targets, and writes every raw figure as JSON.
-//   node bench/main.ts [--out FILE] [--nft-services 30000] [--ipt-services 10000] [--only a,b]
+// `npm run bench` (as root; about 5–10 minutes on a 2-core machine, plus ~40 min for the ipvs
+// section, which boots the emulated qemu VM when this kernel has no ip_vs): each section runs in
+// its own child process (so its memory figures are its own) and prints its figures; this driver
+// prints one table of figures and ratios against the targets, and writes every raw figure as JSON.
+//   node bench/main.ts [--out FILE] [--nft-services 30000] [--ipt-services 10000]
+//     [--ipvs-services 10000] [--only a,b]
 //     [--node-flags="--max-semi-space-size=16"]   (V8 flags for the section children; note the =)
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -10,7 +12,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type BenchFigures, benchRows, formatTable } from './report.ts';
 
-const SECTIONS = ['model', 'nftables', 'nftaffinity', 'iptables', 'informer', 'daemon'] as const;
+const SECTIONS = ['model', 'nftables', 'nftaffinity', 'iptables', 'ipvs', 'informer', 'daemon'] as const;
 type Section = (typeof SECTIONS)[number];
 
 const { values } = parseArgs({
@@ -18,6 +20,7 @@ const { values } = parseArgs({
     out: { type: 'string', default: join(tmpdir(), `kproxy-bench-${Date.now()}.json`) },
     'nft-services': { type: 'string', default: '30000' },
     'ipt-services': { type: 'string', default: '10000' },
+    'ipvs-services': { type: 'string', default: '10000' },
     only: { type: 'string', default: SECTIONS.join(',') },
     'node-flags': { type: 'string', default: '' },
   },
@@ -34,6 +37,8 @@ const commands: Record<Section, readonly string[]> = {
   // ClientIP against plain at 3,000 services (issue 16's figure); --services to change it.
   nftaffinity: [join(here, 'nftables-affinity.ts'), '--services', '3000'],
   iptables: [join(here, 'iptables-speed.ts'), '--services', values['ipt-services']],
+  // In the qemu VM when this kernel has no ip_vs (one boot; the section boots it itself).
+  ipvs: [join(here, 'ipvs-speed.ts'), '--services', values['ipvs-services']],
   informer: [join(here, 'informer-memory.ts'), '--services', values['nft-services']],
   daemon: [join(here, 'daemon-memory.ts'), '--services', values['nft-services']],
 };

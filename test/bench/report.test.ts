@@ -35,6 +35,32 @@ describe('bench report', () => {
     );
   });
 
+  it('gives the IPVS section (measured in the emulated VM) as ratios: one cold-sync row per size', () => {
+    const rows = benchRows({
+      ipvs: {
+        sizes: [
+          { services: 10000, coldSyncMs: 60000, bareLoadMs: 50000 },
+          { services: 30000, coldSyncMs: 200000, bareLoadMs: 150000 },
+        ],
+        endpointChangeMedianMs: 40,
+        bareNetlinkCallMedianMs: 0.5,
+        connectFirstServiceUs: 900,
+        connectLastServiceUs: 950,
+        affinityServices: 3000,
+        coldSyncPlainMs: 20000,
+        coldSyncAffinityMs: 21000,
+      },
+    });
+    const row = (prefix: string) => rows.find((r) => r.what.startsWith(prefix));
+    assert.equal(row('ipvs (VM): cold sync vs bare ip + ipvsadm --restore + nft -f, 10,000')?.ok, true);
+    assert.equal(row('ipvs (VM): cold sync vs bare ip + ipvsadm --restore + nft -f, 30,000')?.ok, false);
+    const change = row('ipvs (VM): one endpoint change');
+    assert.equal(change?.ok, undefined, 'a ratio for context: a netlink call is not a sync');
+    assert.match(change!.measured, /^80\.00× \(40\.0 ms vs 0\.50 ms\)$/);
+    assert.equal(row('ipvs (VM): connect latency')?.ok, true);
+    assert.equal(row('ipvs (VM): 3,000 ClientIP services')?.ok, true);
+  });
+
   it('leaves out what a section did not measure, and marks missed targets in the table', () => {
     const rows = benchRows({ informer: { services: 30000, heapAfterMiB: 120 } });
     assert.equal(rows.length, 1);
