@@ -15,15 +15,14 @@ import { NftablesDataplane } from '../../dataplanes/nftables/live.ts';
 import { commandNftRunner } from '../../dataplanes/nftables/nft-runner.ts';
 import { nftablesPlanner } from '../../dataplanes/nftables/planner.ts';
 import { type CommandRunner, execaRunner } from '../../dataplanes/shared/command-runner.ts';
-import type { TraceOutcome } from '../../dataplanes/shared/trace/outcome.ts';
 import type { TracePacket } from '../../dataplanes/shared/trace/packet.ts';
-import type { EchoOutcome } from '../../harness/echo-client.ts';
 import { Lab } from '../../harness/netns.ts';
 import { endpoint, proxyState, servicePort } from '../../harness/proxy-states.ts';
 import { CLUSTER_CIDR_V4, type NodeInfo, type PodInfo, Topology } from '../../harness/topology.ts';
 import { readLiveRules, type TraceMode, traceRuleText } from '../../src/cli/trace.ts';
 import type { DualStackState, ServicePort } from '../../src/model/proxy-state.ts';
 import { prng } from '../support/prng.ts';
+import { checkFlow, comparable, inBatches } from './flow-check.ts';
 
 const isRoot = process.getuid?.() === 0;
 const ROOT_REASON = 'needs root: network namespaces, nft and iptables';
@@ -130,37 +129,12 @@ async function liveSync(mode: TraceMode, commands: CommandRunner, state: DualSta
   assert.equal((await dataplane.sync(state, 'full')).kind, 'full');
 }
 
-/**
- * Outcomes as both readings must give them: rules are quoted as each form prints them (nft lists
- * `{ 10.96.1.0/24 }` as `10.96.1.0/24`), so a masquerade is compared by whether it happened and a
- * reject or drop by the chain that decided.
- */
-function comparable(outcomes: readonly TraceOutcome[]): unknown[] {
-  return outcomes.map((o) => {
-    if (o.kind === 'reject' || o.kind === 'drop') return { kind: o.kind, chain: o.rule.split(':')[0] };
-    return 'masquerade' in o ? { ...o, masquerade: o.masquerade !== undefined } : o;
-  });
-}
-
 interface Flow {
   readonly n: number;
   readonly from: 'client' | 'pod' | 'node';
   readonly ns: string;
   readonly packet: TracePacket;
   readonly service: string;
-}
-
-/** Runs `check` over `items`, `limit` at a time; rejects with the first failure. */
-async function inBatches<T>(
-  items: readonly T[],
-  limit: number,
-  check: (item: T) => Promise<void>,
-): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) await check(items[next++]!);
-  };
-  await Promise.all(Array.from({ length: limit }, worker));
 }
 
 describe('the tracer predicts real packets', { skip: isRoot ? false : ROOT_REASON }, () => {
@@ -261,41 +235,3 @@ describe('the tracer predicts real packets', { skip: isRoot ? false : ROOT_REASO
     });
   }
 });
-
-function checkFlow(
-  what: string,
-  predicted: readonly TraceOutcome[],
-  seen: readonly EchoOutcome[],
-  source: string,
-  podOf: ReadonlyMap<string, string>,
-  nodeAddresses: readonly string[],
-): void {
-  const kinds = new Set(predicted.map((o) => o.kind));
-  assert.equal(kinds.size, 1, `${what}: one kind of outcome`);
-  const [kind] = kinds;
-  if (kind === 'reject') {
-    for (const s of seen) assert.deepEqual(s, { error: 'ECONNREFUSED' }, what);
-    return;
-  }
-  if (kind === 'drop') {
-    for (const s of seen) assert.deepEqual(s, { error: 'timeout' }, what);
-    return;
-  }
-  if (kind === 'no-service') {
-    for (const s of seen) assert.ok('error' in s, `${what}: no endpoint answers, got ${JSON.stringify(s)}`);
-    return;
-  }
-  const byPod = new Map(
-    predicted.flatMap((o) => (o.kind === 'dnat' ? [[podOf.get(o.endpoint) ?? o.endpoint, o] as const] : [])),
-  );
-  for (const s of seen) {
-    assert.ok('name' in s, `${what}: answered, got ${JSON.stringify(s)}`);
-    const outcome = byPod.get(s.name);
-    assert.ok(outcome, `${what}: ${s.name} answered, not one of ${[...byPod.keys()]}`);
-    const peer = s.peer.replace(/:\d+$/, '');
-    // Masqueraded: the node's address on the way out (for the node's own traffic, maybe its source).
-    if (outcome.kind === 'dnat' && outcome.masquerade)
-      assert.ok(nodeAddresses.includes(peer), `${what}: masqueraded, seen from ${peer}`);
-    else assert.equal(peer, source, `${what}: source kept`);
-  }
-}
