@@ -7,7 +7,8 @@
 // rules, 34 MB of text) on a 2-core machine at load ~15: iptables-legacy-save -t nat 13 s,
 // filter and mangle 0.3 s; iptables-nft-save 15-20 s for any table (it reads every table
 // whatever -t says). So each table is read at most a share of the time (DumpPacer): at every check
-// on a small node, every few minutes at 30k services; the canaries are still asked every time.
+// on a small node, every few minutes at 30k services, beside the sync loop (live.ts); the canaries
+// are still asked every time.
 import { jumpsOf } from './jump-rules.ts';
 import type { IptablesTable } from './restore-plan.ts';
 

@@ -69,6 +69,12 @@ export class IptablesDataplane implements LiveDataplane {
   /** Per family, rules per "table/chain" (for the rule-count metrics). */
   readonly #ruleCounts = new Map<IPFamily, Map<string, number>>();
   readonly #dumps: DumpPacer;
+  /** Tables being read back, started by intact() (intact-check.ts); settled() waits for them. */
+  #reading: Promise<void> | undefined;
+  /** What a finished read found changed since the last full sync; the next intact() reports it. */
+  #tampered: string | undefined;
+  /** Counts syncs and cleanups: a read that saw the tables of another one than it compares is dropped. */
+  #generation = 0;
 
   constructor(options: IptablesDataplaneOptions) {
     this.#runner = options.runner;
@@ -96,11 +102,15 @@ export class IptablesDataplane implements LiveDataplane {
     changed?: ReadonlySet<ServicePortKey>,
   ): Promise<SyncOutcome> {
     await this.#ensureBackend();
+    this.#generation++;
     let ran: SyncKind = 'full';
     if (kind === 'incremental' && this.#committed !== undefined) {
       ran = (await this.#tryIncremental(this.#committed, state)) ? 'incremental' : 'full';
     }
-    if (ran === 'full') await this.#syncFull(state);
+    if (ran === 'full') {
+      await this.#syncFull(state);
+      this.#tampered = undefined;
+    }
     this.#committed = state;
     return {
       kind: ran,
@@ -110,33 +120,50 @@ export class IptablesDataplane implements LiveDataplane {
   }
 
   /**
-   * The canary in every table of every family we program, and each table read back when its turn
-   * comes (intact-check.ts): every chain at the rule count committed, every jump in place. Any
-   * difference means someone changed our rules: the record no longer describes the kernel, so the
-   * next sync is full.
+   * The canary in every table of every family we program, and what the last read of the tables
+   * found (intact-check.ts: every chain at the rule count committed, every jump in place). A read
+   * takes seconds at 10k services, so it runs beside the sync loop, started here when a table's
+   * turn comes, and the next call reports it. Any difference means someone changed our rules: the
+   * record no longer describes the kernel, so the next sync is full.
    */
   async intact(): Promise<boolean> {
-    const ok = (await this.#canariesPresent(TABLES)) && (await this.#savedTablesMatch());
-    if (!ok) this.#committed = undefined;
-    return ok;
+    const ok = this.#tampered === undefined && (await this.#canariesPresent(TABLES));
+    if (!ok) {
+      this.#committed = undefined;
+      return false;
+    }
+    this.#reading ??= this.#readTables().finally(() => {
+      this.#reading = undefined;
+    });
+    return true;
+  }
+
+  /** Resolves once a read of the tables that intact() started has been compared. */
+  async settled(): Promise<void> {
+    await this.#reading;
   }
 
   /** The tables whose turn it is (DumpPacer), read back and compared with the record. */
-  async #savedTablesMatch(): Promise<boolean> {
+  async #readTables(): Promise<void> {
+    const generation = this.#generation;
     for (const family of FAMILIES) {
       const counts = this.#ruleCounts.get(family);
       if (this.#committed?.[family] === undefined || counts === undefined) continue;
       for (const table of TABLES) {
         const key = `${family}/${table}`;
         if (!this.#dumps.due(key)) continue;
-        const saved = await this.#dumps.timed(key, () => this.#save(family, table));
+        // A read that fails (a timeout) is tried again at its next turn.
+        const saved = await this.#dumps.timed(key, () => this.#save(family, table)).catch(() => undefined);
+        // A sync since the read began: the tables may be another record's.
+        if (saved === undefined || generation !== this.#generation) return;
         const damage = savedTableDamage(table, saved, counts);
         if (damage === undefined) continue;
         this.#log('iptables rules changed by someone else; full sync', { family, damage });
-        return false;
+        this.#tampered = damage;
+        this.#committed = undefined;
+        return;
       }
     }
-    return true;
   }
 
   /** Removes every KPROXY chain and every rule that jumps to one, in both families, and nothing else. */
@@ -147,6 +174,8 @@ export class IptablesDataplane implements LiveDataplane {
       this.#natChains.set(family, new Set());
       this.#ruleCounts.delete(family);
     }
+    this.#generation++;
+    this.#tampered = undefined;
     this.#committed = undefined;
   }
 

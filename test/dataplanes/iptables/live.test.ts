@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { chooseBackend } from '../../../dataplanes/iptables/backend.ts';
 import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
+import type { CommandRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { endpoint, proxyState, servicePort } from '../../../harness/proxy-states.ts';
 import type { DualStackState } from '../../../src/model/proxy-state.ts';
 import { FakeConntrack } from '../shared/conntrack/fake-conntrack.ts';
@@ -130,6 +131,31 @@ test('a missing canary turns an incremental sync into a full one', async () => {
   await dataplane.sync(before, 'full');
   runner.answer((call) => (call.args.includes('-S') ? { exitCode: 1, stderr: 'No chain' } : undefined));
   assert.equal(await dataplane.intact(), false);
+  assert.equal((await dataplane.sync(after, 'incremental')).kind, 'full');
+});
+
+test('what a read of the tables finds, the next check reports, unless a sync overtook the read', async () => {
+  // iptables-save answers nothing here: every chain of ours looks gone.
+  const runner = new RecordingRunner(healthy);
+  let release = () => {};
+  const gate = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const gated: CommandRunner = {
+    run: async (command, args, input) => {
+      if (command.endsWith('-save')) await gate;
+      return runner.run(command, args, input);
+    },
+  };
+  const dataplane = new IptablesDataplane({ runner: gated, backend: 'nft', dumpShare: 1 });
+  await dataplane.sync(before, 'full');
+  assert.equal(await dataplane.intact(), true, 'the canaries are there; a read of the tables starts');
+  assert.equal((await dataplane.sync(after, 'incremental')).kind, 'incremental', 'a sync overtakes it');
+  release();
+  await dataplane.settled();
+  assert.equal(await dataplane.intact(), true, 'what the overtaken read saw is dropped');
+  await dataplane.settled();
+  assert.equal(await dataplane.intact(), false, 'what the next read saw is reported');
   assert.equal((await dataplane.sync(after, 'incremental')).kind, 'full');
 });
 
