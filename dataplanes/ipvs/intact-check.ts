@@ -4,6 +4,7 @@
 // virtual servers unreachable); and the real servers of the virtual servers whose turn it is (one
 // dump per virtual server, so in turns of REAL_SERVER_BUDGET: every one within
 // virtual servers / budget checks).
+import { sameSettings } from './ipvs-diff.ts';
 import type { IpvsDesired } from './ipvs-plan.ts';
 import {
   type RealServer,
@@ -15,14 +16,6 @@ import {
 
 /** Virtual servers whose real servers one check lists: ~500 netlink dumps, tens of ms. */
 export const REAL_SERVER_BUDGET = 500;
-
-function sameSettings(a: VirtualService, b: VirtualService): boolean {
-  return (
-    a.scheduler === b.scheduler &&
-    a.persistenceTimeout === b.persistenceTimeout &&
-    a.schedulerFlags.join(',') === b.schedulerFlags.join(',')
-  );
-}
 
 /** The first recorded virtual server the kernel lacks or holds with other settings, as text. */
 export function virtualServerDamage(
