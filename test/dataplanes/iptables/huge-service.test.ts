@@ -44,7 +44,7 @@ function watchTurns(): { stop(): number[] } {
   };
 }
 
-/** 200 ports × 100 endpoints (20k endpoint chains, 21 restore parts on iptables-nft), and one small Service. */
+/** 200 ports × 100 endpoints (20k endpoint chains, 22 restore parts on iptables-nft), and one small Service. */
 function states(): { before: DualStackState; after: DualStackState } {
   const huge = hugeService(200, 100);
   const small = (ip: string) => [
