@@ -154,9 +154,10 @@ export class IptablesDataplane implements LiveDataplane {
         if (!this.#dumps.due(key)) continue;
         // A read that fails (a timeout) is tried again at its next turn.
         const saved = await this.#dumps.timed(key, () => this.#save(family, table)).catch(() => undefined);
+        if (saved === undefined) return;
+        const damage = await runInSlices(savedTableDamage(table, saved, counts));
         // A sync since the read began: the tables may be another record's.
-        if (saved === undefined || generation !== this.#generation) return;
-        const damage = savedTableDamage(table, saved, counts);
+        if (generation !== this.#generation) return;
         if (damage === undefined) continue;
         this.#log('iptables rules changed by someone else; full sync', { family, damage });
         this.#tampered = damage;
