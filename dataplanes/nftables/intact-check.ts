@@ -45,8 +45,8 @@ function servicePortRuleset(family: NftFamily, node: NodeSettings, sp: ServicePo
 
 /**
  * Chooses what each check of a family verifies, in turns through the service ports. Only for a
- * state whose ports do not collide (a fragment index exists): then each port's own ruleset is
- * exactly what it has in the table.
+ * state with a fragment index (its ports share no object they spell differently): then each
+ * port's own ruleset is exactly what it has in the table.
  */
 export class IntactSampler {
   readonly #cursor = new Map<NftFamily, number>();

@@ -181,7 +181,7 @@ export class NftablesDataplane implements LiveDataplane {
     for (const family of FAMILIES) {
       const state = record.state?.[MODEL_FAMILY[family]];
       if (state) {
-        // Service ports' own objects only when they do not collide (then a fragment index exists).
+        // Service ports' own objects only when a fragment index exists (intact-check.ts).
         const index = (await record.indexes).get(family);
         expected.push(this.#sampler.next(family, state, index instanceof FragmentIndex));
       } else if (record.desired?.[family]) {
