@@ -1,0 +1,219 @@
+// The tracer's IPVS prediction against real packets. Runs INSIDE the throwaway qemu VM
+// (test/in-vm.test.ts), whose kernel has ip_vs: a random cluster synced by the live IPVS
+// dataplane in the VM's own namespace (the node), pods and an outside client in lab namespaces
+// on veths to it, and random flows from outside and from a pod to every kind of service address
+// and to ports a ClusterIP does not serve. (Not from the node itself: its connections to a
+// ClusterIP without endpoints, which leave from that address, timed out here where the tracer
+// predicts the companion table's REJECT; not yet explained.) What the tracer says (of the
+// rendered rules, and of what `trace --live` reads back) must be what happens: which pod answers,
+// the source it sees, refused versus silently dropped (test/trace/flow-check.ts). The same check
+// as test/trace/kernel-prediction.test.ts for nftables and iptables, with fewer flows: everything
+// is ~10× slower under emulation.
+//   client 10.101.0.200 ── kptc | node 10.101.0.11 | kpt<m> ── pod m 10.245.1.(10+m)
+import assert from 'node:assert/strict';
+import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { after, before, test } from 'node:test';
+import { execa } from 'execa';
+import { NetlinkIpvsClient } from '../../../../dataplanes/ipvs/ipvs-client.ts';
+import { IpvsDataplane } from '../../../../dataplanes/ipvs/live.ts';
+import { ipvsPlanner } from '../../../../dataplanes/ipvs/planner.ts';
+import { execaRunner } from '../../../../dataplanes/shared/command-runner.ts';
+import type { TracePacket } from '../../../../dataplanes/shared/trace/packet.ts';
+import type { EchoOutcome, ProbeRequest } from '../../../../harness/echo-client.ts';
+import { allowance } from '../../../../harness/emulation.ts';
+import { Lab } from '../../../../harness/netns.ts';
+import { localEndpoint, proxyState, servicePort } from '../../../../harness/proxy-states.ts';
+import { ANSWER_TIMEOUT_MS } from '../../../../harness/topology.ts';
+import { readLiveRules, traceRuleText } from '../../../../src/cli/trace.ts';
+import type { DualStackState } from '../../../../src/model/proxy-state.ts';
+import { prng } from '../../../support/prng.ts';
+import { checkFlow, comparable, inBatches } from '../../../trace/flow-check.ts';
+
+const HARNESS = join(import.meta.dirname, '../../../../harness');
+const SEED = Number(process.env.TRACE_SEED ?? Date.now() % 100_000);
+const NODE_IP = '10.101.0.11';
+const CLIENT_IP = '10.101.0.200';
+const GATEWAY = '10.245.1.1';
+const POD_IPS = ['10.245.1.10', '10.245.1.11', '10.245.1.12'];
+const LB_PREFIX = '192.168.8';
+const SERVICES = 6;
+const FLOWS = 50;
+const IN_FLIGHT = 8;
+const ATTEMPTS = 2;
+/**
+ * How long a flow the tracer says is dropped (or routed nowhere) waits per attempt, not stretched
+ * for emulation: a shorter wait can only miss a late answer, never fail a right prediction (see
+ * test/trace/kernel-prediction.test.ts), and each stretched drop cost ~45 s of the VM run.
+ */
+const DROP_TIMEOUT_MS = 3_000;
+const UNSERVED_PORT = 81;
+
+const lab = new Lab('ipvs-trace');
+process.env.NODE_COMPILE_CACHE ??= '/tmp/kproxy-node-compile-cache';
+const pods: string[] = [];
+let client = '';
+const probers = new Map<string, Prober>();
+
+/** `echo-client --serve` in a lab namespace: probes by id over its stdin. */
+class Prober {
+  readonly #child: ChildProcessWithoutNullStreams;
+  readonly #waiting = new Map<number, (outcomes: EchoOutcome[]) => void>();
+  #ids = 0;
+
+  constructor(ns: string) {
+    const command = [process.execPath, join(HARNESS, 'echo-client.ts'), '--serve'];
+    this.#child = spawn('ip', ['netns', 'exec', ns, ...command]);
+    createInterface({ input: this.#child.stdout }).on('line', (line) => {
+      const { id, outcomes } = JSON.parse(line) as { id: number; outcomes: EchoOutcome[] };
+      this.#waiting.get(id)?.(outcomes);
+      this.#waiting.delete(id);
+    });
+  }
+
+  probe(host: string, port: number, timeoutMs: number): Promise<EchoOutcome[]> {
+    const request: ProbeRequest = { id: ++this.#ids, proto: 'tcp', host, port, count: ATTEMPTS, timeoutMs };
+    return new Promise((resolve) => {
+      this.#waiting.set(request.id, resolve);
+      this.#child.stdin.write(`${JSON.stringify(request)}\n`);
+    });
+  }
+
+  /** It exits once its stdin closes and the probes in flight are answered. */
+  close(): void {
+    this.#child.stdin.end();
+  }
+}
+
+/** `ip -batch` in a lab namespace, or the node's own (''): one process start per namespace. */
+async function ipBatch(ns: string, lines: readonly string[]): Promise<void> {
+  const input = `${lines.join('\n')}\n`;
+  if (ns === '') await execa('ip', ['-batch', '-'], { input });
+  else await lab.exec(ns, 'ip', ['-batch', '-'], { input });
+}
+
+before(async () => {
+  if (process.getuid?.() !== 0) throw new Error('the IPVS VM tests run as root inside the VM');
+  // Every command is a process start, seconds each under TCG: one `ip -batch` per namespace.
+  client = await lab.addNetns('client');
+  for (const m of POD_IPS.keys()) pods.push(await lab.addNetns(`pod-${m}`));
+  await ipBatch(client, [
+    'link add eth0 type veth peer name kptc netns 1',
+    'link set eth0 up',
+    `addr add ${CLIENT_IP}/24 dev eth0`,
+    `route add default via ${NODE_IP}`,
+  ]);
+  const node = ['link set kptc up', `addr add ${NODE_IP}/24 dev kptc`];
+  for (const [m, ip] of POD_IPS.entries()) {
+    await ipBatch(pods[m]!, [
+      `link add eth0 type veth peer name kpt${m} netns 1`,
+      'link set eth0 up',
+      `addr add ${ip}/32 dev eth0`,
+      `route add ${GATEWAY} dev eth0 scope link`,
+      `route add default via ${GATEWAY} dev eth0`,
+    ]);
+    node.push(`link set kpt${m} up`, `addr add ${GATEWAY}/32 dev kpt${m}`, `route add ${ip}/32 dev kpt${m}`);
+  }
+  await ipBatch('', node);
+  // The VM's namespace is throwaway. A REJECT past a burst of 6 ICMP errors per second to one
+  // peer would be silent (icmp_ratelimit): lift the limit, as the host's prediction test does.
+  await execa('sysctl', ['-q', '-w', 'net.ipv4.icmp_ratelimit=0', 'net.ipv4.icmp_msgs_per_sec=100000']);
+  // Node starts slowly under TCG: the echo servers and the probers start together.
+  const servers = pods.map((ns, m) =>
+    lab.spawn(ns, process.execPath, [join(HARNESS, 'echo-server.ts'), `pod-${m}`, '--tcp', '8080']),
+  );
+  for (const ns of [client, pods[0]!]) probers.set(ns, new Prober(ns));
+  await Promise.all(servers.map((server) => server.waitFor('ready')));
+});
+
+after(async () => {
+  await dp.cleanup();
+  for (const prober of probers.values()) prober.close();
+  await lab.destroy();
+});
+
+/** A random cluster of this node's pods: node ports, LB IPs with source ranges, eTP/iTP Local, affinity, none. */
+function randomState(random: () => number): DualStackState {
+  const ports = Array.from({ length: SERVICES }, (_, i) => {
+    const endpoints = POD_IPS.filter(() => random() < 0.5).map((ip) => localEndpoint(ip, 8080));
+    const loadBalancer = random() < 0.5;
+    const nodePort = loadBalancer || random() < 0.5 ? 30200 + i : 0;
+    return servicePort(`svc-${i}`, {
+      clusterIP: `10.96.2.${10 + i}`,
+      nodePort,
+      loadBalancerIPs: loadBalancer ? [`${LB_PREFIX}.${10 + i}`] : [],
+      loadBalancerSourceRanges: loadBalancer && random() < 0.4 ? [`${CLIENT_IP}/32`] : [],
+      externalPolicyLocal: nodePort > 0 && random() < 0.4,
+      internalPolicyLocal: random() < 0.2,
+      ...(random() < 0.2 && { sessionAffinity: { timeoutSeconds: 600 } }),
+      clusterEndpoints: endpoints,
+      localEndpoints: endpoints,
+    });
+  });
+  return {
+    IPv4: proxyState('IPv4', ports, {
+      nodeIPs: [NODE_IP],
+      localDetector: { mode: 'ClusterCIDR', cidrs: ['10.245.0.0/16'] },
+    }),
+  };
+}
+
+const random = prng(SEED);
+const state = randomState(random);
+const host = { localAddresses: [NODE_IP, GATEWAY] };
+const podOf = new Map(POD_IPS.map((ip, m) => [`${ip}:8080`, `pod-${m}`]));
+let rendered = '';
+let live = '';
+const dp = new IpvsDataplane({ runner: execaRunner(), openClient: () => NetlinkIpvsClient.open() });
+
+before(async () => {
+  await dp.start();
+  assert.equal((await dp.sync(state, 'full')).kind, 'full');
+  rendered = ipvsPlanner.render(ipvsPlanner.planFull(state));
+  live = await readLiveRules('ipvs', execaRunner());
+});
+
+/** Random flows from outside and from a pod; the kinds of outcome they were predicted to meet. */
+async function checkRandomFlows(count: number): Promise<Map<string, number>> {
+  const pick = <T>(items: readonly T[]) => items[Math.floor(random() * items.length)]!;
+  const services = [...state.IPv4!.servicePorts.values()];
+  const flows = Array.from({ length: count }, (_, n) => {
+    const sp = pick(services);
+    const [destination, port] = pick<[string, number]>([
+      [sp.clusterIP, 80],
+      [sp.clusterIP, 80],
+      ...(sp.nodePort ? [[NODE_IP, sp.nodePort] as [string, number]] : []),
+      ...sp.loadBalancerIPs.map((ip) => [ip, 80] as [string, number]),
+      [sp.clusterIP, UNSERVED_PORT],
+    ]);
+    const outside = random() < 0.5;
+    const source = outside ? CLIENT_IP : POD_IPS[0]!;
+    const ns = outside ? client : pods[0]!;
+    const via = outside ? 'external' : 'pod';
+    const packet: TracePacket = { source, sourcePort: 40000, destination, port, protocol: 'tcp', via };
+    return { n, ns, packet, service: sp.name };
+  });
+  const kinds = new Map<string, number>();
+  await inBatches(flows, IN_FLIGHT, async ({ n, ns, packet, service }) => {
+    const outcomes = traceRuleText('ipvs', rendered, packet, host).branches.map((b) => b.outcome);
+    const read = traceRuleText('ipvs', live, packet, host).branches.map((b) => b.outcome);
+    assert.deepEqual(comparable(read), comparable(outcomes), `flow ${n}: trace --live agrees with render`);
+    const kind = outcomes[0]?.kind ?? 'none';
+    kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
+    const silent = kind === 'drop' || kind === 'no-service';
+    const seen = await probers
+      .get(ns)!
+      .probe(packet.destination, packet.port, silent ? DROP_TIMEOUT_MS : allowance(ANSWER_TIMEOUT_MS));
+    const what = `flow ${n}: ${packet.via} ${packet.source} -> ${packet.destination}:${packet.port} (${service}), predicted ${JSON.stringify(outcomes)}`;
+    checkFlow(what, outcomes, seen, packet.source, podOf, host.localAddresses);
+  });
+  return kinds;
+}
+
+test(`${FLOWS} random flows (seed ${SEED}) from outside and from a pod end where the trace says`, async () => {
+  const kinds = await checkRandomFlows(FLOWS);
+  // An unserved port of a ClusterIP is rejected by IPVS mode: every random cluster meets both.
+  for (const kind of ['dnat', 'reject'])
+    assert.ok((kinds.get(kind) ?? 0) > 0, `no flow ended in ${kind}: ${JSON.stringify([...kinds])}`);
+});
