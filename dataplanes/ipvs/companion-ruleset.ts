@@ -197,9 +197,33 @@ export function companionRuleset(state: ProxyState, boundAddresses: readonly str
   for (const address of boundAddresses) builder.addElement('bound-ips', { key: address });
   const nodeAddresses = nodePortAddresses(state);
   for (const address of nodeAddresses) builder.addElement('nodeport-ips', { key: address });
-  for (const sp of state.servicePorts.values()) {
-    addServicePort(builder, sp, state.node, nodeAddresses.length > 0);
+  addServicePorts(builder, state, state.servicePorts.values(), nodeAddresses.length > 0);
+  return builder.build();
+}
+
+/**
+ * The elements `ports` (some of the state's, in key order) and `boundAddresses` put in the
+ * companion table, and no set or chain: the part of the table an incremental plan compares.
+ */
+export function companionPortElements(
+  state: ProxyState,
+  ports: Iterable<ServicePort>,
+  boundAddresses: readonly string[],
+): FamilyRuleset {
+  const builder = new RulesetBuilder(familySyntax(state.family).family, { open: true });
+  for (const address of boundAddresses) builder.addElement('bound-ips', { key: address });
+  addServicePorts(builder, state, ports, nodePortAddresses(state).length > 0);
+  return builder.build();
+}
+
+function addServicePorts(
+  builder: RulesetBuilder,
+  state: ProxyState,
+  ports: Iterable<ServicePort>,
+  nodePorts: boolean,
+): void {
+  for (const sp of ports) {
+    addServicePort(builder, sp, state.node, nodePorts);
     addHairpin(builder, sp);
   }
-  return builder.build();
 }

@@ -26,10 +26,23 @@ import { diffAddresses } from './ipvs-diff.ts';
 import type { IpvsTimeouts } from './ipvs-messages.ts';
 import type { IpvsDesired, IpvsOp, IpvsPlan } from './ipvs-plan.ts';
 import { ownedVirtualServer, recordedNodePortAddresses } from './ownership.ts';
-import { companionDesired, createIpvsPlanner, type IpvsPlannerOptions, ipvsDesired } from './planner.ts';
+import {
+  companionDesired,
+  createIpvsPlanner,
+  type IpvsIncremental,
+  type IpvsPlannerOptions,
+  ipvsIncremental,
+} from './planner.ts';
 import { reconcileServers, reconcileServices } from './reconcile.ts';
 import { removedServerFlows } from './removed-server-flows.ts';
-import { type RealServer, realServerKey, type VirtualService, virtualServerKey } from './virtual-servers.ts';
+import {
+  compareText,
+  type RealServer,
+  realServerKey,
+  type VirtualServer,
+  type VirtualService,
+  virtualServerKey,
+} from './virtual-servers.ts';
 
 export type IpvsLog = (message: string, fields?: Readonly<Record<string, unknown>>) => void;
 
@@ -68,6 +81,61 @@ interface Draining {
   readonly server: RealServer;
 }
 
+/**
+ * What the kernel holds as far as we know: the desired state of the last full sync, changed in
+ * place by each incremental one (so new virtual servers come last, not in key order).
+ */
+interface IpvsRecord extends IpvsDesired {
+  readonly virtualServers: Map<string, VirtualServer>;
+  /** Sorted. */
+  readonly boundAddresses: string[];
+  /** Bound addresses, virtual servers and real servers: the rule-count metric. */
+  objects: number;
+}
+
+function recordOf(desired: IpvsDesired): IpvsRecord {
+  let objects = desired.boundAddresses.length;
+  for (const vs of desired.virtualServers.values()) objects += 1 + vs.realServers.length;
+  return {
+    virtualServers: new Map(desired.virtualServers),
+    boundAddresses: [...desired.boundAddresses],
+    nodePortAddresses: desired.nodePortAddresses,
+    objects,
+  };
+}
+
+/** The record after an incremental plan: only what it changed is touched. */
+function updateRecord(record: IpvsRecord, change: IpvsIncremental): void {
+  for (const [key, vs] of change.virtualServers) {
+    const old = record.virtualServers.get(key);
+    if (old !== undefined) record.objects -= 1 + old.realServers.length;
+    if (vs === undefined) record.virtualServers.delete(key);
+    else {
+      record.virtualServers.set(key, vs);
+      record.objects += 1 + vs.realServers.length;
+    }
+  }
+  const bound = record.boundAddresses;
+  for (const address of change.plan.addresses.delete) {
+    const at = sortedIndex(bound, address);
+    if (bound[at] === address) bound.splice(at, 1);
+  }
+  for (const address of change.plan.addresses.add) bound.splice(sortedIndex(bound, address), 0, address);
+  record.objects += change.plan.addresses.add.length - change.plan.addresses.delete.length;
+}
+
+/** Where `item` is or would go in the sorted `items` (binary search). */
+function sortedIndex(items: readonly string[], item: string): number {
+  let low = 0;
+  let high = items.length;
+  while (low < high) {
+    const mid = (low + high) >>> 1;
+    if (compareText(items[mid]!, item) < 0) low = mid + 1;
+    else high = mid;
+  }
+  return low;
+}
+
 function drainKey(service: VirtualService, server: Pick<RealServer, 'address' | 'port'>): string {
   return `${virtualServerKey(service)}|${realServerKey(server)}`;
 }
@@ -86,7 +154,7 @@ export class IpvsDataplane implements LiveDataplane {
   /** The state the kernel holds, when we are sure of it; undefined forces the next sync to be full. */
   #committed: DualStackState | undefined;
   readonly #conntrack: UdpConntrackReconciler;
-  #record: IpvsDesired | undefined;
+  #record: IpvsRecord | undefined;
   /** Keys of virtual servers we made or adopted (a full sync may delete them). */
   readonly #owned = new Set<string>();
   /** Real servers at weight 0 until their connections end, by "service key|server key". */
@@ -156,9 +224,11 @@ export class IpvsDataplane implements LiveDataplane {
       if (this.#forgetUnansweringClient(err)) client = await this.#ensureClient();
     }
     let ran: SyncKind = 'full';
-    if (kind === 'incremental' && this.#committed !== undefined) {
+    if (kind === 'incremental' && this.#committed !== undefined && this.#record !== undefined) {
       try {
-        await this.#applyIncremental(client, this.#planner.planIncremental(this.#committed, state));
+        const change = ipvsIncremental(this.#committed, state, this.#options, changed);
+        await this.#applyIncremental(client, change.plan);
+        updateRecord(this.#record, change);
         ran = 'incremental';
       } catch (err) {
         // Anything but a refusal is a bug: the sync fails (the daemon reports it), and the loop's
@@ -173,11 +243,9 @@ export class IpvsDataplane implements LiveDataplane {
       const plan = this.#planner.planFull(state);
       if (plan.kind !== 'full') throw new Error('expected a full IPVS plan');
       await this.#applyFull(client, plan);
-      this.#record = plan.desired;
-    } else {
-      this.#record = ipvsDesired(state, this.#options);
+      this.#record = recordOf(plan.desired);
+      for (const key of this.#record.virtualServers.keys()) this.#owned.add(key);
     }
-    for (const key of this.#record.virtualServers.keys()) this.#owned.add(key);
     this.#committed = state;
     await this.#deleteFlowsOfRemovedServers();
     // UDP real servers' flows are the reconciler's alone (removedServerFlows gives none for UDP).
@@ -332,6 +400,7 @@ export class IpvsDataplane implements LiveDataplane {
       switch (op.op) {
         case 'add-service':
           await client.addService(op.service);
+          this.#owned.add(virtualServerKey(op.service));
           break;
         case 'edit-service':
           await client.editService(op.service);
@@ -399,8 +468,6 @@ export class IpvsDataplane implements LiveDataplane {
   }
 
   #objectCount(): number {
-    let count = this.#record?.boundAddresses.length ?? 0;
-    for (const vs of this.#record?.virtualServers.values() ?? []) count += 1 + vs.realServers.length;
-    return count;
+    return this.#record?.objects ?? 0;
   }
 }

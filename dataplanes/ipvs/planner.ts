@@ -1,11 +1,20 @@
 // The IPVS planner: DualStackState → virtual servers, dummy-link addresses and the companion nft
 // table, in full or as the delta between two states (pure, deterministic).
-import type { DualStackState } from '../../src/model/proxy-state.ts';
+//
+// An incremental plan builds only the changed service ports' pieces (incremental-ports.ts adds the
+// unchanged ports that share an address, node port or hairpin pair with them, so each piece it
+// compares is what the whole state holds), unless a family or the node settings changed: then
+// the two whole desired states are compared.
+import { isDeepStrictEqual } from 'node:util';
+import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
+import type { DualStackState, ServicePortKey } from '../../src/model/proxy-state.ts';
 import type { DataplanePlanner } from '../shared/dataplane.ts';
-import { diffRulesets } from '../shared/nft/diff.ts';
+import { diffFamily, diffRulesets } from '../shared/nft/diff.ts';
 import { fullTransaction } from '../shared/nft/full-transaction.ts';
-import type { DesiredRuleset } from '../shared/nft/ruleset.ts';
-import { COMPANION_TABLE, companionRuleset } from './companion-ruleset.ts';
+import type { DesiredRuleset, FamilyRuleset } from '../shared/nft/ruleset.ts';
+import { NftTransaction } from '../shared/nft/transaction.ts';
+import { COMPANION_TABLE, companionPortElements, companionRuleset } from './companion-ruleset.ts';
+import { incrementalPorts } from './incremental-ports.ts';
 import { diffAddresses, diffVirtualServers } from './ipvs-diff.ts';
 import { FAMILIES, type IpvsDesired, type IpvsPlan } from './ipvs-plan.ts';
 import { renderPlan } from './ipvs-render.ts';
@@ -48,6 +57,115 @@ export function companionDesired(state: DualStackState, options: IpvsPlannerOpti
   return desired(state, options).nft;
 }
 
+export type IncrementalIpvsPlan = Extract<IpvsPlan, { kind: 'incremental' }>;
+
+/** An incremental plan and what it changes in the record of what the kernel holds. */
+export interface IpvsIncremental {
+  readonly plan: IncrementalIpvsPlan;
+  /**
+   * The record's virtual servers the plan changes, by key: the new one, or undefined when it goes.
+   * Bound addresses change as plan.addresses says.
+   */
+  readonly virtualServers: ReadonlyMap<string, VirtualServer | undefined>;
+}
+
+/**
+ * What takes a kernel holding planFull(prev) to planFull(next). `changed`, when the caller knows
+ * it, is exactly the service ports that differ (else the states are compared).
+ */
+export function ipvsIncremental(
+  prev: DualStackState,
+  next: DualStackState,
+  options: IpvsPlannerOptions,
+  changed?: ReadonlySet<ServicePortKey>,
+): IpvsIncremental {
+  const wholeDiff = FAMILIES.some((family) => {
+    const before = prev[family];
+    const after = next[family];
+    return !before !== !after || (before && after && !isDeepStrictEqual(before.node, after.node));
+  });
+  if (wholeDiff) return wholeStateIncremental(prev, next, options);
+  const before = { virtualServers: new Map<string, VirtualServer>(), bound: [] as string[] };
+  const after = { virtualServers: new Map<string, VirtualServer>(), bound: [] as string[] };
+  const nft = new NftTransaction(COMPANION_TABLE);
+  const recordChanges = new Map<string, VirtualServer | undefined>();
+  for (const family of FAMILIES) {
+    const prevState = prev[family];
+    const nextState = next[family];
+    if (!prevState || !nextState) continue;
+    const familyChanged = changed ?? changedServicePorts(prevState, nextState);
+    if (familyChanged.size === 0) continue;
+    const ports = incrementalPorts(prevState, nextState, familyChanged);
+    const serversBefore = ipvsFamilyServers(prevState, options.scheduler, ports.before);
+    const serversAfter = ipvsFamilyServers(nextState, options.scheduler, ports.after);
+    for (const [key, vs] of serversBefore.virtualServers) before.virtualServers.set(key, vs);
+    for (const [key, vs] of serversAfter.virtualServers) after.virtualServers.set(key, vs);
+    before.bound.push(...serversBefore.boundAddresses);
+    after.bound.push(...serversAfter.boundAddresses);
+    const [elementsBefore, elementsAfter] = sameSetNames(
+      companionPortElements(prevState, ports.before, serversBefore.boundAddresses),
+      companionPortElements(nextState, ports.after, serversAfter.boundAddresses),
+    );
+    diffFamily(nft, elementsBefore, elementsAfter);
+    // The unchanged ports built beside the changed ones hold the same pieces before and after.
+    for (const [key, vs] of serversBefore.virtualServers) {
+      if (familyChanged.has(vs.servicePort)) recordChanges.set(key, undefined);
+    }
+    for (const [key, vs] of serversAfter.virtualServers) {
+      if (familyChanged.has(vs.servicePort) || recordChanges.has(key)) recordChanges.set(key, vs);
+    }
+  }
+  // Pieces of the whole desired states, in the same order (IPv4 first, keys sorted per family).
+  const partial = (side: typeof before): IpvsDesired => ({
+    virtualServers: side.virtualServers,
+    boundAddresses: side.bound.sort(compareText),
+    nodePortAddresses: [],
+  });
+  const [from, to] = [partial(before), partial(after)];
+  const plan: IncrementalIpvsPlan = {
+    kind: 'incremental',
+    ops: diffVirtualServers(from, to),
+    addresses: diffAddresses(from.boundAddresses, to.boundAddresses),
+    nft,
+  };
+  return { plan, virtualServers: recordChanges };
+}
+
+/** The diff of the two whole desired states: when a family or the node settings changed. */
+function wholeStateIncremental(
+  prev: DualStackState,
+  next: DualStackState,
+  options: IpvsPlannerOptions,
+): IpvsIncremental {
+  const before = desired(prev, options);
+  const after = desired(next, options);
+  const recordChanges = new Map<string, VirtualServer | undefined>();
+  for (const key of before.ipvs.virtualServers.keys()) recordChanges.set(key, undefined);
+  for (const [key, vs] of after.ipvs.virtualServers) recordChanges.set(key, vs);
+  return {
+    plan: {
+      kind: 'incremental',
+      ops: diffVirtualServers(before.ipvs, after.ipvs),
+      addresses: diffAddresses(before.ipvs.boundAddresses, after.ipvs.boundAddresses),
+      nft: diffRulesets(before.nft, after.nft, COMPANION_TABLE),
+    },
+    virtualServers: recordChanges,
+  };
+}
+
+/**
+ * Both element sets with the sets either has (empty where one has none), in name order: the diff
+ * walks the sets of its second argument only, so a set emptied by the change must be there.
+ */
+function sameSetNames(a: FamilyRuleset, b: FamilyRuleset): [FamilyRuleset, FamilyRuleset] {
+  const names = [...new Set([...a.elements.keys(), ...b.elements.keys()])].sort(compareText);
+  const withAll = (r: FamilyRuleset): FamilyRuleset => ({
+    ...r,
+    elements: new Map(names.map((name) => [name, r.elements.get(name) ?? new Map()])),
+  });
+  return [withAll(a), withAll(b)];
+}
+
 export function createIpvsPlanner(options: IpvsPlannerOptions): DataplanePlanner<IpvsPlan> {
   return {
     mode: 'ipvs',
@@ -55,16 +173,7 @@ export function createIpvsPlanner(options: IpvsPlannerOptions): DataplanePlanner
       const d = desired(state, options);
       return { kind: 'full', desired: d.ipvs, nft: fullTransaction(d.nft, COMPANION_TABLE) };
     },
-    planIncremental(prev, next) {
-      const before = desired(prev, options);
-      const after = desired(next, options);
-      return {
-        kind: 'incremental',
-        ops: diffVirtualServers(before.ipvs, after.ipvs),
-        addresses: diffAddresses(before.ipvs.boundAddresses, after.ipvs.boundAddresses),
-        nft: diffRulesets(before.nft, after.nft, COMPANION_TABLE),
-      };
-    },
+    planIncremental: (prev, next) => ipvsIncremental(prev, next, options).plan,
     render: renderPlan,
   };
 }

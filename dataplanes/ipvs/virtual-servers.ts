@@ -89,7 +89,15 @@ export function nodePortAddresses(state: ProxyState): readonly string[] {
   return state.node.nodeIPs.filter((ip) => cidrs.some((cidr) => cidrContains(cidr, ip)));
 }
 
-export function ipvsFamilyServers(state: ProxyState, scheduler: string): IpvsFamilyServers {
+/**
+ * The virtual servers and bound addresses of `ports` (all of the state's by default, else some of
+ * them in key order: an incremental plan builds only the ports it touches).
+ */
+export function ipvsFamilyServers(
+  state: ProxyState,
+  scheduler: string,
+  ports: Iterable<ServicePort> = state.servicePorts.values(),
+): IpvsFamilyServers {
   const servers = new Map<string, VirtualServer>();
   const bound = new Set<string>();
   const add = (
@@ -115,7 +123,7 @@ export function ipvsFamilyServers(state: ProxyState, scheduler: string): IpvsFam
     if (!servers.has(key)) servers.set(key, vs);
   };
   const nodeAddresses = nodePortAddresses(state);
-  for (const sp of state.servicePorts.values()) {
+  for (const sp of ports) {
     const d = trafficDecisions(sp);
     // No cluster IP ('') when an older Service holds it.
     if (sp.clusterIP !== '') {
