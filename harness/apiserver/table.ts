@@ -33,11 +33,7 @@ type Any = any;
 
 const PRINTERS: Record<ResourceType['plural'], Printer> = {
   servicecidrs: {
-    columns: [
-      NAME,
-      { name: 'CIDRs', type: 'string', description: 'The CIDRs of the ServiceCIDR.' },
-      AGE,
-    ],
+    columns: [NAME, { name: 'CIDRs', type: 'string', description: 'The CIDRs of the ServiceCIDR.' }, AGE],
     cells: (o, now) => [o.metadata.name, joinOr(o.spec?.cidrs ?? [], '<none>'), age(o, now)],
   },
   services: {
