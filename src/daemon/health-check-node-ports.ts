@@ -5,6 +5,7 @@
 // kube-proxy's, listen only on the node's NodePort addresses (--nodeport-addresses).
 import type { ServerResponse } from 'node:http';
 import { cidrContains } from '../../dataplanes/shared/cidr.ts';
+import type { IPFamily } from '../base/ip-family.ts';
 import type { DualStackState } from '../model/proxy-state.ts';
 import { type HttpListener, type ListenOptions, listenHttp } from './http-listener.ts';
 
@@ -42,17 +43,22 @@ export function healthCheckServices(state: DualStackState): ReadonlyMap<number, 
 /** Every address ("::") when a family serves node ports on all of them. */
 const ALL = ['::'];
 
+/** The address lo carries in each family. */
+const LOOPBACK: Readonly<Record<IPFamily, string>> = { IPv4: '127.0.0.1', IPv6: '::1' };
+
 /**
- * Where the health check node ports listen: the node IPs inside --nodeport-addresses, over both
- * families (kube-proxy's GetNodeIPs), or every address when a family does not limit them.
+ * Where the health check node ports listen: the node's addresses inside --nodeport-addresses,
+ * over both families, or every address when a family does not limit them. kube-proxy's
+ * GetNodeIPs takes them from the interfaces, lo's included: a CIDR holding 127.0.0.1 or ::1
+ * ('localhost', 127.0.0.0/8) listens there too, and 'localhost' alone only there.
  */
 export function healthCheckHosts(state: DualStackState): readonly string[] {
   const hosts: string[] = [];
   const families = [state.IPv4, state.IPv6].filter((family) => family !== undefined);
-  for (const { node } of families) {
+  for (const { family, node } of families) {
     const cidrs = node.nodePortAddresses;
     if (cidrs === 'all') return ALL;
-    for (const ip of node.nodeIPs) {
+    for (const ip of [...node.nodeIPs, LOOPBACK[family]]) {
       if (cidrs.some((cidr) => cidrContains(cidr, ip)) && !hosts.includes(ip)) hosts.push(ip);
     }
   }

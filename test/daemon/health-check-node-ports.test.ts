@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { Lab, requireRoot } from '../../harness/netns.ts';
 import { localEndpoint, proxyState, servicePort } from '../../harness/proxy-states.ts';
 import {
   HealthCheckNodePorts,
@@ -8,6 +10,7 @@ import {
 } from '../../src/daemon/health-check-node-ports.ts';
 import { listenHttp } from '../../src/daemon/http-listener.ts';
 import type { DualStackState, Endpoint } from '../../src/model/proxy-state.ts';
+import { options } from '../model/fixtures.ts';
 import { freePort } from '../support/free-port.ts';
 
 const LOCAL = localEndpoint('10.1.0.5', 80);
@@ -165,5 +168,56 @@ describe('healthCheckHosts', () => {
       healthCheckHosts({ IPv4: proxyState('IPv4', [], { ...v4, nodePortAddresses: ['172.16.0.0/12'] }) }),
       [],
     );
+  });
+});
+
+describe('health check node ports with --nodeport-addresses localhost', () => {
+  test("listen on lo's 127.0.0.1 and ::1 only, as kube-proxy's interface addresses in 127.0.0.0/8 and ::1/128", async (t) => {
+    if (!requireRoot(t)) return;
+    const lab = new Lab('hcnp');
+    t.after(() => lab.destroy());
+    const ns = await lab.addNetns('node');
+    // The node's own addresses, on a link of their own (a veth pair within the namespace).
+    await lab.addVeth(ns, 'eth0', ns, 'eth1');
+    await lab.addAddress(ns, 'eth0', '10.0.0.1/24');
+    await lab.addAddress(ns, 'eth0', 'fd00::1/64');
+    const PORT = 32100;
+    // The daemon's path from the option to the listeners, in the node's namespace.
+    const module = (path: string) => JSON.stringify(fileURLToPath(new URL(path, import.meta.url)));
+    const nodeOptions = options({ nodeIPs: ['10.0.0.1', 'fd00::1'], nodePortAddresses: ['localhost'] });
+    const code = `
+      import { HealthCheckNodePorts } from ${module('../../src/daemon/health-check-node-ports.ts')};
+      import { nodeSettingsByFamily } from ${module('../../src/model/node-settings.ts')};
+      import { localEndpoint, servicePort } from ${module('../../harness/proxy-states.ts')};
+      const settings = nodeSettingsByFamily(${JSON.stringify(nodeOptions)}, undefined, []);
+      const ep = localEndpoint('10.1.0.5', 80);
+      const sp = servicePort('web', { externalPolicyLocal: true, healthCheckNodePort: ${PORT}, clusterEndpoints: [ep] });
+      const state = (family) => ({ family, node: settings[family], servicePorts: new Map([[sp.key, sp]]) });
+      const ports = new HealthCheckNodePorts({ proxyHealthy: () => true });
+      const update = await ports.update({ IPv4: state('IPv4'), IPv6: state('IPv6') });
+      console.log(JSON.stringify({ hosts: ports.hosts, update }));
+    `;
+    const server = lab.spawn(ns, process.execPath, ['--input-type=module', '-e', code]);
+    const { hosts, update } = JSON.parse(await server.waitFor('hosts'));
+    assert.deepEqual(hosts, ['127.0.0.1', '::1']);
+    assert.deepEqual(update, { opened: [PORT], closed: [], failed: [] });
+    const status = async (host: string) => {
+      const args = [
+        '-s',
+        '-o',
+        '/dev/null',
+        '-w',
+        '%{http_code}',
+        '--max-time',
+        '5',
+        `http://${host}:${PORT}/`,
+      ];
+      return (await lab.exec(ns, 'curl', args, { reject: false })).stdout;
+    };
+    assert.equal(await status('127.0.0.1'), '200');
+    assert.equal(await status('[::1]'), '200');
+    // Refused at once (000: no connection), not answered: the node's own addresses are not in the CIDRs.
+    assert.equal(await status('10.0.0.1'), '000');
+    assert.equal(await status('[fd00::1]'), '000');
   });
 });
