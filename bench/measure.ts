@@ -115,8 +115,8 @@ export class TimedNftRunner implements NftRunner {
     return this.#inner.listChainsJson(family);
   }
 
-  listSetJson(family: NftFamily, name: string, kind?: 'set' | 'map'): Promise<unknown> {
-    return this.#inner.listSetJson(family, name, kind);
+  listSetJson(family: NftFamily, name: string): Promise<unknown> {
+    return this.#inner.listSetJson(family, name);
   }
 
   check(script: string): Promise<boolean> {

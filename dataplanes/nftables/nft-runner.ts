@@ -31,11 +31,11 @@ export interface NftRunner {
   /** `nft -j list chains FAMILY`, parsed (every table's chains, no rules): ~30 ms at any size. */
   listChainsJson(family: NftFamily): Promise<unknown>;
   /**
-   * `nft -j list set|map FAMILY kproxy NAME`, parsed; undefined when it does not exist. Costs what
+   * `nft -j list set FAMILY kproxy NAME`, parsed; undefined when it does not exist. Costs what
    * its elements cost, unlike `list table` or `list chain`, which nft 1.0.6 answers after fetching
    * every element of the table.
    */
-  listSetJson(family: NftFamily, name: string, kind?: 'set' | 'map'): Promise<unknown>;
+  listSetJson(family: NftFamily, name: string): Promise<unknown>;
   /**
    * `nft -c -f -`: whether the kernel accepts the script, committing nothing. ~10 ms at any size
    * (no element is fetched), plus what the script names (intact-check.ts).
@@ -80,7 +80,7 @@ export function commandNftRunner(
       return (await runner.run('nft', ['-c', '-f', '-'], script)).exitCode === 0;
     },
     listChainsJson: (family) => json(['list', 'chains', family], `list chains ${family}`),
-    listSetJson: (family, name, kind = 'set') =>
-      unlessMissing(json(['list', kind, family, TABLE, name], `list ${kind} ${family} ${TABLE} ${name}`)),
+    listSetJson: (family, name) =>
+      unlessMissing(json(['list', 'set', family, TABLE, name], `list set ${family} ${TABLE} ${name}`)),
   };
 }

@@ -112,7 +112,7 @@ test('a cold start piece that nft refuses ends the cold start: no later piece is
       await recording.run(script);
     },
     listChainsJson: (family) => recording.listChainsJson(family),
-    listSetJson: (family, name, kind) => recording.listSetJson(family, name, kind),
+    listSetJson: (family, name) => recording.listSetJson(family, name),
     check: (script) => recording.check(script),
   };
   const dp = new NftablesDataplane({ nft, commands: new RecordingCommandRunner(), coldStartChunk: 5 });

@@ -240,12 +240,12 @@ export class FakeNft implements NftRunner {
     return { nftables: [{ metainfo: { json_schema_version: 1 } }, ...chains] };
   }
 
-  async listSetJson(family: string, name: string, kind: 'set' | 'map' = 'set'): Promise<unknown> {
+  async listSetJson(family: string, name: string): Promise<unknown> {
     const set = this.ruleset.tables.get(`${family} ${TABLE}`)?.sets.get(name);
-    if (!set || set.isMap !== (kind === 'map')) return undefined;
-    const elem = set.elements.map((e) => (e.value ? [jsonKey(e.key), jsonKey(e.value)] : jsonKey(e.key)));
+    if (!set || set.isMap) return undefined;
+    const elem = set.elements.map((e) => jsonKey(e.key));
     const listed = { family, name, table: TABLE, ...(elem.length > 0 && { elem }) };
-    return { nftables: [{ metainfo: { json_schema_version: 1 } }, { [kind]: listed }] };
+    return { nftables: [{ metainfo: { json_schema_version: 1 } }, { set: listed }] };
   }
 
   trace(packet: TracePacket, host: TraceHost): TraceReport {

@@ -10,8 +10,6 @@ export class RecordingNftRunner implements NftRunner {
   readonly failures: ((script: string) => boolean)[] = [];
   /** What `list chains FAMILY` answers. */
   chains: Partial<Record<NftFamily, unknown>> = {};
-  /** What `list map FAMILY kproxy NAME` answers, by "FAMILY NAME". */
-  maps = new Map<string, unknown>();
   /** What `list set ... canary` answers; by default the nonce of the last script that set one. */
   canary: Partial<Record<NftFamily, number>> | undefined;
 
@@ -28,8 +26,7 @@ export class RecordingNftRunner implements NftRunner {
     return this.chains[family] ?? { nftables: [] };
   }
 
-  async listSetJson(family: NftFamily, name: string, kind: 'set' | 'map' = 'set'): Promise<unknown> {
-    if (kind === 'map') return this.maps.get(`${family} ${name}`);
+  async listSetJson(family: NftFamily, name: string): Promise<unknown> {
     const nonce = this.canary ? this.canary[family] : this.#lastNonce(family);
     return nonce === undefined ? undefined : { nftables: [{ set: { family, name, elem: [nonce] } }] };
   }
