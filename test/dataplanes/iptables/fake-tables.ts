@@ -1,83 +1,124 @@
-// An in-memory model of what iptables-restore --noflush does to our chains, for unit tests: a
-// declared chain is created or flushed, -A appends, -I inserts (into a built-in chain, which
-// exists without being declared), -D deletes a rule, -X deletes a chain, and each table section commits all-or-nothing. It checks references like the kernel does: a jump must name an existing chain
-// (or a built-in target) and a referenced chain cannot be deleted.
+// An in-memory iptables for unit tests: it applies the iptables-restore --noflush input kproxy
+// sends with the tracer's parser (dataplanes/iptables/trace-ruleset.ts: one parser, not a
+// second), all-or-nothing, and refuses what the kernel would: a rule into a chain that neither
+// exists nor is built in, deleting a rule or chain that is not there, a jump to a missing chain
+// (so a chain still referenced cannot be deleted), a line it does not understand. Its state is
+// the ruleset the tracer walks, so a test asks it what happens to a packet; the reads the live
+// dataplane makes (iptables -C/-S, iptables-save) are answered from that state.
+import { insertLine } from '../../../dataplanes/iptables/jump-rules.ts';
+import type { IptablesTable } from '../../../dataplanes/iptables/restore-plan.ts';
+import {
+  applyIptablesRestore,
+  BUILT_IN_CHAINS,
+  emptyIptablesRuleset,
+  type IptablesChain,
+  type IptablesRuleset,
+} from '../../../dataplanes/iptables/trace-ruleset.ts';
+import type { IPFamily } from '../../../src/base/ip-family.ts';
+import { type RecordedCall, RecordingRunner } from './recording-runner.ts';
+
 const TARGETS = new Set(['ACCEPT', 'DROP', 'REJECT', 'RETURN', 'DNAT', 'MARK', 'MASQUERADE']);
-const BUILT_IN = new Set(['PREROUTING', 'INPUT', 'FORWARD', 'OUTPUT', 'POSTROUTING']);
+
+/** A rule as iptables-save prints it: words with spaces quoted. */
+function saveLine(chain: string, words: readonly string[]): string {
+  return `-A ${chain} ${words.map((word) => (/\s/.test(word) ? `"${word}"` : word)).join(' ')}`;
+}
 
 export class FakeTables {
-  readonly #tables = new Map<string, Map<string, string[]>>();
+  ruleset: IptablesRuleset = emptyIptablesRuleset();
 
-  restore(input: string): void {
-    let table: Map<string, string[]> | undefined;
-    let name = '';
-    for (const line of input.split('\n')) {
-      if (line === '' || line.startsWith('#')) continue;
-      if (line.startsWith('*')) {
-        name = line.slice(1);
-        table = structuredClone(this.#tables.get(name) ?? new Map<string, string[]>());
-      } else if (table === undefined) {
-        throw new Error(`restore: "${line}" outside a table`);
-      } else if (line.startsWith(':')) {
-        table.set(line.slice(1).split(' ')[0]!, []);
-      } else if (line.startsWith('-A ')) {
-        const chain = line.split(' ')[1]!;
-        const rules = table.get(chain);
-        if (rules === undefined) throw new Error(`restore: -A to missing chain ${chain}`);
-        rules.push(line);
-      } else if (line.startsWith('-I ')) {
-        const [, chain, position, ...rule] = line.split(' ');
-        if (!BUILT_IN.has(chain!))
-          throw new Error(`restore: -I into ${chain}: only built-in chains expected`);
-        const rules = table.get(chain!) ?? [];
-        // Stored as iptables-save prints it.
-        rules.splice(Number(position) - 1, 0, `-A ${chain} ${rule.join(' ')}`);
-        table.set(chain!, rules);
-      } else if (line.startsWith('-D ')) {
-        const rules = table.get(line.split(' ')[1]!) ?? [];
-        const at = rules.indexOf(`-A${line.slice(2)}`);
-        if (at < 0) throw new Error(`restore: -D of a missing rule: ${line}`);
-        rules.splice(at, 1);
-      } else if (line.startsWith('-X ')) {
-        if (!table.delete(line.slice(3))) throw new Error(`restore: -X of missing chain ${line.slice(3)}`);
-      } else if (line === 'COMMIT') {
-        checkReferences(name, table);
-        this.#tables.set(name, table);
-        table = undefined;
-      } else {
-        throw new Error(`restore: cannot parse "${line}"`);
-      }
-    }
+  /** One iptables-restore --noflush run: the state after it, or an Error and no change. */
+  restore(input: string, family: IPFamily = 'IPv4'): void {
+    const next: IptablesRuleset = { ...structuredClone(this.ruleset), unknown: [] };
+    applyIptablesRestore(next, input, {
+      family,
+      refuse: (line, reason) => {
+        throw new Error(`restore: ${reason}: ${line}`);
+      },
+    });
+    for (const [name, table] of next[family]) checkReferences(name, table);
+    this.ruleset = next;
   }
 
-  /** Canonical text: tables and chains sorted, rules in order. */
-  dump(): string {
+  /**
+   * Canonical text: tables and chains sorted, rules in order. Empty built-in chains (the kernel
+   * keeps them once a table exists) and the tables left without a chain are not shown.
+   */
+  dump(family: IPFamily = 'IPv4'): string {
     const out: string[] = [];
-    for (const name of [...this.#tables.keys()].sort()) {
-      const chains = this.#tables.get(name)!;
+    const tables = this.ruleset[family];
+    for (const name of [...tables.keys()].sort()) {
+      const chains = [...tables.get(name)!]
+        .filter(([chain, { rules }]) => rules.length > 0 || !BUILT_IN_CHAINS.has(chain))
+        .map(([chain]) => chain);
+      if (chains.length === 0) continue;
       out.push(`*${name}`);
-      for (const chain of [...chains.keys()].sort()) out.push(`:${chain}`, ...chains.get(chain)!);
+      for (const chain of chains.sort()) out.push(`:${chain}`, ...this.rules(name, chain, family));
     }
     return out.join('\n');
   }
 
   /** The rules of one chain, as iptables-save prints them (none when it does not exist). */
-  rules(table: string, chain: string): readonly string[] {
-    return this.#tables.get(table)?.get(chain) ?? [];
+  rules(table: string, chain: string, family: IPFamily = 'IPv4'): string[] {
+    const rules = this.ruleset[family].get(table)?.get(chain)?.rules ?? [];
+    return rules.map((words) => saveLine(chain, words));
   }
 
-  chains(table: string): string[] {
-    return [...(this.#tables.get(table)?.keys() ?? [])].sort();
+  chains(table: string, family: IPFamily = 'IPv4'): string[] {
+    return [...(this.ruleset[family].get(table)?.keys() ?? [])].sort();
+  }
+
+  /** `iptables-save -t TABLE` of the state. */
+  save(table: string, family: IPFamily = 'IPv4'): string {
+    const chains = this.ruleset[family].get(table);
+    if (chains === undefined) return '';
+    const out = [`# Generated by fake ${family === 'IPv4' ? 'iptables' : 'ip6tables'}-save`, `*${table}`];
+    for (const [name, chain] of chains) out.push(`:${name} ${chain.policy ?? '-'} [0:0]`);
+    for (const name of chains.keys()) out.push(...this.rules(table, name, family));
+    out.push('COMMIT', '');
+    return out.join('\n');
   }
 }
 
-function checkReferences(name: string, table: Map<string, string[]>): void {
-  for (const rules of table.values()) {
+/** The kernel's check at commit: every jump names a built-in target or a chain of the table. */
+function checkReferences(name: string, table: ReadonlyMap<string, IptablesChain>): void {
+  for (const [chain, { rules }] of table) {
     for (const rule of rules) {
-      const target = / -j (\S+)/.exec(rule)?.[1];
-      if (target !== undefined && !TARGETS.has(target) && !table.has(target)) {
-        throw new Error(`restore: *${name}: ${rule} jumps to missing chain ${target}`);
-      }
+      const at = rule.findIndex((word) => word === '-j' || word === '-g');
+      const target = at < 0 ? undefined : rule[at + 1];
+      if (target !== undefined && !TARGETS.has(target) && !table.has(target))
+        throw new Error(`restore: *${name}: ${saveLine(chain, rule)} jumps to missing chain ${target}`);
     }
   }
+}
+
+/**
+ * A node for the live dataplane: a recording runner whose restores change `kernel` (both
+ * families) and whose reads (iptables -C/-S, iptables-save) it answers.
+ */
+export function fakeIptablesNode(): { runner: RecordingRunner; kernel: FakeTables } {
+  const kernel = new FakeTables();
+  const runner = new RecordingRunner((call: RecordedCall) => {
+    if (call.command === 'conntrack') return undefined;
+    const family: IPFamily = call.command.startsWith('ip6') ? 'IPv6' : 'IPv4';
+    if (call.command.endsWith('-restore')) {
+      kernel.restore(call.input, family);
+      return undefined;
+    }
+    const args = call.args.filter((a) => a !== '-w');
+    const table = args[args.indexOf('-t') + 1] as IptablesTable;
+    if (call.command.endsWith('-save')) return { stdout: kernel.save(table, family) };
+    if (args.includes('-C')) {
+      const [from, ...spec] = args.slice(args.indexOf('-C') + 1);
+      const rule = insertLine({ table, from: from!, spec }).replace(/^-I (\S+) 1 /, '-A $1 ');
+      return { exitCode: kernel.rules(table, from!, family).includes(rule) ? 0 : 1 };
+    }
+    if (args.includes('-S')) {
+      const chain = args[args.indexOf('-S') + 1]!;
+      const rules = kernel.rules(table, chain, family);
+      return rules.length > 0 ? { stdout: `-N ${chain}\n${rules.join('\n')}\n` } : { exitCode: 1 };
+    }
+    throw new Error(`fake node: unexpected ${call.command} ${call.args.join(' ')}`);
+  });
+  return { runner, kernel };
 }

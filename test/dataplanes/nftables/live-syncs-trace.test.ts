@@ -10,9 +10,9 @@ import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
 import { CANARY_SET } from '../../../dataplanes/shared/nft/ruleset.ts';
 import { traceNftables } from '../../../dataplanes/shared/trace/nft.ts';
 import { emptyNftRuleset, type NftRuleset } from '../../../dataplanes/shared/trace/nft-ruleset.ts';
-import type { TracePacket, TraceProtocol } from '../../../dataplanes/shared/trace/packet.ts';
 import type { DualStackState, ProxyState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
+import { nodeHost, servicePackets } from '../../trace/service-packets.ts';
 import { applyScript, dump, FakeNft } from './fake-nft.ts';
 import { randomState } from './random-state.ts';
 import { RecordingCommandRunner } from './recording-nft-runner.ts';
@@ -41,39 +41,6 @@ function sameNode(prev: DualStackState, drawn: DualStackState): DualStackState {
     ...(drawn.IPv4 && { IPv4: keep(drawn.IPv4, prev.IPv4) }),
     ...(drawn.IPv6 && { IPv6: keep(drawn.IPv6, prev.IPv6) }),
   };
-}
-
-/** New connections to every address and port of `states`, from a pod, the node and outside. */
-function packetsFor(states: readonly DualStackState[]): TracePacket[] {
-  const packets = new Map<string, TracePacket>();
-  for (const state of states) {
-    for (const family of [state.IPv4, state.IPv6]) {
-      if (!family) continue;
-      const v4 = family.family === 'IPv4';
-      const nodeIP = family.node.nodeIPs[0]!;
-      const sources = [
-        { source: v4 ? '10.244.1.10' : 'fd00:244:1::10', via: 'pod' as const },
-        { source: nodeIP, via: 'node' as const },
-        { source: v4 ? '10.100.0.50' : 'fd00:100::50', via: 'external' as const },
-        { source: v4 ? '203.0.113.9' : '2001:db8::9', via: 'external' as const },
-      ];
-      for (const sp of family.servicePorts.values()) {
-        const protocol = sp.protocol.toLowerCase() as TraceProtocol;
-        const destinations = [
-          ...[sp.clusterIP, ...sp.externalIPs, ...sp.loadBalancerIPs]
-            .filter(Boolean)
-            .map((a) => [a, sp.port]),
-          ...(sp.nodePort ? [[nodeIP, sp.nodePort]] : []),
-        ] as [string, number][];
-        for (const [destination, port] of destinations)
-          for (const { source, via } of sources) {
-            const packet = { source, sourcePort: 40000, destination, port, protocol, via };
-            packets.set(JSON.stringify(packet), packet);
-          }
-      }
-    }
-  }
-  return [...packets.values()];
 }
 
 /** The state without the canary's nonce (each full sync writes its own). */
@@ -128,10 +95,8 @@ test('after random live syncs of every kind, the fake kernel treats every packet
         nftablesPlanner.render(nftablesPlanner.planFull(state)),
       );
       assert.deepEqual(withoutNonce(nft.ruleset), withoutNonce(rendered), `${what}: the same ruleset`);
-      for (const packet of packetsFor(states.slice(-2))) {
-        const host = {
-          localAddresses: [state.IPv4?.node.nodeIPs[0], state.IPv6?.node.nodeIPs[0]].flatMap((a) => a ?? []),
-        };
+      const host = nodeHost(state);
+      for (const packet of servicePackets(states.slice(-2))) {
         const expected = traceNftables(rendered, packet, { host });
         assert.deepEqual(nft.trace(packet, host), expected, `${what}: ${JSON.stringify(packet)}`);
         traced++;
