@@ -1,6 +1,7 @@
 // Usage text for `kproxy help`, `kproxy render --help` and `kproxy trace --help`.
 
 import { PROXY_FLAGS } from '../config/proxy-flags.ts';
+import { ROUND_BUDGET } from '../sync/sync-rounds.ts';
 import { RENDER_MODES } from './planners.ts';
 
 export const MAIN_USAGE = `kproxy: a kube-proxy replacement (nftables, iptables, IPVS)
@@ -42,7 +43,9 @@ nftables: a full sync on a node that already has kproxy's tables rewrites them i
   --example                                  also read the bundled example cluster; without --node,
                                              render for its first node (node-1)
   --since PATH                               print the incremental update from PATH's objects instead
-                                             of the full ruleset; repeatable like --input
+                                             of the full ruleset; repeatable like --input; a change
+                                             over ${ROUND_BUDGET} endpoints in the rounds \`kproxy run\` applies
+                                             it in, cheapest ports first, each under a # line
   --chunks                                   print the inputs apart as the live dataplane sends
                                              them, each under a # line: iptables-nft (large plans
                                              go in parts, one restore each); nftables (a cold start

@@ -18,6 +18,7 @@ import { commandFlags, usageError } from './command-flags.ts';
 import { RENDER_USAGE } from './help.ts';
 import { type CliIO, readAllText } from './io.ts';
 import { loadPlanner } from './planners.ts';
+import { renderSince } from './render-rounds.ts';
 
 const RENDER_OPTIONS: ParseArgsOptionsConfig = {
   ...PROXY_FLAG_OPTIONS,
@@ -91,15 +92,15 @@ export async function renderCommand(args: readonly string[], io: CliIO): Promise
     });
   }
   const planner = await plannerLoad;
-  const plan = previousState ? planner.planIncremental(previousState, state) : planner.planFull(state);
-  if (!request.chunks) {
-    io.stdout.write(planner.render(plan));
-    return 0;
-  }
-  if (planner.renderChunks === undefined) {
+  const renderChunks = planner.renderChunks?.bind(planner);
+  if (request.chunks && renderChunks === undefined) {
     return fail({ exitCode: 2, message: `--chunks: the ${planner.mode} dataplane does not split its input` });
   }
-  io.stdout.write(planner.renderChunks(plan));
+  const print = request.chunks && renderChunks ? renderChunks : planner.render.bind(planner);
+  // --since: in the rounds the sync step applies it in (render-rounds.ts).
+  io.stdout.write(
+    previousState ? renderSince(planner, previousState, state, print) : print(planner.planFull(state)),
+  );
   return 0;
 }
 

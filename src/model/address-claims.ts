@@ -83,6 +83,17 @@ function forEachClaim(
   if (port.healthCheckNodePort !== 0) each(HEALTH_CHECK, port.healthCheckNodePort, 'health check node port');
 }
 
+/**
+ * Every claim a port makes, as its contest's text; `sharedByService` for a health check node port,
+ * which all ports of one Service hold together (src/sync/sync-rounds.ts keeps contenders together).
+ */
+export function forEachClaimText(
+  port: ServicePort,
+  each: (claim: string, sharedByService: boolean) => void,
+): void {
+  forEachClaim(port, (space, id) => each(claimText(space, id, port), space === HEALTH_CHECK));
+}
+
 function claimText(space: Space, id: string | number, port: ServicePort): string {
   if (space === VIP) return vipClaim(id as string, port);
   return space === NODE_PORT ? nodePortClaim(port) : flatText('health check node port ', String(id));

@@ -2,6 +2,13 @@
 // kind: take the model's update, report its problems and counts, bring the dataplane to the new
 // state, and make the health-check node port listeners follow it.
 //
+// An incremental change over the round budget is applied in rounds (sync-rounds.ts): cheapest
+// service ports first, each round a consistent state. Between rounds the model's next update is
+// taken, and what it changed joins the ports still to apply, split again: a small Service's change
+// that arrives while a huge one is being programmed goes in the next round, not after it. Counts
+// and health-check listeners follow each round's state, the state the dataplane holds. A full
+// sync (the loop's, or the model's after a node change) is one plan.
+//
 // A failure propagates unchanged: the loop reports it (sync-log.ts tells a kernel refusal from a
 // bug, metrics.ts counts both) and retries in full.
 import type { Logger } from 'pino';
@@ -12,6 +19,7 @@ import type { DualStackState, ServicePortKey } from '../model/proxy-state.ts';
 import type { ProxyMetrics } from './metrics.ts';
 import { StateCounter } from './state-counts.ts';
 import type { Syncer } from './sync-loop.ts';
+import { ROUND_BUDGET, stateAfterRound, syncRounds } from './sync-rounds.ts';
 
 /** The health-check node port listeners (src/daemon/health-check-node-ports.ts). */
 export interface HealthCheckListeners {
@@ -28,6 +36,8 @@ export interface SyncStepOptions {
   readonly healthChecks: HealthCheckListeners;
   readonly metrics: Pick<ProxyMetrics, 'problemsCounted' | 'noLocalEndpointsCounted'>;
   readonly logger: Logger;
+  /** Endpoints one round of an incremental sync may change (sync-rounds.ts; tests: smaller). */
+  readonly roundBudget?: number;
 }
 
 /** What the last sync's state holds, for its log line. */
@@ -39,7 +49,13 @@ export interface StateSummary {
 export class SyncStep implements Syncer {
   readonly #options: SyncStepOptions;
   readonly #counter = new StateCounter();
-  #lastState: DualStackState = {};
+  /** The state the dataplane was last asked for (and the counts describe). */
+  #applied: DualStackState = {};
+  /**
+   * Changed service ports of the model's last update that no round applied yet: a sync that failed
+   * between rounds leaves them for the next (full) one's counts.
+   */
+  #owed = new Set<ServicePortKey>();
   /** The listeners have not followed a change yet (or failed to): every sync tries again. */
   #healthChecksOwed = false;
   #summary: StateSummary = { servicePorts: 0, endpoints: 0 };
@@ -54,20 +70,82 @@ export class SyncStep implements Syncer {
   }
 
   async sync(kind: SyncKind): Promise<SyncOutcome> {
-    const { model, dataplane, healthChecks, metrics, logger } = this.#options;
-    const { state, changed, full, problems } = await model.updateInSlices();
-    this.#reportedProblems = logNewProblems(logger, problems, this.#reportedProblems);
-    metrics.problemsCounted(problems.length);
-    const previous = this.#lastState;
-    this.#lastState = state;
-    const counts = this.#counter.update(state, full ? undefined : changed);
+    const update = await this.#update();
+    // After a failed sync the loop asks for a full one, so an incremental sync always starts from
+    // the state of the last sync that ran.
+    if (kind === 'full' || update.full) {
+      const changed = update.full ? undefined : this.#pendingWith(update.changed);
+      this.#owed = new Set();
+      return this.#apply(update.state, kind, changed);
+    }
+    const budget = this.#options.roundBudget ?? ROUND_BUDGET;
+    let target = update.state;
+    const pending = this.#pendingWith(update.changed);
+    let rounds = syncRounds(this.#applied, target, pending, budget);
+    if (rounds.length > 1) {
+      this.#options.logger.info(
+        { servicePorts: pending.size, rounds: rounds.length, budget },
+        'change over the round budget: applied in rounds, cheapest service ports first',
+      );
+    }
+    const outcomes: SyncOutcome[] = [];
+    for (let i = 0; ; i++) {
+      const keys = rounds[i]!;
+      const last = i === rounds.length - 1;
+      const state = last ? target : stateAfterRound(this.#applied, target, keys);
+      for (const key of keys) pending.delete(key);
+      this.#owed = pending;
+      outcomes.push(await this.#apply(state, 'incremental', new Set(keys)));
+      if (last) return merged(outcomes);
+      const next = await this.#update();
+      if (next.full) {
+        this.#owed = new Set();
+        outcomes.push(await this.#apply(next.state, 'full', undefined));
+        return merged(outcomes);
+      }
+      if (next.changed.size > 0) {
+        // Newer changes join what is left, and everything left is split again: small first.
+        target = next.state;
+        for (const key of next.changed) pending.add(key);
+        rounds = syncRounds(this.#applied, target, pending, budget);
+        i = -1;
+      }
+    }
+  }
+
+  /** The model's next update, its problems reported. */
+  async #update(): Promise<ModelUpdate> {
+    const { model, metrics, logger } = this.#options;
+    const update = await model.updateInSlices();
+    this.#reportedProblems = logNewProblems(logger, update.problems, this.#reportedProblems);
+    metrics.problemsCounted(update.problems.length);
+    return update;
+  }
+
+  #pendingWith(changed: ReadonlySet<ServicePortKey>): Set<ServicePortKey> {
+    const pending = new Set(this.#owed);
+    for (const key of changed) pending.add(key);
+    return pending;
+  }
+
+  /**
+   * One dataplane sync to `state`; `changed`: the ports that differ from the state applied before
+   * (undefined: any may).
+   */
+  async #apply(
+    state: DualStackState,
+    kind: SyncKind,
+    changed: ReadonlySet<ServicePortKey> | undefined,
+  ): Promise<SyncOutcome> {
+    const { dataplane, healthChecks, metrics, logger } = this.#options;
+    const previous = this.#applied;
+    this.#applied = state;
+    const counts = this.#counter.update(state, changed);
     this.#summary = { servicePorts: counts.servicePorts, endpoints: counts.endpoints };
     metrics.noLocalEndpointsCounted(counts.noLocal);
     // The listeners follow the health-check node ports and local endpoint counts, which only
     // changed service ports can move. Owed until an update succeeds (this sync may fail before it).
-    this.#healthChecksOwed ||= full || touchesHealthChecks(previous, state, changed);
-    // After a failed sync the loop asks for a full one, so `changed` is always relative to the
-    // state of the last sync that ran.
+    this.#healthChecksOwed ||= changed === undefined || touchesHealthChecks(previous, state, changed);
     const outcome = await dataplane.sync(state, kind, kind === 'incremental' ? changed : undefined);
     if (this.#healthChecksOwed) {
       const { failed } = await healthChecks.update(state);
@@ -82,6 +160,17 @@ export class SyncStep implements Syncer {
   intact(): Promise<boolean> {
     return this.#options.dataplane.intact();
   }
+}
+
+/** The rounds of one sync as one outcome: full when any round fell back to full. */
+function merged(outcomes: readonly SyncOutcome[]): SyncOutcome {
+  const last = outcomes[outcomes.length - 1]!;
+  if (outcomes.length === 1) return last;
+  return {
+    kind: outcomes.some((outcome) => outcome.kind === 'full') ? 'full' : 'incremental',
+    objectCount: last.objectCount,
+    conntrack: outcomes.flatMap((outcome) => outcome.conntrack),
+  };
 }
 
 /** Whether a changed service port has, or had, a health-check node port. */

@@ -181,6 +181,41 @@ test('--since prints the incremental update, which differs from the full ruleset
   assert.notEqual(incremental.stdout, full.stdout);
 });
 
+test('--since prints a change over the round budget in the rounds kproxy run applies it in, smallest first', async () => {
+  // 75 Services × 100 endpoints (7,575 endpoints, over ROUND_BUDGET) appear while a small one changes.
+  const names = Array.from({ length: 75 }, (_, i) => `s${i}`);
+  const endpoints = (i: number) => Array.from({ length: 100 }, (_, e) => `10.245.${i}.${e + 1}`);
+  const old = await write(
+    'rounds-old.json',
+    list(service('small', '10.96.200.1'), slice('small', ['10.244.200.1'])),
+  );
+  const next = await write(
+    'rounds-new.json',
+    list(
+      service('small', '10.96.200.1'),
+      slice('small', ['10.244.200.2']),
+      ...names.map((name, i) => service(name, `10.96.100.${i + 1}`)),
+      ...names.map((name, i) => slice(name, endpoints(i))),
+    ),
+  );
+  const args = ['render', '--mode', 'iptables', '--family', 'ipv4', '--input', next, '--since', old, ...node];
+  const result = await run(args);
+  assert.equal(result.code, 0, result.stderr);
+  const rounds = result.stdout.split(/^(?=# sync round )/m);
+  assert.deepEqual(
+    rounds.map((round) => round.split('\n')[0]),
+    [
+      '# sync round 1/2: 70 service ports (a change over 7000 endpoints is applied in rounds, cheapest ports first)',
+      '# sync round 2/2: 6 service ports (a change over 7000 endpoints is applied in rounds, cheapest ports first)',
+    ],
+  );
+  assert.match(rounds[0]!, /10\.244\.200\.2/, 'the small change in the first round');
+  assert.match(rounds[1]!, /default\/s9:80\/TCP/);
+  assert.doesNotMatch(rounds[1]!, /10\.244\.200\./, 'nothing of the small Service’s endpoints');
+  // Each round is an incremental restore input of its own.
+  for (const round of rounds) assert.match(round, /^# iptables-restore --noflush input \(incremental[;)]/m);
+});
+
 test('usage errors exit 2 with one clear line', async () => {
   const cases: [string[], RegExp][] = [
     [['render', '--mode', 'iptables'], /no input/],

@@ -26,10 +26,11 @@ interface DataplaneCall {
   readonly changed: readonly ServicePortKey[] | undefined;
 }
 
-/** Records what it is asked; `failWith` makes the next sync throw it. */
+/** Records what it is asked; `failWith` makes the next sync throw it; `during` runs inside each sync. */
 class FakeDataplane implements Pick<LiveDataplane, 'sync' | 'intact'> {
   readonly calls: DataplaneCall[] = [];
   failWith: Error | undefined;
+  during: ((call: DataplaneCall) => void) | undefined;
 
   async sync(
     state: DualStackState,
@@ -39,7 +40,9 @@ class FakeDataplane implements Pick<LiveDataplane, 'sync' | 'intact'> {
     const failure = this.failWith;
     this.failWith = undefined;
     if (failure) throw failure;
-    this.calls.push({ kind, state, changed: changed && [...changed].sort() });
+    const call = { kind, state, changed: changed && [...changed].sort() };
+    this.calls.push(call);
+    this.during?.(call);
     return { kind, objectCount: 0, conntrack: [] };
   }
 
@@ -60,7 +63,7 @@ class CountedHealthChecks extends HealthCheckNodePorts {
   }
 }
 
-function setup(t: { after(fn: () => Promise<unknown>): void }) {
+function setup(t: { after(fn: () => Promise<unknown>): void }, roundBudget?: number) {
   const model = new ModelCache(options());
   model.setNode(decoded(node(THIS_NODE, { internalIPs: ['192.168.0.1'] })));
   const dataplane = new FakeDataplane();
@@ -68,7 +71,7 @@ function setup(t: { after(fn: () => Promise<unknown>): void }) {
   t.after(() => healthChecks.close());
   const metrics = new ProxyMetrics('nftables', { processMetrics: false });
   const { logger, lines } = capturedLogger();
-  const step = new SyncStep({ model, dataplane, healthChecks, metrics, logger });
+  const step = new SyncStep({ model, dataplane, healthChecks, metrics, logger, roundBudget });
   const gauge = async (name: string, labels = '') => {
     const match = new RegExp(`^${name}${labels.replace(/[{}]/g, '\\$&')} (\\S+)$`, 'm').exec(
       await metrics.registry.metrics(),
@@ -221,5 +224,112 @@ describe('SyncStep', () => {
     await step.sync('full');
     assert.equal(dataplane.calls.at(-1)?.kind, 'full');
     assert.deepEqual(healthChecks.ports, [port]);
+  });
+
+  describe('a change over the round budget', () => {
+    // hugeService-like: one Service with `ports` ports × `count` endpoints (cost ~ports × count).
+    const huge = (ports: number, count: number) => [
+      decoded(
+        service('huge', {
+          clusterIP: '10.96.1.1',
+          ports: Array.from({ length: ports }, (_, p) => ({
+            name: `p${p}`,
+            port: 1000 + p,
+            protocol: 'TCP',
+          })),
+        }),
+      ),
+      decoded(
+        slice(
+          'huge',
+          Array.from({ length: count }, (_, i) => endpoint(`10.244.3.${i + 1}`)),
+          {
+            ports: Array.from({ length: ports }, (_, p) => ({
+              name: `p${p}`,
+              port: 2000 + p,
+              protocol: 'TCP',
+            })),
+          },
+        ),
+      ),
+    ];
+    const smallKey = 'default/small:80/TCP';
+    const lastHugeKey = 'default/huge:1049/TCP';
+    const roundOf = (calls: readonly DataplaneCall[], key: string) =>
+      calls.findIndex((call) => call.changed?.includes(key));
+
+    test('is applied in rounds, a small change queued with it first, counts following each round', async (t) => {
+      const { model, dataplane, step } = setup(t, 100);
+      model.setService(decoded(service('small', { clusterIP: '10.96.0.30' })));
+      await step.sync('full');
+      dataplane.calls.length = 0;
+      for (const object of huge(50, 10)) {
+        if (object.kind === 'Service') model.setService(object);
+        else model.setEndpointSlice(object);
+      }
+      model.setEndpointSlice(decoded(slice('small', [endpoint('10.244.9.2')])));
+      const counted: number[] = [];
+      dataplane.during = () => counted.push(step.summary.servicePorts);
+      const outcome = await step.sync('incremental');
+      assert.equal(outcome.kind, 'incremental');
+      assert.ok(dataplane.calls.length >= 6, `${dataplane.calls.length} rounds for 50 ports × 11`);
+      assert.ok(dataplane.calls.every((call) => call.kind === 'incremental'));
+      assert.equal(roundOf(dataplane.calls, smallKey), 0, 'the small Service first');
+      assert.equal(roundOf(dataplane.calls, lastHugeKey), dataplane.calls.length - 1);
+      // Each round's state holds the ports applied so far and nothing else of the huge one.
+      let applied = 1;
+      for (const [i, call] of dataplane.calls.entries()) {
+        applied += call.changed!.filter((key) => key !== smallKey).length;
+        assert.equal(call.state.IPv4?.servicePorts.size, applied, `round ${i}`);
+        assert.equal(counted[i], applied, `round ${i}: the counts are the round's state`);
+      }
+      assert.equal(applied, 51);
+    });
+
+    test('a small change that arrives during a round goes in the next round, ahead of the rest', async (t) => {
+      const { model, dataplane, step } = setup(t, 100);
+      model.setService(decoded(service('small', { clusterIP: '10.96.0.30' })));
+      await step.sync('full');
+      dataplane.calls.length = 0;
+      for (const object of huge(50, 10)) {
+        if (object.kind === 'Service') model.setService(object);
+        else model.setEndpointSlice(object);
+      }
+      dataplane.during = () => {
+        dataplane.during = undefined;
+        model.setEndpointSlice(decoded(slice('small', [endpoint('10.244.9.2')])));
+      };
+      await step.sync('incremental');
+      assert.equal(roundOf(dataplane.calls, smallKey), 1, 'the round after the one it arrived in');
+      assert.equal(roundOf(dataplane.calls, lastHugeKey), dataplane.calls.length - 1);
+      assert.ok(dataplane.calls.length > 3);
+      const last = dataplane.calls.at(-1)!.state.IPv4!;
+      assert.deepEqual(
+        last.servicePorts.get(smallKey)?.clusterEndpoints.map((e) => e.ip),
+        ['10.244.9.2'],
+      );
+      assert.equal(last.servicePorts.size, 51);
+    });
+
+    test('a full update between rounds ends them with one full sync', async (t) => {
+      const { model, dataplane, step } = setup(t, 100);
+      await step.sync('full');
+      dataplane.calls.length = 0;
+      for (const object of huge(50, 10)) {
+        if (object.kind === 'Service') model.setService(object);
+        else model.setEndpointSlice(object);
+      }
+      dataplane.during = () => {
+        dataplane.during = undefined;
+        assert.ok(model.setNode(decoded(node(THIS_NODE, { internalIPs: ['192.168.0.1'], zone: 'b' }))));
+      };
+      const outcome = await step.sync('incremental');
+      assert.equal(outcome.kind, 'full');
+      assert.deepEqual(
+        dataplane.calls.map((call) => call.kind),
+        ['incremental', 'full'],
+      );
+      assert.equal(dataplane.calls[1]?.state.IPv4?.servicePorts.size, 50);
+    });
   });
 });

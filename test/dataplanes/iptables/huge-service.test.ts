@@ -3,15 +3,25 @@
 // iptables dataplane plans in slices (work-slices.ts) and makes its restore parts one at a time,
 // so the event loop gets a turn every slice, and another Service's change is the next sync's
 // business alone. The kernel's own restore time runs in a child process and is not the event
-// loop's; the recording runner stands in for it so that the test stays lean.
+// loop's; the recording runner stands in for it so that the test stays lean. Nor does the huge
+// Service's sync hold up the others: the sync step applies it in rounds (sync-rounds.ts), and a
+// change that arrives meanwhile is committed before its last round, on a real kernel below.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { hugeService } from '../../../bench/synthetic-cluster.ts';
 import { CANARY_CHAIN } from '../../../dataplanes/iptables/chain-names.ts';
 import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
+import type { CommandRunner } from '../../../dataplanes/shared/command-runner.ts';
+import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
+import { Lab, requireRoot } from '../../../harness/netns.ts';
 import { SLICE_MS } from '../../../src/base/work-slices.ts';
+import { decodeObject } from '../../../src/kube/decode.ts';
+import type { EndpointSlice, KubeObject, Service } from '../../../src/kube/objects.ts';
+import { ModelCache } from '../../../src/model/model-cache.ts';
 import type { DualStackState } from '../../../src/model/proxy-state.ts';
-import { build, endpoint, service, slice } from '../../model/fixtures.ts';
+import { SyncStep } from '../../../src/sync/sync-step.ts';
+import { build, endpoint, options, service, slice } from '../../model/fixtures.ts';
+import { capturedLogger } from '../../support/captured-logger.ts';
 import { RecordingRunner } from './recording-runner.ts';
 
 /**
@@ -93,4 +103,74 @@ test('iptables: a 200-port × 100-endpoint Service syncs without holding the eve
     .join('');
   assert.match(input, /10\.244\.9\.2/);
   assert.doesNotMatch(input, /ns0\/svc0:/, 'the huge Service is not rewritten for another Service’s change');
+});
+
+/** Feeds decoded objects to the model, as the informers do. */
+function feed(model: ModelCache, objects: readonly KubeObject[]): void {
+  for (const raw of objects) {
+    const decoded = decodeObject(raw);
+    assert.equal(decoded.kind, 'object');
+    if (decoded.kind !== 'object') continue;
+    if (decoded.object.kind === 'Service') model.setService(decoded.object as Service);
+    else model.setEndpointSlice(decoded.object as EndpointSlice);
+  }
+}
+
+test('iptables-nft kernel: a small Service’s change that arrives during a huge Service’s sync is committed before the huge one is done', async (t) => {
+  if (!requireRoot(t, 'network namespaces and iptables')) return;
+  const lab = new Lab('ipt-huge-rounds');
+  t.after(() => lab.destroy());
+  const ns = await lab.addNetns('node');
+  const model = new ModelCache(options());
+  const small = (ip: string) => [
+    service('small', { clusterIP: '10.96.200.1' }),
+    slice('small', [endpoint(ip)]),
+  ];
+  feed(model, small('10.244.9.1'));
+  // Kept lean: 24 ports × 20 endpoints under a budget of 150 endpoints a round (four rounds of
+  // 7 ports) stands in for 1,000 × 100 under ROUND_BUDGET (15 rounds of 69 ports).
+  const huge = hugeService(24, 20);
+  const lastHugePort = '--dport 1023 ';
+  const kernel = execaRunner(['ip', 'netns', 'exec', ns]);
+  const nat = async () => (await kernel.run('iptables-nft-save', ['-t', 'nat'])).stdout;
+  // After each restore: what the kernel holds of the small Service's new endpoint and of the
+  // huge Service's last port. The first restore of the huge sync brings the small change in.
+  const seen: { small: boolean; hugeDone: boolean }[] = [];
+  let watching = false;
+  const runner: CommandRunner = {
+    async run(command, args, input) {
+      const result = await kernel.run(command, args, input);
+      if (!command.endsWith('-restore') || !watching) return result;
+      if (seen.length === 0) feed(model, small('10.244.9.2'));
+      const saved = await nat();
+      seen.push({ small: saved.includes('10.244.9.2'), hugeDone: saved.includes(lastHugePort) });
+      return result;
+    },
+  };
+  const dataplane = new IptablesDataplane({ runner, backend: 'nft' });
+  await dataplane.start();
+  const step = new SyncStep({
+    model,
+    dataplane,
+    healthChecks: { update: async () => ({ failed: [] }) },
+    metrics: { problemsCounted() {}, noLocalEndpointsCounted() {} },
+    logger: capturedLogger().logger,
+    roundBudget: 150,
+  });
+  assert.equal((await step.sync('full')).kind, 'full');
+
+  feed(model, [...huge.services, ...huge.endpointSlices]);
+  watching = true;
+  assert.equal((await step.sync('incremental')).kind, 'incremental');
+  watching = false;
+  assert.ok(
+    seen.some(({ small, hugeDone }) => small && !hugeDone),
+    `the small change was in the kernel before the huge Service's last port: ${JSON.stringify(seen)}`,
+  );
+  assert.ok(!seen[0]!.small, 'the change arrived during the huge sync, after its first restore');
+  const saved = await nat();
+  assert.match(saved, /10\.244\.9\.2/);
+  assert.doesNotMatch(saved, /10\.244\.9\.1[^0-9]/, 'the old endpoint is gone');
+  assert.ok(saved.includes(lastHugePort), 'the huge Service is complete');
+  assert.equal(saved.match(/^:KPROXY-SEP-/gm)?.length, 24 * 20 + 1, 'every endpoint chain, once');
 });

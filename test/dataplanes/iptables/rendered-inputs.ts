@@ -1,5 +1,6 @@
 // `kproxy render --mode iptables` output split into the restore inputs it names: each header
-// comment line ("# iptables-restore --noflush input ...") starts one input for the tool it names.
+// comment line ("# iptables-restore --noflush input ...") starts one input for the tool it names;
+// the header of a sync round is left out.
 export interface RestoreInput {
   /** iptables-restore or ip6tables-restore. */
   readonly tool: string;
@@ -8,7 +9,9 @@ export interface RestoreInput {
 
 export function renderedInputs(rendered: string): RestoreInput[] {
   const inputs: RestoreInput[] = [];
-  for (const section of rendered.split(/^(?=# ip6?tables-restore )/m)) {
+  // A round's header (render --since, src/cli/render-rounds.ts) names no input.
+  const withoutRounds = rendered.replaceAll(/^# sync round .*\n/gm, '');
+  for (const section of withoutRounds.split(/^(?=# ip6?tables-restore )/m)) {
     if (section === '') continue;
     const newline = section.indexOf('\n');
     const tool = /^# (ip6?tables-restore) --noflush input/.exec(section)?.[1];

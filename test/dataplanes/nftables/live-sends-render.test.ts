@@ -11,7 +11,12 @@ import {
   planFull,
 } from '../../../dataplanes/nftables/planner.ts';
 import { runAll } from '../../../src/base/work-slices.ts';
-import type { DualStackState } from '../../../src/model/proxy-state.ts';
+import { ROUND_HEADER, renderSince } from '../../../src/cli/render-rounds.ts';
+import { changedServicePorts } from '../../../src/model/changed-service-ports.ts';
+import type { ModelUpdate } from '../../../src/model/model-cache.ts';
+import type { DualStackState, ServicePortKey } from '../../../src/model/proxy-state.ts';
+import { SyncStep } from '../../../src/sync/sync-step.ts';
+import { capturedLogger } from '../../support/captured-logger.ts';
 import { prng } from '../../support/prng.ts';
 import { randomState } from './random-state.ts';
 import { RecordingCommandRunner, RecordingNftRunner } from './recording-nft-runner.ts';
@@ -93,4 +98,51 @@ test('incremental syncs send what render --since prints, through fragments and t
     }
   }
   assert.deepEqual([...kinds].sort(), ['diff', 'fragments'], `seed ${seed}`);
+});
+
+test('a change over the round budget: the sync step sends, round by round, what render --since prints', async () => {
+  const seed = Number(process.env.NFT_SEED ?? Date.now() % 100000);
+  const random = prng(seed);
+  const budget = 10;
+  const { nft, dp } = dataplane();
+  await dp.start();
+  let prev = randomState(random);
+  // The model as the step sees it: the next state once, then nothing new.
+  let update: ModelUpdate = { state: prev, changed: new Set(), full: true, problems: [] };
+  const model = {
+    async updateInSlices() {
+      const given = update;
+      update = { ...given, changed: new Set(), full: false };
+      return given;
+    },
+  };
+  const step = new SyncStep({
+    model,
+    dataplane: dp,
+    healthChecks: { update: async () => ({ failed: [] }) },
+    metrics: { problemsCounted() {}, noLocalEndpointsCounted() {} },
+    logger: capturedLogger().logger,
+    roundBudget: budget,
+  });
+  await step.sync('full');
+  let split = 0;
+  for (let i = 0; i < 8; i++) {
+    const next = sameNode(prev, randomState(random));
+    const changed = new Set<ServicePortKey>();
+    for (const family of ['IPv4', 'IPv6'] as const) {
+      for (const key of changedServicePorts(prev[family], next[family])) changed.add(key);
+    }
+    update = { state: next, changed, full: false, problems: [] };
+    const sent = nft.scripts.length;
+    assert.equal((await step.sync('incremental')).kind, 'incremental', `seed ${seed} step ${i}`);
+    const rendered = renderSince(nftablesPlanner, prev, next, nftablesPlanner.render, budget);
+    if (rendered.includes(ROUND_HEADER)) split++;
+    assert.equal(
+      nft.scripts.slice(sent).join(''),
+      rendered.replaceAll(/^# sync round .*\n/gm, ''),
+      `seed ${seed} step ${i}`,
+    );
+    prev = next;
+  }
+  assert.ok(split >= 3, `seed ${seed}: ${split} of 8 changes went in rounds`);
 });

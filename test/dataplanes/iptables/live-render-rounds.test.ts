@@ -1,0 +1,75 @@
+// What `kproxy render --since` prints for a change over the round budget (src/cli/render-rounds.ts)
+// is what the daemon's sync step sends for it, round by round, byte for byte: the step drives the
+// live dataplane against a fake kernel (fake-tables.ts), as live-render.test.ts does for one plan.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { IptablesBackend } from '../../../dataplanes/iptables/backend.ts';
+import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
+import { iptablesPlanner } from '../../../dataplanes/iptables/planner.ts';
+import { type IptablesPlan, renderPlanInParts } from '../../../dataplanes/iptables/restore-plan.ts';
+import { ROUND_HEADER, renderSince } from '../../../src/cli/render-rounds.ts';
+import { changedServicePorts } from '../../../src/model/changed-service-ports.ts';
+import type { ModelUpdate } from '../../../src/model/model-cache.ts';
+import type { DualStackState } from '../../../src/model/proxy-state.ts';
+import { SyncStep } from '../../../src/sync/sync-step.ts';
+import { capturedLogger } from '../../support/captured-logger.ts';
+import { prng } from '../../support/prng.ts';
+import { fakeIptablesNode } from './fake-tables.ts';
+import { randomChange, randomState } from './random-states.ts';
+import { renderedInputs, sentInputs } from './rendered-inputs.ts';
+
+const seed = Number(process.env.KPROXY_SEED ?? Date.now() % 100000);
+process.stdout.write(`# iptables render rounds ≡ sync step: seed ${seed} (KPROXY_SEED=${seed} repeats it)\n`);
+
+/** Random changes are a few ports of up to 7 endpoints each: a budget of 4 splits most of them. */
+const BUDGET = 4;
+
+for (const backend of ['legacy', 'nft'] as const satisfies IptablesBackend[]) {
+  test(`iptables-${backend}: render --since in rounds is what the sync step sends, round by round`, async () => {
+    const random = prng(seed);
+    const { runner } = fakeIptablesNode();
+    const dataplane = new IptablesDataplane({ runner, backend, nftChainsPerRestore: 3 });
+    let state: DualStackState = { IPv4: randomState(random) };
+    // The model as the step sees it: the next state once, then nothing new.
+    let update: ModelUpdate = { state, changed: new Set(), full: true, problems: [] };
+    const model = {
+      async updateInSlices() {
+        const given = update;
+        update = { ...given, changed: new Set(), full: false };
+        return given;
+      },
+    };
+    const step = new SyncStep({
+      model,
+      dataplane,
+      healthChecks: { update: async () => ({ failed: [] }) },
+      metrics: { problemsCounted() {}, noLocalEndpointsCounted() {} },
+      logger: capturedLogger().logger,
+      roundBudget: BUDGET,
+    });
+    await step.sync('full');
+    const print = (plan: IptablesPlan) =>
+      backend === 'nft' ? renderPlanInParts(plan, 3) : iptablesPlanner.render(plan);
+    let split = 0;
+    for (let i = 0; i < 15; i++) {
+      const next = { IPv4: randomChange(random, state.IPv4!) };
+      update = {
+        state: next,
+        changed: changedServicePorts(state.IPv4, next.IPv4),
+        full: false,
+        problems: [],
+      };
+      runner.calls.length = 0;
+      assert.equal((await step.sync('incremental')).kind, 'incremental');
+      const rendered = renderSince(iptablesPlanner, state, next, print, BUDGET);
+      if (rendered.includes(ROUND_HEADER)) split++;
+      assert.deepEqual(
+        sentInputs(runner.calls),
+        renderedInputs(rendered).filter(({ input }) => input !== ''),
+        `seed ${seed}, step ${i}`,
+      );
+      state = next;
+    }
+    assert.ok(split >= 3, `seed ${seed}: ${split} of 15 changes went in rounds`);
+  });
+}
