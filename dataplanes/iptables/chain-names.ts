@@ -16,6 +16,12 @@ export const LOCALNET_FIREWALL_CHAIN = 'KPROXY-FIREWALL';
 export const CANARY_CHAIN = 'KPROXY-PROXY-CANARY';
 /** Only used when the local-traffic detector has several values (see local-traffic.ts). */
 export const MASQ_NOT_LOCAL_CHAIN = 'KPROXY-MASQ-NOT-LOCAL';
+/**
+ * Not a chain: kube-proxy's nfacct object counting the packets accepted for localhost NodePorts,
+ * under its name, which its metric kubeproxy_iptables_localhost_nodeports_accepted_packets_total
+ * reads (nfacct objects are the namespace's, not a table's; kube-proxy never deletes it either).
+ */
+export const LOCALHOST_NODEPORTS_COUNTER = 'localhost_nps_accepted_pkts';
 
 const SERVICE_CHAIN_PREFIXES = ['KPROXY-SVC-', 'KPROXY-SVL-', 'KPROXY-EXT-', 'KPROXY-FW-', 'KPROXY-SEP-'];
 

@@ -26,7 +26,7 @@ import {
   type TableChanges,
 } from './restore-plan.ts';
 import { appendSharedRules, emptySharedRules, ownChains } from './service-port-rules.ts';
-import { type TopLevelChains, topLevelChains } from './top-level-chains.ts';
+import { countsLocalhostNodePorts, type TopLevelChains, topLevelChains } from './top-level-chains.ts';
 
 export const iptablesPlanner: DataplanePlanner<IptablesPlan> = {
   mode: 'iptables',
@@ -125,7 +125,7 @@ function sharedLines(state: ProxyState, key: string): string {
   const sp = state.servicePorts.get(key);
   if (sp === undefined) return '';
   const shared = emptySharedRules();
-  appendSharedRules(sp, shared);
+  appendSharedRules(sp, shared, countsLocalhostNodePorts(state));
   return JSON.stringify(shared);
 }
 

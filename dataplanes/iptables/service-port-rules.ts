@@ -16,6 +16,7 @@ import {
   endpointAddress,
   endpointChainName,
   FIREWALL_CHAIN,
+  LOCALHOST_NODEPORTS_COUNTER,
   MARK_MASQ_CHAIN,
   MASQ_NOT_LOCAL_CHAIN,
   NODEPORTS_CHAIN,
@@ -101,8 +102,12 @@ export function emptySharedRules(): SharedRules {
   };
 }
 
-/** Appends the service port's lines for the shared chains to `out` (kept in kube-proxy's order). */
-export function appendSharedRules(sp: ServicePort, out: SharedRules): void {
+/**
+ * Appends the service port's lines for the shared chains to `out` (kept in kube-proxy's order).
+ * `countLocalhost`: its node port's packets to 127.0.0.0/8 are counted first (ProxyState's
+ * localhostNodePortsCounted).
+ */
+export function appendSharedRules(sp: ServicePort, out: SharedRules, countLocalhost: boolean): void {
   const d = decide(sp);
   const { nat, filter } = out;
   const dport = `--dport ${sp.port}`;
@@ -154,6 +159,11 @@ export function appendSharedRules(sp: ServicePort, out: SharedRules): void {
 
   if (sp.nodePort !== 0) {
     if (d.traffic.capturesExternal) {
+      if (countLocalhost) {
+        nat.nodePorts.push(
+          `-A ${NODEPORTS_CHAIN} ${comment(sp.key)} ${d.proto} -d 127.0.0.0/8 --dport ${sp.nodePort} -m nfacct --nfacct-name ${LOCALHOST_NODEPORTS_COUNTER} -j ${d.names.external}`,
+        );
+      }
       nat.nodePorts.push(
         `-A ${NODEPORTS_CHAIN} ${comment(sp.key)} ${d.proto} --dport ${sp.nodePort} -j ${d.names.external}`,
       );

@@ -25,7 +25,8 @@ export interface TopLevelChains {
 
 export function topLevelChains(state: ProxyState, ctx: FamilyContext): TopLevelChains {
   const shared = emptySharedRules();
-  for (const sp of state.servicePorts.values()) appendSharedRules(sp, shared);
+  const counted = countsLocalhostNodePorts(state);
+  for (const sp of state.servicePorts.values()) appendSharedRules(sp, shared, counted);
   const filter = new Map<string, readonly string[]>([
     [SERVICES_CHAIN, shared.filter.services],
     [EXTERNAL_SERVICES_CHAIN, shared.filter.externalServices],
@@ -74,6 +75,11 @@ function localnetFirewallRules(ctx: FamilyContext): string[] {
   return [
     `-A ${LOCALNET_FIREWALL_CHAIN} ${comment('block incoming localnet connections')} -d 127.0.0.0/8 ! -s 127.0.0.0/8 -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP`,
   ];
+}
+
+/** Packets to localhost node ports are counted in kube-proxy's nfacct object (IPv4 only). */
+export function countsLocalhostNodePorts(state: ProxyState): boolean {
+  return state.family === 'IPv4' && state.node.localhostNodePortsCounted === true;
 }
 
 /** route_localnet is IPv4's: ::1 is never a node port address, whatever the state says. */

@@ -331,6 +331,7 @@ export function parseRule(words: readonly string[]): Rule | undefined {
             'conntrack',
             'mark',
             'multiport',
+            'nfacct',
           ].includes(value)
         )
           return undefined;
@@ -361,6 +362,7 @@ export function parseRule(words: readonly string[]): Rule | undefined {
       case '--random':
         continue;
       case '--seconds':
+      case '--nfacct-name':
       case '--mask':
       case '--reject-with':
       case '--limit-iface-in':

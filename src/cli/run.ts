@@ -5,6 +5,7 @@ import { readFile } from 'node:fs/promises';
 import { availableParallelism, hostname } from 'node:os';
 import type { ParseArgsOptionsConfig } from 'node:util';
 import { type DestinationStream, type Logger, pino } from 'pino';
+import { type NfacctCounters, netlinkNfacct } from '../../dataplanes/iptables/nfacct.ts';
 import type { DataplaneMode, LiveDataplane } from '../../dataplanes/shared/dataplane.ts';
 import { loadProxyConfig, type ProxyConfig } from '../config/config.ts';
 import { PROXY_FLAG_OPTIONS } from '../config/proxy-flags.ts';
@@ -13,6 +14,11 @@ import { applyConntrackSysctls } from '../daemon/conntrack-sysctls.ts';
 import { startDaemon } from '../daemon/daemon.ts';
 import { acquireInstanceLock } from '../daemon/instance-lock.ts';
 import { createLiveDataplane, LIVE_MODES } from '../daemon/live-dataplanes.ts';
+import {
+  LOCALHOST_NODEPORT_PACKETS_METRIC,
+  openLocalhostNodePortCounter,
+  type PacketCount,
+} from '../daemon/localhost-nodeport-packets.ts';
 import { applyRouteLocalnet } from '../daemon/route-localnet.ts';
 import { KubeClient } from '../kube/client.ts';
 import { formatConfigError } from '../kube/connection.ts';
@@ -46,6 +52,8 @@ export interface RunEnvironment {
   readonly lockPrefix?: string;
   /** The dataplane for a mode; the real kernel one by default. */
   readonly dataplane?: (mode: DataplaneMode, logger: Logger) => Promise<LiveDataplane>;
+  /** nfacct counters (iptables mode): the kernel's, in this process' network namespace. */
+  readonly nfacct: NfacctCounters;
 }
 
 export function processRunEnvironment(): RunEnvironment {
@@ -55,7 +63,13 @@ export function processRunEnvironment(): RunEnvironment {
   const requested = new Promise<string>((resolve) => {
     for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => resolve(signal));
   });
-  return { env: process.env, procRoot: '/proc', sysRoot: '/sys', shutdownRequested: () => requested };
+  return {
+    env: process.env,
+    procRoot: '/proc',
+    sysRoot: '/sys',
+    shutdownRequested: () => requested,
+    nfacct: netlinkNfacct,
+  };
 }
 
 /** kube-proxy's -v levels onto pino's: 0-1 info, 2-3 debug, 4 and up trace. */
@@ -119,6 +133,7 @@ async function runLocked(
     else logger.info({ sysctl: action.key, reason: action.reason }, 'left sysctl as it is');
   }
   if (!sysctls.ok) return fail(sysctls.error);
+  const localhostNodePortPackets = await localhostNodePortCounter(config, environment.nfacct, logger);
 
   const connection = await loadConnection({
     ...(config.clientConnection.kubeconfig ? { kubeconfig: config.clientConnection.kubeconfig } : {}),
@@ -133,7 +148,14 @@ async function runLocked(
     rateLimiter: new TokenBucket(qps, burst, systemClock),
   });
 
-  const started = await startDaemon({ config, logger, api: client, dataplane, clock: systemClock });
+  const started = await startDaemon({
+    config,
+    logger,
+    api: client,
+    dataplane,
+    clock: systemClock,
+    ...(localhostNodePortPackets && { localhostNodePortPackets }),
+  });
   if (!started.ok) {
     await client.close();
     return fail(started.error);
@@ -154,4 +176,23 @@ async function runLocked(
   await started.daemon.stop();
   await client.close();
   return 0;
+}
+
+/**
+ * kube-proxy's iptables mode creates its nfacct counter of localhost NodePort packets at start,
+ * whether or not it serves them; without nfacct in the kernel it says so once and goes on.
+ */
+async function localhostNodePortCounter(
+  config: ProxyConfig,
+  nfacct: NfacctCounters,
+  logger: Logger,
+): Promise<PacketCount | undefined> {
+  if (config.mode !== 'iptables') return undefined;
+  const counter = await openLocalhostNodePortCounter(nfacct);
+  if (counter.ok) return counter.packets;
+  logger.warn(
+    { reason: counter.reason },
+    `no nfacct counter here: localhost NodePort packets are not counted (${LOCALHOST_NODEPORT_PACKETS_METRIC} left out)`,
+  );
+  return undefined;
 }

@@ -21,5 +21,8 @@ export function toProxyOptions(config: ProxyConfig): ProxyOptions {
     nodePortAddresses: config.nodePortAddresses,
     // Only kube-proxy's iptables proxier serves them (route_localnet); nftables and IPVS do not.
     localhostNodePorts: config.mode === 'iptables' && config.iptables.localhostNodePorts,
+    // Render assumes a kernel with nfacct, as kube-proxy's proxier tests; kproxy run says whether
+    // this one has it (daemon.ts).
+    localhostNodePortsCounter: config.mode === 'iptables',
   };
 }

@@ -24,6 +24,7 @@ import { trackApiContact } from './api-contact.ts';
 import { healthHandler, ProxyHealth } from './health.ts';
 import { HealthCheckNodePorts } from './health-check-node-ports.ts';
 import { type HttpListener, type ListenOptions, listenHttp, parseHostPort } from './http-listener.ts';
+import { type PacketCount, registerLocalhostNodePortPackets } from './localhost-nodeport-packets.ts';
 import { metricsHandler } from './metrics-handler.ts';
 import { heapReleaser } from './release-memory.ts';
 
@@ -39,6 +40,11 @@ export interface DaemonDeps {
   readonly healthCheckHost?: string;
   /** Created by the daemon when not given; tests pass one without process metrics. */
   readonly metrics?: ProxyMetrics;
+  /**
+   * kube-proxy's nfacct count of localhost NodePort packets (iptables mode, where the kernel has
+   * nfacct; kproxy run created it): only with it are they counted, and the metric served.
+   */
+  readonly localhostNodePortPackets?: PacketCount;
 }
 
 export interface Daemon {
@@ -109,8 +115,20 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
   }
   if (metricsServer.listener) listeners.push(metricsServer.listener);
 
+  const { localhostNodePortPackets } = deps;
+  if (localhostNodePortPackets) {
+    registerLocalhostNodePortPackets(metrics.registry, localhostNodePortPackets, (error) =>
+      logger.warn(
+        { error: String(error) },
+        'localhost NodePort packet count not read; the last one is served',
+      ),
+    );
+  }
   // Fed by informer events, so a sync recomputes only the services that changed since the last one.
-  const model = new ModelCache(toProxyOptions(config));
+  const model = new ModelCache({
+    ...toProxyOptions(config),
+    localhostNodePortsCounter: localhostNodePortPackets !== undefined,
+  });
   const syncer = new SyncStep({ model, dataplane, healthChecks: healthCheckPorts, metrics, logger });
 
   const releaseMemory = heapReleaser();

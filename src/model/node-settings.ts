@@ -32,6 +32,11 @@ export interface ProxyOptions {
    * off. Served only where the node port addresses include 127.0.0.1 (NodeSettings).
    */
   readonly localhostNodePorts?: boolean;
+  /**
+   * kube-proxy's nfacct counter of packets to localhost NodePorts (localhost_nps_accepted_pkts)
+   * exists: kproxy run created it, or render assumes a kernel that has nfacct. Absent = no counter.
+   */
+  readonly localhostNodePortsCounter?: boolean;
   /** --service-cluster-ip-range: the service CIDRs when the cluster has no ServiceCIDR object. */
   readonly serviceCIDRs?: readonly string[];
 }
@@ -65,6 +70,8 @@ export function nodeSettingsByFamily(
   for (const family of families) {
     const nodeIPs = ipsByFamily[family];
     const addresses = nodePortAddressesOf(nodePortAddresses, family, nodeIPs[0]);
+    const localhostNodePorts =
+      options.localhostNodePorts === true && family === 'IPv4' && servesLoopbackIPv4(addresses);
     result[family] = {
       nodeName: options.nodeName,
       nodeIPs,
@@ -72,8 +79,9 @@ export function nodeSettingsByFamily(
       masqueradeAll: options.masqueradeAll,
       masqueradeBit: options.masqueradeBit,
       nodePortAddresses: addresses,
-      localhostNodePorts:
-        options.localhostNodePorts === true && family === 'IPv4' && servesLoopbackIPv4(addresses),
+      localhostNodePorts,
+      ...(localhostNodePorts &&
+        options.localhostNodePortsCounter === true && { localhostNodePortsCounted: true }),
       serviceCIDRs: serviceCIDRs.filter((cidr) => familyOf(cidr) === family),
     };
   }

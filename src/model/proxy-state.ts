@@ -107,6 +107,12 @@ export interface NodeSettings {
    */
   readonly localhostNodePorts?: boolean;
   /**
+   * With localhostNodePorts: the packets accepted for them are also counted in kube-proxy's nfacct
+   * object localhost_nps_accepted_pkts (kubeproxy_iptables_localhost_nodeports_accepted_packets_total).
+   * Absent where the kernel has no nfacct (kproxy run leaves the rule out, as kube-proxy).
+   */
+  readonly localhostNodePortsCounted?: boolean;
+  /**
    * The cluster's service CIDRs of this family, sorted (ServiceCIDR objects, else the
    * --service-cluster-ip-range fallback): traffic to an address in them that no Service holds is
    * dropped (nftables, as kube-proxy). Cluster-wide rather than the node's, but like the node's

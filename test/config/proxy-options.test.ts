@@ -35,6 +35,7 @@ test('the node identity and traffic settings reach the model', () => {
     masqueradeBit: 3,
     nodePortAddresses: ['primary'],
     localhostNodePorts: true,
+    localhostNodePortsCounter: true,
   });
 });
 
@@ -44,6 +45,11 @@ test('localhost node ports reach the model in iptables mode only (kube-proxy ser
   assert.equal(toProxyOptions(off).localhostNodePorts, false);
   assert.equal(toProxyOptions(configWith({ mode: 'nftables' })).localhostNodePorts, false);
   assert.equal(toProxyOptions(configWith({ mode: 'ipvs' })).localhostNodePorts, false);
+});
+
+test("render assumes kube-proxy's nfacct counter in iptables mode (kproxy run says whether it exists)", () => {
+  assert.equal(toProxyOptions(configWith({ mode: 'iptables' })).localhostNodePortsCounter, true);
+  assert.equal(toProxyOptions(configWith({ mode: 'nftables' })).localhostNodePortsCounter, false);
 });
 
 test('ClusterCIDR detection without a cluster CIDR means no local-traffic detection (as kube-proxy)', () => {

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import type { NfacctCounters } from '../../dataplanes/iptables/nfacct.ts';
 import { sampleNode, sampleService } from '../../harness/apiserver/sample-objects.ts';
 import { startApiServer } from '../../harness/apiserver/server.ts';
 import { logLevel, type RunEnvironment, runCommand } from '../../src/cli/run.ts';
@@ -50,7 +51,22 @@ iptables:
   minSyncPeriod: 50ms
 `;
 
-function environment(proc: string, dataplane: RecordingDataplane) {
+/** nfacct as a kernel with it (counting `packets`) or without it; the host's is never touched. */
+function fakeNfacct(packets: number | 'unavailable'): NfacctCounters {
+  const counters = new Set<string>();
+  return {
+    async ensure(name) {
+      if (packets === 'unavailable') throw new Error('Request rejected: EOPNOTSUPP');
+      counters.add(name);
+    },
+    async packets(name) {
+      if (!counters.has(name) || packets === 'unavailable') throw new Error(`no counter ${name}`);
+      return packets;
+    },
+  };
+}
+
+function environment(proc: string, dataplane: RecordingDataplane, nfacct = fakeNfacct(5)) {
   let stop: (signal: string) => void = () => {};
   const stopped = new Promise<string>((resolve) => (stop = resolve));
   const env: RunEnvironment = {
@@ -61,6 +77,7 @@ function environment(proc: string, dataplane: RecordingDataplane) {
     shutdownRequested: () => stopped,
     lockPrefix: `kproxy-test-${process.pid}`,
     dataplane: async () => dataplane,
+    nfacct,
   };
   return { env, stop };
 }
@@ -101,6 +118,15 @@ describe('kproxy run', () => {
     t.after(() => stop('SIGTERM'));
     await eventually('first sync', () => dataplane.syncs.length > 0);
     assert.ok(dataplane.last?.state.IPv4?.servicePorts.has('default/web:80/TCP'));
+    // iptables mode on a kernel with nfacct: localhost NodePorts are counted, the count served.
+    assert.equal(dataplane.last?.state.IPv4?.node.localhostNodePortsCounted, true);
+    const started = first
+      .out()
+      .split('\n')
+      .find((line) => line.includes('"kproxy started"'));
+    const metricsUrl = (JSON.parse(started ?? '{}') as { metrics?: string }).metrics;
+    const scraped = await (await fetch(`${metricsUrl}/metrics`)).text();
+    assert.match(scraped, /^kubeproxy_iptables_localhost_nodeports_accepted_packets_total 5$/m);
 
     const second = capture();
     const refused = await runCommand(
@@ -125,6 +151,30 @@ describe('kproxy run', () => {
       '--v 2 enables debug lines',
     );
     assert.equal(dataplane.cleanups, 0, 'rules stay after a stop');
+  });
+
+  test('without nfacct in the kernel, localhost NodePorts are served uncounted, said in one line', async (t) => {
+    const api = await startApiServer();
+    t.after(() => api.stop());
+    api.state.apply(NODES, sampleNode('node-1'));
+    const ws = await workspace(t, CONFIG);
+    const dataplane = new RecordingDataplane();
+    const run = capture();
+    const { env, stop } = environment(ws.proc, dataplane, fakeNfacct('unavailable'));
+    const running = runCommand(['--config', ws.config, '--master', api.url], run.io, env);
+    t.after(() => stop('SIGTERM'));
+    await eventually('first sync', () => dataplane.syncs.length > 0);
+    const node = dataplane.last?.state.IPv4?.node;
+    assert.equal(node?.localhostNodePorts, true);
+    assert.equal(node?.localhostNodePortsCounted, undefined, 'the counting rule is left out');
+    stop('SIGTERM');
+    assert.equal(await running, 0);
+    const said = run
+      .out()
+      .split('\n')
+      .filter((line) => line.includes('kubeproxy_iptables_localhost_nodeports_accepted_packets_total'));
+    assert.equal(said.length, 1, run.out());
+    assert.match(said[0]!, /"level":40.*"reason":"Request rejected: EOPNOTSUPP"/);
   });
 
   // execa registers signal-exit while a command runs; signal-exit re-raises a signal when it sees no

@@ -201,6 +201,22 @@ describe('localhost node ports (kube-proxy iptables: IPv4 only, where nodePortAd
     assert.deepEqual(serves(['localhost'], false), [false, false]);
   });
 
+  it("are counted in kube-proxy's nfacct counter where it exists, and only where they are served", () => {
+    const counted = (nodePortAddresses: string[], localhostNodePortsCounter: boolean) => {
+      const options = {
+        nodeIPs: dualStack,
+        nodePortAddresses,
+        localhostNodePorts: true,
+        localhostNodePortsCounter,
+      };
+      const got = settings(options);
+      return [got.IPv4?.localhostNodePortsCounted, got.IPv6?.localhostNodePortsCounted];
+    };
+    assert.deepEqual(counted([], true), [true, undefined]);
+    assert.deepEqual(counted([], false), [undefined, undefined], 'no counter in the kernel');
+    assert.deepEqual(counted(['primary'], true), [undefined, undefined], 'not served');
+  });
+
   it('decide route_localnet at start, before the node IPs are known', () => {
     const at = (nodePortAddresses: string[], localhostNodePorts = true) =>
       servesLocalhostNodePorts(options({ nodeIPs: [], nodePortAddresses, localhostNodePorts }));

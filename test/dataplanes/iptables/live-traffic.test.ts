@@ -96,6 +96,26 @@ const ROUTE_LOCALNET_AT_START = `
   console.log(JSON.stringify(await applyRouteLocalnet(options, '/proc')));
 `;
 
+const src = (path: string) => JSON.stringify(fileURLToPath(new URL(`../../../src/${path}`, import.meta.url)));
+
+/** kproxy run's other start-up step in iptables mode: kube-proxy's nfacct counter made. */
+const COUNTER_AT_START = `
+  import { netlinkNfacct } from ${JSON.stringify(fileURLToPath(new URL('../../../dataplanes/iptables/nfacct.ts', import.meta.url)))};
+  import { openLocalhostNodePortCounter } from ${src('daemon/localhost-nodeport-packets.ts')};
+  console.log(JSON.stringify(await openLocalhostNodePortCounter(netlinkNfacct)));
+`;
+
+/** A scrape of the daemon's localhost NodePort metric, read from the kernel like `kproxy run`'s. */
+const SCRAPED_LOCALHOST_PACKETS = `
+  import { Registry } from ${JSON.stringify(import.meta.resolve('prom-client'))};
+  import { netlinkNfacct } from ${JSON.stringify(fileURLToPath(new URL('../../../dataplanes/iptables/nfacct.ts', import.meta.url)))};
+  import { LOCALHOST_NODEPORT_PACKETS_METRIC, openLocalhostNodePortCounter, registerLocalhostNodePortPackets } from ${src('daemon/localhost-nodeport-packets.ts')};
+  const registry = new Registry();
+  const counter = await openLocalhostNodePortCounter(netlinkNfacct);
+  registerLocalhostNodePortPackets(registry, counter.packets, (error) => { throw error; });
+  console.log(await registry.getSingleMetricAsString(LOCALHOST_NODEPORT_PACKETS_METRIC));
+`;
+
 for (const backend of ['nft', 'legacy'] as const) {
   describe(`iptables-${backend} rules carry real traffic`, {
     skip: !isRoot && 'needs root: network namespaces and iptables (run the suite as root)',
@@ -268,17 +288,29 @@ for (const backend of ['nft', 'legacy'] as const) {
       await dataplane.sync(state, 'incremental');
     });
 
-    test('localhost NodePorts: 127.0.0.1 on the node reaches every endpoint, masqueraded, with the option on (and route_localnet) only', async (t) => {
+    test('localhost NodePorts: 127.0.0.1 on the node reaches every endpoint, masqueraded, with the option on (and route_localnet) only; each connection counted in the metric', async (t) => {
       if (!requireRoot(t)) return;
       const node = topology.nodes[0]!.ns;
       const state = clusterState(topology);
       const v4 = state.IPv4!;
-      const served = { ...state, IPv4: { ...v4, node: { ...v4.node, localhostNodePorts: true } } };
+      const counted = { ...v4.node, localhostNodePorts: true, localhostNodePortsCounted: true };
+      const served = { ...state, IPv4: { ...v4, node: counted } };
+      const inNode = async (script: string) =>
+        (await lab.exec(node, process.execPath, ['--input-type=module', '-e', script])).stdout;
+      const scraped = async () => {
+        const sample = /^kubeproxy_iptables_localhost_nodeports_accepted_packets_total (\d+)$/m.exec(
+          await inNode(SCRAPED_LOCALHOST_PACKETS),
+        );
+        assert.ok(sample, 'the metric is served');
+        return Number(sample[1]);
+      };
       const viaLocalhost = (options: { count?: number; timeoutMs?: number } = {}) =>
         topology.connect(node, 'tcp', '127.0.0.1', 30080, options);
       // Off (as in nftables mode): 127.0.0.0/8 is not a node port address, nothing listens there.
       assert.deepEqual([...tally(await viaLocalhost()).keys()], ['error:ECONNREFUSED']);
 
+      // The rule needs the counter (iptables-restore refuses an nfacct match without it).
+      assert.deepEqual(JSON.parse(await inNode(COUNTER_AT_START)), { ok: true });
       assert.equal((await dataplane.sync(served, 'incremental')).kind, 'incremental');
       // Without route_localnet the kernel will not route a 127.0.0.1 source off the node: no
       // answer (1 s calls a silence a drop; the SYN never leaves).
@@ -297,7 +329,10 @@ for (const backend of ['nft', 'legacy'] as const) {
         { key: 'net.ipv4.conf.all.route_localnet', action: 'set', from: 0, to: 1 },
       ]);
       try {
+        const before = await scraped();
         const answers = replies(await viaLocalhost({ count: 30 }));
+        // The nat table sees a connection's first packet only: one count per connection.
+        assert.equal((await scraped()) - before, 30);
         assert.deepEqual([...new Set(answers.map((a) => a.name))].sort(), [
           'node-0-pod-0',
           'node-0-pod-1',

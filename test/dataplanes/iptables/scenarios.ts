@@ -125,7 +125,7 @@ export const SCENARIOS: Readonly<Record<string, DualStackState>> = {
     ),
   },
   // kube-proxy's default in iptables mode: node ports on 127.0.0.1 too (IPv4), guarded by the
-  // localnet firewall; IPv6 still excludes ::1.
+  // localnet firewall, their packets counted in its nfacct object; IPv6 still excludes ::1.
   'localhost-node-ports': {
     IPv4: proxyState(
       'IPv4',
@@ -137,7 +137,7 @@ export const SCENARIOS: Readonly<Record<string, DualStackState>> = {
           clusterEndpoints: [remote],
         }),
       ],
-      { localhostNodePorts: true },
+      { localhostNodePorts: true, localhostNodePortsCounted: true },
     ),
     IPv6: proxyState('IPv6', [
       servicePort('np', {
@@ -148,7 +148,8 @@ export const SCENARIOS: Readonly<Record<string, DualStackState>> = {
       }),
     ]),
   },
-  // --nodeport-addresses primary,localhost: the node IP and lo's 127.0.0.1, one jump each.
+  // --nodeport-addresses primary,localhost: the node IP and lo's 127.0.0.1, one jump each; a
+  // kernel without nfacct, so no counting rule.
   'localhost-node-port-addresses': {
     IPv4: proxyState(
       'IPv4',
