@@ -4,7 +4,7 @@
 
 import { type Flow, withStep } from '../shared/trace/flow.ts';
 import { dnatTo, parseHostPort, traceNftables } from '../shared/trace/nft.ts';
-import { parseNftRuleset } from '../shared/trace/nft-ruleset.ts';
+import { type NftRuleset, parseNftRuleset } from '../shared/trace/nft-ruleset.ts';
 import type { TraceReport } from '../shared/trace/outcome.ts';
 import { hostPort, type TraceHost, type TracePacket } from '../shared/trace/packet.ts';
 
@@ -30,8 +30,8 @@ export interface IpvsRuleset {
   readonly boundAddresses: readonly string[];
   /** Keyed "protocol address port" (canonical address). */
   readonly virtualServers: Map<string, IpvsVirtualServer>;
-  /** The companion table's nft text. */
-  readonly companion: string;
+  /** The companion table (its nft text parsed, or the tests' fake nft's state). */
+  readonly companion: NftRuleset;
   readonly unknown: readonly string[];
 }
 
@@ -72,7 +72,7 @@ export function parseIpvsRuleset(text: string): IpvsRuleset {
       if (!addVirtualServerLine(virtualServers, line)) unknown.push(line);
     }
   }
-  return { boundAddresses: bound, virtualServers, companion: companion.join('\n'), unknown };
+  return { boundAddresses: bound, virtualServers, companion: parseNftRuleset(companion.join('\n')), unknown };
 }
 
 function addVirtualServerLine(servers: Map<string, IpvsVirtualServer>, line: string): boolean {
@@ -114,7 +114,7 @@ export function traceIpvs(ruleset: IpvsRuleset, packet: TracePacket, host: Trace
   const withBound: TraceHost = { localAddresses: [...host.localAddresses, ...ruleset.boundAddresses] };
   const run = (hook: 'input' | 'output') => (flow: Flow) => ipvsLookup(ruleset, hook, flow);
   const report = traceNftables(
-    parseNftRuleset(ruleset.companion),
+    ruleset.companion,
     packet,
     {
       host: withBound,

@@ -1,28 +1,39 @@
 // A fake IPVS netlink client and a fake `ip`/`nft`/`sysctl`/`conntrack` runner sharing one
 // in-memory kernel, for unit tests of the live dataplane (the real kernel is tested in the VM).
+// The companion table lives in the fake nft (fake-nft.ts: the scripts kproxy sends, applied
+// through the tracer's parser), so the tracer follows a packet through what the dataplane left
+// (traceRuleset(): the virtual servers as `ipvsadm -Sn` lines and the bound addresses, read by
+// the tracer's parser, and the companion's ruleset).
+import { COMPANION_TABLE } from '../../../dataplanes/ipvs/companion-ruleset.ts';
 import { type IpvsClient, IpvsError } from '../../../dataplanes/ipvs/ipvs-client.ts';
 import type { DumpedRealServer, IpvsTimeouts } from '../../../dataplanes/ipvs/ipvs-messages.ts';
+import { DUMMY_LINK } from '../../../dataplanes/ipvs/ipvs-plan.ts';
+import { ipvsadmLine } from '../../../dataplanes/ipvs/ipvs-render.ts';
+import { type IpvsRuleset, parseIpvsRuleset } from '../../../dataplanes/ipvs/trace.ts';
 import {
+  compareText,
   type RealServer,
   realServerKey,
   type VirtualService,
   virtualServerKey,
 } from '../../../dataplanes/ipvs/virtual-servers.ts';
+import { NftError } from '../../../dataplanes/nftables/nft-runner.ts';
 import type { CommandResult, CommandRunner } from '../../../dataplanes/shared/command-runner.ts';
+import { FakeNft } from '../nftables/fake-nft.ts';
 
 interface KernelService {
   service: VirtualService;
   servers: Map<string, DumpedRealServer>;
 }
 
+const MISSING = 'Error: No such file or directory';
+
 export class FakeKernel {
   readonly services = new Map<string, KernelService>();
   link = false;
   readonly addresses = new Set<string>();
-  readonly nftScripts: string[] = [];
-  readonly tables = new Set<string>();
-  /** The elements of each family's `nodeport-ips` set (the one set whose content the fake keeps). */
-  readonly nodePortIps = new Map<string, Set<string>>();
+  /** The companion tables. */
+  readonly nft = new FakeNft();
   timeouts: IpvsTimeouts | undefined;
   readonly sysctls: string[] = [];
   /** Makes the next `nft -f` fail (to exercise the fallback to a full sync). */
@@ -37,6 +48,29 @@ export class FakeKernel {
         lines.push(`${virtualServerKey(service)} -> ${realServerKey(rs)} w=${rs.weight}`);
     }
     return lines.sort();
+  }
+
+  /** The families that hold a companion table. */
+  get tables(): string[] {
+    return [...this.nft.ruleset.tables.values()]
+      .filter((t) => t.name === COMPANION_TABLE)
+      .map((t) => t.family);
+  }
+
+  /**
+   * What the tracer reads: the bound addresses and `ipvsadm -Sn` (servers in key order, as render
+   * lists them: the kernel's own order only orders the trace's branches), beside the companion's
+   * ruleset.
+   */
+  traceRuleset(): IpvsRuleset {
+    const lines = ['# Addresses', ...[...this.addresses].map((a) => `address add ${a} dev ${DUMMY_LINK}`)];
+    lines.push('# IPVS virtual servers');
+    for (const { service, servers } of this.services.values()) {
+      lines.push(ipvsadmLine({ op: 'add-service', service }));
+      for (const [, server] of [...servers].sort(([a], [b]) => compareText(a, b)))
+        lines.push(ipvsadmLine({ op: 'add-server', service, server }));
+    }
+    return { ...parseIpvsRuleset(lines.join('\n')), companion: this.nft.ruleset };
   }
 
   setConnections(service: string, server: string, active: number, inactive: number): void {
@@ -143,46 +177,33 @@ export class FakeKernel {
           }
           return ok();
         }
+        const nft = async (script: string): Promise<CommandResult> => {
+          try {
+            await this.nft.run(script);
+            return ok();
+          } catch (error) {
+            if (error instanceof NftError) return fail(error.message);
+            throw error;
+          }
+        };
         if (line === 'nft -f -') {
           if (this.failNextNft) {
             this.failNextNft = false;
             return fail('nft: injected failure');
           }
-          this.nftScripts.push(input);
-          const statements =
-            /^(add|delete) (table|element) (ip6?) kproxy-ipvs(?: nodeport-ips \{ (.*) \}| .*)?$/gm;
-          for (const [, verb, what, family, elements] of input.matchAll(statements)) {
-            const ips = this.nodePortIps.get(family!) ?? new Set();
-            this.nodePortIps.set(family!, ips);
-            if (what === 'table') {
-              if (verb === 'add') this.tables.add(family!);
-              else this.tables.delete(family!);
-              ips.clear();
-            } else if (elements !== undefined) {
-              for (const ip of elements.split(', ')) verb === 'add' ? ips.add(ip) : ips.delete(ip);
-            }
-          }
-          return ok();
+          return nft(input);
         }
-        if (line === 'nft -c -f -') {
-          // The intact check: accepted when every table it names is there (contents not modelled).
-          const named = [...input.matchAll(/^\S+ \S+ (ip6?) kproxy-ipvs /gm)].map((m) => m[1]!);
-          return named.every((family) => this.tables.has(family)) ? ok() : fail('No such file or directory');
-        }
+        if (line === 'nft -c -f -') return (await this.nft.check(input)) ? ok() : fail(MISSING);
         if (line === 'nft list tables')
-          return ok([...this.tables].map((f) => `table ${f} kproxy-ipvs\n`).join(''));
+          return ok(this.tables.map((f) => `table ${f} ${COMPANION_TABLE}\n`).join(''));
         const del = /^nft delete table (ip6?) kproxy-ipvs$/.exec(line);
-        if (del) {
-          this.nodePortIps.delete(del[1]!);
-          return this.tables.delete(del[1]!) ? ok() : fail('No such file or directory');
-        }
-        const listSet = /^nft -j list set (ip6?) kproxy-ipvs nodeport-ips$/.exec(line);
+        if (del) return nft(`delete table ${del[1]} ${COMPANION_TABLE}\n`);
+        const listSet = /^nft -j list set (ip6?) kproxy-ipvs (\S+)$/.exec(line);
         if (listSet) {
-          if (!this.tables.has(listSet[1]!)) return fail('No such file or directory');
-          const elem = [...(this.nodePortIps.get(listSet[1]!) ?? [])];
-          return ok(
-            JSON.stringify({ nftables: [{ metainfo: {} }, { set: { name: 'nodeport-ips', elem } }] }),
-          );
+          const set = this.nft.ruleset.tables.get(`${listSet[1]} ${COMPANION_TABLE}`)?.sets.get(listSet[2]!);
+          if (!set) return fail(MISSING);
+          const elem = set.elements.map((e) => e.key.join(' . '));
+          return ok(JSON.stringify({ nftables: [{ metainfo: {} }, { set: { name: set.name, elem } }] }));
         }
         throw new Error(`fake kernel: unexpected command ${line}`);
       },
