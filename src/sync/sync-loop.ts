@@ -3,7 +3,8 @@
 // - Changes are coalesced: a sync starts no earlier than minSyncPeriod after the previous one
 //   started, and every change that arrives meanwhile is folded into it. A sync that is allowed
 //   right away still goes through a zero-delay timer, so a burst delivered in one tick is one sync.
-// - Syncs never overlap; a change during a sync schedules the next one.
+// - Syncs never overlap; a change during a sync schedules the next one (a sync applied in rounds,
+//   sync-step.ts, also takes it into its next round, and the next sync finds nothing left).
 // - Every syncPeriod without a sync, a periodic check runs: if the dataplane reports its rules are
 //   not intact (someone flushed them), a full sync repairs them. Until it has, the damage counts as
 //   a queued change (health sees it like any other pending one).
