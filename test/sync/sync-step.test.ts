@@ -258,28 +258,35 @@ describe('SyncStep', () => {
     const roundOf = (calls: readonly DataplaneCall[], key: string) =>
       calls.findIndex((call) => call.changed?.includes(key));
 
-    test('is applied in rounds, a small change queued with it first, counts following each round', async (t) => {
-      const { model, dataplane, step } = setup(t, 100);
-      model.setService(decoded(service('small', { clusterIP: '10.96.0.30' })));
+    test('is applied in rounds, a small change queued with it first, counts and listeners following each round', async (t) => {
+      const { model, dataplane, healthChecks, step } = setup(t, 100);
       await step.sync('full');
       dataplane.calls.length = 0;
       for (const object of huge(50, 10)) {
         if (object.kind === 'Service') model.setService(object);
         else model.setEndpointSlice(object);
       }
+      // The small Service has a health-check node port: its listener opens with the first round.
+      const port = await freePort();
+      model.setService(lbLocal('small', port, '10.96.0.30'));
       model.setEndpointSlice(decoded(slice('small', [endpoint('10.244.9.2')])));
       const counted: number[] = [];
-      dataplane.during = () => counted.push(step.summary.servicePorts);
+      const listening: number[][] = [];
+      dataplane.during = () => {
+        counted.push(step.summary.servicePorts);
+        listening.push([...healthChecks.ports]);
+      };
       const outcome = await step.sync('incremental');
       assert.equal(outcome.kind, 'incremental');
       assert.ok(dataplane.calls.length >= 6, `${dataplane.calls.length} rounds for 50 ports × 11`);
       assert.ok(dataplane.calls.every((call) => call.kind === 'incremental'));
       assert.equal(roundOf(dataplane.calls, smallKey), 0, 'the small Service first');
       assert.equal(roundOf(dataplane.calls, lastHugeKey), dataplane.calls.length - 1);
+      assert.deepEqual(listening.slice(0, 2), [[], [port]], 'listening once the first round is applied');
       // Each round's state holds the ports applied so far and nothing else of the huge one.
-      let applied = 1;
+      let applied = 0;
       for (const [i, call] of dataplane.calls.entries()) {
-        applied += call.changed!.filter((key) => key !== smallKey).length;
+        applied += call.changed!.length;
         assert.equal(call.state.IPv4?.servicePorts.size, applied, `round ${i}`);
         assert.equal(counted[i], applied, `round ${i}: the counts are the round's state`);
       }
