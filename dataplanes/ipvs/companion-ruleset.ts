@@ -8,6 +8,8 @@
 // firewall before IPVS sees the packet; postrouting masquerades what IPVS forwarded (the packet
 // mark survives the rewrite; net.ipv4.vs.conntrack=1 gives nf_nat a connection to work on).
 //
+// ClientIP affinity lives here too (affinity.ts): IPVS persistence does not honour the timeout.
+//
 // externalTrafficPolicy Local keeps the client's source for everyone (no masquerade set entry) and
 // its external virtual servers only have local real servers, as in kube-proxy's IPVS mode (which,
 // unlike the iptables/nftables modes, has no pod/host short-circuit to all endpoints).
@@ -24,7 +26,8 @@ import {
   vipKey,
 } from '../shared/nft/service-rules.ts';
 import { type ChainSpec, fitComment, type SetSpec } from '../shared/nft/transaction.ts';
-import { nodePortAddresses } from './virtual-servers.ts';
+import { addAffinity, affinityChains, affinitySets, steerRule } from './affinity.ts';
+import type { IpvsFamilyServers } from './virtual-servers.ts';
 
 export const COMPANION_TABLE = 'kproxy-ipvs';
 
@@ -61,6 +64,7 @@ function sets(syntax: FamilySyntax): SetSpec[] {
     ]),
     map('no-endpoint-vips', vip, 'VIPs without usable endpoints: reject or drop'),
     map('no-endpoint-nodeports', port, 'node ports without usable endpoints: reject or drop'),
+    ...affinitySets(syntax),
   ];
 }
 
@@ -78,15 +82,15 @@ function chains(syntax: FamilySyntax, node: NodeSettings): ChainSpec[] {
   return [
     {
       name: 'nat-prerouting',
-      comment: 'mark service traffic from outside for masquerade',
+      comment: 'mark service traffic from outside for masquerade, steer ClientIP affinity',
       base: { type: 'nat', hook: 'prerouting', priority: '-100' },
-      rules: ['jump services'],
+      rules: ['jump services', steerRule(syntax)],
     },
     {
       name: 'nat-output',
-      comment: 'mark service traffic from this host for masquerade',
+      comment: 'mark service traffic from this host for masquerade, steer ClientIP affinity',
       base: { type: 'nat', hook: 'output', priority: '-100' },
-      rules: ['jump services'],
+      rules: ['jump services', steerRule(syntax)],
     },
     {
       name: 'nat-postrouting',
@@ -133,6 +137,7 @@ function chains(syntax: FamilySyntax, node: NodeSettings): ChainSpec[] {
       rules: [`${ip} daddr @bound-ips ${L4} ${vip} != @virtual-servers reject`],
     },
     ...verdictChains(syntax, node),
+    ...affinityChains(syntax),
   ];
 }
 
@@ -188,42 +193,43 @@ function addHairpin(builder: RulesetBuilder, sp: ServicePort): void {
   }
 }
 
-/** The companion table's content for one family. */
-export function companionRuleset(state: ProxyState, boundAddresses: readonly string[]): FamilyRuleset {
+/** The companion table's content for one family; `servers` are the family's virtual servers. */
+export function companionRuleset(state: ProxyState, servers: IpvsFamilyServers): FamilyRuleset {
   const syntax = familySyntax(state.family);
   const builder = new RulesetBuilder(syntax.family);
   for (const set of sets(syntax)) builder.addSet(set);
   for (const chain of chains(syntax, state.node)) builder.addChain(chain);
-  for (const address of boundAddresses) builder.addElement('bound-ips', { key: address });
-  const nodeAddresses = nodePortAddresses(state);
-  for (const address of nodeAddresses) builder.addElement('nodeport-ips', { key: address });
-  addServicePorts(builder, state, state.servicePorts.values(), nodeAddresses.length > 0);
+  for (const address of servers.nodePortAddresses) builder.addElement('nodeport-ips', { key: address });
+  addPorts(builder, state, state.servicePorts.values(), servers);
   return builder.build();
 }
 
 /**
- * The elements `ports` (some of the state's, in key order) and `boundAddresses` put in the
- * companion table, and no set or chain: the part of the table an incremental plan compares.
+ * The elements (and ClientIP chains) `ports` (some of the state's, in key order) and their
+ * `servers` put in the companion table, and no fixed set or chain: the part of the table an
+ * incremental plan compares.
  */
 export function companionPortElements(
   state: ProxyState,
   ports: Iterable<ServicePort>,
-  boundAddresses: readonly string[],
+  servers: IpvsFamilyServers,
 ): FamilyRuleset {
   const builder = new RulesetBuilder(familySyntax(state.family).family, { open: true });
-  for (const address of boundAddresses) builder.addElement('bound-ips', { key: address });
-  addServicePorts(builder, state, ports, nodePortAddresses(state).length > 0);
+  addPorts(builder, state, ports, servers);
   return builder.build();
 }
 
-function addServicePorts(
+function addPorts(
   builder: RulesetBuilder,
   state: ProxyState,
   ports: Iterable<ServicePort>,
-  nodePorts: boolean,
+  servers: IpvsFamilyServers,
 ): void {
+  for (const address of servers.boundAddresses) builder.addElement('bound-ips', { key: address });
+  const nodePorts = servers.nodePortAddresses.length > 0;
   for (const sp of ports) {
     addServicePort(builder, sp, state.node, nodePorts);
     addHairpin(builder, sp);
   }
+  addAffinity(builder, familySyntax(state.family), state, servers.virtualServers.values());
 }

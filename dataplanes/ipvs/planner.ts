@@ -3,11 +3,12 @@
 //
 // An incremental plan builds only the changed service ports' pieces (incremental-ports.ts adds the
 // unchanged ports that share an address, node port or hairpin pair with them, so each piece it
-// compares is what the whole state holds), unless a family or the node settings changed: then
-// the two whole desired states are compared.
+// compares is what the whole state holds), unless a family or the node settings changed, or a
+// ClientIP port changed: then the two whole desired states are compared.
 import { isDeepStrictEqual } from 'node:util';
+import type { IPFamily } from '../../src/base/ip-family.ts';
 import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
-import type { DualStackState, ServicePortKey } from '../../src/model/proxy-state.ts';
+import type { DualStackState, ProxyState, ServicePortKey } from '../../src/model/proxy-state.ts';
 import type { DataplanePlanner } from '../shared/dataplane.ts';
 import { diffFamily, diffRulesets } from '../shared/nft/diff.ts';
 import { fullTransaction } from '../shared/nft/full-transaction.ts';
@@ -42,7 +43,7 @@ function desired(state: DualStackState, options: IpvsPlannerOptions): Desired {
     for (const [key, vs] of servers.virtualServers) virtualServers.set(key, vs);
     bound.push(...servers.boundAddresses);
     nodePortAddresses.push(...servers.nodePortAddresses);
-    nft[family === 'IPv4' ? 'ip' : 'ip6'] = companionRuleset(familyState, servers.boundAddresses);
+    nft[family === 'IPv4' ? 'ip' : 'ip6'] = companionRuleset(familyState, servers);
   }
   return { ipvs: { virtualServers, boundAddresses: bound.sort(compareText), nodePortAddresses }, nft };
 }
@@ -79,10 +80,17 @@ export function ipvsIncremental(
   options: IpvsPlannerOptions,
   changed?: ReadonlySet<ServicePortKey>,
 ): IpvsIncremental {
+  const changedByFamily = new Map<IPFamily, ReadonlySet<ServicePortKey>>();
   const wholeDiff = FAMILIES.some((family) => {
     const before = prev[family];
     const after = next[family];
-    return !before !== !after || (before && after && !isDeepStrictEqual(before.node, after.node));
+    if (!before || !after) return before !== after;
+    if (!isDeepStrictEqual(before.node, after.node)) return true;
+    const keys = changed ?? changedServicePorts(before, after);
+    changedByFamily.set(family, keys);
+    // A ClientIP port's chains (per timeout, per real-server count) may be shared with ports the
+    // partial build does not see: whether one is still used is the whole state's question.
+    return [...keys].some((key) => hasAffinity(before, key) || hasAffinity(after, key));
   });
   if (wholeDiff) return wholeStateIncremental(prev, next, options);
   const before = { virtualServers: new Map<string, VirtualServer>(), bound: [] as string[] };
@@ -93,7 +101,7 @@ export function ipvsIncremental(
     const prevState = prev[family];
     const nextState = next[family];
     if (!prevState || !nextState) continue;
-    const familyChanged = changed ?? changedServicePorts(prevState, nextState);
+    const familyChanged = changedByFamily.get(family) ?? new Set<ServicePortKey>();
     if (familyChanged.size === 0) continue;
     const ports = incrementalPorts(prevState, nextState, familyChanged);
     const serversBefore = ipvsFamilyServers(prevState, options.scheduler, ports.before);
@@ -103,8 +111,8 @@ export function ipvsIncremental(
     before.bound.push(...serversBefore.boundAddresses);
     after.bound.push(...serversAfter.boundAddresses);
     const [elementsBefore, elementsAfter] = sameSetNames(
-      companionPortElements(prevState, ports.before, serversBefore.boundAddresses),
-      companionPortElements(nextState, ports.after, serversAfter.boundAddresses),
+      companionPortElements(prevState, ports.before, serversBefore),
+      companionPortElements(nextState, ports.after, serversAfter),
     );
     diffFamily(nft, elementsBefore, elementsAfter);
     // The unchanged ports built beside the changed ones hold the same pieces before and after.
@@ -129,6 +137,10 @@ export function ipvsIncremental(
     nft,
   };
   return { plan, virtualServers: recordChanges };
+}
+
+function hasAffinity(state: ProxyState, key: ServicePortKey): boolean {
+  return state.servicePorts.get(key)?.sessionAffinity !== undefined;
 }
 
 /** The diff of the two whole desired states: when a family or the node settings changed. */

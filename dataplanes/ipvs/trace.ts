@@ -20,7 +20,7 @@ export interface IpvsVirtualServer {
   readonly address: string;
   readonly port: number;
   readonly scheduler: string;
-  /** Persistence timeout in seconds (`-p`): ClientIP affinity. */
+  /** Persistence timeout in seconds (`-p`): not kproxy's (its affinity is the companion's). */
   readonly persistence?: number;
   readonly line: string;
   readonly realServers: IpvsRealServer[];
@@ -150,7 +150,8 @@ function ipvsLookup(ruleset: IpvsRuleset, hook: 'input' | 'output', flow: Flow):
   const affinity =
     server.persistence === undefined
       ? undefined
-      : `ClientIP affinity: IPVS persistence keeps ${flow.source} on its real server for ${server.persistence}s`;
+      : // kproxy's virtual servers are never persistent (affinity.ts); another's may be (kube-proxy's).
+        `ClientIP affinity: IPVS persistence keeps ${flow.source} on its real server for at least ${server.persistence}s: as long as it has a connection (TIME_WAIT included), plus up to 60s (kubernetes#89358)`;
   const entered = step(server.line, `scheduler ${server.scheduler}`);
   return weighted.map((real) => {
     const share = (roundRobin ? 1 : real.weight) / total;

@@ -5,13 +5,14 @@
 // - real servers: the model's internal endpoints for the ClusterIP, its external endpoints for
 //   external IPs, LB IPs and node ports (src/model/traffic-decisions.ts), weight 1, masquerade
 //   forwarding;
-// - ClientIP affinity → a persistent virtual server with the affinity timeout.
+// - never persistent: ClientIP affinity is the companion table's (affinity.ts), because IPVS
+//   persistence does not honour the timeout (kubernetes#89358).
 // A virtual server exists even without real servers, as upstream; the companion nft rules reject
 // or drop its traffic before IPVS sees it.
 import { familyOf } from '../../src/base/ip-address.ts';
 import type { IPFamily } from '../../src/base/ip-family.ts';
 import type { Endpoint, Protocol, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
-import { type TrafficDecisions, trafficDecisions } from '../../src/model/traffic-decisions.ts';
+import { trafficDecisions } from '../../src/model/traffic-decisions.ts';
 import { cidrContains } from '../shared/cidr.ts';
 import { familySyntax } from '../shared/nft/family-syntax.ts';
 
@@ -30,7 +31,7 @@ export interface VirtualService {
   readonly scheduler: string;
   /** The scheduler's flags (ipvsadm -b), sorted; only mh has any (schedulerFlags). */
   readonly schedulerFlags: readonly SchedulerFlag[];
-  /** Persistence (ClientIP affinity) timeout in seconds; 0 = not persistent. */
+  /** Persistence timeout in seconds; 0 = not persistent (kproxy's; a kernel's may be). */
   readonly persistenceTimeout: number;
 }
 
@@ -100,13 +101,7 @@ export function ipvsFamilyServers(
 ): IpvsFamilyServers {
   const servers = new Map<string, VirtualServer>();
   const bound = new Set<string>();
-  const add = (
-    sp: ServicePort,
-    d: TrafficDecisions,
-    address: string,
-    port: number,
-    endpoints: readonly Endpoint[],
-  ): void => {
+  const add = (sp: ServicePort, address: string, port: number, endpoints: readonly Endpoint[]): void => {
     const vs: VirtualServer = {
       family: state.family,
       protocol: sp.protocol,
@@ -114,7 +109,7 @@ export function ipvsFamilyServers(
       port,
       scheduler,
       schedulerFlags: schedulerFlags(scheduler),
-      persistenceTimeout: d.affinitySeconds,
+      persistenceTimeout: 0,
       servicePort: sp.key,
       realServers: realServers(endpoints),
     };
@@ -127,15 +122,15 @@ export function ipvsFamilyServers(
     const d = trafficDecisions(sp);
     // No cluster IP ('') when an older Service holds it.
     if (sp.clusterIP !== '') {
-      add(sp, d, sp.clusterIP, sp.port, d.internalEndpoints);
+      add(sp, sp.clusterIP, sp.port, d.internalEndpoints);
       bound.add(sp.clusterIP);
     }
     for (const ip of [...sp.externalIPs, ...sp.loadBalancerIPs]) {
-      add(sp, d, ip, sp.port, d.externalEndpoints);
+      add(sp, ip, sp.port, d.externalEndpoints);
       bound.add(ip);
     }
     if (sp.nodePort !== 0) {
-      for (const ip of nodeAddresses) add(sp, d, ip, sp.nodePort, d.externalEndpoints);
+      for (const ip of nodeAddresses) add(sp, ip, sp.nodePort, d.externalEndpoints);
     }
   }
   return {

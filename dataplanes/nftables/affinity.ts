@@ -9,11 +9,8 @@
 //
 // Choice: a key with N endpoints goes to the chain of its target, protocol and N, as without
 // affinity. Endpoint i of the key is in `affinity-<target>` (key . i -> address . port) and
-// `affinity-<target>-ips` (key . i -> address). nft 1.0.6 can neither put a constant nor a map's
-// result into a lookup key, so the chain uses the packet's header as its scratch register: for
-// each i it writes i into the destination port and endpoint i's address into the destination
-// address, and DNATs to endpoint i when client . service . that address is in the set. The
-// service side of every key comes from conntrack (`ct original`), which the writes leave alone.
+// `affinity-<target>-ips` (key . i -> address); the chain finds a remembered one by the rules
+// shared with the IPVS companion (dataplanes/shared/nft/affinity.ts: the header as scratch).
 // Otherwise it picks one at random, as without affinity (nf_nat rewrites the header from the
 // conntrack tuple, so the scratch values never leave the hook).
 //
@@ -24,16 +21,12 @@
 // known by its address (two endpoints of one key on one address share clients), and a changed
 // timeout applies from a client's next connection.
 import type { Endpoint, ServicePort } from '../../src/model/proxy-state.ts';
+import { affinityClientsSet, affinityRecordChain, rememberedEndpointRules } from '../shared/nft/affinity.ts';
 import type { FamilySyntax } from '../shared/nft/family-syntax.ts';
 import type { RulesetBuilder } from '../shared/nft/ruleset.ts';
 import type { ChainSpec, SetSpec } from '../shared/nft/transaction.ts';
 import type { L4Protocol } from './base-objects.ts';
 import type { DispatchTarget } from './endpoint-dispatch.ts';
-
-export const AFFINITY_CLIENTS = 'affinity-clients';
-
-/** Clients remembered per family; a full set remembers no new client (they are balanced). */
-const CLIENTS_SIZE = 1_048_576;
 
 const TARGET_MAPS = ['backends', 'local-backends', 'nodeport-backends', 'nodeport-local-backends'];
 
@@ -45,11 +38,6 @@ function endpointMap(target: DispatchTarget): string {
 function serviceKey(syntax: FamilySyntax, nodePort: boolean): string {
   const port = 'meta l4proto . ct original proto-dst';
   return nodePort ? port : `ct original ${syntax.ip} daddr . ${port}`;
-}
-
-function clientKey(syntax: FamilySyntax): string {
-  const ip = syntax.ip;
-  return `${ip} saddr . ct original ${ip} daddr . meta l4proto . ct original proto-dst . ${ip} daddr`;
 }
 
 /** The fixed sets and maps of affinity. */
@@ -76,14 +64,7 @@ export function affinitySets(syntax: FamilySyntax): SetSpec[] {
     ];
   });
   return [
-    {
-      name: AFFINITY_CLIENTS,
-      kind: 'set',
-      type: `type ${addr} . ${addr} . inet_proto . inet_service . ${addr}`,
-      flags: ['dynamic', 'timeout'],
-      size: CLIENTS_SIZE,
-      comment: 'client . service address . proto . port . endpoint address, until the timeout',
-    },
+    affinityClientsSet(syntax),
     {
       name: 'affinity-timeouts',
       kind: 'map',
@@ -126,16 +107,6 @@ export function affinityChains(syntax: FamilySyntax): ChainSpec[] {
 /** The rule of filter-output-post-dnat recording host connections (see affinityChains). */
 export const RECORD_HOST_CONNECTIONS = 'ct state new ct status dnat jump affinity-record';
 
-function recordChain(syntax: FamilySyntax, seconds: number): ChainSpec {
-  return {
-    name: `affinity-record-${seconds}`,
-    comment: `remember a ClientIP client's endpoint for ${seconds}s`,
-    rules: (['tcp', 'udp', 'sctp'] as const).map(
-      (p) => `meta l4proto ${p} update @${AFFINITY_CLIENTS} { ${clientKey(syntax)} timeout ${seconds}s }`,
-    ),
-  };
-}
-
 function countChain(
   syntax: FamilySyntax,
   target: DispatchTarget,
@@ -146,12 +117,7 @@ function countChain(
   const map = endpointMap(target);
   const service = serviceKey(syntax, target.nodePort);
   const dnat = `dnat ${ip} to ${service} . ${proto} dport map @${map}`;
-  const known = Array.from(
-    { length: count },
-    (_, i) =>
-      `meta l4proto ${proto} ${proto} dport set ${i} ${ip} daddr set ${service} . ${proto} dport map @${map}-ips ` +
-      `${clientKey(syntax)} @${AFFINITY_CLIENTS} ${dnat}`,
-  );
+  const known = rememberedEndpointRules(syntax, proto, count, service, { endpoints: map, ips: `${map}-ips` });
   // numgen gives a host-order word; the anonymous map turns it into a port-typed index.
   const indexes = Array.from({ length: count }, (_, i) => `${i} : ${i}`).join(', ');
   return {
@@ -180,7 +146,7 @@ export function addAffinityDispatch(
   const seconds = servicePort.sessionAffinity?.timeoutSeconds;
   if (seconds === undefined) throw new Error(`${servicePort.key} has no session affinity`);
   const proto = servicePort.protocol.toLowerCase() as L4Protocol;
-  const record = recordChain(syntax, seconds);
+  const record = affinityRecordChain(syntax, seconds);
   builder.addChain(record);
   const key = address === undefined ? `${proto} . ${port}` : `${address} . ${proto} . ${port}`;
   const timeouts = address === undefined ? 'affinity-nodeport-timeouts' : 'affinity-timeouts';

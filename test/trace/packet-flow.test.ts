@@ -593,4 +593,12 @@ describe('packet flows through every mode', () => {
       test(`${mode}: ${flow.name}`, () => check(mode, flow, flags));
     }
   }
+  test('ipvs: ClientIP affinity is the companion table remembering the client for the Service timeout, not IPVS persistence (kubernetes#89358)', async () => {
+    const flow = FLOWS.find((each) => each.affinity)!;
+    const args = ['--mode', 'ipvs', ...common(), '--from', flow.from, '--to', flow.to, '--via', flow.via];
+    const report = JSON.parse((await runTrace(args)).stdout) as { outcomes: JsonOutcome[] };
+    assert.ok(report.outcomes.length > 0);
+    for (const outcome of report.outcomes)
+      assert.match(outcome.affinity ?? '', /^ClientIP affinity: @affinity-clients remembers \S+ for 600s/);
+  });
 });

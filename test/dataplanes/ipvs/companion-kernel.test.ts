@@ -18,11 +18,26 @@ function companionScript(rendered: string): string {
   return section.slice(section.indexOf('\n') + 1);
 }
 
+/**
+ * A listed table with its sets and chains in name order: nft lists them in creation order, and an
+ * incremental sync creates a ClientIP chain (per timeout, per real-server count) after the rest.
+ */
+function inNameOrder(listed: string): string {
+  const blocks: string[][] = [[]];
+  for (const line of listed.split('\n')) {
+    if (line.trim() === '' || line === '}') continue;
+    if (/^\t(set|map|chain) /.test(line)) blocks.push([]);
+    blocks.at(-1)!.push(line);
+  }
+  const [head = [], ...objects] = blocks.map((lines) => lines.join('\n'));
+  return [head, ...objects.sort()].join('\n');
+}
+
 async function tables(lab: Lab, ns: string): Promise<string> {
   const listed = await Promise.all(
     ['ip', 'ip6'].map(async (family) => {
       const result = await lab.exec(ns, 'nft', ['list', 'table', family, 'kproxy-ipvs'], { reject: false });
-      return result.exitCode === 0 ? result.stdout : `no ${family} table\n`;
+      return result.exitCode === 0 ? inNameOrder(result.stdout) : `no ${family} table\n`;
     }),
   );
   return listed.join('');

@@ -68,6 +68,17 @@ test('a restart adopts what the earlier run left and a full sync removes the sta
   assert.deepEqual([...first.kernel.addresses], ['10.96.0.10']);
 });
 
+test('a persistent virtual server an older run left (ClientIP as IPVS persistence) is made not persistent', async () => {
+  const { kernel, dp } = setup();
+  await kernel
+    .client()
+    .addService({ ...foreign, address: '10.96.0.10', scheduler: 'rr', persistenceTimeout: 600 });
+  await dp.start();
+  const sticky = { ...web(), sessionAffinity: { timeoutSeconds: 600 } };
+  await dp.sync(ipv4([sticky]), 'full');
+  assert.ok(kernel.ipvs().includes('TCP 10.96.0.10:80 rr p=0'), kernel.ipvs().join('\n'));
+});
+
 test('an incremental sync that fails falls back to a full sync', async () => {
   const { kernel, dp } = setup();
   await dp.start();

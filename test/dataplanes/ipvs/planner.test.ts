@@ -61,17 +61,57 @@ test('the configured scheduler is used for every virtual server', () => {
   assert.match(text, /^-A -t 10\.96\.0\.10:80 -s sh$/m);
 });
 
-test('ClientIP affinity makes the virtual servers persistent for the affinity timeout', () => {
-  const state = ipv4([
-    servicePort('sticky', {
-      clusterIP: '10.96.0.30',
-      externalIPs: ['192.168.5.5'],
-      sessionAffinity: { timeoutSeconds: 600 },
-      clusterEndpoints: [remote],
-    }),
+/** `set`'s elements in the companion table of `script`, as "key : value". */
+function companionElements(script: string, set: string): string[] {
+  const table = applyScript(emptyNftRuleset(), script).tables.get('ip kproxy-ipvs');
+  const elements = table?.sets.get(set)?.elements ?? [];
+  return elements
+    .map((e) => `${elementKey(e)} : ${e.value?.join(e.value[0] === 'goto' ? ' ' : ' . ')}`)
+    .sort();
+}
+
+test('ClientIP affinity is in the companion table, not IPVS persistence (kubernetes#89358)', () => {
+  const state = ipv4(
+    [
+      servicePort('sticky', {
+        clusterIP: '10.96.0.30',
+        externalIPs: ['192.168.5.5'],
+        nodePort: 30030,
+        externalPolicyLocal: true,
+        sessionAffinity: { timeoutSeconds: 600 },
+        clusterEndpoints: [remote, local],
+      }),
+    ],
+    { nodeIPs: ['10.100.0.11'] },
+  );
+  for (const vs of ipvsDesired(state, RR).virtualServers.values()) assert.equal(vs.persistenceTimeout, 0);
+  assert.match(ipvsPlanner.render(full(state)), /^-A -t 192\.168\.5\.5:80 -s rr$/m);
+  const script = full(state).nft.toString();
+  // Each virtual server steers among exactly its own real servers (eTP Local: the local one).
+  assert.deepEqual(companionElements(script, 'affinity-counts'), [
+    '10.100.0.11 . tcp . 30030 : goto affinity-tcp-1',
+    '10.96.0.30 . tcp . 80 : goto affinity-tcp-2',
+    '192.168.5.5 . tcp . 80 : goto affinity-tcp-1',
   ]);
-  for (const vs of ipvsDesired(state, RR).virtualServers.values()) assert.equal(vs.persistenceTimeout, 600);
-  assert.match(ipvsPlanner.render(full(state)), /^-A -t 192\.168\.5\.5:80 -s rr -p 600$/m);
+  assert.deepEqual(companionElements(script, 'affinity-endpoints'), [
+    '10.100.0.11 . tcp . 30030 . 0 : 10.244.1.10 . 8080',
+    '10.96.0.30 . tcp . 80 . 0 : 10.244.2.10 . 8080',
+    '10.96.0.30 . tcp . 80 . 1 : 10.244.1.10 . 8080',
+    '192.168.5.5 . tcp . 80 . 0 : 10.244.1.10 . 8080',
+  ]);
+  for (const [i, rs] of servers(state, 'TCP 10.96.0.30:80').entries())
+    assert.ok(
+      companionElements(script, 'affinity-endpoint-ips').includes(
+        `10.96.0.30 . tcp . 80 . ${i} : ${rs.split(':')[0]}`,
+      ),
+    );
+  assert.deepEqual(
+    new Set(companionElements(script, 'affinity-timeouts').map((e) => e.split(' : ')[1])),
+    new Set(['goto affinity-record-600']),
+  );
+  assert.match(script, /affinity-record-600 meta l4proto tcp update @affinity-clients \{ .* timeout 600s \}/);
+  // Source ranges apply before a connection is steered past filter-input.
+  assert.match(script, /add rule ip kproxy-ipvs affinity-tcp-2 jump firewall-check\n/);
 });
 
 test('node ports get a virtual server on each node-port address, which is not bound to the dummy link', () => {
@@ -196,10 +236,28 @@ test('incremental: new and removed services add and delete virtual servers and a
   assert.doesNotMatch(plan.nft.toString(), /10\.96\.0\.10/, 'the unchanged service is not touched');
 });
 
-test('incremental: turning on affinity edits the virtual server in place', () => {
-  const web = servicePort('web', { clusterIP: '10.96.0.10', clusterEndpoints: [remote] });
-  const plan = incremental(ipv4([web]), ipv4([{ ...web, sessionAffinity: { timeoutSeconds: 30 } }]));
-  assert.deepEqual(plan.ops.map(ipvsadmLine), ['-E -t 10.96.0.10:80 -s rr -p 30']);
+test('incremental: affinity changes only the companion; a draining real server is steered to no more', () => {
+  const web = (eps: (typeof remote)[], affinity?: number) =>
+    servicePort('web', {
+      clusterIP: '10.96.0.10',
+      clusterEndpoints: eps,
+      ...(affinity && { sessionAffinity: { timeoutSeconds: affinity } }),
+    });
+  const on = incremental(ipv4([web([remote, local])]), ipv4([web([remote, local], 30)]));
+  assert.deepEqual(on.ops, [], 'the virtual server is not made persistent');
+  assert.match(on.nft.toString(), /affinity-counts \{ 10\.96\.0\.10 \. tcp \. 80 .*: goto affinity-tcp-2 \}/);
+  const sticky = ipv4([web([remote, local], 30)]);
+  const drained = incremental(sticky, ipv4([web([local], 30)]));
+  assert.deepEqual(drained.ops.map(ipvsadmLine), ['-e -t 10.96.0.10:80 -r 10.244.2.10:8080 -m -w 0']);
+  const after = applyScript(
+    applyScript(emptyNftRuleset(), full(sticky).nft.toString()),
+    drained.nft.toString(),
+  );
+  const endpoints = after.tables.get('ip kproxy-ipvs')?.sets.get('affinity-endpoints')?.elements ?? [];
+  assert.deepEqual(
+    endpoints.map((e) => e.value?.join(' . ')),
+    ['10.244.1.10 . 8080'],
+  );
 });
 
 test('planning is deterministic', () => {

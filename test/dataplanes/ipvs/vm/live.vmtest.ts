@@ -179,15 +179,21 @@ async function ipvsTable(): Promise<{ serving: string[]; draining: string[] }> {
   };
 }
 
+/** A listed companion table without the clients affinity remembered: packets fill that set. */
+function withoutRememberedClients(listing: string): string {
+  return listing.replace(/(\tset affinity-clients \{[^}]*?)\t\telements = \{[^}]*\}\n/g, '$1');
+}
+
 async function kernelState(): Promise<{ ipvs: string[]; addresses: string; nft: string }> {
   const addresses = (await execa('ip', ['-br', 'addr', 'show', 'dev', 'kproxy-ipvs0'])).stdout
     .split(/\s+/)
     .filter((a) => a.includes('/'))
     .sort()
     .join(' ');
-  const nft =
+  const nft = withoutRememberedClients(
     (await execa('nft', ['list', 'table', 'ip', 'kproxy-ipvs'])).stdout +
-    (await execa('nft', ['list', 'table', 'ip6', 'kproxy-ipvs'])).stdout;
+      (await execa('nft', ['list', 'table', 'ip6', 'kproxy-ipvs'])).stdout,
+  );
   return { ipvs: (await ipvsTable()).serving, addresses, nft };
 }
 
@@ -241,12 +247,17 @@ test('IPVS dataplane: real packets, incremental ≡ full, cleanup', async (t) =>
     }
   });
 
-  await t.test('ClientIP affinity sticks to one backend, persistent for the Service timeout', async () => {
-    // The kernel holds the configured timeout (kubernetes#89358: IPVS may keep it longer, see README).
-    assert.ok((await ipvsTable()).serving.includes('-A -t 10.96.0.30:80 -s rr -p 600'));
-    const got = names(await connect(client, 'tcp', '10.96.0.30', 80, 8));
-    assert.equal(Object.keys(got).length, 1, JSON.stringify(got));
-  });
+  await t.test(
+    'ClientIP affinity sticks to one backend (the companion table, IPVS not persistent)',
+    async () => {
+      assert.ok((await ipvsTable()).serving.includes('-A -t 10.96.0.30:80 -s rr'));
+      const got = names(await connect(client, 'tcp', '10.96.0.30', 80, 8));
+      assert.equal(Object.keys(got).length, 1, JSON.stringify(got));
+      // The node's own connections are steered at nat-output, before IPVS at LOCAL_OUT.
+      const fromNode = names(await connect('', 'tcp', '10.96.0.30', 80, 4));
+      assert.equal(Object.keys(fromNode).length, 1, JSON.stringify(fromNode));
+    },
+  );
 
   await t.test('a service without endpoints is rejected, not left to time out', async () => {
     assert.deepEqual(names(await connect(client, 'tcp', '10.96.0.99', 80, 2)), { 'error:ECONNREFUSED': 2 });
@@ -477,5 +488,36 @@ test('loadBalancerSourceRanges: per LB IP and port, the node included, nothing l
       (await execa('nft', ['list', 'table', 'ip', 'kproxy-ipvs'])).stdout,
       /10\.200\.0\.80 \. tcp \. 80 \./,
     );
+  });
+});
+
+test('ClientIP affinity honours the Service timeout, IPVS TIME_WAIT or not (kubernetes#89358)', async () => {
+  const T = 5;
+  const vip = '10.96.0.31';
+  const brief = (eps: Endpoint[]) => {
+    const affinity = { timeoutSeconds: T };
+    const sp = servicePort('brief', { clusterIP: vip, sessionAffinity: affinity, clusterEndpoints: eps });
+    return ipv4([sp], { nodeIPs: [NODE_IP] });
+  };
+  await withDataplane({}, async (dp) => {
+    await dp.sync(brief([ep(0), ep(1)]), 'full');
+    // Within T of each other, one client's connections go to one pod: IPVS scheduled the first
+    // (rr), the companion table steered the others (rr's pointer did not move).
+    const first = names(await connect(client, 'tcp', vip, 80, 4));
+    assert.equal(Object.keys(first).length, 1, JSON.stringify(first));
+    const stuck = Object.keys(first)[0]!;
+    // Idle for more than T (the set's timeout; 2 s for jiffies and a slow VM). Upstream's
+    // template would live on: IPVS still holds the first connection, closed, in TIME_WAIT (120 s).
+    await new Promise((resolve) => setTimeout(resolve, (T + 2) * 1000));
+    const connections = (await execa('ipvsadm', ['-Lnc'])).stdout;
+    assert.match(connections, new RegExp(`TIME_WAIT +${CLIENT_IP}:\\d+ +${vip.replaceAll('.', '\\.')}:80 `));
+    // So IPVS schedules the next connection, and rr moves on to the other pod.
+    const next = names(await connect(client, 'tcp', vip, 80, 1));
+    assert.equal(Object.keys(next).length, 1, JSON.stringify(next));
+    assert.notEqual(Object.keys(next)[0], stuck, `${JSON.stringify(next)} after ${T}s idle`);
+    // The pod the client now sticks to goes (it drains at weight 0): never steered to again.
+    const kept = stuck === 'pod-0' ? 0 : 1;
+    assert.equal((await dp.sync(brief([ep(kept)]), 'incremental')).kind, 'incremental');
+    assert.deepEqual(names(await connect(client, 'tcp', vip, 80, 2)), { [`pod-${kept}`]: 2 });
   });
 });

@@ -1,0 +1,139 @@
+// ClientIP affinity in the companion table, with IPVS not persistent: IPVS persistence keeps a
+// client on its server long past the Service's timeout (a template that controls a connection,
+// even one in TIME_WAIT, is re-armed for 60 s instead of expiring; kubernetes#89358, README.md).
+//
+// Remember: at postrouting (filter, priority 90: before the masquerade at srcnat) a new
+// connection to an affinity virtual server carries its real server as destination and the VIP in
+// `ct original` (net.ipv4.vs.conntrack=1); `affinity-timeouts` sends it to the chain of its
+// timeout, which updates `affinity-clients` (shared with the nftables mode). Steered connections
+// pass there too: a client keeps its server for T after its last new connection.
+//
+// Steer: at nat prerouting/output (priority -100, before IPVS at LOCAL_IN/LOCAL_OUT) a new
+// connection to an affinity virtual server goes by `affinity-counts` to the chain of its protocol
+// and N real servers, which first applies the source ranges (a DNATed connection is forwarded and
+// never meets filter-input), then DNATs to the remembered real server if any (the shared rules:
+// the header as scratch register), else writes the original destination back and returns: IPVS
+// schedules it and postrouting remembers IPVS's choice. The maps hold the virtual server's
+// real servers at weight 1, so a removed, draining or terminating one is never steered to.
+import type { ProxyState } from '../../src/model/proxy-state.ts';
+import {
+  AFFINITY_PROTOCOLS,
+  type AffinityProtocol,
+  affinityClientsSet,
+  affinityRecordChain,
+  rememberedEndpointRules,
+} from '../shared/nft/affinity.ts';
+import type { FamilySyntax } from '../shared/nft/family-syntax.ts';
+import type { RulesetBuilder } from '../shared/nft/ruleset.ts';
+import { vipKey } from '../shared/nft/service-rules.ts';
+import type { ChainSpec, SetSpec } from '../shared/nft/transaction.ts';
+import { fitComment } from '../shared/nft/transaction.ts';
+import type { VirtualServer } from './virtual-servers.ts';
+
+const ENDPOINTS = 'affinity-endpoints';
+const ENDPOINT_IPS = 'affinity-endpoint-ips';
+
+/** The nat prerouting/output rule sending a new connection to its affinity chain. */
+export function steerRule(syntax: FamilySyntax): string {
+  return `${vipKey(syntax)} vmap @affinity-counts`;
+}
+
+/** The service side of a new connection, from conntrack (the packet's header is scratch). */
+function serviceKey(syntax: FamilySyntax): string {
+  return `ct original ${syntax.ip} daddr . meta l4proto . ct original proto-dst`;
+}
+
+export function affinitySets(syntax: FamilySyntax): SetSpec[] {
+  const addr = syntax.addrType;
+  const vip = `${addr} . inet_proto . inet_service`;
+  return [
+    affinityClientsSet(syntax),
+    {
+      name: 'affinity-timeouts',
+      kind: 'map',
+      type: `type ${vip} : verdict`,
+      comment: 'ClientIP virtual server -> chain remembering its clients',
+    },
+    {
+      name: 'affinity-counts',
+      kind: 'map',
+      type: `type ${vip} : verdict`,
+      comment: 'ClientIP virtual server -> chain steering to a remembered real server',
+    },
+    {
+      name: ENDPOINTS,
+      kind: 'map',
+      type: `type ${vip} . inet_service : ${addr} . inet_service`,
+      comment: 'ClientIP virtual server . index -> real server',
+    },
+    {
+      name: ENDPOINT_IPS,
+      kind: 'map',
+      type: `type ${vip} . inet_service : ${addr}`,
+      comment: 'ClientIP virtual server . index -> real server address',
+    },
+  ];
+}
+
+export function affinityChains(syntax: FamilySyntax): ChainSpec[] {
+  const ip = syntax.ip;
+  return [
+    {
+      // `ct original proto-dst` needs a protocol to have a type: a rule per protocol.
+      name: 'filter-postrouting',
+      comment: 'ClientIP affinity: remember the real server of a new connection',
+      base: { type: 'filter', hook: 'postrouting', priority: '90' },
+      rules: AFFINITY_PROTOCOLS.map(
+        (p) =>
+          `ct state new meta l4proto ${p} ct original ${ip} daddr . meta l4proto . ct original proto-dst vmap @affinity-timeouts`,
+      ),
+    },
+  ];
+}
+
+function steerChain(syntax: FamilySyntax, proto: AffinityProtocol, count: number): ChainSpec {
+  const ip = syntax.ip;
+  const remembered = rememberedEndpointRules(syntax, proto, count, serviceKey(syntax), {
+    endpoints: ENDPOINTS,
+    ips: ENDPOINT_IPS,
+  });
+  return {
+    name: `affinity-${proto}-${count}`,
+    comment: `ClientIP: the remembered one of ${count} real servers, else IPVS schedules`,
+    rules: [
+      'jump firewall-check',
+      ...remembered,
+      `meta l4proto ${proto} ${ip} daddr set ct original ${ip} daddr ${proto} dport set ct original proto-dst`,
+    ],
+  };
+}
+
+/**
+ * The elements and shared chains of `servers`' ClientIP virtual servers (those of a port with
+ * session affinity and at least one real server).
+ */
+export function addAffinity(
+  builder: RulesetBuilder,
+  syntax: FamilySyntax,
+  state: ProxyState,
+  servers: Iterable<VirtualServer>,
+): void {
+  for (const vs of servers) {
+    const seconds = state.servicePorts.get(vs.servicePort)?.sessionAffinity?.timeoutSeconds;
+    const count = vs.realServers.length;
+    if (seconds === undefined || count === 0) continue;
+    const proto = vs.protocol.toLowerCase() as AffinityProtocol;
+    const key = `${vs.address} . ${proto} . ${vs.port}`;
+    const comment = fitComment(vs.servicePort);
+    const record = affinityRecordChain(syntax, seconds);
+    builder.addChain(record);
+    builder.addElement('affinity-timeouts', { key, value: `goto ${record.name}`, comment });
+    const steer = steerChain(syntax, proto, count);
+    builder.addChain(steer);
+    builder.addElement('affinity-counts', { key, value: `goto ${steer.name}`, comment });
+    for (const [i, rs] of vs.realServers.entries()) {
+      builder.addElement(ENDPOINTS, { key: `${key} . ${i}`, value: `${rs.address} . ${rs.port}` });
+      builder.addElement(ENDPOINT_IPS, { key: `${key} . ${i}`, value: rs.address });
+    }
+  }
+}
