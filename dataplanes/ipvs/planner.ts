@@ -4,11 +4,10 @@
 // An incremental plan builds only the changed service ports' pieces (incremental-ports.ts adds the
 // unchanged ports that share an address, node port or hairpin pair with them, so each piece it
 // compares is what the whole state holds), unless a family or the node settings changed, or a
-// ClientIP port changed: then the two whole desired states are compared.
+// ClientIP chain comes or goes: then the two whole desired states are compared.
 import { isDeepStrictEqual } from 'node:util';
-import type { IPFamily } from '../../src/base/ip-family.ts';
 import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
-import type { DualStackState, ProxyState, ServicePortKey } from '../../src/model/proxy-state.ts';
+import type { DualStackState, ServicePortKey } from '../../src/model/proxy-state.ts';
 import type { DataplanePlanner } from '../shared/dataplane.ts';
 import { diffFamily, diffRulesets } from '../shared/nft/diff.ts';
 import { fullTransaction } from '../shared/nft/full-transaction.ts';
@@ -80,17 +79,10 @@ export function ipvsIncremental(
   options: IpvsPlannerOptions,
   changed?: ReadonlySet<ServicePortKey>,
 ): IpvsIncremental {
-  const changedByFamily = new Map<IPFamily, ReadonlySet<ServicePortKey>>();
   const wholeDiff = FAMILIES.some((family) => {
     const before = prev[family];
     const after = next[family];
-    if (!before || !after) return before !== after;
-    if (!isDeepStrictEqual(before.node, after.node)) return true;
-    const keys = changed ?? changedServicePorts(before, after);
-    changedByFamily.set(family, keys);
-    // A ClientIP port's chains (per timeout, per real-server count) may be shared with ports the
-    // partial build does not see: whether one is still used is the whole state's question.
-    return [...keys].some((key) => hasAffinity(before, key) || hasAffinity(after, key));
+    return !before !== !after || (before && after && !isDeepStrictEqual(before.node, after.node));
   });
   if (wholeDiff) return wholeStateIncremental(prev, next, options);
   const before = { virtualServers: new Map<string, VirtualServer>(), bound: [] as string[] };
@@ -101,7 +93,7 @@ export function ipvsIncremental(
     const prevState = prev[family];
     const nextState = next[family];
     if (!prevState || !nextState) continue;
-    const familyChanged = changedByFamily.get(family) ?? new Set<ServicePortKey>();
+    const familyChanged = changed ?? changedServicePorts(prevState, nextState);
     if (familyChanged.size === 0) continue;
     const ports = incrementalPorts(prevState, nextState, familyChanged);
     const serversBefore = ipvsFamilyServers(prevState, options.scheduler, ports.before);
@@ -114,6 +106,11 @@ export function ipvsIncremental(
       companionPortElements(prevState, ports.before, serversBefore),
       companionPortElements(nextState, ports.after, serversAfter),
     );
+    // A ClientIP chain (per timeout, per protocol and real-server count) that comes or goes with
+    // these ports may be used by ports not built here: whether it stays is the whole state's
+    // question. Same chains before and after: the whole state's chains are unchanged too.
+    if (!sameNames(elementsBefore.chains, elementsAfter.chains))
+      return wholeStateIncremental(prev, next, options);
     diffFamily(nft, elementsBefore, elementsAfter);
     // The unchanged ports built beside the changed ones hold the same pieces before and after.
     for (const [key, vs] of serversBefore.virtualServers) {
@@ -139,10 +136,6 @@ export function ipvsIncremental(
   return { plan, virtualServers: recordChanges };
 }
 
-function hasAffinity(state: ProxyState, key: ServicePortKey): boolean {
-  return state.servicePorts.get(key)?.sessionAffinity !== undefined;
-}
-
 /** The diff of the two whole desired states: when a family or the node settings changed. */
 function wholeStateIncremental(
   prev: DualStackState,
@@ -163,6 +156,10 @@ function wholeStateIncremental(
     },
     virtualServers: recordChanges,
   };
+}
+
+function sameNames(a: ReadonlyMap<string, unknown>, b: ReadonlyMap<string, unknown>): boolean {
+  return a.size === b.size && [...a.keys()].every((name) => b.has(name));
 }
 
 /**

@@ -190,3 +190,48 @@ test('an endpoint change among 5,000 node-port services builds that one service 
   );
   assert.deepEqual([...change.virtualServers.keys()], ['TCP 10.100.0.11:32500', 'TCP 10.96.9.196:80']);
 });
+
+test('ClientIP: an endpoint swap builds that one port; a real-server count that changes plans from the whole state', () => {
+  const read = new Set<ServicePortKey>();
+  const counted = (sp: ServicePort): ServicePort =>
+    Object.defineProperty({ ...sp }, 'clusterEndpoints', {
+      enumerable: true,
+      get: () => {
+        read.add(sp.key);
+        return sp.clusterEndpoints;
+      },
+    });
+  const ports = Array.from({ length: 2000 }, (_, i) =>
+    counted(
+      servicePort(`svc${i}`, {
+        clusterIP: `10.96.${i >> 8}.${i & 255}`,
+        sessionAffinity: { timeoutSeconds: 10800 },
+        clusterEndpoints: [endpoint(`10.244.${i >> 8}.${i & 255}`)],
+      }),
+    ),
+  );
+  const prev = ipv4(ports);
+  const changed = ports[1500]!;
+  const change = (endpoints: ServicePort['clusterEndpoints']) => {
+    const moved = counted({ ...changed, clusterEndpoints: endpoints });
+    const next = ipv4(ports.map((sp) => (sp === changed ? moved : sp)));
+    read.clear();
+    const plan = ipvsIncremental(prev, next, RR, new Set([changed.key])).plan;
+    const built = read.size;
+    assert.equal(renderPlan(plan), renderPlan(wholeStateDiff(prev, next)));
+    return { plan, read: built };
+  };
+  // The chains (affinity-record-10800, affinity-tcp-1) stay: elements only.
+  const swap = change([endpoint('10.244.200.1')]);
+  assert.equal(swap.read, 1);
+  assert.match(
+    swap.plan.nft.toString(),
+    /affinity-endpoints \{ 10\.96\.5\.220 \. tcp \. 80 \. 0 : 10\.244\.200\.1 \. 8080 \}/,
+  );
+  assert.doesNotMatch(swap.plan.nft.toString(), /chain/);
+  // A second real server: affinity-tcp-2 comes, affinity-tcp-1 stays (the other ports use it).
+  const grown = change([endpoint('10.244.200.1'), endpoint('10.244.200.2')]);
+  assert.ok(grown.read > 1, 'the whole state');
+  assert.match(grown.plan.nft.toString(), /add chain ip kproxy-ipvs affinity-tcp-2 /);
+  assert.doesNotMatch(grown.plan.nft.toString(), /delete chain/);
+});
