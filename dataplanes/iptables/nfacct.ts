@@ -2,7 +2,7 @@
 // over netlink (NETLINK_NETFILTER) in this process' network namespace, where they live. kube-proxy
 // keeps them the same way (pkg/proxy/util/nfacct) rather than through the nfacct tool.
 import { createNetlink } from 'netlink';
-import { parseAttributes, string } from '../ipvs/netlink-attributes.ts';
+import { parseAttributes, string } from '../shared/netlink-attributes.ts';
 
 export interface NfacctCounters {
   /** Creates the counter unless it exists; an existing one keeps its count. */

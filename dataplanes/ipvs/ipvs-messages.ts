@@ -4,7 +4,7 @@ import ipaddr from 'ipaddr.js';
 import { familyOf } from '../../src/base/ip-address.ts';
 import type { IPFamily } from '../../src/base/ip-family.ts';
 import type { Protocol } from '../../src/model/proxy-state.ts';
-import { attribute, be16, nested, parseAttributes, string, u16, u32 } from './netlink-attributes.ts';
+import { attribute, be16, nested, parseAttributes, string, u16, u32 } from '../shared/netlink-attributes.ts';
 import type { RealServer, SchedulerFlag, VirtualService } from './virtual-servers.ts';
 
 export const IPVS_GENL_NAME = 'IPVS';

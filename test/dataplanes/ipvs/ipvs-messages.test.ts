@@ -10,8 +10,8 @@ import {
   serviceMessage,
   timeoutsMessage,
 } from '../../../dataplanes/ipvs/ipvs-messages.ts';
-import { attribute, nested, parseAttributes, u32 } from '../../../dataplanes/ipvs/netlink-attributes.ts';
 import type { VirtualService } from '../../../dataplanes/ipvs/virtual-servers.ts';
+import { attribute, nested, parseAttributes, u32 } from '../../../dataplanes/shared/netlink-attributes.ts';
 
 const web: VirtualService = {
   family: 'IPv4',
