@@ -21,6 +21,7 @@ import {
   type AffinityProtocol,
   affinityClientsSet,
   affinityRecordChain,
+  dnatByIndex,
   rememberedEndpointRules,
 } from '../shared/nft/affinity.ts';
 import type { FamilySyntax } from '../shared/nft/family-syntax.ts';
@@ -93,10 +94,9 @@ export function affinityChains(syntax: FamilySyntax): ChainSpec[] {
 
 function steerChain(syntax: FamilySyntax, proto: AffinityProtocol, count: number): ChainSpec {
   const ip = syntax.ip;
-  const remembered = rememberedEndpointRules(syntax, proto, count, serviceKey(syntax), {
-    endpoints: ENDPOINTS,
-    ips: ENDPOINT_IPS,
-  });
+  const service = serviceKey(syntax);
+  const dnat = dnatByIndex(syntax, proto, service, ENDPOINTS);
+  const remembered = rememberedEndpointRules(syntax, proto, count, service, ENDPOINT_IPS, dnat);
   return {
     name: `affinity-${proto}-${count}`,
     comment: `ClientIP: the remembered one of ${count} real servers, else IPVS schedules`,

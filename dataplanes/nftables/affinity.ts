@@ -8,12 +8,15 @@
 // `affinity-record-<seconds>` chain, one per distinct timeout.
 //
 // Choice: a key with N endpoints goes to the chain of its target, protocol and N, as without
-// affinity. Endpoint i of the key is in `affinity-<target>` (key . i -> address . port) and
-// `affinity-<target>-ips` (key . i -> address); the chain finds a remembered one by the rules
-// shared with the IPVS companion (dataplanes/shared/nft/affinity.ts: the header as scratch).
-// Otherwise it picks one at random, as without affinity (nf_nat rewrites the header from the
-// conntrack tuple, so the scratch values never leave the hook).
-//
+// affinity. Endpoint i of the key is in `affinity-<target>-ips` (key . i -> address); the chain
+// finds a remembered one by the rules shared with the IPVS companion
+// (dataplanes/shared/nft/affinity.ts: the header as scratch). Otherwise it picks one at random,
+// as without affinity (nf_nat rewrites the header from the conntrack tuple, so the scratch values
+// never leave the hook). Either way it DNATs to the scratch address and the key's one port in
+// `affinity-<target>-ports` (key -> port): one element per endpoint, as without affinity (the
+// load time follows the element count). A key whose endpoints differ in port (a named target
+// port) has its endpoints' address . port in `affinity-<target>` (key . i) instead, and a
+// `…-mixed` chain DNATs by index.
 // So, as in kube-proxy: a client keeps its endpoint for the timeout after its last new
 // connection; an endpoint that goes away (or is terminating, not ready) is never in the maps, so
 // its clients choose again; other endpoints keep theirs. Differences: stickiness is per service
@@ -21,7 +24,12 @@
 // known by its address (two endpoints of one key on one address share clients), and a changed
 // timeout applies from a client's next connection.
 import type { Endpoint, ServicePort } from '../../src/model/proxy-state.ts';
-import { affinityClientsSet, affinityRecordChain, rememberedEndpointRules } from '../shared/nft/affinity.ts';
+import {
+  affinityClientsSet,
+  affinityRecordChain,
+  dnatByIndex,
+  rememberedEndpointRules,
+} from '../shared/nft/affinity.ts';
 import type { FamilySyntax } from '../shared/nft/family-syntax.ts';
 import type { RulesetBuilder } from '../shared/nft/ruleset.ts';
 import type { ChainSpec, SetSpec } from '../shared/nft/transaction.ts';
@@ -53,13 +61,19 @@ export function affinitySets(syntax: FamilySyntax): SetSpec[] {
         name: `affinity-${name}`,
         kind: 'map',
         type: `type ${key} : ${addr} . inet_service`,
-        comment: `ClientIP ${what} . index -> endpoint`,
+        comment: `ClientIP ${what} . index -> endpoint (endpoints on several ports)`,
       },
       {
         name: `affinity-${name}-ips`,
         kind: 'map',
         type: `type ${key} : ${addr}`,
         comment: `ClientIP ${what} . index -> endpoint address`,
+      },
+      {
+        name: `affinity-${name}-ports`,
+        kind: 'map',
+        type: `type ${key.slice(0, key.lastIndexOf(' . '))} : inet_service`,
+        comment: `ClientIP ${what} -> the port of all its endpoints`,
       },
     ];
   });
@@ -107,25 +121,35 @@ export function affinityChains(syntax: FamilySyntax): ChainSpec[] {
 /** The rule of filter-output-post-dnat recording host connections (see affinityChains). */
 export const RECORD_HOST_CONNECTIONS = 'ct state new ct status dnat jump affinity-record';
 
+/**
+ * The chain of `count` endpoints: on one port (`onePort`, the key's port in `…-ports`) or on
+ * several (address . port by index in the endpoint map).
+ */
 function countChain(
   syntax: FamilySyntax,
   target: DispatchTarget,
   proto: L4Protocol,
   count: number,
+  onePort: boolean,
 ): ChainSpec {
   const ip = syntax.ip;
   const map = endpointMap(target);
   const service = serviceKey(syntax, target.nodePort);
-  const dnat = `dnat ${ip} to ${service} . ${proto} dport map @${map}`;
-  const known = rememberedEndpointRules(syntax, proto, count, service, { endpoints: map, ips: `${map}-ips` });
+  const dnat = onePort
+    ? `dnat ${ip} to ${ip} daddr : ${service} map @${map}-ports`
+    : dnatByIndex(syntax, proto, service, map);
+  const known = rememberedEndpointRules(syntax, proto, count, service, `${map}-ips`, dnat);
   // numgen gives a host-order word; the anonymous map turns it into a port-typed index.
   const indexes = Array.from({ length: count }, (_, i) => `${i} : ${i}`).join(', ');
+  const random = `meta l4proto ${proto} ${proto} dport set numgen random mod ${count} map { ${indexes} }`;
   return {
-    name: `${map}-${proto}-${count}`,
-    comment: `ClientIP: the remembered one of ${count} endpoints of the key in @${map}, else any`,
+    name: `${map}-${proto}-${count}${onePort ? '' : '-mixed'}`,
+    comment: `ClientIP: the remembered one of ${count} endpoints of the key${onePort ? '' : ' (several ports)'}, else any`,
     rules: [
       ...known,
-      `meta l4proto ${proto} ${ip} daddr set ct original ${ip} daddr ${proto} dport set numgen random mod ${count} map { ${indexes} } ${dnat}`,
+      onePort
+        ? `${random} ${ip} daddr set ${service} . ${proto} dport map @${map}-ips ${dnat}`
+        : `meta l4proto ${proto} ${ip} daddr set ct original ${ip} daddr ${proto} dport set numgen random mod ${count} map { ${indexes} } ${dnat}`,
     ],
   };
 }
@@ -152,11 +176,13 @@ export function addAffinityDispatch(
   const timeouts = address === undefined ? 'affinity-nodeport-timeouts' : 'affinity-timeouts';
   builder.addElement(timeouts, { key, value: `goto ${record.name}` });
   const map = endpointMap(target);
+  const onePort = endpoints.every((ep) => ep.port === endpoints[0]!.port);
+  if (onePort) builder.addElement(`${map}-ports`, { key, value: String(endpoints[0]!.port) });
   for (const [i, ep] of endpoints.entries()) {
-    builder.addElement(map, { key: `${key} . ${i}`, value: `${ep.ip} . ${ep.port}` });
     builder.addElement(`${map}-ips`, { key: `${key} . ${i}`, value: ep.ip });
+    if (!onePort) builder.addElement(map, { key: `${key} . ${i}`, value: `${ep.ip} . ${ep.port}` });
   }
-  const chain = countChain(syntax, target, proto, endpoints.length);
+  const chain = countChain(syntax, target, proto, endpoints.length, onePort);
   builder.addChain(chain);
   return chain.name;
 }

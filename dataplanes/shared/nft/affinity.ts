@@ -50,24 +50,34 @@ export function affinityRecordChain(syntax: FamilySyntax, seconds: number): Chai
   };
 }
 
+/** DNAT to the endpoint (address . port) of key . index in `map`, the index in the scratch port. */
+export function dnatByIndex(
+  syntax: FamilySyntax,
+  proto: AffinityProtocol,
+  service: string,
+  map: string,
+): string {
+  return `dnat ${syntax.ip} to ${service} . ${proto} dport map @${map}`;
+}
+
 /**
- * For each of `count` endpoints: DNAT to endpoint i when the client has it remembered. `service`
- * is the key expression of the service side (from conntrack); `endpoints` maps key . i to address
- * . port, `ips` key . i to address.
+ * For each of `count` endpoints: `dnat` (to endpoint i, the scratch header holding i and its
+ * address) when the client has it remembered. `service` is the key expression of the service side
+ * (from conntrack); `ips` maps key . i to the endpoint address.
  */
 export function rememberedEndpointRules(
   syntax: FamilySyntax,
   proto: AffinityProtocol,
   count: number,
   service: string,
-  maps: { readonly endpoints: string; readonly ips: string },
+  ips: string,
+  dnat: string,
 ): string[] {
   const ip = syntax.ip;
-  const dnat = `dnat ${ip} to ${service} . ${proto} dport map @${maps.endpoints}`;
   return Array.from(
     { length: count },
     (_, i) =>
-      `meta l4proto ${proto} ${proto} dport set ${i} ${ip} daddr set ${service} . ${proto} dport map @${maps.ips} ` +
+      `meta l4proto ${proto} ${proto} dport set ${i} ${ip} daddr set ${service} . ${proto} dport map @${ips} ` +
       `${affinityClientKey(syntax)} @${AFFINITY_CLIENTS} ${dnat}`,
   );
 }

@@ -28,7 +28,12 @@ export type NftClause =
       readonly kind: 'dnat';
       readonly to:
         | { readonly left: readonly NftExpr[]; readonly map: NftLookup }
-        | { readonly address: string };
+        | { readonly address: string }
+        /** `dnat ip to ip daddr : <key> map @m`: the address the header holds, the port from a map. */
+        | {
+            readonly field: string;
+            readonly port: { readonly left: readonly NftExpr[]; readonly map: NftLookup };
+          };
     }
   | { readonly kind: 'masquerade' }
   | { readonly kind: 'snat'; readonly address: string }
@@ -75,9 +80,16 @@ const MARK_OPERATIONS: Readonly<Record<string, 'or' | 'xor' | 'and'>> = {
 
 class RuleReader {
   private at = 0;
-  private readonly tokens: readonly string[];
+  private readonly tokens: string[];
   constructor(tokens: readonly string[]) {
-    this.tokens = tokens;
+    this.tokens = [...tokens];
+  }
+  /** A listing prints `ip daddr:ct …` as one word: splits the current one at its `:`. */
+  splitColon(): void {
+    const token = this.peek();
+    const at = token?.indexOf(':') ?? -1;
+    if (token === undefined || at <= 0 || at === token.length - 1) return;
+    this.tokens.splice(this.at, 1, token.slice(0, at), ':', token.slice(at + 1));
   }
   peek(offset = 0): string | undefined {
     return this.tokens[this.at + offset];
@@ -292,6 +304,16 @@ function readDnat(reader: RuleReader): NftClause {
   const start = reader.peek();
   if (start === undefined) throw new UnknownRule('dnat target missing');
   if (/^[\d[]/.test(start) && reader.peek(1) !== '.') return { kind: 'dnat', to: { address: reader.next() } };
+  const address = `${reader.peek(1)} ${reader.peek(2)}`;
+  if ((start === 'ip' || start === 'ip6') && (address === 'daddr :' || address.startsWith('daddr:'))) {
+    reader.next();
+    reader.splitColon();
+    reader.expect('daddr');
+    reader.expect(':');
+    const left = readConcat(reader);
+    reader.expect('map');
+    return { kind: 'dnat', to: { field: `${start} daddr`, port: { left, map: readLookup(reader) } } };
+  }
   const left = readConcat(reader);
   reader.expect('map');
   return { kind: 'dnat', to: { left, map: readLookup(reader) } };

@@ -246,12 +246,16 @@ class NftEvaluator {
     const to = clause.to;
     if ('address' in to)
       return [{ flow: dnatTo(flow, parseHostPort(to.address, flow.port)), control: 'accept' }];
-    return this.values(to.left, flow).flatMap<RuleOutcome>(({ probability, parts }) => {
+    const byPort = 'field' in to;
+    const lookup = byPort ? to.port : to;
+    return this.values(lookup.left, flow).flatMap<RuleOutcome>(({ probability, parts }) => {
       const forked = { ...flow, probability: flow.probability * probability };
-      const found = this.lookup(context.table, to.map, parts);
-      const [address, port] = found.element?.value ?? [];
-      if (!found.matched || address === undefined) return [{ flow: forked, control: 'next' as const }];
-      const withElement = withStep(forked, this.elementStep(context, to.map, found.element!));
+      const found = this.lookup(context.table, lookup.map, parts);
+      const value = found.element?.value ?? [];
+      const [address, port] = byPort ? [this.field(to.field, flow), value[0]] : value;
+      if (!found.matched || address === undefined || (byPort && port === undefined))
+        return [{ flow: forked, control: 'next' as const }];
+      const withElement = withStep(forked, this.elementStep(context, lookup.map, found.element!));
       const target = { address, port: port === undefined ? flow.port : Number(port) };
       return [{ flow: dnatTo(withElement, target), control: 'accept' as const }];
     });

@@ -175,6 +175,8 @@ describe('external traffic', () => {
 
 describe('session affinity, hairpin, families', () => {
   test('ClientIP affinity: endpoints in the fixed affinity maps, a count chain, a timeout chain', () => {
+    // `mixed`: its endpoints on two ports (a named target port), so address . port per endpoint.
+    const mixedEndpoints = [twoEndpoints[0]!, { ...twoEndpoints[1]!, port: 9090 }];
     const r = v4(
       ipv4([
         servicePort('web', {
@@ -182,29 +184,52 @@ describe('session affinity, hairpin, families', () => {
           clusterEndpoints: twoEndpoints,
           sessionAffinity: { timeoutSeconds: 60 },
         }),
+        servicePort('mixed', {
+          clusterIP: '10.96.0.11',
+          clusterEndpoints: mixedEndpoints,
+          sessionAffinity: { timeoutSeconds: 60 },
+        }),
       ]),
     );
     assert.equal(elements(r, 'cluster-endpoints')['10.96.0.10 . tcp . 80'], 'goto affinity-backends-tcp-2');
-    assert.deepEqual(elements(r, 'affinity-backends'), {
-      '10.96.0.10 . tcp . 80 . 0': `${twoEndpoints[0]!.ip} . 8080`,
-      '10.96.0.10 . tcp . 80 . 1': `${twoEndpoints[1]!.ip} . 8080`,
-    });
+    assert.equal(
+      elements(r, 'cluster-endpoints')['10.96.0.11 . tcp . 80'],
+      'goto affinity-backends-tcp-2-mixed',
+    );
+    // One element per endpoint when they share a port (as without affinity), and the key's port.
     assert.deepEqual(elements(r, 'affinity-backends-ips'), {
       '10.96.0.10 . tcp . 80 . 0': twoEndpoints[0]!.ip,
       '10.96.0.10 . tcp . 80 . 1': twoEndpoints[1]!.ip,
+      '10.96.0.11 . tcp . 80 . 0': twoEndpoints[0]!.ip,
+      '10.96.0.11 . tcp . 80 . 1': twoEndpoints[1]!.ip,
+    });
+    assert.deepEqual(elements(r, 'affinity-backends-ports'), { '10.96.0.10 . tcp . 80': '8080' });
+    assert.deepEqual(elements(r, 'affinity-backends'), {
+      '10.96.0.11 . tcp . 80 . 0': `${twoEndpoints[0]!.ip} . 8080`,
+      '10.96.0.11 . tcp . 80 . 1': `${twoEndpoints[1]!.ip} . 9090`,
     });
     assert.deepEqual(elements(r, 'affinity-timeouts'), {
       '10.96.0.10 . tcp . 80': 'goto affinity-record-60',
+      '10.96.0.11 . tcp . 80': 'goto affinity-record-60',
     });
     assert.deepEqual(elements(r, 'backends-tcp'), {});
     // One check per index (the client remembered with endpoint i), then the random pick.
     const [first, second, pick] = rules(r, 'affinity-backends-tcp-2');
     assert.match(
       first!,
-      /^meta l4proto tcp tcp dport set 0 ip daddr set .* map @affinity-backends-ips .* @affinity-clients dnat ip to .* map @affinity-backends$/,
+      /^meta l4proto tcp tcp dport set 0 ip daddr set .* map @affinity-backends-ips .* @affinity-clients dnat ip to ip daddr : .* map @affinity-backends-ports$/,
     );
     assert.match(second!, /tcp dport set 1 /);
-    assert.match(pick!, /tcp dport set numgen random mod 2 map \{ 0 : 0, 1 : 1 \} dnat ip to /);
+    assert.match(
+      pick!,
+      /tcp dport set numgen random mod 2 map \{ 0 : 0, 1 : 1 \} ip daddr set .* map @affinity-backends-ips dnat ip to ip daddr : /,
+    );
+    const [mixedFirst, , mixedPick] = rules(r, 'affinity-backends-tcp-2-mixed');
+    assert.match(
+      mixedFirst!,
+      /tcp dport set 0 .* @affinity-clients dnat ip to .* tcp dport map @affinity-backends$/,
+    );
+    assert.match(mixedPick!, /numgen random mod 2 .* dnat ip to .* tcp dport map @affinity-backends$/);
     assert.match(rules(r, 'affinity-record-60')[0]!, /update @affinity-clients \{ .* timeout 60s \}$/);
   });
 

@@ -95,7 +95,7 @@ describe('nftables ClientIP affinity with real packets', { skip: isRoot ? false 
     lab = new Lab('nftaff');
     topo = await Topology.create(lab, { podsPerNode: [3, 2] });
     pods = topo.nodes.flatMap((n) => n.pods);
-    for (const p of pods) await topo.startEcho(p, { tcp: [8080], udp: [5353] });
+    for (const p of pods) await topo.startEcho(p, { tcp: [8080, 8081], udp: [5353] });
     await lab.addRoute(client(), ['10.96.0.0/16', 'via', node().ipv4]);
     await lab.addRoute(client(), ['fd00:96::/64', 'via', node().ipv6]);
     state = stateOf(
@@ -104,6 +104,12 @@ describe('nftables ClientIP affinity with real packets', { skip: isRoot ? false 
         port('other', '10.96.0.31', pods, 600),
         port('short', '10.96.0.32', pods, SHORT_TIMEOUT_S),
         port('dns', '10.96.0.33', pods, 600, { protocol: 'UDP', port: 53 }),
+        // Endpoints on two ports (a named target port): address . port per endpoint.
+        port('mixed', '10.96.0.34', pods, 600, {
+          clusterEndpoints: pods.map((p, i) =>
+            endpoint(p.ipv4, 8080 + (i % 2), { isLocal: p.nodeName === 'node-0' }),
+          ),
+        }),
       ],
       pods,
     );
@@ -132,6 +138,15 @@ describe('nftables ClientIP affinity with real packets', { skip: isRoot ? false 
     const first = await stickyEndpoint('10.96.0.30', 80);
     await stickyEndpoint('10.96.0.31', 80);
     assert.equal(await stickyEndpoint('10.96.0.30', 80), first);
+  });
+
+  test('endpoints on different ports: a client keeps one, a fresh client spreads', async () => {
+    const seen = new Set<string>();
+    for (let i = 0; i < 12 && seen.size < 2; i++) {
+      await lab.exec(node().ns, 'nft', ['flush', 'set', 'ip', 'kproxy', 'affinity-clients']);
+      seen.add(await stickyEndpoint('10.96.0.34', 80, 8));
+    }
+    assert.ok(seen.size >= 2, [...seen].join());
   });
 
   test('an endpoint that goes away releases its clients, who stick to another', async () => {
