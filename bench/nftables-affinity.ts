@@ -72,11 +72,14 @@ try {
   await lab.exec(ns, 'nft', ['-f', '-'], { input: nftablesPlanner.render(nftablesPlanner.planFull(mixed)) });
   const changeMs = async (i: number): Promise<number[]> => {
     const times: number[] = [];
-    const ports = [...mixed.IPv4!.servicePorts.values()];
-    const without = ipv4(ports.map((sp, j) => (j === i ? port(i, i % 2 === 1, 0) : sp)));
+    // By key: the state lists its ports in key order (s0, s1, s10, …), not by i.
+    const changed = port(i, i % 2 === 1, 0);
+    const without = ipv4(
+      [...mixed.IPv4!.servicePorts.values()].map((sp) => (sp.key === changed.key ? changed : sp)),
+    );
     // As the live dataplane: the fragment indexes are kept from one change to the next.
     const indexes = new Map<NftFamily, FragmentIndex | 'collisions'>();
-    runAll(incrementalPlanSteps(mixed, mixed, { indexes, changed: new Set([ports[i]!.key]) }));
+    runAll(incrementalPlanSteps(mixed, mixed, { indexes, changed: new Set([changed.key]) }));
     for (let c = 0; c < Number(values.changes); c++) {
       const [from, to] = c % 2 === 0 ? [mixed, without] : [without, mixed];
       times.push(
