@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
 import { Lab, requireRoot } from '../../../harness/netns.ts';
+import { endpoint, ipv4, servicePort } from '../../../harness/proxy-states.ts';
 import { prng } from '../../support/prng.ts';
 import { canonicalRuleset, nftLoad } from './kernel-support.ts';
 import { randomState } from './random-state.ts';
@@ -30,6 +31,39 @@ test('kernel: full(A) + incremental(A→B) lists exactly like full(B), for rando
       await canonicalRuleset(lab, viaFull),
       `pair ${i} of seed ${seed}; incremental step was:\n${step}`,
     );
+  }
+});
+
+// Random states put every endpoint on one port; a ClientIP key on several ports has its own maps
+// and chains (affinity.ts), and a key moves between the two shapes.
+test('kernel: a ClientIP key moving between one endpoint port and several, incremental ≡ full', async (t) => {
+  if (!requireRoot(t, 'nft in network namespaces')) return;
+  const lab = new Lab('nftincaff');
+  t.after(() => lab.destroy());
+  const viaIncremental = await lab.addNetns('inc');
+  const viaFull = await lab.addNetns('full');
+  const state = (ports: readonly number[]) =>
+    ipv4([
+      servicePort('sticky', {
+        clusterIP: '10.96.0.5',
+        nodePort: 30005,
+        clusterEndpoints: ports.map((port, i) => endpoint(`10.244.0.${i + 1}`, port)),
+        sessionAffinity: { timeoutSeconds: 60 },
+      }),
+    ]);
+  const onePort = state([8080, 8080, 8080]);
+  const several = state([8080, 8081, 8080]);
+  const otherPort = state([9090, 9090]);
+  for (const [a, b] of [
+    [onePort, several],
+    [several, onePort],
+    [several, otherPort],
+  ] as const) {
+    await nftLoad(lab, viaIncremental, nftablesPlanner.render(nftablesPlanner.planFull(a)));
+    const step = nftablesPlanner.render(nftablesPlanner.planIncremental(a, b));
+    await nftLoad(lab, viaIncremental, step);
+    await nftLoad(lab, viaFull, nftablesPlanner.render(nftablesPlanner.planFull(b)));
+    assert.deepEqual(await canonicalRuleset(lab, viaIncremental), await canonicalRuleset(lab, viaFull), step);
   }
 });
 
