@@ -13,25 +13,13 @@ import { emptyNftRuleset, type NftRuleset } from '../../../dataplanes/shared/tra
 import type { DualStackState, ProxyState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
 import { nodeHost, servicePackets } from '../../trace/service-packets.ts';
+import { runLiveSyncSequences } from '../live-sync-sequences.ts';
 import { applyScript, dump, FakeNft } from './fake-nft.ts';
 import { randomState } from './random-state.ts';
 import { RecordingCommandRunner } from './recording-nft-runner.ts';
 
-const SEQUENCES = 10;
-const STEPS = 8;
 /** Small enough that a cold start of a random state goes in several pieces. */
 const COLD_START_CHUNK = 6;
-
-type Step = 'fragments' | 'diff' | 'full' | 'restart' | 'cold-start';
-const STEP_KINDS: readonly Step[] = [
-  'fragments',
-  'fragments',
-  'fragments',
-  'diff',
-  'full',
-  'restart',
-  'cold-start',
-];
 
 /** `drawn` with `prev`'s node settings per family, so fragments apply. */
 function sameNode(prev: DualStackState, drawn: DualStackState): DualStackState {
@@ -51,61 +39,42 @@ function withoutNonce(ruleset: NftRuleset): unknown {
 }
 
 test('after random live syncs of every kind, the fake kernel treats every packet as the full render of the last state does', async () => {
-  const seed = Number(process.env.NFT_SEED ?? Date.now() % 100_000);
-  console.log(`live syncs ≡ full render: seed ${seed} (NFT_SEED=${seed} to repeat)`);
-  const random = prng(seed);
-  const seen = new Map<Step, number>();
-  let traced = 0;
-  for (let sequence = 0; sequence < SEQUENCES; sequence++) {
-    const nft = new FakeNft();
-    const dataplane = () =>
-      new NftablesDataplane({
-        nft,
-        commands: new RecordingCommandRunner(),
-        coldStartChunk: COLD_START_CHUNK,
-      });
-    let live = dataplane();
-    await live.start();
-    let state = randomState(random);
-    await live.sync(state, 'full');
-    const states = [state];
-    const steps: Step[] = ['cold-start'];
-    for (let n = 0; n < STEPS; n++) {
-      const step = STEP_KINDS[Math.floor(random() * STEP_KINDS.length)]!;
-      const drawn = randomState(random);
-      state = step === 'fragments' ? sameNode(state, drawn) : drawn;
-      if (step === 'restart') {
-        live = dataplane();
-        await live.start();
-      }
-      if (step === 'cold-start') await live.cleanup();
-      await live.settled();
-      const outcome = await live.sync(
-        state,
-        step === 'fragments' || step === 'diff' ? 'incremental' : 'full',
-      );
-      assert.equal(outcome.kind, step === 'fragments' || step === 'diff' ? 'incremental' : 'full');
-      seen.set(step, (seen.get(step) ?? 0) + 1);
-      states.push(state);
-      steps.push(step);
-
-      const what = `seed ${seed} sequence ${sequence} after ${steps.join(', ')}`;
-      const rendered = applyScript(
-        emptyNftRuleset(),
-        nftablesPlanner.render(nftablesPlanner.planFull(state)),
-      );
-      assert.deepEqual(withoutNonce(nft.ruleset), withoutNonce(rendered), `${what}: the same ruleset`);
-      const host = nodeHost(state);
-      for (const packet of servicePackets(states.slice(-2))) {
-        const expected = traceNftables(rendered, packet, { host });
-        assert.deepEqual(nft.trace(packet, host), expected, `${what}: ${JSON.stringify(packet)}`);
-        traced++;
-      }
-      assert.equal(await live.intact(), true, `${what}: intact`);
-    }
-  }
-  for (const kind of new Set(STEP_KINDS)) assert.ok((seen.get(kind) ?? 0) > 0, `no ${kind} step ran`);
-  assert.ok(traced > 1000, `only ${traced} packets traced`);
+  await runLiveSyncSequences({
+    name: 'nftables',
+    sequences: 10,
+    steps: 8,
+    // fragments: an incremental sync with the node's settings kept; diff: one with them changed.
+    stepKinds: ['fragments', 'fragments', 'fragments', 'diff', 'full', 'restart', 'cold-start'],
+    kindKept: true,
+    nextState: (step, previous, drawn) => (step === 'fragments' ? sameNode(previous, drawn) : drawn),
+    node() {
+      const nft = new FakeNft();
+      return {
+        dataplane: () =>
+          new NftablesDataplane({
+            nft,
+            commands: new RecordingCommandRunner(),
+            coldStartChunk: COLD_START_CHUNK,
+          }),
+        async check(_live, states, what) {
+          const state = states.at(-1)!;
+          const rendered = applyScript(
+            emptyNftRuleset(),
+            nftablesPlanner.render(nftablesPlanner.planFull(state)),
+          );
+          assert.deepEqual(withoutNonce(nft.ruleset), withoutNonce(rendered), `${what}: the same ruleset`);
+          const host = nodeHost(state);
+          let traced = 0;
+          for (const packet of servicePackets(states.slice(-2))) {
+            const expected = traceNftables(rendered, packet, { host });
+            assert.deepEqual(nft.trace(packet, host), expected, `${what}: ${JSON.stringify(packet)}`);
+            traced++;
+          }
+          return traced;
+        },
+      };
+    },
+  });
 });
 
 test('intact() asks the fake as it asks nft -c: a chain flushed by someone else is seen', async () => {
