@@ -209,6 +209,10 @@ export class Lab {
     let err = '';
     child.stdout?.setEncoding('utf8');
     child.stderr?.setEncoding('utf8');
+    // Each waitFor() listens until its marker comes and then stops; a long-lived prober has many
+    // in flight at once (test/trace: 32), which is not the leak Node's warning at 10 guesses.
+    child.setMaxListeners(0);
+    child.stdout?.setMaxListeners(0);
     child.stdout?.on('data', (chunk: string) => {
       out += chunk;
     });
