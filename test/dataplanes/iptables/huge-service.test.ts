@@ -19,9 +19,8 @@ import { decodeObject } from '../../../src/kube/decode.ts';
 import type { EndpointSlice, KubeObject, Service } from '../../../src/kube/objects.ts';
 import { ModelCache } from '../../../src/model/model-cache.ts';
 import type { DualStackState } from '../../../src/model/proxy-state.ts';
-import { SyncStep } from '../../../src/sync/sync-step.ts';
 import { build, endpoint, options, service, slice } from '../../model/fixtures.ts';
-import { capturedLogger } from '../../support/captured-logger.ts';
+import { quietSyncStep } from '../../sync/step-fixtures.ts';
 import { RecordingRunner } from './recording-runner.ts';
 
 /**
@@ -150,14 +149,7 @@ test('iptables-nft kernel: a small Service’s change that arrives during a huge
   };
   const dataplane = new IptablesDataplane({ runner, backend: 'nft' });
   await dataplane.start();
-  const step = new SyncStep({
-    model,
-    dataplane,
-    healthChecks: { update: async () => ({ failed: [] }) },
-    metrics: { problemsCounted() {}, noLocalEndpointsCounted() {} },
-    logger: capturedLogger().logger,
-    roundBudget: 80,
-  });
+  const step = quietSyncStep(model, dataplane, 80);
   assert.equal((await step.sync('full')).kind, 'full');
 
   feed(model, [...huge.services, ...huge.endpointSlices]);

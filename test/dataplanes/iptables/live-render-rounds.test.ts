@@ -9,11 +9,9 @@ import { iptablesPlanner } from '../../../dataplanes/iptables/planner.ts';
 import { type IptablesPlan, renderPlanInParts } from '../../../dataplanes/iptables/restore-plan.ts';
 import { ROUND_HEADER, renderSince } from '../../../src/cli/render-rounds.ts';
 import { changedServicePorts } from '../../../src/model/changed-service-ports.ts';
-import type { ModelUpdate } from '../../../src/model/model-cache.ts';
 import type { DualStackState } from '../../../src/model/proxy-state.ts';
-import { SyncStep } from '../../../src/sync/sync-step.ts';
-import { capturedLogger } from '../../support/captured-logger.ts';
 import { prng } from '../../support/prng.ts';
+import { quietSyncStep, scriptedModel } from '../../sync/step-fixtures.ts';
 import { fakeIptablesNode } from './fake-tables.ts';
 import { randomChange, randomState } from './random-states.ts';
 import { renderedInputs, sentInputs } from './rendered-inputs.ts';
@@ -30,35 +28,15 @@ for (const backend of ['legacy', 'nft'] as const satisfies IptablesBackend[]) {
     const { runner } = fakeIptablesNode();
     const dataplane = new IptablesDataplane({ runner, backend, nftChainsPerRestore: 3 });
     let state: DualStackState = { IPv4: randomState(random) };
-    // The model as the step sees it: the next state once, then nothing new.
-    let update: ModelUpdate = { state, changed: new Set(), full: true, problems: [] };
-    const model = {
-      async updateInSlices() {
-        const given = update;
-        update = { ...given, changed: new Set(), full: false };
-        return given;
-      },
-    };
-    const step = new SyncStep({
-      model,
-      dataplane,
-      healthChecks: { update: async () => ({ failed: [] }) },
-      metrics: { problemsCounted() {}, noLocalEndpointsCounted() {} },
-      logger: capturedLogger().logger,
-      roundBudget: BUDGET,
-    });
+    const model = scriptedModel(state);
+    const step = quietSyncStep(model, dataplane, BUDGET);
     await step.sync('full');
     const print = (plan: IptablesPlan) =>
       backend === 'nft' ? renderPlanInParts(plan, 3) : iptablesPlanner.render(plan);
     let split = 0;
     for (let i = 0; i < 15; i++) {
       const next = { IPv4: randomChange(random, state.IPv4!) };
-      update = {
-        state: next,
-        changed: changedServicePorts(state.IPv4, next.IPv4),
-        full: false,
-        problems: [],
-      };
+      model.next(next, changedServicePorts(state.IPv4, next.IPv4));
       runner.calls.length = 0;
       assert.equal((await step.sync('incremental')).kind, 'incremental');
       const rendered = renderSince(iptablesPlanner, state, next, print, BUDGET);

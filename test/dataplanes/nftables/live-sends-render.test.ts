@@ -13,11 +13,9 @@ import {
 import { runAll } from '../../../src/base/work-slices.ts';
 import { ROUND_HEADER, renderSince } from '../../../src/cli/render-rounds.ts';
 import { changedServicePorts } from '../../../src/model/changed-service-ports.ts';
-import type { ModelUpdate } from '../../../src/model/model-cache.ts';
 import type { DualStackState, ServicePortKey } from '../../../src/model/proxy-state.ts';
-import { SyncStep } from '../../../src/sync/sync-step.ts';
-import { capturedLogger } from '../../support/captured-logger.ts';
 import { prng } from '../../support/prng.ts';
+import { quietSyncStep, scriptedModel } from '../../sync/step-fixtures.ts';
 import { randomState } from './random-state.ts';
 import { RecordingCommandRunner, RecordingNftRunner } from './recording-nft-runner.ts';
 
@@ -107,23 +105,8 @@ test('a change over the round budget: the sync step sends, round by round, what 
   const { nft, dp } = dataplane();
   await dp.start();
   let prev = randomState(random);
-  // The model as the step sees it: the next state once, then nothing new.
-  let update: ModelUpdate = { state: prev, changed: new Set(), full: true, problems: [] };
-  const model = {
-    async updateInSlices() {
-      const given = update;
-      update = { ...given, changed: new Set(), full: false };
-      return given;
-    },
-  };
-  const step = new SyncStep({
-    model,
-    dataplane: dp,
-    healthChecks: { update: async () => ({ failed: [] }) },
-    metrics: { problemsCounted() {}, noLocalEndpointsCounted() {} },
-    logger: capturedLogger().logger,
-    roundBudget: budget,
-  });
+  const model = scriptedModel(prev);
+  const step = quietSyncStep(model, dp, budget);
   await step.sync('full');
   let split = 0;
   for (let i = 0; i < 8; i++) {
@@ -132,7 +115,7 @@ test('a change over the round budget: the sync step sends, round by round, what 
     for (const family of ['IPv4', 'IPv6'] as const) {
       for (const key of changedServicePorts(prev[family], next[family])) changed.add(key);
     }
-    update = { state: next, changed, full: false, problems: [] };
+    model.next(next, changed);
     const sent = nft.scripts.length;
     assert.equal((await step.sync('incremental')).kind, 'incremental', `seed ${seed} step ${i}`);
     const rendered = renderSince(nftablesPlanner, prev, next, nftablesPlanner.render, budget);
