@@ -7,7 +7,8 @@
 //   systemd unit runs it: installed (`kproxy install --root` into a scratch directory, so compiled
 //   to JavaScript) with the unit's environment; --checkout runs bin/kproxy.ts from this checkout;
 // - time to first sync: daemon spawn → kubeproxy_sync_proxy_rules_last_timestamp_seconds (set only
-//   by a successful sync; the sync loop starts only once the informers hold every object);
+//   by a successful sync; the sync loop starts only once the informers hold every object), beside
+//   the bare list of the same objects from the same server (bare-list.ts);
 // - /healthz latency (healthz-probe.ts, every 10 ms, open loop): p50/p99/max from the daemon's
 //   start to its first sync's end, and p99/max over the idle time after it: the event loop's
 //   stalls as a load balancer's probe sees them;
@@ -67,6 +68,7 @@ const API = 'http://127.0.0.1:6443';
 const METRICS = 'http://127.0.0.1:10249/metrics';
 const HEALTHZ = 'http://127.0.0.1:10256/healthz';
 const PROBE_MAIN = join(import.meta.dirname, 'healthz-probe.ts');
+const BARE_LIST_MAIN = join(import.meta.dirname, 'bare-list.ts');
 const TURNS_MAIN = join(import.meta.dirname, 'event-loop-turns.ts');
 
 /** The daemon tests' configuration (test/daemon/daemon-netns.test.ts), with the default sync periods. */
@@ -257,6 +259,15 @@ try {
   api = lab.spawn(ns, NODE_BIN, [API_MAIN, '--port', '6443', '--data', data]);
   await api.waitFor('listening', TIMEOUT_MS);
 
+  // The bare list of the same objects (bare-list.ts), twice: the second, with the server's code as
+  // warm as the daemon will find it, is the figure. The first sync is judged against it plus the
+  // nftables section's bare `nft -f` of the same cluster.
+  let bareList: { listMs: number; services: number } | undefined;
+  for (let run = 0; run < 2; run++) {
+    bareList = JSON.parse((await lab.exec(ns, NODE_BIN, [BARE_LIST_MAIN, API])).stdout);
+  }
+  if (bareList?.services !== services) throw new Error(`bare list: ${JSON.stringify(bareList)}`);
+
   const { node, flags, entry, env } = values.checkout ? fromCheckout() : await installed(join(dir, 'root'));
   // /healthz probed every 10 ms from the daemon's start to the end of its cold start's aftermath.
   const probe = lab.spawn(ns, NODE_BIN, [PROBE_MAIN, HEALTHZ, '--every', '10']);
@@ -357,6 +368,7 @@ try {
     ...memory,
     heapUsedMiB: heapUsed === undefined ? undefined : round(heapUsed / 2 ** 20),
     timeToFirstSyncSeconds: round(timeToFirstSyncSeconds, 2),
+    bareListSeconds: round(bareList.listMs / 1000, 2),
     ...healthz,
     ...turns,
     firstSyncKind: first.kind,

@@ -61,6 +61,32 @@ describe('bench report', () => {
     assert.equal(row('ipvs (VM): 3,000 ClientIP services')?.ok, true);
   });
 
+  it("judges the daemon's first sync against the bare list plus the bare nft -f of the same cluster", () => {
+    const firstSync = (daemon: Record<string, number>, nftables: Record<string, number>) =>
+      benchRows({ daemon, nftables }).find((r) => r.what.startsWith('daemon: time to first sync'));
+    const row = firstSync(
+      { services: 30000, timeToFirstSyncSeconds: 13, bareListSeconds: 2 },
+      { services: 30000, bareLoadMs: 8000 },
+    );
+    assert.equal(row?.ok, true); // 13 s ≤ 1.3 × (2 + 8) s
+    assert.match(row!.measured, /^1\.30× \(13\.0 s vs 10\.0 s\)$/);
+    assert.equal(
+      firstSync(
+        { services: 30000, timeToFirstSyncSeconds: 14, bareListSeconds: 2 },
+        { services: 30000, bareLoadMs: 8000 },
+      )?.ok,
+      false,
+    );
+    assert.equal(
+      firstSync(
+        { services: 30000, timeToFirstSyncSeconds: 13, bareListSeconds: 2 },
+        { services: 10000, bareLoadMs: 3000 },
+      ),
+      undefined,
+      'a floor from another cluster size is no floor',
+    );
+  });
+
   it('leaves out what a section did not measure, and marks missed targets in the table', () => {
     const rows = benchRows({ informer: { services: 30000, heapAfterMiB: 120 } });
     assert.equal(rows.length, 1);
