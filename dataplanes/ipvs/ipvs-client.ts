@@ -16,7 +16,7 @@ import {
   serviceMessage,
   timeoutsMessage,
 } from './ipvs-messages.ts';
-import type { RealServer, VirtualService } from './virtual-servers.ts';
+import { type RealServer, realServerKey, type VirtualService, virtualServerKey } from './virtual-servers.ts';
 
 export interface IpvsClient {
   listServices(): Promise<VirtualService[]>;
@@ -53,6 +53,14 @@ function classify(what: string, err: unknown): IpvsError {
 }
 
 const DUMP = 0x300;
+
+/**
+ * "TCP 10.96.0.10:80 -> 10.244.1.10:8080": which request a refusal answers, in its message (with
+ * requests in flight together, the op loop's position no longer tells).
+ */
+function serverName(service: VirtualService, server: RealServer): string {
+  return `${virtualServerKey(service)} -> ${realServerKey(server)}`;
+}
 
 /**
  * How long one IPVS request may go unanswered. The kernel answers a generic-netlink request
@@ -141,27 +149,51 @@ export class NetlinkIpvsClient implements IpvsClient {
   }
 
   async addService(service: VirtualService): Promise<void> {
-    await this.#request('add service', IPVS_CMD.NEW_SERVICE, serviceMessage(service));
+    await this.#request(
+      `add service ${virtualServerKey(service)}`,
+      IPVS_CMD.NEW_SERVICE,
+      serviceMessage(service),
+    );
   }
 
   async editService(service: VirtualService): Promise<void> {
-    await this.#request('edit service', IPVS_CMD.SET_SERVICE, serviceMessage(service));
+    await this.#request(
+      `edit service ${virtualServerKey(service)}`,
+      IPVS_CMD.SET_SERVICE,
+      serviceMessage(service),
+    );
   }
 
   async deleteService(service: VirtualService): Promise<void> {
-    await this.#request('delete service', IPVS_CMD.DEL_SERVICE, serviceIdentityMessage(service));
+    await this.#request(
+      `delete service ${virtualServerKey(service)}`,
+      IPVS_CMD.DEL_SERVICE,
+      serviceIdentityMessage(service),
+    );
   }
 
   async addServer(service: VirtualService, server: RealServer): Promise<void> {
-    await this.#request('add server', IPVS_CMD.NEW_DEST, destMessage(service, server));
+    await this.#request(
+      `add server ${serverName(service, server)}`,
+      IPVS_CMD.NEW_DEST,
+      destMessage(service, server),
+    );
   }
 
   async editServer(service: VirtualService, server: RealServer): Promise<void> {
-    await this.#request('edit server', IPVS_CMD.SET_DEST, destMessage(service, server));
+    await this.#request(
+      `edit server ${serverName(service, server)}`,
+      IPVS_CMD.SET_DEST,
+      destMessage(service, server),
+    );
   }
 
   async deleteServer(service: VirtualService, server: RealServer): Promise<void> {
-    await this.#request('delete server', IPVS_CMD.DEL_DEST, destIdentityMessage(service, server));
+    await this.#request(
+      `delete server ${serverName(service, server)}`,
+      IPVS_CMD.DEL_DEST,
+      destIdentityMessage(service, server),
+    );
   }
 
   async setTimeouts(timeouts: IpvsTimeouts): Promise<void> {
@@ -173,7 +205,12 @@ export class NetlinkIpvsClient implements IpvsClient {
   }
 
   async #request(what: string, cmd: number, body: Buffer, flags = 0): Promise<Buffer[]> {
-    const request = this.#socket.request(this.#family, cmd, IPVS_GENL_VERSION, body, { flags });
+    // The kernel answers the socket a request came from whatever port its header names (iproute2
+    // sends 0), and without one the package asks the socket for its address (getsockname) per send.
+    const request = this.#socket.request(this.#family, cmd, IPVS_GENL_VERSION, body, {
+      flags,
+      localPort: 0,
+    });
     try {
       const [replies] = await answeredWithin(what, this.#timeoutMs, request);
       return replies.map((r) => r.data);

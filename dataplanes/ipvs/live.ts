@@ -35,6 +35,7 @@ import {
 } from './planner.ts';
 import { reconcileServers, reconcileServices } from './reconcile.ts';
 import { removedServerFlows } from './removed-server-flows.ts';
+import { IPVS_REQUESTS_IN_FLIGHT, sendInWindow } from './request-window.ts';
 import {
   compareText,
   type RealServer,
@@ -395,41 +396,50 @@ export class IpvsDataplane implements LiveDataplane {
     await changeAddresses(this.#runner, [], addresses.delete);
   }
 
+  /**
+   * The operations, a window of requests in flight (request-window.ts). A plan touches each virtual
+   * and each real server once, so what decides an op's request (the draining list) is never
+   * changed by an earlier op of the same plan; each op's bookkeeping runs once its own answer came.
+   * A refused op fails the sync as one at a time did, with its own error, and the ops in flight
+   * behind it are recorded as the kernel answered them (a full sync reconciles from a dump anyway).
+   */
   async #applyOps(client: IpvsClient, ops: readonly IpvsOp[]): Promise<void> {
-    for (const op of ops) {
-      switch (op.op) {
-        case 'add-service':
-          await client.addService(op.service);
-          this.#owned.add(virtualServerKey(op.service));
-          break;
-        case 'edit-service':
-          await client.editService(op.service);
-          break;
-        case 'delete-service':
-          await client.deleteService(op.service);
-          this.#owned.delete(virtualServerKey(op.service));
-          for (const key of this.#draining.keys()) {
-            if (key.startsWith(`${virtualServerKey(op.service)}|`)) this.#draining.delete(key);
-          }
-          break;
-        case 'add-server':
-          // A server coming back while it drains is still in the kernel: give it its weight again.
-          if (this.#draining.delete(drainKey(op.service, op.server)))
-            await client.editServer(op.service, op.server);
-          else await client.addServer(op.service, op.server);
-          break;
-        case 'edit-server':
+    await sendInWindow(ops, IPVS_REQUESTS_IN_FLIGHT, (op) => this.#applyOp(client, op));
+  }
+
+  async #applyOp(client: IpvsClient, op: IpvsOp): Promise<void> {
+    switch (op.op) {
+      case 'add-service':
+        await client.addService(op.service);
+        this.#owned.add(virtualServerKey(op.service));
+        break;
+      case 'edit-service':
+        await client.editService(op.service);
+        break;
+      case 'delete-service':
+        await client.deleteService(op.service);
+        this.#owned.delete(virtualServerKey(op.service));
+        for (const key of this.#draining.keys()) {
+          if (key.startsWith(`${virtualServerKey(op.service)}|`)) this.#draining.delete(key);
+        }
+        break;
+      case 'add-server':
+        // A server coming back while it drains is still in the kernel: give it its weight again.
+        if (this.#draining.delete(drainKey(op.service, op.server)))
           await client.editServer(op.service, op.server);
-          break;
-        case 'drain-server':
-          await client.editServer(op.service, op.server);
-          this.#draining.set(drainKey(op.service, op.server), { service: op.service, server: op.server });
-          break;
-        case 'delete-server':
-          await client.deleteServer(op.service, op.server);
-          this.#draining.delete(drainKey(op.service, op.server));
-          this.#flowsOfDeleted.push(...removedServerFlows(op.service, op.server));
-      }
+        else await client.addServer(op.service, op.server);
+        break;
+      case 'edit-server':
+        await client.editServer(op.service, op.server);
+        break;
+      case 'drain-server':
+        await client.editServer(op.service, op.server);
+        this.#draining.set(drainKey(op.service, op.server), { service: op.service, server: op.server });
+        break;
+      case 'delete-server':
+        await client.deleteServer(op.service, op.server);
+        this.#draining.delete(drainKey(op.service, op.server));
+        this.#flowsOfDeleted.push(...removedServerFlows(op.service, op.server));
     }
   }
 
