@@ -518,13 +518,18 @@ function optionalString(object: JsonObject, key: string, path: string): string |
 
 const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
 
-/** An RFC 3339 time as the API server writes it; the model orders by it (Date.parse). */
-function optionalTimestamp(object: JsonObject, key: string): string | undefined {
+/**
+ * An RFC 3339 time as the API server writes it, as seconds since the epoch: the model orders by it.
+ * Date.parse's milliseconds divided by 1000 keep their order and ties exactly (a double resolves
+ * far below a millisecond at this size), and the API's whole seconds stay small integers.
+ */
+function optionalTimestamp(object: JsonObject, key: string): number | undefined {
   const value = optionalString(object, key, 'metadata');
   if (value === undefined || value === '') return undefined;
-  if (!RFC3339.test(value) || !Number.isFinite(Date.parse(value)))
+  const ms = RFC3339.test(value) ? Date.parse(value) : Number.NaN;
+  if (!Number.isFinite(ms))
     fail(`metadata.${key}`, `${show(value)} is not an RFC 3339 time (e.g. 2026-01-01T00:00:00Z)`);
-  return value;
+  return ms / 1000;
 }
 
 function requiredString(object: JsonObject, key: string, path: string): string {

@@ -7,8 +7,12 @@ export interface ObjectMeta {
   readonly name: string;
   readonly namespace?: string;
   readonly resourceVersion?: string;
-  /** RFC 3339; kept for Services only, where the older one keeps an address two of them claim. */
-  readonly creationTimestamp?: string;
+  /**
+   * Seconds since the epoch (RFC 3339 as decoded, fractions kept): kept for Services only, where
+   * the older one keeps an address two of them claim. A number, not the API's string: an integer
+   * this size is held in the object itself, the string took 40 bytes (~1.1 MiB at 30k Services).
+   */
+  readonly creationTimestamp?: number;
   /** Only the labels kproxy reads (READ_LABELS). */
   readonly labels?: Readonly<Record<string, string>>;
   readonly annotations?: Readonly<Record<string, string>>;

@@ -30,15 +30,13 @@ interface Claimant {
   /** The port as the Service asks for it, before any claim is taken away. */
   readonly port: ServicePort;
   readonly kind: ClaimKind;
-  /** Creation time in ms; Infinity when unknown (a Service without one yields to a dated one). */
+  /** Creation time in seconds; Infinity when unknown (a Service without one yields to a dated one). */
   readonly since: number;
 }
 
 /** Creation time of a Service for ordering claims; Infinity when it carries none. */
 export function serviceSince(service: Service): number {
-  const time = service.metadata.creationTimestamp;
-  const ms = time === undefined ? Number.NaN : Date.parse(time);
-  return Number.isFinite(ms) ? ms : Number.POSITIVE_INFINITY;
+  return service.metadata.creationTimestamp ?? Number.POSITIVE_INFINITY;
 }
 
 /** "namespace/name" of the Service a port belongs to (serviceKey in build-state.ts). */

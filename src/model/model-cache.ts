@@ -52,7 +52,7 @@ function objectKey(metadata: { readonly namespace?: string; readonly name: strin
 
 export class ModelCache {
   readonly #options: ProxyOptions;
-  readonly #services = new Map<string, Service>();
+  #services = new Map<string, Service>();
   /** The records of the slices that belong to a service, by slice key. */
   readonly #slices = new Map<string, SliceEndpoints>();
   /** Only slices with problems, so collecting them does not walk every slice. */
@@ -83,7 +83,9 @@ export class ModelCache {
   }
 
   setService(service: Service): void {
-    const key = serviceKey(service);
+    const built = serviceKey(service);
+    // Its slices' owner when they came first: one string for both maps (#servicesUnderSliceKeys).
+    const key = this.#slicesOfService.get(built)?.[0]?.owner ?? built;
     this.#services.set(key, service);
     this.#dirty.add(key);
   }
@@ -97,10 +99,13 @@ export class ModelCache {
   /** The slice is not kept: only the model's record of it (endpoints.ts). */
   setEndpointSlice(slice: EndpointSlice): void {
     const key = objectKey(slice.metadata);
+    const previous = this.#slices.get(key)?.owner;
     this.#dropSlice(key);
     const problems: Problem[] = [];
-    const owner = sliceOwner(slice.metadata, problems);
-    if (owner !== undefined) {
+    const built = sliceOwner(slice.metadata, problems);
+    if (built !== undefined) {
+      // One string for all of a service's slices (#servicesUnderSliceKeys).
+      const owner = built === previous ? previous : (this.#slicesOfService.get(built)?.[0]?.owner ?? built);
       const record = sliceEndpoints(slice, owner, this.#options.nodeName, problems);
       this.#slices.set(key, record);
       const others = this.#slicesOfService.get(owner);
@@ -174,7 +179,10 @@ export class ModelCache {
   *#updating(): Steps<ModelUpdate> {
     const full = this.#all;
     const changed = new Set<ServicePortKey>();
-    if (full) this.#recomputeSettings(changed);
+    if (full) {
+      this.#recomputeSettings(changed);
+      this.#services = this.#servicesUnderSliceKeys();
+    }
     // Taken now: what is fed while the update pauses is dirty for the next one.
     const dirty = full ? this.#everyService() : new Set(this.#dirty);
     this.#dirty.clear();
@@ -253,6 +261,20 @@ export class ModelCache {
     if (rest.length > 0) this.#slicesOfService.set(record.owner, rest);
     else this.#slicesOfService.delete(record.owner);
     this.#dirty.add(record.owner);
+  }
+
+  /**
+   * The services map rebuilt with each Service under its slices' owner string: a Service's key
+   * and its slices' owner are equal strings built apart (a second one per service is ~1 MiB at
+   * 30k), and a Map hands back no key to share. Done at a full update, before the published ports
+   * take their keys from it: the cold start's first update shares them whatever order the
+   * objects came in. (Re-keying one entry at a time grew the map by as much as it saved.)
+   */
+  #servicesUnderSliceKeys(): Map<string, Service> {
+    const services = new Map<string, Service>();
+    for (const [key, service] of this.#services)
+      services.set(this.#slicesOfService.get(key)?.[0]?.owner ?? key, service);
+    return services;
   }
 
   /** Services the next update recomputes may already be new here: their claims are re-added then. */

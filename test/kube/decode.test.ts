@@ -83,8 +83,8 @@ describe('decodeObject: what it accepts', () => {
         name: 'web',
         namespace: 'default',
         resourceVersion: '123',
-        // Kept for Services: the older of two claiming one address keeps it.
-        creationTimestamp: '2026-01-01T00:00:00Z',
+        // Kept for Services, in seconds: the older of two claiming one address keeps it.
+        creationTimestamp: 1767225600,
         // Only the labels kproxy reads; no uid.
         labels: { 'service.kubernetes.io/service-proxy-name': 'kproxy' },
       },
@@ -193,6 +193,19 @@ describe('decodeObject: what it accepts', () => {
     assert.equal(svc.spec.clusterIP, 'fd00:96::10');
     assert.deepEqual(svc.spec.clusterIPs, ['fd00:96::10']);
     assert.deepEqual(svc.spec.loadBalancerSourceRanges, ['10.0.0.0/8']);
+  });
+
+  it('keeps a creation time as seconds: offsets and fractions give the instant, so ties and order stay exact', () => {
+    const created = (creationTimestamp: string) =>
+      decoded<Service>({ ...rawService(), metadata: { name: 'web', creationTimestamp } }).metadata
+        .creationTimestamp;
+    assert.equal(created('2025-01-01T01:00:00+01:00'), created('2025-01-01T00:00:00Z'));
+    assert.equal(created('2026-01-01T00:00:00.250Z'), 1767225600.25);
+    assert.ok(created('2026-01-01T00:00:00.001Z')! > created('2026-01-01T00:00:00Z')!);
+    assert.equal(
+      decoded<Service>({ ...rawService(), metadata: { name: 'web' } }).metadata.creationTimestamp,
+      undefined,
+    );
   });
 
   it('accepts a headless service', () => {

@@ -36,7 +36,8 @@ export function service(
       name,
       namespace: extra.namespace ?? 'default',
       ...(extra.labels && { labels: extra.labels }),
-      ...(extra.created && { creationTimestamp: extra.created }),
+      // The API's text, as decodeObject reads it (it keeps seconds since the epoch).
+      ...(extra.created && { creationTimestamp: extra.created as unknown as number }),
     },
     spec: { type: 'ClusterIP', clusterIP, ports: [{ name: 'http', port: 80, protocol: 'TCP' }], ...spec },
     ...(extra.ingress && { status: { loadBalancer: { ingress: extra.ingress } } }),
