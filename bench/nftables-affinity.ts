@@ -4,8 +4,9 @@
 // - the bare `nft -f` load of the full ruleset (rendered beforehand) into a fresh namespace,
 //   alternating the two clusters, median of `--rounds`;
 // - one endpoint change (the fragments plan, indexes kept as the live dataplane keeps them,
-//   rendered and loaded with `nft -f`), median of `--changes`, on an affinity service and on a plain one of the same cluster.
-//   node bench/nftables-affinity.ts [--services 3000] [--endpoints 10] [--rounds 3] [--changes 7]
+//   rendered and loaded with `nft -f`), median of `--changes`, on an affinity service and on a
+//   plain one of the same cluster, alternating.
+//   node bench/nftables-affinity.ts [--services 3000] [--endpoints 10] [--rounds 3] [--changes 15]
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,7 +25,7 @@ const { values } = parseArgs({
     services: { type: 'string', default: '3000' },
     endpoints: { type: 'string', default: '10' },
     rounds: { type: 'string', default: '3' },
-    changes: { type: 'string', default: '7' },
+    changes: { type: 'string', default: '15' },
   },
 });
 const services = Number(values.services);
@@ -70,8 +71,8 @@ try {
   const mixed = ipv4(Array.from({ length: services }, (_, i) => port(i, i % 2 === 1)));
   const ns = await lab.addNetns('changes');
   await lab.exec(ns, 'nft', ['-f', '-'], { input: nftablesPlanner.render(nftablesPlanner.planFull(mixed)) });
-  const changeMs = async (i: number): Promise<number[]> => {
-    const times: number[] = [];
+  // One change of service i at a time (its endpoint 0 goes, then comes back, and so on).
+  const toggler = (i: number): (() => Promise<number>) => {
     // By key: the state lists its ports in key order (s0, s1, s10, …), not by i.
     const changed = port(i, i % 2 === 1, 0);
     const without = ipv4(
@@ -80,20 +81,24 @@ try {
     // As the live dataplane: the fragment indexes are kept from one change to the next.
     const indexes = new Map<NftFamily, FragmentIndex | 'collisions'>();
     runAll(incrementalPlanSteps(mixed, mixed, { indexes, changed: new Set([changed.key]) }));
-    for (let c = 0; c < Number(values.changes); c++) {
-      const [from, to] = c % 2 === 0 ? [mixed, without] : [without, mixed];
-      times.push(
-        await timeMs(async () => {
-          const plan = runAll(incrementalPlanSteps(from, to, { indexes }));
-          await lab.exec(ns, 'nft', ['-f', '-'], { input: nftablesPlanner.render(plan) });
-          plan.commit?.();
-        }),
-      );
-    }
-    return times;
+    let c = 0;
+    return () => {
+      const [from, to] = c++ % 2 === 0 ? [mixed, without] : [without, mixed];
+      return timeMs(async () => {
+        const plan = runAll(incrementalPlanSteps(from, to, { indexes }));
+        await lab.exec(ns, 'nft', ['-f', '-'], { input: nftablesPlanner.render(plan) });
+        plan.commit?.();
+      });
+    };
   };
-  const plainChange = median(await changeMs(0));
-  const affinityChange = median(await changeMs(1));
+  // Alternating, so a change of the machine's load weighs on both alike.
+  const changes = { plain: toggler(0), affinity: toggler(1) };
+  const changeTimes: Record<'plain' | 'affinity', number[]> = { plain: [], affinity: [] };
+  for (let c = 0; c < Number(values.changes); c++) {
+    for (const kind of ['plain', 'affinity'] as const) changeTimes[kind].push(await changes[kind]());
+  }
+  const plainChange = median(changeTimes.plain);
+  const affinityChange = median(changeTimes.affinity);
   const plainLoad = median(loads.plain);
   const affinityLoad = median(loads.affinity);
   reportSection({
@@ -105,6 +110,7 @@ try {
     endpointChangePlainMs: round(plainChange),
     endpointChangeAffinityMs: round(affinityChange),
     loads,
+    changes: changeTimes,
   });
 } finally {
   rmSync(dir, { recursive: true, force: true });

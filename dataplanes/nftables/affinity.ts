@@ -9,8 +9,9 @@
 //
 // Choice: a key with N endpoints goes to the chain of its target, protocol and N, as without
 // affinity. Endpoint i of the key is in `affinity-<target>-ips` (key . i -> address); the chain
-// finds a remembered one by the rules shared with the IPVS companion
-// (dataplanes/shared/nft/affinity.ts: the header as scratch). Otherwise it picks one at random,
+// jumps to the checks for a remembered one, shared by the counts up to a power of two
+// (`…-remembered-<bucket>`, by the rules shared with the IPVS companion,
+// dataplanes/shared/nft/affinity.ts: the header as scratch). Otherwise it picks one at random,
 // as without affinity (nf_nat rewrites the header from the conntrack tuple, so the scratch values
 // never leave the hook). Either way it DNATs to the scratch address and the key's one port in
 // `affinity-<target>-ports` (key -> port): one element per endpoint, as without affinity (the
@@ -122,34 +123,77 @@ export function affinityChains(syntax: FamilySyntax): ChainSpec[] {
 export const RECORD_HOST_CONNECTIONS = 'ct state new ct status dnat jump affinity-record';
 
 /**
- * The chain of `count` endpoints: on one port (`onePort`, the key's port in `…-ports`) or on
- * several (address . port by index in the endpoint map).
+ * The remembered-endpoint checks are shared by every count up to a power of two (a check past the
+ * key's last index finds no address in `…-ips` and falls through), so a key whose endpoint count
+ * changes within its bucket gets a two-rule count chain, as a plain key gets a one-rule one: at
+ * 3,000 services the checks of a new count (three lookups each) cost the change ~6 ms of nft's
+ * CPU, more than the elements (docs/benchmarks.md, issue 16). A new connection runs at most 2N-1
+ * checks.
  */
-function countChain(
+function rememberedBucket(count: number): number {
+  let bucket = 1;
+  while (bucket < count) bucket *= 2;
+  return bucket;
+}
+
+/** How a count chain of `target` DNATs: to the key's one port, or by index (several ports). */
+interface ChainShape {
+  readonly map: string;
+  readonly service: string;
+  readonly dnat: string;
+  readonly suffix: '' | '-mixed';
+}
+
+function chainShape(
   syntax: FamilySyntax,
   target: DispatchTarget,
   proto: L4Protocol,
-  count: number,
   onePort: boolean,
-): ChainSpec {
+): ChainShape {
   const ip = syntax.ip;
   const map = endpointMap(target);
   const service = serviceKey(syntax, target.nodePort);
   const dnat = onePort
     ? `dnat ${ip} to ${ip} daddr : ${service} map @${map}-ports`
     : dnatByIndex(syntax, proto, service, map);
-  const known = rememberedEndpointRules(syntax, proto, count, service, `${map}-ips`, dnat);
+  return { map, service, dnat, suffix: onePort ? '' : '-mixed' };
+}
+
+/** `…-remembered-<bucket>`: DNAT to the endpoint, among the key's first `bucket`, the client has. */
+function rememberedChain(
+  syntax: FamilySyntax,
+  shape: ChainShape,
+  proto: L4Protocol,
+  bucket: number,
+): ChainSpec {
+  return {
+    name: `${shape.map}-${proto}-remembered-${bucket}${shape.suffix}`,
+    comment: `ClientIP: the remembered one of up to ${bucket} endpoints of the key${shape.suffix ? ' (several ports)' : ''}`,
+    rules: rememberedEndpointRules(syntax, proto, bucket, shape.service, `${shape.map}-ips`, shape.dnat),
+  };
+}
+
+/** The chain of `count` endpoints: the remembered one (`remembered`), else a random one. */
+function countChain(
+  syntax: FamilySyntax,
+  proto: L4Protocol,
+  count: number,
+  shape: ChainShape,
+  remembered: ChainSpec,
+): ChainSpec {
+  const ip = syntax.ip;
+  const { map, service, dnat, suffix } = shape;
   // numgen gives a host-order word; the anonymous map turns it into a port-typed index.
   const indexes = Array.from({ length: count }, (_, i) => `${i} : ${i}`).join(', ');
-  const random = `meta l4proto ${proto} ${proto} dport set numgen random mod ${count} map { ${indexes} }`;
+  const pick = `${proto} dport set numgen random mod ${count} map { ${indexes} }`;
   return {
-    name: `${map}-${proto}-${count}${onePort ? '' : '-mixed'}`,
-    comment: `ClientIP: the remembered one of ${count} endpoints of the key${onePort ? '' : ' (several ports)'}, else any`,
+    name: `${map}-${proto}-${count}${suffix}`,
+    comment: `ClientIP: the remembered one of ${count} endpoints of the key${suffix ? ' (several ports)' : ''}, else any`,
     rules: [
-      ...known,
-      onePort
-        ? `${random} ${ip} daddr set ${service} . ${proto} dport map @${map}-ips ${dnat}`
-        : `meta l4proto ${proto} ${ip} daddr set ct original ${ip} daddr ${proto} dport set numgen random mod ${count} map { ${indexes} } ${dnat}`,
+      `jump ${remembered.name}`,
+      suffix
+        ? `meta l4proto ${proto} ${ip} daddr set ct original ${ip} daddr ${pick} ${dnat}`
+        : `meta l4proto ${proto} ${pick} ${ip} daddr set ${service} . ${proto} dport map @${map}-ips ${dnat}`,
     ],
   };
 }
@@ -182,7 +226,10 @@ export function addAffinityDispatch(
     builder.addElement(`${map}-ips`, { key: `${key} . ${i}`, value: ep.ip });
     if (!onePort) builder.addElement(map, { key: `${key} . ${i}`, value: `${ep.ip} . ${ep.port}` });
   }
-  const chain = countChain(syntax, target, proto, endpoints.length, onePort);
+  const shape = chainShape(syntax, target, proto, onePort);
+  const remembered = rememberedChain(syntax, shape, proto, rememberedBucket(endpoints.length));
+  const chain = countChain(syntax, proto, endpoints.length, shape, remembered);
+  builder.addChain(remembered);
   builder.addChain(chain);
   return chain.name;
 }

@@ -213,8 +213,11 @@ describe('session affinity, hairpin, families', () => {
       '10.96.0.11 . tcp . 80': 'goto affinity-record-60',
     });
     assert.deepEqual(elements(r, 'backends-tcp'), {});
-    // One check per index (the client remembered with endpoint i), then the random pick.
-    const [first, second, pick] = rules(r, 'affinity-backends-tcp-2');
+    // The checks of the count's bucket (one per index: the client remembered with endpoint i),
+    // then the random pick.
+    const [checks, pick] = rules(r, 'affinity-backends-tcp-2');
+    assert.equal(checks, 'jump affinity-backends-tcp-remembered-2');
+    const [first, second] = rules(r, 'affinity-backends-tcp-remembered-2');
     assert.match(
       first!,
       /^meta l4proto tcp tcp dport set 0 ip daddr set .* map @affinity-backends-ips .* @affinity-clients dnat ip to ip daddr : .* map @affinity-backends-ports$/,
@@ -224,9 +227,10 @@ describe('session affinity, hairpin, families', () => {
       pick!,
       /tcp dport set numgen random mod 2 map \{ 0 : 0, 1 : 1 \} ip daddr set .* map @affinity-backends-ips dnat ip to ip daddr : /,
     );
-    const [mixedFirst, , mixedPick] = rules(r, 'affinity-backends-tcp-2-mixed');
+    const [mixedChecks, mixedPick] = rules(r, 'affinity-backends-tcp-2-mixed');
+    assert.equal(mixedChecks, 'jump affinity-backends-tcp-remembered-2-mixed');
     assert.match(
-      mixedFirst!,
+      rules(r, 'affinity-backends-tcp-remembered-2-mixed')[0]!,
       /tcp dport set 0 .* @affinity-clients dnat ip to .* tcp dport map @affinity-backends$/,
     );
     assert.match(mixedPick!, /numgen random mod 2 .* dnat ip to .* tcp dport map @affinity-backends$/);

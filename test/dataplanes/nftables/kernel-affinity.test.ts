@@ -1,6 +1,7 @@
 // ClientIP session affinity with real packets (affinity.ts): a client keeps its endpoint, forgets
-// it after the timeout, is released by an endpoint that goes away, is remembered per service, and
-// a changed timeout applies. Changes go through the incremental plan, as the live dataplane's.
+// it after the timeout, is released by an endpoint that goes away (and kept when another one
+// does), is remembered per service, and a changed timeout applies. Changes go through the
+// incremental plan, as the live dataplane's.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -163,6 +164,20 @@ describe('nftables ClientIP affinity with real packets', { skip: isRoot ? false 
     );
     const next = await stickyEndpoint('10.96.0.30', 80);
     assert.notEqual(next, chosen);
+    // Another endpoint going away (4 -> 3, the same remembered-4 checks) keeps the client.
+    const dropped = rest.find((p) => p.name !== next);
+    const kept = rest.filter((p) => p !== dropped);
+    const current = [...state.IPv4!.servicePorts.values()];
+    await sync(
+      stateOf(
+        current.map((sp) =>
+          sp.key.includes('sticky') ? port('sticky', '10.96.0.30', kept, 600, { nodePort: 30030 }) : sp,
+        ),
+        pods,
+      ),
+    );
+    assert.equal(kept.length, 3);
+    assert.equal(await stickyEndpoint('10.96.0.30', 80), next);
   });
 
   test('a client is forgotten after the timeout; a changed timeout applies', async () => {

@@ -125,7 +125,8 @@ describe('nftables tampering is detected and repaired', { skip: isRoot ? false :
       await dp.sync(state, 'full');
       assert.deepEqual(await webAnswers(20), BOTH);
       await topo.connect(topo.client.ns, 'tcp', '10.96.0.30', 80);
-      if (lb) assert.deepEqual(await lbAnswers(4), BOTH, 'the client is in the source range');
+      // Random picks: 12 on one of two endpoints 1 in 2048 (4 were 1 in 8).
+      if (lb) assert.deepEqual(await lbAnswers(12), BOTH, 'the client is in the source range');
       assert.equal(await dp.intact(), true, 'intact before the tampering (affinity set filled)');
 
       await lab.exec(node().ns, 'nft', nft, nft[0] === '-f' ? { input: VALUE_CHANGE } : {});

@@ -71,3 +71,36 @@ test('incremental ≡ full on the fake nft, for random pairs of states', () => {
     assert.deepEqual(dump(viaIncremental), dump(viaFull), `pair ${i} of seed ${seed}`);
   }
 });
+
+test('ClientIP: a count change within its power-of-two bucket adds a two-rule count chain and keeps the checks', () => {
+  const sticky = (n: number) =>
+    servicePort('web', {
+      clusterIP: '10.96.0.10',
+      sessionAffinity: { timeoutSeconds: 60 },
+      clusterEndpoints: Array.from({ length: n }, (_, i) => endpoint(`10.244.1.${10 + i}`)),
+    });
+  const chainLines = (from: number, to: number) =>
+    nftablesPlanner
+      .render(nftablesPlanner.planIncremental(ipv4([sticky(from)]), ipv4([sticky(to)])))
+      .split('\n')
+      .filter((l) => / chain | rule /.test(l))
+      .map((l) => l.replace(/ \{ comment.*| (meta l4proto tcp )?tcp dport set numgen.*/, ''));
+  // 10 -> 9: both in bucket 16, as a plain key's 10 -> 9 adds backends-tcp-9 and its one rule.
+  assert.deepEqual(chainLines(10, 9), [
+    'add chain ip kproxy affinity-backends-tcp-9',
+    'add rule ip kproxy affinity-backends-tcp-9 jump affinity-backends-tcp-remembered-16',
+    'add rule ip kproxy affinity-backends-tcp-9',
+    'flush chain ip kproxy affinity-backends-tcp-10',
+    'delete chain ip kproxy affinity-backends-tcp-10',
+  ]);
+  // 9 -> 8 leaves bucket 16 for bucket 8: its eight checks come, the sixteen go.
+  const crossing = chainLines(9, 8);
+  assert.equal(
+    crossing.filter((l) => l.startsWith('add rule ip kproxy affinity-backends-tcp-remembered-8 ')).length,
+    8,
+  );
+  assert.ok(
+    crossing.includes('delete chain ip kproxy affinity-backends-tcp-remembered-16'),
+    crossing.join('\n'),
+  );
+});
