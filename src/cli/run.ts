@@ -5,7 +5,7 @@ import { readFile } from 'node:fs/promises';
 import { availableParallelism, hostname } from 'node:os';
 import type { ParseArgsOptionsConfig } from 'node:util';
 import { type DestinationStream, type Logger, pino } from 'pino';
-import { type NfacctCounters, netlinkNfacct } from '../../dataplanes/iptables/nfacct.ts';
+import type { NfacctCounters } from '../../dataplanes/iptables/nfacct.ts';
 import type { DataplaneMode, LiveDataplane } from '../../dataplanes/shared/dataplane.ts';
 import { loadProxyConfig, type ProxyConfig } from '../config/config.ts';
 import { PROXY_FLAG_OPTIONS } from '../config/proxy-flags.ts';
@@ -56,6 +56,15 @@ export interface RunEnvironment {
   readonly nfacct: NfacctCounters;
 }
 
+/**
+ * The kernel's nfacct counters, loaded on first use: only iptables mode opens one, and loading the
+ * netlink package is a cost on every mode's way to its first sync.
+ */
+const kernelNfacct: NfacctCounters = {
+  ensure: async (name) => (await import('../../dataplanes/iptables/nfacct.ts')).netlinkNfacct.ensure(name),
+  packets: async (name) => (await import('../../dataplanes/iptables/nfacct.ts')).netlinkNfacct.packets(name),
+};
+
 export function processRunEnvironment(): RunEnvironment {
   // Listening from the start: a signal during start-up still stops the daemon cleanly. `on`, not
   // `once`: execa's signal-exit re-raises a signal it finds no other listener for, and a `once`
@@ -68,7 +77,7 @@ export function processRunEnvironment(): RunEnvironment {
     procRoot: '/proc',
     sysRoot: '/sys',
     shutdownRequested: () => requested,
-    nfacct: netlinkNfacct,
+    nfacct: kernelNfacct,
   };
 }
 

@@ -181,15 +181,17 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
     if (changed) loop.requestSync({ full: true });
   });
 
+  // The list starts before the adoption: reading the kernel's tables (nft, another process)
+  // overlaps the API server's answer instead of delaying it. The loop starts once both are done.
+  const waiting = new AbortController();
+  startAll(informers);
+  logger.info({ mode: config.mode, node: config.nodeName }, 'waiting for informers to sync');
   try {
     await dataplane.start();
   } catch (error) {
     // The first sync is full and replaces whatever is there, so this costs only the adoption.
     logger.warn({ err: error }, 'could not adopt the rules of an earlier run; the first sync replaces them');
   }
-  const waiting = new AbortController();
-  startAll(informers);
-  logger.info({ mode: config.mode, node: config.nodeName }, 'waiting for informers to sync');
   const synced = waitForAllSynced(informers, waiting.signal).then(
     () => {
       logger.info('informers synced; starting the sync loop');

@@ -23,6 +23,7 @@ async function run(
   t: { after(fn: () => Promise<unknown>): void },
   setup?: (api: StandInApiServer) => void,
   metrics = new ProxyMetrics('nftables', { processMetrics: false }),
+  dataplane = new RecordingDataplane(),
 ) {
   const api = await startApiServer({ port: await freePort() });
   t.after(() => api.stop());
@@ -33,7 +34,6 @@ async function run(
   const client = new KubeClient({ server: api.url });
   t.after(() => client.close());
   const { logger, lines } = capturedLogger();
-  const dataplane = new RecordingDataplane();
   const started = await startDaemon({
     config: await configFromYaml(FAST_CONFIG),
     logger,
@@ -55,7 +55,7 @@ describe('daemon against the stand-in API server', () => {
   test('syncs only once the informers have synced; the first sync is full and holds the cluster', async (t) => {
     const r = await run(t, (api) => api.faults.stallNext(3, 300));
     assert.equal(r.dataplane.syncs.length, 0, 'no sync while the API server has not answered');
-    assert.equal(r.dataplane.starts, 1, 'earlier rules are adopted before anything else');
+    assert.equal(r.dataplane.starts, 1, 'earlier rules are adopted before startDaemon returns');
     await eventually('first sync', () => r.dataplane.syncs.length > 0);
     const first = r.dataplane.syncs[0]!;
     assert.equal(first.kind, 'full');
@@ -71,6 +71,25 @@ describe('daemon against the stand-in API server', () => {
     assert.equal(line.servicePorts, 1);
     assert.equal(line.endpoints, 1);
     assert.equal(typeof line.durationMs, 'number');
+  });
+
+  test('the informers list while the earlier rules are adopted; the first sync waits for both', async (t) => {
+    let server: StandInApiServer | undefined;
+    const asked = (path: string) => server?.requests.some((q) => q.path.endsWith(path)) ?? false;
+    // An adoption (nft, another process) that ends only once both lists have been asked for.
+    const dataplane = new (class extends RecordingDataplane {
+      syncsDuringStart: number | undefined;
+      override async start(): Promise<void> {
+        await eventually('both lists asked for', () => asked('/services') && asked('/endpointslices'));
+        this.syncsDuringStart = this.syncs.length;
+        await super.start();
+      }
+    })();
+    const r = await run(t, (api) => (server = api), undefined, dataplane);
+    assert.equal(r.dataplane.starts, 1, 'adopted once both lists were asked for');
+    await eventually('first sync', () => r.dataplane.syncs.length > 0);
+    assert.equal(dataplane.syncsDuringStart, 0, 'no sync before the adoption ended');
+    assert.equal(r.dataplane.syncs[0]!.kind, 'full');
   });
 
   test('services created, changed and deleted are followed by incremental syncs', async (t) => {

@@ -13,6 +13,7 @@ const REPO = fileURLToPath(new URL('../../', import.meta.url));
 test("loading kproxy (the daemon's modules) does not load Node's bundled undici", async () => {
   const script = `
     await import(${JSON.stringify(join(REPO, 'src/cli/main.ts'))});
+    await import(${JSON.stringify(join(REPO, 'src/cli/run.ts'))});
     await import(${JSON.stringify(join(REPO, 'src/daemon/daemon.ts'))});
     console.log(JSON.stringify(process.moduleLoadList));`;
   const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: REPO });
