@@ -20,23 +20,25 @@
 //   added to the daemon's, e.g. --trace-gc or --cpu-prof --cpu-prof-dir=DIR; --turns: the daemon's
 //   long event-loop turns during the cold start by cause, from its main thread's CPU time
 //   (event-loop-turns.ts, preloaded): a figure the machine's other load does not inflate)
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import {
-  createWriteStream,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { execa } from 'execa';
 import { Lab, type LabProcess } from '../harness/netns.ts';
-import { install, UNIT_PATH } from '../src/cli/install.ts';
+import {
+  API,
+  CONFIG,
+  firstSyncAt,
+  fromCheckout,
+  installed,
+  NODE_BIN,
+  sample,
+  scrape,
+  spawnDaemon,
+  startApiServer,
+} from './daemon-process.ts';
 import type { Collection, Turn } from './event-loop-turns.ts';
 import { percentile, reportSection, round } from './measure.ts';
 import { writeClusterList } from './synthetic-cluster.ts';
@@ -61,50 +63,10 @@ const nodes = Number(values.nodes);
 const IDLE_SECONDS = Number(values.idle);
 const TIMEOUT_MS = Number(values.timeout) * 1000;
 
-const REPO = join(import.meta.dirname, '..');
-const NODE_BIN = join(REPO, 'node_modules/.bin/node');
-const API_MAIN = join(REPO, 'harness/apiserver/main.ts');
-const API = 'http://127.0.0.1:6443';
-const METRICS = 'http://127.0.0.1:10249/metrics';
 const HEALTHZ = 'http://127.0.0.1:10256/healthz';
 const PROBE_MAIN = join(import.meta.dirname, 'healthz-probe.ts');
 const BARE_LIST_MAIN = join(import.meta.dirname, 'bare-list.ts');
 const TURNS_MAIN = join(import.meta.dirname, 'event-loop-turns.ts');
-
-/** The daemon tests' configuration (test/daemon/daemon-netns.test.ts), with the default sync periods. */
-const CONFIG = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
-kind: KubeProxyConfiguration
-mode: nftables
-hostnameOverride: node-0
-clusterCIDR: 10.244.0.0/16
-healthzBindAddress: 127.0.0.1:10256
-metricsBindAddress: 127.0.0.1:10249
-conntrack:
-  maxPerCore: 0
-`;
-
-/** Prints a page fetched with Node's fetch (no curl needed); exits 1 when it cannot. */
-const FETCH_SCRIPT = `fetch(process.argv[1], { signal: AbortSignal.timeout(5000) })
-  .then((r) => (r.ok ? r.text() : Promise.reject(new Error(String(r.status)))))
-  .then((t) => process.stdout.write(t), () => process.exit(1));`;
-
-/** The daemon's metrics page, scraped from inside the namespace; undefined while it does not answer. */
-async function scrape(ns: string): Promise<string | undefined> {
-  const result = await execa(
-    'nsenter',
-    [`--net=/run/netns/${ns}`, '--', NODE_BIN, '-e', FETCH_SCRIPT, METRICS],
-    {
-      reject: false,
-    },
-  );
-  return result.exitCode === 0 ? result.stdout : undefined;
-}
-
-/** The value of an unlabelled sample in a Prometheus text page. */
-function sample(page: string | undefined, name: string): number | undefined {
-  const line = page?.split('\n').find((l) => l.startsWith(`${name} `));
-  return line === undefined ? undefined : Number(line.slice(name.length + 1));
-}
 
 /** The PID among `pid` and its descendants whose command line runs `entry` (nsenter execs, so `pid`). */
 function daemonPid(pid: number, entry: string): number | undefined {
@@ -203,36 +165,6 @@ interface SyncLine {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-interface DaemonCommand {
-  readonly node: string;
-  /** Node's own flags, before the entry. */
-  readonly flags: readonly string[];
-  readonly entry: string;
-  readonly env: Readonly<Record<string, string>>;
-}
-
-function fromCheckout(): DaemonCommand {
-  return { node: NODE_BIN, flags: [], entry: join(REPO, 'bin/kproxy.ts'), env: {} };
-}
-
-/** kproxy installed under `root`, run with the unit's command and environment. */
-async function installed(root: string): Promise<DaemonCommand> {
-  await install(root);
-  const unit = readFileSync(join(root, UNIT_PATH), 'utf8');
-  const [node, ...rest] = /^ExecStart=(.*) run /m.exec(unit)![1]!.split(' ');
-  const entry = rest.pop()!;
-  // systemd creates the unit's RuntimeDirectory (/run/<name>, where TMPDIR points) at start: here
-  // a directory under the scratch root stands in for it.
-  const runtime = /^RuntimeDirectory=(\S+)$/m.exec(unit)?.[1];
-  const runtimeDir = join(root, 'run', runtime ?? '');
-  if (runtime !== undefined) mkdirSync(runtimeDir, { recursive: true, mode: 0o700 });
-  const env: Record<string, string> = {};
-  for (const [, name, value] of unit.matchAll(/^Environment=(\w+)=(\S*)$/gm)) {
-    env[name!] = runtime !== undefined && value === `/run/${runtime}` ? runtimeDir : value!;
-  }
-  return { node: join(root, node!), flags: rest, entry: join(root, entry), env };
-}
-
 const lab = new Lab(`bench-daemon-${process.pid}`);
 const dir = mkdtempSync(join(tmpdir(), 'kproxy-bench-daemon-'));
 let daemon: ChildProcess | undefined;
@@ -256,8 +188,7 @@ try {
   writeFileSync(config, CONFIG);
 
   const ns = await lab.addNetns('node'); // loopback is up
-  api = lab.spawn(ns, NODE_BIN, [API_MAIN, '--port', '6443', '--data', data]);
-  await api.waitFor('listening', TIMEOUT_MS);
+  api = await startApiServer(lab, ns, data, TIMEOUT_MS);
 
   // The bare list of the same objects (bare-list.ts), twice: the second, with the server's code as
   // warm as the daemon will find it, is the figure. The first sync is judged against it plus the
@@ -268,32 +199,18 @@ try {
   }
   if (bareList?.services !== services) throw new Error(`bare list: ${JSON.stringify(bareList)}`);
 
-  const { node, flags, entry, env } = values.checkout ? fromCheckout() : await installed(join(dir, 'root'));
+  const command = values.checkout ? fromCheckout() : await installed(join(dir, 'root'));
   // /healthz probed every 10 ms from the daemon's start to the end of its cold start's aftermath.
   const probe = lab.spawn(ns, NODE_BIN, [PROBE_MAIN, HEALTHZ, '--every', '10']);
   await probe.waitFor('probing', TIMEOUT_MS);
   const spawnedAt = Date.now();
-  const child = spawn(
-    'nsenter',
-    [
-      `--net=/run/netns/${ns}`,
-      '--',
-      node,
-      ...flags,
+  const child = spawnDaemon(ns, command, config, {
+    nodeFlags: [
       ...values['node-flags'].split(' ').filter((flag) => flag !== ''),
       ...(values.turns ? [`--import=${TURNS_MAIN}`] : []),
-      entry,
-      'run',
-      '--config',
-      config,
-      '--master',
-      API,
     ],
-    {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, ...env, ...(values.turns && { KPROXY_TURNS_OUT: turnsFile }) },
-    },
-  );
+    ...(values.turns && { env: { KPROXY_TURNS_OUT: turnsFile } }),
+  });
   daemon = child;
   const syncLines: SyncLine[] = [];
   let stderr = '';
@@ -311,19 +228,7 @@ try {
   const exited = once(child, 'exit');
 
   // First sync: the last-successful-sync timestamp appears (0 until then).
-  let syncedAt: number | undefined;
-  while (syncedAt === undefined) {
-    if (child.exitCode !== null || child.signalCode !== null) {
-      throw new Error(`kproxy run exited (${child.exitCode ?? child.signalCode}): ${stderr.trim()}`);
-    }
-    if (Date.now() - spawnedAt > TIMEOUT_MS) throw new Error(`no sync within ${values.timeout} s`);
-    const last = sample(
-      await scrape(ns),
-      'kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"}',
-    );
-    if (last !== undefined && last > 0) syncedAt = last * 1000;
-    else await sleep(500);
-  }
+  const syncedAt = await firstSyncAt(ns, child, spawnedAt, TIMEOUT_MS, () => stderr);
   const timeToFirstSyncSeconds = (syncedAt - spawnedAt) / 1000;
   // The log line of that sync may trail the metric by a moment.
   for (let waited = 0; syncLines.length === 0 && waited < 5000; waited += 100) await sleep(100);
@@ -338,8 +243,8 @@ try {
     const answers = probed.trim().split('\n').pop();
     writeFileSync(values.probes, `{"spawnedAt":${spawnedAt},"syncedAt":${syncedAt},"probe":${answers}}\n`);
   }
-  const pid = daemonPid(child.pid!, entry);
-  if (pid === undefined) throw new Error(`no ${entry} process under PID ${child.pid}`);
+  const pid = daemonPid(child.pid!, command.entry);
+  if (pid === undefined) throw new Error(`no ${command.entry} process under PID ${child.pid}`);
   const memory = processMemoryMiB(pid);
   const page = await scrape(ns);
 
