@@ -6,8 +6,11 @@
 //   loaded by the bare restore), vs kproxy's incremental sync of the same change (ModelCache
 //   update + plan + restore + its canary check); then the same restores once more into the
 //   flush-loaded namespace with the jumps from the built-in chains deleted: the kernel's cost
-//   without the walk it makes on every commit that adds a rule (see below).
-//   node --expose-gc bench/iptables-speed.ts [--services 10000] [--endpoints 10] [--changes 5]
+//   without the walk it makes on every commit that adds a rule (see below);
+// - TCP connect latency from the node namespace to the first and the last service.
+// --wide: one Service with --endpoints endpoints (in slices of 100) instead of N services.
+//   node --expose-gc bench/iptables-speed.ts [--services 10000] [--endpoints 10] [--wide]
+//     [--changes 5] [--connects 300]
 import { parseArgs } from 'node:util';
 import { JUMP_RULES } from '../dataplanes/iptables/jump-rules.ts';
 import { IptablesDataplane } from '../dataplanes/iptables/live.ts';
@@ -19,17 +22,24 @@ import { Lab } from '../harness/netns.ts';
 import type { DualStackState } from '../src/model/proxy-state.ts';
 import { loadedModel } from './bench-model.ts';
 import { median, reportSection, round, TimedRunner, timeMs } from './measure.ts';
-import { syntheticCluster, syntheticSlice } from './synthetic-cluster.ts';
+import { firstLastConnectUs } from './service-latency.ts';
+import { type ClusterShape, changedSlice, shapedCluster } from './synthetic-cluster.ts';
 
 const { values } = parseArgs({
   options: {
     services: { type: 'string', default: '10000' },
     endpoints: { type: 'string', default: '10' },
+    wide: { type: 'boolean', default: false },
     changes: { type: 'string', default: '5' },
+    connects: { type: 'string', default: '300' },
   },
 });
-const services = Number(values.services);
-const endpoints = Number(values.endpoints);
+const shape: ClusterShape = {
+  services: values.wide ? 1 : Number(values.services),
+  endpointsPerService: Number(values.endpoints),
+  wide: values.wide,
+};
+const { services, endpointsPerService: endpoints } = shape;
 const RESTORE = 'iptables-nft-restore';
 
 /** Runs tools inside a namespace the way the daemon does from inside it (see nftables-speed.ts). */
@@ -43,7 +53,7 @@ async function restore(ns: string, input: string, noflush: boolean): Promise<voi
 
 const lab = new Lab(`bench-ipt-${process.pid}`);
 try {
-  const cluster = syntheticCluster({ services, endpointsPerService: endpoints });
+  const cluster = shapedCluster(shape);
   const model = loadedModel(cluster);
   let state: DualStackState = model.update().state;
 
@@ -67,7 +77,6 @@ try {
   await twin.start();
   await twin.sync(state, 'full');
 
-  const changed = Math.floor(services / 2);
   const bareChangeMs: number[] = [];
   const twinChangeMs: number[] = [];
   const changeMs: number[] = [];
@@ -81,7 +90,7 @@ try {
     changeMs.push(
       await timeMs(async () => {
         runner.reset();
-        model.setEndpointSlice(syntheticSlice(changed, endpoints, 3, (run + 1) % 2));
+        model.setEndpointSlice(changedSlice(shape, run + 1));
         const update = model.update();
         state = update.state;
         outcome = await dataplane.sync(update.state, 'incremental', update.changed);
@@ -116,9 +125,13 @@ try {
   const unhookedChangeMs: number[] = [];
   for (const input of changeInputs) unhookedChangeMs.push(await timeMs(() => restore(bareNs, input, true)));
 
+  // Through kproxy's own table (the node namespace's), after the timed syncs.
+  const connect = await firstLastConnectUs(lab, nodeNs, services, Number(values.connects));
+
   reportSection({
     services,
     endpointsPerService: endpoints,
+    wide: shape.wide,
     restoreBytes: fullInput.length,
     bareFullRestoreMs: round(bareFullMs),
     fullSyncMs: round(fullSyncMs),
@@ -130,6 +143,7 @@ try {
     partialSyncToolCalls: median(changeToolCalls),
     partialSyncLastToolMs: Object.fromEntries(Object.entries(toolBreakdown).map(([k, v]) => [k, round(v)])),
     changeRuns: changeMs.length,
+    ...connect,
   });
 } finally {
   await lab.destroy();

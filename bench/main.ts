@@ -1,55 +1,37 @@
 // `npm run bench` (as root; about 5–10 minutes on a 2-core machine, plus ~40 min for the ipvs
 // section, which boots the emulated qemu VM when this kernel has no ip_vs): each section runs in
 // its own child process (so its memory figures are its own) and prints its figures; this driver
-// prints one table of figures and ratios against the targets, and writes every raw figure as JSON.
-//   node bench/main.ts [--out FILE] [--nft-services 30000] [--ipt-services 10000]
-//     [--ipvs-services 10000] [--only a,b]
+// prints one table of figures and ratios against the targets, the scaling curve per mode (the
+// nftables and iptables sections run once per size and once for one wide Service), and writes
+// every raw figure as JSON and the curve as an SVG chart beside it (same name, .svg).
+//   node bench/main.ts [--out FILE] [--sizes 1000,10000,30000] [--wide-endpoints 100000]
+//     [--nft-services 30000] [--ipt-services 10000] [--ipvs-services 1000,10000] [--only a,b]
+//     [--quick]   (the smallest size only, no ipvs and no daemon section: under 3 minutes)
 //     [--node-flags="--max-semi-space-size=16"]   (V8 flags for the section children; note the =)
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
+import { type BenchRun, benchPlan, parseBenchArgs, sectionFigures } from './bench-plan.ts';
+import { curvePoints, curveSvg, formatCurveTable } from './curve.ts';
 import { type BenchFigures, benchRows, formatTable } from './report.ts';
 
-const SECTIONS = ['model', 'nftables', 'nftaffinity', 'iptables', 'ipvs', 'informer', 'daemon'] as const;
-type Section = (typeof SECTIONS)[number];
-
-const { values } = parseArgs({
-  options: {
-    out: { type: 'string', default: join(tmpdir(), `kproxy-bench-${Date.now()}.json`) },
-    'nft-services': { type: 'string', default: '30000' },
-    'ipt-services': { type: 'string', default: '10000' },
-    'ipvs-services': { type: 'string', default: '10000' },
-    only: { type: 'string', default: SECTIONS.join(',') },
-    'node-flags': { type: 'string', default: '' },
-  },
-});
+const options = parseBenchArgs(process.argv.slice(2));
+const jsonFile = options.out ?? join(tmpdir(), `kproxy-bench-${Date.now()}.json`);
 if (process.getuid?.() !== 0) {
   console.error('bench: needs root (network namespaces, nft, iptables-restore)');
   process.exit(2);
 }
 
 const here = import.meta.dirname;
-const commands: Record<Section, readonly string[]> = {
-  model: [join(here, 'model-speed.ts'), '--services', values['nft-services']],
-  nftables: [join(here, 'nftables-speed.ts'), '--services', values['nft-services']],
-  // ClientIP against plain at 3,000 services (issue 16's figure); --services to change it.
-  nftaffinity: [join(here, 'nftables-affinity.ts'), '--services', '3000'],
-  iptables: [join(here, 'iptables-speed.ts'), '--services', values['ipt-services']],
-  // In the qemu VM when this kernel has no ip_vs (one boot; the section boots it itself).
-  ipvs: [join(here, 'ipvs-speed.ts'), '--services', values['ipvs-services']],
-  informer: [join(here, 'informer-memory.ts'), '--services', values['nft-services']],
-  daemon: [join(here, 'daemon-memory.ts'), '--services', values['nft-services']],
-};
 
 /** Runs a section; its figures are the last JSON line it prints (informer-memory prints plain JSON). */
-function runSection(section: Section): Promise<Record<string, unknown>> {
+function runSection({ section, script, args }: BenchRun): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) => {
     const started = Date.now();
-    process.stderr.write(`bench: ${section} ...\n`);
-    const nodeFlags = values['node-flags'].split(' ').filter((flag) => flag !== '');
-    const child = spawn(process.execPath, ['--expose-gc', ...nodeFlags, ...commands[section]], {
+    process.stderr.write(`bench: ${section} ${args.join(' ')} ...\n`);
+    const nodeFlags = options.nodeFlags.split(' ').filter((flag) => flag !== '');
+    const child = spawn(process.execPath, ['--expose-gc', ...nodeFlags, join(here, script), ...args], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let out = '';
@@ -74,28 +56,29 @@ function runSection(section: Section): Promise<Record<string, unknown>> {
   });
 }
 
-const wanted = values.only
-  .split(',')
-  .filter((s): s is Section => (SECTIONS as readonly string[]).includes(s));
-const figures: { -readonly [S in Section]?: Record<string, unknown> } = {};
+const results: { run: BenchRun; figures: Record<string, unknown> }[] = [];
 const failures: string[] = [];
-for (const section of wanted) {
+for (const run of benchPlan(options)) {
   try {
-    figures[section] = await runSection(section);
+    results.push({ run, figures: await runSection(run) });
   } catch (error) {
-    failures.push(`${section}: ${(error as Error).message}`);
+    failures.push(`${run.section} ${run.args.join(' ')}: ${(error as Error).message}`);
   }
 }
+const figures = sectionFigures(options, results) as BenchFigures;
 
 const report = {
   date: new Date().toISOString(),
-  nodeFlags: values['node-flags'],
+  nodeFlags: options.nodeFlags,
   machine: { cpus: (await import('node:os')).cpus().length, load: (await import('node:os')).loadavg() },
   figures,
   failures,
 };
-writeFileSync(values.out, `${JSON.stringify(report, null, 2)}\n`);
-console.log(formatTable(benchRows(figures as BenchFigures)));
+writeFileSync(jsonFile, `${JSON.stringify(report, null, 2)}\n`);
+const chart = `${jsonFile.replace(/\.json$/, '')}.svg`;
+writeFileSync(chart, curveSvg(curvePoints(figures)));
+console.log(formatTable(benchRows(figures)));
+console.log(`\n${formatCurveTable(curvePoints(figures))}`);
 for (const failure of failures) console.log(`FAILED ${failure}`);
-console.log(`raw figures: ${values.out}`);
+console.log(`raw figures: ${jsonFile}\ncurve: ${chart}`);
 process.exitCode = failures.length > 0 ? 1 : 0;

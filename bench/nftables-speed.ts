@@ -7,8 +7,9 @@
 //   idling (model and dataplane record: the cluster objects are released once the model has
 //   them, as the daemon's informers keep none of them);
 // - TCP connect latency from the node namespace to the first and the last service.
-//   node --expose-gc bench/nftables-speed.ts [--services 30000] [--endpoints 10] [--changes 21]
-//     [--cold-start-chunk 100000]
+// --wide: one Service with --endpoints endpoints (in slices of 100) instead of N services.
+//   node --expose-gc bench/nftables-speed.ts [--services 30000] [--endpoints 10] [--wide]
+//     [--changes 21] [--cold-start-chunk 100000]
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,7 +23,7 @@ import { fullTransaction } from '../dataplanes/shared/nft/full-transaction.ts';
 import { Lab } from '../harness/netns.ts';
 import { heapReleaser } from '../src/daemon/release-memory.ts';
 import type { DualStackState } from '../src/model/proxy-state.ts';
-import { BENCH_NODE_IP, loadedModel } from './bench-model.ts';
+import { loadedModel } from './bench-model.ts';
 import {
   idleMemoryMiB,
   median,
@@ -32,26 +33,30 @@ import {
   TimedNftRunner,
   timeMs,
 } from './measure.ts';
+import { firstLastConnectUs } from './service-latency.ts';
 import {
+  type ClusterShape,
+  changedSlice,
   type SyntheticCluster,
-  syntheticCluster,
-  syntheticService,
-  syntheticSlice,
+  shapedCluster,
 } from './synthetic-cluster.ts';
 
 const { values } = parseArgs({
   options: {
     services: { type: 'string', default: '30000' },
     endpoints: { type: 'string', default: '10' },
+    wide: { type: 'boolean', default: false },
     changes: { type: 'string', default: '21' },
     connects: { type: 'string', default: '300' },
     'cold-start-chunk': { type: 'string', default: '100000' },
   },
 });
-const services = Number(values.services);
-const endpoints = Number(values.endpoints);
-const SERVER_IP = '10.200.0.2';
-const ECHO_PORT = 8080;
+const shape: ClusterShape = {
+  services: values.wide ? 1 : Number(values.services),
+  endpointsPerService: Number(values.endpoints),
+  wide: values.wide,
+};
+const { services, endpointsPerService: endpoints } = shape;
 /** Idle time before the settled memory figure (a daemon between syncs). */
 const IDLE_SECONDS = 10;
 /** The dataplane's piece size (its default: 100k elements); the bare chunked load uses the same. */
@@ -77,7 +82,7 @@ function writeBareFiles(state: DualStackState, dir: string): { single: string; c
 const lab = new Lab(`bench-nft-${process.pid}`);
 const dir = mkdtempSync(join(tmpdir(), 'kproxy-bench-nft-'));
 try {
-  let cluster: SyntheticCluster | undefined = syntheticCluster({ services, endpointsPerService: endpoints });
+  let cluster: SyntheticCluster | undefined = shapedCluster(shape);
   const clusterMemory = settledMemoryMiB();
   const model = loadedModel(cluster);
   cluster = undefined;
@@ -114,8 +119,7 @@ try {
     for (const file of chunks) await lab.exec(chunkNs, 'nft', ['-f', file]);
   });
 
-  // One endpoint of the middle service toggles between two pod IPs: every run is a real change.
-  const changed = Math.floor(services / 2);
+  // One endpoint of the middle service (slice) toggles between two pod IPs: every run is a real change.
   const changeMs: number[] = [];
   const changeModelMs: number[] = [];
   const changeToolMs: number[] = [];
@@ -126,7 +130,7 @@ try {
       await timeMs(async () => {
         const start = performance.now();
         nft.reset();
-        model.setEndpointSlice(syntheticSlice(changed, endpoints, 3, (run + 1) % 2));
+        model.setEndpointSlice(changedSlice(shape, run + 1));
         const update = model.update();
         modelMs = performance.now() - start;
         const outcome = await dataplane.sync(update.state, 'incremental', update.changed);
@@ -144,43 +148,12 @@ try {
     floorMs.push(await timeMs(() => runner.run('nft', ['-f', '-'], '')));
   }
 
-  // The node namespace is the client (host-network path, rules on OUTPUT); every pod IP is local
-  // in the server namespace, where one echo server answers on the endpoints' port.
-  const serverNs = await lab.addNetns('server');
-  await lab.addVeth(nodeNs, 'kpb0', serverNs, 'kpb1');
-  await lab.addAddress(nodeNs, 'kpb0', `${BENCH_NODE_IP}/30`);
-  await lab.addAddress(serverNs, 'kpb1', `${SERVER_IP}/30`);
-  await lab.addRoute(nodeNs, ['10.96.0.0/12', 'via', SERVER_IP]);
-  await lab.addRoute(nodeNs, ['10.244.0.0/16', 'via', SERVER_IP]);
-  await lab.addRoute(serverNs, ['local', '10.244.0.0/16', 'dev', 'lo']);
-  const echo = lab.spawn(serverNs, process.execPath, [
-    join(import.meta.dirname, '../harness/echo-server.ts'),
-    'bench',
-    '--tcp',
-    String(ECHO_PORT),
-  ]);
-  await echo.waitFor('ready');
-  const latency = async (serviceIndex: number) => {
-    const ip = syntheticService(serviceIndex).spec.clusterIP!;
-    const { stdout } = await lab.exec(nodeNs, process.execPath, [
-      join(import.meta.dirname, 'connect-latency.ts'),
-      ip,
-      '80',
-      values.connects,
-    ]);
-    return JSON.parse(stdout) as { medianUs: number; p10Us: number; p90Us: number };
-  };
-  // Alternating rounds, so that load from elsewhere hits both targets alike.
-  const first: number[] = [];
-  const last: number[] = [];
-  for (let round = 0; round < 3; round++) {
-    first.push((await latency(0)).medianUs);
-    last.push((await latency(services - 1)).medianUs);
-  }
+  const connect = await firstLastConnectUs(lab, nodeNs, services, Number(values.connects));
 
   reportSection({
     services,
     endpointsPerService: endpoints,
+    wide: shape.wide,
     modelFullMs: round(modelFullMs),
     bareLoadMs: round(bareMs),
     bareChunkedLoadMs: round(bareChunksMs),
@@ -204,8 +177,7 @@ try {
     heapClusterMiB: clusterMemory.heapMiB,
     heapModelMiB: modelMemory.heapMiB,
     rssModelMiB: modelMemory.rssMiB,
-    connectFirstServiceUs: round(median(first)),
-    connectLastServiceUs: round(median(last)),
+    ...connect,
   });
 } finally {
   await lab.destroy();

@@ -26,7 +26,7 @@ const num = (figures: Figures | undefined, key: string): number | undefined => {
   return typeof value === 'number' ? value : undefined;
 };
 
-function ms(value: number): string {
+export function ms(value: number): string {
   return value >= 1000 ? `${(value / 1000).toFixed(2)} s` : `${value.toFixed(value < 10 ? 2 : 1)} ms`;
 }
 
@@ -252,7 +252,11 @@ export function formatTable(rows: readonly BenchRow[]): string {
     r.target,
     r.ok === undefined ? '' : r.ok ? 'ok' : 'MISSED',
   ]);
-  const header = ['what', 'measured', 'target', ''];
+  return formatColumns(['what', 'measured', 'target', ''], cells);
+}
+
+/** Plain-text columns, each as wide as its widest cell, under a header and a rule. */
+export function formatColumns(header: readonly string[], cells: readonly (readonly string[])[]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
   const line = (c: readonly string[]) =>
     c

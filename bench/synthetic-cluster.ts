@@ -161,3 +161,59 @@ export function hugeService(
     nodes: Array.from({ length: nodes }, (_, n) => syntheticNode(n)),
   };
 }
+
+/**
+ * The EndpointSlice controller's default --max-endpoints-per-slice: a Service with many endpoints
+ * reaches the proxy as many slices of this size.
+ */
+const ENDPOINTS_PER_SLICE = 100;
+/** Pod addresses of the wide service run on past 10.244.255.255 (a /14), so each is its own. */
+const WIDE_POD_SPACE = 4 * 65536 - 2;
+
+/**
+ * Slice `s` of the one Service of a wide cluster (`endpoints` in all); `variant` moves its first
+ * endpoint to an address no other endpoint has, so a test can toggle one change.
+ */
+export function wideSlice(s: number, endpoints: number, nodes: number, variant = 0): EndpointSlice {
+  const first = s * ENDPOINTS_PER_SLICE;
+  const count = Math.min(ENDPOINTS_PER_SLICE, endpoints - first);
+  if (endpoints + s >= WIDE_POD_SPACE) throw new Error(`a wide service holds < ${WIDE_POD_SPACE} endpoints`);
+  const base = syntheticSlice(0, 0, nodes);
+  return {
+    ...base,
+    metadata: { ...base.metadata, name: `${serviceName(0)}-${s}` },
+    endpoints: Array.from({ length: count }, (_, j) => ({
+      addresses: [intToIpv4(POD_BASE + (j === 0 && variant % 2 === 1 ? endpoints + s : first + j))],
+      conditions: { ready: true, serving: true, terminating: false },
+      nodeName: `node-${(first + j) % nodes}`,
+    })),
+  };
+}
+
+/** The shape a speed section measures: N services × E endpoints, or one Service with E (wide). */
+export interface ClusterShape {
+  readonly services: number;
+  readonly endpointsPerService: number;
+  readonly wide: boolean;
+}
+
+export function shapedCluster(shape: ClusterShape, nodes = 3): SyntheticCluster {
+  if (!shape.wide) return syntheticCluster({ ...shape, nodes });
+  const slices = Math.ceil(shape.endpointsPerService / ENDPOINTS_PER_SLICE);
+  return {
+    services: [syntheticService(0)],
+    endpointSlices: Array.from({ length: slices }, (_, s) => wideSlice(s, shape.endpointsPerService, nodes)),
+    nodes: Array.from({ length: nodes }, (_, n) => syntheticNode(n)),
+  };
+}
+
+/**
+ * The slice an endpoint-change benchmark toggles (by `variant`'s parity): the middle service's, or
+ * the wide service's middle slice. Every toggle is a real change of one endpoint.
+ */
+export function changedSlice(shape: ClusterShape, variant: number, nodes = 3): EndpointSlice {
+  if (!shape.wide)
+    return syntheticSlice(Math.floor(shape.services / 2), shape.endpointsPerService, nodes, variant % 2);
+  const middle = Math.floor(Math.ceil(shape.endpointsPerService / ENDPOINTS_PER_SLICE) / 2);
+  return wideSlice(middle, shape.endpointsPerService, nodes, variant);
+}
