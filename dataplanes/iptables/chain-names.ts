@@ -37,8 +37,8 @@ export function isKproxyChain(chain: string): boolean {
 
 const BASE32 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
 
-/** The first 16 characters of base32(sha256(text)), i.e. the first 80 bits. */
-function hash16(text: string): string {
+/** The first 16 characters of base32(sha256(text)), i.e. the first 80 bits (kube-proxy's chain hash). */
+export function hash16(text: string): string {
   const digest = hash('sha256', text, 'buffer');
   let out = '';
   let bits = 0;
