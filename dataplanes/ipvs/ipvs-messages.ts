@@ -4,7 +4,7 @@ import ipaddr from 'ipaddr.js';
 import { familyOf } from '../../src/base/ip-address.ts';
 import type { IPFamily } from '../../src/base/ip-family.ts';
 import type { Protocol } from '../../src/model/proxy-state.ts';
-import { attribute, be16, nested, parseAttributes, string, u16, u32 } from '../shared/netlink-attributes.ts';
+import { AttributeWriter, parseAttributes } from '../shared/netlink-attributes.ts';
 import type { RealServer, SchedulerFlag, VirtualService } from './virtual-servers.ts';
 
 export const IPVS_GENL_NAME = 'IPVS';
@@ -60,66 +60,106 @@ const SCHED_FLAG_BITS: ReadonlyMap<SchedulerFlag, number> = new Map([
 const FWD_MASQ = 0;
 
 /** union nf_inet_addr: 16 bytes, an IPv4 address in the first 4. */
-function addressBytes(address: string): Buffer {
-  const out = Buffer.alloc(16);
-  Buffer.from(ipaddr.parse(address).toByteArray()).copy(out);
-  return out;
+function writeAddress(w: AttributeWriter, type: number, address: string): void {
+  const at = w.attribute(type, 16);
+  const bytes = ipaddr.parse(address).toByteArray();
+  for (let i = 0; i < bytes.length; i++) w.setU8(at + i, bytes[i]!);
 }
 
 function addressText(family: IPFamily, bytes: Buffer): string {
   return ipaddr.fromByteArray([...bytes.subarray(0, family === 'IPv4' ? 4 : 16)]).toString();
 }
 
-function serviceIdentity(
+function writeServiceIdentity(
+  w: AttributeWriter,
   service: Pick<VirtualService, 'family' | 'protocol' | 'address' | 'port'>,
-): Buffer[] {
-  return [
-    u16(SVC_ATTR.AF, AF[service.family]),
-    u16(SVC_ATTR.PROTOCOL, PROTO[service.protocol]),
-    attribute(SVC_ATTR.ADDR, addressBytes(service.address)),
-    be16(SVC_ATTR.PORT, service.port),
-  ];
+): void {
+  w.u16(SVC_ATTR.AF, AF[service.family]);
+  w.u16(SVC_ATTR.PROTOCOL, PROTO[service.protocol]);
+  writeAddress(w, SVC_ATTR.ADDR, service.address);
+  w.be16(SVC_ATTR.PORT, service.port);
 }
 
 /** NEW_SERVICE / SET_SERVICE body: identity plus every setting (the kernel wants them all). */
-export function serviceMessage(service: VirtualService): Buffer {
-  const flags = Buffer.alloc(8);
+export function writeServiceMessage(w: AttributeWriter, service: VirtualService): void {
+  const nest = w.begin(CMD_ATTR.SERVICE);
+  writeServiceIdentity(w, service);
+  w.string(SVC_ATTR.SCHED_NAME, service.scheduler);
   let bits = service.persistenceTimeout > 0 ? IP_VS_SVC_F_PERSISTENT : 0;
   for (const flag of service.schedulerFlags) bits |= SCHED_FLAG_BITS.get(flag)!;
   // struct ip_vs_flags: the flags, then the mask of those to change (all).
-  flags.writeUInt32LE(bits, 0);
-  flags.writeUInt32LE(0xffffffff, 4);
-  return nested(CMD_ATTR.SERVICE, [
-    ...serviceIdentity(service),
-    string(SVC_ATTR.SCHED_NAME, service.scheduler),
-    attribute(SVC_ATTR.FLAGS, flags),
-    u32(SVC_ATTR.TIMEOUT, service.persistenceTimeout),
-    // Persistence per client address: all ones for IPv4, a prefix length for IPv6.
-    u32(SVC_ATTR.NETMASK, service.family === 'IPv4' ? 0xffffffff : 128),
-  ]);
+  const flags = w.attribute(SVC_ATTR.FLAGS, 8);
+  w.setU32(flags, bits);
+  w.setU32(flags + 4, 0xffffffff);
+  w.u32(SVC_ATTR.TIMEOUT, service.persistenceTimeout);
+  // Persistence per client address: all ones for IPv4, a prefix length for IPv6.
+  w.u32(SVC_ATTR.NETMASK, service.family === 'IPv4' ? 0xffffffff : 128);
+  w.end(nest);
 }
 
 /** DEL_SERVICE and GET_DEST body: the service's identity only. */
-export function serviceIdentityMessage(
+export function writeServiceIdentityMessage(
+  w: AttributeWriter,
   service: Pick<VirtualService, 'family' | 'protocol' | 'address' | 'port'>,
-): Buffer {
-  return nested(CMD_ATTR.SERVICE, serviceIdentity(service));
+): void {
+  const nest = w.begin(CMD_ATTR.SERVICE);
+  writeServiceIdentity(w, service);
+  w.end(nest);
 }
 
 /** NEW_DEST / SET_DEST body. */
+export function writeDestMessage(w: AttributeWriter, service: VirtualService, server: RealServer): void {
+  writeServiceIdentityMessage(w, service);
+  const nest = w.begin(CMD_ATTR.DEST);
+  writeAddress(w, DEST_ATTR.ADDR, server.address);
+  w.be16(DEST_ATTR.PORT, server.port);
+  w.u16(DEST_ATTR.ADDR_FAMILY, AF[familyOf(server.address)]);
+  w.u32(DEST_ATTR.FWD_METHOD, FWD_MASQ);
+  w.u32(DEST_ATTR.WEIGHT, server.weight);
+  w.u32(DEST_ATTR.U_THRESH, 0);
+  w.u32(DEST_ATTR.L_THRESH, 0);
+  w.end(nest);
+}
+
+/** DEL_DEST body. */
+export function writeDestIdentityMessage(
+  w: AttributeWriter,
+  service: VirtualService,
+  server: Pick<RealServer, 'address' | 'port'>,
+): void {
+  writeServiceIdentityMessage(w, service);
+  const nest = w.begin(CMD_ATTR.DEST);
+  writeAddress(w, DEST_ATTR.ADDR, server.address);
+  w.be16(DEST_ATTR.PORT, server.port);
+  w.end(nest);
+}
+
+/** What `write` writes, as a Buffer of its own (one message's body). */
+function written(write: (w: AttributeWriter) => void): Buffer {
+  const w = new AttributeWriter();
+  write(w);
+  return w.bytesWritten();
+}
+
+export function serviceMessage(service: VirtualService): Buffer {
+  return written((w) => writeServiceMessage(w, service));
+}
+
+export function serviceIdentityMessage(
+  service: Pick<VirtualService, 'family' | 'protocol' | 'address' | 'port'>,
+): Buffer {
+  return written((w) => writeServiceIdentityMessage(w, service));
+}
+
 export function destMessage(service: VirtualService, server: RealServer): Buffer {
-  return Buffer.concat([
-    serviceIdentityMessage(service),
-    nested(CMD_ATTR.DEST, [
-      attribute(DEST_ATTR.ADDR, addressBytes(server.address)),
-      be16(DEST_ATTR.PORT, server.port),
-      u16(DEST_ATTR.ADDR_FAMILY, AF[familyOf(server.address)]),
-      u32(DEST_ATTR.FWD_METHOD, FWD_MASQ),
-      u32(DEST_ATTR.WEIGHT, server.weight),
-      u32(DEST_ATTR.U_THRESH, 0),
-      u32(DEST_ATTR.L_THRESH, 0),
-    ]),
-  ]);
+  return written((w) => writeDestMessage(w, service, server));
+}
+
+export function destIdentityMessage(
+  service: VirtualService,
+  server: Pick<RealServer, 'address' | 'port'>,
+): Buffer {
+  return written((w) => writeDestIdentityMessage(w, service, server));
 }
 
 /** Connection timeouts in seconds (ipvsadm --set); 0 leaves the kernel's value as it is. */
@@ -130,26 +170,14 @@ export interface IpvsTimeouts {
 }
 
 /** SET_CONFIG body: only the timeouts that are set. */
-export function timeoutsMessage(timeouts: IpvsTimeouts): Buffer {
-  const attrs: Buffer[] = [];
-  if (timeouts.tcpSeconds > 0) attrs.push(u32(CMD_ATTR.TIMEOUT_TCP, timeouts.tcpSeconds));
-  if (timeouts.tcpFinSeconds > 0) attrs.push(u32(CMD_ATTR.TIMEOUT_TCP_FIN, timeouts.tcpFinSeconds));
-  if (timeouts.udpSeconds > 0) attrs.push(u32(CMD_ATTR.TIMEOUT_UDP, timeouts.udpSeconds));
-  return Buffer.concat(attrs);
+export function writeTimeoutsMessage(w: AttributeWriter, timeouts: IpvsTimeouts): void {
+  if (timeouts.tcpSeconds > 0) w.u32(CMD_ATTR.TIMEOUT_TCP, timeouts.tcpSeconds);
+  if (timeouts.tcpFinSeconds > 0) w.u32(CMD_ATTR.TIMEOUT_TCP_FIN, timeouts.tcpFinSeconds);
+  if (timeouts.udpSeconds > 0) w.u32(CMD_ATTR.TIMEOUT_UDP, timeouts.udpSeconds);
 }
 
-/** DEL_DEST body. */
-export function destIdentityMessage(
-  service: VirtualService,
-  server: Pick<RealServer, 'address' | 'port'>,
-): Buffer {
-  return Buffer.concat([
-    serviceIdentityMessage(service),
-    nested(CMD_ATTR.DEST, [
-      attribute(DEST_ATTR.ADDR, addressBytes(server.address)),
-      be16(DEST_ATTR.PORT, server.port),
-    ]),
-  ]);
+export function timeoutsMessage(timeouts: IpvsTimeouts): Buffer {
+  return written((w) => writeTimeoutsMessage(w, timeouts));
 }
 
 function required(attrs: Map<number, Buffer>, type: number, what: string): Buffer {

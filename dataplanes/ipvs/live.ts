@@ -21,7 +21,7 @@ import {
   realServerDamage,
   virtualServerDamage,
 } from './intact-check.ts';
-import { type IpvsClient, IpvsError } from './ipvs-client.ts';
+import { type IpvsClient, type IpvsCommand, IpvsError } from './ipvs-client.ts';
 import { diffAddresses } from './ipvs-diff.ts';
 import type { IpvsTimeouts } from './ipvs-messages.ts';
 import type { IpvsDesired, IpvsOp, IpvsPlan } from './ipvs-plan.ts';
@@ -35,7 +35,7 @@ import {
 } from './planner.ts';
 import { reconcileServers, reconcileServices } from './reconcile.ts';
 import { removedServerFlows } from './removed-server-flows.ts';
-import { IPVS_REQUESTS_IN_FLIGHT, sendInWindow } from './request-window.ts';
+import { IPVS_COMMANDS_PER_SEND, IPVS_SENDS_IN_FLIGHT, runsOf, sendInWindow } from './request-window.ts';
 import {
   compareText,
   type RealServer,
@@ -397,47 +397,55 @@ export class IpvsDataplane implements LiveDataplane {
   }
 
   /**
-   * The operations, a window of requests in flight (request-window.ts). A plan touches each virtual
-   * and each real server once, so what decides an op's request (the draining list) is never
-   * changed by an earlier op of the same plan; each op's bookkeeping runs once its own answer came.
-   * A refused op fails the sync as one at a time did, with its own error, and the ops in flight
-   * behind it are recorded as the kernel answered them (a full sync reconciles from a dump anyway).
+   * The operations, in datagrams of commands with a window of them in flight (request-window.ts).
+   * A plan touches each virtual and each real server once, so what decides an op's command (the
+   * draining list) is never changed by an earlier op of the same plan; each op's bookkeeping runs
+   * once its own answer came. A refused op fails the sync as one at a time did, with its own
+   * error (the first refused in plan order), and the ops sent with or behind it are recorded as
+   * the kernel answered them (a full sync reconciles from a dump anyway).
    */
   async #applyOps(client: IpvsClient, ops: readonly IpvsOp[]): Promise<void> {
-    await sendInWindow(ops, IPVS_REQUESTS_IN_FLIGHT, (op) => this.#applyOp(client, op));
+    await sendInWindow(runsOf(ops, IPVS_COMMANDS_PER_SEND), IPVS_SENDS_IN_FLIGHT, async (run) => {
+      const refused = await client.send(run.map((op) => this.#commandOf(op)));
+      let first: IpvsError | undefined;
+      for (let i = 0; i < run.length; i++) {
+        const refusal = refused.get(i);
+        if (refusal === undefined) this.#applied(run[i]!);
+        else first ??= refusal;
+      }
+      if (first !== undefined) throw first;
+    });
   }
 
-  async #applyOp(client: IpvsClient, op: IpvsOp): Promise<void> {
+  /** What the kernel is sent for `op`. */
+  #commandOf(op: IpvsOp): IpvsCommand {
+    switch (op.op) {
+      case 'add-server':
+        // A server coming back while it drains is still in the kernel: give it its weight again.
+        return this.#draining.delete(drainKey(op.service, op.server)) ? { ...op, op: 'edit-server' } : op;
+      case 'drain-server':
+        return { ...op, op: 'edit-server' };
+      default:
+        return op;
+    }
+  }
+
+  /** The bookkeeping of `op`, which the kernel did. */
+  #applied(op: IpvsOp): void {
     switch (op.op) {
       case 'add-service':
-        await client.addService(op.service);
         this.#owned.add(virtualServerKey(op.service));
         break;
-      case 'edit-service':
-        await client.editService(op.service);
-        break;
       case 'delete-service':
-        await client.deleteService(op.service);
         this.#owned.delete(virtualServerKey(op.service));
         for (const key of this.#draining.keys()) {
           if (key.startsWith(`${virtualServerKey(op.service)}|`)) this.#draining.delete(key);
         }
         break;
-      case 'add-server':
-        // A server coming back while it drains is still in the kernel: give it its weight again.
-        if (this.#draining.delete(drainKey(op.service, op.server)))
-          await client.editServer(op.service, op.server);
-        else await client.addServer(op.service, op.server);
-        break;
-      case 'edit-server':
-        await client.editServer(op.service, op.server);
-        break;
       case 'drain-server':
-        await client.editServer(op.service, op.server);
         this.#draining.set(drainKey(op.service, op.server), { service: op.service, server: op.server });
         break;
       case 'delete-server':
-        await client.deleteServer(op.service, op.server);
         this.#draining.delete(drainKey(op.service, op.server));
         this.#flowsOfDeleted.push(...removedServerFlows(op.service, op.server));
     }

@@ -1,17 +1,31 @@
-// A bounded window of IPVS requests in flight. The kernel handles one netlink socket's requests in
-// order and answers each by its sequence number, so sending the next request before the last one
-// is answered changes nothing the kernel does; it only spares a round trip through the event loop
-// per request, which is most of a cold sync's time (docs/benchmarks.md, the IPVS section).
+// A bounded window of IPVS commands in flight, sent several to a datagram. The kernel handles one
+// netlink socket's requests in order and answers each by its sequence number, so sending the next
+// commands before the last ones are answered changes nothing the kernel does; it only spares a
+// round trip through the event loop per command, and framing several commands into one sendmsg
+// spares a syscall and the per-request work of each (genl-socket.ts; docs/benchmarks.md, the IPVS
+// section).
 
 /**
- * How many IPVS commands may be unanswered at once. Each answer waits in the socket's receive
- * buffer until the event loop reads it, and the kernel drops an answer that does not fit (the
- * request then times out). A command's acknowledgement is one small skb, under ~1.3 KiB of buffer
- * with its overhead even when it is an error that copies the request back, so 64 of them stay far
- * inside the default receive buffer (net.core.rmem_default, 208 KiB); beyond a few dozen the
- * round trips saved no longer show in a cold sync.
+ * How many IPVS commands go in one datagram (one sendmsg). Each is ~150 bytes, so a datagram
+ * stays a few KiB, far inside the socket's send buffer (net.core.wmem_default, 208 KiB), and the
+ * per-send costs left are spread over this many commands.
  */
-export const IPVS_REQUESTS_IN_FLIGHT = 64;
+export const IPVS_COMMANDS_PER_SEND = 32;
+
+/**
+ * How many datagrams may be unanswered at once. Each answer waits in the socket's receive buffer
+ * until the event loop reads it, and the kernel drops an answer that does not fit (the send then
+ * times out). A command is answered when it is refused (an acknowledgement copying the request
+ * back, under ~1.3 KiB of buffer with its overhead) and a datagram's last one always is, so
+ * 2 × 32 commands unanswered stay far inside the default receive buffer (net.core.rmem_default,
+ * 208 KiB); beyond a few dozen commands in flight the round trips saved no longer show.
+ */
+export const IPVS_SENDS_IN_FLIGHT = 2;
+
+/** `items` in runs of `size` (the last one shorter), in order. */
+export function* runsOf<T>(items: readonly T[], size: number): Generator<T[]> {
+  for (let at = 0; at < items.length; at += size) yield items.slice(at, at + size);
+}
 
 /**
  * Sends `send(item)` for each item in order, with at most `size` unsettled at once, and settles

@@ -59,3 +59,88 @@ export function parseAttributes(data: Buffer): Map<number, Buffer> {
   }
   return out;
 }
+
+/**
+ * Attributes written in place into one growing buffer: no Buffer per attribute (the functions above
+ * allocate one or two each), for senders of many messages (the IPVS dataplane's commands).
+ */
+export class AttributeWriter {
+  #buffer = Buffer.alloc(4096);
+  #length = 0;
+
+  /** Bytes written so far. */
+  get length(): number {
+    return this.#length;
+  }
+
+  /** Room for `size` more bytes, zeroed; where they start. */
+  skip(size: number): number {
+    const at = this.#length;
+    const end = at + align(size);
+    if (end > this.#buffer.length) {
+      const grown = Buffer.alloc(Math.max(end, this.#buffer.length * 2));
+      this.#buffer.copy(grown, 0, 0, at);
+      this.#buffer = grown;
+    }
+    this.#length = end;
+    return at;
+  }
+
+  setU8(at: number, value: number): void {
+    this.#buffer.writeUInt8(value, at);
+  }
+
+  setU16(at: number, value: number): void {
+    this.#buffer.writeUInt16LE(value, at);
+  }
+
+  setU32(at: number, value: number): void {
+    this.#buffer.writeUInt32LE(value >>> 0, at);
+  }
+
+  /** An attribute of `size` payload bytes, zeroed; where its payload starts. */
+  attribute(type: number, size: number): number {
+    const at = this.skip(HEADER + size);
+    this.#buffer.writeUInt16LE(HEADER + size, at);
+    this.#buffer.writeUInt16LE(type, at + 2);
+    return at + HEADER;
+  }
+
+  u16(type: number, value: number): void {
+    this.#buffer.writeUInt16LE(value, this.attribute(type, 2));
+  }
+
+  /** A 16-bit value in network byte order (ports). */
+  be16(type: number, value: number): void {
+    this.#buffer.writeUInt16BE(value, this.attribute(type, 2));
+  }
+
+  u32(type: number, value: number): void {
+    this.#buffer.writeUInt32LE(value >>> 0, this.attribute(type, 4));
+  }
+
+  bytes(type: number, payload: Uint8Array): void {
+    this.#buffer.set(payload, this.attribute(type, payload.length));
+  }
+
+  /** A NUL-terminated ASCII string. */
+  string(type: number, value: string): void {
+    this.#buffer.write(value, this.attribute(type, value.length + 1), 'latin1');
+  }
+
+  /** Opens a nested attribute: the attributes written until end(at) are its payload. */
+  begin(type: number): number {
+    const at = this.skip(HEADER);
+    this.#buffer.writeUInt16LE(type, at + 2);
+    return at;
+  }
+
+  end(at: number): void {
+    this.#buffer.writeUInt16LE(this.#length - at, at);
+  }
+
+  /** A copy of what was written. */
+  bytesWritten(): Buffer {
+    return Buffer.from(this.#buffer.subarray(0, this.#length));
+  }
+}

@@ -97,6 +97,7 @@ export class FakeKernel {
       activeConnections: 0,
       inactiveConnections: 0,
     });
+    let sends = Promise.resolve();
     return {
       async listServices() {
         return [...kernel.services.values()].map((s) => s.service);
@@ -128,6 +129,45 @@ export class FakeKernel {
       },
       async deleteServer(s, rs) {
         if (!service(s).servers.delete(realServerKey(rs))) throw new IpvsError('ENOENT', 'no server');
+      },
+      // One command at a time through the methods above (a wrapper overriding them sees each), a
+      // send only once the one before it is done, as the kernel reads a socket's datagrams.
+      send(commands) {
+        const done = sends.then(async () => {
+          const refused = new Map<number, IpvsError>();
+          for (const [index, c] of commands.entries()) {
+            try {
+              switch (c.op) {
+                case 'add-service':
+                  await this.addService(c.service);
+                  break;
+                case 'edit-service':
+                  await this.editService(c.service);
+                  break;
+                case 'delete-service':
+                  await this.deleteService(c.service);
+                  break;
+                case 'add-server':
+                  await this.addServer(c.service, c.server);
+                  break;
+                case 'edit-server':
+                  await this.editServer(c.service, c.server);
+                  break;
+                case 'delete-server':
+                  await this.deleteServer(c.service, c.server);
+              }
+            } catch (err) {
+              if (!(err instanceof IpvsError)) throw err;
+              refused.set(index, err);
+            }
+          }
+          return refused;
+        });
+        sends = done.then(
+          () => {},
+          () => {},
+        );
+        return done;
       },
       async setTimeouts(timeouts) {
         kernel.timeouts = timeouts;

@@ -1,40 +1,24 @@
-// The IPVS netlink client's bound on unanswered requests, with a generic-netlink stub in place of
-// the kernel (the real socket is exercised in the VM tests).
+// The IPVS netlink client against a generic-netlink socket scripted like the kernel (the real
+// socket is exercised in the VM tests): commands sent together, each refusal its own error, the
+// bound on unanswered requests.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type GenlSocket, IpvsError, NetlinkIpvsClient } from '../../../dataplanes/ipvs/ipvs-client.ts';
+import { IpvsError, NetlinkIpvsClient } from '../../../dataplanes/ipvs/ipvs-client.ts';
+import { IPVS_CMD } from '../../../dataplanes/ipvs/ipvs-messages.ts';
 import { IpvsDataplane } from '../../../dataplanes/ipvs/live.ts';
 import { DataplaneError } from '../../../dataplanes/shared/dataplane-error.ts';
 import { ipv4, localEndpoint, servicePort } from '../../../harness/proxy-states.ts';
 import { FakeKernel } from './fake-kernel.ts';
+import { scriptedNetlink } from './scripted-netlink.ts';
 
 // Short, so the test is quick; what is asserted is that the request fails, not when.
 const BOUND_MS = 50;
 
-/** A socket that knows the IPVS family and answers requests with nothing until `silent`. */
-function stubSocket(options: { silentFamily?: boolean } = {}) {
-  const state = { silent: false, closed: 0, requests: 0 };
-  const never = new Promise<never>(() => {});
-  const socket = {
-    ctrlRequest: async () => (options.silentFamily ? never : [{ familyId: 42 }]),
-    request: async () => {
-      state.requests += 1;
-      return state.silent ? never : [[], {}];
-    },
-    socket: {
-      close() {
-        state.closed += 1;
-      },
-    },
-  } as unknown as GenlSocket;
-  return { socket, state };
-}
-
 test('a netlink request the kernel never answers fails with a DataplaneError after the bound', async () => {
-  const { socket, state } = stubSocket();
+  const { socket, log } = scriptedNetlink();
   const client = await NetlinkIpvsClient.open({ createSocket: () => socket, requestTimeoutMs: BOUND_MS });
   assert.deepEqual(await client.listServices(), []);
-  state.silent = true;
+  log.silent = true;
   await assert.rejects(client.listServices(), (err) => {
     assert.ok(err instanceof IpvsError && err instanceof DataplaneError);
     assert.equal(err.code, 'timeout');
@@ -44,21 +28,22 @@ test('a netlink request the kernel never answers fails with a DataplaneError aft
 });
 
 test('an unanswered family lookup fails the open and closes the socket', async () => {
-  const { socket, state } = stubSocket({ silentFamily: true });
+  const { socket, log } = scriptedNetlink();
+  log.silent = true;
   await assert.rejects(
     NetlinkIpvsClient.open({ createSocket: () => socket, requestTimeoutMs: BOUND_MS }),
     (err) => err instanceof IpvsError && err.code === 'timeout',
   );
-  assert.equal(state.closed, 1);
+  assert.equal(log.closed, 1);
 });
 
 test('a sync whose netlink request goes unanswered fails, and the next one uses a fresh socket', async () => {
   const kernel = new FakeKernel();
-  const sockets: ReturnType<typeof stubSocket>[] = [];
+  const sockets: ReturnType<typeof scriptedNetlink>[] = [];
   const dp = new IpvsDataplane({
     runner: kernel.runner(),
     openClient: () => {
-      sockets.push(stubSocket());
+      sockets.push(scriptedNetlink());
       return NetlinkIpvsClient.open({
         createSocket: () => sockets.at(-1)!.socket,
         requestTimeoutMs: BOUND_MS,
@@ -66,14 +51,65 @@ test('a sync whose netlink request goes unanswered fails, and the next one uses 
     },
   });
   await dp.start();
-  sockets[0]!.state.silent = true;
+  sockets[0]!.log.silent = true;
   const state = ipv4([
     servicePort('web', { clusterIP: '10.96.0.10', clusterEndpoints: [localEndpoint('10.244.1.10')] }),
   ]);
   await assert.rejects(dp.sync(state, 'full'), (err) => err instanceof IpvsError && err.code === 'timeout');
-  assert.equal(sockets[0]!.state.closed, 1, 'the unanswering socket is closed');
+  assert.equal(sockets[0]!.log.closed, 1, 'the unanswering socket is closed');
   // The stub answers every request of the new socket: the retry goes through.
   assert.equal((await dp.sync(state, 'full')).kind, 'full');
   assert.equal(sockets.length, 2);
-  assert.ok(sockets[1]!.state.requests > 0);
+  assert.ok(sockets[1]!.log.commands.length > 0);
+});
+
+test('commands sent together go in one datagram, in order, and each refusal names its own command', async () => {
+  const web = { family: 'IPv4', protocol: 'TCP', address: '10.96.0.10', port: 80, scheduler: 'rr' } as const;
+  const service = { ...web, persistenceTimeout: 0, schedulerFlags: [] };
+  const server = (i: number) => ({ address: `10.244.1.${i}`, port: 8080, weight: 1 });
+  // The kernel refuses the second and the fourth command (by their sequence numbers).
+  let first = 0;
+  const { socket, log } = scriptedNetlink((m) => {
+    first ||= m.seq;
+    return m.seq === first + 1 ? 17 : m.seq === first + 3 ? 2 : 0;
+  });
+  const client = await NetlinkIpvsClient.open({ createSocket: () => socket });
+  const refused = await client.send([
+    { op: 'add-service', service },
+    { op: 'add-server', service, server: server(1) },
+    { op: 'add-server', service, server: server(2) },
+    { op: 'delete-server', service, server: server(3) },
+    { op: 'edit-server', service, server: server(4) },
+  ]);
+  assert.deepEqual(log.datagrams, [1, 5], 'the family lookup, then the five commands in one datagram');
+  assert.deepEqual(
+    log.commands.map((m) => m.cmd),
+    [IPVS_CMD.NEW_SERVICE, IPVS_CMD.NEW_DEST, IPVS_CMD.NEW_DEST, IPVS_CMD.DEL_DEST, IPVS_CMD.SET_DEST],
+  );
+  assert.deepEqual(
+    log.commands.map((m) => m.seq - first),
+    [0, 1, 2, 3, 4],
+    'each message its own sequence number',
+  );
+  // Only the last asks for an acknowledgement: the kernel answers the others only to refuse them.
+  assert.deepEqual(
+    log.commands.map((m) => m.flags & 0x4),
+    [0, 0, 0, 0, 4],
+  );
+  assert.ok(log.commands.every((m) => m.body.length > 0));
+  assert.deepEqual(
+    [...refused].map(([i, err]) => [i, err.code, err.message]),
+    [
+      [1, 'EEXIST', 'IPVS add server TCP 10.96.0.10:80 -> 10.244.1.1:8080: Request rejected: EEXIST'],
+      [3, 'ENOENT', 'IPVS delete server TCP 10.96.0.10:80 -> 10.244.1.3:8080: Request rejected: ENOENT'],
+    ],
+  );
+  assert.equal(log.unanswered, 0);
+  // One command alone throws its refusal.
+  const { socket: refusing } = scriptedNetlink(() => 17);
+  const single = await NetlinkIpvsClient.open({ createSocket: () => refusing });
+  await assert.rejects(
+    single.addService(service),
+    /IPVS add service TCP 10\.96\.0\.10:80: Request rejected: EEXIST/,
+  );
 });

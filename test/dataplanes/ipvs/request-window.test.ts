@@ -1,57 +1,34 @@
-// The IPVS op loop's window of requests in flight, against a scripted generic-netlink socket that
-// answers like the kernel (in order, a batch per event-loop turn): the requests go in the plan's
-// order, never more than the bound are unanswered, and a refusal fails the sync with that
-// request's own error after the requests in flight behind it were answered.
+// The IPVS op loop's window of commands in flight, sent several to a datagram, against a socket
+// scripted like the kernel (scripted-netlink.ts: each datagram's messages in order, all answers on
+// the next event-loop turn): the commands go in the plan's order, in datagrams of
+// IPVS_COMMANDS_PER_SEND, never more than the window unanswered, and a refusal fails the sync with
+// that command's own error (the first refused in plan order, inside a datagram or across them)
+// after the datagrams in flight behind it were answered.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type GenlSocket, IpvsError, NetlinkIpvsClient } from '../../../dataplanes/ipvs/ipvs-client.ts';
+import type { DatagramSocket } from '../../../dataplanes/ipvs/genl-socket.ts';
+import { IpvsError, NetlinkIpvsClient } from '../../../dataplanes/ipvs/ipvs-client.ts';
 import { destMessage, IPVS_CMD, serviceMessage } from '../../../dataplanes/ipvs/ipvs-messages.ts';
 import { IpvsDataplane } from '../../../dataplanes/ipvs/live.ts';
 import { ipvsDesired } from '../../../dataplanes/ipvs/planner.ts';
 import { reconcileServices } from '../../../dataplanes/ipvs/reconcile.ts';
-import { IPVS_REQUESTS_IN_FLIGHT, sendInWindow } from '../../../dataplanes/ipvs/request-window.ts';
+import {
+  IPVS_COMMANDS_PER_SEND,
+  IPVS_SENDS_IN_FLIGHT,
+  sendInWindow,
+} from '../../../dataplanes/ipvs/request-window.ts';
 import { ipv4, localEndpoint, servicePort } from '../../../harness/proxy-states.ts';
 import { FakeKernel } from './fake-kernel.ts';
+import { scriptedNetlink } from './scripted-netlink.ts';
 
 interface Sent {
   readonly cmd: number;
   readonly body: Buffer;
 }
 
-/**
- * A socket that answers every command and dump with nothing, all unanswered requests at once, in
- * the order sent, on the next event-loop turn; `refuse` picks the commands it rejects.
- */
-function scriptedSocket(refuse: (sent: Sent) => boolean = () => false) {
-  const log = { commands: [] as Sent[], unanswered: 0, mostUnanswered: 0 };
-  const pending: { sent: Sent; answer: (sent: Sent) => void }[] = [];
-  const answerAll = () => {
-    for (const { sent, answer } of pending.splice(0)) {
-      log.unanswered -= 1;
-      answer(sent);
-    }
-  };
-  const socket = {
-    ctrlRequest: async () => [{ familyId: 42 }],
-    request: (_family: number, cmd: number, _version: number, body: Buffer) =>
-      new Promise((resolve, reject) => {
-        const sent = { cmd, body };
-        if (cmd !== IPVS_CMD.GET_SERVICE && cmd !== IPVS_CMD.GET_DEST) log.commands.push(sent);
-        log.unanswered += 1;
-        log.mostUnanswered = Math.max(log.mostUnanswered, log.unanswered);
-        if (pending.length === 0) setImmediate(answerAll);
-        pending.push({
-          sent,
-          answer: (sent) =>
-            refuse(sent) ? reject(new Error('Request rejected: EEXIST')) : resolve([[], {}]),
-        });
-      }),
-    socket: { close() {} },
-  } as unknown as GenlSocket;
-  return { socket, log };
-}
+const WINDOW = IPVS_COMMANDS_PER_SEND * IPVS_SENDS_IN_FLIGHT;
 
-// 30 virtual servers × 3 real servers: 120 commands, nearly two windows.
+// 30 virtual servers × 3 real servers: 120 commands, nearly two windows, four datagrams.
 const STATE = ipv4(
   Array.from({ length: 30 }, (_, i) =>
     servicePort(`s${i}`, {
@@ -71,31 +48,39 @@ function plannedCommands(): Sent[] {
   });
 }
 
-function dataplaneOn(socket: GenlSocket): IpvsDataplane {
+function dataplaneOn(socket: DatagramSocket): IpvsDataplane {
   return new IpvsDataplane({
     runner: new FakeKernel().runner(),
     openClient: () => NetlinkIpvsClient.open({ createSocket: () => socket }),
   });
 }
 
-test('a full sync sends the plan in order, with the window full but never more unanswered', async () => {
-  const { socket, log } = scriptedSocket();
+test('a full sync sends the plan in order, in full datagrams, with the window full but never more unanswered', async () => {
+  const { socket, log } = scriptedNetlink();
   const dp = dataplaneOn(socket);
   await dp.start();
   assert.equal((await dp.sync(STATE, 'full')).kind, 'full');
   const planned = plannedCommands();
-  assert.ok(planned.length > IPVS_REQUESTS_IN_FLIGHT, 'the plan needs more than one window');
-  assert.deepEqual(log.commands, planned);
-  assert.equal(log.mostUnanswered, IPVS_REQUESTS_IN_FLIGHT);
+  assert.ok(planned.length > WINDOW, 'the plan needs more than one window');
+  assert.deepEqual(
+    log.commands.map(({ cmd, body }) => ({ cmd, body })),
+    planned,
+  );
+  // The family lookup, the dumps of start and of the full sync, then the commands.
+  assert.deepEqual(log.datagrams, [1, 1, 1, 32, 32, 32, 24]);
+  assert.equal(IPVS_COMMANDS_PER_SEND, 32);
+  assert.equal(log.mostUnanswered, WINDOW);
 });
 
 test('a refused request fails the sync with its own error, after the window behind it was answered', async () => {
   const planned = plannedCommands();
-  // Two refusals answered in the same batch: the earlier one in the plan is the sync's error.
+  // Two refusals in the same datagram: the earlier one in the plan is the sync's error.
   const first = 41;
   const refused = new Set([planned[first]!.body.toString('hex'), planned[first + 3]!.body.toString('hex')]);
   let refusing = true;
-  const { socket, log } = scriptedSocket((sent) => refusing && refused.has(sent.body.toString('hex')));
+  const { socket, log } = scriptedNetlink((sent) =>
+    refusing && refused.has(sent.body.toString('hex')) ? 17 : 0,
+  );
   const dp = dataplaneOn(socket);
   await dp.start();
   await assert.rejects(dp.sync(STATE, 'full'), (err) => {
@@ -110,8 +95,10 @@ test('a refused request fails the sync with its own error, after the window behi
     return true;
   });
   assert.equal(log.unanswered, 0, 'no request is left in flight');
-  // Nothing is sent once the refusal is seen: the window ends with the refused request's.
-  assert.equal(log.commands.length, first + IPVS_REQUESTS_IN_FLIGHT);
+  // Nothing is sent once the refusal is seen: the last datagram is the one sent while the refused
+  // one's was in flight (the second datagram holds it; the third went once the first was answered).
+  assert.equal(Math.floor(first / IPVS_COMMANDS_PER_SEND), 1);
+  assert.equal(log.commands.length, 3 * IPVS_COMMANDS_PER_SEND);
   assert.ok(log.commands.length < planned.length);
   // As before the window: a failed sync leaves nothing committed, so the next one is full.
   refusing = false;

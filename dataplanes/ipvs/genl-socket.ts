@@ -1,0 +1,185 @@
+// Generic netlink for the IPVS client: several request messages framed into one datagram (one
+// sendmsg), answers routed back to their datagram by sequence number. The kernel handles a
+// datagram's messages in order, each as if sent alone, and answers a message only when it fails
+// or asks for an acknowledgement (netlink_rcv_skb): so only the last message of a datagram asks,
+// and its acknowledgement, queued after every earlier answer, settles the whole datagram. Per
+// message this costs no syscall, promise, timer or closure: what the `netlink` package's request()
+// spends per message was most of a cold sync's CPU (docs/benchmarks.md, the IPVS section).
+import { getSystemErrorName } from 'node:util';
+import { Protocol, RawNetlinkSocket } from 'netlink';
+import { AttributeWriter } from '../shared/netlink-attributes.ts';
+
+const NLMSG_ERROR = 2;
+const NLMSG_DONE = 3;
+const NLM_F_REQUEST = 0x1;
+const NLM_F_ACK = 0x4;
+export const NLM_F_DUMP = 0x300;
+/** struct nlmsghdr (16 bytes) then struct genlmsghdr (cmd, version, 2 reserved). */
+const NLMSG_HEADER = 16;
+const GENL_HEADER = NLMSG_HEADER + 4;
+
+/** The raw socket's part the client uses: the netlink package's RawNetlinkSocket (tests script it). */
+export interface DatagramSocket {
+  send(datagram: Buffer, options: undefined, callback: (error?: Error) => void): void;
+  on(event: 'message', listener: (datagram: Buffer) => void): unknown;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+  ref(): void;
+  unref(): void;
+  close(): void;
+}
+
+export function openGenericNetlink(): DatagramSocket {
+  return new RawNetlinkSocket(Protocol.GENERIC) as unknown as DatagramSocket;
+}
+
+/** The messages of one datagram, written in place: each header, then its attributes. */
+export class GenlDatagram {
+  readonly attributes = new AttributeWriter();
+  readonly #starts: number[] = [];
+  #lastFlags = 0;
+
+  get count(): number {
+    return this.#starts.length;
+  }
+
+  /** Starts the next message; its attributes follow through `attributes`. */
+  message(family: number, cmd: number, version: number, flags = 0): void {
+    this.#close();
+    const w = this.attributes;
+    const at = w.skip(GENL_HEADER);
+    w.setU16(at + 4, family);
+    this.#lastFlags = flags | NLM_F_REQUEST;
+    w.setU16(at + 6, this.#lastFlags);
+    w.setU8(at + NLMSG_HEADER, cmd);
+    w.setU8(at + NLMSG_HEADER + 1, version);
+    this.#starts.push(at);
+  }
+
+  /** The datagram, its messages numbered from `firstSeq`, the last one asking for an acknowledgement. */
+  frame(firstSeq: number): Buffer {
+    this.#close();
+    const w = this.attributes;
+    for (const [i, at] of this.#starts.entries()) w.setU32(at + 8, (firstSeq + i) >>> 0);
+    w.setU16(this.#starts.at(-1)! + 6, this.#lastFlags | NLM_F_ACK);
+    return w.bytesWritten();
+  }
+
+  /** The length of the message being written, now that its attributes are all there. */
+  #close(): void {
+    const at = this.#starts.at(-1);
+    if (at !== undefined) this.attributes.setU32(at, this.attributes.length - at);
+  }
+}
+
+/** What the kernel answered a datagram. */
+export interface GenlAnswers {
+  /** The errno of each message it refused, by the message's index in the datagram. */
+  readonly refused: Map<number, number>;
+  /** The replies' payloads after their generic-netlink header (a dump's, a family lookup's). */
+  readonly replies: Buffer[];
+}
+
+/** No answer came within the bound: it may still come, out of step (the socket should go). */
+export class NoAnswer extends Error {}
+
+interface InFlight {
+  readonly firstSeq: number;
+  readonly count: number;
+  readonly answers: GenlAnswers;
+  readonly done: PromiseWithResolvers<GenlAnswers>;
+  readonly timer: NodeJS.Timeout;
+}
+
+export class GenlSocket {
+  readonly #socket: DatagramSocket;
+  readonly #timeoutMs: number;
+  #seq = 1;
+  /** The datagrams sent and not yet answered, in the order sent (a few at most). */
+  readonly #inFlight: InFlight[] = [];
+
+  constructor(socket: DatagramSocket, timeoutMs: number) {
+    this.#socket = socket;
+    this.#timeoutMs = timeoutMs;
+    socket.on('message', (datagram) => this.#receive(datagram));
+    // ENOBUFS: an answer did not fit the receive buffer; which one is unknown.
+    socket.on('error', (error) => {
+      for (const sent of this.#inFlight.splice(0)) this.#settle(sent, error);
+    });
+    // Referenced only while a datagram is unanswered, so an idle client keeps no process alive.
+    socket.unref();
+  }
+
+  /** Sends the datagram; its answers once the kernel answered its last message. */
+  send(datagram: GenlDatagram): Promise<GenlAnswers> {
+    const firstSeq = this.#seq;
+    const count = datagram.count;
+    // Sequence numbers are 32 bits and wrap (answers are matched modulo 2^32).
+    this.#seq = (this.#seq + count) >>> 0;
+    const bytes = datagram.frame(firstSeq);
+    const done = Promise.withResolvers<GenlAnswers>();
+    const timer = setTimeout(() => {
+      const at = this.#inFlight.indexOf(sent);
+      if (at >= 0) this.#inFlight.splice(at, 1);
+      this.#settle(sent, new NoAnswer(`no answer from the kernel within ${this.#timeoutMs} ms`));
+    }, this.#timeoutMs);
+    const sent: InFlight = { firstSeq, count, answers: { refused: new Map(), replies: [] }, done, timer };
+    if (this.#inFlight.push(sent) === 1) this.#socket.ref();
+    this.#socket.send(bytes, undefined, (error) => {
+      if (error === undefined) return;
+      const at = this.#inFlight.indexOf(sent);
+      if (at >= 0) this.#inFlight.splice(at, 1);
+      this.#settle(sent, error);
+    });
+    return done.promise;
+  }
+
+  close(): void {
+    this.#socket.close();
+  }
+
+  #settle(sent: InFlight, error?: Error): void {
+    clearTimeout(sent.timer);
+    if (this.#inFlight.length === 0) this.#socket.unref();
+    if (error === undefined) sent.done.resolve(sent.answers);
+    else sent.done.reject(error);
+  }
+
+  #receive(datagram: Buffer): void {
+    for (let at = 0; at + NLMSG_HEADER <= datagram.length; ) {
+      const length = datagram.readUInt32LE(at);
+      if (length < NLMSG_HEADER || at + length > datagram.length) return;
+      this.#answer(datagram, at, length);
+      at += (length + 3) & ~3;
+    }
+  }
+
+  #answer(datagram: Buffer, at: number, length: number): void {
+    const type = datagram.readUInt16LE(at + 4);
+    const seq = datagram.readUInt32LE(at + 8);
+    const which = this.#inFlight.findIndex((s) => (seq - s.firstSeq) >>> 0 < s.count);
+    // An answer to a datagram given up on (timed out): nothing waits for it.
+    if (which < 0) return;
+    const sent = this.#inFlight[which]!;
+    const index = (seq - sent.firstSeq) >>> 0;
+    if (type !== NLMSG_ERROR && type !== NLMSG_DONE) {
+      sent.answers.replies.push(datagram.subarray(at + GENL_HEADER, at + length));
+      return;
+    }
+    // struct nlmsgerr / a dump's closing int: a negative errno, 0 for an acknowledgement.
+    const errno = length >= NLMSG_HEADER + 4 ? -datagram.readInt32LE(at + NLMSG_HEADER) : 0;
+    if (errno !== 0) sent.answers.refused.set(index, errno);
+    if (index === sent.count - 1) {
+      this.#inFlight.splice(which, 1);
+      this.#settle(sent);
+    }
+  }
+}
+
+/** "EEXIST" for 17, as the kernel's refusals read in messages. */
+export function errnoName(errno: number): string {
+  try {
+    return getSystemErrorName(-errno);
+  } catch {
+    return String(errno);
+  }
+}
