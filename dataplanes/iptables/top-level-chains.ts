@@ -57,8 +57,11 @@ function postroutingRules(ctx: FamilyContext): string[] {
 
 function forwardRules(ctx: FamilyContext): string[] {
   return [
-    // INVALID packets would otherwise reset connections (kubernetes#74839).
-    `-A ${FORWARD_CHAIN} -m conntrack --ctstate INVALID -j DROP`,
+    // INVALID packets would otherwise reset connections (kubernetes#74839); a liberal conntrack
+    // marks no out-of-window segment INVALID, and kube-proxy then keeps them (kubernetes#117924).
+    ...(ctx.node.conntrackTCPLiberal === true
+      ? []
+      : [`-A ${FORWARD_CHAIN} -m conntrack --ctstate INVALID -j DROP`]),
     // Forward what we marked for masquerade, even when FORWARD's policy is not ACCEPT.
     `-A ${FORWARD_CHAIN} ${comment('kubernetes forwarding rules')} -m mark --mark ${ctx.mark}/${ctx.mark} -j ACCEPT`,
     `-A ${FORWARD_CHAIN} ${comment('kubernetes forwarding conntrack rule')} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`,

@@ -37,6 +37,8 @@ export interface ProxyOptions {
    * exists: kproxy run created it, or render assumes a kernel that has nfacct. Absent = no counter.
    */
   readonly localhostNodePortsCounter?: boolean;
+  /** nf_conntrack_tcp_be_liberal is set (--conntrack-tcp-be-liberal); absent = not set. */
+  readonly conntrackTCPLiberal?: boolean;
   /** --service-cluster-ip-range: the service CIDRs when the cluster has no ServiceCIDR object. */
   readonly serviceCIDRs?: readonly string[];
 }
@@ -82,6 +84,7 @@ export function nodeSettingsByFamily(
       localhostNodePorts,
       ...(localhostNodePorts &&
         options.localhostNodePortsCounter === true && { localhostNodePortsCounted: true }),
+      ...(options.conntrackTCPLiberal === true && { conntrackTCPLiberal: true }),
       serviceCIDRs: serviceCIDRs.filter((cidr) => familyOf(cidr) === family),
     };
   }

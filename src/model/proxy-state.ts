@@ -113,6 +113,12 @@ export interface NodeSettings {
    */
   readonly localhostNodePortsCounted?: boolean;
   /**
+   * nf_conntrack_tcp_be_liberal is set: conntrack no longer marks out-of-window TCP segments
+   * INVALID, so the iptables mode keeps them instead of dropping every INVALID packet, as
+   * kube-proxy (kubernetes#117924). Absent = not set.
+   */
+  readonly conntrackTCPLiberal?: boolean;
+  /**
    * The cluster's service CIDRs of this family, sorted (ServiceCIDR objects, else the
    * --service-cluster-ip-range fallback): traffic to an address in them that no Service holds is
    * dropped (nftables, as kube-proxy). Cluster-wide rather than the node's, but like the node's

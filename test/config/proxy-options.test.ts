@@ -36,6 +36,7 @@ test('the node identity and traffic settings reach the model', () => {
     nodePortAddresses: ['primary'],
     localhostNodePorts: true,
     localhostNodePortsCounter: true,
+    conntrackTCPLiberal: false,
   });
 });
 
@@ -50,6 +51,11 @@ test('localhost node ports reach the model in iptables mode only (kube-proxy ser
 test("render assumes kube-proxy's nfacct counter in iptables mode (kproxy run says whether it exists)", () => {
   assert.equal(toProxyOptions(configWith({ mode: 'iptables' })).localhostNodePortsCounter, true);
   assert.equal(toProxyOptions(configWith({ mode: 'nftables' })).localhostNodePortsCounter, false);
+});
+
+test('a liberal conntrack (--conntrack-tcp-be-liberal) reaches the model, which then keeps INVALID packets', () => {
+  assert.equal(toProxyOptions(configWith({ 'conntrack.tcpBeLiberal': true })).conntrackTCPLiberal, true);
+  assert.equal(toProxyOptions(configWith({})).conntrackTCPLiberal, false);
 });
 
 test('ClusterCIDR detection without a cluster CIDR means no local-traffic detection (as kube-proxy)', () => {

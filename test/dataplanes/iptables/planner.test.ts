@@ -104,6 +104,24 @@ test('IPv6 uses bracketed DNAT targets and excludes ::1 from node ports', () => 
   assert.doesNotMatch(v6!, /10\.96\./);
 });
 
+test('INVALID packets are dropped in the forward chain unless conntrack is liberal (kube-proxy, kubernetes#117924)', () => {
+  const drop = /^-A KPROXY-FORWARD -m conntrack --ctstate INVALID -j DROP$/m;
+  assert.match(full(proxyState('IPv4', [web])), drop);
+  const liberal = full(proxyState('IPv4', [web], { conntrackTCPLiberal: true }));
+  assert.doesNotMatch(liberal, /INVALID/);
+  assert.match(
+    liberal,
+    /^-A KPROXY-FORWARD .*--ctstate RELATED,ESTABLISHED -j ACCEPT$/m,
+    'the rest of the chain stays',
+  );
+  const toggled = incremental(
+    proxyState('IPv4', [web]),
+    proxyState('IPv4', [web], { conntrackTCPLiberal: true }),
+  );
+  assert.match(toggled, /^:KPROXY-FORWARD /m, 'turning it on rewrites the forward chain');
+  assert.doesNotMatch(toggled, /INVALID/);
+});
+
 test('a service without endpoints is rejected in the filter table and gets no nat chains', () => {
   const text = full(SCENARIOS['no-endpoints']!.IPv4!);
   assert.match(
