@@ -106,26 +106,32 @@ export class AttributeWriter {
     return at + HEADER;
   }
 
+  // Each writer below takes its offset first: attribute() may grow the buffer (a new one).
   u16(type: number, value: number): void {
-    this.#buffer.writeUInt16LE(value, this.attribute(type, 2));
+    const at = this.attribute(type, 2);
+    this.#buffer.writeUInt16LE(value, at);
   }
 
   /** A 16-bit value in network byte order (ports). */
   be16(type: number, value: number): void {
-    this.#buffer.writeUInt16BE(value, this.attribute(type, 2));
+    const at = this.attribute(type, 2);
+    this.#buffer.writeUInt16BE(value, at);
   }
 
   u32(type: number, value: number): void {
-    this.#buffer.writeUInt32LE(value >>> 0, this.attribute(type, 4));
+    const at = this.attribute(type, 4);
+    this.#buffer.writeUInt32LE(value >>> 0, at);
   }
 
   bytes(type: number, payload: Uint8Array): void {
-    this.#buffer.set(payload, this.attribute(type, payload.length));
+    const at = this.attribute(type, payload.length);
+    this.#buffer.set(payload, at);
   }
 
   /** A NUL-terminated ASCII string. */
   string(type: number, value: string): void {
-    this.#buffer.write(value, this.attribute(type, value.length + 1), 'latin1');
+    const at = this.attribute(type, value.length + 1);
+    this.#buffer.write(value, at, 'latin1');
   }
 
   /** Opens a nested attribute: the attributes written until end(at) are its payload. */

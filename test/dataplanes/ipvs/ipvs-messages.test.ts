@@ -9,9 +9,17 @@ import {
   serviceIdentityMessage,
   serviceMessage,
   timeoutsMessage,
+  writeDestMessage,
+  writeServiceMessage,
 } from '../../../dataplanes/ipvs/ipvs-messages.ts';
 import type { VirtualService } from '../../../dataplanes/ipvs/virtual-servers.ts';
-import { attribute, nested, parseAttributes, u32 } from '../../../dataplanes/shared/netlink-attributes.ts';
+import {
+  AttributeWriter,
+  attribute,
+  nested,
+  parseAttributes,
+  u32,
+} from '../../../dataplanes/shared/netlink-attributes.ts';
 
 const web: VirtualService = {
   family: 'IPv4',
@@ -163,4 +171,19 @@ test('mh-fallback and mh-port are the SCHED1 and SCHED2 service flags, and decod
   assert.deepEqual(decodeService(reply(mh, '1200000000000000'))?.schedulerFlags, ['mh-port']);
   // To sh the same bits are sh-fallback and sh-port, which kproxy never sets: not read as mh's.
   assert.deepEqual(decodeService(reply({ ...web, scheduler: 'sh' }, '1a00000000000000'))?.schedulerFlags, []);
+});
+
+test('bodies written one after another into one writer, past its first buffer, are each the body alone', () => {
+  // A datagram of commands is one writer; ~150 bytes a command outgrow its first 4 KiB many times.
+  const w = new AttributeWriter();
+  const expected: Buffer[] = [];
+  for (let i = 0; i < 200; i++) {
+    const service = { ...web, port: 1000 + i, scheduler: i % 2 ? 'rr' : 'mh', persistenceTimeout: i };
+    const server = { address: `10.244.${i % 250}.${(i % 200) + 1}`, port: 8000 + i, weight: i + 1 };
+    writeServiceMessage(w, service);
+    writeDestMessage(w, service, server);
+    expected.push(serviceMessage(service), destMessage(service, server));
+  }
+  assert.ok(w.length > 4 * 4096);
+  assert.equal(w.bytesWritten().toString('hex'), Buffer.concat(expected).toString('hex'));
 });
