@@ -8,16 +8,18 @@ export const SECTIONS = [
   'nftables',
   'nftaffinity',
   'iptables',
+  'kubeproxyshape',
   'ipvs',
   'informer',
   'daemon',
+  'churn',
 ] as const;
 export type Section = (typeof SECTIONS)[number];
 
 /** Sections measured at every size of the curve, each size in its own child. */
 const CURVE_SECTIONS: readonly Section[] = ['nftables', 'iptables'];
-/** What --quick leaves out: the emulated VM (~40 min) and the daemon at 30k. */
-const SLOW_SECTIONS: readonly Section[] = ['ipvs', 'daemon'];
+/** What --quick leaves out: the emulated VM (~40 min), the daemon at 30k, a minute of churn. */
+const SLOW_SECTIONS: readonly Section[] = ['ipvs', 'daemon', 'churn'];
 
 export interface BenchOptions {
   readonly out: string | undefined;
@@ -93,9 +95,11 @@ const SCRIPTS: Record<Section, string> = {
   nftables: 'nftables-speed.ts',
   nftaffinity: 'nftables-affinity.ts',
   iptables: 'iptables-speed.ts',
+  kubeproxyshape: 'kube-proxy-shape.ts',
   ipvs: 'ipvs-speed.ts',
   informer: 'informer-memory.ts',
   daemon: 'daemon-memory.ts',
+  churn: 'churn-latency.ts',
 };
 
 export function benchPlan(options: BenchOptions): BenchRun[] {
@@ -112,6 +116,13 @@ export function benchPlan(options: BenchOptions): BenchRun[] {
       case 'ipvs':
         // In the qemu VM when this kernel has no ip_vs (one boot; the section boots it itself).
         return ['--services', options.ipvsServices];
+      case 'kubeproxyshape':
+        // At the iptables section's size (its ratios need it): kube-proxy's one nftables
+        // transaction is ~quadratic (157 s at 10k, 20+ min at 30k in the kernel baseline).
+        return ['--services', String(options.iptServices)];
+      case 'churn':
+        // The 10k-service cluster (less when the nftables section is smaller).
+        return ['--services', String(Math.min(10000, options.nftServices))];
       default:
         return ['--services', String(options.nftServices)];
     }

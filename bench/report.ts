@@ -11,6 +11,8 @@ export interface BenchFigures {
   readonly ipvs?: Figures;
   readonly informer?: Figures;
   readonly daemon?: Figures;
+  readonly kubeproxyshape?: Figures;
+  readonly churn?: Figures;
 }
 
 export interface BenchRow {
@@ -108,6 +110,8 @@ export function benchRows({
   ipvs,
   informer,
   daemon,
+  kubeproxyshape,
+  churn,
 }: BenchFigures): BenchRow[] {
   const n = (figures: Figures | undefined) => `${num(figures, 'services')?.toLocaleString('en-US')}`;
   return [
@@ -226,6 +230,66 @@ export function benchRows({
       `daemon: ... bare list of the same objects`,
       num(daemon, 'bareListSeconds'),
       (s) => `${s.toFixed(1)} s`,
+    ),
+    ...kubeProxyShapeRows(kubeproxyshape, iptables),
+    ...underRow(
+      `churn: network programming p99 (API write → kernel), ${num(churn, 'perSecond')}/s × ${num(churn, 'seconds')} s, ${n(churn)}`,
+      num(churn, 'churnP99Ms'),
+      100,
+      'ms',
+    ),
+    ...infoRow(
+      `churn: ... p50 / max (minSyncPeriod ${churn?.minSyncPeriod}; ${num(churn, 'churnMissed')} never seen)`,
+      num(churn, 'churnMaxMs'),
+      (max) => `${ms(num(churn, 'churnP50Ms') ?? Number.NaN)} / ${ms(max)}`,
+    ),
+    ...infoRow(
+      `churn: ... the daemon's network_programming_duration mean`,
+      num(churn, 'daemonProgrammingMeanMs'),
+    ),
+  ];
+}
+
+/**
+ * kube-proxy's rulesets loaded by the stock tools against kproxy on the same cluster, as
+ * "kube-proxy's / kproxy's": how many times faster kproxy is. The nftables loads are against the
+ * section's own kproxy cold start; the iptables ones against the iptables section's syncs, when
+ * both measured the same size.
+ */
+function kubeProxyShapeRows(shape: Figures | undefined, iptables: Figures | undefined): BenchRow[] {
+  const n = num(shape, 'services')?.toLocaleString('en-US');
+  const ipt = (key: string) =>
+    num(iptables, 'services') === num(shape, 'services') ? num(iptables, key) : undefined;
+  return [
+    ...ratioRow(
+      `kube-proxy shape, ${n}: its nft full sync (one transaction) vs kproxy's cold start`,
+      num(shape, 'nftOneTransactionMs'),
+      num(shape, 'kproxyColdStartMs'),
+      undefined,
+    ),
+    ...ratioRow(
+      `kube-proxy shape: ... the same in ${num(shape, 'chunkServices')?.toLocaleString('en-US')}-service transactions`,
+      num(shape, 'nftChunkedMs'),
+      num(shape, 'kproxyColdStartMs'),
+      undefined,
+    ),
+    ...ratioRow(
+      `kube-proxy shape: iptables-nft full restore vs kproxy's full sync`,
+      num(shape, 'iptFullRestoreMs'),
+      ipt('fullSyncMs'),
+      undefined,
+    ),
+    ...ratioRow(
+      `kube-proxy shape: its partial sync restore vs kproxy's partial sync`,
+      num(shape, 'iptPartialSyncRestoreMs'),
+      ipt('partialSyncMs'),
+      undefined,
+    ),
+    ...ratioRow(
+      `kube-proxy shape: ... only the service's chains vs kproxy's partial sync`,
+      num(shape, 'iptServiceChainsRestoreMs'),
+      ipt('partialSyncMs'),
+      undefined,
     ),
   ];
 }

@@ -18,18 +18,21 @@ describe('bench plan', () => {
       'iptables: iptables-speed.ts --services 10000 --endpoints 10',
       'iptables: iptables-speed.ts --services 30000 --endpoints 10',
       'iptables: iptables-speed.ts --wide --endpoints 100000',
+      'kubeproxyshape: kube-proxy-shape.ts --services 10000',
       'ipvs: ipvs-speed.ts --services 1000,10000',
       'informer: informer-memory.ts --services 30000',
       'daemon: daemon-memory.ts --services 30000',
+      'churn: churn-latency.ts --services 10000',
     ]);
   });
 
-  it('--quick: every section but ipvs and the daemon, at the smallest size only, no wide Service', () => {
+  it('--quick: every section but ipvs, the daemon and churn, at the smallest size only, no wide Service', () => {
     assert.deepEqual(commandLines(['--quick', '--sizes', '10000,2000,30000']), [
       'model: model-speed.ts --services 2000',
       'nftables: nftables-speed.ts --services 2000 --endpoints 10',
       'nftaffinity: nftables-affinity.ts --services 2000',
       'iptables: iptables-speed.ts --services 2000 --endpoints 10',
+      'kubeproxyshape: kube-proxy-shape.ts --services 2000',
       'informer: informer-memory.ts --services 2000',
     ]);
   });

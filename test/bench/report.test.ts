@@ -87,6 +87,51 @@ describe('bench report', () => {
     );
   });
 
+  it("judges churn's p99 against 100 ms, and gives kube-proxy's shape as ratios over kproxy's figures of the same size", () => {
+    const shape = {
+      services: 10000,
+      chunkServices: 1000,
+      kproxyColdStartMs: 2000,
+      nftOneTransactionMs: 150000,
+      nftChunkedMs: 36000,
+      iptFullRestoreMs: 21000,
+      iptPartialSyncRestoreMs: 1600,
+      iptServiceChainsRestoreMs: 400,
+    };
+    const churn = {
+      services: 10000,
+      perSecond: 10,
+      seconds: 60,
+      churnP99Ms: 120,
+      churnP50Ms: 8,
+      churnMaxMs: 300,
+    };
+    const rows = benchRows({
+      kubeproxyshape: shape,
+      iptables: { services: 10000, fullSyncMs: 28000, partialSyncMs: 400 },
+      churn,
+    });
+    const row = (prefix: string) => rows.find((r) => r.what.startsWith(prefix));
+    assert.match(
+      row('kube-proxy shape, 10,000: its nft full sync')!.measured,
+      /^75\.00× \(150\.00 s vs 2\.00 s\)$/,
+    );
+    assert.equal(row('kube-proxy shape, 10,000: its nft full sync')!.ok, undefined, 'a ratio for context');
+    assert.match(row('kube-proxy shape: iptables-nft full restore')!.measured, /^0\.75× /);
+    assert.match(row('kube-proxy shape: its partial sync restore')!.measured, /^4\.00× /);
+    assert.equal(row('churn: network programming p99')?.ok, false); // 120 ms ≥ 100 ms
+    assert.equal(
+      benchRows({ churn: { ...churn, churnP99Ms: 60 } }).find((r) => r.what.startsWith('churn: network'))?.ok,
+      true,
+    );
+    // The iptables section at another size: no iptables ratio rather than a wrong one.
+    const apart = benchRows({
+      kubeproxyshape: shape,
+      iptables: { services: 30000, fullSyncMs: 9e5, partialSyncMs: 900 },
+    });
+    assert.equal(apart.filter((r) => r.what.startsWith('kube-proxy shape')).length, 2);
+  });
+
   it('leaves out what a section did not measure, and marks missed targets in the table', () => {
     const rows = benchRows({ informer: { services: 30000, heapAfterMiB: 120 } });
     assert.equal(rows.length, 1);
