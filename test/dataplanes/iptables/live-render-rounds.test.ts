@@ -33,8 +33,11 @@ for (const backend of ['legacy', 'nft'] as const satisfies IptablesBackend[]) {
     await step.sync('full');
     const print = (plan: IptablesPlan) =>
       backend === 'nft' ? renderPlanInParts(plan, 3) : iptablesPlanner.render(plan);
+    // 15 changes, more while fewer than 3 went in rounds: 15 alone missed 3 for ~5e-4 of seeds;
+    // over 20,000 seeds 3 took at most 22, the tail halving per change, so 48 leaves ~1e-11.
     let split = 0;
-    for (let i = 0; i < 15; i++) {
+    let i = 0;
+    for (; i < 15 || (split < 3 && i < 48); i++) {
       const next = { IPv4: randomChange(random, state.IPv4!) };
       model.next(next, changedServicePorts(state.IPv4, next.IPv4));
       runner.calls.length = 0;
@@ -48,6 +51,6 @@ for (const backend of ['legacy', 'nft'] as const satisfies IptablesBackend[]) {
       );
       state = next;
     }
-    assert.ok(split >= 3, `seed ${seed}: ${split} of 15 changes went in rounds`);
+    assert.ok(split >= 3, `seed ${seed}: ${split} of ${i} changes went in rounds`);
   });
 }
