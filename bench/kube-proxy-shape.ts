@@ -54,9 +54,15 @@ async function writeLines(file: string, lines: Iterable<string>): Promise<string
   return file;
 }
 
-/** Tools run inside a namespace the way the daemon runs them from inside it (nsenter, no mount ns). */
-async function runIn(ns: string, tool: string, args: readonly string[]): Promise<void> {
-  const result = await execaRunner(['nsenter', `--net=/run/netns/${ns}`]).run(tool, args);
+const lines = (generated: Iterable<string>) => `${[...generated].join('\n')}\n`;
+
+/**
+ * Tools run inside a namespace the way the daemon runs them from inside it (nsenter, no mount ns).
+ * iptables-restore reads its input on stdin, as the iptables section's: its --wait would take a
+ * file name after it for its optional argument.
+ */
+async function runIn(ns: string, tool: string, args: readonly string[], input?: string): Promise<void> {
+  const result = await execaRunner(['nsenter', `--net=/run/netns/${ns}`]).run(tool, args, input);
   if (result.exitCode !== 0) throw new Error(`${tool} ${args.join(' ')}: ${result.stderr.slice(0, 2000)}`);
 }
 
@@ -80,10 +86,6 @@ try {
   for (const chunk of kubeProxyNftChunks(services, endpoints, CHUNK)) {
     chunkFiles.push(await writeLines(join(dir, `chunk-${chunkFiles.length}.nft`), chunk));
   }
-  const iptFile = await writeLines(
-    join(dir, 'kube-proxy.ipt'),
-    kubeProxyIptablesRestore(services, endpoints),
-  );
 
   const chunkedNs = await lab.addNetns('nft-chunks');
   const nftChunkedMs = await timeMs(async () => {
@@ -93,7 +95,13 @@ try {
   const nftOneTransactionMs = await timeMs(() => runIn(oneNs, 'nft', ['-f', nftFile]));
 
   const iptNs = await lab.addNetns('ipt');
-  const iptFullRestoreMs = await timeMs(() => runIn(iptNs, RESTORE, ['--wait', iptFile]));
+  const iptInput = lines(kubeProxyIptablesRestore(services, endpoints));
+  const iptFullRestoreMs = await timeMs(() => runIn(iptNs, RESTORE, ['--wait'], iptInput));
+  // What was timed loaded: KUBE-SERVICES holds a rule per service and the node-ports one.
+  const listed = await lab.exec(iptNs, 'iptables-nft', ['-w', '-t', 'nat', '-S', 'KUBE-SERVICES']);
+  const serviceRules = listed.stdout.split('\n').filter((l) => l.startsWith('-A KUBE-SERVICES ')).length;
+  if (serviceRules !== services + 1)
+    throw new Error(`the iptables-nft restore loaded ${serviceRules} KUBE-SERVICES rules`);
   // The middle service's first endpoint moves and back (each run a real change), both restore
   // shapes alternating so that load from elsewhere hits both alike.
   const changed = Math.floor(services / 2);
@@ -103,11 +111,8 @@ try {
     for (const topLevel of [false, true]) {
       const step = 2 * run + (topLevel ? 1 : 0);
       const change = { service: changed, from: step % 2, to: (step + 1) % 2 };
-      const file = await writeLines(
-        join(dir, `partial-${step}.ipt`),
-        kubeProxyIptablesPartial(services, endpoints, change, topLevel),
-      );
-      const ms = await timeMs(() => runIn(iptNs, RESTORE, ['--noflush', '--wait', file]));
+      const input = lines(kubeProxyIptablesPartial(services, endpoints, change, topLevel));
+      const ms = await timeMs(() => runIn(iptNs, RESTORE, ['--noflush', '--wait'], input));
       (topLevel ? kubeProxyPartialMs : serviceOnlyMs).push(ms);
     }
   }
