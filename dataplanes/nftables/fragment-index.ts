@@ -165,7 +165,7 @@ export class FragmentIndex {
     let batch: ServicePort[] = [];
     let endpoints = 0;
     const commitBatch = (): boolean => {
-      const plan = index.plan([], batch);
+      const plan = index.#plan([], batch, false);
       batch = [];
       endpoints = 0;
       plan?.commit();
@@ -186,6 +186,20 @@ export class FragmentIndex {
    * `added` ports changes; undefined when two ports would spell a shared object differently.
    */
   plan(removed: readonly ServicePort[], added: readonly ServicePort[]): FragmentPlan | undefined {
+    return this.#plan(removed, added, true);
+  }
+
+  /**
+   * plan(), whose before and after hold the ports' own elements only when `readable`: a build
+   * commits its plans unread, and a batch's own elements (~5,000), kept until the batch is
+   * committed, outlived two scavenges and went to the old generation: ~100 MiB of garbage, the
+   * daemon's peak RSS, over a whole index at 30k services x 10 endpoints.
+   */
+  #plan(
+    removed: readonly ServicePort[],
+    added: readonly ServicePort[],
+    readable: boolean,
+  ): FragmentPlan | undefined {
     const claims = new Map<string, string | undefined>();
     const shared = new Map<string, Shared>();
     const owner = (id: string) => (claims.has(id) ? claims.get(id) : this.#claims.get(id));
@@ -206,7 +220,7 @@ export class FragmentIndex {
           shared.set(id, { json: now.json, count: now.count - 1 });
         }
       }
-      for (const part of own) before.push(part);
+      if (readable) for (const part of own) before.push(part);
     }
     for (const sp of added) {
       const { tracked, own } = fragment(this.family, this.node, sp);
@@ -225,7 +239,7 @@ export class FragmentIndex {
           shared.set(id, { json, count: now.count + 1 });
         }
       }
-      for (const part of own) after.push(part);
+      if (readable) for (const part of own) after.push(part);
     }
     const sharedChanges = [...shared].map(([id, next]) => ({ id, prev: this.#stored(id), next }));
     // Made when first read: building a whole index commits plans without reading them.
