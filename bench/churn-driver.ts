@@ -6,6 +6,10 @@
 //   (a PUT of the Service's EndpointSlice, its last-change-trigger-time annotation the write's
 //   time, as the daemon's own kubeproxy_network_programming_duration_seconds measures from);
 // - a change's latency: from just before its PUT to its new endpoint element's monitor line.
+// nft monitor subscribes only once it has read the whole ruleset (~30 s at 10,000 services on a
+// busy machine, restarted by any change meanwhile; events before are lost), so the driver starts
+// before the daemon, on an empty ruleset: it prints "monitoring", and starts the churn on a "go"
+// line on stdin, once the monitor has printed everything before it (a probe element of our own).
 // Prints one JSON line: the latency summary (churn-schedule.ts) and how late writes started.
 //   node bench/churn-driver.ts URL --services N --endpoints E --nodes K --per-second R --seconds S
 //     [--wait 10]
@@ -40,7 +44,8 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.
 
 /** A table of our own in the namespace whose element, once printed, shows the monitor listening. */
 const PROBE = 'kproxy-bench-churn-probe';
-const MONITOR_START_MS = 180_000;
+/** How long the monitor may take to print a probe: the cold start's events come before it. */
+const CATCH_UP_MS = 300_000;
 
 const schedule = churnSchedule({
   services: Number(values.services),
@@ -50,7 +55,10 @@ const schedule = churnSchedule({
 const pending = new Map<string, number>();
 const writtenAt: number[] = [];
 const latencies: (number | undefined)[] = schedule.map(() => undefined);
-let listening = false;
+/** The last probe element the monitor printed (probe n is 127.0.n/256.n%256). */
+let probeSeen = 0;
+let probesSent = 0;
+const PROBE_LINE = new RegExp(`${PROBE} ready \\{ 127\\.0\\.(\\d+)\\.(\\d+) \\}`);
 
 const monitor = spawn('nft', ['monitor', 'new', 'elements'], { stdio: ['ignore', 'pipe', 'inherit'] });
 let partial = '';
@@ -59,7 +67,8 @@ monitor.stdout.setEncoding('utf8').on('data', (chunk: string) => {
   const lines = (partial + chunk).split('\n');
   partial = lines.pop()!;
   for (const line of lines) {
-    if (line.includes(PROBE)) listening = true;
+    const probe = PROBE_LINE.exec(line);
+    if (probe) probeSeen = Math.max(probeSeen, Number(probe[1]) * 256 + Number(probe[2]));
     for (const key of addedElementKeys(line)) {
       const k = pending.get(key);
       if (k === undefined) continue;
@@ -69,6 +78,32 @@ monitor.stdout.setEncoding('utf8').on('data', (chunk: string) => {
   }
 });
 
+/** Adds probe elements until the monitor prints one: it has printed every event before it. */
+async function caughtUp(): Promise<void> {
+  const first = probesSent + 1;
+  const until = now() + CATCH_UP_MS;
+  while (probeSeen < first) {
+    if (monitor.exitCode !== null) throw new Error(`nft monitor exited (${monitor.exitCode})`);
+    if (now() > until) throw new Error(`nft monitor printed no probe element in ${CATCH_UP_MS} ms`);
+    probesSent++;
+    await nft(`add element ip ${PROBE} ready { 127.0.${probesSent >> 8}.${probesSent & 255} }\n`);
+    await sleep(500);
+  }
+}
+
+function goLine(): Promise<void> {
+  return new Promise((resolve) => {
+    let input = '';
+    process.stdin.setEncoding('utf8').on('data', (chunk: string) => {
+      input += chunk;
+      if (input.includes('go\n')) {
+        process.stdin.destroy();
+        resolve();
+      }
+    });
+  });
+}
+
 async function nft(script: string): Promise<void> {
   const child = spawn('nft', ['-f', '-'], { stdio: ['pipe', 'ignore', 'inherit'] });
   child.stdin.end(script);
@@ -77,16 +112,11 @@ async function nft(script: string): Promise<void> {
 }
 
 try {
-  // nft monitor subscribes only once it has read the whole ruleset into its cache (~30 s and
-  // ~200 MB at 10,000 services on a busy machine; events before that are lost): probe elements
-  // until one is printed.
   await nft(`add table ip ${PROBE}\nadd set ip ${PROBE} ready { type ipv4_addr ; }\n`);
-  const probeUntil = now() + MONITOR_START_MS;
-  for (let probe = 1; !listening; probe++) {
-    if (now() > probeUntil) throw new Error(`nft monitor printed no probe element in ${MONITOR_START_MS} ms`);
-    await nft(`add element ip ${PROBE} ready { 127.0.${probe >> 8}.${probe & 255} }\n`);
-    await sleep(500);
-  }
+  await caughtUp();
+  process.stdout.write('monitoring\n');
+  await goLine();
+  await caughtUp();
   await nft(`delete table ip ${PROBE}\n`);
 
   const ackMs: number[] = [];

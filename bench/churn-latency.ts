@@ -1,9 +1,10 @@
 // Churn section: network programming latency under a steady stream of endpoint changes, end to end
 // through the real daemon. The cluster (N services × E endpoints) is served by the stand-in API
 // server and `kproxy run` (nftables mode) programs it, both in a throwaway namespace, as in the
-// daemon section (daemon-process.ts). Once the first sync is in, churn-driver.ts, in the same
-// namespace, writes R endpoint changes per second to random Services for S seconds and times each
-// from its API write to its map element's commit in the kernel (`nft monitor`): p50, p99, max.
+// daemon section (daemon-process.ts). churn-driver.ts, in the same namespace, starts first (its
+// `nft monitor` subscribes at once on an empty ruleset); once the first sync is in, it writes R
+// endpoint changes per second to random Services for S seconds and times each from its API write
+// to its map element's commit in the kernel (`nft monitor`): p50, p99, max.
 // Beside it, the daemon's own kubeproxy_network_programming_duration_seconds (mean: its buckets
 // start at 0.25 s), measured from the slices' last-change-trigger-time as upstream defines it.
 // minSyncPeriod is kube-proxy's coalescing delay (1 s by default): the section sets it (default
@@ -84,6 +85,27 @@ try {
 
   const ns = await lab.addNetns('node');
   api = await startApiServer(lab, ns, data, TIMEOUT_MS);
+  // The driver's nft monitor subscribes at once on the empty ruleset (churn-driver.ts).
+  const driver = lab.spawn(
+    ns,
+    NODE_BIN,
+    [
+      DRIVER_MAIN,
+      API,
+      '--services',
+      values.services,
+      '--endpoints',
+      values.endpoints,
+      '--nodes',
+      values.nodes,
+      '--per-second',
+      values['per-second'],
+      '--seconds',
+      values.seconds,
+    ],
+    { stdin: true },
+  );
+  await driver.waitFor('monitoring', TIMEOUT_MS);
   const command = values.checkout ? fromCheckout() : await installed(join(dir, 'root'));
   const spawnedAt = Date.now();
   daemon = spawnDaemon(ns, command, config);
@@ -96,21 +118,10 @@ try {
   await sleep(SETTLE_MS);
 
   const before = await daemonCounters(ns);
-  const { stdout } = await lab.exec(ns, NODE_BIN, [
-    DRIVER_MAIN,
-    API,
-    '--services',
-    values.services,
-    '--endpoints',
-    values.endpoints,
-    '--nodes',
-    values.nodes,
-    '--per-second',
-    values['per-second'],
-    '--seconds',
-    values.seconds,
-  ]);
-  const churn = JSON.parse(stdout) as Record<string, number>;
+  driver.send('go\n');
+  // The monitor first prints the cold start's elements; then the churn and the wait for stragglers.
+  const result = await driver.waitFor('"changes"', TIMEOUT_MS + (Number(values.seconds) + 10) * 1000);
+  const churn = JSON.parse(result) as Record<string, number>;
   const after = await daemonCounters(ns);
   const observed = after.count - before.count;
 
