@@ -26,7 +26,7 @@ import { HealthCheckNodePorts } from './health-check-node-ports.ts';
 import { type HttpListener, type ListenOptions, listenHttp, parseHostPort } from './http-listener.ts';
 import { type PacketCount, registerLocalhostNodePortPackets } from './localhost-nodeport-packets.ts';
 import { metricsHandler } from './metrics-handler.ts';
-import { heapReleaser } from './release-memory.ts';
+import { capHeapGrowth, heapReleaser } from './release-memory.ts';
 
 export interface DaemonDeps {
   readonly config: ProxyConfig;
@@ -131,6 +131,7 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
   });
   const syncer = new SyncStep({ model, dataplane, healthChecks: healthCheckPorts, metrics, logger });
 
+  capHeapGrowth();
   const releaseMemory = heapReleaser();
   const loop = new SyncLoop({
     clock,

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { test } from 'node:test';
 import { setImmediate as nextTurn } from 'node:timers/promises';
+import { promisify } from 'node:util';
 import v8 from 'node:v8';
 import { HEAP_GROWTH_WORTH_RELEASING, heapReleaser } from '../../src/daemon/release-memory.ts';
 
@@ -34,4 +36,42 @@ test('the releaser gives a peak back once the heap grew by what it is worth, and
     `the peak's pages are given back: ${committed()} bytes committed, ${atPeak} at the peak`,
   );
   assert.equal(release(), false, 'nothing grew since: no second collection');
+});
+
+/**
+ * How much the committed heap grows, in MiB, in a process that keeps ~15 MiB of small objects and
+ * makes ~100 MiB of garbage that outlives two scavenges (runs of 20k objects, as a cold-start
+ * piece's elements), with the daemon's young generation and its cap on the old generation's growth.
+ */
+async function churnGrowthMiB(): Promise<number> {
+  const module = new URL('../../src/daemon/release-memory.ts', import.meta.url).href;
+  const script = `
+    import v8 from 'node:v8';
+    import { capHeapGrowth } from '${module}';
+    capHeapGrowth();
+    const live = Array.from({ length: 200000 }, (_, i) => ({ i, key: 'k' + i }));
+    const base = v8.getHeapStatistics().total_heap_size;
+    let peak = base;
+    let run = [];
+    for (let i = 0; i < 2000000; i++) {
+      run.push({ i, text: 'x' + i });
+      if (run.length === 20000) {
+        run = [];
+        peak = Math.max(peak, v8.getHeapStatistics().total_heap_size);
+      }
+    }
+    console.log(live.length && (peak - base) / 2 ** 20);`;
+  const { stdout } = await promisify(execFile)(process.execPath, [
+    '--max-semi-space-size=4',
+    '--input-type=module',
+    '-e',
+    script,
+  ]);
+  return Number(stdout);
+}
+
+test('with the growth cap, garbage that outlives the young generation does not pile up in the old one', async () => {
+  // 16-19 MiB with the cap; 76-81 MiB with V8's own growth (measured, Node 24).
+  const growth = await churnGrowthMiB();
+  assert.ok(growth < 40, `the committed heap grew by ${growth.toFixed(1)} MiB`);
 });
