@@ -133,14 +133,15 @@ describe('nftables live dataplane on the kernel', { skip: isRoot ? false : ROOT_
       const [a0, a1] = topo.nodes[0]!.pods;
       const [b0] = topo.nodes[1]!.pods;
       await dataplaneIn(node0).sync(state([dns([a0!, b0!])]), 'full');
-      // Each datagram of connect() comes from a new port: 20 reach both endpoints for sure.
-      await topo.connect(topo.client.ns, 'udp', '10.96.0.53', 53, { count: 20 });
-      // A held flow that went to a0 (each new port is DNATed at random: 10 ports all missing a0
-      // is a 1 in 1024 chance).
+      // Each datagram of connect() comes from a new port, DNATed at random: 30 all to one endpoint
+      // is a 1 in 2^29 chance (20 was 1 in 2^19).
+      await topo.connect(topo.client.ns, 'udp', '10.96.0.53', 53, { count: 30 });
+      // A held flow that went to a0: 30 ports all missing it is a 1 in 2^30 chance (10 ports, as
+      // before, failed 1 run in 1024).
       let heldPort = 41000;
       let held: Probe;
       do held = await probe(++heldPort);
-      while (nameOf(held) !== a0!.name && heldPort < 41010);
+      while (nameOf(held) !== a0!.name && heldPort < 41030);
       assert.equal(nameOf(held), a0!.name, 'a held flow to a0');
       const [toA0, toB0] = [await flowsTo(a0!.ipv4), await flowsTo(b0!.ipv4)];
       assert.ok(toA0 > 0 && toB0 > 0, `flows to both endpoints: ${toA0}, ${toB0}`);
