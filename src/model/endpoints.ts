@@ -45,8 +45,12 @@ export interface SlicePortEndpoints {
 
 /** What the model keeps of one EndpointSlice. */
 export interface SliceEndpoints {
-  /** The slice's name: a service's slices are read in name order, so results never depend on arrival. */
-  readonly name: string;
+  /**
+   * The slice's "namespace/name" (sliceKey), the one string the model also keys it by. A service's
+   * slices are read in this order, so results never depend on arrival: they share the namespace,
+   * so it is their names' order.
+   */
+  readonly key: string;
   /** The "namespace/name" of the Service it belongs to (sliceOwner). */
   readonly owner: string;
   /** The slice's addressType: its endpoints serve only that family's state. */
@@ -105,7 +109,7 @@ export function sliceEndpoints(
     matchKey,
     endpoints: raw.map((endpoint) => endpointOf(endpoint, port, nodeName)),
   }));
-  const record = { name: slice.metadata.name, owner, addressType: slice.addressType, ports };
+  const record = { key: sliceKey(slice.metadata), owner, addressType: slice.addressType, ports };
   return raw.some((endpoint) => endpoint.hints !== undefined)
     ? { ...record, hints: raw.map((endpoint) => endpoint.hints) }
     : record;
@@ -159,7 +163,12 @@ export function indexSlicesByService(
 }
 
 export function bySliceName(a: SliceEndpoints, b: SliceEndpoints): number {
-  return compareText(a.name, b.name);
+  return compareText(a.key, b.key);
+}
+
+/** A slice's "namespace/name". */
+export function sliceKey(metadata: { readonly namespace?: string; readonly name: string }): string {
+  return flatText(metadata.namespace ?? 'default', '/', metadata.name);
 }
 
 /** The key endpoints are matched on: a slice port and a service port match by name and protocol. */

@@ -7,7 +7,6 @@
 // A node change recomputes everything, as the node's IPs, CIDRs and zone feed every service; so
 // does a change of the service CIDRs (service-cidrs.ts), which are part of the node settings.
 import { isDeepStrictEqual } from 'node:util';
-import { flatText } from '../base/flat-text.ts';
 import type { IPFamily } from '../base/ip-family.ts';
 import type { Problem } from '../base/problem.ts';
 import { runAll, runInSlices, SLICE_MS, type Steps } from '../base/work-slices.ts';
@@ -21,7 +20,14 @@ import {
 } from '../kube/objects.ts';
 import { ClaimIndex, conflictProblems, serviceOfPort, serviceSince } from './address-claims.ts';
 import { serviceKey } from './build-state.ts';
-import { bySliceName, compareText, type SliceEndpoints, sliceEndpoints, sliceOwner } from './endpoints.ts';
+import {
+  bySliceName,
+  compareText,
+  type SliceEndpoints,
+  sliceEndpoints,
+  sliceKey,
+  sliceOwner,
+} from './endpoints.ts';
 import { LayeredPortMap } from './layered-port-map.ts';
 import { type NodeSettingsByFamily, nodeSettingsByFamily, type ProxyOptions } from './node-settings.ts';
 import type { DualStackState, NodeSettings, ProxyState, ServicePort, ServicePortKey } from './proxy-state.ts';
@@ -45,10 +51,6 @@ type PortsOfService = readonly ServicePort[];
 
 const FAMILIES: readonly IPFamily[] = ['IPv4', 'IPv6'];
 const NO_PORTS: PortsOfService = [];
-
-function objectKey(metadata: { readonly namespace?: string; readonly name: string }): string {
-  return flatText(metadata.namespace ?? 'default', '/', metadata.name);
-}
 
 export class ModelCache {
   readonly #options: ProxyOptions;
@@ -98,7 +100,7 @@ export class ModelCache {
 
   /** The slice is not kept: only the model's record of it (endpoints.ts). */
   setEndpointSlice(slice: EndpointSlice): void {
-    const key = objectKey(slice.metadata);
+    const key = sliceKey(slice.metadata);
     const previous = this.#slices.get(key)?.owner;
     this.#dropSlice(key);
     const problems: Problem[] = [];
@@ -107,7 +109,8 @@ export class ModelCache {
       // One string for all of a service's slices (#servicesUnderSliceKeys).
       const owner = built === previous ? previous : (this.#slicesOfService.get(built)?.[0]?.owner ?? built);
       const record = sliceEndpoints(slice, owner, this.#options.nodeName, problems);
-      this.#slices.set(key, record);
+      // Under the record's own key: one "namespace/name" string per slice.
+      this.#slices.set(record.key, record);
       const others = this.#slicesOfService.get(owner);
       this.#slicesOfService.set(owner, others ? others.concat(record).sort(bySliceName) : [record]);
       this.#dirty.add(owner);
@@ -117,7 +120,7 @@ export class ModelCache {
 
   /** Only the slice's metadata is read: an informer keeps no more of a slice (proxy-informers.ts). */
   deleteEndpointSlice(slice: { readonly metadata: ObjectMeta }): void {
-    this.#dropSlice(objectKey(slice.metadata));
+    this.#dropSlice(sliceKey(slice.metadata));
   }
 
   /**
