@@ -158,10 +158,10 @@ const HEIGHT = 460;
 const PLOT = { left: 80, right: 520, top: 50, bottom: 390 } as const;
 const LEGEND_X = 545;
 
-/** Decades around [min, max], at least one decade wide. */
+/** Whole decades around [min, max], a tenth of a decade clear of both: no point on the frame. */
 function decades(values: readonly number[]): { lo: number; hi: number } {
-  const lo = Math.floor(Math.log10(Math.min(...values)));
-  const hi = Math.ceil(Math.log10(Math.max(...values)));
+  const lo = Math.floor(Math.log10(Math.min(...values)) - 0.1);
+  const hi = Math.ceil(Math.log10(Math.max(...values)) + 0.1);
   return { lo, hi: Math.max(hi, lo + 1) };
 }
 

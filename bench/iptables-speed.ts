@@ -42,8 +42,15 @@ const shape: ClusterShape = {
 const { services, endpointsPerService: endpoints } = shape;
 const RESTORE = 'iptables-nft-restore';
 
+/**
+ * The bench's bound on one tool run, kproxy's included: past 10k services a flushing restore of
+ * the whole ruleset outlasts the daemon's own 120 s (command-runner.ts), and the curve wants its time.
+ */
+const TOOL_TIMEOUT_MS = 30 * 60_000;
+
 /** Runs tools inside a namespace the way the daemon does from inside it (see nftables-speed.ts). */
-const inside = (ns: string) => execaRunner(['nsenter', `--net=/run/netns/${ns}`]);
+const inside = (ns: string) =>
+  execaRunner(['nsenter', `--net=/run/netns/${ns}`], { timeoutMs: () => TOOL_TIMEOUT_MS });
 
 /** `noflush` false: the plain (flushing) restore the kernel baseline timed, fast on iptables-nft. */
 async function restore(ns: string, input: string, noflush: boolean): Promise<void> {
