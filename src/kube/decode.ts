@@ -529,7 +529,10 @@ function optionalTimestamp(object: JsonObject, key: string): number | undefined 
   const ms = RFC3339.test(value) ? Date.parse(value) : Number.NaN;
   if (!Number.isFinite(ms))
     fail(`metadata.${key}`, `${show(value)} is not an RFC 3339 time (e.g. 2026-01-01T00:00:00Z)`);
-  return ms / 1000;
+  // Whole seconds (as the API server sets them) go through Math.trunc, which gives V8's small
+  // integer: a division's result is a heap number, a 16-byte box in each kept Service's metadata.
+  const seconds = ms / 1000;
+  return Number.isInteger(seconds) ? Math.trunc(seconds) : seconds;
 }
 
 function requiredString(object: JsonObject, key: string, path: string): string {
