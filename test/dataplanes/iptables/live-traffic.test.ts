@@ -165,7 +165,8 @@ for (const backend of ['nft', 'legacy'] as const) {
 
     test('IPv6 ClusterIP and NodePort carry traffic through ip6tables', async (t) => {
       if (!requireRoot(t)) return;
-      const viaService = tally(await topology.connect(client, 'tcp', 'fd00:96::10', 80, { count: 30 }));
+      // 45 connections miss one of 3 endpoints 3·(2/3)^45 ~ 4e-8 of the time (30: 2e-5).
+      const viaService = tally(await topology.connect(client, 'tcp', 'fd00:96::10', 80, { count: 45 }));
       assert.deepEqual(
         [...viaService.keys()],
         ['node-0-pod-0', 'node-0-pod-1', 'node-1-pod-0'],
@@ -186,14 +187,16 @@ for (const backend of ['nft', 'legacy'] as const) {
     test('a pod reaches a service, including itself (hairpin)', async (t) => {
       if (!requireRoot(t)) return;
       const pod = topology.pod('node-0-pod-0');
-      const counts = tally(await topology.connect(pod.ns, 'tcp', '10.96.0.10', 80, { count: 30 }));
+      // 45 connections all miss itself, of 3 endpoints, (2/3)^45 ~ 1e-8 of the time (30: 5e-6).
+      const counts = tally(await topology.connect(pod.ns, 'tcp', '10.96.0.10', 80, { count: 45 }));
       assert.ok(counts.get('node-0-pod-0'), `hairpin connection answered: ${[...counts]}`);
       assert.equal([...counts.keys()].filter((k) => k.startsWith('error')).length, 0, String([...counts]));
     });
 
     test('NodePort with Cluster policy reaches every endpoint, masqueraded', async (t) => {
       if (!requireRoot(t)) return;
-      const answers = replies(await topology.connect(client, 'tcp', node0IP, 30080, { count: 30 }));
+      // 45 connections miss one of 3 endpoints 3·(2/3)^45 ~ 4e-8 of the time (30: 2e-5).
+      const answers = replies(await topology.connect(client, 'tcp', node0IP, 30080, { count: 45 }));
       assert.equal(new Set(answers.map((a) => a.name)).size, 3);
       const remote = answers.find((a) => a.name === 'node-1-pod-0')!;
       assert.equal(remote.peer.split(':')[0], node0IP, 'traffic to another node is masqueraded');
@@ -201,7 +204,8 @@ for (const backend of ['nft', 'legacy'] as const) {
 
     test('externalTrafficPolicy Local keeps the client source and uses only local endpoints', async (t) => {
       if (!requireRoot(t)) return;
-      const answers = replies(await topology.connect(client, 'tcp', node0IP, 30081, { count: 20 }));
+      // 30 connections miss one of 2 local endpoints 2·2^-30 ~ 2e-9 of the time (20: 2e-6).
+      const answers = replies(await topology.connect(client, 'tcp', node0IP, 30081, { count: 30 }));
       assert.deepEqual([...new Set(answers.map((a) => a.name))].sort(), ['node-0-pod-0', 'node-0-pod-1']);
       for (const a of answers) assert.equal(a.peer.split(':')[0], topology.client.ipv4);
     });
@@ -331,9 +335,10 @@ for (const backend of ['nft', 'legacy'] as const) {
       ]);
       try {
         const before = await scraped();
-        const answers = replies(await viaLocalhost({ count: 30 }));
+        // 45 connections miss one of 3 endpoints 3·(2/3)^45 ~ 4e-8 of the time (30: 2e-5).
+        const answers = replies(await viaLocalhost({ count: 45 }));
         // The nat table sees a connection's first packet only: one count per connection.
-        assert.equal((await scraped()) - before, 30);
+        assert.equal((await scraped()) - before, 45);
         assert.deepEqual([...new Set(answers.map((a) => a.name))].sort(), [
           'node-0-pod-0',
           'node-0-pod-1',
