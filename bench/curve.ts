@@ -120,6 +120,23 @@ export function curvePoints(figures: BenchFigures): CurvePoint[] {
   });
 }
 
+/**
+ * The points whose kproxy sync failed (as the daemon's would, on its own tool timeouts), so the
+ * curve says why it has no point there.
+ */
+export function curveFailures(figures: BenchFigures): string[] {
+  return MODES.flatMap(({ mode, label }) => {
+    const sizes = figures[mode]?.sizes;
+    return (Array.isArray(sizes) ? (sizes as Figures[]) : []).flatMap((size) =>
+      typeof size.fullSyncFailed === 'string'
+        ? [
+            `${label} ${size.wide === true ? `1 × ${count(num(size, 'endpointsPerService') ?? 0)}` : `${count(num(size, 'services') ?? 0)} services`}: kproxy's sync failed: ${size.fullSyncFailed}`,
+          ]
+        : [],
+    );
+  });
+}
+
 const count = (n: number) => n.toLocaleString('en-US');
 const shapeOf = (p: CurvePoint) =>
   p.wide ? `1 × ${count(p.endpointsPerService)}` : `${count(p.services)} × ${p.endpointsPerService}`;

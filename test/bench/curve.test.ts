@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { curvePoints, curveSvg, formatCurveTable } from '../../bench/curve.ts';
+import { curveFailures, curvePoints, curveSvg, formatCurveTable } from '../../bench/curve.ts';
 
 const nft = (services: number, coldStartMs: number, bareLoadMs: number) => ({
   services,
@@ -115,6 +115,25 @@ describe('bench curve', () => {
     const points = curvePoints(FIGURES);
     assert.equal(curveSvg(points), curveSvg(curvePoints(structuredClone(FIGURES))));
     assert.match(curveSvg([]), /no curve measured/);
+  });
+
+  it("says which point has no cold sync because kproxy's sync failed", () => {
+    const failed = {
+      services: 1,
+      endpointsPerService: 100_000,
+      wide: true,
+      bareFullRestoreMs: 60_000,
+      fullSyncFailed: 'iptables-nft-restore did not finish within 120 s',
+    };
+    const figures = { iptables: { sizes: [ipt(1000, 1000, 800), failed] } };
+    assert.deepEqual(
+      curvePoints(figures).map((p) => p.services),
+      [1000],
+    );
+    assert.deepEqual(curveFailures(figures), [
+      "iptables 1 × 100,000: kproxy's sync failed: iptables-nft-restore did not finish within 120 s",
+    ]);
+    assert.deepEqual(curveFailures(FIGURES), []);
   });
 
   it('prints one line per point with each figure against its bare baseline', () => {
