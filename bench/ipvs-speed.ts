@@ -97,12 +97,26 @@ async function bareLoad(state: DualStackState): Promise<Record<string, number>> 
   return times;
 }
 
-/** What any run left: virtual servers, the dummy link, the companion tables. */
-async function clean(): Promise<void> {
+/**
+ * How long IPVS keeps the real servers `ipvsadm -C` deleted: in the namespace's trash, which a
+ * timer checks every 60 s and frees 120 s after the check that first saw them
+ * (IP_VS_DEST_TRASH_PERIOD), so at most 180 s. Every real-server add walks that list
+ * (ip_vs_trash_get_dest), so a load right after a clean of N real servers pays O(N) per add: at
+ * 10k services in the VM, 191 s for the cold sync and for `ipvsadm --restore` alike against
+ * 23 s on a fresh kernel (docs/benchmarks.md). A measured load after a big clean waits it out.
+ */
+const IPVS_TRASH_MS = 200_000;
+
+/**
+ * What any run left: virtual servers, the dummy link, the companion tables; `settle` waits out
+ * the trash of the real servers it deleted (before a measured load).
+ */
+async function clean(settle = false): Promise<void> {
   await execa('ipvsadm', ['-C']);
   await execa('ip', ['link', 'del', 'kproxy-ipvs0'], { reject: false });
   for (const family of ['ip', 'ip6'])
     await execa('nft', ['delete', 'table', family, 'kproxy-ipvs'], { reject: false });
+  if (settle) await new Promise((resolve) => setTimeout(resolve, IPVS_TRASH_MS));
 }
 
 function withAffinity(cluster: SyntheticCluster): SyntheticCluster {
@@ -187,7 +201,7 @@ try {
     const model = loadedModel(syntheticCluster({ services, endpointsPerService: endpoints }));
     let state = model.update().state;
     const bare = await bareLoad(state);
-    await clean();
+    await clean(true);
     const { ms: coldSyncMs, dp } = await coldSync(state);
     sizes.push({
       services,
@@ -239,7 +253,7 @@ try {
       };
       process.stderr.write(`ipvs bench: ${JSON.stringify(change)}\n`);
     }
-    await clean();
+    await clean(true);
   }
 
   // ClientIP affinity against plain, same size, alternating (the first of each warms up nothing).
@@ -250,11 +264,10 @@ try {
     affinity: loadedModel(withAffinity(plainCluster)).update().state,
   };
   const loads: Record<'plain' | 'affinity', number[]> = { plain: [], affinity: [] };
-  for (let r = 0; r < Number(values.rounds); r++) {
-    for (const kind of ['plain', 'affinity'] as const) {
-      loads[kind].push((await coldSync(states[kind])).ms);
-      await clean();
-    }
+  const order = Array.from({ length: Number(values.rounds) }, () => ['plain', 'affinity'] as const).flat();
+  for (const [i, kind] of order.entries()) {
+    loads[kind].push((await coldSync(states[kind])).ms);
+    await clean(i < order.length - 1);
   }
 
   const byLargest = sizes.find((s) => s.services === largest) ?? {};
