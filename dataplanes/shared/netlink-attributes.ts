@@ -27,13 +27,6 @@ export function u16(type: number, value: number): Buffer {
   return attribute(type, b);
 }
 
-/** A 16-bit value in network byte order (ports). */
-export function be16(type: number, value: number): Buffer {
-  const b = Buffer.alloc(2);
-  b.writeUInt16BE(value);
-  return attribute(type, b);
-}
-
 export function u32(type: number, value: number): Buffer {
   const b = Buffer.alloc(4);
   b.writeUInt32LE(value >>> 0);
