@@ -106,11 +106,11 @@ export function storeContents<T extends KubeObject>(informer: Informer<T>): Map<
 }
 
 /** Polls until check() passes; the deadline only bounds a hang, it is not what the test asserts. */
-export async function eventually(check: () => void, timeoutMs = 15_000): Promise<void> {
+export async function eventually(check: () => void | Promise<void>, timeoutMs = 15_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {
-      check();
+      await check();
       return;
     } catch (err) {
       if (Date.now() > deadline) throw err;

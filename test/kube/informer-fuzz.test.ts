@@ -52,27 +52,42 @@ function randomChange(server: StandInApiServer, random: () => number, step: numb
   server.state.apply(resource, object);
 }
 
+/**
+ * What each request fault must leave in the informers' metrics once it has been served: a counter
+ * that moves only for that fault (watch timeouts restart watches too, so a bare restart count
+ * would pass with every fault ignored).
+ */
+const FAULT_EVIDENCE: Readonly<Record<string, { metric: string; reason: string }>> = {
+  '500': { metric: 'kproxy_informer_errors_total', reason: 'server' },
+  '429': { metric: 'kproxy_informer_errors_total', reason: 'throttled' },
+  '410': { metric: 'kproxy_informer_errors_total', reason: 'expired' },
+  // Past the headers timeout: the request fails on the client's side, as over a dead network.
+  stall: { metric: 'kproxy_informer_errors_total', reason: 'network' },
+  // Only when a watch was open to cut (see randomFault): a cut watch fails, it does not end cleanly.
+  'drop watches': { metric: 'kproxy_informer_watch_restarts_total', reason: 'error' },
+};
+
 function randomFault(server: StandInApiServer, random: () => number, allowRetryAfter: boolean): string {
-  const faults: [string, () => void][] = [
-    ['drop watches', () => server.faults.dropWatches()],
-    ['500', () => server.faults.failNext(1 + Math.floor(random() * 3), 500)],
-    ['429', () => server.faults.failNext(1, 429, allowRetryAfter ? 1 : 0)],
+  const faults: [string, () => string | undefined][] = [
+    ['drop watches', () => (server.faults.dropWatches() > 0 ? undefined : 'drop watches (none open)')],
+    ['500', () => void server.faults.failNext(1 + Math.floor(random() * 3), 500)],
+    ['429', () => void server.faults.failNext(1, 429, allowRetryAfter ? 1 : 0)],
     // Past the client's headers timeout: the request fails as if the server hung.
-    ['stall', () => server.faults.stallNext(1, TEST_HEADERS_TIMEOUT_MS + 200)],
-    ['compact', () => server.faults.compact()],
-    ['410', () => server.faults.expireNext(1)],
-    ['garbage', () => server.faults.writeToWatches('{"type":"MODIFIED","object":\n')],
+    ['stall', () => void server.faults.stallNext(1, TEST_HEADERS_TIMEOUT_MS + 200)],
+    ['compact', () => void server.faults.compact()],
+    ['410', () => void server.faults.expireNext(1)],
+    ['garbage', () => void server.faults.writeToWatches('{"type":"MODIFIED","object":\n')],
     [
       'compact and drop',
       () => {
         server.faults.compact();
         server.faults.dropWatches();
+        return undefined;
       },
     ],
   ];
   const [name, inject] = faults[Math.floor(random() * faults.length)]!;
-  inject();
-  return name;
+  return inject() ?? name;
 }
 
 for (const watchList of [true, false]) {
@@ -123,9 +138,22 @@ for (const watchList of [true, false]) {
       services.informer.store.size > 5 && slices.informer.store.size > 5,
       'the run exercised real content',
     );
-    const restarts =
-      (await counterValue(services.registry, 'kproxy_informer_watch_restarts_total', {})) +
-      (await counterValue(slices.registry, 'kproxy_informer_watch_restarts_total', {}));
-    assert.ok(restarts > 0, 'faults made watches restart');
+    // Each injected fault was met and counted for what it is. A request fault waits for the next
+    // GET, which comes within a watch's timeout (at most 3 s here) plus a backoff.
+    const counted = async ({ metric, reason }: { metric: string; reason: string }) =>
+      (await counterValue(services.registry, metric, { reason })) +
+      (await counterValue(slices.registry, metric, { reason }));
+    const evidence = [...new Set(injected)].flatMap((name) => {
+      const expected = FAULT_EVIDENCE[name];
+      return expected ? [{ name, ...expected }] : [];
+    });
+    await eventually(async () => {
+      for (const expected of evidence) {
+        assert.ok(
+          (await counted(expected)) > 0,
+          `fault "${expected.name}" shows in ${expected.metric}{reason="${expected.reason}"}`,
+        );
+      }
+    }, 30_000);
   });
 }
