@@ -32,9 +32,15 @@ export function openGenericNetlink(): DatagramSocket {
   return new RawNetlinkSocket(Protocol.GENERIC) as unknown as DatagramSocket;
 }
 
+/**
+ * Room for a datagram of 32 real-server commands (~140 bytes each) without growing the buffer, a
+ * copy per datagram otherwise.
+ */
+const DATAGRAM_BYTES = 8192;
+
 /** The messages of one datagram, written in place: each header, then its attributes. */
 export class GenlDatagram {
-  readonly attributes = new AttributeWriter();
+  readonly attributes = new AttributeWriter(DATAGRAM_BYTES);
   readonly #starts: number[] = [];
   #lastFlags = 0;
 
@@ -55,13 +61,16 @@ export class GenlDatagram {
     this.#starts.push(at);
   }
 
-  /** The datagram, its messages numbered from `firstSeq`, the last one asking for an acknowledgement. */
+  /**
+   * The datagram, its messages numbered from `firstSeq`, the last one asking for an
+   * acknowledgement. Not a copy: the datagram is written once and framed once.
+   */
   frame(firstSeq: number): Buffer {
     this.#close();
     const w = this.attributes;
     for (const [i, at] of this.#starts.entries()) w.setU32(at + 8, (firstSeq + i) >>> 0);
     w.setU16(this.#starts.at(-1)! + 6, this.#lastFlags | NLM_F_ACK);
-    return w.bytesWritten();
+    return w.view();
   }
 
   /** The length of the message being written, now that its attributes are all there. */

@@ -62,8 +62,37 @@ const FWD_MASQ = 0;
 /** union nf_inet_addr: 16 bytes, an IPv4 address in the first 4. */
 function writeAddress(w: AttributeWriter, type: number, address: string): void {
   const at = w.attribute(type, 16);
+  if (writeDottedQuad(w, at, address)) return;
   const bytes = ipaddr.parse(address).toByteArray();
   for (let i = 0; i < bytes.length; i++) w.setU8(at + i, bytes[i]!);
+}
+
+/**
+ * Writes a dotted-quad IPv4 address (decimal octets, as canonicalIP gives them) at `at`; false,
+ * having written nothing, for anything else. Two addresses go into every real-server command
+ * (110,000 at 10k services), and ipaddr.js's parse was ~a fifth of a cold sync's CPU.
+ */
+function writeDottedQuad(w: AttributeWriter, at: number, address: string): boolean {
+  const octets = [0, 0, 0, 0];
+  let octet = 0;
+  let digits = 0;
+  let dots = 0;
+  for (let i = 0; i < address.length; i++) {
+    const code = address.charCodeAt(i);
+    if (code === 46 && digits > 0 && dots < 3) {
+      octets[dots++] = octet;
+      octet = 0;
+      digits = 0;
+    } else if (code >= 48 && code <= 57 && digits < 3) {
+      octet = octet * 10 + code - 48;
+      digits++;
+    } else return false;
+  }
+  if (dots !== 3 || digits === 0) return false;
+  octets[3] = octet;
+  if (octets.some((o) => o > 255)) return false;
+  for (let i = 0; i < 4; i++) w.setU8(at + i, octets[i]!);
+  return true;
 }
 
 function addressText(family: IPFamily, bytes: Buffer): string {

@@ -58,8 +58,13 @@ export function parseAttributes(data: Buffer): Map<number, Buffer> {
  * allocate one or two each), for senders of many messages (the IPVS dataplane's commands).
  */
 export class AttributeWriter {
-  #buffer = Buffer.alloc(4096);
+  #buffer: Buffer;
   #length = 0;
+
+  /** `size`: the bytes to start with (it grows, copying, past them). */
+  constructor(size = 4096) {
+    this.#buffer = Buffer.alloc(size);
+  }
 
   /** Bytes written so far. */
   get length(): number {
@@ -141,5 +146,10 @@ export class AttributeWriter {
   /** A copy of what was written. */
   bytesWritten(): Buffer {
     return Buffer.from(this.#buffer.subarray(0, this.#length));
+  }
+
+  /** What was written, not copied: for a writer done with (a later write may change it). */
+  view(): Buffer {
+    return this.#buffer.subarray(0, this.#length);
   }
 }

@@ -1,6 +1,7 @@
 // The IPVS netlink bodies, byte for byte as include/uapi/linux/ip_vs.h lays them out.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import ipaddr from 'ipaddr.js';
 import {
   decodeDest,
   decodeService,
@@ -186,4 +187,24 @@ test('bodies written one after another into one writer, past its first buffer, a
   }
   assert.ok(w.length > 4 * 4096);
   assert.equal(w.bytesWritten().toString('hex'), Buffer.concat(expected).toString('hex'));
+});
+
+test('addresses are written as ipaddr.js reads them, and text that is no address is refused', () => {
+  // The dotted quads are written without ipaddr.js (a cold sync's hot path); anything else falls back to it.
+  const destAddress = (address: string) =>
+    parseAttributes(parseAttributes(destIdentityMessage(web, { address, port: 80 })).get(2)!).get(1)!;
+  for (const address of [
+    '0.0.0.0',
+    '255.255.255.255',
+    '10.244.1.10',
+    '1.22.233.4',
+    'fd00::1',
+    '::ffff:1.2.3.4',
+  ]) {
+    const expected = Buffer.alloc(16);
+    Buffer.from(ipaddr.parse(address).toByteArray()).copy(expected);
+    assert.equal(destAddress(address).toString('hex'), expected.toString('hex'), address);
+  }
+  for (const text of ['10.0.0.256', '10.0.0.1.', '.10.0.0', '10..0.1', '10.0.0.1000', '10.0.0.x', ''])
+    assert.throws(() => destAddress(text), Error, text);
 });
