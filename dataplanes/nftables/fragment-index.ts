@@ -21,6 +21,7 @@ import type { NodeSettings, ProxyState, ServicePort } from '../../src/model/prox
 import { familySyntax } from '../shared/nft/family-syntax.ts';
 import { type FamilyRuleset, RulesetBuilder } from '../shared/nft/ruleset.ts';
 import type { ChainSpec, ElementSpec, NftFamily, SetSpec } from '../shared/nft/transaction.ts';
+import type { SlotTable } from './endpoint-slots.ts';
 import { addServicePort } from './service-port.ts';
 
 type Part =
@@ -62,9 +63,9 @@ interface Fragment {
   readonly own: readonly Part[];
 }
 
-function fragment(family: NftFamily, node: NodeSettings, sp: ServicePort): Fragment {
+function fragment(family: NftFamily, node: NodeSettings, sp: ServicePort, slots?: SlotTable): Fragment {
   const builder = new RulesetBuilder(family, { open: true });
-  addServicePort(builder, familySyntax(family === 'ip' ? 'IPv4' : 'IPv6'), node, sp);
+  addServicePort(builder, familySyntax(family === 'ip' ? 'IPv4' : 'IPv6'), node, sp, slots?.get(sp.key));
   const built = builder.build();
   const tracked = new Map<string, Part>();
   const own: Part[] = [];
@@ -182,11 +183,18 @@ export class FragmentIndex {
   }
 
   /**
-   * What replacing the fragments of `removed` ports (as they were when indexed) by those of
-   * `added` ports changes; undefined when two ports would spell a shared object differently.
+   * What replacing the fragments of `removed` ports (as they were when indexed, endpoints at their
+   * `slotsBefore`) by those of `added` ports (at `slotsAfter`) changes; undefined when two ports
+   * would spell a shared object differently. The slots (endpoint-slots.ts) change only the ports'
+   * own elements: what the index tracks does not depend on them.
    */
-  plan(removed: readonly ServicePort[], added: readonly ServicePort[]): FragmentPlan | undefined {
-    return this.#plan(removed, added, true);
+  plan(
+    removed: readonly ServicePort[],
+    added: readonly ServicePort[],
+    slotsBefore?: SlotTable,
+    slotsAfter?: SlotTable,
+  ): FragmentPlan | undefined {
+    return this.#plan(removed, added, true, slotsBefore, slotsAfter);
   }
 
   /**
@@ -199,6 +207,8 @@ export class FragmentIndex {
     removed: readonly ServicePort[],
     added: readonly ServicePort[],
     readable: boolean,
+    slotsBefore?: SlotTable,
+    slotsAfter?: SlotTable,
   ): FragmentPlan | undefined {
     const claims = new Map<string, string | undefined>();
     const shared = new Map<string, Shared>();
@@ -207,7 +217,7 @@ export class FragmentIndex {
     const before: Part[] = [];
     const after: Part[] = [];
     for (const sp of removed) {
-      const { tracked, own } = fragment(this.family, this.node, sp);
+      const { tracked, own } = fragment(this.family, this.node, sp, slotsBefore);
       for (const [id, part] of tracked) {
         if (part.kind === 'claim') {
           if (owner(id) !== sp.key)
@@ -223,7 +233,7 @@ export class FragmentIndex {
       if (readable) for (const part of own) before.push(part);
     }
     for (const sp of added) {
-      const { tracked, own } = fragment(this.family, this.node, sp);
+      const { tracked, own } = fragment(this.family, this.node, sp, slotsAfter);
       for (const [id, part] of tracked) {
         if (part.kind === 'claim') {
           if (owner(id) !== undefined)

@@ -24,6 +24,7 @@ import { Expected, type ExpectedObjects, extraRuleScript } from '../shared/nft/i
 import { type FamilyRuleset, RulesetBuilder } from '../shared/nft/ruleset.ts';
 import type { NftFamily } from '../shared/nft/transaction.ts';
 import { baseBuilder } from './desired-ruleset.ts';
+import type { SlotTable } from './endpoint-slots.ts';
 import { addServicePort } from './service-port.ts';
 
 /** Elements of service ports checked per intact() call and family: ~35 ms of nft. */
@@ -36,10 +37,15 @@ function ipFamily(family: NftFamily) {
   return family === 'ip' ? 'IPv4' : 'IPv6';
 }
 
-/** What one service port adds to its family's table on its own. */
-function servicePortRuleset(family: NftFamily, node: NodeSettings, sp: ServicePort): FamilyRuleset {
+/** What one service port adds to its family's table on its own, its endpoints at their slots. */
+function servicePortRuleset(
+  family: NftFamily,
+  node: NodeSettings,
+  sp: ServicePort,
+  slots: SlotTable,
+): FamilyRuleset {
   const builder = new RulesetBuilder(family, { open: true });
-  addServicePort(builder, familySyntax(ipFamily(family)), node, sp);
+  addServicePort(builder, familySyntax(ipFamily(family)), node, sp, slots.get(sp.key));
   return builder.build();
 }
 
@@ -60,19 +66,22 @@ export class IntactSampler {
     this.#budget = budget;
   }
 
-  /** The node's fixed objects, plus service ports' when `withPorts` (their turn, and witnesses). */
-  next(family: NftFamily, state: ProxyState, withPorts: boolean): ExpectedObjects {
+  /**
+   * The node's fixed objects, plus service ports' (their turn, and witnesses) when given where
+   * their endpoints are (`slots`: the live record's, endpoint-slots.ts).
+   */
+  next(family: NftFamily, state: ProxyState, slots: SlotTable | undefined): ExpectedObjects {
     const base = baseBuilder(state.node, familySyntax(ipFamily(family))).build();
     const expected = new Expected();
     expected.add(base);
-    if (!withPorts) return { family, ...expected };
+    if (!slots) return { family, ...expected };
     const witnesses = this.#witnesses.get(family) ?? new Map<string, ServicePortKey>();
     this.#witnesses.set(family, witnesses);
     const seen = new Set<ServicePortKey>();
     const take = (sp: ServicePort): void => {
       if (seen.has(sp.key)) return;
       seen.add(sp.key);
-      const ruleset = servicePortRuleset(family, state.node, sp);
+      const ruleset = servicePortRuleset(family, state.node, sp, slots);
       for (const [set, elements] of ruleset.elements) if (elements.size > 0) witnesses.set(set, sp.key);
       expected.add(ruleset);
     };

@@ -25,6 +25,7 @@ import {
 import { CANARY_SET, type DesiredRuleset, FAMILIES, type FamilyRuleset } from '../shared/nft/ruleset.ts';
 import { type NftFamily, type NftTransaction, TABLE } from '../shared/nft/transaction.ts';
 import { adoptTable, canaryNonce } from './adopt.ts';
+import type { SlotRecord } from './endpoint-slots.ts';
 import { FragmentIndex } from './fragment-index.ts';
 import { IntactSampler } from './intact-check.ts';
 import type { NftRunner } from './nft-runner.ts';
@@ -66,6 +67,11 @@ interface CommittedRecord {
    * indexes only make later incremental syncs fast): the next incremental sync waits for them.
    */
   readonly indexes: Promise<Map<NftFamily, FragmentIndex | 'collisions'>>;
+  /**
+   * Where the endpoints of `state` are in their maps where not in the model's order
+   * (endpoint-slots.ts): empty after a full sync, updated by each incremental plan's commit.
+   */
+  readonly slots: Map<NftFamily, SlotRecord>;
   readonly objectCount: number;
 }
 
@@ -130,7 +136,7 @@ export class NftablesDataplane implements LiveDataplane {
     for (const family of FAMILIES) {
       if (desired[family]) nonces.add(canaryNonce(await this.#nft.listSetJson(family, CANARY_SET)));
     }
-    this.#record = { desired, indexes: Promise.resolve(new Map()), objectCount: 0 };
+    this.#record = { desired, indexes: Promise.resolve(new Map()), slots: new Map(), objectCount: 0 };
     this.#nonce = nonces.size === 1 ? [...nonces][0] : undefined;
     this.#log('nftables: adopted the tables of an earlier run', {
       chains: FAMILIES.reduce((n, f) => n + (desired[f]?.chains.size ?? 0), 0),
@@ -183,7 +189,8 @@ export class NftablesDataplane implements LiveDataplane {
       if (state) {
         // Service ports' own objects only when a fragment index exists (intact-check.ts).
         const index = (await record.indexes).get(family);
-        expected.push(this.#sampler.next(family, state, index instanceof FragmentIndex));
+        const slots = index instanceof FragmentIndex ? (record.slots.get(family) ?? new Map()) : undefined;
+        expected.push(this.#sampler.next(family, state, slots));
       } else if (record.desired?.[family]) {
         expected.push({ family, ruleCounts: new Map(), elements: new Map() });
       }
@@ -219,6 +226,7 @@ export class NftablesDataplane implements LiveDataplane {
     const plan = await runInSlices(
       incrementalPlanSteps(record.state, state, {
         indexes: await record.indexes,
+        slots: record.slots,
         changed,
         nonce: this.#nonce,
         objectsBefore: record.objectCount,
@@ -227,7 +235,7 @@ export class NftablesDataplane implements LiveDataplane {
     const objectCount = await this.#apply(plan);
     // Fragments keep the indexes up to date (plan.commit); after a diff they are built anew.
     const indexes = plan.kind === 'fragments' ? record.indexes : this.#inBackground(state);
-    this.#record = { state, indexes, objectCount };
+    this.#record = { state, indexes, slots: record.slots, objectCount };
     return 'incremental';
   }
 
@@ -258,7 +266,7 @@ export class NftablesDataplane implements LiveDataplane {
     this.#nonce = nonce;
     // The indexes are built once the rules are written, not meanwhile: beside nft on two cores,
     // their allocations slowed nft by more than they would have saved.
-    this.#record = { state, indexes: this.#inBackground(state), objectCount };
+    this.#record = { state, indexes: this.#inBackground(state), slots: new Map(), objectCount };
   }
 
   /**

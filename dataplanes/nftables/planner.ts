@@ -20,7 +20,15 @@ import { fullTransaction } from '../shared/nft/full-transaction.ts';
 import { CANARY_SET, type DesiredRuleset, FAMILIES, type FamilyRuleset } from '../shared/nft/ruleset.ts';
 import { type NftFamily, NftTransaction } from '../shared/nft/transaction.ts';
 import { coldStartTransactions } from './cold-start.ts';
-import { desiredRulesetSteps } from './desired-ruleset.ts';
+import { desiredRulesetSteps, type FamilySlots } from './desired-ruleset.ts';
+import {
+  commitSlots,
+  type SlotRecord,
+  type SlotTable,
+  type SlotUpdates,
+  slotUpdates,
+  updatedSlots,
+} from './endpoint-slots.ts';
 import { FragmentIndex, type FragmentPlan } from './fragment-index.ts';
 
 export type NftPlanKind = 'cold-start' | 'one-transaction' | 'in-place' | 'fragments' | 'diff';
@@ -34,7 +42,10 @@ export interface NftPlan {
    * metrics; a fragments plan counts from `objectsBefore`). Each call starts over.
    */
   transactions(): Generator<NftTransaction | undefined, number, void>;
-  /** Once every transaction is applied: the fragment indexes the plan came from learn the change. */
+  /**
+   * Once every transaction is applied: the fragment indexes and endpoint slots the plan came from
+   * learn the change.
+   */
   readonly commit?: () => void;
 }
 
@@ -54,6 +65,11 @@ export interface FullPlanOptions {
 export interface IncrementalPlanOptions {
   /** Fragment indexes of `prev` by family (the live record's); missing ones are built and added. */
   readonly indexes?: Map<NftFamily, FragmentIndex | 'collisions'>;
+  /**
+   * Where `prev`'s endpoints are in their maps, by family (endpoint-slots.ts): the live record's,
+   * which the plan's commit updates. Absent: in the model's order, as a full sync leaves them.
+   */
+  readonly slots?: Map<NftFamily, SlotRecord>;
   /** The service ports that differ, when the caller knows (else the states are compared). */
   readonly changed?: ReadonlySet<ServicePortKey>;
   /** The canary nonce, for the table of a family that appears. */
@@ -120,14 +136,15 @@ export function* incrementalPlanSteps(
   next: DualStackState,
   options: IncrementalPlanOptions = {},
 ): Steps<NftPlan> {
-  const fragments = yield* fragmentsPlanSteps(prev, next, options);
+  const slots = slotsPlan(prev, next, options);
+  const fragments = yield* fragmentsPlanSteps(prev, next, slots, options);
   if (fragments) return fragments;
   const nonce = options.nonce ?? FIRST_NONCE;
   return {
     kind: 'diff',
     *transactions() {
-      const before = yield* paused(desiredRulesetSteps(prev));
-      const after = yield* paused(desiredRulesetSteps(next));
+      const before = yield* paused(desiredRulesetSteps(prev, slots.before));
+      const after = yield* paused(desiredRulesetSteps(next, slots.after));
       const tx = yield* paused(diffRulesetsSteps(before, after));
       // The table of a family that appears is new: it gets the canary too.
       withCanary(
@@ -137,6 +154,57 @@ export function* incrementalPlanSteps(
       );
       if (!tx.empty) yield tx;
       return objectCount(after);
+    },
+    commit: slots.commit,
+  };
+}
+
+const NO_SLOTS: SlotTable = new Map();
+
+/** Where each family's endpoints are before and after an incremental plan (endpoint-slots.ts). */
+interface SlotsPlan {
+  readonly before: FamilySlots;
+  readonly after: FamilySlots;
+  /** The changed service ports of each family in both states. */
+  readonly changed: ReadonlyMap<NftFamily, ReadonlySet<ServicePortKey>>;
+  /** Once the plan is applied: the record (options.slots) learns the new slots. */
+  readonly commit: () => void;
+}
+
+/** A family that appears or goes has no slots: its table is written or deleted whole. */
+function slotsPlan(prev: DualStackState, next: DualStackState, options: IncrementalPlanOptions): SlotsPlan {
+  const record = options.slots ?? new Map<NftFamily, SlotRecord>();
+  const before = new Map<NftFamily, SlotTable>();
+  const after = new Map<NftFamily, SlotTable>();
+  const changed = new Map<NftFamily, ReadonlySet<ServicePortKey>>();
+  const updates = new Map<NftFamily, SlotUpdates>();
+  for (const family of FAMILIES) {
+    const b = prev[MODEL_FAMILY[family]];
+    const a = next[MODEL_FAMILY[family]];
+    const current = record.get(family) ?? NO_SLOTS;
+    before.set(family, current);
+    if (!b || !a) continue;
+    const keys = options.changed ?? changedServicePorts(b, a);
+    const update = slotUpdates(b, a, keys, current);
+    changed.set(family, keys);
+    updates.set(family, update);
+    after.set(family, updatedSlots(current, update));
+  }
+  return {
+    before,
+    after,
+    changed,
+    commit: () => {
+      for (const family of FAMILIES) {
+        const update = updates.get(family);
+        if (!update) {
+          record.delete(family);
+          continue;
+        }
+        const table = record.get(family) ?? new Map();
+        record.set(family, table);
+        commitSlots(table, update);
+      }
     },
   };
 }
@@ -148,6 +216,7 @@ export function* incrementalPlanSteps(
 function* fragmentsPlanSteps(
   prev: DualStackState,
   next: DualStackState,
+  slots: SlotsPlan,
   options: IncrementalPlanOptions,
 ): Steps<NftPlan | undefined> {
   const indexes = options.indexes ?? new Map<NftFamily, FragmentIndex | 'collisions'>();
@@ -159,7 +228,7 @@ function* fragmentsPlanSteps(
     const after = next[MODEL_FAMILY[family]];
     if (!before && !after) continue;
     if (!before || !after || !isDeepStrictEqual(before.node, after.node)) return undefined;
-    const changed = options.changed ?? changedServicePorts(before, after);
+    const changed = slots.changed.get(family)!;
     if (changed.size === 0) continue;
     let index = indexes.get(family);
     if (index === undefined) {
@@ -168,7 +237,7 @@ function* fragmentsPlanSteps(
     }
     if (index === 'collisions') return undefined;
     const ports = (s: typeof before) => [...changed].flatMap((key) => s.servicePorts.get(key) ?? []);
-    const plan = index.plan(ports(before), ports(after));
+    const plan = index.plan(ports(before), ports(after), slots.before.get(family), slots.after.get(family));
     if (!plan) return undefined;
     diffFamily(tx, plan.before, plan.after);
     plans.push(plan);
@@ -183,6 +252,7 @@ function* fragmentsPlanSteps(
     },
     commit: () => {
       for (const plan of plans) plan.commit();
+      slots.commit();
     },
   };
 }

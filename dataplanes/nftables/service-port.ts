@@ -11,12 +11,14 @@ import type { RulesetBuilder } from '../shared/nft/ruleset.ts';
 import { addFirewall, noEndpointVerdict } from '../shared/nft/service-rules.ts';
 import { fitComment } from '../shared/nft/transaction.ts';
 import { addDispatch, CLUSTER, LOCAL, NODEPORT_CLUSTER, NODEPORT_LOCAL } from './endpoint-dispatch.ts';
+import { type EndpointSets, type PortSlots, slottedSets } from './endpoint-slots.ts';
 
 function addClusterIP(
   builder: RulesetBuilder,
   syntax: FamilySyntax,
   sp: ServicePort,
   d: TrafficDecisions,
+  sets: EndpointSets,
   proto: string,
 ): void {
   if (sp.clusterIP === '') return; // held by an older Service (src/model/address-claims.ts)
@@ -29,7 +31,7 @@ function addClusterIP(
     return;
   }
   builder.addElement('service-ips', { key, value: 'goto cluster-ip', comment });
-  addDispatch(builder, syntax, sp, CLUSTER, sp.clusterIP, sp.port, d.internalEndpoints);
+  addDispatch(builder, syntax, sp, CLUSTER, sp.clusterIP, sp.port, sets.internal);
 }
 
 function addExternalAddress(
@@ -37,6 +39,7 @@ function addExternalAddress(
   syntax: FamilySyntax,
   sp: ServicePort,
   d: TrafficDecisions,
+  sets: EndpointSets,
   proto: string,
   address: string,
   what: string,
@@ -51,10 +54,9 @@ function addExternalAddress(
       comment,
     });
     // Policy Cluster uses the cluster endpoints; so does Local's short-circuit of pod and host traffic.
-    if (sp.clusterEndpoints.length > 0)
-      addDispatch(builder, syntax, sp, CLUSTER, address, sp.port, sp.clusterEndpoints);
-    if (d.shortCircuitsLocalTraffic && d.externalEndpoints.length > 0) {
-      addDispatch(builder, syntax, sp, LOCAL, address, sp.port, d.externalEndpoints);
+    if (sets.cluster.length > 0) addDispatch(builder, syntax, sp, CLUSTER, address, sp.port, sets.cluster);
+    if (d.shortCircuitsLocalTraffic && sets.external.length > 0) {
+      addDispatch(builder, syntax, sp, LOCAL, address, sp.port, sets.external);
     }
   }
   if (d.externalVerdict !== undefined) {
@@ -67,6 +69,7 @@ function addNodePort(
   syntax: FamilySyntax,
   sp: ServicePort,
   d: TrafficDecisions,
+  sets: EndpointSets,
   proto: string,
 ): void {
   // No other port holds this node port/protocol: the model gives it to one (address-claims.ts).
@@ -78,11 +81,11 @@ function addNodePort(
       value: d.masqueradesExternal ? 'goto nodeport' : 'goto nodeport-local',
       comment,
     });
-    if (sp.clusterEndpoints.length > 0) {
-      addDispatch(builder, syntax, sp, NODEPORT_CLUSTER, undefined, sp.nodePort, sp.clusterEndpoints);
+    if (sets.cluster.length > 0) {
+      addDispatch(builder, syntax, sp, NODEPORT_CLUSTER, undefined, sp.nodePort, sets.cluster);
     }
-    if (d.shortCircuitsLocalTraffic && d.externalEndpoints.length > 0) {
-      addDispatch(builder, syntax, sp, NODEPORT_LOCAL, undefined, sp.nodePort, d.externalEndpoints);
+    if (d.shortCircuitsLocalTraffic && sets.external.length > 0) {
+      addDispatch(builder, syntax, sp, NODEPORT_LOCAL, undefined, sp.nodePort, sets.external);
     }
   }
   if (d.externalVerdict !== undefined) {
@@ -109,20 +112,25 @@ function addHairpin(builder: RulesetBuilder, sp: ServicePort): void {
  */
 export const CROSS_PORT_SETS: ReadonlySet<string> = new Set(['firewall-ips', 'hairpin', 'cluster-ips']);
 
-/** Adds everything one service port needs to the family's ruleset. */
+/**
+ * Adds everything one service port needs to the family's ruleset, its endpoints at the indexes
+ * `slots` gives them (endpoint-slots.ts; absent: in the model's order).
+ */
 export function addServicePort(
   builder: RulesetBuilder,
   syntax: FamilySyntax,
   node: NodeSettings,
   sp: ServicePort,
+  slots?: PortSlots,
 ): void {
   const proto = sp.protocol.toLowerCase();
   const d = trafficDecisions(sp);
-  addClusterIP(builder, syntax, sp, d, proto);
-  for (const ip of sp.externalIPs) addExternalAddress(builder, syntax, sp, d, proto, ip, 'external IP');
+  const sets = slottedSets(sp, d, slots);
+  addClusterIP(builder, syntax, sp, d, sets, proto);
+  for (const ip of sp.externalIPs) addExternalAddress(builder, syntax, sp, d, sets, proto, ip, 'external IP');
   for (const ip of sp.loadBalancerIPs)
-    addExternalAddress(builder, syntax, sp, d, proto, ip, 'load balancer IP');
-  if (sp.nodePort !== 0) addNodePort(builder, syntax, sp, d, proto);
+    addExternalAddress(builder, syntax, sp, d, sets, proto, ip, 'load balancer IP');
+  if (sp.nodePort !== 0) addNodePort(builder, syntax, sp, d, sets, proto);
   addFirewall(builder, sp, d, proto, node);
   addHairpin(builder, sp);
 }

@@ -198,6 +198,44 @@ export function dump(ruleset: NftRuleset): unknown {
     }));
 }
 
+/** Endpoint maps keyed `… . index` (endpoint-slots.ts): `backends-tcp`, `affinity-local-backends-ips`, … */
+const INDEXED_MAP = /backends(-(tcp|udp|sctp))?(-ips)?$/;
+
+/**
+ * dump(), but each key's endpoints as a multiset: the index of an endpoint map element is left
+ * out when the key's indexes are exactly 0..N-1 (else kept, so the two dumps differ). A full sync
+ * numbers endpoints in address order and incremental syncs keep their slots (endpoint-slots.ts):
+ * two kernels equal in this form send every key to the same endpoints.
+ */
+export function dumpUpToNumbering(ruleset: NftRuleset): unknown {
+  const tables = dump(ruleset) as { sets: { name: string; elements: { key: string; value?: string }[] }[] }[];
+  for (const table of tables) {
+    for (const set of table.sets) {
+      if (!INDEXED_MAP.test(set.name)) continue;
+      const indexes = new Map<string, number[]>();
+      for (const e of set.elements) {
+        const cut = e.key.lastIndexOf(' . ');
+        const prefix = e.key.slice(0, cut);
+        indexes.set(prefix, [...(indexes.get(prefix) ?? []), Number(e.key.slice(cut + 3))]);
+      }
+      const dense = (prefix: string) =>
+        indexes
+          .get(prefix)!
+          .sort((a, b) => a - b)
+          .every((i, n) => i === n);
+      set.elements = set.elements
+        .map((e) => {
+          const prefix = e.key.slice(0, e.key.lastIndexOf(' . '));
+          return dense(prefix) ? { ...e, key: `${prefix} . *` } : e;
+        })
+        .sort((a, b) =>
+          a.key < b.key ? -1 : a.key > b.key ? 1 : (a.value ?? '') < (b.value ?? '') ? -1 : 1,
+        );
+    }
+  }
+  return tables;
+}
+
 /** A port or index as `nft -j` prints it: a number; anything else a string. */
 function jsonAtom(component: string): string | number {
   return /^\d+$/.test(component) ? Number(component) : component;

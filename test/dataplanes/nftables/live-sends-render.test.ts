@@ -1,15 +1,21 @@
 // What the live nftables dataplane sends is what `render` prints for the same states, byte for
 // byte: a full sync on an empty node (in one transaction, and a cold start in pieces, which
 // render --chunks prints apart), and incremental syncs through fragments and through a diff.
+// Over a sequence of incremental syncs the live dataplane keeps its endpoints' slots
+// (endpoint-slots.ts); render, given the same sequence, carries them the same way.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { SlotRecord } from '../../../dataplanes/nftables/endpoint-slots.ts';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
 import {
   incrementalPlanSteps,
+  type NftPlan,
   type NftPlanKind,
   nftablesPlanner,
   planFull,
 } from '../../../dataplanes/nftables/planner.ts';
+import type { DataplanePlanner } from '../../../dataplanes/shared/dataplane.ts';
+import type { NftFamily } from '../../../dataplanes/shared/nft/transaction.ts';
 import { runAll } from '../../../src/base/work-slices.ts';
 import { ROUND_HEADER, renderSince } from '../../../src/cli/render-rounds.ts';
 import { changedServicePorts } from '../../../src/model/changed-service-ports.ts';
@@ -23,6 +29,23 @@ import { RecordingCommandRunner, RecordingNftRunner } from './recording-nft-runn
 function dataplane(coldStartChunk?: number) {
   const nft = new RecordingNftRunner();
   return { nft, dp: new NftablesDataplane({ nft, commands: new RecordingCommandRunner(), coldStartChunk }) };
+}
+
+/**
+ * The planner as the live dataplane runs it after a full sync: each incremental plan starts from
+ * the endpoint slots the plans before it left (committed once rendered).
+ */
+function plannerAfterFullSync(): DataplanePlanner<NftPlan> {
+  const slots = new Map<NftFamily, SlotRecord>();
+  return {
+    ...nftablesPlanner,
+    planIncremental: (prev, next) => runAll(incrementalPlanSteps(prev, next, { slots })),
+    render(plan) {
+      const script = nftablesPlanner.render(plan);
+      plan.commit?.();
+      return script;
+    },
+  };
 }
 
 /** render --chunks output split into the transactions its header lines name. */
@@ -90,12 +113,13 @@ test('incremental syncs send what render --since prints, through fragments and t
     await dp.start();
     let prev = randomState(random);
     await dp.sync(prev, 'full');
+    const planner = plannerAfterFullSync();
     for (let step = 0; step < 8; step++) {
       const drawn = randomState(random);
       // Every other step keeps the node settings, so that the fragments apply.
       const next = step % 2 === 0 ? sameNode(prev, drawn) : drawn;
-      const plan = runAll(incrementalPlanSteps(prev, next));
-      const expected = nftablesPlanner.render(plan);
+      const plan = planner.planIncremental(prev, next);
+      const expected = planner.render(plan);
       const sent = nft.scripts.length;
       const outcome = await dp.sync(next, 'incremental');
       assert.equal(outcome.kind, 'incremental', `seed ${seed} run ${run} step ${step}`);
@@ -122,6 +146,7 @@ test('a change over the round budget: the sync step sends, round by round, what 
   const model = scriptedModel(prev);
   const step = quietSyncStep(model, dp, budget);
   await step.sync('full');
+  const planner = plannerAfterFullSync();
   // Even steps change every drawn port (dual-stack ones nearly always exceed the budget), odd
   // steps one port that fits it, until both kinds were seen: 3 changes in rounds, 1 whole. A fixed
   // 8 random changes missed 3 in rounds for ~3% of seeds; over 5,000 seeds this took at most 33
@@ -138,7 +163,7 @@ test('a change over the round budget: the sync step sends, round by round, what 
     model.next(next, changed);
     const sent = nft.scripts.length;
     assert.equal((await step.sync('incremental')).kind, 'incremental', `seed ${seed} step ${i}`);
-    const rendered = renderSince(nftablesPlanner, prev, next, nftablesPlanner.render, budget);
+    const rendered = renderSince(planner, prev, next, planner.render, budget);
     if (rendered.includes(ROUND_HEADER)) split++;
     else whole++;
     assert.equal(

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
 import { emptyNftRuleset } from '../../../dataplanes/shared/trace/nft-ruleset.ts';
 import { prng } from '../../support/prng.ts';
-import { applyScript, dump } from './fake-nft.ts';
+import { applyScript, dump, dumpUpToNumbering } from './fake-nft.ts';
 import { endpoint, ipv4, servicePort } from './fixtures.ts';
 import { randomState } from './random-state.ts';
 
@@ -68,7 +68,12 @@ test('incremental ≡ full on the fake nft, for random pairs of states', () => {
       nftablesPlanner.render(nftablesPlanner.planIncremental(a, b)),
     );
     const viaFull = applyScript(kernelA, nftablesPlanner.render(nftablesPlanner.planFull(b)));
-    assert.deepEqual(dump(viaIncremental), dump(viaFull), `pair ${i} of seed ${seed}`);
+    // The same endpoints behind every key; their indexes may differ (endpoint-slots.ts).
+    assert.deepEqual(
+      dumpUpToNumbering(viaIncremental),
+      dumpUpToNumbering(viaFull),
+      `pair ${i} of seed ${seed}`,
+    );
   }
 });
 
