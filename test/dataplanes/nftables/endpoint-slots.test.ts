@@ -1,0 +1,228 @@
+// Endpoint slots (endpoint-slots.ts): an endpoint keeps its index across incremental syncs, so one
+// endpoint coming or going rewrites O(1) endpoint map elements whatever the key's size.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { assignSlots, type SlotRecord } from '../../../dataplanes/nftables/endpoint-slots.ts';
+import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
+import { incrementalPlanSteps, nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
+import type { NftFamily } from '../../../dataplanes/shared/nft/transaction.ts';
+import { emptyNftRuleset } from '../../../dataplanes/shared/trace/nft-ruleset.ts';
+import { runAll } from '../../../src/base/work-slices.ts';
+import type { DualStackState, Endpoint, ServicePort } from '../../../src/model/proxy-state.ts';
+import { prng } from '../../support/prng.ts';
+import { applyScript, dump, dumpUpToNumbering, FakeNft } from './fake-nft.ts';
+import { endpoint, ipv4, servicePort } from './fixtures.ts';
+import { RecordingCommandRunner } from './recording-nft-runner.ts';
+
+/** Endpoints 10.244.0.<n> for each n, in address order as the model sorts them (as text). */
+function eps(...ns: number[]): Endpoint[] {
+  return ns.map((n) => endpoint(`10.244.0.${n}`)).sort((a, b) => (a.ip < b.ip ? -1 : 1));
+}
+
+const ips = (order: readonly Endpoint[]) => order.map((ep) => Number(ep.ip.split('.')[3]));
+
+test('a new endpoint takes index N, whatever its address; the others keep theirs', () => {
+  assert.deepEqual(ips(assignSlots(eps(10, 20, 30), eps(10, 15, 20, 30))), [10, 20, 30, 15]);
+});
+
+test("a removed endpoint's index gets the last one (swap-remove); the last one just goes", () => {
+  assert.deepEqual(ips(assignSlots(eps(1, 2, 3, 4, 5), eps(1, 3, 4, 5))), [1, 5, 3, 4]);
+  assert.deepEqual(ips(assignSlots(eps(1, 2, 3, 4, 5), eps(1, 2, 3, 4))), [1, 2, 3, 4]);
+  // Several: holes lowest first, each from the end; a hole at the end is simply gone.
+  assert.deepEqual(ips(assignSlots(eps(1, 2, 3, 4, 5, 6), eps(1, 4, 5))), [1, 5, 4]);
+});
+
+test('an arrival fills the hole of a departure in the same change', () => {
+  assert.deepEqual(ips(assignSlots(eps(1, 2, 3), eps(1, 3, 9))), [1, 9, 3]);
+});
+
+test('a whole-set switch (ready endpoints gone, terminating ones serve) is the new set in address order', () => {
+  const ready = eps(1, 2, 3);
+  const terminating = [4, 5].map((n) =>
+    endpoint(`10.244.0.${n}`, 8080, { ready: false, serving: true, terminating: true }),
+  );
+  assert.deepEqual(assignSlots(ready, terminating), terminating);
+  assert.deepEqual(ips(assignSlots(terminating, ready)), [1, 2, 3]);
+});
+
+test('endpoints equal in address and port are matched one for one', () => {
+  const a1 = endpoint('10.244.0.1', 8080, { isLocal: true });
+  const a2 = endpoint('10.244.0.1', 8080);
+  const b = endpoint('10.244.0.2');
+  const c = endpoint('10.244.0.1', 9090);
+  assert.deepEqual(assignSlots([a1, a2, b], [a2, b]), [a2, b]);
+  assert.deepEqual(assignSlots([b, a1], [a1, a2, b]), [b, a1, a2]);
+  // Same address, another port: another endpoint.
+  assert.deepEqual(assignSlots([a1, b], [c, b]), [c, b]);
+});
+
+test('random changes: a permutation of the new set, rewriting at most 2 indexes per departure and 1 per arrival', () => {
+  const random = prng(7);
+  let current: readonly Endpoint[] = [];
+  for (let step = 0; step < 300; step++) {
+    const next = eps(...Array.from({ length: 40 }, (_, n) => n + 1).filter(() => random() < 0.7));
+    const order = assignSlots(current, next);
+    assert.deepEqual(ips(order).sort(), ips(next).sort(), `step ${step}: the same endpoints`);
+    const before = new Set(ips(current));
+    const after = new Set(ips(next));
+    const gone = [...before].filter((n) => !after.has(n)).length;
+    const came = [...after].filter((n) => !before.has(n)).length;
+    let rewritten = 0;
+    for (let i = 0; i < Math.max(order.length, current.length); i++)
+      if (order[i]?.ip !== current[i]?.ip) rewritten++;
+    assert.ok(rewritten <= 2 * gone + came, `step ${step}: ${rewritten} indexes for -${gone} +${came}`);
+    current = order;
+  }
+});
+
+/** A ClusterIP, external IP and node port service with `cluster` endpoints, eTP Local with `local`. */
+function service(cluster: readonly Endpoint[], local: readonly Endpoint[] = []): ServicePort {
+  return servicePort('wide', {
+    clusterIP: '10.96.0.10',
+    externalIPs: ['192.0.2.10'],
+    nodePort: 30080,
+    externalPolicyLocal: true,
+    clusterEndpoints: [...cluster, ...local].sort((a, b) => (a.ip < b.ip ? -1 : 1)),
+    localEndpoints: local,
+  });
+}
+
+/** Incremental plans from one full sync, slots carried as the live dataplane carries them. */
+class History {
+  readonly slots = new Map<NftFamily, SlotRecord>();
+  kernel;
+  state: DualStackState;
+
+  constructor(first: DualStackState) {
+    this.state = first;
+    this.kernel = applyScript(emptyNftRuleset(), nftablesPlanner.render(nftablesPlanner.planFull(first)));
+  }
+
+  /** The script of the step to `next`, applied to the kernel. */
+  step(next: DualStackState): string {
+    const plan = runAll(incrementalPlanSteps(this.state, next, { slots: this.slots }));
+    const script = nftablesPlanner.render(plan);
+    plan.commit?.();
+    this.kernel = applyScript(this.kernel, script);
+    this.state = next;
+    return script;
+  }
+}
+
+/** `add|delete <map> <element>` for each endpoint map element a script writes or deletes. */
+function endpointElements(script: string): string[] {
+  const out: string[] = [];
+  let open: string | undefined;
+  for (const line of script.split('\n')) {
+    const statement = /^(add|delete) element ip kproxy (\S+) \{ ?(.*?)( \})?$/.exec(line);
+    if (statement) {
+      const [, verb, map, inline, closed] = statement;
+      const indexed = /backends-tcp$/.test(map!);
+      if (indexed && closed) out.push(`${verb} ${map} ${inline}`);
+      open = indexed && !closed ? `${verb} ${map}` : undefined;
+    } else if (open && line.startsWith('\t')) out.push(`${open} ${line.trim().replace(/,$/, '')}`);
+    else open = undefined;
+  }
+  return out;
+}
+
+test('removing an endpoint from the middle rewrites its index and the count: the same endpoints as a full sync', () => {
+  const all = eps(...Array.from({ length: 200 }, (_, n) => n + 1));
+  const history = new History(ipv4([service(all)]));
+  const hole = all.findIndex((ep) => ep.ip === '10.244.0.50');
+  const script = history.step(ipv4([service(all.filter((ep) => ep.ip !== '10.244.0.50'))]));
+  // Per key (ClusterIP, external IP, node port): the last index deleted, the hole rewritten.
+  assert.deepEqual(
+    endpointElements(script).filter((l) => l.includes('10.96.0.10')),
+    [
+      `delete backends-tcp 10.96.0.10 . 80 . ${hole}`,
+      'delete backends-tcp 10.96.0.10 . 80 . 199',
+      `add backends-tcp 10.96.0.10 . 80 . ${hole} : ${all.at(-1)!.ip} . 8080`,
+    ],
+  );
+  assert.equal(endpointElements(script).length, 9, script);
+  // The modulus: the key's one dispatch element goes to the count chain of 199.
+  assert.match(
+    script,
+    /\t10\.96\.0\.10 \. tcp \. 80 comment "default\/wide:80\/TCP" : goto backends-tcp-199,/,
+  );
+  const full = applyScript(
+    emptyNftRuleset(),
+    nftablesPlanner.render(nftablesPlanner.planFull(history.state)),
+  );
+  assert.deepEqual(dumpUpToNumbering(history.kernel), dumpUpToNumbering(full));
+  assert.notDeepEqual(dump(history.kernel), dump(full), 'the numbering came from history');
+});
+
+test('adds, removes, a whole-set switch and eTP Local changes: O(change) elements, the endpoints of a full sync', () => {
+  const random = prng(3);
+  const pool = Array.from({ length: 300 }, (_, n) => n + 1);
+  const pick = () => eps(...pool.filter(() => random() < 0.5));
+  let cluster = pick();
+  const history = new History(ipv4([service(cluster)]));
+  for (let step = 0; step < 30; step++) {
+    const switching = step % 10 === 9;
+    let next: Endpoint[];
+    if (switching) {
+      // All ready endpoints gone: the model falls back to the terminating ones, a disjoint set.
+      next = cluster.map((ep) =>
+        endpoint(ep.ip.replace('10.244.0.', '10.244.9.'), 8080, { terminating: true }),
+      );
+    } else {
+      const gone = new Set(cluster.filter(() => random() < 0.02).map((ep) => ep.ip));
+      const came = pool.filter(() => random() < 0.01).map((n) => `10.244.0.${n}`);
+      const ipsNext = new Set([...cluster.map((ep) => ep.ip).filter((ip) => !gone.has(ip)), ...came]);
+      next = [...ipsNext].sort().map((ip) => endpoint(ip));
+    }
+    // Local by address, as a pod stays on its node.
+    const local = next
+      .filter((ep) => Number(ep.ip.split('.')[3]) % 7 === 0)
+      .map((ep) => ({ ...ep, isLocal: true }));
+    const localIps = new Set(local.map((ep) => ep.ip));
+    const script = history.step(
+      ipv4([
+        service(
+          next.filter((ep) => !localIps.has(ep.ip)),
+          local,
+        ),
+      ]),
+    );
+    const full = applyScript(
+      emptyNftRuleset(),
+      nftablesPlanner.render(nftablesPlanner.planFull(history.state)),
+    );
+    assert.deepEqual(dumpUpToNumbering(history.kernel), dumpUpToNumbering(full), `step ${step}`);
+    if (!switching) {
+      const changes =
+        next.length + cluster.length - 2 * next.filter((ep) => cluster.some((c) => c.ip === ep.ip)).length;
+      // 3 cluster keys and 2 Local ones, up to 3 element operations per change (a departure's
+      // hole: delete, add; the last index: delete).
+      assert.ok(
+        endpointElements(script).length <= 5 * 3 * changes,
+        `step ${step}: ${endpointElements(script).length} element lines for ${changes} changes`,
+      );
+    }
+    cluster = next;
+  }
+});
+
+test('the intact check expects the numbering the incremental syncs left; a restart renumbers in place', async () => {
+  const nft = new FakeNft();
+  const commands = new RecordingCommandRunner();
+  const live = new NftablesDataplane({ nft, commands });
+  await live.start();
+  const all = eps(...Array.from({ length: 20 }, (_, n) => n + 1));
+  await live.sync(ipv4([service(all)]), 'full');
+  await live.settled();
+  const next = ipv4([service(all.filter((ep) => ep.ip !== '10.244.0.3'))]);
+  assert.equal((await live.sync(next, 'incremental')).kind, 'incremental');
+  const full = applyScript(emptyNftRuleset(), nftablesPlanner.render(nftablesPlanner.planFull(next)));
+  assert.notDeepEqual(dump(nft.ruleset), dump(full), 'index 2 holds the last endpoint');
+  // The check names each element with its value: with address-order numbering it would fail.
+  for (let i = 0; i < 3; i++) assert.equal(await live.intact(), true, `check ${i}`);
+  const restarted = new NftablesDataplane({ nft, commands });
+  await restarted.start();
+  await restarted.sync(next, 'full');
+  assert.equal(await restarted.intact(), true);
+  assert.deepEqual(dumpUpToNumbering(nft.ruleset), dumpUpToNumbering(full));
+});
