@@ -30,6 +30,8 @@ export function isServiceChain(chain: string): boolean {
   return SERVICE_CHAIN_PREFIXES.some((prefix) => chain.startsWith(prefix));
 }
 
+/** Not a chain either: kube-proxy's nfacct object counting the INVALID packets KPROXY-FORWARD drops. */
+export const CT_STATE_INVALID_COUNTER = 'ct_state_invalid_dropped_pkts';
 /** Every chain name kproxy may own, top-level or per service. */
 export function isKproxyChain(chain: string): boolean {
   return chain.startsWith('KPROXY-');

@@ -4,6 +4,7 @@ import ipaddr from 'ipaddr.js';
 import type { ProxyState } from '../../src/model/proxy-state.ts';
 import { cidrContains } from '../shared/cidr.ts';
 import {
+  CT_STATE_INVALID_COUNTER,
   EXTERNAL_SERVICES_CHAIN,
   FIREWALL_CHAIN,
   FORWARD_CHAIN,
@@ -61,7 +62,7 @@ function forwardRules(ctx: FamilyContext): string[] {
     // marks no out-of-window segment INVALID, and kube-proxy then keeps them (kubernetes#117924).
     ...(ctx.node.conntrackTCPLiberal === true
       ? []
-      : [`-A ${FORWARD_CHAIN} -m conntrack --ctstate INVALID -j DROP`]),
+      : [`-A ${FORWARD_CHAIN} -m conntrack --ctstate INVALID${invalidDropsCount(ctx)} -j DROP`]),
     // Forward what we marked for masquerade, even when FORWARD's policy is not ACCEPT.
     `-A ${FORWARD_CHAIN} ${comment('kubernetes forwarding rules')} -m mark --mark ${ctx.mark}/${ctx.mark} -j ACCEPT`,
     `-A ${FORWARD_CHAIN} ${comment('kubernetes forwarding conntrack rule')} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`,
@@ -78,6 +79,11 @@ function localnetFirewallRules(ctx: FamilyContext): string[] {
   return [
     `-A ${LOCALNET_FIREWALL_CHAIN} ${comment('block incoming localnet connections')} -d 127.0.0.0/8 ! -s 127.0.0.0/8 -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP`,
   ];
+}
+
+/** Where the kernel has kube-proxy's nfacct object, the dropped INVALID packets are counted in it. */
+function invalidDropsCount(ctx: FamilyContext): string {
+  return ctx.node.invalidDropsCounted === true ? ` -m nfacct --nfacct-name ${CT_STATE_INVALID_COUNTER}` : '';
 }
 
 /** Packets to localhost node ports are counted in kube-proxy's nfacct object (IPv4 only). */

@@ -15,10 +15,12 @@ import { startDaemon } from '../daemon/daemon.ts';
 import { acquireInstanceLock } from '../daemon/instance-lock.ts';
 import { createLiveDataplane, LIVE_MODES } from '../daemon/live-dataplanes.ts';
 import {
-  LOCALHOST_NODEPORT_PACKETS_METRIC,
-  openLocalhostNodePortCounter,
+  INVALID_DROPPED_PACKETS,
+  LOCALHOST_NODEPORT_PACKETS,
+  type NfacctPacketMetric,
+  openNfacctCounter,
   type PacketCount,
-} from '../daemon/localhost-nodeport-packets.ts';
+} from '../daemon/nfacct-packet-metrics.ts';
 import { applyRouteLocalnet } from '../daemon/route-localnet.ts';
 import { KubeClient } from '../kube/client.ts';
 import { formatConfigError } from '../kube/connection.ts';
@@ -142,7 +144,7 @@ async function runLocked(
     else logger.info({ sysctl: action.key, reason: action.reason }, 'left sysctl as it is');
   }
   if (!sysctls.ok) return fail(sysctls.error);
-  const localhostNodePortPackets = await localhostNodePortCounter(config, environment.nfacct, logger);
+  const nfacctPackets = await nfacctCounters(config, environment.nfacct, logger);
 
   const connection = await loadConnection({
     ...(config.clientConnection.kubeconfig ? { kubeconfig: config.clientConnection.kubeconfig } : {}),
@@ -163,7 +165,7 @@ async function runLocked(
     api: client,
     dataplane,
     clock: systemClock,
-    ...(localhostNodePortPackets && { localhostNodePortPackets }),
+    nfacctPackets,
   });
   if (!started.ok) {
     await client.close();
@@ -188,20 +190,24 @@ async function runLocked(
 }
 
 /**
- * kube-proxy's iptables mode creates its nfacct counter of localhost NodePort packets at start,
- * whether or not it serves them; without nfacct in the kernel it says so once and goes on.
+ * kube-proxy's iptables mode creates its nfacct counters at start, whether or not a rule counts in
+ * them yet; without nfacct in the kernel it says so once per counter and goes on.
  */
-async function localhostNodePortCounter(
+async function nfacctCounters(
   config: ProxyConfig,
   nfacct: NfacctCounters,
   logger: Logger,
-): Promise<PacketCount | undefined> {
-  if (config.mode !== 'iptables') return undefined;
-  const counter = await openLocalhostNodePortCounter(nfacct);
-  if (counter.ok) return counter.packets;
-  logger.warn(
-    { reason: counter.reason },
-    `no nfacct counter here: localhost NodePort packets are not counted (${LOCALHOST_NODEPORT_PACKETS_METRIC} left out)`,
-  );
-  return undefined;
+): Promise<Map<NfacctPacketMetric, PacketCount>> {
+  const opened = new Map<NfacctPacketMetric, PacketCount>();
+  if (config.mode !== 'iptables') return opened;
+  for (const counted of [LOCALHOST_NODEPORT_PACKETS, INVALID_DROPPED_PACKETS]) {
+    const counter = await openNfacctCounter(nfacct, counted.counter);
+    if (counter.ok) opened.set(counted, counter.packets);
+    else
+      logger.warn(
+        { reason: counter.reason },
+        `no nfacct counter ${counted.counter} here: its packets are not counted (${counted.metric} left out)`,
+      );
+  }
+  return opened;
 }

@@ -24,6 +24,7 @@ export function toProxyOptions(config: ProxyConfig): ProxyOptions {
     // Render assumes a kernel with nfacct, as kube-proxy's proxier tests; kproxy run says whether
     // this one has it (daemon.ts).
     localhostNodePortsCounter: config.mode === 'iptables',
+    invalidDropsCounter: config.mode === 'iptables',
     conntrackTCPLiberal: config.conntrack.tcpBeLiberal,
   };
 }

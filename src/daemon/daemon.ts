@@ -24,8 +24,14 @@ import { trackApiContact } from './api-contact.ts';
 import { healthHandler, ProxyHealth } from './health.ts';
 import { HealthCheckNodePorts } from './health-check-node-ports.ts';
 import { type HttpListener, type ListenOptions, listenHttp, parseHostPort } from './http-listener.ts';
-import { type PacketCount, registerLocalhostNodePortPackets } from './localhost-nodeport-packets.ts';
 import { metricsHandler } from './metrics-handler.ts';
+import {
+  INVALID_DROPPED_PACKETS,
+  LOCALHOST_NODEPORT_PACKETS,
+  type NfacctPacketMetric,
+  type PacketCount,
+  registerNfacctPackets,
+} from './nfacct-packet-metrics.ts';
 import { capHeapGrowth, heapReleaser } from './release-memory.ts';
 
 export interface DaemonDeps {
@@ -41,10 +47,10 @@ export interface DaemonDeps {
   /** Created by the daemon when not given; tests pass one without process metrics. */
   readonly metrics?: ProxyMetrics;
   /**
-   * kube-proxy's nfacct count of localhost NodePort packets (iptables mode, where the kernel has
-   * nfacct; kproxy run created it): only with it are they counted, and the metric served.
+   * kube-proxy's nfacct counters that kproxy run created (iptables mode, where the kernel has
+   * nfacct): only those are counted by rules, and their metrics served.
    */
-  readonly localhostNodePortPackets?: PacketCount;
+  readonly nfacctPackets?: ReadonlyMap<NfacctPacketMetric, PacketCount>;
 }
 
 export interface Daemon {
@@ -115,19 +121,20 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
   }
   if (metricsServer.listener) listeners.push(metricsServer.listener);
 
-  const { localhostNodePortPackets } = deps;
-  if (localhostNodePortPackets) {
-    registerLocalhostNodePortPackets(metrics.registry, localhostNodePortPackets, (error) =>
+  const nfacctPackets = deps.nfacctPackets ?? new Map<NfacctPacketMetric, PacketCount>();
+  for (const [counted, packets] of nfacctPackets) {
+    registerNfacctPackets(metrics.registry, counted, packets, (error) =>
       logger.warn(
-        { error: String(error) },
-        'localhost NodePort packet count not read; the last one is served',
+        { error: String(error), counter: counted.counter },
+        'nfacct packet count not read; the last one is served',
       ),
     );
   }
   // Fed by informer events, so a sync recomputes only the services that changed since the last one.
   const model = new ModelCache({
     ...toProxyOptions(config),
-    localhostNodePortsCounter: localhostNodePortPackets !== undefined,
+    localhostNodePortsCounter: nfacctPackets.has(LOCALHOST_NODEPORT_PACKETS),
+    invalidDropsCounter: nfacctPackets.has(INVALID_DROPPED_PACKETS),
   });
   const syncer = new SyncStep({ model, dataplane, healthChecks: healthCheckPorts, metrics, logger });
 

@@ -37,6 +37,11 @@ export interface ProxyOptions {
    * exists: kproxy run created it, or render assumes a kernel that has nfacct. Absent = no counter.
    */
   readonly localhostNodePortsCounter?: boolean;
+  /**
+   * kube-proxy's nfacct counter of the INVALID packets the iptables mode drops
+   * (ct_state_invalid_dropped_pkts) exists, as localhostNodePortsCounter. Absent = no counter.
+   */
+  readonly invalidDropsCounter?: boolean;
   /** nf_conntrack_tcp_be_liberal is set (--conntrack-tcp-be-liberal); absent = not set. */
   readonly conntrackTCPLiberal?: boolean;
   /** --service-cluster-ip-range: the service CIDRs when the cluster has no ServiceCIDR object. */
@@ -84,6 +89,7 @@ export function nodeSettingsByFamily(
       localhostNodePorts,
       ...(localhostNodePorts &&
         options.localhostNodePortsCounter === true && { localhostNodePortsCounted: true }),
+      ...(options.invalidDropsCounter === true && { invalidDropsCounted: true }),
       ...(options.conntrackTCPLiberal === true && { conntrackTCPLiberal: true }),
       serviceCIDRs: serviceCIDRs.filter((cidr) => familyOf(cidr) === family),
     };

@@ -113,6 +113,12 @@ export interface NodeSettings {
    */
   readonly localhostNodePortsCounted?: boolean;
   /**
+   * The INVALID packets the iptables mode drops are counted in kube-proxy's nfacct object
+   * ct_state_invalid_dropped_pkts (kubeproxy_iptables_ct_state_invalid_dropped_packets_total).
+   * Absent where the kernel has no nfacct, as localhostNodePortsCounted.
+   */
+  readonly invalidDropsCounted?: boolean;
+  /**
    * nf_conntrack_tcp_be_liberal is set: conntrack no longer marks out-of-window TCP segments
    * INVALID, so the iptables mode keeps them instead of dropping every INVALID packet, as
    * kube-proxy (kubernetes#117924). Absent = not set.

@@ -36,6 +36,7 @@ test('the node identity and traffic settings reach the model', () => {
     nodePortAddresses: ['primary'],
     localhostNodePorts: true,
     localhostNodePortsCounter: true,
+    invalidDropsCounter: true,
     conntrackTCPLiberal: false,
   });
 });
@@ -48,9 +49,13 @@ test('localhost node ports reach the model in iptables mode only (kube-proxy ser
   assert.equal(toProxyOptions(configWith({ mode: 'ipvs' })).localhostNodePorts, false);
 });
 
-test("render assumes kube-proxy's nfacct counter in iptables mode (kproxy run says whether it exists)", () => {
-  assert.equal(toProxyOptions(configWith({ mode: 'iptables' })).localhostNodePortsCounter, true);
-  assert.equal(toProxyOptions(configWith({ mode: 'nftables' })).localhostNodePortsCounter, false);
+test("render assumes kube-proxy's nfacct counters in iptables mode (kproxy run says whether they exist)", () => {
+  const iptables = toProxyOptions(configWith({ mode: 'iptables' }));
+  assert.equal(iptables.localhostNodePortsCounter, true);
+  assert.equal(iptables.invalidDropsCounter, true);
+  const nftables = toProxyOptions(configWith({ mode: 'nftables' }));
+  assert.equal(nftables.localhostNodePortsCounter, false);
+  assert.equal(nftables.invalidDropsCounter, false);
 });
 
 test('a liberal conntrack (--conntrack-tcp-be-liberal) reaches the model, which then keeps INVALID packets', () => {

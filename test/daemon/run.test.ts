@@ -120,6 +120,7 @@ describe('kproxy run', () => {
     assert.ok(dataplane.last?.state.IPv4?.servicePorts.has('default/web:80/TCP'));
     // iptables mode on a kernel with nfacct: localhost NodePorts are counted, the count served.
     assert.equal(dataplane.last?.state.IPv4?.node.localhostNodePortsCounted, true);
+    assert.equal(dataplane.last?.state.IPv4?.node.invalidDropsCounted, true);
     const started = first
       .out()
       .split('\n')
@@ -127,6 +128,7 @@ describe('kproxy run', () => {
     const metricsUrl = (JSON.parse(started ?? '{}') as { metrics?: string }).metrics;
     const scraped = await (await fetch(`${metricsUrl}/metrics`)).text();
     assert.match(scraped, /^kubeproxy_iptables_localhost_nodeports_accepted_packets_total 5$/m);
+    assert.match(scraped, /^kubeproxy_iptables_ct_state_invalid_dropped_packets_total 5$/m);
 
     const second = capture();
     const refused = await runCommand(
@@ -153,7 +155,7 @@ describe('kproxy run', () => {
     assert.equal(dataplane.cleanups, 0, 'rules stay after a stop');
   });
 
-  test('without nfacct in the kernel, localhost NodePorts are served uncounted, said in one line', async (t) => {
+  test('without nfacct in the kernel, localhost NodePorts are served uncounted and INVALID drops uncounted, each said in one line', async (t) => {
     const api = await startApiServer();
     t.after(() => api.stop());
     api.state.apply(NODES, sampleNode('node-1'));
@@ -167,14 +169,20 @@ describe('kproxy run', () => {
     const node = dataplane.last?.state.IPv4?.node;
     assert.equal(node?.localhostNodePorts, true);
     assert.equal(node?.localhostNodePortsCounted, undefined, 'the counting rule is left out');
+    assert.equal(node?.invalidDropsCounted, undefined, 'the INVALID drop is not counted');
     stop('SIGTERM');
     assert.equal(await running, 0);
-    const said = run
-      .out()
-      .split('\n')
-      .filter((line) => line.includes('kubeproxy_iptables_localhost_nodeports_accepted_packets_total'));
-    assert.equal(said.length, 1, run.out());
-    assert.match(said[0]!, /"level":40.*"reason":"Request rejected: EOPNOTSUPP"/);
+    for (const metric of [
+      'kubeproxy_iptables_localhost_nodeports_accepted_packets_total',
+      'kubeproxy_iptables_ct_state_invalid_dropped_packets_total',
+    ]) {
+      const said = run
+        .out()
+        .split('\n')
+        .filter((line) => line.includes(metric));
+      assert.equal(said.length, 1, run.out());
+      assert.match(said[0]!, /"level":40.*"reason":"Request rejected: EOPNOTSUPP"/);
+    }
   });
 
   // execa registers signal-exit while a command runs; signal-exit re-raises a signal when it sees no

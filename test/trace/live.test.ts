@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { type CommandRunner, execaRunner } from '../../dataplanes/shared/command-runner.ts';
 import { Lab } from '../../harness/netns.ts';
+import { openNfacctCountersIn } from '../../harness/nfacct-counters.ts';
 import { runRender, runTrace } from './cli-run.ts';
 
 const isRoot = process.getuid?.() === 0;
@@ -70,9 +71,10 @@ describe('kproxy trace --live', { skip: isRoot ? false : ROOT_REASON }, () => {
       const rendered = await runRender(['--mode', mode, '--example']);
       assert.equal(rendered.code, 0, rendered.stderr);
       if (mode === 'nftables') await lab.exec(ns, 'nft', ['-f', '-'], { input: rendered.stdout });
-      else
-        for (const { tool, input } of restoreInputs(rendered.stdout))
-          await lab.exec(ns, tool, ['--noflush'], { input });
+      // As kproxy run at start: the rendered rules count in kube-proxy's nfacct objects.
+      else assert.deepEqual(await openNfacctCountersIn(lab, ns), [{ ok: true }, { ok: true }]);
+      for (const { tool, input } of restoreInputs(rendered.stdout))
+        await lab.exec(ns, tool, ['--noflush'], { input });
       for (const flow of FLOWS) {
         const fromRender = await runTrace(['--mode', mode, '--example', '--json', ...flow]);
         const fromKernel = await runTrace(

@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { Lab, requireRoot } from '../../../harness/netns.ts';
+import { openNfacctCountersIn, scrapedNfacctMetric } from '../../../harness/nfacct-counters.ts';
 import { endpoint, proxyState, servicePort } from '../../../harness/proxy-states.ts';
 import { CLUSTER_CIDR_V4, CLUSTER_CIDR_V6, replies, Topology, tally } from '../../../harness/topology.ts';
 import type { DualStackState, Endpoint, ServicePort } from '../../../src/model/proxy-state.ts';
@@ -94,26 +95,6 @@ const ROUTE_LOCALNET_AT_START = `
   import { applyRouteLocalnet } from ${JSON.stringify(fileURLToPath(new URL('../../../src/daemon/route-localnet.ts', import.meta.url)))};
   const options = ${JSON.stringify({ nodeName: 'node-0', nodeIPs: [], detectLocalMode: 'None', clusterCIDRs: [], masqueradeAll: false, masqueradeBit: 14, nodePortAddresses: [], localhostNodePorts: true })};
   console.log(JSON.stringify(await applyRouteLocalnet(options, '/proc')));
-`;
-
-const src = (path: string) => JSON.stringify(fileURLToPath(new URL(`../../../src/${path}`, import.meta.url)));
-
-/** kproxy run's other start-up step in iptables mode: kube-proxy's nfacct counter made. */
-const COUNTER_AT_START = `
-  import { netlinkNfacct } from ${JSON.stringify(fileURLToPath(new URL('../../../dataplanes/iptables/nfacct.ts', import.meta.url)))};
-  import { openLocalhostNodePortCounter } from ${src('daemon/localhost-nodeport-packets.ts')};
-  console.log(JSON.stringify(await openLocalhostNodePortCounter(netlinkNfacct)));
-`;
-
-/** A scrape of the daemon's localhost NodePort metric, read from the kernel like `kproxy run`'s. */
-const SCRAPED_LOCALHOST_PACKETS = `
-  import { Registry } from ${JSON.stringify(import.meta.resolve('prom-client'))};
-  import { netlinkNfacct } from ${JSON.stringify(fileURLToPath(new URL('../../../dataplanes/iptables/nfacct.ts', import.meta.url)))};
-  import { LOCALHOST_NODEPORT_PACKETS_METRIC, openLocalhostNodePortCounter, registerLocalhostNodePortPackets } from ${src('daemon/localhost-nodeport-packets.ts')};
-  const registry = new Registry();
-  const counter = await openLocalhostNodePortCounter(netlinkNfacct);
-  registerLocalhostNodePortPackets(registry, counter.packets, (error) => { throw error; });
-  console.log(await registry.getSingleMetricAsString(LOCALHOST_NODEPORT_PACKETS_METRIC));
 `;
 
 for (const backend of ['nft', 'legacy'] as const) {
@@ -300,11 +281,9 @@ for (const backend of ['nft', 'legacy'] as const) {
       const v4 = state.IPv4!;
       const counted = { ...v4.node, localhostNodePorts: true, localhostNodePortsCounted: true };
       const served = { ...state, IPv4: { ...v4, node: counted } };
-      const inNode = async (script: string) =>
-        (await lab.exec(node, process.execPath, ['--input-type=module', '-e', script])).stdout;
       const scraped = async () => {
         const sample = /^kubeproxy_iptables_localhost_nodeports_accepted_packets_total (\d+)$/m.exec(
-          await inNode(SCRAPED_LOCALHOST_PACKETS),
+          await scrapedNfacctMetric(lab, node, 'LOCALHOST_NODEPORT_PACKETS'),
         );
         assert.ok(sample, 'the metric is served');
         return Number(sample[1]);
@@ -315,7 +294,7 @@ for (const backend of ['nft', 'legacy'] as const) {
       assert.deepEqual([...tally(await viaLocalhost()).keys()], ['error:ECONNREFUSED']);
 
       // The rule needs the counter (iptables-restore refuses an nfacct match without it).
-      assert.deepEqual(JSON.parse(await inNode(COUNTER_AT_START)), { ok: true });
+      assert.deepEqual(await openNfacctCountersIn(lab, node, ['LOCALHOST_NODEPORT_PACKETS']), [{ ok: true }]);
       assert.equal((await dataplane.sync(served, 'incremental')).kind, 'incremental');
       // Without route_localnet the kernel will not route a 127.0.0.1 source off the node: no
       // answer (1 s calls a silence a drop; the SYN never leaves).
@@ -349,6 +328,50 @@ for (const backend of ['nft', 'legacy'] as const) {
         assert.equal(remote.peer.split(':')[0], node0IP, 'another node sees the node IP');
       } finally {
         await lab.sysctl(node, 'net.ipv4.conf.all.route_localnet', '0');
+        await dataplane.sync(state, 'incremental');
+      }
+    });
+
+    test("INVALID packets forwarded by the node are dropped and counted in kube-proxy's nfacct object, its metric served", async (t) => {
+      if (!requireRoot(t)) return;
+      const node = topology.nodes[0]!.ns;
+      const state = clusterState(topology);
+      const v4 = state.IPv4!;
+      const counting = { ...state, IPv4: { ...v4, node: { ...v4.node, invalidDropsCounted: true } } };
+      const scraped = async () => {
+        const sample = /^kubeproxy_iptables_ct_state_invalid_dropped_packets_total (\d+)$/m.exec(
+          await scrapedNfacctMetric(lab, node, 'INVALID_DROPPED_PACKETS'),
+        );
+        assert.ok(sample, 'the metric is served');
+        return Number(sample[1]);
+      };
+      // The rule needs the counter (iptables-restore refuses an nfacct match without it).
+      assert.deepEqual(await openNfacctCountersIn(lab, node, ['INVALID_DROPPED_PACKETS']), [{ ok: true }]);
+      assert.equal((await dataplane.sync(counting, 'incremental')).kind, 'incremental');
+      // A strict conntrack takes a mid-stream segment it has no entry for as INVALID (a loose one
+      // would pick the connection up): forgetting a live connection forwarded by node-0 turns its
+      // next segments INVALID there.
+      await lab.sysctl(node, 'net.netfilter.nf_conntrack_tcp_loose', '0');
+      const held = await topology.holdConnection(
+        topology.nodes[1]!.ns,
+        topology.pod('node-0-pod-0').ipv4,
+        8080,
+      );
+      try {
+        const before = await scraped();
+        await held.waitFor('tick');
+        await lab.exec(node, 'conntrack', ['-F']);
+        // The held connection sends a segment every 100 ms: the deadline only bounds a hang.
+        const deadline = Date.now() + 30_000;
+        let after = before;
+        while (after === before && Date.now() < deadline) {
+          await new Promise((r) => setTimeout(r, 100));
+          after = await scraped();
+        }
+        assert.ok(after > before, `dropped INVALID packets counted: ${before} -> ${after}`);
+      } finally {
+        await held.kill();
+        await lab.sysctl(node, 'net.netfilter.nf_conntrack_tcp_loose', '1');
         await dataplane.sync(state, 'incremental');
       }
     });

@@ -122,6 +122,15 @@ test('INVALID packets are dropped in the forward chain unless conntrack is liber
   assert.doesNotMatch(toggled, /INVALID/);
 });
 
+test("with kube-proxy's nfacct object, the dropped INVALID packets are counted in it (its metric's source)", () => {
+  assert.match(
+    full(proxyState('IPv4', [web], { invalidDropsCounted: true })),
+    /^-A KPROXY-FORWARD -m conntrack --ctstate INVALID -m nfacct --nfacct-name ct_state_invalid_dropped_pkts -j DROP$/m,
+  );
+  const liberal = full(proxyState('IPv4', [web], { invalidDropsCounted: true, conntrackTCPLiberal: true }));
+  assert.doesNotMatch(liberal, /INVALID|ct_state_invalid/, 'nothing dropped, nothing counted');
+});
+
 test('a service without endpoints is rejected in the filter table and gets no nat chains', () => {
   const text = full(SCENARIOS['no-endpoints']!.IPv4!);
   assert.match(
