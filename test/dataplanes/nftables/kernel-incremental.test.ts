@@ -1,5 +1,6 @@
 // incremental ≡ full on the real kernel: full(A) then incremental(A→B) in one namespace gives
-// exactly the ruleset of full(B) loaded in another.
+// exactly the ruleset of full(B) loaded in another, but for which index each endpoint holds (an
+// incremental sync keeps an endpoint's slot, a full sync numbers in address order).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
@@ -27,8 +28,8 @@ test('kernel: full(A) + incremental(A→B) lists exactly like full(B), for rando
     await nftLoad(lab, viaIncremental, step);
     await nftLoad(lab, viaFull, nftablesPlanner.render(nftablesPlanner.planFull(b)));
     assert.deepEqual(
-      await canonicalRuleset(lab, viaIncremental),
-      await canonicalRuleset(lab, viaFull),
+      await canonicalRuleset(lab, viaIncremental, { upToNumbering: true }),
+      await canonicalRuleset(lab, viaFull, { upToNumbering: true }),
       `pair ${i} of seed ${seed}; incremental step was:\n${step}`,
     );
   }
@@ -63,7 +64,11 @@ test('kernel: a ClientIP key moving between one endpoint port and several, incre
     const step = nftablesPlanner.render(nftablesPlanner.planIncremental(a, b));
     await nftLoad(lab, viaIncremental, step);
     await nftLoad(lab, viaFull, nftablesPlanner.render(nftablesPlanner.planFull(b)));
-    assert.deepEqual(await canonicalRuleset(lab, viaIncremental), await canonicalRuleset(lab, viaFull), step);
+    assert.deepEqual(
+      await canonicalRuleset(lab, viaIncremental, { upToNumbering: true }),
+      await canonicalRuleset(lab, viaFull, { upToNumbering: true }),
+      step,
+    );
   }
 });
 

@@ -222,9 +222,10 @@ describe('nftables live dataplane on the kernel', { skip: isRoot ? false : ROOT_
     assert.equal(await dp.intact(), true);
     assert.deepEqual(fallbacks, []);
     await nftLoad(lab, viaFull, nftablesPlanner.render(nftablesPlanner.planFull(last)));
+    // The same endpoints behind every key: their indexes may come from the incremental syncs.
     assert.deepEqual(
-      await canonicalRuleset(lab, viaSyncs),
-      await canonicalRuleset(lab, viaFull),
+      await canonicalRuleset(lab, viaSyncs, { upToNumbering: true }),
+      await canonicalRuleset(lab, viaFull, { upToNumbering: true }),
       `seed ${seed}`,
     );
     await lab.exec(viaSyncs, 'nft', ['flush', 'ruleset']);
