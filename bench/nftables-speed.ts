@@ -2,7 +2,8 @@
 // - the bare `nft -f` load of kproxy's own full ruleset (rendered beforehand) into a fresh
 //   namespace, as one transaction and as the cold-start transactions kproxy sends;
 // - kproxy's cold start (NftablesDataplane start + full sync of a built state) into another;
-// - one endpoint change end to end (ModelCache update + incremental sync), median of several;
+// - one endpoint change end to end (ModelCache update + incremental sync), median of several, and
+//   the elements its nft transactions add or delete (O(1) per change: endpoint-slots.ts);
 // - RSS of this process right after the sync, and settled: after the daemon's last-resort gc and
 //   idling (model and dataplane record: the cluster objects are released once the model has
 //   them, as the daemon's informers keep none of them);
@@ -17,7 +18,7 @@ import { parseArgs } from 'node:util';
 import { coldStartTransactions } from '../dataplanes/nftables/cold-start.ts';
 import { desiredRuleset } from '../dataplanes/nftables/desired-ruleset.ts';
 import { NftablesDataplane } from '../dataplanes/nftables/live.ts';
-import { commandNftRunner } from '../dataplanes/nftables/nft-runner.ts';
+import { commandNftRunner, type NftRunner } from '../dataplanes/nftables/nft-runner.ts';
 import { execaRunner } from '../dataplanes/shared/command-runner.ts';
 import { fullTransaction } from '../dataplanes/shared/nft/full-transaction.ts';
 import { Lab } from '../harness/netns.ts';
@@ -62,6 +63,44 @@ const IDLE_SECONDS = 10;
 /** The dataplane's piece size (its default: 100k elements); the bare chunked load uses the same. */
 const COLD_START_CHUNK = Number(values['cold-start-chunk']);
 
+/** Elements an nft script adds or deletes: a line each inside a `{` block, or one inline. */
+function scriptElements(script: string): number {
+  let count = 0;
+  for (const line of script.split('\n')) {
+    if (line.startsWith('\t')) count++;
+    else if (/^(add|delete) element .*\}$/.test(line)) count++;
+  }
+  return count;
+}
+
+/** `inner`, counting the elements of the scripts it runs while `counting` (the changes only). */
+class ElementCountingNftRunner implements NftRunner {
+  readonly #inner: NftRunner;
+  counting = false;
+  elements = 0;
+
+  constructor(inner: NftRunner) {
+    this.#inner = inner;
+  }
+
+  run(script: string): Promise<void> {
+    if (this.counting) this.elements += scriptElements(script);
+    return this.#inner.run(script);
+  }
+
+  listChainsJson(...args: Parameters<NftRunner['listChainsJson']>): Promise<unknown> {
+    return this.#inner.listChainsJson(...args);
+  }
+
+  listSetJson(...args: Parameters<NftRunner['listSetJson']>): Promise<unknown> {
+    return this.#inner.listSetJson(...args);
+  }
+
+  check(script: string): Promise<boolean> {
+    return this.#inner.check(script);
+  }
+}
+
 /**
  * kproxy's full ruleset for `state` as nft scripts: one file, and the cold-start transactions. A
  * function of its own so the rendered ruleset is garbage before memory is measured.
@@ -96,7 +135,8 @@ try {
   // nsenter only enters the network namespace and execs the tool: close to the daemon, which runs
   // inside the node's namespace (`ip netns exec` would add a mount namespace and a /sys remount).
   const runner = execaRunner(['nsenter', `--net=/run/netns/${nodeNs}`]);
-  const nft = new TimedNftRunner(commandNftRunner(runner));
+  const counted = new ElementCountingNftRunner(commandNftRunner(runner));
+  const nft = new TimedNftRunner(counted);
   const dataplane = new NftablesDataplane({ nft, commands: runner, coldStartChunk: COLD_START_CHUNK });
   const coldStartMs = await timeMs(async () => {
     await dataplane.start();
@@ -124,12 +164,15 @@ try {
   const changeModelMs: number[] = [];
   const changeToolMs: number[] = [];
   const changeToolCalls: number[] = [];
+  const changeElements: number[] = [];
+  counted.counting = true;
   for (let run = 0; run < Number(values.changes); run++) {
     let modelMs = 0;
     changeMs.push(
       await timeMs(async () => {
         const start = performance.now();
         nft.reset();
+        counted.elements = 0;
         model.setEndpointSlice(changedSlice(shape, run + 1));
         const update = model.update();
         modelMs = performance.now() - start;
@@ -140,7 +183,9 @@ try {
     changeModelMs.push(modelMs);
     changeToolMs.push(nft.ms);
     changeToolCalls.push(nft.calls);
+    changeElements.push(counted.elements);
   }
+  counted.counting = false;
 
   // The floor of any change made by spawning nft: one `nft -f -` with nothing to do, same runner.
   const floorMs: number[] = [];
@@ -172,6 +217,7 @@ try {
     endpointChangeModelMedianMs: round(median(changeModelMs), 2),
     endpointChangeToolMedianMs: round(median(changeToolMs), 2),
     endpointChangeToolCalls: median(changeToolCalls),
+    endpointChangeElements: median(changeElements),
     nftProcessFloorMs: round(median(floorMs), 2),
     endpointChangeRuns: changeMs.length,
     heapClusterMiB: clusterMemory.heapMiB,
