@@ -24,3 +24,61 @@ export function cidrMatcher(cidrs: readonly string[]): (ip: string) => boolean {
     );
   };
 }
+
+/**
+ * The entries of `cidrs` (CIDRs or plain addresses, either family) that no other entry contains,
+ * in their order: the same union without overlaps, which an nft interval set needs (it refuses a
+ * range inside another with "File exists", and the whole transaction with it, so one Service's
+ * `loadBalancerSourceRanges: [10.0.0.0/8, 10.1.0.0/16]` would stop every sync). CIDRs nest or are
+ * disjoint, so one pass in start order, widest first, finds the covered ones: O(n log n), as a
+ * Service may carry tens of thousands. An entry that does not parse is kept as it is.
+ */
+export function uncoveredRanges(cidrs: readonly string[]): string[] {
+  const ranges: { index: number; v6: boolean; start: bigint; end: bigint }[] = [];
+  const kept = new Set<number>();
+  cidrs.forEach((cidr, index) => {
+    const range = addressRange(cidr);
+    if (range) ranges.push({ index, ...range });
+    else kept.add(index);
+  });
+  // By family, then start, the widest first (equal ones in input order: the first is kept).
+  ranges.sort(
+    (a, b) =>
+      Number(a.v6) - Number(b.v6) ||
+      compareBigInt(a.start, b.start) ||
+      compareBigInt(b.end, a.end) ||
+      a.index - b.index,
+  );
+  let coverEnd = -1n;
+  let coverV6 = false;
+  for (const range of ranges) {
+    if (range.v6 !== coverV6) {
+      coverV6 = range.v6;
+      coverEnd = -1n;
+    }
+    if (range.start <= coverEnd) continue;
+    kept.add(range.index);
+    coverEnd = range.end;
+  }
+  return cidrs.filter((_, index) => kept.has(index));
+}
+
+function compareBigInt(a: bigint, b: bigint): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function addressRange(cidr: string): { v6: boolean; start: bigint; end: bigint } | undefined {
+  let address: ipaddr.IPv4 | ipaddr.IPv6;
+  let bits: number;
+  if (ipaddr.isValidCIDR(cidr)) [address, bits] = ipaddr.parseCIDR(cidr);
+  else if (ipaddr.isValid(cidr)) {
+    address = ipaddr.parse(cidr);
+    bits = address.kind() === 'ipv6' ? 128 : 32;
+  } else return undefined;
+  const width = address.kind() === 'ipv6' ? 128 : 32;
+  let value = 0n;
+  for (const byte of address.toByteArray()) value = (value << 8n) | BigInt(byte);
+  const size = 1n << BigInt(width - bits);
+  const start = value - (value % size);
+  return { v6: width === 128, start, end: start + size - 1n };
+}

@@ -120,8 +120,9 @@ function randomService(random: Random, namespace: string, name: string): Json {
       ...(type === 'LoadBalancer' &&
         chance(random, 0.3) && {
           loadBalancerSourceRanges: pick(random, [
-            ['192.0.2.0/24'],
-            ['192.168.10.0/24', 'fd00:192:168:10::/64'],
+            // Nested ranges, as the API allows: an interval set must get them without overlaps.
+            ['192.0.2.0/24', '192.0.2.128/25'],
+            ['192.168.10.0/24', 'fd00:192:168:10::/64', '192.168.0.0/16'],
           ]),
         }),
       ...(type === 'LoadBalancer' &&

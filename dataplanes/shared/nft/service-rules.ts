@@ -3,7 +3,7 @@
 // chains that check, reject and masquerade. One place, so the two modes cannot drift apart.
 import type { NodeSettings, ServicePort } from '../../../src/model/proxy-state.ts';
 import type { NoEndpointVerdict, TrafficDecisions } from '../../../src/model/traffic-decisions.ts';
-import { cidrContains } from '../cidr.ts';
+import { cidrContains, uncoveredRanges } from '../cidr.ts';
 import type { FamilySyntax } from './family-syntax.ts';
 import type { RulesetBuilder } from './ruleset.ts';
 import { type ChainSpec, fitComment } from './transaction.ts';
@@ -37,7 +37,8 @@ export function addFirewall(
   const ranges = sp.loadBalancerSourceRanges;
   const nodeIP = node.nodeIPs[0];
   const fromNode = nodeIP !== undefined && ranges.some((cidr) => cidrContains(cidr, nodeIP));
-  const sources = fromNode ? [...ranges, ...sp.loadBalancerIPs] : ranges;
+  // An interval set refuses overlapping elements: only the ranges no other one holds.
+  const sources = uncoveredRanges(fromNode ? [...ranges, ...sp.loadBalancerIPs] : ranges);
   for (const lbIP of sp.loadBalancerIPs) {
     const key = `${lbIP} . ${proto} . ${sp.port}`;
     if (builder.hasElement('firewall-ips', key)) continue;

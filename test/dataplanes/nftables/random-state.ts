@@ -39,7 +39,15 @@ function randomServicePort(random: () => number, family: IPFamily, i: number): S
     nodePort: random() < 0.5 ? 30000 + i : 0,
     externalIPs: external ? [addr(family, `192.168.5.${i}`, `fd00:5::${i}`)] : [],
     loadBalancerIPs: lb ? [addr(family, `192.168.6.${i}`, `fd00:6::${i}`)] : [],
-    loadBalancerSourceRanges: lb && random() < 0.5 ? [addr(family, '10.100.0.0/24', 'fd00:100::/64')] : [],
+    // Nested ranges, as the API allows: an interval set must get them without overlaps.
+    loadBalancerSourceRanges:
+      lb && random() < 0.5
+        ? [
+            addr(family, '10.100.0.0/24', 'fd00:100::/64'),
+            addr(family, '10.100.0.128/25', 'fd00:100::/96'),
+            addr(family, '10.100.0.0/16', 'fd00:100::/56'),
+          ]
+        : [],
     externalPolicyLocal: random() < 0.3,
     internalPolicyLocal: random() < 0.2,
     sessionAffinity: random() < 0.2 ? { timeoutSeconds: pick(random, [60, 10800]) } : undefined,
