@@ -23,7 +23,22 @@ export const MASQ_NOT_LOCAL_CHAIN = 'KPROXY-MASQ-NOT-LOCAL';
  */
 export const LOCALHOST_NODEPORTS_COUNTER = 'localhost_nps_accepted_pkts';
 
-const SERVICE_CHAIN_PREFIXES = ['KPROXY-SVC-', 'KPROXY-SVL-', 'KPROXY-EXT-', 'KPROXY-FW-', 'KPROXY-SEP-'];
+/**
+ * The per-endpoint chains (kube-proxy's KUBE-SEP-*). Named to sort after KPROXY-SVC- and
+ * KPROXY-SVL-, the chains that jump to them: iptables-nft-restore --noflush (1.8.9) keeps every
+ * chain name an input mentions in a sorted linked list, walked from its head for each rule's chain
+ * and jump target, so a chain with n jumps cost O(n²) (a 100,000-endpoint Service never finished)
+ * unless it sorts before its targets and they come in descending order (endpointChoiceRules).
+ */
+export const ENDPOINT_CHAIN_PREFIX = 'KPROXY-TEP-';
+
+const SERVICE_CHAIN_PREFIXES = [
+  'KPROXY-SVC-',
+  'KPROXY-SVL-',
+  'KPROXY-EXT-',
+  'KPROXY-FW-',
+  ENDPOINT_CHAIN_PREFIX,
+];
 
 /** A per-service-port or per-endpoint chain (the ones that come and go with services). */
 export function isServiceChain(chain: string): boolean {
@@ -84,5 +99,5 @@ export function serviceChainNames(sp: ServicePort): ServiceChainNames {
 }
 
 export function endpointChainName(sp: ServicePort, endpoint: Endpoint): string {
-  return `KPROXY-SEP-${hash16(sp.key + sp.protocol.toLowerCase() + endpointAddress(endpoint))}`;
+  return `${ENDPOINT_CHAIN_PREFIX}${hash16(sp.key + sp.protocol.toLowerCase() + endpointAddress(endpoint))}`;
 }

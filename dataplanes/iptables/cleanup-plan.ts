@@ -3,12 +3,12 @@
 // Like restore-chunks.ts, large removals go in parts (iptables-nft-restore is quadratic in the
 // chains one input declares): first the jumps and the top-level chains' rules, which leaves the
 // service chains referenced only by each other; then the service chains, referrers before the
-// chains they jump to (FW → EXT → SVC/SVL → SEP); then the empty top-level chains.
+// chains they jump to (FW → EXT → SVC/SVL → TEP); then the empty top-level chains.
 import { jumpsInto, removalInput, restoreSection, savedChainNames } from '../shared/iptables-save.ts';
-import { isKproxyChain, isServiceChain } from './chain-names.ts';
+import { ENDPOINT_CHAIN_PREFIX, isKproxyChain, isServiceChain } from './chain-names.ts';
 import type { IptablesTable } from './restore-plan.ts';
 
-const REFERRER_ORDER = ['KPROXY-FW-', 'KPROXY-EXT-', 'KPROXY-SVC-', 'KPROXY-SVL-', 'KPROXY-SEP-'];
+const REFERRER_ORDER = ['KPROXY-FW-', 'KPROXY-EXT-', 'KPROXY-SVC-', 'KPROXY-SVL-', ENDPOINT_CHAIN_PREFIX];
 
 function rank(chain: string): number {
   return REFERRER_ORDER.findIndex((prefix) => chain.startsWith(prefix));

@@ -1,6 +1,7 @@
 // iptables-nft-restore --noflush slows down quadratically with the number of chains one input
 // declares (measured here: 2,000 services × 10 endpoints take 21 s in one input, 2 s in inputs of
-// ~1,000 chains; the cost does not depend on the chains already in the kernel). So a large plan
+// ~1,000 chains; the cost does not depend on the chains already in the kernel; why, and what it
+// means for one chain with many jump targets: ENDPOINT_CHAIN_PREFIX in chain-names.ts). So a large plan
 // is applied in parts: the service chains back to front (every chain only jumps to chains after
 // it, see ownChains), each part with the top-level chains they jump to, then one last part with
 // everything else — the shared chains that make the new service chains reachable, the filter and

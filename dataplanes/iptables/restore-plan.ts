@@ -41,7 +41,11 @@ export function restoreInput(plan: FamilyPlan): string {
     out.push(`*${table}`);
     for (const chain of chains.keys()) out.push(`:${chain} - [0:0]`);
     for (const chain of deleted) out.push(`:${chain} - [0:0]`);
-    for (const rules of chains.values()) for (const rule of rules) out.push(rule);
+    // Back to front: a chain's rules before those of the chains that jump to it (each jumps only to
+    // chains after it). iptables-nft-restore --noflush walks a sorted list of the names the input
+    // has mentioned for each rule's chain (ENDPOINT_CHAIN_PREFIX): an endpoint chain's rules written
+    // after its SVC chain's would each walk past half of that Service's endpoints.
+    for (const rules of [...chains.values()].reverse()) for (const rule of rules) out.push(rule);
     for (const jump of jumps) out.push(insertLine(jump));
     for (const chain of deleted) out.push(`-X ${chain}`);
     out.push('COMMIT');

@@ -2,7 +2,7 @@
 // (pkg/proxy/iptables/proxier.go, syncProxyRules) rule for rule, with KPROXY-* chain names.
 //
 // A service port contributes lines to the shared top-level chains (sharedRules) and owns its own
-// nat chains (ownChains: SVC/SVL/EXT/FW/SEP). The two are separate so an incremental plan can
+// nat chains (ownChains: SVC/SVL/EXT/FW/TEP). The two are separate so an incremental plan can
 // rewrite the shared chains without rendering every service's own chains.
 import type { Endpoint, ServicePort } from '../../src/model/proxy-state.ts';
 import {
@@ -185,7 +185,7 @@ export function appendSharedRules(sp: ServicePort, out: SharedRules, countLocalh
 
 /**
  * The nat chains a service port owns, with their rules. Every chain jumps only to chains after it
- * (FW → EXT → SVC/SVL → SEP), so a restore split into parts can create them back to front.
+ * (FW → EXT → SVC/SVL → TEP), so a restore split into parts can create them back to front.
  */
 export function ownChains(sp: ServicePort, ctx: FamilyContext): Map<string, string[]> {
   const d = decide(sp);
@@ -277,10 +277,15 @@ function endpointChoiceRules(
 ): string[] {
   const { sp } = d;
   const rules: string[] = [];
-  const targets = endpoints.map((endpoint) => ({
-    sep: endpointChainName(sp, endpoint),
-    note: endpointNote(ctx, `${sp.key} -> ${endpointAddress(endpoint)}`),
-  }));
+  // In descending chain-name order (any order is an equally fair choice): iptables-nft-restore
+  // then finds each target at the head of its list of names, and a restore of n endpoints stays
+  // linear (ENDPOINT_CHAIN_PREFIX).
+  const targets = endpoints
+    .map((endpoint) => ({
+      sep: endpointChainName(sp, endpoint),
+      note: endpointNote(ctx, `${sp.key} -> ${endpointAddress(endpoint)}`),
+    }))
+    .sort((a, b) => (a.sep < b.sep ? 1 : a.sep > b.sep ? -1 : 0));
   const seconds = d.traffic.affinitySeconds;
   if (seconds > 0) {
     for (const { sep, note } of targets) {
@@ -306,7 +311,7 @@ function endpointChainRules(d: Decisions, ctx: FamilyContext, chain: string, end
   ];
 }
 
-/** Cluster endpoints plus any local-only ones: every endpoint that gets a SEP chain. */
+/** Cluster endpoints plus any local-only ones: every endpoint that gets a TEP chain. */
 function locallyReachableEndpoints(sp: ServicePort): Endpoint[] {
   const seen = new Set(sp.clusterEndpoints.map(endpointAddress));
   return [...sp.clusterEndpoints, ...sp.localEndpoints.filter((e) => !seen.has(endpointAddress(e)))];

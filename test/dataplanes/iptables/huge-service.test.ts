@@ -165,5 +165,5 @@ test('iptables-nft kernel: a small Service’s change that arrives during a huge
   assert.match(saved, /10\.244\.9\.2/);
   assert.doesNotMatch(saved, /10\.244\.9\.1[^0-9]/, 'the old endpoint is gone');
   assert.ok(saved.includes(lastHugePort), 'the huge Service is complete');
-  assert.equal(saved.match(/^:KPROXY-SEP-/gm)?.length, 16 * 15 + 1, 'every endpoint chain, once');
+  assert.equal(saved.match(/^:KPROXY-TEP-/gm)?.length, 16 * 15 + 1, 'every endpoint chain, once');
 });

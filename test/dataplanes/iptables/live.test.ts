@@ -98,7 +98,7 @@ test('a failed incremental restore falls back to a full sync that also deletes s
   const fullRestore = runner.restores().at(-1)!;
   assert.match(fullRestore.input, /^\*mangle\n:KPROXY-PROXY-CANARY/);
   // The endpoint chains of the old endpoints are gone from the new state: deleted by name.
-  assert.equal(fullRestore.input.match(/^-X KPROXY-SEP-/gm)?.length, 3);
+  assert.equal(fullRestore.input.match(/^-X KPROXY-TEP-/gm)?.length, 3);
 });
 
 test('anything but a failed command in an incremental sync is a bug: it fails the sync instead of a fallback', async () => {

@@ -46,7 +46,7 @@ test('endpoint probabilities are 1/(n-i) printed with ten decimals', () => {
   const rules = full(proxyState('IPv4', [web])).split('\n');
   const choices = rules.filter((r) => r.startsWith('-A KPROXY-SVC-') && r.includes('-> '));
   assert.equal(choices.length, 2);
-  assert.match(choices[0]!, /--probability 0\.5000000000 -j KPROXY-SEP-/);
+  assert.match(choices[0]!, /--probability 0\.5000000000 -j KPROXY-TEP-/);
   assert.doesNotMatch(choices[1]!, /statistic/, 'the last endpoint must be an unconditional match');
 });
 
@@ -154,7 +154,7 @@ test('internal traffic policy Local without local endpoints drops ClusterIP traf
 test('session affinity checks recent lists in the service chain and sets them in the endpoint chain', () => {
   const text = full(SCENARIOS['session-affinity']!.IPv4!);
   const sep =
-    /-A KPROXY-SVC-\S+ .* -m recent --name (KPROXY-SEP-\S+) --rcheck --seconds 10800 --reap -j \1/.exec(text);
+    /-A KPROXY-SVC-\S+ .* -m recent --name (KPROXY-TEP-\S+) --rcheck --seconds 10800 --reap -j \1/.exec(text);
   assert.ok(sep, 'affinity check rule');
   assert.match(text, new RegExp(`-A ${sep[1]} .* -m recent --name ${sep[1]} --set -m tcp -p tcp -j DNAT`));
 });
@@ -190,7 +190,7 @@ test('an endpoint change rewrites only that service chain and deletes the old en
   assert.equal(declared.length, 3, text);
   assert.ok(declared.some((l) => l.startsWith(':KPROXY-SVC-')));
   assert.doesNotMatch(text, /KPROXY-SERVICES/, 'unchanged top-level chains are not rewritten');
-  assert.equal(text.split('\n').filter((l) => l.startsWith('-X KPROXY-SEP-')).length, 1);
+  assert.equal(text.split('\n').filter((l) => l.startsWith('-X KPROXY-TEP-')).length, 1);
 });
 
 test('partial syncs on top of a full sync give the full sync of the last state (random sequences)', () => {
@@ -248,10 +248,10 @@ test('over 1000 endpoints the per-endpoint rules lose their comments, and crossi
     );
   const small = many(1000);
   const large = many(1001);
-  assert.match(full(small), /^-A KPROXY-SEP-\S+ -m comment --comment ns\/s0:80\/TCP -s /m);
-  assert.doesNotMatch(full(large), /^-A KPROXY-SEP-\S+ -m comment/m);
+  assert.match(full(small), /^-A KPROXY-TEP-\S+ -m comment --comment ns\/s0:80\/TCP -s /m);
+  assert.doesNotMatch(full(large), /^-A KPROXY-TEP-\S+ -m comment/m);
   assert.doesNotMatch(full(large), / -> 10\.244\./);
-  assert.match(full(large), /^-A KPROXY-SVC-\S+ -j KPROXY-SEP-/m);
+  assert.match(full(large), /^-A KPROXY-SVC-\S+ -j KPROXY-TEP-/m);
   const kernel = new FakeTables();
   kernel.restore(full(small));
   kernel.restore(incremental(small, large));
