@@ -103,10 +103,10 @@ before(async () => {
     `addr add ${CLIENT_IP}/24 dev eth0`,
     `route add default via ${NODE_IP}`,
   ]);
-  // The VM's init leaves lo down, as no node has it: the node's connections to its own addresses
-  // (a ClusterIP on the dummy link is its own source then) and the ICMP errors that refuse them
-  // would be dropped on the way in, and a predicted REJECT would time out.
-  const node = ['link set lo up', 'link set kptc up', `addr add ${NODE_IP}/24 dev kptc`];
+  // lo is up in the VM (scripts/ipvs-in-qemu.sh), as on a node: the node's connections to its own
+  // addresses (a ClusterIP on the dummy link is its own source then) and the ICMP errors that
+  // refuse them need it, or a predicted REJECT would time out.
+  const node = ['link set kptc up', `addr add ${NODE_IP}/24 dev kptc`];
   for (const [m, ip] of POD_IPS.entries()) {
     await ipBatch(pods[m]!, [
       `link add eth0 type veth peer name kpt${m} netns 1`,
