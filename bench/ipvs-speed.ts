@@ -19,7 +19,8 @@ import { execa } from 'execa';
 import { NetlinkIpvsClient } from '../dataplanes/ipvs/ipvs-client.ts';
 import { IpvsDataplane } from '../dataplanes/ipvs/live.ts';
 import { ipvsPlanner } from '../dataplanes/ipvs/planner.ts';
-import { execaRunner } from '../dataplanes/shared/command-runner.ts';
+import { commandTimeoutMs, execaRunner } from '../dataplanes/shared/command-runner.ts';
+import { allowance } from '../harness/emulation.ts';
 import { Lab } from '../harness/netns.ts';
 import { kernelRuns, runInVm } from '../harness/vm.ts';
 import type { Service } from '../src/kube/objects.ts';
@@ -132,7 +133,10 @@ function withAffinity(cluster: SyntheticCluster): SyntheticCluster {
 }
 
 function dataplane(): IpvsDataplane {
-  return new IpvsDataplane({ runner: execaRunner(), openClient: () => NetlinkIpvsClient.open() });
+  // The runner's bounds are sized for a real node; every tool runs ~10-15x slower under TCG (at
+  // 30k services the `ip -batch` binding 30,000 addresses outran the 30 s bound of `ip` here).
+  const runner = execaRunner([], { timeoutMs: (command) => allowance(commandTimeoutMs(command)) });
+  return new IpvsDataplane({ runner, openClient: () => NetlinkIpvsClient.open() });
 }
 
 /** kproxy's cold sync of `state` on a clean node (start + full sync), in ms; the node is left loaded. */
