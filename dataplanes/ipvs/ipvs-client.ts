@@ -5,13 +5,13 @@ import { parseAttributes } from '../shared/netlink-attributes.ts';
 import {
   type DatagramSocket,
   errnoName,
-  type GenlAnswers,
-  GenlDatagram,
-  GenlSocket,
+  type NetlinkAnswers,
+  NetlinkDatagram,
+  NetlinkSocket,
   NLM_F_DUMP,
   NoAnswer,
   openGenericNetlink,
-} from './genl-socket.ts';
+} from '../shared/netlink-socket.ts';
 import {
   type DumpedRealServer,
   decodeDest,
@@ -129,10 +129,10 @@ const COMMAND = {
 
 /** The answers to `datagram`; failing to send it or to get an answer, an IpvsError about `what`. */
 async function answered(
-  socket: GenlSocket,
-  datagram: GenlDatagram,
+  socket: NetlinkSocket,
+  datagram: NetlinkDatagram,
   what: () => string,
-): Promise<GenlAnswers> {
+): Promise<NetlinkAnswers> {
   try {
     return await socket.send(datagram);
   } catch (err) {
@@ -142,22 +142,22 @@ async function answered(
 }
 
 export class NetlinkIpvsClient implements IpvsClient {
-  readonly #socket: GenlSocket;
+  readonly #socket: NetlinkSocket;
   readonly #family: number;
 
-  private constructor(socket: GenlSocket, family: number) {
+  private constructor(socket: NetlinkSocket, family: number) {
     this.#socket = socket;
     this.#family = family;
   }
 
   /** Opens a socket in the current network namespace and resolves the IPVS family. */
   static async open(options: IpvsClientOptions = {}): Promise<NetlinkIpvsClient> {
-    const socket = new GenlSocket(
+    const socket = new NetlinkSocket(
       (options.createSocket ?? openGenericNetlink)(),
       options.requestTimeoutMs ?? IPVS_REQUEST_TIMEOUT_MS,
     );
     try {
-      const lookup = new GenlDatagram();
+      const lookup = new NetlinkDatagram();
       lookup.message(GENL_ID_CTRL, CTRL_CMD_GETFAMILY, CTRL_VERSION);
       lookup.attributes.string(CTRL_ATTR_FAMILY_NAME, IPVS_GENL_NAME);
       const { refused, replies } = await answered(socket, lookup, () => 'family lookup');
@@ -190,7 +190,7 @@ export class NetlinkIpvsClient implements IpvsClient {
   }
 
   async send(commands: readonly IpvsCommand[]): Promise<IpvsRefusals> {
-    const datagram = new GenlDatagram();
+    const datagram = new NetlinkDatagram();
     const w = datagram.attributes;
     for (const command of commands) {
       datagram.message(this.#family, COMMAND[command.op], IPVS_GENL_VERSION);
@@ -247,9 +247,9 @@ export class NetlinkIpvsClient implements IpvsClient {
     what: string,
     cmd: number,
     flags: number,
-    write: (w: GenlDatagram['attributes']) => void,
+    write: (w: NetlinkDatagram['attributes']) => void,
   ): Promise<Buffer[]> {
-    const datagram = new GenlDatagram();
+    const datagram = new NetlinkDatagram();
     datagram.message(this.#family, cmd, IPVS_GENL_VERSION, flags);
     write(datagram.attributes);
     const { refused, replies } = await answered(this.#socket, datagram, () => what);

@@ -2,7 +2,7 @@
 // netlink socket's requests in order and answers each by its sequence number, so sending the next
 // commands before the last ones are answered changes nothing the kernel does; it only spares a
 // round trip through the event loop per command, and framing several commands into one sendmsg
-// spares a syscall and the per-request work of each (genl-socket.ts; docs/benchmarks.md, the IPVS
+// spares a syscall and the per-request work of each (shared/netlink-socket.ts; docs/benchmarks.md, the IPVS
 // section).
 
 /**

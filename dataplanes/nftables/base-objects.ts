@@ -12,7 +12,8 @@ import { affinityChains, affinitySets, RECORD_HOST_CONNECTIONS } from './affinit
 export const L4_PROTOCOLS = ['tcp', 'udp', 'sctp'] as const;
 export type L4Protocol = (typeof L4_PROTOCOLS)[number];
 
-function sets(syntax: FamilySyntax): SetSpec[] {
+/** Every set and map of a family's table (they depend on the family only). */
+export function familySets(syntax: FamilySyntax): SetSpec[] {
   const vip = `${syntax.addrType} . inet_proto . inet_service`;
   const port = 'inet_proto . inet_service';
   const map = (name: string, type: string, comment: string): SetSpec => ({
@@ -246,7 +247,7 @@ function checkChains(syntax: FamilySyntax, node: NodeSettings): ChainSpec[] {
 
 /** Adds every set, map and fixed chain of the family's table. */
 export function addBaseObjects(builder: RulesetBuilder, syntax: FamilySyntax, node: NodeSettings): void {
-  for (const set of sets(syntax)) builder.addSet(set);
+  for (const set of familySets(syntax)) builder.addSet(set);
   for (const c of [...baseChains(syntax), ...policyChains(syntax, node), ...checkChains(syntax, node)]) {
     builder.addChain(c);
   }

@@ -28,6 +28,7 @@ import { adoptTable, canaryNonce } from './adopt.ts';
 import type { SlotRecord } from './endpoint-slots.ts';
 import { FragmentIndex } from './fragment-index.ts';
 import { IntactSampler } from './intact-check.ts';
+import type { NetlinkElementWriter, SplitTransaction } from './netlink-elements.ts';
 import type { NftRunner } from './nft-runner.ts';
 import {
   DEFAULT_COLD_START_CHUNK,
@@ -51,6 +52,11 @@ export interface NftablesDataplaneOptions {
   /** Runs `conntrack` for the stale UDP flow reconciler. */
   readonly commands: CommandRunner;
   readonly log?: NftablesLog;
+  /**
+   * Writes transactions' elements as nf_tables netlink batches (netlink-elements.ts) in this
+   * process's network namespace; absent: every transaction goes to nft whole.
+   */
+  readonly elements?: NetlinkElementWriter;
 }
 
 interface CommittedRecord {
@@ -76,6 +82,12 @@ interface CommittedRecord {
 }
 
 const MODEL_FAMILY: Readonly<Record<NftFamily, IPFamily>> = { ip: 'IPv4', ip6: 'IPv6' };
+
+/**
+ * Bytes a cold start's element takes in a batch, on average with room to spare: an endpoint 44
+ * (IPv6 68), a commented dispatch element ~110, a piece's chains and messages' headers aside.
+ */
+const ELEMENT_BYTES_BOUND = 96;
 
 /**
  * Fragment indexes of a state just committed in full, so that the first incremental sync after it
@@ -117,12 +129,17 @@ export class NftablesDataplane implements LiveDataplane {
   /** What each intact() check verifies beyond the fixed objects, in turns. */
   readonly #sampler = new IntactSampler();
   readonly #coldStartChunk: number;
+  readonly #elements: NetlinkElementWriter | undefined;
 
   constructor(options: NftablesDataplaneOptions) {
     this.#nft = options.nft;
+    this.#elements = options.elements;
     this.#log = options.log ?? (() => {});
     this.#conntrack = new UdpConntrackReconciler(options.commands, this.#log);
-    this.#coldStartChunk = options.coldStartChunk ?? DEFAULT_COLD_START_CHUNK;
+    // With the element writer, a cold start's piece is one batch: it fits one datagram.
+    const batchChunk = options.elements && Math.floor(options.elements.maxBytes / ELEMENT_BYTES_BOUND);
+    this.#coldStartChunk =
+      options.coldStartChunk ?? Math.min(DEFAULT_COLD_START_CHUNK, batchChunk ?? Infinity);
   }
 
   async start(): Promise<void> {
@@ -289,9 +306,10 @@ export class NftablesDataplane implements LiveDataplane {
         }
         await slicer.pause();
         if (step.value === undefined) continue;
-        const script = await scriptInSlices(step.value, slicer);
+        const split = this.#elements?.split(step.value);
+        const script = split ? undefined : await scriptInSlices(step.value, slicer);
         await inFlight;
-        inFlight = this.#nft.run(script);
+        inFlight = split ? this.#writeSplit(split) : this.#nft.run(script!);
         // Handled where it is awaited; meanwhile a refusal is not an unhandled rejection.
         inFlight.catch(() => {});
         transactions++;
@@ -305,6 +323,13 @@ export class NftablesDataplane implements LiveDataplane {
     if (plan.kind === 'cold-start')
       this.#log('nftables: cold start in bounded transactions', { transactions });
     return objectCount;
+  }
+
+  /** A transaction's text before its elements, the elements by netlink, then the text after. */
+  async #writeSplit(split: SplitTransaction): Promise<void> {
+    if (!split.before.empty) await this.#nft.run(split.before.toString());
+    await this.#elements!.write(split);
+    if (!split.after.empty) await this.#nft.run(split.after.toString());
   }
 
   /** The fragment indexes of `state`, built from now on; settled() waits for them. */

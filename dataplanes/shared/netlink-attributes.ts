@@ -96,6 +96,15 @@ export class AttributeWriter {
     this.#buffer.writeUInt32LE(value >>> 0, at);
   }
 
+  /** A 32-bit value in network byte order (nf_tables verdict codes). */
+  setU32BE(at: number, value: number): void {
+    this.#buffer.writeUInt32BE(value >>> 0, at);
+  }
+
+  setBytes(at: number, bytes: Uint8Array): void {
+    this.#buffer.set(bytes, at);
+  }
+
   /** An attribute of `size` payload bytes, zeroed; where its payload starts. */
   attribute(type: number, size: number): number {
     const at = this.skip(HEADER + size);

@@ -179,6 +179,11 @@ export class NftTransaction {
     return this.#elements('delete', family, set, elements);
   }
 
+  /** Appends an operation of another transaction (of the same table): a transaction split in parts. */
+  push(op: NftOp): this {
+    return this.#push(op);
+  }
+
   /** The `nft -f` script. */
   toString(): string {
     return this.#ops.map((op) => renderOp(op, this.table)).join('');

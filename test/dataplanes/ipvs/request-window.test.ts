@@ -6,7 +6,6 @@
 // after the datagrams in flight behind it were answered.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { DatagramSocket } from '../../../dataplanes/ipvs/genl-socket.ts';
 import { IpvsError, NetlinkIpvsClient } from '../../../dataplanes/ipvs/ipvs-client.ts';
 import { destMessage, IPVS_CMD, serviceMessage } from '../../../dataplanes/ipvs/ipvs-messages.ts';
 import { IpvsDataplane } from '../../../dataplanes/ipvs/live.ts';
@@ -17,6 +16,7 @@ import {
   IPVS_SENDS_IN_FLIGHT,
   sendInWindow,
 } from '../../../dataplanes/ipvs/request-window.ts';
+import type { DatagramSocket } from '../../../dataplanes/shared/netlink-socket.ts';
 import { ipv4, localEndpoint, servicePort } from '../../../harness/proxy-states.ts';
 import { FakeKernel } from './fake-kernel.ts';
 import { scriptedNetlink } from './scripted-netlink.ts';

@@ -4,8 +4,9 @@
 // for each command `refuse` picks, an acknowledgement where the message asks for one, each answer
 // a datagram of its own. All the answers of what was sent go out together on the next event-loop
 // turn, in the order sent, unless the socket is `silent`.
-import type { DatagramSocket } from '../../../dataplanes/ipvs/genl-socket.ts';
+
 import { attribute, parseAttributes, u16 } from '../../../dataplanes/shared/netlink-attributes.ts';
+import type { DatagramSocket } from '../../../dataplanes/shared/netlink-socket.ts';
 
 export const IPVS_FAMILY = 42;
 const GENL_ID_CTRL = 0x10;

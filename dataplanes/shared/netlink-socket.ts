@@ -1,22 +1,27 @@
-// Generic netlink for the IPVS client: several request messages framed into one datagram (one
-// sendmsg), answers routed back to their datagram by sequence number. The kernel handles a
-// datagram's messages in order, each as if sent alone, and answers a message only when it fails
-// or asks for an acknowledgement (netlink_rcv_skb): so only the last message of a datagram asks,
-// and its acknowledgement, queued after every earlier answer, settles the whole datagram. Per
-// message this costs no syscall, promise, timer or closure: what the `netlink` package's request()
-// spends per message was most of a cold sync's CPU (docs/benchmarks.md, the IPVS section).
+// Netlink requests framed several to a datagram (one sendmsg), answers routed back to their
+// datagram by sequence number: generic netlink for the IPVS client, nfnetlink batches for the
+// nftables element writer. The kernel handles a datagram's messages in order and answers a
+// message only when it fails or asks for an acknowledgement (netlink_rcv_skb; an nf_tables batch
+// delivers its answers once the whole batch is committed or aborted): so only one message asks,
+// the last one the kernel answers, and its acknowledgement, queued after every earlier answer,
+// settles the whole datagram. Per message this costs no syscall, promise, timer or closure: what
+// the `netlink` package's request() spends per message was most of a cold sync's CPU
+// (docs/benchmarks.md, the IPVS section).
 import { getSystemErrorName } from 'node:util';
 import { Protocol, RawNetlinkSocket } from 'netlink';
-import { AttributeWriter } from '../shared/netlink-attributes.ts';
+import { AttributeWriter } from './netlink-attributes.ts';
 
 const NLMSG_ERROR = 2;
 const NLMSG_DONE = 3;
 const NLM_F_REQUEST = 0x1;
 const NLM_F_ACK = 0x4;
 export const NLM_F_DUMP = 0x300;
-/** struct nlmsghdr (16 bytes) then struct genlmsghdr (cmd, version, 2 reserved). */
+/**
+ * struct nlmsghdr (16 bytes), then a 4-byte family header: genlmsghdr (cmd, version, reserved)
+ * or nfgenmsg (nfproto family, version, resource id in network order).
+ */
 const NLMSG_HEADER = 16;
-const GENL_HEADER = NLMSG_HEADER + 4;
+const FAMILY_HEADER = NLMSG_HEADER + 4;
 
 /** The raw socket's part the client uses: the netlink package's RawNetlinkSocket (tests script it). */
 export interface DatagramSocket {
@@ -33,43 +38,88 @@ export function openGenericNetlink(): DatagramSocket {
 }
 
 /**
- * Room for a datagram of 32 real-server commands (~140 bytes each) without growing the buffer, a
- * copy per datagram otherwise.
+ * Room for a datagram of 32 IPVS real-server commands (~140 bytes each) without growing the
+ * buffer, a copy per datagram otherwise.
  */
 const DATAGRAM_BYTES = 8192;
 
-/** The messages of one datagram, written in place: each header, then its attributes. */
-export class GenlDatagram {
-  readonly attributes = new AttributeWriter(DATAGRAM_BYTES);
+export function openNetfilterNetlink(
+  sendBufferSize: number,
+): DatagramSocket & { getSendBufferSize(): number } {
+  // SO_SNDBUF (the kernel caps it at net.core.wmem_max, then doubles it): a datagram larger than
+  // it is refused (EMSGSIZE), and an nf_tables batch is atomic only within one datagram.
+  return new RawNetlinkSocket(Protocol.NETFILTER, {
+    sendBufferSize,
+    recvBufferSize: sendBufferSize,
+  }) as unknown as DatagramSocket & { getSendBufferSize(): number };
+}
+
+/**
+ * The messages of one datagram, written in place: each header, then its attributes. The header
+ * after nlmsghdr is genlmsghdr (`first` = cmd, `second` = version) or nfgenmsg (`first` = nfproto
+ * family, `second` = version, `resId`).
+ */
+export class NetlinkDatagram {
+  readonly attributes: AttributeWriter;
   readonly #starts: number[] = [];
-  #lastFlags = 0;
+  readonly #flags: number[] = [];
+  /** The message that asks for an acknowledgement: the last one the kernel answers. */
+  #acked: number | undefined;
+  /** An nfnetlink batch: an error answering its first message (the batch) ends it. */
+  #batch = false;
+
+  /** `bytes`: the buffer to start with (it grows, copying, past them). */
+  constructor(bytes = DATAGRAM_BYTES) {
+    this.attributes = new AttributeWriter(bytes);
+  }
 
   get count(): number {
     return this.#starts.length;
   }
 
+  /** Where the kernel's answers end: the acknowledged message, else the last. */
+  get acked(): number {
+    return this.#acked ?? this.#starts.length - 1;
+  }
+
+  get batch(): boolean {
+    return this.#batch;
+  }
+
   /** Starts the next message; its attributes follow through `attributes`. */
-  message(family: number, cmd: number, version: number, flags = 0): void {
+  message(type: number, first: number, second: number, flags = 0, resId = 0): void {
     this.#close();
     const w = this.attributes;
-    const at = w.skip(GENL_HEADER);
-    w.setU16(at + 4, family);
-    this.#lastFlags = flags | NLM_F_REQUEST;
-    w.setU16(at + 6, this.#lastFlags);
-    w.setU8(at + NLMSG_HEADER, cmd);
-    w.setU8(at + NLMSG_HEADER + 1, version);
+    const at = w.skip(FAMILY_HEADER);
+    w.setU16(at + 4, type);
+    this.#flags.push(flags | NLM_F_REQUEST);
+    w.setU8(at + NLMSG_HEADER, first);
+    w.setU8(at + NLMSG_HEADER + 1, second);
+    w.setU16(at + NLMSG_HEADER + 2, ((resId & 0xff) << 8) | (resId >>> 8));
     this.#starts.push(at);
   }
 
   /**
-   * The datagram, its messages numbered from `firstSeq`, the last one asking for an
-   * acknowledgement. Not a copy: the datagram is written once and framed once.
+   * The message just started asks for the acknowledgement (instead of the last one: an nfnetlink
+   * batch's end message is never answered), and the datagram is a batch.
+   */
+  ackBatchHere(): void {
+    this.#acked = this.#starts.length - 1;
+    this.#batch = true;
+  }
+
+  /**
+   * The datagram, its messages numbered from `firstSeq`, one asking for an acknowledgement. Not a
+   * copy: the datagram is written once and framed once.
    */
   frame(firstSeq: number): Buffer {
     this.#close();
     const w = this.attributes;
-    for (const [i, at] of this.#starts.entries()) w.setU32(at + 8, (firstSeq + i) >>> 0);
-    w.setU16(this.#starts.at(-1)! + 6, this.#lastFlags | NLM_F_ACK);
+    const acked = this.acked;
+    for (const [i, at] of this.#starts.entries()) {
+      w.setU32(at + 8, (firstSeq + i) >>> 0);
+      w.setU16(at + 6, this.#flags[i]! | (i === acked ? NLM_F_ACK : 0));
+    }
     return w.view();
   }
 
@@ -81,10 +131,10 @@ export class GenlDatagram {
 }
 
 /** What the kernel answered a datagram. */
-export interface GenlAnswers {
+export interface NetlinkAnswers {
   /** The errno of each message it refused, by the message's index in the datagram. */
   readonly refused: Map<number, number>;
-  /** The replies' payloads after their generic-netlink header (a dump's, a family lookup's). */
+  /** The replies' payloads after their family header (a dump's, a family lookup's). */
   readonly replies: Buffer[];
 }
 
@@ -94,12 +144,14 @@ export class NoAnswer extends Error {}
 interface InFlight {
   readonly firstSeq: number;
   readonly count: number;
-  readonly answers: GenlAnswers;
-  readonly done: PromiseWithResolvers<GenlAnswers>;
+  readonly acked: number;
+  readonly batch: boolean;
+  readonly answers: NetlinkAnswers;
+  readonly done: PromiseWithResolvers<NetlinkAnswers>;
   readonly timer: NodeJS.Timeout;
 }
 
-export class GenlSocket {
+export class NetlinkSocket {
   readonly #socket: DatagramSocket;
   readonly #timeoutMs: number;
   #seq = 1;
@@ -119,19 +171,28 @@ export class GenlSocket {
   }
 
   /** Sends the datagram; its answers once the kernel answered its last message. */
-  send(datagram: GenlDatagram): Promise<GenlAnswers> {
+  send(datagram: NetlinkDatagram): Promise<NetlinkAnswers> {
     const firstSeq = this.#seq;
     const count = datagram.count;
     // Sequence numbers are 32 bits and wrap (answers are matched modulo 2^32).
     this.#seq = (this.#seq + count) >>> 0;
     const bytes = datagram.frame(firstSeq);
-    const done = Promise.withResolvers<GenlAnswers>();
+    const done = Promise.withResolvers<NetlinkAnswers>();
     const timer = setTimeout(() => {
       const at = this.#inFlight.indexOf(sent);
       if (at >= 0) this.#inFlight.splice(at, 1);
       this.#settle(sent, new NoAnswer(`no answer from the kernel within ${this.#timeoutMs} ms`));
     }, this.#timeoutMs);
-    const sent: InFlight = { firstSeq, count, answers: { refused: new Map(), replies: [] }, done, timer };
+    const { acked, batch } = datagram;
+    const sent: InFlight = {
+      firstSeq,
+      count,
+      acked,
+      batch,
+      answers: { refused: new Map(), replies: [] },
+      done,
+      timer,
+    };
     if (this.#inFlight.push(sent) === 1) this.#socket.ref();
     this.#socket.send(bytes, undefined, (error) => {
       if (error === undefined) return;
@@ -171,13 +232,15 @@ export class GenlSocket {
     const sent = this.#inFlight[which]!;
     const index = (seq - sent.firstSeq) >>> 0;
     if (type !== NLMSG_ERROR && type !== NLMSG_DONE) {
-      sent.answers.replies.push(datagram.subarray(at + GENL_HEADER, at + length));
+      sent.answers.replies.push(datagram.subarray(at + FAMILY_HEADER, at + length));
       return;
     }
     // struct nlmsgerr / a dump's closing int: a negative errno, 0 for an acknowledgement.
     const errno = length >= NLMSG_HEADER + 4 ? -datagram.readInt32LE(at + NLMSG_HEADER) : 0;
     if (errno !== 0) sent.answers.refused.set(index, errno);
-    if (index === sent.count - 1) {
+    // A batch refused as a whole (its commit failed, or no room for its errors) answers its
+    // first message, and maybe nothing else.
+    if (index === sent.acked || (sent.batch && index === 0 && errno !== 0)) {
       this.#inFlight.splice(which, 1);
       this.#settle(sent);
     }

@@ -1,0 +1,52 @@
+// The live nftables dataplane with the netlink element writer, run INSIDE a namespace (the writer's
+// socket is opened in this process's namespace): kernel-netlink-elements.test.ts starts it with
+// nsenter. Usage:
+//   node netlink-sync-main.ts sync SEED...   full sync (cold start in pieces of 2 elements) of
+//                                            randomState(SEED1), then incremental syncs to the rest
+//   node netlink-sync-main.ts golden NAME    full sync of a golden state, in pieces of 2 elements
+//   node netlink-sync-main.ts refuse         a batch the kernel refuses; prints its error (JSON)
+import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
+import { NetlinkElementWriter } from '../../../dataplanes/nftables/netlink-elements.ts';
+import { commandNftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
+import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
+import { NftTransaction, TABLE } from '../../../dataplanes/shared/nft/transaction.ts';
+import { prng } from '../../support/prng.ts';
+import { goldenStates } from './golden-states.ts';
+import { randomState } from './random-state.ts';
+
+const [mode, ...args] = process.argv.slice(2);
+const commands = execaRunner([]);
+const elements = NetlinkElementWriter.open(TABLE);
+const dataplane = new NftablesDataplane({
+  nft: commandNftRunner(commands),
+  commands,
+  elements,
+  coldStartChunk: 2,
+});
+const kinds: string[] = [];
+if (mode === 'sync' || mode === 'golden') {
+  const states =
+    mode === 'golden' ? [goldenStates[args[0]!]!] : args.map((seed) => randomState(prng(Number(seed))));
+  await dataplane.start();
+  for (const [i, state] of states.entries()) {
+    kinds.push((await dataplane.sync(state, i === 0 ? 'full' : 'incremental')).kind);
+  }
+  process.stdout.write(`${JSON.stringify({ kinds, batches: elements.batches })}\n`);
+} else if (mode === 'refuse') {
+  // Two adds, the second clashing with an element already there (another value): the batch is
+  // refused whole, so the first is not added either.
+  const tx = new NftTransaction();
+  tx.addElements('ip', 'cluster-ips', [{ key: '10.99.0.1' }]);
+  tx.addElements('ip', 'service-ips', [
+    { key: '10.99.0.2 . tcp . 80', value: 'goto cluster-ip' },
+    { key: '10.96.0.10 . tcp . 80', value: 'goto external' },
+  ]);
+  const split = elements.split(tx);
+  if (!split) throw new Error('the refused batch should be one batch');
+  const error = await elements.write(split).then(
+    () => undefined,
+    (e: Error) => ({ name: e.name, message: e.message }),
+  );
+  process.stdout.write(`${JSON.stringify({ error })}\n`);
+} else throw new Error(`unknown mode ${mode}`);
+elements.close();
