@@ -1,8 +1,9 @@
 // The nftables element writer (netlink batches) at N services x E endpoints, run INSIDE a throwaway
 // network namespace (the netlink socket is opened in this process's namespace):
 //   ip netns add x && nsenter --net=/run/netns/x node --expose-gc bench/nftables-netlink.ts
-// Measures the bare `nft -f` load of kproxy's full ruleset, then kproxy's cold start with the
-// writer, and one endpoint change end to end (median), in that namespace.
+// Measures the bare `nft -f` load of kproxy's full ruleset (unless --skip-bare: nftables-speed.ts
+// runs this in its own section and has measured it), then kproxy's cold start with the writer, and
+// one endpoint change end to end (median), in that namespace.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,6 +25,7 @@ const { values } = parseArgs({
     services: { type: 'string', default: '30000' },
     endpoints: { type: 'string', default: '10' },
     changes: { type: 'string', default: '21' },
+    'skip-bare': { type: 'boolean', default: false },
   },
 });
 const shape: ClusterShape = {
@@ -36,11 +38,14 @@ let state: DualStackState = model.update().state;
 const runner = execaRunner([]);
 const dir = mkdtempSync(join(tmpdir(), 'kproxy-bench-nl-'));
 try {
-  const file = join(dir, 'full.nft');
-  writeFileSync(file, fullTransaction(desiredRuleset(state)).toString());
-  const bareMs = await timeMs(() => runner.run('nft', ['-f', file]));
-  await runner.run('nft', ['delete', 'table', 'ip', TABLE]);
-  rmSync(file);
+  let bareMs: number | undefined;
+  if (!values['skip-bare']) {
+    const file = join(dir, 'full.nft');
+    writeFileSync(file, fullTransaction(desiredRuleset(state)).toString());
+    bareMs = await timeMs(() => runner.run('nft', ['-f', file]));
+    await runner.run('nft', ['delete', 'table', 'ip', TABLE]);
+    rmSync(file);
+  }
 
   const elements = NetlinkElementWriter.open(TABLE);
   const nft = new TimedNftRunner(commandNftRunner(runner));
@@ -71,10 +76,12 @@ try {
     services: shape.services,
     endpointsPerService: shape.endpointsPerService,
     batchBytes: elements.maxBytes,
-    bareLoadMs: round(bareMs),
+    batches: elements.batches,
+    ...(bareMs === undefined
+      ? {}
+      : { bareLoadMs: round(bareMs), coldStartRatio: round(coldStartMs / bareMs, 2) }),
     coldStartMs: round(coldStartMs),
     coldStartNftMs: round(coldStartNftMs),
-    coldStartRatio: round(coldStartMs / bareMs, 2),
     endpointChangeMedianMs: round(median(changeMs), 3),
     endpointChangeMinMs: round(Math.min(...changeMs), 3),
     endpointChangeMaxMs: round(Math.max(...changeMs), 3),

@@ -7,13 +7,17 @@
 // - RSS of this process right after the sync, and settled: after the daemon's last-resort gc and
 //   idling (model and dataplane record: the cluster objects are released once the model has
 //   them, as the daemon's informers keep none of them);
-// - TCP connect latency from the node namespace to the first and the last service.
+// - TCP connect latency from the node namespace to the first and the last service;
+// - kproxy's cold start and one endpoint change with the netlink element writer, as the daemon
+//   runs them (its socket lives in the process's namespace, so bench/nftables-netlink.ts runs them
+//   in a child inside a namespace of its own).
 // --wide: one Service with --endpoints endpoints (in slices of 100) instead of N services.
 //   node --expose-gc bench/nftables-speed.ts [--services 30000] [--endpoints 10] [--wide]
 //     [--changes 21] [--cold-start-chunk 100000]
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { coldStartTransactions } from '../dataplanes/nftables/cold-start.ts';
 import { desiredRuleset } from '../dataplanes/nftables/desired-ruleset.ts';
@@ -118,6 +122,34 @@ function writeBareFiles(state: DualStackState, dir: string): { single: string; c
   return { single, chunks };
 }
 
+/** The writer's cold start and endpoint change, run in `ns` by bench/nftables-netlink.ts. */
+async function netlinkFigures(ns: string, bareMs: number): Promise<Record<string, number>> {
+  const child = fileURLToPath(new URL('./nftables-netlink.ts', import.meta.url));
+  const args = [
+    '--services',
+    String(services),
+    '--endpoints',
+    String(endpoints),
+    '--changes',
+    values.changes,
+    '--skip-bare',
+  ];
+  const { stdout } = await execaRunner(['nsenter', `--net=/run/netns/${ns}`], {
+    timeoutMs: () => 30 * 60_000,
+  }).run(process.execPath, [child, ...args]);
+  const line = stdout.split('\n').find((l) => l.startsWith('BENCH-RESULT '));
+  if (!line) throw new Error(`nftables-netlink.ts printed no result: ${stdout}`);
+  const figures = JSON.parse(line.slice('BENCH-RESULT '.length)) as Record<string, number>;
+  return {
+    netlinkColdStartMs: figures.coldStartMs!,
+    netlinkColdStartRatio: round(figures.coldStartMs! / bareMs, 2),
+    netlinkBatches: figures.batches!,
+    netlinkEndpointChangeMedianMs: figures.endpointChangeMedianMs!,
+    netlinkEndpointChangeMinMs: figures.endpointChangeMinMs!,
+    netlinkEndpointChangeMaxMs: figures.endpointChangeMaxMs!,
+  };
+}
+
 const lab = new Lab(`bench-nft-${process.pid}`);
 const dir = mkdtempSync(join(tmpdir(), 'kproxy-bench-nft-'));
 try {
@@ -194,6 +226,7 @@ try {
   }
 
   const connect = await firstLastConnectUs(lab, nodeNs, services, Number(values.connects));
+  const netlink = shape.wide ? {} : await netlinkFigures(await lab.addNetns('netlink'), bareMs);
 
   reportSection({
     services,
@@ -224,6 +257,7 @@ try {
     heapModelMiB: modelMemory.heapMiB,
     rssModelMiB: modelMemory.rssMiB,
     ...connect,
+    ...netlink,
   });
 } finally {
   await lab.destroy();

@@ -110,7 +110,11 @@ export class NetlinkElementWriter {
 
   /** Sends the batch: applied whole, or refused whole (ElementBatchError naming what was refused). */
   async write(split: SplitTransaction): Promise<void> {
-    const answers = await this.#socket.send(split.batch.datagram);
+    const answers = await this.#socket.send(split.batch.datagram).catch((error: Error) => {
+      // No room for the answers (ENOBUFS), none in time: whether the batch was committed is
+      // unknown, and the sync falls back to a full one, as after a refusal.
+      throw new ElementBatchError(`nf_tables element batch: ${error.message}`);
+    });
     if (answers.refused.size === 0) {
       this.batches++;
       return;

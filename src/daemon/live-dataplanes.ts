@@ -19,11 +19,15 @@ const FACTORIES: Record<DataplaneMode, Factory> = {
   async nftables({ logger, runner }) {
     const { NftablesDataplane } = await import('../../dataplanes/nftables/live.ts');
     const { commandNftRunner } = await import('../../dataplanes/nftables/nft-runner.ts');
+    const { NetlinkElementWriter } = await import('../../dataplanes/nftables/netlink-elements.ts');
+    const { TABLE } = await import('../../dataplanes/shared/nft/transaction.ts');
     const commands = runner ?? execaRunner();
     const log = logger.child({ dataplane: 'nftables' });
     return new NftablesDataplane({
       nft: commandNftRunner(commands),
       commands,
+      // Elements by netlink only where nft runs: the socket lives in this process' namespace.
+      elements: runner === undefined ? NetlinkElementWriter.open(TABLE) : undefined,
       log: (message, fields) => log.info(fields ?? {}, message),
     });
   },

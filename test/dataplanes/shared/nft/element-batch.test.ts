@@ -3,9 +3,9 @@
 // for the set, which the kernel needs only for a set created in the same batch: left out here).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { elementBatch } from '../../../dataplanes/shared/nft/element-batch.ts';
-import { setLayout } from '../../../dataplanes/shared/nft/element-encoding.ts';
-import type { ElementSpec, NftFamily, SetSpec } from '../../../dataplanes/shared/nft/transaction.ts';
+import { elementBatch } from '../../../../dataplanes/shared/nft/element-batch.ts';
+import { setLayout } from '../../../../dataplanes/shared/nft/element-encoding.ts';
+import type { ElementSpec, NftFamily, SetSpec } from '../../../../dataplanes/shared/nft/transaction.ts';
 
 const hex = (text: string) => Buffer.from(text.replace(/\s+/g, ''), 'hex');
 /** NFTA_SET_ELEM_LIST_TABLE "kproxy". */
