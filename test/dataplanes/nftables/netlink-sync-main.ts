@@ -2,17 +2,35 @@
 // socket is opened in this process's namespace): kernel-netlink-elements.test.ts starts it with
 // nsenter. Usage:
 //   node netlink-sync-main.ts sync SEED...   full sync (cold start in pieces of 2 elements) of
-//                                            randomState(SEED1), then incremental syncs to the rest
+//                                            randomState(SEED1), then incremental syncs to the
+//                                            service ports of the rest (on the first's node)
+//   node netlink-sync-main.ts render SEED... the render of the last state `sync SEED...` syncs to
 //   node netlink-sync-main.ts golden NAME    full sync of a golden state, in pieces of 2 elements
 //   node netlink-sync-main.ts refuse         a batch the kernel refuses; prints its error (JSON)
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
 import { NetlinkElementWriter } from '../../../dataplanes/nftables/netlink-elements.ts';
 import { commandNftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
+import { nftablesPlanner, planFull } from '../../../dataplanes/nftables/planner.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { NftTransaction, TABLE } from '../../../dataplanes/shared/nft/transaction.ts';
+import type { DualStackState, ProxyState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
 import { goldenStates } from './golden-states.ts';
 import { randomState } from './random-state.ts';
+
+/**
+ * The service ports of each state on the first one's node and families: incremental syncs that
+ * change services only (fragments, whose elements go by netlink), not node settings (a diff that
+ * rewrites chains goes to nft whole).
+ */
+function sameNode(states: DualStackState[]): DualStackState[] {
+  const [first] = states;
+  const on = (family: 'IPv4' | 'IPv6', drawn: DualStackState): ProxyState | undefined => {
+    const base = first![family];
+    return base && { ...base, servicePorts: drawn[family]?.servicePorts ?? base.servicePorts };
+  };
+  return states.map((drawn) => ({ IPv4: on('IPv4', drawn), IPv6: on('IPv6', drawn) }));
+}
 
 const [mode, ...args] = process.argv.slice(2);
 const commands = execaRunner([]);
@@ -26,12 +44,19 @@ const dataplane = new NftablesDataplane({
 const kinds: string[] = [];
 if (mode === 'sync' || mode === 'golden') {
   const states =
-    mode === 'golden' ? [goldenStates[args[0]!]!] : args.map((seed) => randomState(prng(Number(seed))));
+    mode === 'golden'
+      ? [goldenStates[args[0]!]!]
+      : sameNode(args.map((seed) => randomState(prng(Number(seed)))));
   await dataplane.start();
+  const batches: number[] = [];
   for (const [i, state] of states.entries()) {
     kinds.push((await dataplane.sync(state, i === 0 ? 'full' : 'incremental')).kind);
+    batches.push(elements.batches);
   }
-  process.stdout.write(`${JSON.stringify({ kinds, batches: elements.batches })}\n`);
+  process.stdout.write(`${JSON.stringify({ kinds, batches })}\n`);
+} else if (mode === 'render') {
+  const states = sameNode(args.map((seed) => randomState(prng(Number(seed)))));
+  process.stdout.write(`${JSON.stringify({ script: nftablesPlanner.render(planFull(states.at(-1)!)) })}\n`);
 } else if (mode === 'refuse') {
   // Two adds, the second clashing with an element already there (another value): the batch is
   // refused whole, so the first is not added either.
