@@ -4,13 +4,12 @@
 //   node netlink-sync-main.ts sync SEED...   full sync (cold start in pieces of 2 elements) of
 //                                            randomState(SEED1), then incremental syncs to the
 //                                            service ports of the rest (on the first's node)
-//   node netlink-sync-main.ts render SEED... the render of the last state `sync SEED...` syncs to
+//   node netlink-sync-main.ts sync-text SEED...  the same syncs, every transaction by nft
 //   node netlink-sync-main.ts golden NAME    full sync of a golden state, in pieces of 2 elements
 //   node netlink-sync-main.ts refuse         a batch the kernel refuses; prints its error (JSON)
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
 import { NetlinkElementWriter } from '../../../dataplanes/nftables/netlink-elements.ts';
 import { commandNftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
-import { nftablesPlanner, planFull } from '../../../dataplanes/nftables/planner.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { NftTransaction, TABLE } from '../../../dataplanes/shared/nft/transaction.ts';
 import type { DualStackState, ProxyState } from '../../../src/model/proxy-state.ts';
@@ -38,11 +37,11 @@ const elements = NetlinkElementWriter.open(TABLE);
 const dataplane = new NftablesDataplane({
   nft: commandNftRunner(commands),
   commands,
-  elements,
+  elements: mode === 'sync-text' ? undefined : elements,
   coldStartChunk: 2,
 });
 const kinds: string[] = [];
-if (mode === 'sync' || mode === 'golden') {
+if (mode === 'sync' || mode === 'sync-text' || mode === 'golden') {
   const states =
     mode === 'golden'
       ? [goldenStates[args[0]!]!]
@@ -54,9 +53,6 @@ if (mode === 'sync' || mode === 'golden') {
     batches.push(elements.batches);
   }
   process.stdout.write(`${JSON.stringify({ kinds, batches })}\n`);
-} else if (mode === 'render') {
-  const states = sameNode(args.map((seed) => randomState(prng(Number(seed)))));
-  process.stdout.write(`${JSON.stringify({ script: nftablesPlanner.render(planFull(states.at(-1)!)) })}\n`);
 } else if (mode === 'refuse') {
   // Two adds, the second clashing with an element already there (another value): the batch is
   // refused whole, so the first is not added either.
