@@ -26,6 +26,8 @@ const { values } = parseArgs({
     endpoints: { type: 'string', default: '10' },
     changes: { type: 'string', default: '21' },
     'skip-bare': { type: 'boolean', default: false },
+    /** SO_SNDBUF to ask for (default: as much as the kernel gives; 212992 is Debian's wmem_max). */
+    'send-buffer': { type: 'string' },
   },
 });
 const shape: ClusterShape = {
@@ -47,7 +49,11 @@ try {
     rmSync(file);
   }
 
-  const elements = NetlinkElementWriter.open(TABLE);
+  const sendBuffer = values['send-buffer'];
+  const elements = NetlinkElementWriter.open(
+    TABLE,
+    sendBuffer === undefined ? undefined : Number(sendBuffer),
+  );
   const nft = new TimedNftRunner(commandNftRunner(runner));
   const dataplane = new NftablesDataplane({ nft, commands: runner, elements });
   const coldStartMs = await timeMs(async () => {

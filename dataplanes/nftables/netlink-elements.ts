@@ -64,9 +64,12 @@ export class NetlinkElementWriter {
     }
   }
 
-  /** A writer on a netfilter socket in this process's network namespace. */
-  static open(table: string): NetlinkElementWriter {
-    const raw = openNetfilterNetlink(SEND_BUFFER);
+  /**
+   * A writer on a netfilter socket in this process's network namespace; `sendBuffer` what it asks
+   * for (the bench asks for Debian's default to see a host that has not raised wmem_max).
+   */
+  static open(table: string, sendBuffer = SEND_BUFFER): NetlinkElementWriter {
+    const raw = openNetfilterNetlink(sendBuffer);
     // netlink_sendmsg refuses a datagram longer than the send buffer less 32 bytes.
     const maxBytes = raw.getSendBufferSize() - 32;
     return new NetlinkElementWriter(new NetlinkSocket(raw, ANSWER_TIMEOUT_MS), maxBytes, table);

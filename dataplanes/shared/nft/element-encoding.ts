@@ -174,7 +174,7 @@ function writeComponents(
   const padded = layout.length > 1;
   for (let i = 0; i < layout.length; i++) {
     const component = layout[i]!;
-    writeComponent(w, offset, component, values[i]!.trim(), end);
+    writeComponent(w, offset, component, values[i]!, end);
     offset += padded ? (LENGTH[component] + 3) & ~3 : LENGTH[component];
   }
 }
@@ -188,8 +188,10 @@ function writeComponent(
 ): void {
   switch (component) {
     case 'ipv4':
+      w.setU32BE(at, ipv4Value(text, end));
+      return;
     case 'ipv6':
-      w.setBytes(at, addressBytes(text, component === 'ipv4' ? 4 : 16, end));
+      w.setBytes(at, ipv6PrefixBytes(text, end));
       return;
     case 'proto': {
       const proto = PROTOCOLS[text] ?? integer(text, 0xff);
@@ -209,23 +211,43 @@ function writeComponent(
   }
 }
 
-function integer(text: string, max: number): number {
-  const value = Number(text);
-  if (!/^\d+$/.test(text) || value > max)
-    throw new Error(`nft element value ${text} is not an integer to ${max}`);
+/** A decimal integer up to `max` (a loop over the digits: a cold start parses millions). */
+function integer(text: string, max: number, from = 0, to = text.length): number {
+  let value = 0;
+  for (let i = from; i < to; i++) {
+    const digit = text.charCodeAt(i) - 48;
+    if (digit < 0 || digit > 9) throw new Error(`nft element value ${text} is not an integer to ${max}`);
+    value = value * 10 + digit;
+  }
+  if (to === from || value > max) throw new Error(`nft element value ${text} is not an integer to ${max}`);
   return value;
 }
 
-/** An address, or a prefix's first or last address. */
-function addressBytes(text: string, length: 4 | 16, end: 'first' | 'last'): Uint8Array {
+/** An IPv4 address, or a prefix's first or last address, as a 32-bit number. */
+function ipv4Value(text: string, end: 'first' | 'last'): number {
   const slash = text.indexOf('/');
-  const bytes =
-    length === 4
-      ? ipv4Bytes(slash < 0 ? text : text.slice(0, slash))
-      : ipv6Bytes(slash < 0 ? text : text.slice(0, slash));
+  const stop = slash < 0 ? text.length : slash;
+  let value = 0;
+  let start = 0;
+  for (let octet = 0; octet < 4; octet++) {
+    const dot = octet === 3 ? stop : text.indexOf('.', start);
+    if (dot < 0 || dot > stop) throw new Error(`not an IPv4 address: ${text}`);
+    value = value * 256 + integer(text, 255, start, dot);
+    start = dot + 1;
+  }
+  if (slash < 0) return value;
+  const prefix = integer(text, 32, slash + 1);
+  const host = prefix === 0 ? 0xffffffff : 2 ** (32 - prefix) - 1;
+  return end === 'last' ? (value | host) >>> 0 : (value & ~host) >>> 0;
+}
+
+/** An IPv6 address, or a prefix's first or last address. */
+function ipv6PrefixBytes(text: string, end: 'first' | 'last'): Uint8Array {
+  const slash = text.indexOf('/');
+  const bytes = ipv6Bytes(slash < 0 ? text : text.slice(0, slash));
   if (slash < 0) return bytes;
-  const prefix = integer(text.slice(slash + 1), length * 8);
-  for (let bit = prefix; bit < length * 8; bit++) {
+  const prefix = integer(text, 128, slash + 1);
+  for (let bit = prefix; bit < 128; bit++) {
     const mask = 0x80 >>> (bit & 7);
     if (end === 'last') bytes[bit >>> 3]! |= mask;
     else bytes[bit >>> 3]! &= ~mask;
@@ -234,9 +256,8 @@ function addressBytes(text: string, length: 4 | 16, end: 'first' | 'last'): Uint
 }
 
 function ipv4Bytes(text: string): Uint8Array {
-  const parts = text.split('.');
-  if (parts.length !== 4) throw new Error(`not an IPv4 address: ${text}`);
-  return Uint8Array.from(parts, (p) => integer(p, 255));
+  const value = ipv4Value(text, 'first');
+  return Uint8Array.of(value >>> 24, (value >>> 16) & 0xff, (value >>> 8) & 0xff, value & 0xff);
 }
 
 function ipv6Bytes(text: string): Uint8Array {
