@@ -13,9 +13,16 @@
 // not know) or whose batch exceeds one datagram (the only atomic unit: see netlink-socket.ts) goes
 // to nft whole, as before. Cold starts' pieces and fragments (endpoint changes) split; full syncs
 // on a node with our tables go to nft.
+
+import type { Steps } from '../../src/base/work-slices.ts';
 import { DataplaneError } from '../shared/dataplane-error.ts';
 import { errnoName, NetlinkSocket, openNetfilterNetlink } from '../shared/netlink-socket.ts';
-import { type ElementBatch, type ElementOp, elementBatch } from '../shared/nft/element-batch.ts';
+import {
+  type ElementBatch,
+  type ElementOp,
+  elementBatch,
+  elementBatchSteps,
+} from '../shared/nft/element-batch.ts';
 import { type SetLayout, setLayout } from '../shared/nft/element-encoding.ts';
 import { familySyntax } from '../shared/nft/family-syntax.ts';
 import { type NftFamily, type NftOp, NftTransaction } from '../shared/nft/transaction.ts';
@@ -26,10 +33,9 @@ const SEND_BUFFER = 64 << 20;
 /** A big batch commits in seconds; this only ends a stuck socket. */
 const ANSWER_TIMEOUT_MS = 120_000;
 
-/** A transaction split for the element writer: nft text, one batch, nft text. */
+/** A transaction split for the element writer: nft text, one batch's operations, nft text. */
 export interface SplitTransaction {
   readonly before: NftTransaction;
-  readonly batch: ElementBatch;
   readonly ops: readonly ElementOp[];
   readonly after: NftTransaction;
 }
@@ -105,15 +111,18 @@ export class NetlinkElementWriter {
         closed.add(op.family);
       } else return undefined;
     }
-    if (ops.length === 0) return undefined;
-    const batch = elementBatch(this.#table, ops);
-    if (batch.datagram.attributes.length > this.maxBytes) return undefined;
-    return { before, batch, ops, after };
+    return ops.length === 0 ? undefined : { before, ops, after };
+  }
+
+  /** The batch of a split transaction, in steps; undefined when it exceeds one datagram. */
+  *batchSteps(split: SplitTransaction): Steps<ElementBatch | undefined> {
+    const batch = yield* elementBatchSteps(this.#table, split.ops);
+    return batch.datagram.attributes.length > this.maxBytes ? undefined : batch;
   }
 
   /** Sends the batch: applied whole, or refused whole (ElementBatchError naming what was refused). */
-  async write(split: SplitTransaction): Promise<void> {
-    const answers = await this.#socket.send(split.batch.datagram).catch((error: Error) => {
+  async write(split: SplitTransaction, batch: ElementBatch): Promise<void> {
+    const answers = await this.#socket.send(batch.datagram).catch((error: Error) => {
       // No room for the answers (ENOBUFS), none in time: whether the batch was committed is
       // unknown, and the sync falls back to a full one, as after a refusal.
       throw new ElementBatchError(`nf_tables element batch: ${error.message}`);
@@ -129,7 +138,7 @@ export class NetlinkElementWriter {
     const refusals =
       named && named.refused.size > 0
         ? { batch: check, refused: named.refused }
-        : { batch: split.batch, refused: answers.refused };
+        : { batch, refused: answers.refused };
     throw new ElementBatchError(
       `nf_tables element batch refused: ${describe(refusals.batch, refusals.refused)}`,
     );

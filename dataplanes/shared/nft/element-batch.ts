@@ -3,6 +3,7 @@
 // in one datagram. The kernel runs a batch as one transaction: every message applies or none.
 // Errors come back per message (its sequence number); `origins` says which operation and which of
 // its elements each message carries, so a refusal names the plan's elements.
+import { runAll, type Steps } from '../../../src/base/work-slices.ts';
 import { NetlinkDatagram } from '../netlink-socket.ts';
 import { type SetLayout, writeElement } from './element-encoding.ts';
 import type { ElementSpec, NftFamily } from './transaction.ts';
@@ -56,11 +57,23 @@ export interface BatchOptions {
   readonly commit?: boolean;
 }
 
+/** Elements encoded per step: ~1 ms of work (work-slices.ts). */
+const ELEMENTS_PER_STEP = 1000;
+
 export function elementBatch(
   table: string,
   ops: readonly ElementOp[],
   options: BatchOptions = {},
 ): ElementBatch {
+  return runAll(elementBatchSteps(table, ops, options));
+}
+
+/** elementBatch in steps: a cold start's piece is tens of thousands of elements. */
+export function* elementBatchSteps(
+  table: string,
+  ops: readonly ElementOp[],
+  options: BatchOptions = {},
+): Steps<ElementBatch> {
   const perMessage = options.elementsPerMessage ?? Number.POSITIVE_INFINITY;
   const datagram = new NetlinkDatagram();
   const w = datagram.attributes;
@@ -92,7 +105,7 @@ export function elementBatch(
       let to = from;
       while (to < op.elements.length && to - from < perMessage && w.length - nest < ELEMENTS_BYTES) {
         writeElement(w, op.layout, op.elements[to]!, op.verb === 'add');
-        to++;
+        if (++to % ELEMENTS_PER_STEP === 0) yield;
       }
       w.end(nest);
       origins[index] = { op, from, to };

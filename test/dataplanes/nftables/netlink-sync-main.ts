@@ -11,6 +11,7 @@ import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
 import { NetlinkElementWriter } from '../../../dataplanes/nftables/netlink-elements.ts';
 import { commandNftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
+import { elementBatch } from '../../../dataplanes/shared/nft/element-batch.ts';
 import { NftTransaction, TABLE } from '../../../dataplanes/shared/nft/transaction.ts';
 import type { DualStackState, ProxyState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
@@ -64,7 +65,7 @@ if (mode === 'sync' || mode === 'sync-text' || mode === 'golden') {
   ]);
   const split = elements.split(tx);
   if (!split) throw new Error('the refused batch should be one batch');
-  const error = await elements.write(split).then(
+  const error = await elements.write(split, elementBatch(TABLE, split.ops)).then(
     () => undefined,
     (e: Error) => ({ name: e.name, message: e.message }),
   );
