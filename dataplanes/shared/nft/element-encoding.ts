@@ -92,7 +92,7 @@ function size(parts: readonly Component[]): number {
 }
 
 /** Netlink attribute types (linux/netfilter/nf_tables.h). */
-export const NFTA = {
+const NFTA = {
   LIST_ELEM: 1,
   SET_ELEM_KEY: 1,
   SET_ELEM_DATA: 2,
