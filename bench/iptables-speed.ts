@@ -9,8 +9,9 @@
 //   without the walk it makes on every commit that adds a rule (see below);
 // - TCP connect latency from the node namespace to the first and the last service.
 // --wide: one Service with --endpoints endpoints (in slices of 100) instead of N services.
+// --affinity: every Service with sessionAffinity ClientIP (its per-endpoint checks in the SVC chain).
 //   node --expose-gc bench/iptables-speed.ts [--services 10000] [--endpoints 10] [--wide]
-//     [--changes 5] [--connects 300]
+//     [--affinity] [--changes 5] [--connects 300]
 import { parseArgs } from 'node:util';
 import { JUMP_RULES } from '../dataplanes/iptables/jump-rules.ts';
 import { IptablesDataplane } from '../dataplanes/iptables/live.ts';
@@ -23,13 +24,14 @@ import type { DualStackState } from '../src/model/proxy-state.ts';
 import { loadedModel } from './bench-model.ts';
 import { median, reportSection, round, TimedRunner, timeMs } from './measure.ts';
 import { firstLastConnectUs } from './service-latency.ts';
-import { type ClusterShape, changedSlice, shapedCluster } from './synthetic-cluster.ts';
+import { type ClusterShape, changedSlice, shapedCluster, withClientIPAffinity } from './synthetic-cluster.ts';
 
 const { values } = parseArgs({
   options: {
     services: { type: 'string', default: '10000' },
     endpoints: { type: 'string', default: '10' },
     wide: { type: 'boolean', default: false },
+    affinity: { type: 'boolean', default: false },
     changes: { type: 'string', default: '5' },
     connects: { type: 'string', default: '300' },
   },
@@ -63,9 +65,14 @@ async function restore(ns: string, input: string, noflush: boolean): Promise<voi
 }
 
 const lab = new Lab(`bench-ipt-${process.pid}`);
-let figures: Record<string, unknown> = { services, endpointsPerService: endpoints, wide: shape.wide };
+let figures: Record<string, unknown> = {
+  services,
+  endpointsPerService: endpoints,
+  wide: shape.wide,
+  affinity: values.affinity,
+};
 try {
-  const cluster = shapedCluster(shape);
+  const cluster = values.affinity ? withClientIPAffinity(shapedCluster(shape)) : shapedCluster(shape);
   const model = loadedModel(cluster);
   let state: DualStackState = model.update().state;
 

@@ -23,15 +23,14 @@ import { commandTimeoutMs, execaRunner } from '../dataplanes/shared/command-runn
 import { allowance } from '../harness/emulation.ts';
 import { Lab } from '../harness/netns.ts';
 import { kernelRuns, runInVm } from '../harness/vm.ts';
-import type { Service } from '../src/kube/objects.ts';
 import type { DualStackState } from '../src/model/proxy-state.ts';
 import { BENCH_NODE_IP, loadedModel } from './bench-model.ts';
 import { median, reportSection, round, timeMs } from './measure.ts';
 import {
-  type SyntheticCluster,
   syntheticCluster,
   syntheticService,
   syntheticSlice,
+  withClientIPAffinity,
 } from './synthetic-cluster.ts';
 
 const { values } = parseArgs({
@@ -118,18 +117,6 @@ async function clean(settle = false): Promise<void> {
   for (const family of ['ip', 'ip6'])
     await execa('nft', ['delete', 'table', family, 'kproxy-ipvs'], { reject: false });
   if (settle) await new Promise((resolve) => setTimeout(resolve, IPVS_TRASH_MS));
-}
-
-function withAffinity(cluster: SyntheticCluster): SyntheticCluster {
-  const sticky = (s: Service): Service => ({
-    ...s,
-    spec: {
-      ...s.spec,
-      sessionAffinity: 'ClientIP',
-      sessionAffinityConfig: { clientIP: { timeoutSeconds: 10800 } },
-    },
-  });
-  return { ...cluster, services: cluster.services.map(sticky) };
 }
 
 function dataplane(): IpvsDataplane {
@@ -265,7 +252,7 @@ try {
   const plainCluster = syntheticCluster({ services: affinityServices, endpointsPerService: endpoints });
   const states = {
     plain: loadedModel(plainCluster).update().state,
-    affinity: loadedModel(withAffinity(plainCluster)).update().state,
+    affinity: loadedModel(withClientIPAffinity(plainCluster)).update().state,
   };
   const loads: Record<'plain' | 'affinity', number[]> = { plain: [], affinity: [] };
   const order = Array.from({ length: Number(values.rounds) }, () => ['plain', 'affinity'] as const).flat();

@@ -207,6 +207,19 @@ export function shapedCluster(shape: ClusterShape, nodes = 3): SyntheticCluster 
   };
 }
 
+/** The same cluster with `sessionAffinity: ClientIP` (kube-proxy's default 3 h) on every Service. */
+export function withClientIPAffinity(cluster: SyntheticCluster): SyntheticCluster {
+  const sticky = (s: Service): Service => ({
+    ...s,
+    spec: {
+      ...s.spec,
+      sessionAffinity: 'ClientIP',
+      sessionAffinityConfig: { clientIP: { timeoutSeconds: 10800 } },
+    },
+  });
+  return { ...cluster, services: cluster.services.map(sticky) };
+}
+
 /**
  * The slice an endpoint-change benchmark toggles (by `variant`'s parity): the middle service's, or
  * the wide service's middle slice. Every toggle is a real change of one endpoint.
