@@ -16,7 +16,7 @@
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { execa } from 'execa';
-import { NetlinkIpvsClient } from '../dataplanes/ipvs/ipvs-client.ts';
+import { IPVS_REQUEST_TIMEOUT_MS, NetlinkIpvsClient } from '../dataplanes/ipvs/ipvs-client.ts';
 import { IpvsDataplane } from '../dataplanes/ipvs/live.ts';
 import { ipvsPlanner } from '../dataplanes/ipvs/planner.ts';
 import { commandTimeoutMs, execaRunner } from '../dataplanes/shared/command-runner.ts';
@@ -123,7 +123,12 @@ function dataplane(): IpvsDataplane {
   // The runner's bounds are sized for a real node; every tool runs ~10-15x slower under TCG (at
   // 30k services the `ip -batch` binding 30,000 addresses outran the 30 s bound of `ip` here).
   const runner = execaRunner([], { timeoutMs: (command) => allowance(commandTimeoutMs(command)) });
-  return new IpvsDataplane({ runner, openClient: () => NetlinkIpvsClient.open() });
+  return new IpvsDataplane({ runner, openClient });
+}
+
+/** The netlink client, its bound stretched too (a dump of 30k virtual servers outran 10 s here). */
+function openClient(): Promise<NetlinkIpvsClient> {
+  return NetlinkIpvsClient.open({ requestTimeoutMs: allowance(IPVS_REQUEST_TIMEOUT_MS) });
 }
 
 /** kproxy's cold sync of `state` on a clean node (start + full sync), in ms; the node is left loaded. */
@@ -219,7 +224,7 @@ try {
           }),
         );
       }
-      const client = await NetlinkIpvsClient.open();
+      const client = await openClient();
       const [service] = (await client.listServices()).filter((s) => s.port === 80);
       const [server] = await client.listServers(service!);
       const netlinkMs: number[] = [];
