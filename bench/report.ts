@@ -131,6 +131,19 @@ export function benchRows({
       1.2,
     ),
     ...infoRow(`nft: bare nft -f in the cold-start transactions`, num(nftables, 'bareChunkedLoadMs')),
+    // The daemon writes elements by netlink (netlink-elements.ts); the rows above are nft text's.
+    ...ratioRow(
+      `nft: cold start with elements by netlink (as the daemon) vs bare nft -f`,
+      num(nftables, 'netlinkColdStartMs'),
+      num(nftables, 'bareLoadMs'),
+      0.5,
+    ),
+    ...underRow(
+      `nft: one endpoint change with elements by netlink (median)`,
+      num(nftables, 'netlinkEndpointChangeMedianMs'),
+      0.5,
+      'ms',
+    ),
     ...ratioRow(
       `nft: ${n(nftaffinity)} ClientIP services load vs the same without affinity`,
       num(nftaffinity, 'loadAffinityMs'),
