@@ -44,8 +44,9 @@ const { values } = parseArgs({
   },
 });
 /**
- * The VM run's bound: boot, then the syncs and loads, each ~10× the host's under TCG (10k
- * services took ~40 min on a loaded 2-core host, which is why 30k is not the default).
+ * The VM run's bound: boot, then the syncs and loads, each ~10× the host's under TCG, and three
+ * waits for IPVS's trash per size (2026-12-03, 2-core host at load 3-13: 10k services ~8 min,
+ * 30k alone ~17 min, the ClientIP rounds after them a few minutes more).
  */
 const VM_TIMEOUT_MS = 90 * 60_000;
 const SERVER_IP = '10.200.0.2';
