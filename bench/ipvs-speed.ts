@@ -44,9 +44,9 @@ const { values } = parseArgs({
   },
 });
 /**
- * The VM run's bound: boot, then the syncs and loads, each ~10× the host's under TCG, and three
- * waits for IPVS's trash per size (2026-12-03, 2-core host at load 3-13: 10k services ~8 min,
- * 30k alone ~17 min, the ClientIP rounds after them a few minutes more).
+ * The VM run's bound: boot, then the syncs and loads, each ~10× the host's under TCG, and a wait
+ * for IPVS's trash after each big clean (2026-12-03, 2-core host at load 3-13: 10k services ~8
+ * min, 30k alone ~17 min with the ClientIP rounds after it).
  */
 const VM_TIMEOUT_MS = 90 * 60_000;
 const SERVER_IP = '10.200.0.2';
