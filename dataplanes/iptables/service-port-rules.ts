@@ -282,24 +282,20 @@ function endpointChoiceRules(
   // linear (ENDPOINT_CHAIN_PREFIX).
   const targets = endpoints
     .map((endpoint) => ({
-      endpoint,
       sep: endpointChainName(sp, endpoint),
       note: endpointNote(ctx, `${sp.key} -> ${endpointAddress(endpoint)}`),
     }))
     .sort((a, b) => (a.sep < b.sep ? 1 : a.sep > b.sep ? -1 : 0));
   const seconds = d.traffic.affinitySeconds;
   if (seconds > 0) {
-    // Affinity checks before the random choice, as kube-proxy's. Where its check jumps to the
-    // endpoint chain, this one does that chain's work in place (the hairpin mark, then the DNAT,
-    // --update refreshing the client's entry as the chain's --set would): a jump would name every
-    // endpoint chain a second time in one input, and iptables-nft-restore finds a name it already
-    // holds by walking past every smaller one, O(n²) in the endpoints (ENDPOINT_CHAIN_PREFIX).
-    for (const { endpoint, sep, note } of targets) {
-      const recent = (action: string) => `-m recent --name ${sep} ${action} --seconds ${seconds} --reap`;
-      rules.push(
-        `-A ${chain}${note} -s ${endpoint.ip} ${recent('--rcheck')} -j ${MARK_MASQ_CHAIN}`,
-        `-A ${chain}${note} ${recent('--update')} ${d.proto} -j DNAT --to-destination ${endpointAddress(endpoint)}`,
-      );
+    // These checks name every endpoint chain a second time in one input, which iptables-nft-restore
+    // finds by walking past every smaller name: O(n²), but under 1 s of user time at 20,000 endpoints
+    // against the kernel's own O(n²) for xt_recent (each rule's list looked up by name in a list of
+    // all of them, at load and per packet: 14 s of system time for one change). Doing the endpoint
+    // chain's work in place instead (hairpin mark, DNAT with --update) avoided the walk but took a
+    // third recent rule per endpoint, and the kernel's time grew more (docs/benchmarks.md).
+    for (const { sep, note } of targets) {
+      rules.push(`-A ${chain}${note} -m recent --name ${sep} --rcheck --seconds ${seconds} --reap -j ${sep}`);
     }
   }
   const n = targets.length;
