@@ -10,7 +10,6 @@ import { iptablesPlanner } from '../../dataplanes/iptables/planner.ts';
 import { FAMILIES, type IptablesPlan, restoreInput } from '../../dataplanes/iptables/restore-plan.ts';
 import type { IpvsPlan } from '../../dataplanes/ipvs/ipvs-plan.ts';
 import { ipvsDesired, ipvsPlanner } from '../../dataplanes/ipvs/planner.ts';
-import { nftablesPlanner } from '../../dataplanes/nftables/planner.ts';
 import { Lab, requireRoot } from '../../harness/netns.ts';
 import { canonicalIP } from '../../src/base/ip-address.ts';
 import { buildProxyState } from '../../src/model/build-state.ts';
@@ -19,6 +18,7 @@ import { CLUSTER_OPTIONS, randomCluster } from '../model/random-cluster.ts';
 import { prng } from '../support/prng.ts';
 import { applyOps, fromDesired } from './ipvs/fake-ipvs.ts';
 import { nftLoad } from './nftables/kernel-support.ts';
+import { plannerAfterFullSync } from './nftables/planner-with-slots.ts';
 
 const SEEDS = Number(process.env.KPROXY_SEEDS ?? 4);
 const STEPS = 3;
@@ -82,6 +82,8 @@ test('random conflicting clusters: every planner output loads into a kernel, ful
       legacy: await lab.addNetns(`iptlegacy-${seed}`),
     };
     let table = fromDesired(ipvsDesired({}, { scheduler: 'rr' }));
+    // As the live dataplane: each nftables plan starts from the endpoint slots the ones before it left.
+    const nftPlanner = plannerAfterFullSync();
     for (let step = 0; step < states.length; step++) {
       const where = `seed ${seed}, step ${step}`;
       const prev = states[step - 1];
@@ -98,7 +100,7 @@ test('random conflicting clusters: every planner output loads into a kernel, ful
         }
       };
 
-      await load('nft (nftables)', () => nftLoad(lab, nft, nftablesPlanner.render(plan(nftablesPlanner))));
+      await load('nft (nftables)', () => nftLoad(lab, nft, nftPlanner.render(plan(nftPlanner))));
 
       const iptablesPlan: IptablesPlan = plan(iptablesPlanner);
       for (const backend of ['nft', 'legacy'] as const) {

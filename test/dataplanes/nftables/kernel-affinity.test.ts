@@ -18,6 +18,7 @@ import {
 import type { DualStackState, ServicePort } from '../../../src/model/proxy-state.ts';
 import { endpoint, proxyState, servicePort } from './fixtures.ts';
 import { nftLoad } from './kernel-support.ts';
+import { plannerAfterFullSync } from './planner-with-slots.ts';
 
 const isRoot = process.getuid?.() === 0;
 const ROOT_REASON = 'needs root: network namespaces and nft';
@@ -77,9 +78,10 @@ describe('nftables ClientIP affinity with real packets', { skip: isRoot ? false 
     };
   }
 
+  // As the live dataplane: each plan starts from the endpoint slots the ones before it left.
+  const planner = plannerAfterFullSync();
   async function sync(next: DualStackState): Promise<void> {
-    const plan = nftablesPlanner.planIncremental(state, next);
-    await nftLoad(lab, node().ns, nftablesPlanner.render(plan));
+    await nftLoad(lab, node().ns, planner.render(planner.planIncremental(state, next)));
     state = next;
   }
 

@@ -5,47 +5,21 @@
 // (endpoint-slots.ts); render, given the same sequence, carries them the same way.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { SlotRecord } from '../../../dataplanes/nftables/endpoint-slots.ts';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
-import {
-  incrementalPlanSteps,
-  type NftPlan,
-  type NftPlanKind,
-  nftablesPlanner,
-  planFull,
-} from '../../../dataplanes/nftables/planner.ts';
-import type { DataplanePlanner } from '../../../dataplanes/shared/dataplane.ts';
-import type { NftFamily } from '../../../dataplanes/shared/nft/transaction.ts';
-import { runAll } from '../../../src/base/work-slices.ts';
+import { type NftPlanKind, nftablesPlanner, planFull } from '../../../dataplanes/nftables/planner.ts';
 import { ROUND_HEADER, renderSince } from '../../../src/cli/render-rounds.ts';
 import { changedServicePorts } from '../../../src/model/changed-service-ports.ts';
 import type { DualStackState, ServicePortKey } from '../../../src/model/proxy-state.ts';
 import { roundsBetween, stateAfterRound } from '../../../src/sync/sync-rounds.ts';
 import { prng } from '../../support/prng.ts';
 import { quietSyncStep, scriptedModel } from '../../sync/step-fixtures.ts';
+import { plannerAfterFullSync } from './planner-with-slots.ts';
 import { randomState } from './random-state.ts';
 import { RecordingCommandRunner, RecordingNftRunner } from './recording-nft-runner.ts';
 
 function dataplane(coldStartChunk?: number) {
   const nft = new RecordingNftRunner();
   return { nft, dp: new NftablesDataplane({ nft, commands: new RecordingCommandRunner(), coldStartChunk }) };
-}
-
-/**
- * The planner as the live dataplane runs it after a full sync: each incremental plan starts from
- * the endpoint slots the plans before it left (committed once rendered).
- */
-function plannerAfterFullSync(): DataplanePlanner<NftPlan> {
-  const slots = new Map<NftFamily, SlotRecord>();
-  return {
-    ...nftablesPlanner,
-    planIncremental: (prev, next) => runAll(incrementalPlanSteps(prev, next, { slots })),
-    render(plan) {
-      const script = nftablesPlanner.render(plan);
-      plan.commit?.();
-      return script;
-    },
-  };
 }
 
 /** render --chunks output split into the transactions its header lines name. */
