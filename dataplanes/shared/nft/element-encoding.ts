@@ -10,7 +10,7 @@
 // interval set (kproxy's firewall-allow: VIP . proto . port . source range) takes each element as
 // its first key and its last (NFTA_SET_ELEM_KEY_END).
 import type { AttributeWriter } from '../netlink-attributes.ts';
-import type { ElementSpec, SetSpec } from './transaction.ts';
+import { type ElementSpec, MAX_COMMENT, type SetSpec } from './transaction.ts';
 
 type Component = 'ipv4' | 'ipv6' | 'proto' | 'service' | 'mark' | 'u32';
 
@@ -142,6 +142,9 @@ export function writeElement(
   }
   if (withData && element.comment !== undefined) {
     const text = Buffer.from(`${element.comment}\0`, 'utf8');
+    // nft's own limit, as the text path checks it; it also keeps the length within its one byte.
+    if (text.length - 1 > MAX_COMMENT)
+      throw new Error(`nft comment over ${MAX_COMMENT} bytes: ${element.comment}`);
     const at = w.attribute(NFTA.SET_ELEM_USERDATA, 2 + text.length);
     w.setU8(at, UDATA_SET_ELEM_COMMENT);
     w.setU8(at + 1, text.length);

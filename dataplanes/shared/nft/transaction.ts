@@ -82,7 +82,7 @@ export type NftOp =
 // Identifiers kproxy writes: letters, digits and - _ . / (kube-proxy's chain names use the same).
 const NAME = /^[A-Za-z][A-Za-z0-9_./-]*$/;
 // nft rejects comments over 128 bytes; quotes cannot be escaped in a comment.
-const MAX_COMMENT = 128;
+export const MAX_COMMENT = 128;
 
 function checkName(what: string, name: string): void {
   if (!NAME.test(name)) throw new Error(`nft ${what} name ${JSON.stringify(name)} is not a valid identifier`);

@@ -61,6 +61,26 @@ describe('netlink element writer on the kernel', {
     assert.deepEqual(await canonicalRuleset(lab, written), await canonicalRuleset(lab, loaded));
   });
 
+  test('a batch over one datagram goes to nft whole; the next small one is a batch again', async () => {
+    const written = await lab.addNetns('w-oversize');
+    const loaded = await lab.addNetns('l-oversize');
+    const { kinds, batches, maxBytes } = (await inside(written, ['oversize'])) as {
+      kinds: string[];
+      batches: number[];
+      maxBytes: number;
+    };
+    assert.deepEqual(kinds, ['full', 'incremental', 'incremental']);
+    // The kernel's smallest send buffer: 200 endpoints' elements cannot fit (~50 bytes each).
+    assert.ok(maxBytes < 200 * 50, `maxBytes ${maxBytes}`);
+    const [cold, wide, next] = batches as [number, number, number];
+    assert.ok(cold >= 2, `cold start: ${cold} batches`);
+    assert.equal(wide, cold, 'the 200-endpoint change wrote no batch');
+    assert.equal(next, wide + 1, 'one more endpoint: one batch');
+    // Whichever way each sync went, the kernel holds what nft alone makes of the same syncs.
+    await inside(loaded, ['oversize', 'text']);
+    assert.deepEqual(await canonicalRuleset(lab, written), await canonicalRuleset(lab, loaded));
+  });
+
   test('a refused batch changes nothing and names the clashing element', async () => {
     const ns = await lab.addNetns('refuse');
     await inside(ns, ['golden', 'cluster-ip']);

@@ -7,6 +7,9 @@
 //   node netlink-sync-main.ts sync-text SEED...  the same syncs, every transaction by nft
 //   node netlink-sync-main.ts golden NAME    full sync of a golden state, in pieces of 2 elements
 //   node netlink-sync-main.ts refuse         a batch the kernel refuses; prints its error (JSON)
+//   node netlink-sync-main.ts oversize [text]  with the smallest send buffer the kernel gives:
+//                                            golden 'cluster-ip', then 'web' with 200 endpoints
+//                                            (a batch over one datagram), then with 201
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
 import { NetlinkElementWriter } from '../../../dataplanes/nftables/netlink-elements.ts';
 import { commandNftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
@@ -15,6 +18,7 @@ import { elementBatch } from '../../../dataplanes/shared/nft/element-batch.ts';
 import { NftTransaction, TABLE } from '../../../dataplanes/shared/nft/transaction.ts';
 import type { DualStackState, ProxyState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
+import { endpoint, ipv4, servicePort } from './fixtures.ts';
 import { goldenStates } from './golden-states.ts';
 import { randomState } from './random-state.ts';
 
@@ -32,28 +36,40 @@ function sameNode(states: DualStackState[]): DualStackState[] {
   return states.map((drawn) => ({ IPv4: on('IPv4', drawn), IPv6: on('IPv6', drawn) }));
 }
 
+/** 'cluster-ip' with `count` endpoints behind 'web': ~50 bytes of batch each. */
+function wideWeb(count: number): DualStackState {
+  const pods = Array.from({ length: count }, (_, i) => endpoint(`10.244.${2 + (i >> 8)}.${i & 255}`));
+  return ipv4([servicePort('web', { clusterIP: '10.96.0.10', clusterEndpoints: pods })], {
+    serviceCIDRs: ['10.96.0.0/16'],
+  });
+}
+
 const [mode, ...args] = process.argv.slice(2);
 const commands = execaRunner([]);
-const elements = NetlinkElementWriter.open(TABLE);
+// SO_SNDBUF of 1 gives the kernel's minimum (~4.5 KiB), so a change of a few hundred elements
+// exceeds one datagram and must go to nft whole.
+const elements = NetlinkElementWriter.open(TABLE, mode === 'oversize' ? 1 : undefined);
 const dataplane = new NftablesDataplane({
   nft: commandNftRunner(commands),
   commands,
-  elements: mode === 'sync-text' ? undefined : elements,
+  elements: mode === 'sync-text' || args[0] === 'text' ? undefined : elements,
   coldStartChunk: 2,
 });
 const kinds: string[] = [];
-if (mode === 'sync' || mode === 'sync-text' || mode === 'golden') {
+if (mode === 'sync' || mode === 'sync-text' || mode === 'golden' || mode === 'oversize') {
   const states =
     mode === 'golden'
       ? [goldenStates[args[0]!]!]
-      : sameNode(args.map((seed) => randomState(prng(Number(seed)))));
+      : mode === 'oversize'
+        ? [goldenStates['cluster-ip']!, wideWeb(200), wideWeb(201)]
+        : sameNode(args.map((seed) => randomState(prng(Number(seed)))));
   await dataplane.start();
   const batches: number[] = [];
   for (const [i, state] of states.entries()) {
     kinds.push((await dataplane.sync(state, i === 0 ? 'full' : 'incremental')).kind);
     batches.push(elements.batches);
   }
-  process.stdout.write(`${JSON.stringify({ kinds, batches })}\n`);
+  process.stdout.write(`${JSON.stringify({ kinds, batches, maxBytes: elements.maxBytes })}\n`);
 } else if (mode === 'refuse') {
   // Two adds, the second clashing with an element already there (another value): the batch is
   // refused whole, so the first is not added either.

@@ -64,6 +64,17 @@ test('a verdict map element with a comment: goto code in network order, chain, c
   );
 });
 
+test("a comment over nft's 128 bytes is refused, not cut or wrapped in its one-byte length", () => {
+  const set: SetSpec = {
+    name: 'firewall-ips',
+    kind: 'set',
+    type: 'type ipv4_addr . inet_proto . inet_service',
+  };
+  const key = '10.0.0.3 . tcp . 80';
+  assert.ok(elementMessage(set, { key, comment: 'é'.repeat(64) }).length > 0);
+  assert.throws(() => elementMessage(set, { key, comment: `${'é'.repeat(64)}x` }), /over 128 bytes/);
+});
+
 test('a concatenated interval set: the range as its first key and its last (NFTA_SET_ELEM_KEY_END)', () => {
   const set: SetSpec = {
     name: 'firewall-allow',
