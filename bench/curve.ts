@@ -1,13 +1,17 @@
 // The scaling curve of each mode: kproxy's cold sync beside the bare kernel load of the same
 // ruleset at every size one run measured (and one change, and connect latency), as a table and as
 // an SVG line chart, log-log. Pure and deterministic (the same figures give the same bytes), so the
-// chart is tested as it is and can be committed beside the figures it shows.
+// chart is tested as it is and can be committed beside the figures it shows. Each mode's series is
+// what its daemon does: nftables' is the netlink element writer's (`kproxy run` writes elements
+// by netlink), with the nft-text path beside it for information.
 import { type BenchFigures, formatColumns, ms } from './report.ts';
 
-export type CurveMode = 'nftables' | 'iptables' | 'ipvs';
+type CurveSection = 'nftables' | 'iptables' | 'ipvs';
+/** A mode's series, or one drawn beside it for information ('nftables-text'). */
+export type CurveSeries = CurveSection | 'nftables-text';
 
 export interface CurvePoint {
-  readonly mode: CurveMode;
+  readonly series: CurveSeries;
   readonly services: number;
   readonly endpointsPerService: number;
   /** One Service with all the endpoints, not `services` of `endpointsPerService` each. */
@@ -22,10 +26,18 @@ export interface CurvePoint {
 
 type Figures = Readonly<Record<string, unknown>>;
 
-/** Where each mode's section keeps its figures, what its bare baselines are, and its colour. */
-interface ModeSpec {
-  readonly mode: CurveMode;
+/** Where each series' section keeps its figures, what its bare baselines are, and its colour. */
+interface SeriesSpec {
+  readonly series: CurveSeries;
+  readonly section: CurveSection;
+  /**
+   * Beside its section's main series, for information: no bare line (the main series' is the
+   * same) and no connect figures (the rules are the same).
+   */
+  readonly aside?: true;
   readonly label: string;
+  /** The cold sync's name in the chart's legend; default 'kproxy cold sync'. */
+  readonly coldLabel?: string;
   readonly bareLoad: string;
   readonly bareChange: string;
   readonly keys: {
@@ -37,10 +49,28 @@ interface ModeSpec {
   readonly colour: string;
 }
 
-const MODES: readonly ModeSpec[] = [
+const SERIES: readonly SeriesSpec[] = [
   {
-    mode: 'nftables',
+    // As the daemon: elements by netlink batches (bench/nftables-netlink.ts).
+    series: 'nftables',
+    section: 'nftables',
     label: 'nftables',
+    coldLabel: 'kproxy cold sync (netlink)',
+    bareLoad: 'bare nft -f',
+    bareChange: 'its element batch and nft transactions alone',
+    keys: {
+      cold: 'netlinkColdStartMs',
+      bare: 'bareLoadMs',
+      change: 'netlinkEndpointChangeMedianMs',
+      bareChange: 'netlinkEndpointChangeTransactionMedianMs',
+    },
+    colour: '#1f77b4',
+  },
+  {
+    series: 'nftables-text',
+    section: 'nftables',
+    aside: true,
+    label: 'nftables, nft text',
     bareLoad: 'bare nft -f',
     bareChange: 'its nft transactions alone',
     keys: {
@@ -49,10 +79,11 @@ const MODES: readonly ModeSpec[] = [
       change: 'endpointChangeMedianMs',
       bareChange: 'endpointChangeToolMedianMs',
     },
-    colour: '#1f77b4',
+    colour: '#17becf',
   },
   {
-    mode: 'iptables',
+    series: 'iptables',
+    section: 'iptables',
     label: 'iptables',
     bareLoad: 'bare iptables-nft-restore',
     bareChange: 'bare restore of the changed chains',
@@ -65,7 +96,8 @@ const MODES: readonly ModeSpec[] = [
     colour: '#d62728',
   },
   {
-    mode: 'ipvs',
+    series: 'ipvs',
+    section: 'ipvs',
     label: 'ipvs (VM)',
     bareLoad: 'bare ip + ipvsadm + nft',
     bareChange: 'one bare netlink call',
@@ -85,13 +117,13 @@ const num = (figures: Figures | undefined, key: string): number | undefined => {
 };
 
 /**
- * Every point measured, per mode in MODES order, the N-services points by size, then the wide one.
- * A section's `sizes` are its runs (nftables, iptables: each run has all its figures; ipvs: the
- * cold syncs, its change and connect figures are of the largest size).
+ * Every point measured, per series in SERIES order, the N-services points by size, then the wide
+ * one. A section's `sizes` are its runs (nftables, iptables: each run has all its figures; ipvs:
+ * the cold syncs, its change and connect figures are of the largest size).
  */
 export function curvePoints(figures: BenchFigures): CurvePoint[] {
-  return MODES.flatMap(({ mode, keys }) => {
-    const section = figures[mode];
+  return SERIES.flatMap(({ series, section: from, aside, keys }) => {
+    const section = figures[from];
     const sizes = Array.isArray(section?.sizes) ? (section.sizes as Figures[]) : [];
     const largest = Math.max(...sizes.map((size) => num(size, 'services') ?? 0));
     const points = sizes.flatMap((size): CurvePoint[] => {
@@ -100,10 +132,10 @@ export function curvePoints(figures: BenchFigures): CurvePoint[] {
       const bareLoadMs = num(size, keys.bare);
       if (services === undefined || coldSyncMs === undefined || bareLoadMs === undefined) return [];
       // ipvs gives its change and connect figures once, at the top, for its largest size.
-      const rest = mode === 'ipvs' ? (services === largest ? section : undefined) : size;
+      const rest = from === 'ipvs' ? (services === largest ? section : undefined) : size;
       return [
         {
-          mode,
+          series,
           services,
           endpointsPerService: num(size, 'endpointsPerService') ?? num(section, 'endpointsPerService') ?? 10,
           wide: size.wide === true,
@@ -111,8 +143,8 @@ export function curvePoints(figures: BenchFigures): CurvePoint[] {
           bareLoadMs,
           changeMs: num(rest, keys.change),
           bareChangeMs: num(rest, keys.bareChange),
-          connectFirstUs: num(rest, 'connectFirstServiceUs'),
-          connectLastUs: num(rest, 'connectLastServiceUs'),
+          connectFirstUs: aside ? undefined : num(rest, 'connectFirstServiceUs'),
+          connectLastUs: aside ? undefined : num(rest, 'connectLastServiceUs'),
         },
       ];
     });
@@ -125,8 +157,8 @@ export function curvePoints(figures: BenchFigures): CurvePoint[] {
  * curve says why it has no point there.
  */
 export function curveFailures(figures: BenchFigures): string[] {
-  return MODES.flatMap(({ mode, label }) => {
-    const sizes = figures[mode]?.sizes;
+  return SERIES.filter((spec) => !spec.aside).flatMap(({ section, label }) => {
+    const sizes = figures[section]?.sizes;
     return (Array.isArray(sizes) ? (sizes as Figures[]) : []).flatMap((size) =>
       typeof size.fullSyncFailed === 'string'
         ? [
@@ -137,6 +169,29 @@ export function curveFailures(figures: BenchFigures): string[] {
   });
 }
 
+/**
+ * The nftables points whose elements went (partly) to nft rather than by netlink: the writer's
+ * fallback, for a transaction whose batch exceeds one datagram (the socket's send buffer) or that
+ * it cannot split. The daemon takes the same path there, so the point stands, and says so.
+ */
+export function curveFallbacks(figures: BenchFigures): string[] {
+  const sizes = figures.nftables?.sizes;
+  return (Array.isArray(sizes) ? (sizes as Figures[]) : []).flatMap((size) => {
+    const cold = num(size, 'netlinkColdStartNftElements') ?? 0;
+    const changes = num(size, 'netlinkEndpointChangesByNft') ?? 0;
+    if (cold === 0 && changes === 0) return [];
+    const where =
+      size.wide === true
+        ? `1 × ${count(num(size, 'endpointsPerService') ?? 0)}`
+        : `${count(num(size, 'services') ?? 0)} services`;
+    const oversize = num(size, 'netlinkColdStartOversizeBatches') ?? 0;
+    return [
+      `nftables ${where}: elements by nft, not netlink (the writer's fallback): ${count(cold)} of the cold start's (${oversize} ${oversize === 1 ? 'batch' : 'batches'} over one datagram), ${changes} of ${num(size, 'endpointChangeRuns') ?? '?'} changes`,
+    ];
+  });
+}
+
+const specOf = (p: CurvePoint) => SERIES.find((spec) => spec.series === p.series)!;
 const count = (n: number) => n.toLocaleString('en-US');
 const shapeOf = (p: CurvePoint) =>
   p.wide ? `1 × ${count(p.endpointsPerService)}` : `${count(p.services)} × ${p.endpointsPerService}`;
@@ -150,7 +205,7 @@ function ratio(measured: number | undefined, base: number | undefined, show: (v:
 export function formatCurveTable(points: readonly CurvePoint[]): string {
   if (points.length === 0) return 'curve: no sizes measured';
   const cells = points.map((p) => [
-    MODES.find((m) => m.mode === p.mode)!.label,
+    specOf(p).label,
     shapeOf(p),
     ratio(p.coldSyncMs, p.bareLoadMs, ms),
     ratio(p.changeMs, p.bareChangeMs, ms),
@@ -163,7 +218,7 @@ export function formatCurveTable(points: readonly CurvePoint[]): string {
     'one change vs bare',
     'connect last vs first',
   ];
-  const bases = MODES.filter((m) => points.some((p) => p.mode === m.mode)).map(
+  const bases = SERIES.filter((m) => points.some((p) => p.series === m.series)).map(
     (m) => `${m.label}: ${m.bareLoad}; ${m.bareChange}`,
   );
   return [formatColumns(header, cells), `bare baselines: ${bases.join(' | ')}`].join('\n');
@@ -208,7 +263,7 @@ const diamond = (x: number, y: number, colour: string, filled: boolean) =>
  * The chart: x the endpoints in the cluster (N services × E, so the N-services points are the
  * services scale shifted by E; a wide Service sits where its endpoint count does), y seconds, both
  * log; per mode a solid line for kproxy's cold sync and a dashed one for the bare kernel load of
- * the same ruleset, the wide Service as unconnected diamonds.
+ * the same ruleset, a series beside it (nft text) dotted, the wide Service as unconnected diamonds.
  */
 export function curveSvg(points: readonly CurvePoint[]): string {
   const head = `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${HEIGHT}" viewBox="0 0 ${WIDTH} ${HEIGHT}" font-family="sans-serif" font-size="12">`;
@@ -265,19 +320,21 @@ export function curveSvg(points: readonly CurvePoint[]): string {
     lines.push(sample, `<text x="${LEGEND_X + 34}" y="${legendY + 4}">${escapeXml(text)}</text>`);
     legendY += 20;
   };
-  for (const spec of MODES) {
-    const mine = points.filter((p) => p.mode === spec.mode);
+  for (const spec of SERIES) {
+    const mine = points.filter((p) => p.series === spec.series);
     if (mine.length === 0) continue;
     const { colour } = spec;
-    for (const [series, figure, dash] of [
-      ['kproxy', (p: CurvePoint) => p.coldSyncMs, ''],
+    // The aside series has no bare line: its section's main series draws it.
+    const kinds = [
+      ['kproxy', (p: CurvePoint) => p.coldSyncMs, spec.aside ? ' stroke-dasharray="2 3"' : ''],
       ['bare', (p: CurvePoint) => p.bareLoadMs, ' stroke-dasharray="6 4"'],
-    ] as const) {
-      const filled = series === 'kproxy';
+    ] as const;
+    for (const [kind, figure, dash] of spec.aside ? kinds.slice(0, 1) : kinds) {
+      const filled = kind === 'kproxy';
       const line = mine.filter((p) => !p.wide);
       const coords = line.map((p) => `${fixed(x(endpointsOf(p)))},${fixed(y(figure(p) / 1000))}`).join(' ');
       lines.push(
-        `<g data-series="${spec.mode}-${series}">`,
+        `<g data-series="${spec.series}-${kind}">`,
         `<polyline points="${coords}" fill="none" stroke="${colour}" stroke-width="2"${dash}/>`,
         ...line.map((p) => circle(x(endpointsOf(p)), y(figure(p) / 1000), colour, filled)),
         '</g>',
@@ -285,14 +342,14 @@ export function curveSvg(points: readonly CurvePoint[]): string {
       const wide = mine.filter((p) => p.wide);
       if (wide.length > 0) {
         lines.push(
-          `<g data-series="${spec.mode}-${series}-wide">`,
+          `<g data-series="${spec.series}-${kind}-wide">`,
           ...wide.map((p) => diamond(x(endpointsOf(p)), y(figure(p) / 1000), colour, filled)),
           '</g>',
         );
       }
       legend(
         `<line x1="${LEGEND_X}" y1="${legendY}" x2="${LEGEND_X + 26}" y2="${legendY}" stroke="${colour}" stroke-width="2"${dash}/>`,
-        `${spec.label}: ${filled ? 'kproxy cold sync' : spec.bareLoad}`,
+        `${spec.label}: ${filled ? (spec.coldLabel ?? 'kproxy cold sync') : spec.bareLoad}`,
       );
     }
   }

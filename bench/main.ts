@@ -15,7 +15,7 @@ import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type BenchRun, benchPlan, parseBenchArgs, sectionFigures } from './bench-plan.ts';
-import { curveFailures, curvePoints, curveSvg, formatCurveTable } from './curve.ts';
+import { curveFailures, curveFallbacks, curvePoints, curveSvg, formatCurveTable } from './curve.ts';
 import { type BenchFigures, benchRows, formatTable } from './report.ts';
 
 const options = parseBenchArgs(process.argv.slice(2));
@@ -81,7 +81,7 @@ const chart = `${jsonFile.replace(/\.json$/, '')}.svg`;
 writeFileSync(chart, curveSvg(curvePoints(figures)));
 console.log(formatTable(benchRows(figures)));
 console.log(`\n${formatCurveTable(curvePoints(figures))}`);
-for (const failure of curveFailures(figures)) console.log(`curve: ${failure}`);
+for (const note of [...curveFailures(figures), ...curveFallbacks(figures)]) console.log(`curve: ${note}`);
 for (const failure of failures) console.log(`FAILED ${failure}`);
 console.log(`raw figures: ${jsonFile}\ncurve: ${chart}`);
 process.exitCode = failures.length > 0 ? 1 : 0;

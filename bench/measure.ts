@@ -128,3 +128,44 @@ export class TimedNftRunner implements NftRunner {
     this.calls = 0;
   }
 }
+
+/** Elements an nft script adds or deletes: a line each inside a `{` block, or one inline. */
+function scriptElements(script: string): number {
+  let count = 0;
+  for (const line of script.split('\n')) {
+    if (line.startsWith('\t')) count++;
+    else if (/^(add|delete) element .*\}$/.test(line)) count++;
+  }
+  return count;
+}
+
+/**
+ * `inner`, counting the elements of the scripts it runs while `counting` (set around what is
+ * counted: splitting a cold start's scripts into lines would add to its time).
+ */
+export class ElementCountingNftRunner implements NftRunner {
+  readonly #inner: NftRunner;
+  counting = false;
+  elements = 0;
+
+  constructor(inner: NftRunner) {
+    this.#inner = inner;
+  }
+
+  run(script: string): Promise<void> {
+    if (this.counting) this.elements += scriptElements(script);
+    return this.#inner.run(script);
+  }
+
+  listChainsJson(...args: Parameters<NftRunner['listChainsJson']>): Promise<unknown> {
+    return this.#inner.listChainsJson(...args);
+  }
+
+  listSetJson(...args: Parameters<NftRunner['listSetJson']>): Promise<unknown> {
+    return this.#inner.listSetJson(...args);
+  }
+
+  check(script: string): Promise<boolean> {
+    return this.#inner.check(script);
+  }
+}

@@ -3,7 +3,10 @@
 //   ip netns add x && nsenter --net=/run/netns/x node --expose-gc bench/nftables-netlink.ts
 // Measures the bare `nft -f` load of kproxy's full ruleset (unless --skip-bare: nftables-speed.ts
 // runs this in its own section and has measured it), then kproxy's cold start with the writer, and
-// one endpoint change end to end (median), in that namespace.
+// one endpoint change end to end (median), in that namespace. Beside each, the path its elements
+// took: a transaction the writer cannot split, or whose batch exceeds one datagram, goes to nft
+// whole (netlink-elements.ts), so the elements nft wrote are counted, and the batches too big.
+// --wide: one Service with --endpoints endpoints (in slices of 100) instead of N services.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,13 +20,14 @@ import { fullTransaction } from '../dataplanes/shared/nft/full-transaction.ts';
 import { TABLE } from '../dataplanes/shared/nft/transaction.ts';
 import type { DualStackState } from '../src/model/proxy-state.ts';
 import { loadedModel } from './bench-model.ts';
-import { median, reportSection, round, TimedNftRunner, timeMs } from './measure.ts';
+import { ElementCountingNftRunner, median, reportSection, round, TimedNftRunner, timeMs } from './measure.ts';
 import { type ClusterShape, changedSlice, shapedCluster } from './synthetic-cluster.ts';
 
 const { values } = parseArgs({
   options: {
     services: { type: 'string', default: '30000' },
     endpoints: { type: 'string', default: '10' },
+    wide: { type: 'boolean', default: false },
     changes: { type: 'string', default: '21' },
     'skip-bare': { type: 'boolean', default: false },
     /** SO_SNDBUF to ask for (default: as much as the kernel gives; 212992 is Debian's wmem_max). */
@@ -31,10 +35,37 @@ const { values } = parseArgs({
   },
 });
 const shape: ClusterShape = {
-  services: Number(values.services),
+  services: values.wide ? 1 : Number(values.services),
   endpointsPerService: Number(values.endpoints),
-  wide: false,
+  wide: values.wide,
 };
+
+/**
+ * What `writer` does for the dataplane, added up: its batches' time (sent to the kernel's
+ * answers) and elements, and the batches that exceeded one datagram (their transactions went to
+ * nft whole).
+ */
+function writerStats(writer: NetlinkElementWriter) {
+  const stats = { ms: 0, elements: 0, oversize: 0 };
+  const write = writer.write.bind(writer);
+  writer.write = async (split, batch) => {
+    const start = performance.now();
+    try {
+      await write(split, batch);
+    } finally {
+      stats.ms += performance.now() - start;
+    }
+    for (const op of split.ops) stats.elements += op.verb === 'flush' ? 0 : op.elements.length;
+  };
+  const batchSteps = writer.batchSteps.bind(writer);
+  writer.batchSteps = function* (split) {
+    const batch = yield* batchSteps(split);
+    if (batch === undefined) stats.oversize++;
+    return batch;
+  };
+  return stats;
+}
+
 const model = loadedModel(shapedCluster(shape));
 let state: DualStackState = model.update().state;
 const runner = execaRunner([]);
@@ -54,20 +85,30 @@ try {
     TABLE,
     sendBuffer === undefined ? undefined : Number(sendBuffer),
   );
-  const nft = new TimedNftRunner(commandNftRunner(runner));
+  const stats = writerStats(elements);
+  const counted = new ElementCountingNftRunner(commandNftRunner(runner));
+  counted.counting = true;
+  const nft = new TimedNftRunner(counted);
   const dataplane = new NftablesDataplane({ nft, commands: runner, elements });
   const coldStartMs = await timeMs(async () => {
     await dataplane.start();
     await dataplane.sync(state, 'full');
   });
-  const coldStartNftMs = nft.ms;
+  const coldStart = { nftMs: nft.ms, nftElements: counted.elements, ...stats, batches: elements.batches };
   await dataplane.settled();
+  // One endpoint of the middle service (slice) toggles between two pod IPs, as in nftables-speed.ts.
   const changeMs: number[] = [];
-  const changeToolCalls: number[] = [];
+  const changeTransactionMs: number[] = [];
+  const changeNftCalls: number[] = [];
+  const changeNetlinkElements: number[] = [];
+  let changesByNft = 0;
+  let changeOversize = 0;
   for (let run = 0; run < Number(values.changes); run++) {
+    nft.reset();
+    counted.elements = 0;
+    Object.assign(stats, { ms: 0, elements: 0, oversize: 0 });
     changeMs.push(
       await timeMs(async () => {
-        nft.reset();
         model.setEndpointSlice(changedSlice(shape, run + 1));
         const update = model.update();
         state = update.state;
@@ -75,23 +116,37 @@ try {
         if (outcome.kind !== 'incremental') throw new Error('the endpoint change fell back to a full sync');
       }),
     );
-    changeToolCalls.push(nft.calls);
+    changeTransactionMs.push(nft.ms + stats.ms);
+    changeNftCalls.push(nft.calls);
+    changeNetlinkElements.push(stats.elements);
+    if (counted.elements > 0) changesByNft++;
+    changeOversize += stats.oversize;
   }
   elements.close();
   reportSection({
     services: shape.services,
     endpointsPerService: shape.endpointsPerService,
+    wide: shape.wide,
     batchBytes: elements.maxBytes,
-    batches: elements.batches,
     ...(bareMs === undefined
       ? {}
       : { bareLoadMs: round(bareMs), coldStartRatio: round(coldStartMs / bareMs, 2) }),
     coldStartMs: round(coldStartMs),
-    coldStartNftMs: round(coldStartNftMs),
+    coldStartNftMs: round(coldStart.nftMs),
+    coldStartBatches: coldStart.batches,
+    coldStartBatchMs: round(coldStart.ms),
+    coldStartNetlinkElements: coldStart.elements,
+    coldStartNftElements: coldStart.nftElements,
+    coldStartOversizeBatches: coldStart.oversize,
     endpointChangeMedianMs: round(median(changeMs), 3),
     endpointChangeMinMs: round(Math.min(...changeMs), 3),
     endpointChangeMaxMs: round(Math.max(...changeMs), 3),
-    endpointChangeNftCalls: median(changeToolCalls),
+    endpointChangeTransactionMedianMs: round(median(changeTransactionMs), 3),
+    endpointChangeNftCalls: median(changeNftCalls),
+    endpointChangeNetlinkElements: median(changeNetlinkElements),
+    endpointChangesByNft: changesByNft,
+    endpointChangeOversizeBatches: changeOversize,
+    endpointChangeRuns: changeMs.length,
   });
 } finally {
   rmSync(dir, { recursive: true, force: true });

@@ -10,7 +10,9 @@
 // - TCP connect latency from the node namespace to the first and the last service;
 // - kproxy's cold start and one endpoint change with the netlink element writer, as the daemon
 //   runs them (its socket lives in the process's namespace, so bench/nftables-netlink.ts runs them
-//   in a child inside a namespace of its own).
+//   in a child inside a namespace of its own): the `netlink*` figures, the curve's nftables points;
+//   the in-process figures above are the nft-text path's (the daemon's full syncs on a node with
+//   our tables, and the writer's fallback).
 // --wide: one Service with --endpoints endpoints (in slices of 100) instead of N services.
 //   node --expose-gc bench/nftables-speed.ts [--services 30000] [--endpoints 10] [--wide]
 //     [--changes 21] [--cold-start-chunk 100000]
@@ -22,7 +24,7 @@ import { parseArgs } from 'node:util';
 import { coldStartTransactions } from '../dataplanes/nftables/cold-start.ts';
 import { desiredRuleset } from '../dataplanes/nftables/desired-ruleset.ts';
 import { NftablesDataplane } from '../dataplanes/nftables/live.ts';
-import { commandNftRunner, type NftRunner } from '../dataplanes/nftables/nft-runner.ts';
+import { commandNftRunner } from '../dataplanes/nftables/nft-runner.ts';
 import { execaRunner } from '../dataplanes/shared/command-runner.ts';
 import { fullTransaction } from '../dataplanes/shared/nft/full-transaction.ts';
 import { Lab } from '../harness/netns.ts';
@@ -30,6 +32,7 @@ import { heapReleaser } from '../src/daemon/release-memory.ts';
 import type { DualStackState } from '../src/model/proxy-state.ts';
 import { loadedModel } from './bench-model.ts';
 import {
+  ElementCountingNftRunner,
   idleMemoryMiB,
   median,
   reportSection,
@@ -67,44 +70,6 @@ const IDLE_SECONDS = 10;
 /** The dataplane's piece size (its default: 100k elements); the bare chunked load uses the same. */
 const COLD_START_CHUNK = Number(values['cold-start-chunk']);
 
-/** Elements an nft script adds or deletes: a line each inside a `{` block, or one inline. */
-function scriptElements(script: string): number {
-  let count = 0;
-  for (const line of script.split('\n')) {
-    if (line.startsWith('\t')) count++;
-    else if (/^(add|delete) element .*\}$/.test(line)) count++;
-  }
-  return count;
-}
-
-/** `inner`, counting the elements of the scripts it runs while `counting` (the changes only). */
-class ElementCountingNftRunner implements NftRunner {
-  readonly #inner: NftRunner;
-  counting = false;
-  elements = 0;
-
-  constructor(inner: NftRunner) {
-    this.#inner = inner;
-  }
-
-  run(script: string): Promise<void> {
-    if (this.counting) this.elements += scriptElements(script);
-    return this.#inner.run(script);
-  }
-
-  listChainsJson(...args: Parameters<NftRunner['listChainsJson']>): Promise<unknown> {
-    return this.#inner.listChainsJson(...args);
-  }
-
-  listSetJson(...args: Parameters<NftRunner['listSetJson']>): Promise<unknown> {
-    return this.#inner.listSetJson(...args);
-  }
-
-  check(script: string): Promise<boolean> {
-    return this.#inner.check(script);
-  }
-}
-
 /**
  * kproxy's full ruleset for `state` as nft scripts: one file, and the cold-start transactions. A
  * function of its own so the rendered ruleset is garbage before memory is measured.
@@ -122,12 +87,15 @@ function writeBareFiles(state: DualStackState, dir: string): { single: string; c
   return { single, chunks };
 }
 
-/** The writer's cold start and endpoint change, run in `ns` by bench/nftables-netlink.ts. */
+/**
+ * The writer's cold start and endpoint change, run in `ns` by bench/nftables-netlink.ts: what the
+ * daemon does (`kproxy run` writes elements by netlink), so the curve's nftables points. Beside
+ * them the path the elements took: a transaction whose batch exceeds one datagram goes to nft.
+ */
 async function netlinkFigures(ns: string, bareMs: number): Promise<Record<string, number>> {
   const child = fileURLToPath(new URL('./nftables-netlink.ts', import.meta.url));
   const args = [
-    '--services',
-    String(services),
+    ...(shape.wide ? ['--wide'] : ['--services', String(services)]),
     '--endpoints',
     String(endpoints),
     '--changes',
@@ -143,10 +111,20 @@ async function netlinkFigures(ns: string, bareMs: number): Promise<Record<string
   return {
     netlinkColdStartMs: figures.coldStartMs!,
     netlinkColdStartRatio: round(figures.coldStartMs! / bareMs, 2),
-    netlinkBatches: figures.batches!,
+    netlinkBatches: figures.coldStartBatches!,
+    netlinkColdStartBatchMs: figures.coldStartBatchMs!,
+    netlinkColdStartNftMs: figures.coldStartNftMs!,
+    netlinkColdStartElements: figures.coldStartNetlinkElements!,
+    netlinkColdStartNftElements: figures.coldStartNftElements!,
+    netlinkColdStartOversizeBatches: figures.coldStartOversizeBatches!,
     netlinkEndpointChangeMedianMs: figures.endpointChangeMedianMs!,
     netlinkEndpointChangeMinMs: figures.endpointChangeMinMs!,
     netlinkEndpointChangeMaxMs: figures.endpointChangeMaxMs!,
+    netlinkEndpointChangeTransactionMedianMs: figures.endpointChangeTransactionMedianMs!,
+    netlinkEndpointChangeNftCalls: figures.endpointChangeNftCalls!,
+    netlinkEndpointChangeElements: figures.endpointChangeNetlinkElements!,
+    netlinkEndpointChangesByNft: figures.endpointChangesByNft!,
+    netlinkEndpointChangeOversizeBatches: figures.endpointChangeOversizeBatches!,
   };
 }
 
@@ -226,7 +204,7 @@ try {
   }
 
   const connect = await firstLastConnectUs(lab, nodeNs, services, Number(values.connects));
-  const netlink = shape.wide ? {} : await netlinkFigures(await lab.addNetns('netlink'), bareMs);
+  const netlink = await netlinkFigures(await lab.addNetns('netlink'), bareMs);
 
   reportSection({
     services,

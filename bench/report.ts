@@ -118,32 +118,33 @@ export function benchRows({
     ...infoRow(`model: whole-state build, ${n(model)} services`, num(model, 'buildProxyStateMs')),
     ...infoRow(`model: one endpoint change (ModelCache)`, num(model, 'cacheOneChangeMs')),
     ...infoRow(`model: changedServicePorts of consecutive states`, num(model, 'changedServicePortsMs')),
+    // As the daemon writes them: elements by netlink batches (netlink-elements.ts).
     ...underRow(
-      `nft: cold start (state → rules), ${n(nftables)}`,
-      num(nftables, 'coldStartMs'),
+      `nft: cold start (state → rules, elements by netlink), ${n(nftables)}`,
+      num(nftables, 'netlinkColdStartMs'),
       10_000,
       'ms',
     ),
     ...ratioRow(
-      `nft: cold start vs bare nft -f (one file)`,
-      num(nftables, 'coldStartMs'),
-      num(nftables, 'bareLoadMs'),
-      1.2,
-    ),
-    ...infoRow(`nft: bare nft -f in the cold-start transactions`, num(nftables, 'bareChunkedLoadMs')),
-    // The daemon writes elements by netlink (netlink-elements.ts); the rows above are nft text's.
-    ...ratioRow(
-      `nft: cold start with elements by netlink (as the daemon) vs bare nft -f`,
+      `nft: ... vs bare nft -f (one file)`,
       num(nftables, 'netlinkColdStartMs'),
       num(nftables, 'bareLoadMs'),
       0.5,
     ),
+    ...infoRow(`nft: bare nft -f in the cold-start transactions`, num(nftables, 'bareChunkedLoadMs')),
     ...underRow(
-      `nft: one endpoint change with elements by netlink (median)`,
+      `nft: one endpoint change end to end, elements by netlink (median)`,
       num(nftables, 'netlinkEndpointChangeMedianMs'),
       0.5,
       'ms',
     ),
+    ...ratioRow(
+      `nft: ... vs its element batch and nft transactions alone`,
+      num(nftables, 'netlinkEndpointChangeMedianMs'),
+      num(nftables, 'netlinkEndpointChangeTransactionMedianMs'),
+      undefined,
+    ),
+    ...writerFallbackRows(nftables),
     ...ratioRow(
       `nft: ${n(nftaffinity)} ClientIP services load vs the same without affinity`,
       num(nftaffinity, 'loadAffinityMs'),
@@ -158,21 +159,28 @@ export function benchRows({
     ),
     ...infoRow(`nft: fragment indexes, built after the cold start`, num(nftables, 'coldStartIndexMs')),
     ...infoRow(`nft: model full build before the cold start`, num(nftables, 'modelFullMs')),
+    // The nft-text path: the daemon's full syncs on a node with our tables, the writer's fallback.
+    ...ratioRow(
+      `nft text: cold start vs bare nft -f (one file)`,
+      num(nftables, 'coldStartMs'),
+      num(nftables, 'bareLoadMs'),
+      1.2,
+    ),
     ...underRow(
-      `nft: one endpoint change end to end (median)`,
+      `nft text: one endpoint change end to end (median)`,
       num(nftables, 'endpointChangeMedianMs'),
       20,
       'ms',
     ),
     ...underRow(
-      `nft: ... the same, target with no spawn per change`,
+      `nft text: ... the same, target with no spawn per change`,
       num(nftables, 'endpointChangeMedianMs'),
       5,
       'ms',
     ),
-    ...infoRow(`nft: ... of which the model`, num(nftables, 'endpointChangeModelMedianMs')),
-    ...infoRow(`nft: ... of which nft transactions`, num(nftables, 'endpointChangeToolMedianMs')),
-    ...infoRow(`nft: spawning nft -f for nothing, for comparison`, num(nftables, 'nftProcessFloorMs')),
+    ...infoRow(`nft text: ... of which the model`, num(nftables, 'endpointChangeModelMedianMs')),
+    ...infoRow(`nft text: ... of which nft transactions`, num(nftables, 'endpointChangeToolMedianMs')),
+    ...infoRow(`nft text: spawning nft -f for nothing, for comparison`, num(nftables, 'nftProcessFloorMs')),
     ...infoRow(`nft: JS heap of the cluster objects alone`, num(nftables, 'heapClusterMiB'), mib),
     ...infoRow(`nft: JS heap of the model state (objects released)`, num(nftables, 'heapModelMiB'), mib),
     ...infoRow(`nft: RSS with the model state`, num(nftables, 'rssModelMiB'), mib),
@@ -261,6 +269,25 @@ export function benchRows({
       num(churn, 'daemonProgrammingMeanMs'),
     ),
   ];
+}
+
+/**
+ * Which path the writer's elements took: a transaction it cannot split, or whose batch exceeds one
+ * datagram (the socket's send buffer), goes to nft whole. Said even when none did, so a run shows
+ * that its netlink figures are the netlink path's.
+ */
+function writerFallbackRows(nftables: Figures | undefined): BenchRow[] {
+  const byNft = num(nftables, 'netlinkColdStartNftElements');
+  const byNetlink = num(nftables, 'netlinkColdStartElements');
+  const changes = num(nftables, 'netlinkEndpointChangesByNft');
+  if (byNft === undefined || byNetlink === undefined || changes === undefined) return [];
+  const count = (v: number) => v.toLocaleString('en-US');
+  return infoRow(
+    `nft: ... elements nft wrote (the writer's fallback)`,
+    byNft,
+    (v) =>
+      `cold start ${count(v)} of ${count(v + byNetlink)}; ${changes} of ${num(nftables, 'endpointChangeRuns')} changes`,
+  );
 }
 
 /**

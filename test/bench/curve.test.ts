@@ -1,13 +1,17 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { curveFailures, curvePoints, curveSvg, formatCurveTable } from '../../bench/curve.ts';
+import { curveFailures, curveFallbacks, curvePoints, curveSvg, formatCurveTable } from '../../bench/curve.ts';
 
-const nft = (services: number, coldStartMs: number, bareLoadMs: number) => ({
+/** A run of the nftables section: the daemon's path (netlink) and, slower, the nft-text path. */
+const nft = (services: number, netlinkColdStartMs: number, bareLoadMs: number) => ({
   services,
   endpointsPerService: 10,
   wide: false,
-  coldStartMs,
+  netlinkColdStartMs,
   bareLoadMs,
+  netlinkEndpointChangeMedianMs: 0.6,
+  netlinkEndpointChangeTransactionMedianMs: 0.3,
+  coldStartMs: netlinkColdStartMs * 2,
   endpointChangeMedianMs: 3,
   endpointChangeToolMedianMs: 1.5,
   connectFirstServiceUs: 160,
@@ -58,19 +62,23 @@ describe('bench curve', () => {
       },
     });
     assert.deepEqual(
-      points.map((p) => `${p.mode} ${p.services}${p.wide ? ' wide' : ''}`),
+      points.map((p) => `${p.series} ${p.services}${p.wide ? ' wide' : ''}`),
       [
         'nftables 100',
         'nftables 1000',
         'nftables 30000',
         'nftables 1 wide',
+        'nftables-text 100',
+        'nftables-text 1000',
+        'nftables-text 30000',
+        'nftables-text 1 wide',
         'iptables 100',
         'iptables 1000',
         'ipvs 1000',
         'ipvs 10000',
       ],
     );
-    const ipvs = points.filter((p) => p.mode === 'ipvs');
+    const ipvs = points.filter((p) => p.series === 'ipvs');
     assert.deepEqual(
       ipvs.map((p) => [p.services, p.changeMs, p.bareChangeMs]),
       [
@@ -78,7 +86,45 @@ describe('bench curve', () => {
         [10000, 40, 0.5],
       ],
     );
-    assert.equal(points.find((p) => p.mode === 'iptables')?.bareChangeMs, 380);
+    assert.equal(points.find((p) => p.series === 'iptables')?.bareChangeMs, 380);
+  });
+
+  it('plots nftables as the daemon runs it (elements by netlink), the nft-text path beside it', () => {
+    const points = curvePoints(FIGURES);
+    const at = (series: string, wide: boolean) =>
+      points.find((p) => p.series === series && p.services === (wide ? 1 : 30000) && p.wide === wide)!;
+    for (const wide of [false, true]) {
+      const daemon = at('nftables', wide);
+      assert.equal(daemon.coldSyncMs, wide ? 1000 : 10_000, 'the netlink cold start');
+      assert.equal(daemon.bareLoadMs, wide ? 900 : 9_000);
+      assert.deepEqual([daemon.changeMs, daemon.bareChangeMs], [0.6, 0.3], 'the netlink change');
+      assert.deepEqual([daemon.connectFirstUs, daemon.connectLastUs], [160, 168]);
+      const text = at('nftables-text', wide);
+      assert.equal(text.coldSyncMs, wide ? 2000 : 20_000, 'the nft-text cold start');
+      assert.deepEqual([text.changeMs, text.bareChangeMs], [3, 1.5]);
+      assert.equal(text.connectFirstUs, undefined, 'connect latency is once per size, on the main series');
+    }
+    // Where the writer fell back to nft (a batch over one datagram), the curve says so.
+    assert.deepEqual(curveFallbacks(FIGURES), []);
+    const wide = {
+      ...nft(1, 1000, 900),
+      endpointsPerService: 100_000,
+      wide: true,
+      endpointChangeRuns: 21,
+      netlinkColdStartNftElements: 133_337,
+      netlinkColdStartOversizeBatches: 1,
+      netlinkEndpointChangesByNft: 0,
+    };
+    assert.deepEqual(curveFallbacks({ nftables: { sizes: [nft(1000, 100, 90), wide] } }), [
+      "nftables 1 × 100,000: elements by nft, not netlink (the writer's fallback): 133,337 of the cold start's (1 batch over one datagram), 0 of 21 changes",
+    ]);
+    // A run without the netlink figures has no daemon point: never the nft-text one in its place.
+    const { netlinkColdStartMs: _, ...textOnly } = nft(1000, 100, 90);
+    const older = curvePoints({ nftables: { sizes: [textOnly] } });
+    assert.deepEqual(
+      older.map((p) => p.series),
+      ['nftables-text'],
+    );
   });
 
   it('draws each mode as a solid kproxy line and a dashed bare line on log-log axes', () => {
@@ -106,6 +152,20 @@ describe('bench curve', () => {
     assert.equal(series(svg, 'iptables-kproxy').length, 2);
     assert.equal(series(svg, 'iptables-bare').length, 2);
     assert.doesNotMatch(svg, /data-series="ipvs/, 'no ipvs series when the section did not run');
+    // The nft-text path beside it: dotted, at its own (slower) times, with no bare line of its own.
+    const text = series(svg, 'nftables-text-kproxy');
+    assert.deepEqual(
+      text.map(([x]) => x),
+      kproxy.map(([x]) => x),
+    );
+    assert.ok(
+      text.every(([, y], i) => y < kproxy[i]![1]),
+      'the nft-text times, not the netlink ones',
+    );
+    assert.match(svg, /<g data-series="nftables-text-kproxy">\n<polyline [^>]*stroke-dasharray="2 3"/);
+    assert.doesNotMatch(svg, /data-series="nftables-text-bare/);
+    assert.match(svg, /nftables: kproxy cold sync \(netlink\)/);
+    assert.match(svg, /nftables, nft text: kproxy cold sync/);
     assert.match(svg, /nftables: bare nft -f/);
     assert.match(svg, /iptables: kproxy cold sync/);
     assert.doesNotMatch(svg, /NaN|undefined|Infinity/);
@@ -140,9 +200,14 @@ describe('bench curve', () => {
     const table = formatCurveTable(curvePoints(FIGURES));
     assert.match(
       table,
-      /nftables\s+30,000 × 10\s+1\.11× \(10\.00 s vs 9\.00 s\)\s+2\.00× \(3\.00 ms vs 1\.50 ms\)\s+1\.05× \(168 µs vs 160 µs\)/,
+      /^nftables\s+30,000 × 10\s+1\.11× \(10\.00 s vs 9\.00 s\)\s+2\.00× \(0\.60 ms vs 0\.30 ms\)\s+1\.05× \(168 µs vs 160 µs\)$/m,
     );
-    assert.match(table, /nftables\s+1 × 10,000\s+1\.11×/);
+    assert.match(table, /^nftables\s+1 × 10,000\s+1\.11×/m);
+    assert.match(
+      table,
+      /^nftables, nft text\s+30,000 × 10\s+2\.22× \(20\.00 s vs 9\.00 s\)\s+2\.00× \(3\.00 ms vs 1\.50 ms\)$/m,
+    );
+    assert.match(table, /nftables: bare nft -f; its element batch and nft transactions alone/);
     assert.match(
       table,
       /iptables\s+1,000 × 10\s+1\.25× \(1\.00 s vs 800\.0 ms\)\s+1\.05× \(400\.0 ms vs 380\.0 ms\)$/m,

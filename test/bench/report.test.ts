@@ -23,8 +23,8 @@ describe('bench report', () => {
       },
     });
     const verdict = (prefix: string) => rows.find((r) => r.what.startsWith(prefix))?.ok;
-    assert.equal(verdict('nft: cold start vs bare'), true); // 1.09×
-    assert.equal(verdict('nft: one endpoint change'), false); // 25 ms ≥ 20 ms
+    assert.equal(verdict('nft text: cold start vs bare'), true); // 1.09×
+    assert.equal(verdict('nft text: one endpoint change'), false); // 25 ms ≥ 20 ms
     assert.equal(verdict('daemon: kproxy run RSS settled'), true); // judged settled, not at the peak
     assert.equal(verdict('nft: RSS settled'), undefined, "the bench process's RSS is only information");
     assert.equal(verdict('iptables: full sync'), false); // 1.5×
@@ -32,6 +32,47 @@ describe('bench report', () => {
     assert.match(
       rows.find((r) => r.what.startsWith('iptables: full'))!.measured,
       /^1\.50× \(30\.00 s vs 20\.00 s\)$/,
+    );
+  });
+
+  it('judges nftables as the daemon runs it (elements by netlink), and says which path the elements took', () => {
+    const nftables = {
+      services: 30000,
+      endpointChangeRuns: 21,
+      bareLoadMs: 8000,
+      coldStartMs: 9000,
+      endpointChangeMedianMs: 2.2,
+      endpointChangeToolMedianMs: 1.4,
+      netlinkColdStartMs: 2400,
+      netlinkColdStartElements: 330_000,
+      netlinkColdStartNftElements: 0,
+      netlinkEndpointChangeMedianMs: 0.45,
+      netlinkEndpointChangeTransactionMedianMs: 0.2,
+      netlinkEndpointChangesByNft: 0,
+    };
+    const rows = benchRows({ nftables });
+    const row = (prefix: string) => rows.find((r) => r.what.startsWith(prefix));
+    assert.match(row('nft: cold start (state → rules, elements by netlink)')!.measured, /^2\.40 s$/);
+    const cold = rows[rows.indexOf(row('nft: cold start (state')!) + 1]!;
+    assert.match(cold.what, /^nft: \.\.\. vs bare nft -f/);
+    assert.match(cold.measured, /^0\.30× \(2\.40 s vs 8\.00 s\)$/);
+    assert.equal(cold.ok, true); // ≤ 0.5×
+    assert.equal(row('nft: one endpoint change end to end, elements by netlink')?.ok, true); // < 0.5 ms
+    assert.match(row('nft: ... vs its element batch')!.measured, /^2\.25× \(0\.45 ms vs 0\.20 ms\)$/);
+    assert.equal(row('nft: ... elements nft wrote')!.measured, 'cold start 0 of 330,000; 0 of 21 changes');
+    assert.equal(row('nft text: cold start vs bare')?.ok, true); // 1.13× ≤ 1.2×
+    // A batch over one datagram: its transaction went to nft, and the row says so.
+    const fallback = benchRows({
+      nftables: {
+        ...nftables,
+        netlinkColdStartElements: 1,
+        netlinkColdStartNftElements: 133_337,
+        netlinkEndpointChangesByNft: 21,
+      },
+    });
+    assert.equal(
+      fallback.find((r) => r.what.startsWith('nft: ... elements nft wrote'))!.measured,
+      'cold start 133,337 of 133,338; 21 of 21 changes',
     );
   });
 
