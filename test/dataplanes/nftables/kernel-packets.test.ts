@@ -284,14 +284,22 @@ describe('nftables ruleset with real packets', { skip: isRoot ? false : ROOT_REA
     };
     const probe = (ns: string, ip: string) =>
       topo.connect(ns, 'tcp', ip, 80, { timeoutMs: 1500 }).then(names);
-    assert.deepEqual(await probe(client(), '10.96.0.77'), ['error:timeout'], 'from outside');
-    assert.deepEqual(await probe(pod('node-1-pod-1').ns, '10.96.0.77'), ['error:timeout'], 'from a pod');
-    assert.deepEqual(await probe(topo.nodes[1]!.ns, '10.96.0.77'), ['error:timeout'], 'from the host');
-    assert.deepEqual(await probe(client(), 'fd00:96::77'), ['error:timeout'], 'IPv6');
-    assert.deepEqual(await routedBack(), [0, 0, 0], 'no node routed a packet for an unallocated address on');
-    // The control: an address outside the service CIDRs is routed on, and counted.
-    await probe(client(), '10.98.0.77');
-    assert.ok((await routedBack())[2]! > 0, 'the probe sees packets a node routes on');
+    // Each drop is a silence waited out, so the probes wait together: each has its own address
+    // and counter. The control: an address outside the service CIDRs is routed on, and counted.
+    const [outside, fromPod, fromHost, ipv6] = await Promise.all([
+      probe(client(), '10.96.0.77'),
+      probe(pod('node-1-pod-1').ns, '10.96.0.77'),
+      probe(topo.nodes[1]!.ns, '10.96.0.77'),
+      probe(client(), 'fd00:96::77'),
+      probe(client(), '10.98.0.77'),
+    ]);
+    assert.deepEqual(outside, ['error:timeout'], 'from outside');
+    assert.deepEqual(fromPod, ['error:timeout'], 'from a pod');
+    assert.deepEqual(fromHost, ['error:timeout'], 'from the host');
+    assert.deepEqual(ipv6, ['error:timeout'], 'IPv6');
+    const [v4, v6, control] = await routedBack();
+    assert.deepEqual([v4, v6], [0, 0], 'no node routed a packet for an unallocated address on');
+    assert.ok(control! > 0, 'the probe sees packets a node routes on');
   });
   // Incremental syncs keep each endpoint at its index (endpoint-slots.ts): departures' indexes get
   // the last endpoint, arrivals take the end. The numgen pick must still reach exactly the set.
