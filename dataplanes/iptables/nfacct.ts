@@ -1,7 +1,8 @@
 // nfacct objects (nfnetlink_acct): named packet and byte counters that `-m nfacct` rules add to,
 // over netlink (NETLINK_NETFILTER) in this process' network namespace, where they live. kube-proxy
 // keeps them the same way (pkg/proxy/util/nfacct) rather than through the nfacct tool.
-import { createNetlink } from 'netlink';
+// The package's netlink layer, not its index, which loads every family it ships (netlink-socket.ts).
+import { createNetlink } from 'netlink/dist/netlink.js';
 import { parseAttributes, string } from '../shared/netlink-attributes.ts';
 
 export interface NfacctCounters {

@@ -168,8 +168,9 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
     loop.requestSync();
   });
   informers.endpointSlices.onChange((event) => {
-    if (event.type === 'delete') model.deleteEndpointSlice(event.object);
-    else model.setEndpointSlice(event.object);
+    // Under the informer's key string: the model's record keeps it instead of one more (~1 MiB).
+    if (event.type === 'delete') model.deleteEndpointSlice(event.object, event.key);
+    else model.setEndpointSlice(event.object, event.key);
     metrics.endpointSliceChanged(
       clock.now(),
       event.type === 'delete' ? undefined : sliceChangeTrigger(event.object),

@@ -56,13 +56,27 @@ export class Store<T extends ObjectHead> implements InformerStore<T, T> {
 }
 
 /**
+ * A resourceVersion as kept: opaque to clients, but in practice etcd's revision, a decimal integer;
+ * one in canonical form that fits a small integer is kept as that number, which takes no heap
+ * object (a string of its digits is ~24 bytes: 1.4 MiB at 30,000 Services and 30,000 slices).
+ * Anything else is kept as it came; String() gives back the exact text either way.
+ */
+type StoredVersion = string | number;
+
+const SMALL_DECIMAL = /^(?:0|[1-9][0-9]{0,8})$/;
+
+function storedVersion(resourceVersion: string): StoredVersion {
+  return SMALL_DECIMAL.test(resourceVersion) ? Number(resourceVersion) : resourceVersion;
+}
+
+/**
  * Only each object's resourceVersion: enough to skip an unchanged relisted object and to tell a
  * deletion. Reads give the object's head, rebuilt from its key and version. At 30,000 Services and
  * 30,000 slices it holds ~5 MiB less than heads would.
  */
 export class VersionStore implements InformerStore<KubeObject, ObjectHead> {
   readonly #kind: KubeObject['kind'];
-  readonly #versions = new Map<string, string>();
+  readonly #versions = new Map<string, StoredVersion>();
 
   constructor(kind: KubeObject['kind']) {
     this.#kind = kind;
@@ -70,7 +84,7 @@ export class VersionStore implements InformerStore<KubeObject, ObjectHead> {
 
   get(key: string): ObjectHead | undefined {
     const version = this.#versions.get(key);
-    return version === undefined ? undefined : this.#head(key, version);
+    return version === undefined ? undefined : this.#head(key, String(version));
   }
 
   has(key: string): boolean {
@@ -91,7 +105,7 @@ export class VersionStore implements InformerStore<KubeObject, ObjectHead> {
 
   set(key: string, object: KubeObject): ObjectHead | undefined {
     const old = this.get(key);
-    this.#versions.set(key, object.metadata.resourceVersion ?? '');
+    this.#versions.set(key, storedVersion(object.metadata.resourceVersion ?? ''));
     return old;
   }
 

@@ -91,6 +91,7 @@ export function sliceEndpoints(
   owner: string,
   nodeName: string,
   problems: Problem[],
+  key = sliceKey(slice.metadata),
 ): SliceEndpoints {
   const raw = addressOrder(slice.endpoints ?? []);
   const usable: { readonly matchKey: string; readonly port: number }[] = [];
@@ -109,7 +110,7 @@ export function sliceEndpoints(
     matchKey,
     endpoints: raw.map((endpoint) => endpointOf(endpoint, port, nodeName)),
   }));
-  const record = { key: sliceKey(slice.metadata), owner, addressType: slice.addressType, ports };
+  const record = { key, owner, addressType: slice.addressType, ports };
   return raw.some((endpoint) => endpoint.hints !== undefined)
     ? { ...record, hints: raw.map((endpoint) => endpoint.hints) }
     : record;

@@ -105,9 +105,11 @@ export class ModelCache {
     this.#dirty.add(key);
   }
 
-  /** The slice is not kept: only the model's record of it (endpoints.ts). */
-  setEndpointSlice(slice: EndpointSlice): void {
-    const key = sliceKey(slice.metadata);
+  /**
+   * The slice is not kept: only the model's record of it (endpoints.ts). `key`: its sliceKey, the
+   * informer's string when it passes it (one string for both).
+   */
+  setEndpointSlice(slice: EndpointSlice, key = sliceKey(slice.metadata)): void {
     const previous = this.#slices.get(key)?.owner;
     this.#dropSlice(key);
     const problems: Problem[] = [];
@@ -115,7 +117,7 @@ export class ModelCache {
     if (built !== undefined) {
       // One string for all of a service's slices (#servicesUnderSliceKeys).
       const owner = built === previous ? previous : (this.#sliceOwnerOf(built) ?? built);
-      const record = sliceEndpoints(slice, owner, this.#options.nodeName, problems);
+      const record = sliceEndpoints(slice, owner, this.#options.nodeName, problems, key);
       // Under the record's own key: one "namespace/name" string per slice.
       this.#slices.set(record.key, record);
       this.#setSlicesOf(owner, this.#slicesOf(owner).concat(record).sort(bySliceName));
@@ -125,8 +127,8 @@ export class ModelCache {
   }
 
   /** Only the slice's metadata is read: an informer keeps no more of a slice (proxy-informers.ts). */
-  deleteEndpointSlice(slice: { readonly metadata: ObjectMeta }): void {
-    this.#dropSlice(sliceKey(slice.metadata));
+  deleteEndpointSlice(slice: { readonly metadata: ObjectMeta }, key = sliceKey(slice.metadata)): void {
+    this.#dropSlice(key);
   }
 
   /**
