@@ -117,9 +117,14 @@ export function benchPlan(options: BenchOptions): BenchRun[] {
         // In the qemu VM when this kernel has no ip_vs (one boot; the section boots it itself).
         return ['--services', options.ipvsServices];
       case 'kubeproxyshape':
-        // At the iptables section's size (its ratios need it): kube-proxy's one nftables
+        // The iptables section's cluster (its ratios need it): kube-proxy's one nftables
         // transaction is ~quadratic (157 s at 10k, 20+ min at 30k in the kernel baseline).
-        return ['--services', String(options.iptServices)];
+        return [
+          '--services',
+          String(options.iptServices),
+          '--endpoints',
+          String(options.endpointsPerService),
+        ];
       case 'churn':
         // The 10k-service cluster (less when the nftables section is smaller).
         return ['--services', String(Math.min(10000, options.nftServices))];

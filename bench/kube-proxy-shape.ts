@@ -3,7 +3,9 @@
 // "× faster than kube-proxy" is a ratio from one run:
 // - nftables: its full sync as ONE `nft -f` transaction, and the same rules as one transaction
 //   for the base objects plus one per 1,000 services (what a chunking kube-proxy could do);
-//   beside them kproxy's cold start (NftablesDataplane start + full sync) of the same cluster;
+//   beside them kproxy's cold start (NftablesDataplane start + full sync) of the same cluster as
+//   the daemon runs it, elements by netlink (bench/nftables-netlink-child.ts, the nftables
+//   section's child), and for information the same by nft text (the writer's fallback) here;
 // - iptables-nft: one flushing restore of its nat table, then --noflush restores of one changed
 //   service (its KUBE-SVC and KUBE-SEP chains, the stale KUBE-SEP deleted), alone and as
 //   kube-proxy's partial sync sends it (also KUBE-SERVICES and the other top-level chains in full);
@@ -30,7 +32,8 @@ import {
   kubeProxyNftRuleset,
 } from './kube-proxy-rulesets.ts';
 import { median, reportSection, round, timeMs } from './measure.ts';
-import { syntheticCluster } from './synthetic-cluster.ts';
+import { nftablesNetlinkFigures } from './nftables-netlink-child.ts';
+import { type ClusterShape, shapedCluster } from './synthetic-cluster.ts';
 
 const { values } = parseArgs({
   options: {
@@ -42,6 +45,7 @@ const { values } = parseArgs({
 });
 const services = Number(values.services);
 const endpoints = Number(values.endpoints);
+const shape: ClusterShape = { services, endpointsPerService: endpoints, wide: false };
 const CHUNK = Number(values.chunk);
 const RESTORE = 'iptables-nft-restore';
 
@@ -69,13 +73,15 @@ async function runIn(ns: string, tool: string, args: readonly string[], input?: 
 const lab = new Lab(`bench-kpshape-${process.pid}`);
 const dir = mkdtempSync(join(tmpdir(), 'kproxy-bench-kpshape-'));
 try {
-  // kproxy first, before this process holds anything else.
-  const model = loadedModel(syntheticCluster({ services, endpointsPerService: endpoints }));
+  // kproxy first: the daemon's path in a child (its own model), then the nft-text path in this
+  // process, before it holds anything else.
+  const netlink = await nftablesNetlinkFigures(await lab.addNetns('kproxy-netlink'), shape, 0);
+  const model = loadedModel(shapedCluster(shape));
   const state = model.update().state;
-  const kproxyNs = await lab.addNetns('kproxy');
+  const kproxyNs = await lab.addNetns('kproxy-text');
   const runner = execaRunner(['nsenter', `--net=/run/netns/${kproxyNs}`]);
   const dataplane = new NftablesDataplane({ nft: commandNftRunner(runner), commands: runner });
-  const kproxyColdStartMs = await timeMs(async () => {
+  const kproxyNftTextColdStartMs = await timeMs(async () => {
     await dataplane.start();
     await dataplane.sync(state, 'full');
   });
@@ -122,7 +128,11 @@ try {
     endpointsPerService: endpoints,
     chunkServices: CHUNK,
     nftTransactions: chunkFiles.length,
-    kproxyColdStartMs: round(kproxyColdStartMs),
+    kproxyNetlinkColdStartMs: netlink.coldStartMs,
+    // Which path the daemon's elements took: all netlink unless a batch exceeded one datagram.
+    kproxyNetlinkColdStartElements: netlink.coldStartNetlinkElements,
+    kproxyNetlinkColdStartNftElements: netlink.coldStartNftElements,
+    kproxyNftTextColdStartMs: round(kproxyNftTextColdStartMs),
     nftOneTransactionMs: round(nftOneTransactionMs),
     nftChunkedMs: round(nftChunkedMs),
     iptFullRestoreMs: round(iptFullRestoreMs),

@@ -1,12 +1,14 @@
 // The nftables element writer (netlink batches) at N services x E endpoints, run INSIDE a throwaway
 // network namespace (the netlink socket is opened in this process's namespace):
 //   ip netns add x && nsenter --net=/run/netns/x node --expose-gc bench/nftables-netlink.ts
-// Measures the bare `nft -f` load of kproxy's full ruleset (unless --skip-bare: nftables-speed.ts
-// runs this in its own section and has measured it), then kproxy's cold start with the writer, and
-// one endpoint change end to end (median), in that namespace. Beside each, the path its elements
-// took: a transaction the writer cannot split, or whose batch exceeds one datagram, goes to nft
-// whole (netlink-elements.ts), so the elements nft wrote are counted, and the batches too big.
+// Measures the bare `nft -f` load of kproxy's full ruleset (unless --skip-bare: the sections that
+// start this, through bench/nftables-netlink-child.ts, measure it themselves or need none), then
+// kproxy's cold start with the writer, and one endpoint change end to end (median; --changes 0:
+// none), in that namespace. Beside each, the path its elements took: a transaction the writer
+// cannot split, or whose batch exceeds one datagram, goes to nft whole (netlink-elements.ts), so
+// the elements nft wrote are counted, and the batches too big.
 // --wide: one Service with --endpoints endpoints (in slices of 100) instead of N services.
+//     [--services 30000] [--endpoints 10] [--wide] [--changes 21] [--skip-bare] [--send-buffer N]
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -138,14 +140,19 @@ try {
     coldStartNetlinkElements: coldStart.elements,
     coldStartNftElements: coldStart.nftElements,
     coldStartOversizeBatches: coldStart.oversize,
-    endpointChangeMedianMs: round(median(changeMs), 3),
-    endpointChangeMinMs: round(Math.min(...changeMs), 3),
-    endpointChangeMaxMs: round(Math.max(...changeMs), 3),
-    endpointChangeTransactionMedianMs: round(median(changeTransactionMs), 3),
-    endpointChangeNftCalls: median(changeNftCalls),
-    endpointChangeNetlinkElements: median(changeNetlinkElements),
-    endpointChangesByNft: changesByNft,
-    endpointChangeOversizeBatches: changeOversize,
+    // --changes 0 (the kubeproxyshape section: the cold start only): no change figures at all.
+    ...(changeMs.length === 0
+      ? {}
+      : {
+          endpointChangeMedianMs: round(median(changeMs), 3),
+          endpointChangeMinMs: round(Math.min(...changeMs), 3),
+          endpointChangeMaxMs: round(Math.max(...changeMs), 3),
+          endpointChangeTransactionMedianMs: round(median(changeTransactionMs), 3),
+          endpointChangeNftCalls: median(changeNftCalls),
+          endpointChangeNetlinkElements: median(changeNetlinkElements),
+          endpointChangesByNft: changesByNft,
+          endpointChangeOversizeBatches: changeOversize,
+        }),
     endpointChangeRuns: changeMs.length,
   });
 } finally {

@@ -19,7 +19,6 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { coldStartTransactions } from '../dataplanes/nftables/cold-start.ts';
 import { desiredRuleset } from '../dataplanes/nftables/desired-ruleset.ts';
@@ -41,6 +40,7 @@ import {
   TimedNftRunner,
   timeMs,
 } from './measure.ts';
+import { nftablesNetlinkFigures } from './nftables-netlink-child.ts';
 import { firstLastConnectUs } from './service-latency.ts';
 import {
   type ClusterShape,
@@ -93,21 +93,7 @@ function writeBareFiles(state: DualStackState, dir: string): { single: string; c
  * them the path the elements took: a transaction whose batch exceeds one datagram goes to nft.
  */
 async function netlinkFigures(ns: string, bareMs: number): Promise<Record<string, number>> {
-  const child = fileURLToPath(new URL('./nftables-netlink.ts', import.meta.url));
-  const args = [
-    ...(shape.wide ? ['--wide'] : ['--services', String(services)]),
-    '--endpoints',
-    String(endpoints),
-    '--changes',
-    values.changes,
-    '--skip-bare',
-  ];
-  const { stdout } = await execaRunner(['nsenter', `--net=/run/netns/${ns}`], {
-    timeoutMs: () => 30 * 60_000,
-  }).run(process.execPath, [child, ...args]);
-  const line = stdout.split('\n').find((l) => l.startsWith('BENCH-RESULT '));
-  if (!line) throw new Error(`nftables-netlink.ts printed no result: ${stdout}`);
-  const figures = JSON.parse(line.slice('BENCH-RESULT '.length)) as Record<string, number>;
+  const figures = await nftablesNetlinkFigures(ns, shape, Number(values.changes));
   return {
     netlinkColdStartMs: figures.coldStartMs!,
     netlinkColdStartRatio: round(figures.coldStartMs! / bareMs, 2),

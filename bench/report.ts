@@ -293,24 +293,43 @@ function writerFallbackRows(nftables: Figures | undefined): BenchRow[] {
 /**
  * kube-proxy's rulesets loaded by the stock tools against kproxy on the same cluster, as
  * "kube-proxy's / kproxy's": how many times faster kproxy is. The nftables loads are against the
- * section's own kproxy cold start; the iptables ones against the iptables section's syncs, when
- * both measured the same size.
+ * section's own kproxy cold start as the daemon runs it (elements by netlink), with the elements
+ * nft wrote there (the writer's fallback) and the nft-text cold start as information; the iptables
+ * ones against the iptables section's syncs, when it measured the same cluster (size, endpoints,
+ * no affinity).
  */
 function kubeProxyShapeRows(shape: Figures | undefined, iptables: Figures | undefined): BenchRow[] {
-  const n = num(shape, 'services')?.toLocaleString('en-US');
-  const ipt = (key: string) =>
-    num(iptables, 'services') === num(shape, 'services') ? num(iptables, key) : undefined;
+  const count = (v: number | undefined) => v?.toLocaleString('en-US');
+  const same =
+    num(iptables, 'services') === num(shape, 'services') &&
+    num(iptables, 'endpointsPerService') === num(shape, 'endpointsPerService') &&
+    iptables?.affinity !== true;
+  const ipt = (key: string) => (same ? num(iptables, key) : undefined);
+  const netlink = num(shape, 'kproxyNetlinkColdStartMs');
+  const byNft = num(shape, 'kproxyNetlinkColdStartNftElements');
+  const byNetlink = num(shape, 'kproxyNetlinkColdStartElements') ?? 0;
   return [
     ...ratioRow(
-      `kube-proxy shape, ${n}: its nft full sync (one transaction) vs kproxy's cold start`,
+      `kube-proxy shape, ${count(num(shape, 'services'))}: its nft full sync (one transaction) vs kproxy's cold start (elements by netlink)`,
       num(shape, 'nftOneTransactionMs'),
-      num(shape, 'kproxyColdStartMs'),
+      netlink,
       undefined,
     ),
     ...ratioRow(
-      `kube-proxy shape: ... the same in ${num(shape, 'chunkServices')?.toLocaleString('en-US')}-service transactions`,
+      `kube-proxy shape: ... the same in ${count(num(shape, 'chunkServices'))}-service transactions`,
       num(shape, 'nftChunkedMs'),
-      num(shape, 'kproxyColdStartMs'),
+      netlink,
+      undefined,
+    ),
+    ...infoRow(
+      `kube-proxy shape: ... elements nft wrote in kproxy's cold start (the writer's fallback)`,
+      byNft,
+      (v) => `${count(v)} of ${count(v + byNetlink)}`,
+    ),
+    ...ratioRow(
+      `kube-proxy shape: nft text: its one transaction vs kproxy's cold start in nft text`,
+      num(shape, 'nftOneTransactionMs'),
+      num(shape, 'kproxyNftTextColdStartMs'),
       undefined,
     ),
     ...ratioRow(

@@ -18,7 +18,7 @@ describe('bench plan', () => {
       'iptables: iptables-speed.ts --services 10000 --endpoints 10',
       'iptables: iptables-speed.ts --services 30000 --endpoints 10',
       'iptables: iptables-speed.ts --wide --endpoints 100000',
-      'kubeproxyshape: kube-proxy-shape.ts --services 10000',
+      'kubeproxyshape: kube-proxy-shape.ts --services 10000 --endpoints 10',
       'ipvs: ipvs-speed.ts --services 1000,10000',
       'informer: informer-memory.ts --services 30000',
       'daemon: daemon-memory.ts --services 30000',
@@ -32,7 +32,7 @@ describe('bench plan', () => {
       'nftables: nftables-speed.ts --services 2000 --endpoints 10',
       'nftaffinity: nftables-affinity.ts --services 2000',
       'iptables: iptables-speed.ts --services 2000 --endpoints 10',
-      'kubeproxyshape: kube-proxy-shape.ts --services 2000',
+      'kubeproxyshape: kube-proxy-shape.ts --services 2000 --endpoints 10',
       'informer: informer-memory.ts --services 2000',
     ]);
   });
