@@ -19,7 +19,7 @@ import { flatText } from '../../src/base/flat-text.ts';
 import { runInSlices, type Steps } from '../../src/base/work-slices.ts';
 import type { NodeSettings, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
 import { familySyntax } from '../shared/nft/family-syntax.ts';
-import { type FamilyRuleset, RulesetBuilder } from '../shared/nft/ruleset.ts';
+import { type FamilyRuleset, RulesetBuilder, sameElement } from '../shared/nft/ruleset.ts';
 import type { ChainSpec, ElementSpec, NftFamily, SetSpec } from '../shared/nft/transaction.ts';
 import type { SlotTable } from './endpoint-slots.ts';
 import { addServicePort } from './service-port.ts';
@@ -143,8 +143,42 @@ const BUILD_BATCH_ENDPOINTS = 5000;
 
 const ABSENT: Shared = { json: undefined, count: 0 };
 
-function sameElement(a: ElementSpec | undefined, b: ElementSpec): boolean {
-  return a !== undefined && a.key === b.key && a.value === b.value && a.comment === b.comment;
+type OwnMaps = readonly [string, ReadonlyMap<string, ElementSpec>][];
+
+/** The own element maps by set (a plan of several ports has several per set). */
+function bySet(own: OwnMaps): Map<string, ReadonlyMap<string, ElementSpec>[]> {
+  const sets = new Map<string, ReadonlyMap<string, ElementSpec>[]>();
+  for (const [set, elements] of own) {
+    const maps = sets.get(set);
+    if (maps) maps.push(elements);
+    else sets.set(set, [elements]);
+  }
+  return sets;
+}
+
+function findElement(maps: readonly ReadonlyMap<string, ElementSpec>[] | undefined, key: string) {
+  for (const map of maps ?? []) {
+    const element = map.get(key);
+    if (element) return element;
+  }
+  return undefined;
+}
+
+/** Pushes to `out` the elements of `sets` that `others` lacks or holds otherwise. */
+function pushChanged(
+  sets: ReadonlyMap<string, readonly ReadonlyMap<string, ElementSpec>[]>,
+  others: ReadonlyMap<string, readonly ReadonlyMap<string, ElementSpec>[]>,
+  out: Part[],
+): void {
+  for (const [set, maps] of sets) {
+    const other = others.get(set);
+    for (const map of maps) {
+      for (const element of map.values()) {
+        const kept = findElement(other, element.key);
+        if (kept === undefined || !sameElement(kept, element)) out.push({ kind: 'element', set, element });
+      }
+    }
+  }
 }
 
 /**
@@ -152,37 +186,84 @@ function sameElement(a: ElementSpec | undefined, b: ElementSpec): boolean {
  * `after`: an element the same on both sides writes nothing, and leaving it out keeps the diff of
  * a changed port with 100,000 endpoints (one of them changed) to a few elements.
  */
-function ownChanges(
-  ownBefore: readonly [string, ReadonlyMap<string, ElementSpec>][],
-  ownAfter: readonly [string, ReadonlyMap<string, ElementSpec>][],
-  before: Part[],
-  after: Part[],
-): void {
-  const bySet = (own: typeof ownBefore) => {
-    const sets = new Map<string, ReadonlyMap<string, ElementSpec>[]>();
-    for (const [set, elements] of own) sets.set(set, [...(sets.get(set) ?? []), elements]);
-    return sets;
-  };
+function ownChanges(ownBefore: OwnMaps, ownAfter: OwnMaps, before: Part[], after: Part[]): void {
   const beforeSets = bySet(ownBefore);
   const afterSets = bySet(ownAfter);
-  const find = (maps: readonly ReadonlyMap<string, ElementSpec>[] | undefined, key: string) => {
-    for (const map of maps ?? []) {
-      const element = map.get(key);
-      if (element) return element;
-    }
-    return undefined;
-  };
-  for (const [set, maps] of beforeSets) {
-    const other = afterSets.get(set);
-    for (const map of maps)
-      for (const element of map.values())
-        if (!sameElement(find(other, element.key), element)) before.push({ kind: 'element', set, element });
+  pushChanged(beforeSets, afterSets, before);
+  pushChanged(afterSets, beforeSets, after);
+}
+
+/** A shared part a plan touches: as the index holds it, and as the plan leaves it. */
+interface SharedChange {
+  readonly prev: Shared;
+  readonly next: Shared;
+}
+
+/** The own elements of a plan's removed ports (before) and added ports (after), by set. */
+interface OwnElements {
+  readonly before: [string, ReadonlyMap<string, ElementSpec>][];
+  readonly after: [string, ReadonlyMap<string, ElementSpec>][];
+}
+
+/**
+ * A plan of the index, its rulesets made when first read: building a whole index commits plans
+ * without reading them. A class rather than an object literal of getters and closures: each plan's
+ * new closures ran the optimized code the index build had left, whose paths (no deletes, nothing
+ * read) an endpoint change does not take, so every change deoptimized there (--trace-deopt).
+ */
+class IndexPlan implements FragmentPlan {
+  readonly #family: NftFamily;
+  /** Absent for a plan that is never read (a build's). */
+  readonly #own: OwnElements | undefined;
+  readonly #shared: ReadonlyMap<string, SharedChange>;
+  readonly #commit: () => void;
+  #rulesets: { readonly before: FamilyRuleset; readonly after: FamilyRuleset } | undefined;
+
+  constructor(
+    family: NftFamily,
+    own: OwnElements | undefined,
+    shared: ReadonlyMap<string, SharedChange>,
+    commit: () => void,
+  ) {
+    this.#family = family;
+    this.#own = own;
+    this.#shared = shared;
+    this.#commit = commit;
   }
-  for (const [set, maps] of afterSets) {
-    const other = beforeSets.get(set);
-    for (const map of maps)
-      for (const element of map.values())
-        if (!sameElement(find(other, element.key), element)) after.push({ kind: 'element', set, element });
+
+  get before(): FamilyRuleset {
+    return this.#made().before;
+  }
+
+  get after(): FamilyRuleset {
+    return this.#made().after;
+  }
+
+  commit(): void {
+    this.#commit();
+  }
+
+  #made(): { readonly before: FamilyRuleset; readonly after: FamilyRuleset } {
+    if (this.#rulesets) return this.#rulesets;
+    if (!this.#own) throw new Error('a fragment plan made unread was read');
+    const before: Part[] = [];
+    const after: Part[] = [];
+    ownChanges(this.#own.before, this.#own.after, before, after);
+    // A shared part present before and after, the same, writes nothing (a changed port's hairpin
+    // pairs: a third of 100,000 at a wide Service): only the others reach the diff.
+    for (const [id, { prev, next }] of this.#shared) {
+      if (prev.count > 0 === next.count > 0 && prev.json === next.json) continue;
+      if (prev.count > 0) before.push(restored(id, prev.json));
+      if (next.count > 0) after.push(restored(id, next.json));
+    }
+    const setNames = new Set<string>();
+    for (const parts of [before, after])
+      for (const part of parts) if (part.kind === 'element') setNames.add(part.set);
+    this.#rulesets = {
+      before: partial(this.#family, before, setNames),
+      after: partial(this.#family, after, setNames),
+    };
+    return this.#rulesets;
   }
 }
 
@@ -262,32 +343,30 @@ export class FragmentIndex {
     slotsAfter?: SlotTable,
   ): FragmentPlan | undefined {
     const claims = new Map<string, string | undefined>();
-    const shared = new Map<string, Shared>();
+    // Each shared part as the index holds it (read once) and as the plan leaves it.
+    const shared = new Map<string, SharedChange>();
     const owner = (id: string) => (claims.has(id) ? claims.get(id) : this.#claims.get(id));
-    const current = (id: string) => shared.get(id) ?? this.#stored(id);
-    const before: Part[] = [];
-    const after: Part[] = [];
-    const ownBefore: [string, ReadonlyMap<string, ElementSpec>][] = [];
-    const ownAfter: [string, ReadonlyMap<string, ElementSpec>][] = [];
+    const change = (id: string) => shared.get(id) ?? { prev: this.#stored(id), next: this.#stored(id) };
+    const own: OwnElements = { before: [], after: [] };
     for (const sp of removed) {
-      const { tracked, own } = fragment(this.family, this.node, sp, slotsBefore);
-      for (const [id, part] of tracked) {
+      const fragmentBefore = fragment(this.family, this.node, sp, slotsBefore);
+      for (const [id, part] of fragmentBefore.tracked) {
         if (part.kind === 'claim') {
           if (owner(id) !== sp.key)
             throw new Error(`fragment index lost ${id.replaceAll('\0', ' ')} of ${sp.key}`);
           claims.set(id, undefined);
         } else {
-          const now = current(id);
-          if (now.count === 0)
+          const { prev, next } = change(id);
+          if (next.count === 0)
             throw new Error(`fragment index lost ${id.replaceAll('\0', ' ')} of ${sp.key}`);
-          shared.set(id, { json: now.json, count: now.count - 1 });
+          shared.set(id, { prev, next: { json: next.json, count: next.count - 1 } });
         }
       }
-      if (readable) for (const [set, elements] of own) ownBefore.push([set, elements]);
+      if (readable) for (const [set, elements] of fragmentBefore.own) own.before.push([set, elements]);
     }
     for (const sp of added) {
-      const { tracked, own } = fragment(this.family, this.node, sp, slotsAfter);
-      for (const [id, part] of tracked) {
+      const fragmentAfter = fragment(this.family, this.node, sp, slotsAfter);
+      for (const [id, part] of fragmentAfter.tracked) {
         if (part.kind === 'claim') {
           if (owner(id) !== undefined)
             throw new Error(
@@ -296,56 +375,29 @@ export class FragmentIndex {
           claims.set(id, sp.key);
         } else {
           const json = stored(part);
-          const now = current(id);
+          const { prev, next } = change(id);
           // A shared object must be identical for every port that contributes it.
-          if (now.count > 0 && now.json !== json) return undefined;
-          shared.set(id, { json, count: now.count + 1 });
+          if (next.count > 0 && next.json !== json) return undefined;
+          shared.set(id, { prev, next: { json, count: next.count + 1 } });
         }
       }
-      if (readable) for (const [set, elements] of own) ownAfter.push([set, elements]);
+      if (readable) for (const [set, elements] of fragmentAfter.own) own.after.push([set, elements]);
     }
-    // A shared part present before and after, the same, writes nothing (a changed port's hairpin
-    // pairs: a third of 100,000 at a wide Service): only the others reach the diff.
-    const sharedChanges = [...shared]
-      .map(([id, next]) => ({ id, prev: this.#stored(id), next }))
-      .filter(({ prev, next }) => prev.count > 0 !== next.count > 0 || prev.json !== next.json);
-    // Made when first read: building a whole index commits plans without reading them.
-    let rulesets: { before: FamilyRuleset; after: FamilyRuleset } | undefined;
-    const made = () => {
-      if (rulesets) return rulesets;
-      ownChanges(ownBefore, ownAfter, before, after);
-      for (const { id, prev, next } of sharedChanges) {
-        if (prev.count > 0) before.push(restored(id, prev.json));
-        if (next.count > 0) after.push(restored(id, next.json));
-      }
-      const setNames = new Set<string>();
-      for (const part of [...before, ...after]) if (part.kind === 'element') setNames.add(part.set);
-      rulesets = {
-        before: partial(this.family, before, setNames),
-        after: partial(this.family, after, setNames),
-      };
-      return rulesets;
-    };
-    return {
-      get before() {
-        return made().before;
-      },
-      get after() {
-        return made().after;
-      },
-      commit: () => {
-        for (const [id, key] of claims) {
-          if (key === undefined) this.#claims.delete(id);
-          else this.#claims.set(id, key);
-        }
-        for (const [id, next] of shared) {
-          if (next.count > 0) this.#sharedCounts.set(id, next.count);
-          else this.#sharedCounts.delete(id);
-          if (next.count > 0 && next.json !== undefined) this.#sharedJson.set(id, next.json);
-          else this.#sharedJson.delete(id);
-        }
-      },
-    };
+    return new IndexPlan(this.family, readable ? own : undefined, shared, () => this.#commit(claims, shared));
+  }
+
+  /** What a plan changes, into the index, once it is applied. */
+  #commit(claims: ReadonlyMap<string, string | undefined>, shared: ReadonlyMap<string, SharedChange>): void {
+    for (const [id, key] of claims) {
+      if (key === undefined) this.#claims.delete(id);
+      else this.#claims.set(id, key);
+    }
+    for (const [id, { next }] of shared) {
+      if (next.count > 0) this.#sharedCounts.set(id, next.count);
+      else this.#sharedCounts.delete(id);
+      if (next.count > 0 && next.json !== undefined) this.#sharedJson.set(id, next.json);
+      else this.#sharedJson.delete(id);
+    }
   }
 
   #stored(id: string): Shared {

@@ -4,7 +4,7 @@
 // plus an add), and last the chains and sets nothing refers to any more.
 import { runAll, type Steps } from '../../../src/base/work-slices.ts';
 import { defineFamily } from './full-transaction.ts';
-import { CANARY_SET, type DesiredRuleset, FAMILIES, type FamilyRuleset } from './ruleset.ts';
+import { CANARY_SET, type DesiredRuleset, FAMILIES, type FamilyRuleset, sameElement } from './ruleset.ts';
 import { type ChainSpec, type ElementSpec, NftTransaction, type SetSpec, TABLE } from './transaction.ts';
 
 function sameJSON(a: unknown, b: unknown): boolean {
@@ -70,12 +70,12 @@ function* diffFamilySteps(tx: NftTransaction, prev: FamilyRuleset, next: FamilyR
     const added: ElementSpec[] = [];
     for (const [key, element] of prevElements) {
       const now = nextElements.get(key);
-      if (now === undefined || !sameJSON(now, element)) removed.push(element);
+      if (now === undefined || !sameElement(now, element)) removed.push(element);
       if (++compared % ELEMENTS_PER_STEP === 0) yield;
     }
     for (const [key, element] of nextElements) {
       const before = prevElements.get(key);
-      if (before === undefined || !sameJSON(before, element)) added.push(element);
+      if (before === undefined || !sameElement(before, element)) added.push(element);
       if (++compared % ELEMENTS_PER_STEP === 0) yield;
     }
     tx.deleteElements(family, set, removed);

@@ -155,7 +155,8 @@ function addOnce<T>(
   return true;
 }
 
-function sameElement(kept: ElementSpec, added: ElementSpec): boolean {
+/** Two elements alike in key, value and comment (what JSON.stringify would compare, without it). */
+export function sameElement(kept: ElementSpec, added: ElementSpec): boolean {
   return kept.key === added.key && kept.value === added.value && kept.comment === added.comment;
 }
 
