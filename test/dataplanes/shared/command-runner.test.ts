@@ -34,3 +34,15 @@ test('a command that does not finish in time is killed and fails with a message 
   // The runner still works, and a quick command is not affected.
   assert.equal((await runner.run('echo', ['ok'])).stdout, 'ok\n');
 });
+
+test('a non-zero exit is returned with its output, not thrown; a tool killed by a signal reports 127', async () => {
+  const runner = execaRunner();
+  assert.deepEqual(await runner.run('sh', ['-c', 'echo out; echo err >&2; exit 3']), {
+    stdout: 'out\n',
+    stderr: 'err\n',
+    exitCode: 3,
+  });
+  const killed = await runner.run('sh', ['-c', 'kill -TERM $$']);
+  assert.equal(killed.exitCode, 127);
+  assert.match(killed.stderr, /killed with SIGTERM/);
+});
