@@ -3,7 +3,7 @@ import { execFile } from 'node:child_process';
 import { access, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, test } from 'node:test';
+import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import {
@@ -32,16 +32,30 @@ function capture() {
   return { io, out: () => stdout, err: () => stderr };
 }
 
-// Each test installs into its own root (a compile and ~200 MB of copies each): they run together,
-// so one's compile overlaps another's copies.
-describe('kproxy install --root', { concurrency: true }, () => {
-  test('lays out a self-contained app, command, unit and default config that loads', async (t) => {
-    const root = await mkdtemp(join(tmpdir(), 'kproxy-install-'));
-    t.after(() => rm(root, { recursive: true, force: true }));
-    const { io, out, err } = capture();
-    assert.equal(await installCommand(['--root', root], io), 0, err());
-    assert.match(out(), /installed the app in /);
+/** `kproxy install --root` into a fresh root (`prepare` lays files there first); the caller removes it. */
+async function installFresh(prepare?: (root: string) => Promise<void>) {
+  const root = await mkdtemp(join(tmpdir(), 'kproxy-install-'));
+  await prepare?.(root);
+  const { io, out, err } = capture();
+  const code = await installCommand(['--root', root], io);
+  return { root, code, out: out(), err: err() };
+}
 
+// An install is a compile and ~200 MB of copies (seconds of CPU each on a busy machine), so the
+// tests share three: one into a bare root (a package build: the layout and the user left to the
+// package), and a first and a second into a root with /etc/passwd. They run together, so one's
+// compile overlaps another's copies.
+describe('kproxy install --root', { concurrency: true }, () => {
+  let bare: ReturnType<typeof installFresh> | undefined;
+  const bareInstall = () => (bare ??= installFresh());
+  after(async () => {
+    if (bare) await rm((await bare).root, { recursive: true, force: true });
+  });
+
+  test('lays out a self-contained app, command, unit and default config that loads', async () => {
+    const { root, code, out, err } = await bareInstall();
+    assert.equal(code, 0, err);
+    assert.match(out, /installed the app in /);
     const app = join(root, APP_DIR);
     for (const path of [
       'bin/kproxy.js',
@@ -90,57 +104,57 @@ describe('kproxy install --root', { concurrency: true }, () => {
     );
   });
 
-  test('creates the service user once, and gives its group the configuration', async (t) => {
-    const root = await mkdtemp(join(tmpdir(), 'kproxy-install-'));
-    t.after(() => rm(root, { recursive: true, force: true }));
-    await mkdir(join(root, 'etc'));
-    await writeFile(join(root, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\n');
-    await writeFile(join(root, 'etc/group'), 'root:x:0:\n');
-    await writeFile(join(root, 'etc/shadow'), '');
-    await writeFile(join(root, 'etc/gshadow'), '');
-    const first = capture();
-    assert.equal(await installCommand(['--root', root], first.io), 0, first.err());
-    assert.match(first.out(), new RegExp(`created the ${SERVICE_USER} system user and group`));
-    const passwd = await readFile(join(root, 'etc/passwd'), 'utf8');
-    const user = passwd
-      .split('\n')
-      .find((line) => line.startsWith(`${SERVICE_USER}:`))
-      ?.split(':');
-    assert.ok(user, passwd);
-    assert.ok(Number(user[2]) > 0 && Number(user[2]) < 1000, `a system uid: ${user[2]}`);
-    assert.deepEqual(user.slice(5), ['/nonexistent', '/usr/sbin/nologin'], 'no home, no shell');
-    const gid = Number(user[3]);
-    for (const [path, mode] of [
-      [join(root, CONFIG_PATH), 0o640],
-      [join(root, CONFIG_PATH, '..'), 0o750],
-    ] as const) {
-      const info = await stat(path);
-      assert.deepEqual([info.uid, info.gid, info.mode & 0o777], [0, gid, mode], path);
-    }
-
-    const second = capture();
-    assert.equal(await installCommand(['--root', root], second.io), 0, second.err());
-    assert.match(second.out(), new RegExp(`the ${SERVICE_USER} user exists`));
-    assert.equal(await readFile(join(root, 'etc/passwd'), 'utf8'), passwd, 'no second user');
+  test('without /etc/passwd under --root the user is left to the package', async () => {
+    const { code, out, err } = await bareInstall();
+    assert.equal(code, 0, err);
+    assert.match(out, new RegExp(`etc/passwd: the ${SERVICE_USER} user is left to the package`));
   });
 
-  test('a second install keeps the operator’s configuration', async (t) => {
-    const root = await mkdtemp(join(tmpdir(), 'kproxy-install-'));
-    t.after(() => rm(root, { recursive: true, force: true }));
-    assert.equal(await installCommand(['--root', root], capture().io), 0);
-    await writeFile(join(root, CONFIG_PATH), '# edited by the operator\n');
-    const second = capture();
-    assert.equal(await installCommand(['--root', root], second.io), 0);
-    assert.match(second.out(), /kept the existing .*config\.yaml/);
-    assert.equal(await readFile(join(root, CONFIG_PATH), 'utf8'), '# edited by the operator\n');
-  });
+  // In order: the second install needs the first (the suite's concurrency is inherited otherwise).
+  describe('into a root with /etc/passwd', { concurrency: false }, () => {
+    let root: string;
+    let passwd: string;
+    after(() => root && rm(root, { recursive: true, force: true }));
 
-  test('without /etc/passwd under --root the user is left to the package', async (t) => {
-    const root = await mkdtemp(join(tmpdir(), 'kproxy-install-'));
-    t.after(() => rm(root, { recursive: true, force: true }));
-    const { io, out } = capture();
-    assert.equal(await installCommand(['--root', root], io), 0);
-    assert.match(out(), new RegExp(`etc/passwd: the ${SERVICE_USER} user is left to the package`));
+    test('creates the service user once, and gives its group the configuration', async () => {
+      const first = await installFresh(async (root) => {
+        await mkdir(join(root, 'etc'));
+        await writeFile(join(root, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\n');
+        await writeFile(join(root, 'etc/group'), 'root:x:0:\n');
+        await writeFile(join(root, 'etc/shadow'), '');
+        await writeFile(join(root, 'etc/gshadow'), '');
+      });
+      root = first.root;
+      assert.equal(first.code, 0, first.err);
+      assert.match(first.out, new RegExp(`created the ${SERVICE_USER} system user and group`));
+      passwd = await readFile(join(root, 'etc/passwd'), 'utf8');
+      const user = passwd
+        .split('\n')
+        .find((line) => line.startsWith(`${SERVICE_USER}:`))
+        ?.split(':');
+      assert.ok(user, passwd);
+      assert.ok(Number(user[2]) > 0 && Number(user[2]) < 1000, `a system uid: ${user[2]}`);
+      assert.deepEqual(user.slice(5), ['/nonexistent', '/usr/sbin/nologin'], 'no home, no shell');
+      const gid = Number(user[3]);
+      for (const [path, mode] of [
+        [join(root, CONFIG_PATH), 0o640],
+        [join(root, CONFIG_PATH, '..'), 0o750],
+      ] as const) {
+        const info = await stat(path);
+        assert.deepEqual([info.uid, info.gid, info.mode & 0o777], [0, gid, mode], path);
+      }
+    });
+
+    test('a second install keeps the service user and the operator’s configuration', async () => {
+      assert.ok(root, 'the first install ran');
+      await writeFile(join(root, CONFIG_PATH), '# edited by the operator\n');
+      const second = capture();
+      assert.equal(await installCommand(['--root', root], second.io), 0, second.err());
+      assert.match(second.out(), new RegExp(`the ${SERVICE_USER} user exists`));
+      assert.equal(await readFile(join(root, 'etc/passwd'), 'utf8'), passwd, 'no second user');
+      assert.match(second.out(), /kept the existing .*config\.yaml/);
+      assert.equal(await readFile(join(root, CONFIG_PATH), 'utf8'), '# edited by the operator\n');
+    });
   });
 
   test('an unknown flag is a usage error', async () => {
