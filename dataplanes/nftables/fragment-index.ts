@@ -346,7 +346,12 @@ export class FragmentIndex {
     // Each shared part as the index holds it (read once) and as the plan leaves it.
     const shared = new Map<string, SharedChange>();
     const owner = (id: string) => (claims.has(id) ? claims.get(id) : this.#claims.get(id));
-    const change = (id: string) => shared.get(id) ?? { prev: this.#stored(id), next: this.#stored(id) };
+    const change = (id: string): SharedChange => {
+      const touched = shared.get(id);
+      if (touched) return touched;
+      const held = this.#stored(id);
+      return { prev: held, next: held };
+    };
     const own: OwnElements = { before: [], after: [] };
     for (const sp of removed) {
       const fragmentBefore = fragment(this.family, this.node, sp, slotsBefore);

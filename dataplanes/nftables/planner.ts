@@ -13,7 +13,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { IPFamily } from '../../src/base/ip-family.ts';
 import { runAll, type Steps } from '../../src/base/work-slices.ts';
 import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
-import type { DualStackState, ServicePortKey } from '../../src/model/proxy-state.ts';
+import type { DualStackState, NodeSettings, ServicePortKey } from '../../src/model/proxy-state.ts';
 import type { DataplanePlanner } from '../shared/dataplane.ts';
 import { diffFamily, diffRulesetsSteps } from '../shared/nft/diff.ts';
 import { fullTransaction } from '../shared/nft/full-transaction.ts';
@@ -227,7 +227,7 @@ function* fragmentsPlanSteps(
     const before = prev[MODEL_FAMILY[family]];
     const after = next[MODEL_FAMILY[family]];
     if (!before && !after) continue;
-    if (!before || !after || !isDeepStrictEqual(before.node, after.node)) return undefined;
+    if (!before || !after || !sameNode(before.node, after.node)) return undefined;
     const changed = slots.changed.get(family)!;
     if (changed.size === 0) continue;
     let index = indexes.get(family);
@@ -255,6 +255,14 @@ function* fragmentsPlanSteps(
       slots.commit();
     },
   };
+}
+
+/**
+ * The model keeps a family's node settings object while they do not change: compared deeply only
+ * when it made new ones.
+ */
+function sameNode(a: NodeSettings, b: NodeSettings): boolean {
+  return a === b || isDeepStrictEqual(a, b);
 }
 
 /**
