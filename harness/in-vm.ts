@@ -4,7 +4,7 @@
 // for all, since under TCG a boot and the first start of each node program (cold compile cache)
 // cost minutes.
 import assert from 'node:assert/strict';
-import { join, matchesGlob } from 'node:path';
+import { join, matchesGlob, relative } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { requireRoot } from './netns.ts';
@@ -14,6 +14,11 @@ import { modesForVm, runNodeTestsInVm } from './vm.ts';
 const REPO = fileURLToPath(new URL('../', import.meta.url));
 /** A boot under TCG on a busy machine: ~20-40 s. */
 const BOOT_MS = 2 * 60_000;
+/**
+ * One file (relative to the repository) to run alone in the VM, e.g.
+ * KPROXY_VM_ONLY=test/dataplanes/ipvs/vm/live.vmtest.ts: to time or debug it without the rest.
+ */
+const ONLY_ENV = 'KPROXY_VM_ONLY';
 
 export type VmTestFiles =
   /** A file that runs once per mode (modesHere()); in the VM only for the modes the host lacks. */
@@ -51,14 +56,20 @@ function countsOf(run: Readonly<Record<string, TestCounts>>, files: VmTestFiles)
  */
 export function testFilesInVm(what: string, files: readonly VmTestFiles[]): void {
   const modes = modesForVm();
-  const chosen = files.filter((f) => f.kind === 'vm-only' || modes.length > 0);
+  const only = process.env[ONLY_ENV];
+  const chosen = files
+    .filter((f) => f.kind === 'vm-only' || modes.length > 0)
+    .filter((f) => only === undefined || matchesGlob(only, pathOf(f)));
   const deadlineMs = BOOT_MS + chosen.reduce((sum, f) => sum + f.budgetMs, 0);
   test(`${what}: inside the qemu VM${modes.length ? ` (${modes.join(', ')})` : ''}`, {
     timeout: deadlineMs + 60_000,
   }, async (t) => {
     if (!requireRoot(t, 'booting the qemu VM (qemu, apt)')) return;
-    const run = await runNodeTestsInVm(chosen.map(pathOf), { modes, timeoutMs: deadlineMs });
+    const files = only === undefined ? chosen.map(pathOf) : [only];
+    const run = await runNodeTestsInVm(files, { modes, timeoutMs: deadlineMs });
     t.diagnostic(`the VM run took ${Math.round(run.durationMs / 1000)} s, boot included`);
+    for (const [file, report] of Object.entries(run.files))
+      t.diagnostic(`${relative(REPO, file)}: ${Math.round(report.wallMs / 1000)} s in the VM`);
     assert.equal(run.exitCode, 0, `the tests failed in the VM (exit ${run.exitCode}):\n${run.output}`);
     for (const entry of chosen) {
       const counts = countsOf(run.files, entry);
@@ -67,7 +78,8 @@ export function testFilesInVm(what: string, files: readonly VmTestFiles[]): void
       // A todo test (a known bug pinned) counts as run.
       const ran = counts.pass + counts.todo;
       if (entry.kind === 'per-mode') assert.equal(ran, entry.testsPerMode * modes.length, where);
-      else assert.ok(ran >= entry.atLeast, where);
+      // One file of the glob alone (ONLY_ENV) runs some of its tests.
+      else assert.ok(ran >= (only === undefined ? entry.atLeast : 1), where);
     }
   });
 }

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 import type { DataplaneMode } from '../dataplanes/shared/dataplane.ts';
 import { LIVE_MODES } from '../src/daemon/live-dataplanes.ts';
-import type { TestCounts } from './test-counts-reporter.ts';
+import type { FileReport } from './test-counts-reporter.ts';
 
 const REPO = fileURLToPath(new URL('../', import.meta.url));
 const VM_SCRIPT = join(REPO, 'scripts/ipvs-in-qemu.sh');
@@ -19,6 +19,8 @@ const VM_SCRIPT = join(REPO, 'scripts/ipvs-in-qemu.sh');
  * those the host could not), so the VM does not repeat the host's work.
  */
 const MODES_ENV = 'KPROXY_TEST_MODES';
+/** Node's compile cache for the guest: in the shared repository, ignored by git (entries are keyed by content). */
+const COMPILE_CACHE = join(REPO, '.vm-share/compile-cache');
 /**
  * The slowdown the VM's deadlines get (harness/emulation.ts): the ~7-13× measured, rounded up to cover
  * first starts with a cold compile cache on a busy machine. It only stretches hang bounds.
@@ -79,8 +81,9 @@ export async function runInVm(command: string, args: readonly string[], options:
   try {
     const env = Object.entries({
       KPROXY_SLOWDOWN: String(VM_SLOWDOWN),
-      // Node starts slowly under TCG and the labs start many node processes: share a compile cache.
-      NODE_COMPILE_CACHE: '/tmp/kproxy-node-compile-cache',
+      // Node starts slowly under TCG and the labs start many node processes: share a compile cache,
+      // kept across boots (a start that strips TypeScript took 2-3× one that finds it cached).
+      NODE_COMPILE_CACHE: COMPILE_CACHE,
       ...options.env,
     }).map(([k, v]) => `${k}=${v}`);
     // The script shares its working directory read-write at the same path: the repository, so it
@@ -106,8 +109,8 @@ export async function runInVm(command: string, args: readonly string[], options:
 }
 
 export interface VmTestRun extends VmRun {
-  /** Each test file's outcomes, by its absolute path (the same inside the VM); {} when none reported. */
-  readonly files: Readonly<Record<string, TestCounts>>;
+  /** Each test file's outcomes and time, by its absolute path (the same inside the VM); {} when none reported. */
+  readonly files: Readonly<Record<string, FileReport>>;
 }
 
 export interface VmTestOptions extends VmOptions {
@@ -127,6 +130,8 @@ export async function runNodeTestsInVm(files: readonly string[], options: VmTest
       process.execPath,
       [
         '--test',
+        // One at a time: the IPVS files share the VM's own namespace, and each file's time is its own.
+        '--test-concurrency=1',
         '--test-reporter=spec',
         '--test-reporter-destination=stdout',
         `--test-reporter=${join(REPO, 'harness/test-counts-reporter.ts')}`,
@@ -141,7 +146,7 @@ export async function runNodeTestsInVm(files: readonly string[], options: VmTest
     );
     // Written at the end of the run: missing or empty when the VM died or timed out first.
     const report = await readFile(counts, 'utf8').catch(() => '');
-    return { ...run, files: JSON.parse(report || '{}') as Record<string, TestCounts> };
+    return { ...run, files: JSON.parse(report || '{}') as Record<string, FileReport> };
   } finally {
     await rm(shareDir, { recursive: true, force: true });
   }
