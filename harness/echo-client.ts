@@ -11,6 +11,7 @@
 // one line {"id":N,"outcomes":[...]}: one long-lived process per namespace instead of a node start per
 // probe (seconds each under the VM's emulation). Probes run concurrently, attempts within one in turn.
 import { createSocket } from 'node:dgram';
+import { flushCompileCache } from 'node:module';
 import { connect } from 'node:net';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
@@ -125,6 +126,9 @@ function serve(): void {
 }
 
 async function main(): Promise<void> {
+  // Tests end it with a signal, and a killed node never writes its compile cache (NODE_COMPILE_CACHE):
+  // write it now, or each start in the qemu VM strips the TypeScript again (a cold start took 2-3× a warm one there).
+  flushCompileCache();
   const { values, positionals } = parseArgs({
     allowPositionals: true,
     options: {
