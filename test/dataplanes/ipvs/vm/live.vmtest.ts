@@ -16,6 +16,7 @@ import { Lab } from '../../../../harness/netns.ts';
 import { endpoint, ipv4, localEndpoint, proxyState, servicePort } from '../../../../harness/proxy-states.ts';
 import { tally } from '../../../../harness/topology.ts';
 import type { DualStackState, Endpoint, ProxyState, ServicePort } from '../../../../src/model/proxy-state.ts';
+import { Prober } from './prober.ts';
 
 const HARNESS = join(import.meta.dirname, '../../../../harness');
 const NODE_IP = '10.100.0.11';
@@ -26,10 +27,9 @@ const CLIENT_IP6 = 'fd00:100::200';
 const POD_IP6S = ['fd00:244:1::10', 'fd00:244:1::11', 'fd00:244:1::12'];
 
 const lab = new Lab('ipvs');
-// Every probe is a new node process, and node starts slowly under TCG: share its compile cache.
-process.env.NODE_COMPILE_CACHE ??= '/tmp/kproxy-node-compile-cache';
 const pods: string[] = [];
 let client = '';
+const probers = new Map<string, Prober>();
 
 async function root(args: readonly string[]): Promise<void> {
   await execa('ip', args);
@@ -71,7 +71,7 @@ before(async () => {
     await root(['addr', 'add', 'fe80::1/64', 'dev', `kpv${m}`, 'nodad']);
     await root(['-6', 'route', 'add', `${POD_IP6S[m]}/128`, 'dev', `kpv${m}`]);
   }
-  // Node starts slowly under TCG: start the echo servers together.
+  // Node starts slowly under TCG: start the echo servers and the probers together.
   const servers = pods.map((ns, m) =>
     lab.spawn(ns, process.execPath, [
       join(HARNESS, 'echo-server.ts'),
@@ -82,10 +82,12 @@ before(async () => {
       '8080',
     ]),
   );
+  for (const ns of [client, pods[0]!, '']) probers.set(ns, new Prober(ns));
   await Promise.all(servers.map((server) => server.waitFor('ready')));
 });
 
 after(async () => {
+  for (const prober of probers.values()) prober.close();
   await lab.destroy();
 });
 
@@ -139,7 +141,7 @@ function web6(endpoints: Endpoint[]): ProxyState {
   return proxyState('IPv6', [web], { nodeIPs: [NODE_IP6] });
 }
 
-/** `ns` '' connects from the node itself (the VM's own namespace). */
+/** `ns` '' connects from the node itself (the VM's own namespace); the client or pod-0 otherwise. */
 async function connect(
   ns: string,
   proto: 'tcp' | 'udp',
@@ -147,22 +149,9 @@ async function connect(
   port: number,
   count: number,
 ): Promise<EchoOutcome[]> {
-  const args = [
-    join(HARNESS, 'echo-client.ts'),
-    proto,
-    host,
-    String(port),
-    '--count',
-    String(count),
-    '--timeout',
-    '2000',
-  ];
-  const { stdout } =
-    ns === '' ? await execa(process.execPath, args) : await lab.exec(ns, process.execPath, args);
-  return stdout
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l) as EchoOutcome);
+  const prober = probers.get(ns);
+  if (!prober) throw new Error(`no prober in ${ns || 'the node'}`);
+  return prober.probe({ proto, host, port, count, timeoutMs: 2000 });
 }
 
 function names(outcomes: readonly EchoOutcome[]): Record<string, number> {

@@ -9,9 +9,7 @@
 // is ~10× slower under emulation.
 //   client 10.101.0.200 ── kptc | node 10.101.0.11 | kpt<m> ── pod m 10.245.1.(10+m)
 import assert from 'node:assert/strict';
-import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { after, before, test } from 'node:test';
 import { execa } from 'execa';
 import { NetlinkIpvsClient } from '../../../../dataplanes/ipvs/ipvs-client.ts';
@@ -19,7 +17,6 @@ import { IpvsDataplane } from '../../../../dataplanes/ipvs/live.ts';
 import { ipvsPlanner } from '../../../../dataplanes/ipvs/planner.ts';
 import { execaRunner } from '../../../../dataplanes/shared/command-runner.ts';
 import type { TracePacket } from '../../../../dataplanes/shared/trace/packet.ts';
-import type { EchoOutcome, ProbeRequest } from '../../../../harness/echo-client.ts';
 import { allowance } from '../../../../harness/emulation.ts';
 import { Lab } from '../../../../harness/netns.ts';
 import { localEndpoint, proxyState, servicePort } from '../../../../harness/proxy-states.ts';
@@ -28,6 +25,7 @@ import { readLiveRules, traceRuleText } from '../../../../src/cli/trace.ts';
 import type { DualStackState } from '../../../../src/model/proxy-state.ts';
 import { prng } from '../../../support/prng.ts';
 import { checkFlow, comparable, inBatches } from '../../../trace/flow-check.ts';
+import { Prober } from './prober.ts';
 
 const HARNESS = join(import.meta.dirname, '../../../../harness');
 const SEED = Number(process.env.TRACE_SEED ?? Date.now() % 100_000);
@@ -49,41 +47,9 @@ const DROP_TIMEOUT_MS = 3_000;
 const UNSERVED_PORT = 81;
 
 const lab = new Lab('ipvs-trace');
-process.env.NODE_COMPILE_CACHE ??= '/tmp/kproxy-node-compile-cache';
 const pods: string[] = [];
 let client = '';
 const probers = new Map<string, Prober>();
-
-/** `echo-client --serve` in a lab namespace (or the node's own: ''): probes by id over its stdin. */
-class Prober {
-  readonly #child: ChildProcessWithoutNullStreams;
-  readonly #waiting = new Map<number, (outcomes: EchoOutcome[]) => void>();
-  #ids = 0;
-
-  constructor(ns: string) {
-    const command = [process.execPath, join(HARNESS, 'echo-client.ts'), '--serve'];
-    this.#child =
-      ns === '' ? spawn(command[0]!, command.slice(1)) : spawn('ip', ['netns', 'exec', ns, ...command]);
-    createInterface({ input: this.#child.stdout }).on('line', (line) => {
-      const { id, outcomes } = JSON.parse(line) as { id: number; outcomes: EchoOutcome[] };
-      this.#waiting.get(id)?.(outcomes);
-      this.#waiting.delete(id);
-    });
-  }
-
-  probe(host: string, port: number, timeoutMs: number): Promise<EchoOutcome[]> {
-    const request: ProbeRequest = { id: ++this.#ids, proto: 'tcp', host, port, count: ATTEMPTS, timeoutMs };
-    return new Promise((resolve) => {
-      this.#waiting.set(request.id, resolve);
-      this.#child.stdin.write(`${JSON.stringify(request)}\n`);
-    });
-  }
-
-  /** It exits once its stdin closes and the probes in flight are answered. */
-  close(): void {
-    this.#child.stdin.end();
-  }
-}
 
 /** `ip -batch` in a lab namespace, or the node's own (''): one process start per namespace. */
 async function ipBatch(ns: string, lines: readonly string[]): Promise<void> {
@@ -211,9 +177,13 @@ async function checkRandomFlows(count: number): Promise<Map<string, number>> {
     const kind = outcomes[0]?.kind ?? 'none';
     kinds.set(`${packet.via} ${kind}`, (kinds.get(`${packet.via} ${kind}`) ?? 0) + 1);
     const silent = kind === 'drop' || kind === 'no-service';
-    const seen = await probers
-      .get(ns)!
-      .probe(packet.destination, packet.port, silent ? DROP_TIMEOUT_MS : allowance(ANSWER_TIMEOUT_MS));
+    const seen = await probers.get(ns)!.probe({
+      proto: 'tcp',
+      host: packet.destination,
+      port: packet.port,
+      count: ATTEMPTS,
+      timeoutMs: silent ? DROP_TIMEOUT_MS : allowance(ANSWER_TIMEOUT_MS),
+    });
     const what = `flow ${n}: ${packet.via} ${packet.source} -> ${packet.destination}:${packet.port} (${service}), predicted ${JSON.stringify(outcomes)}`;
     checkFlow(what, outcomes, seen, packet.source, podOf, host.localAddresses);
   });
