@@ -2,6 +2,7 @@
 // the outcome counts of each test file, so the host can check every file ran all its tests (TAP's
 // summary only totals the whole run), and how long each file took. Suites are not counted, as in
 // node's own summary.
+import { resolve } from 'node:path';
 import type { TestEvent } from 'node:test/reporters';
 
 export interface TestCounts {
@@ -28,7 +29,9 @@ export default async function* testCountsReporter(source: AsyncIterable<TestEven
   const lastEvent = new Map<string, number>();
   for await (const event of source) {
     if (event.type === 'test:enqueue' || event.type === 'test:dequeue') continue;
-    const file = (event.data as { file?: string } | undefined)?.file;
+    // A file's console output names it relative to the working directory, its tests absolutely.
+    const named = (event.data as { file?: string } | undefined)?.file;
+    const file = named === undefined ? undefined : resolve(named);
     if (file !== undefined) {
       lastEvent.delete(file);
       lastEvent.set(file, Date.now());
