@@ -16,6 +16,7 @@ import { randomBytes } from 'node:crypto';
 import { open, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
+import { execa } from 'execa';
 import { DataplaneError } from './dataplane-error.ts';
 
 export interface CommandResult {
@@ -102,11 +103,29 @@ export function execaRunner(prefix: readonly string[] = [], options: ExecaRunner
       const [file, ...rest] = argv(command, args);
       const timeout = timeoutOf(command);
       const stdin = input === '' ? undefined : await scriptFile(input);
+      // execa takes any file descriptor as stdin (the child inherits it); its types list only 0 and
+      // 3-9, hence the cast.
+      const stdinOption = (stdin?.fd ?? 'ignore') as 'ignore';
       try {
-        const result = await runToEnd(file!, rest, stdin?.fd, timeout);
-        if (result === 'timed out')
-          throw new CommandTimeoutError(command, timeout, [command, ...args].join(' '));
-        return result;
+        const result = await execa(file!, rest, {
+          stdin: stdinOption,
+          reject: false,
+          stripFinalNewline: false,
+          encoding: 'utf8',
+          timeout,
+          // setpriv and `ip netns exec` exec the tool in place: this kills the tool itself.
+          killSignal: 'SIGKILL',
+        });
+        if (result.timedOut) throw new CommandTimeoutError(command, timeout, [command, ...args].join(' '));
+        if (result.failed && result.exitCode === undefined) {
+          // Not a non-zero exit but a spawn failure (missing binary): report it like one.
+          return { stdout: '', stderr: result.shortMessage ?? `cannot run ${file}`, exitCode: 127 };
+        }
+        return {
+          stdout: String(result.stdout),
+          stderr: String(result.stderr),
+          exitCode: result.exitCode ?? 0,
+        };
       } finally {
         await stdin?.close();
       }
@@ -116,51 +135,6 @@ export function execaRunner(prefix: readonly string[] = [], options: ExecaRunner
       return spawn(file!, rest, { stdio: 'pipe' });
     },
   };
-}
-
-/**
- * Runs `file args` to its end, stdin the file descriptor `stdin` (none: empty), its output as text.
- * No exit code (a spawn failure such as a missing binary, a kill by a signal) is reported as 127
- * with what happened as stderr. Killed with SIGKILL after `timeoutMs`: setpriv and
- * `ip netns exec` exec the tool in place, so this kills the tool itself. Node's child_process
- * rather than execa: execa's module graph was ~2 MiB of the daemon's heap, kept for its lifetime.
- */
-function runToEnd(
-  file: string,
-  args: readonly string[],
-  stdin: number | undefined,
-  timeoutMs: number,
-): Promise<CommandResult | 'timed out'> {
-  return new Promise((resolve) => {
-    // The child inherits the descriptor; Node's tuple types list no number, hence the cast.
-    const input: 'ignore' | number = stdin ?? 'ignore';
-    const child = spawn(file, args, { stdio: [input as 'ignore', 'pipe', 'pipe'] });
-    const stdout: string[] = [];
-    const stderr: string[] = [];
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => stdout.push(chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => stderr.push(chunk));
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      child.kill('SIGKILL');
-    }, timeoutMs);
-    let settled = false;
-    const settle = (result: CommandResult | 'timed out') => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      resolve(result);
-    };
-    child.on('error', (error) =>
-      settle({ stdout: '', stderr: `cannot run ${file}: ${error.message}`, exitCode: 127 }),
-    );
-    child.on('close', (code, signal) => {
-      if (timedOut) settle('timed out');
-      else if (code === null)
-        settle({ stdout: '', stderr: `${file} was killed with ${signal}`, exitCode: 127 });
-      else settle({ stdout: stdout.join(''), stderr: stderr.join(''), exitCode: code });
-    });
-  });
 }
 
 /**
