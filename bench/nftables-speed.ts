@@ -106,6 +106,8 @@ async function netlinkFigures(ns: string, bareMs: number): Promise<Record<string
     netlinkEndpointChangeMedianMs: figures.endpointChangeMedianMs!,
     netlinkEndpointChangeMinMs: figures.endpointChangeMinMs!,
     netlinkEndpointChangeMaxMs: figures.endpointChangeMaxMs!,
+    netlinkEndpointChangeFirstMedianMs: figures.endpointChangeFirstMedianMs!,
+    netlinkEndpointChangeWarmupRuns: figures.endpointChangeWarmupRuns!,
     netlinkEndpointChangeTransactionMedianMs: figures.endpointChangeTransactionMedianMs!,
     netlinkEndpointChangeNftCalls: figures.endpointChangeNftCalls!,
     netlinkEndpointChangeElements: figures.endpointChangeNetlinkElements!,

@@ -133,10 +133,16 @@ export function benchRows({
     ),
     ...infoRow(`nft: bare nft -f in the cold-start transactions`, num(nftables, 'bareChunkedLoadMs')),
     ...underRow(
-      `nft: one endpoint change end to end, elements by netlink (median)`,
+      `nft: one endpoint change end to end, elements by netlink (median, warm)`,
       num(nftables, 'netlinkEndpointChangeMedianMs'),
       0.5,
       'ms',
+    ),
+    ...infoRow(
+      `nft: ... the first changes after the cold start (median)`,
+      num(nftables, 'netlinkEndpointChangeFirstMedianMs'),
+      (first) =>
+        `${ms(first)} (then ${num(nftables, 'netlinkEndpointChangeWarmupRuns')} changes before the warm ones)`,
     ),
     ...ratioRow(
       `nft: ... vs its element batch and nft transactions alone`,
