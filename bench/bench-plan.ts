@@ -1,6 +1,6 @@
 // Which section children `npm run bench` starts, with which arguments, and how their figures come
 // together: the curve sections (nftables, iptables) run once per cluster size and once for one
-// wide Service; the others once. Pure, so the plan of --quick is unit-tested.
+// wide Service; the others once (ipvs measures its sizes and its wide Service in its one VM boot). Pure, so the plan of --quick is unit-tested.
 import { parseArgs } from 'node:util';
 
 export const SECTIONS = [
@@ -18,7 +18,7 @@ export type Section = (typeof SECTIONS)[number];
 
 /** Sections measured at every size of the curve, each size in its own child. */
 const CURVE_SECTIONS: readonly Section[] = ['nftables', 'iptables'];
-/** What --quick leaves out: the emulated VM (~40 min), the daemon at 30k, a minute of churn. */
+/** What --quick leaves out: the emulated VM (~55 min), the daemon at 30k, a minute of churn. */
 const SLOW_SECTIONS: readonly Section[] = ['ipvs', 'daemon', 'churn'];
 
 export interface BenchOptions {
@@ -32,7 +32,7 @@ export interface BenchOptions {
   readonly wideEndpoints: number;
   readonly nftServices: number;
   readonly iptServices: number;
-  /** As ipvs-speed.ts takes it: one or more sizes, comma-separated. */
+  /** As ipvs-speed.ts takes it: one or more sizes, comma-separated (its wide point: wideEndpoints). */
   readonly ipvsServices: string;
 }
 
@@ -56,7 +56,7 @@ export function parseBenchArgs(args: readonly string[]): BenchOptions {
       out: { type: 'string' },
       'nft-services': { type: 'string', default: '30000' },
       'ipt-services': { type: 'string', default: '10000' },
-      'ipvs-services': { type: 'string', default: '1000,10000' },
+      'ipvs-services': { type: 'string', default: '1000,10000,30000' },
       sizes: { type: 'string', default: '1000,10000,30000' },
       'wide-endpoints': { type: 'string', default: '100000' },
       only: { type: 'string', default: SECTIONS.join(',') },
@@ -114,8 +114,9 @@ export function benchPlan(options: BenchOptions): BenchRun[] {
         // ClientIP against plain at 3,000 services (issue 16's figure), or less with --quick.
         return ['--services', String(Math.min(3000, options.nftServices))];
       case 'ipvs':
-        // In the qemu VM when this kernel has no ip_vs (one boot; the section boots it itself).
-        return ['--services', options.ipvsServices];
+        // In the qemu VM when this kernel has no ip_vs (one boot; the section boots it itself),
+        // the wide Service in the same boot.
+        return ['--services', options.ipvsServices, '--wide-endpoints', String(options.wideEndpoints)];
       case 'kubeproxyshape':
         // The iptables section's cluster (its ratios need it): kube-proxy's one nftables
         // transaction is ~quadratic (157 s at 10k, 20+ min at 30k in the kernel baseline).

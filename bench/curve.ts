@@ -118,21 +118,18 @@ const num = (figures: Figures | undefined, key: string): number | undefined => {
 
 /**
  * Every point measured, per series in SERIES order, the N-services points by size, then the wide
- * one. A section's `sizes` are its runs (nftables, iptables: each run has all its figures; ipvs:
- * the cold syncs, its change and connect figures are of the largest size).
+ * one. A section's `sizes` are its points, each with the figures measured there (ipvs measures
+ * its change and connect figures at its largest size and for the wide Service only).
  */
 export function curvePoints(figures: BenchFigures): CurvePoint[] {
   return SERIES.flatMap(({ series, section: from, aside, keys }) => {
     const section = figures[from];
     const sizes = Array.isArray(section?.sizes) ? (section.sizes as Figures[]) : [];
-    const largest = Math.max(...sizes.map((size) => num(size, 'services') ?? 0));
     const points = sizes.flatMap((size): CurvePoint[] => {
       const services = num(size, 'services');
       const coldSyncMs = num(size, keys.cold);
       const bareLoadMs = num(size, keys.bare);
       if (services === undefined || coldSyncMs === undefined || bareLoadMs === undefined) return [];
-      // ipvs gives its change and connect figures once, at the top, for its largest size.
-      const rest = from === 'ipvs' ? (services === largest ? section : undefined) : size;
       return [
         {
           series,
@@ -141,10 +138,10 @@ export function curvePoints(figures: BenchFigures): CurvePoint[] {
           wide: size.wide === true,
           coldSyncMs,
           bareLoadMs,
-          changeMs: num(rest, keys.change),
-          bareChangeMs: num(rest, keys.bareChange),
-          connectFirstUs: aside ? undefined : num(rest, 'connectFirstServiceUs'),
-          connectLastUs: aside ? undefined : num(rest, 'connectLastServiceUs'),
+          changeMs: num(size, keys.change),
+          bareChangeMs: num(size, keys.bareChange),
+          connectFirstUs: aside ? undefined : num(size, 'connectFirstServiceUs'),
+          connectLastUs: aside ? undefined : num(size, 'connectLastServiceUs'),
         },
       ];
     });

@@ -1,18 +1,22 @@
 // IPVS section. The host kernel has no ip_vs, so this file runs itself inside the qemu VM
 // (harness/vm.ts, one boot) and prints the VM's figures; inside, it measures in the VM's own
-// network namespace (the IPVS netlink socket is the process's), for each N services × E endpoints:
+// network namespace (the IPVS netlink socket is the process's), for each N services × E endpoints
+// and for one Service with --wide-endpoints endpoints (in slices of 100, as the nftables and
+// iptables sections' wide point):
 // - the bare load of the same state: kproxy's full render fed to `ip -batch`, `ipvsadm --restore`
 //   and `nft -f` (the tools' own cost of that state), vs kproxy's cold sync (IpvsDataplane start
 //   + full sync of a built state);
-// - (largest N) one endpoint change end to end (ModelCache update + incremental sync, whose first
-//   step sweeps the real server the change before left draining), median of several, vs one bare
-//   netlink call (editing a real server's weight);
-// - (largest N) TCP connect latency from a client namespace to the first and the last service;
+// - (largest N, and the wide Service) one endpoint change end to end (ModelCache update +
+//   incremental sync, whose first step sweeps the real server the change before left draining),
+//   median of several, vs one bare netlink call (editing a real server's weight);
+// - (largest N, and the wide Service) TCP connect latency from a client namespace to the first and
+//   the last service (the wide point's are both its one Service);
 // - ClientIP affinity: the cold sync of A services with `sessionAffinity: ClientIP` vs the same
 //   without (issue 16's question for IPVS: persistence is one attribute per virtual server).
 // The VM is emulated (TCG, ~10× slower than the host and noisy): read ratios, not absolute times.
 //   node --expose-gc bench/ipvs-speed.ts [--services 10000[,30000]] [--endpoints 10]
-//     [--affinity-services 3000] [--rounds 2] [--changes 7] [--connects 100]
+//     [--wide-endpoints 100000 (0: no wide point)] [--affinity-services 3000] [--rounds 2]
+//     [--changes 7] [--connects 100]
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { execa } from 'execa';
@@ -23,13 +27,17 @@ import { commandTimeoutMs, execaRunner } from '../dataplanes/shared/command-runn
 import { allowance } from '../harness/emulation.ts';
 import { Lab } from '../harness/netns.ts';
 import { kernelRuns, runInVm } from '../harness/vm.ts';
+import type { ModelCache } from '../src/model/model-cache.ts';
 import type { DualStackState } from '../src/model/proxy-state.ts';
 import { BENCH_NODE_IP, loadedModel } from './bench-model.ts';
 import { median, reportSection, round, timeMs } from './measure.ts';
 import {
+  type ClusterShape,
+  changedSlice,
+  podIP,
+  shapedCluster,
   syntheticCluster,
   syntheticService,
-  syntheticSlice,
   withClientIPAffinity,
 } from './synthetic-cluster.ts';
 
@@ -37,6 +45,7 @@ const { values } = parseArgs({
   options: {
     services: { type: 'string', default: '10000' },
     endpoints: { type: 'string', default: '10' },
+    'wide-endpoints': { type: 'string', default: '100000' },
     'affinity-services': { type: 'string', default: '3000' },
     changes: { type: 'string', default: '7' },
     rounds: { type: 'string', default: '2' },
@@ -45,10 +54,11 @@ const { values } = parseArgs({
 });
 /**
  * The VM run's bound: boot, then the syncs and loads, each ~10× the host's under TCG, and a wait
- * for IPVS's trash after each big clean (2026-12-03, 2-core host at load 3-13: 10k services ~8
- * min, 30k alone ~17 min with the ClientIP rounds after it).
+ * for IPVS's trash (200 s) after each big clean, two per point (2026-12-03, 2-core host at load
+ * 3-13: 10k services ~8 min, 30k alone ~17 min with the ClientIP rounds after it; the default
+ * 1k, 10k, 30k, the wide Service and 2 ClientIP rounds at 3,000: ~50-60 min), twice over.
  */
-const VM_TIMEOUT_MS = 90 * 60_000;
+const VM_TIMEOUT_MS = 120 * 60_000;
 const SERVER_IP = '10.200.0.2';
 const CLIENT_IP = '10.201.0.2';
 
@@ -159,8 +169,9 @@ async function connectLab(lab: Lab): Promise<(ip: string) => Promise<number>> {
     await node(['link', 'set', peer, 'up']);
     await node(['addr', 'add', `${nodeIp}/30`, 'dev', peer]);
   }
-  await node(['route', 'add', '10.244.0.0/16', 'via', SERVER_IP]);
-  await lab.ip(server, ['route', 'add', 'local', '10.244.0.0/16', 'dev', 'lo']);
+  // A /14: the pods of a wide service run on past 10.244.255.255 (synthetic-cluster.ts).
+  await node(['route', 'add', '10.244.0.0/14', 'via', SERVER_IP]);
+  await lab.ip(server, ['route', 'add', 'local', '10.244.0.0/14', 'dev', 'lo']);
   await execa('sysctl', ['-q', '-w', 'net.ipv4.ip_forward=1']);
   const echo = lab.spawn(server, process.execPath, [
     join(import.meta.dirname, '../harness/echo-server.ts'),
@@ -181,7 +192,94 @@ async function connectLab(lab: Lab): Promise<(ip: string) => Promise<number>> {
   };
 }
 
+/**
+ * One endpoint change end to end on the loaded node, median of --changes, vs one bare netlink
+ * call: a weight edit of service 0's first real server (pod 0, in every shape; no change touches
+ * it), the kernel's own cost of one request on the same table.
+ */
+async function changeFigures(
+  shape: ClusterShape,
+  model: ModelCache,
+  dp: IpvsDataplane,
+): Promise<Record<string, number>> {
+  const changeMs: number[] = [];
+  for (let run = 0; run < Number(values.changes); run++) {
+    // The changed slice is the API server's side: built outside the timed change.
+    const slice = changedSlice(shape, run + 1);
+    changeMs.push(
+      await timeMs(async () => {
+        model.setEndpointSlice(slice);
+        const update = model.update();
+        const outcome = await dp.sync(update.state, 'incremental', update.changed);
+        if (outcome.kind !== 'incremental') throw new Error('the endpoint change fell back to a full sync');
+      }),
+    );
+  }
+  const client = await openClient();
+  const address = syntheticService(0).spec.clusterIP;
+  const service = (await client.listServices()).find((s) => s.address === address && s.port === 80);
+  if (service === undefined) throw new Error(`ipvs bench: no virtual server ${address}:80`);
+  const netlinkMs: number[] = [];
+  for (let run = 0; run < Number(values.changes); run++) {
+    const server = { address: podIP(0), port: 8080, weight: run % 2 === 0 ? 2 : 1 };
+    netlinkMs.push(await timeMs(() => client.editServer(service, server)));
+  }
+  client.close();
+  return {
+    endpointChangeMedianMs: round(median(changeMs), 2),
+    bareNetlinkCallMedianMs: round(median(netlinkMs), 2),
+  };
+}
+
+/** Medians of connects to the first and the last service, alternating rounds (load hits both alike). */
+async function connectFigures(
+  latency: (ip: string) => Promise<number>,
+  services: number,
+): Promise<Record<string, number>> {
+  const first: number[] = [];
+  const last: number[] = [];
+  for (let r = 0; r < 2; r++) {
+    first.push(await latency(syntheticService(0).spec.clusterIP!));
+    last.push(await latency(syntheticService(services - 1).spec.clusterIP!));
+  }
+  return { connectFirstServiceUs: round(median(first)), connectLastServiceUs: round(median(last)) };
+}
+
 const lab = new Lab(`bench-ipvs-${process.pid}`);
+/** The client and server namespaces, made once, for the first point that measures connects. */
+let latency: ((ip: string) => Promise<number>) | undefined;
+
+/**
+ * One point of the curve, on a node cleaned and settled by the point before: the bare load, then
+ * kproxy's cold sync of the same state, and with `detailed` its change and connect figures; the
+ * node is left cleaned and settled.
+ */
+async function measurePoint(shape: ClusterShape, detailed: boolean): Promise<Record<string, unknown>> {
+  const model = loadedModel(shapedCluster(shape));
+  const state = model.update().state;
+  const bare = await bareLoad(state);
+  await clean(true);
+  const { ms: coldSyncMs, dp } = await coldSync(state);
+  let figures: Record<string, unknown> = {
+    services: shape.services,
+    endpointsPerService: shape.endpointsPerService,
+    wide: shape.wide,
+    coldSyncMs: round(coldSyncMs),
+    bareLoadMs: round((bare.ip ?? 0) + (bare.ipvsadm ?? 0) + (bare.nft ?? 0)),
+    bareIpvsadmRestoreMs: round(bare.ipvsadm ?? 0),
+    bareNftMs: round(bare.nft ?? 0),
+    bareIpBatchMs: round(bare.ip ?? 0),
+  };
+  if (detailed) {
+    figures = { ...figures, ...(await changeFigures(shape, model, dp)) };
+    latency ??= await connectLab(lab);
+    figures = { ...figures, ...(await connectFigures(latency, shape.services)) };
+  }
+  process.stderr.write(`ipvs bench: ${JSON.stringify(figures)}\n`);
+  await clean(true);
+  return figures;
+}
+
 try {
   await clean();
   // A first sync in this process pays for compiling and warming up its code (several times the
@@ -190,68 +288,16 @@ try {
     loadedModel(syntheticCluster({ services: 100, endpointsPerService: endpoints })).update().state,
   );
   await clean();
-  const sizes: Record<string, unknown>[] = [];
   const counts = values.services.split(',').map(Number);
   const largest = Math.max(...counts);
-  let change: Record<string, unknown> = {};
-  for (const services of counts) {
-    const model = loadedModel(syntheticCluster({ services, endpointsPerService: endpoints }));
-    let state = model.update().state;
-    const bare = await bareLoad(state);
-    await clean(true);
-    const { ms: coldSyncMs, dp } = await coldSync(state);
-    sizes.push({
-      services,
-      coldSyncMs: round(coldSyncMs),
-      bareLoadMs: round((bare.ip ?? 0) + (bare.ipvsadm ?? 0) + (bare.nft ?? 0)),
-      bareIpvsadmRestoreMs: round(bare.ipvsadm ?? 0),
-      bareNftMs: round(bare.nft ?? 0),
-      bareIpBatchMs: round(bare.ip ?? 0),
-    });
-    process.stderr.write(`ipvs bench: ${JSON.stringify(sizes.at(-1))}\n`);
-    if (services === largest) {
-      // One endpoint of the middle service toggles between two pod IPs: every run is a real change.
-      const changed = Math.floor(services / 2);
-      const changeMs: number[] = [];
-      for (let run = 0; run < Number(values.changes); run++) {
-        changeMs.push(
-          await timeMs(async () => {
-            model.setEndpointSlice(syntheticSlice(changed, endpoints, 3, (run + 1) % 2));
-            const update = model.update();
-            state = update.state;
-            const outcome = await dp.sync(update.state, 'incremental');
-            if (outcome.kind !== 'incremental')
-              throw new Error('the endpoint change fell back to a full sync');
-          }),
-        );
-      }
-      const client = await openClient();
-      const [service] = (await client.listServices()).filter((s) => s.port === 80);
-      const [server] = await client.listServers(service!);
-      const netlinkMs: number[] = [];
-      for (let run = 0; run < Number(values.changes); run++) {
-        const weight = run % 2 === 0 ? 2 : 1;
-        netlinkMs.push(await timeMs(() => client.editServer(service!, { ...server!, weight })));
-      }
-      client.close();
-      const latency = await connectLab(lab);
-      const first: number[] = [];
-      const last: number[] = [];
-      // Alternating rounds, so that load from elsewhere hits both targets alike.
-      for (let r = 0; r < 2; r++) {
-        first.push(await latency(syntheticService(0).spec.clusterIP!));
-        last.push(await latency(syntheticService(services - 1).spec.clusterIP!));
-      }
-      change = {
-        endpointChangeMedianMs: round(median(changeMs), 2),
-        bareNetlinkCallMedianMs: round(median(netlinkMs), 2),
-        connectFirstServiceUs: round(median(first)),
-        connectLastServiceUs: round(median(last)),
-      };
-      process.stderr.write(`ipvs bench: ${JSON.stringify(change)}\n`);
-    }
-    await clean(true);
-  }
+  const wideEndpoints = Number(values['wide-endpoints']);
+  const shapes: ClusterShape[] = [
+    ...counts.map((services) => ({ services, endpointsPerService: endpoints, wide: false })),
+    ...(wideEndpoints > 0 ? [{ services: 1, endpointsPerService: wideEndpoints, wide: true }] : []),
+  ];
+  // The change and connect figures at the largest size and for the wide Service, as in the curve.
+  const sizes: Record<string, unknown>[] = [];
+  for (const shape of shapes) sizes.push(await measurePoint(shape, shape.wide || shape.services === largest));
 
   // ClientIP affinity against plain, same size, alternating (the first of each warms up nothing).
   const affinityServices = Number(values['affinity-services']);
@@ -267,13 +313,13 @@ try {
     await clean(i < order.length - 1);
   }
 
-  const byLargest = sizes.find((s) => s.services === largest) ?? {};
+  // The table's rows: the largest N on top (its change and connect figures among them).
+  const byLargest = sizes.find((s) => s.services === largest && s.wide === false) ?? {};
   reportSection({
     emulated: true,
     endpointsPerService: endpoints,
     sizes,
     ...byLargest,
-    ...change,
     affinityServices,
     coldSyncPlainMs: round(median(loads.plain)),
     coldSyncAffinityMs: round(median(loads.affinity)),

@@ -1,11 +1,12 @@
-// `npm run bench` (as root; about 5–10 minutes on a 2-core machine, plus ~40 min for the ipvs
+// `npm run bench` (as root; about 5–10 minutes on a 2-core machine, plus ~50-60 min for the ipvs
 // section, which boots the emulated qemu VM when this kernel has no ip_vs): each section runs in
 // its own child process (so its memory figures are its own) and prints its figures; this driver
 // prints one table of figures and ratios against the targets, the scaling curve per mode (the
-// nftables and iptables sections run once per size and once for one wide Service), and writes
+// nftables and iptables sections run once per size and once for one wide Service, the ipvs
+// section all of its --ipvs-services sizes and the wide Service in its one VM boot), and writes
 // every raw figure as JSON and the curve as an SVG chart beside it (same name, .svg).
 //   node bench/main.ts [--out FILE] [--sizes 1000,10000,30000] [--wide-endpoints 100000]
-//     [--nft-services 30000] [--ipt-services 10000] [--ipvs-services 1000,10000] [--only a,b]
+//     [--nft-services 30000] [--ipt-services 10000] [--ipvs-services 1000,10000,30000] [--only a,b]
 //     [--quick]   (the smallest size only, no ipvs, daemon or churn section: under 3 minutes)
 // The kubeproxyshape section (kube-proxy's rulesets at the iptables section's size) takes ~5 min
 // at 10,000 services, churn ~3 min (a 10,000-service daemon's cold start, then 60 s of changes).

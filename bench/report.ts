@@ -54,15 +54,21 @@ function ratioRow(
 
 /**
  * The IPVS section, measured in the emulated VM: ratios only (absolute times there are ~10× the
- * host's and noisy). The cold sync is judged as the other modes' full syncs.
+ * host's and noisy). The cold sync is judged as the other modes' full syncs, at every size and for
+ * the wide Service; the change and connect figures on top are the largest size's.
  */
 function ipvsRows(ipvs: Figures | undefined): BenchRow[] {
   const sizes = Array.isArray(ipvs?.sizes) ? (ipvs.sizes as Figures[]) : [];
   const count = (f: Figures | undefined, key: string) => num(f, key)?.toLocaleString('en-US');
+  const shape = (size: Figures) =>
+    size.wide === true
+      ? `1 Service × ${count(size, 'endpointsPerService')} endpoints`
+      : count(size, 'services');
+  const wide = sizes.find((size) => size.wide === true);
   return [
     ...sizes.flatMap((size) =>
       ratioRow(
-        `ipvs (VM): cold sync vs bare ip + ipvsadm --restore + nft -f, ${count(size, 'services')}`,
+        `ipvs (VM): cold sync vs bare ip + ipvsadm --restore + nft -f, ${shape(size)}`,
         num(size, 'coldSyncMs'),
         num(size, 'bareLoadMs'),
         1.2,
@@ -74,6 +80,14 @@ function ipvsRows(ipvs: Figures | undefined): BenchRow[] {
       num(ipvs, 'bareNetlinkCallMedianMs'),
       undefined,
     ),
+    ...(wide === undefined
+      ? []
+      : ratioRow(
+          `ipvs (VM): ... the same, ${shape(wide)}`,
+          num(wide, 'endpointChangeMedianMs'),
+          num(wide, 'bareNetlinkCallMedianMs'),
+          undefined,
+        )),
     ...ratioRow(
       `ipvs (VM): connect latency, last vs first service`,
       num(ipvs, 'connectLastServiceUs'),

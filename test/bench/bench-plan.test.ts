@@ -19,7 +19,7 @@ describe('bench plan', () => {
       'iptables: iptables-speed.ts --services 30000 --endpoints 10',
       'iptables: iptables-speed.ts --wide --endpoints 100000',
       'kubeproxyshape: kube-proxy-shape.ts --services 10000 --endpoints 10',
-      'ipvs: ipvs-speed.ts --services 1000,10000',
+      'ipvs: ipvs-speed.ts --services 1000,10000,30000 --wide-endpoints 100000',
       'informer: informer-memory.ts --services 30000',
       'daemon: daemon-memory.ts --services 30000',
       'churn: churn-latency.ts --services 10000',
@@ -45,6 +45,15 @@ describe('bench plan', () => {
     ]);
     assert.deepEqual(commandLines(['--only', 'nftables', '--sizes', '30000', '--wide-endpoints', '0']), [
       'nftables: nftables-speed.ts --services 30000 --endpoints 10',
+    ]);
+  });
+
+  it('runs the ipvs sizes and its wide Service in one child (one VM boot)', () => {
+    assert.deepEqual(commandLines(['--only', 'ipvs', '--ipvs-services', '200', '--wide-endpoints', '2000']), [
+      'ipvs: ipvs-speed.ts --services 200 --wide-endpoints 2000',
+    ]);
+    assert.deepEqual(commandLines(['--only', 'ipvs', '--wide-endpoints', '0']), [
+      'ipvs: ipvs-speed.ts --services 1000,10000,30000 --wide-endpoints 0',
     ]);
   });
 

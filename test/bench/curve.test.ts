@@ -40,6 +40,41 @@ const FIGURES = {
   iptables: { sizes: [ipt(100, 100, 80), ipt(1000, 1000, 800)] },
 };
 
+/**
+ * The ipvs section as ipvs-speed.ts prints it: the largest size's figures also on top (the table's
+ * rows), the change and connect figures at the largest size and for the wide Service.
+ */
+const IPVS = {
+  endpointsPerService: 10,
+  services: 10000,
+  endpointChangeMedianMs: 40,
+  bareNetlinkCallMedianMs: 0.5,
+  sizes: [
+    {
+      services: 10000,
+      endpointsPerService: 10,
+      wide: false,
+      coldSyncMs: 60000,
+      bareLoadMs: 50000,
+      endpointChangeMedianMs: 40,
+      bareNetlinkCallMedianMs: 0.5,
+      connectFirstServiceUs: 900,
+      connectLastServiceUs: 950,
+    },
+    { services: 1000, endpointsPerService: 10, wide: false, coldSyncMs: 6000, bareLoadMs: 5000 },
+    {
+      services: 1,
+      endpointsPerService: 100_000,
+      wide: true,
+      coldSyncMs: 70000,
+      bareLoadMs: 80000,
+      endpointChangeMedianMs: 300,
+      bareNetlinkCallMedianMs: 2,
+      connectFirstServiceUs: 1000,
+      connectLastServiceUs: 1100,
+    },
+  ],
+};
 /** The (x, y) points of one series' polyline in the SVG. */
 function series(svg: string, name: string): [number, number][] {
   const group = new RegExp(`<g data-series="${name}">\\n<polyline points="([^"]*)"`).exec(svg);
@@ -48,19 +83,8 @@ function series(svg: string, name: string): [number, number][] {
 }
 
 describe('bench curve', () => {
-  it('takes every size of each section, the wide Service last, and ipvs change figures at its largest size', () => {
-    const points = curvePoints({
-      ...FIGURES,
-      ipvs: {
-        endpointsPerService: 10,
-        sizes: [
-          { services: 10000, coldSyncMs: 60000, bareLoadMs: 50000 },
-          { services: 1000, coldSyncMs: 6000, bareLoadMs: 5000 },
-        ],
-        endpointChangeMedianMs: 40,
-        bareNetlinkCallMedianMs: 0.5,
-      },
-    });
+  it('takes every size of each section, the wide Service last, and ipvs change figures where measured', () => {
+    const points = curvePoints({ ...FIGURES, ipvs: IPVS });
     assert.deepEqual(
       points.map((p) => `${p.series} ${p.services}${p.wide ? ' wide' : ''}`),
       [
@@ -76,14 +100,27 @@ describe('bench curve', () => {
         'iptables 1000',
         'ipvs 1000',
         'ipvs 10000',
+        'ipvs 1 wide',
       ],
     );
-    const ipvs = points.filter((p) => p.series === 'ipvs');
+    // Each ipvs point its own figures: the wide Service's are not the largest size's, nor swapped.
     assert.deepEqual(
-      ipvs.map((p) => [p.services, p.changeMs, p.bareChangeMs]),
+      points
+        .filter((p) => p.series === 'ipvs')
+        .map((p) => [
+          p.services,
+          p.endpointsPerService,
+          p.coldSyncMs,
+          p.bareLoadMs,
+          p.changeMs,
+          p.bareChangeMs,
+          p.connectFirstUs,
+          p.connectLastUs,
+        ]),
       [
-        [1000, undefined, undefined],
-        [10000, 40, 0.5],
+        [1000, 10, 6000, 5000, undefined, undefined, undefined, undefined],
+        [10000, 10, 60000, 50000, 40, 0.5, 900, 950],
+        [1, 100_000, 70000, 80000, 300, 2, 1000, 1100],
       ],
     );
     assert.equal(points.find((p) => p.series === 'iptables')?.bareChangeMs, 380);
@@ -171,6 +208,28 @@ describe('bench curve', () => {
     assert.doesNotMatch(svg, /NaN|undefined|Infinity/);
   });
 
+  it('draws the ipvs wide Service as diamonds at its endpoints, kproxy filled and bare hollow', () => {
+    const svg = curveSvg(curvePoints({ ...FIGURES, ipvs: IPVS }));
+    const diamond = (group: string) => {
+      const m = new RegExp(
+        `<g data-series="${group}">\\n<path d="M([\\d.]+) ([\\d.]+)L[^"]*" fill="([^"]+)"`,
+      ).exec(svg);
+      assert.ok(m, `${group} is drawn`);
+      return { x: Number(m[1]), y: Number(m[2]) + 6, fill: m[3] };
+    };
+    const kproxy = diamond('ipvs-kproxy-wide');
+    const bare = diamond('ipvs-bare-wide');
+    // 1 × 100,000 sits where 10,000 services × 10 do, off the N-services line.
+    const line = series(svg, 'ipvs-kproxy');
+    assert.equal(line.length, 2);
+    assert.equal(kproxy.x, line[1]![0]);
+    assert.equal(bare.x, kproxy.x);
+    // kproxy's 70 s below the bare 80 s (y grows down the page), not the largest size's 60 s.
+    assert.ok(kproxy.y > bare.y, 'the cold sync and the bare load, not swapped');
+    assert.notEqual(kproxy.y, line[1]![1]);
+    assert.deepEqual([kproxy.fill, bare.fill], ['#2ca02c', 'white']);
+  });
+
   it('is deterministic, so that the committed chart is the output of its figures', () => {
     const points = curvePoints(FIGURES);
     assert.equal(curveSvg(points), curveSvg(curvePoints(structuredClone(FIGURES))));
@@ -212,5 +271,11 @@ describe('bench curve', () => {
       table,
       /iptables\s+1,000 × 10\s+1\.25× \(1\.00 s vs 800\.0 ms\)\s+1\.05× \(400\.0 ms vs 380\.0 ms\)$/m,
     );
+    const ipvs = formatCurveTable(curvePoints({ ipvs: IPVS }));
+    assert.match(
+      ipvs,
+      /^ipvs \(VM\)\s+1 × 100,000\s+0\.88× \(70\.00 s vs 80\.00 s\)\s+150\.00× \(300\.0 ms vs 2\.00 ms\)\s+1\.10× \(1100 µs vs 1000 µs\)$/m,
+    );
+    assert.match(ipvs, /^ipvs \(VM\)\s+1,000 × 10\s+1\.20× \(6\.00 s vs 5\.00 s\)\s*$/m);
   });
 });

@@ -76,12 +76,22 @@ describe('bench report', () => {
     );
   });
 
-  it('gives the IPVS section (measured in the emulated VM) as ratios: one cold-sync row per size', () => {
+  it('gives the IPVS section (measured in the emulated VM) as ratios: one cold-sync row per size and the wide Service', () => {
+    const wide = {
+      services: 1,
+      endpointsPerService: 100_000,
+      wide: true,
+      coldSyncMs: 70000,
+      bareLoadMs: 80000,
+      endpointChangeMedianMs: 300,
+      bareNetlinkCallMedianMs: 2,
+    };
     const rows = benchRows({
       ipvs: {
         sizes: [
-          { services: 10000, coldSyncMs: 60000, bareLoadMs: 50000 },
-          { services: 30000, coldSyncMs: 200000, bareLoadMs: 150000 },
+          { services: 10000, endpointsPerService: 10, wide: false, coldSyncMs: 60000, bareLoadMs: 50000 },
+          { services: 30000, endpointsPerService: 10, wide: false, coldSyncMs: 200000, bareLoadMs: 150000 },
+          wide,
         ],
         endpointChangeMedianMs: 40,
         bareNetlinkCallMedianMs: 0.5,
@@ -95,11 +105,23 @@ describe('bench report', () => {
     const row = (prefix: string) => rows.find((r) => r.what.startsWith(prefix));
     assert.equal(row('ipvs (VM): cold sync vs bare ip + ipvsadm --restore + nft -f, 10,000')?.ok, true);
     assert.equal(row('ipvs (VM): cold sync vs bare ip + ipvsadm --restore + nft -f, 30,000')?.ok, false);
+    const wideSync = row('ipvs (VM): cold sync vs bare ip + ipvsadm --restore + nft -f, 1 Service × 100,000');
+    assert.equal(wideSync?.measured, '0.88× (70.00 s vs 80.00 s)', "the wide Service's own figures");
+    assert.equal(wideSync?.ok, true);
     const change = row('ipvs (VM): one endpoint change');
     assert.equal(change?.ok, undefined, 'a ratio for context: a netlink call is not a sync');
     assert.match(change!.measured, /^80\.00× \(40\.0 ms vs 0\.50 ms\)$/);
+    assert.deepEqual(row('ipvs (VM): ... the same, 1 Service × 100,000 endpoints'), {
+      what: 'ipvs (VM): ... the same, 1 Service × 100,000 endpoints',
+      measured: '150.00× (300.0 ms vs 2.00 ms)',
+      target: '',
+      ok: undefined,
+    });
     assert.equal(row('ipvs (VM): connect latency')?.ok, true);
     assert.equal(row('ipvs (VM): 3,000 ClientIP services')?.ok, true);
+    // Without a wide point, no row for one.
+    const narrow = benchRows({ ipvs: { sizes: [wide].map((w) => ({ ...w, wide: false })) } });
+    assert.equal(narrow.filter((r) => r.what.includes('1 Service')).length, 0);
   });
 
   it("judges the daemon's first sync against the bare list plus the bare nft -f of the same cluster", () => {
