@@ -58,6 +58,12 @@ async function writeLines(file: string, lines: Iterable<string>): Promise<string
   return file;
 }
 
+/**
+ * kube-proxy's one nftables transaction is ~quadratic (89–157 s at 10k here, more than the daemon's
+ * 120 s bound for nft on a quiet run): the bench times it to its end.
+ */
+const TOOL_TIMEOUT_MS = 30 * 60_000;
+
 const lines = (generated: Iterable<string>) => `${[...generated].join('\n')}\n`;
 
 /**
@@ -66,7 +72,8 @@ const lines = (generated: Iterable<string>) => `${[...generated].join('\n')}\n`;
  * file name after it for its optional argument.
  */
 async function runIn(ns: string, tool: string, args: readonly string[], input?: string): Promise<void> {
-  const result = await execaRunner(['nsenter', `--net=/run/netns/${ns}`]).run(tool, args, input);
+  const runner = execaRunner(['nsenter', `--net=/run/netns/${ns}`], { timeoutMs: () => TOOL_TIMEOUT_MS });
+  const result = await runner.run(tool, args, input);
   if (result.exitCode !== 0) throw new Error(`${tool} ${args.join(' ')}: ${result.stderr.slice(0, 2000)}`);
 }
 

@@ -70,7 +70,7 @@ export class Topology {
   readonly nodes: readonly NodeInfo[];
   readonly client: ClientInfo;
   /** One `echo-client --serve` per namespace probed from, started at its first probe. */
-  readonly #probers = new Map<string, LabProcess>();
+  readonly #probers = new Map<string, Promise<LabProcess>>();
   #probes = 0;
 
   constructor(lab: Lab, underlay: string, nodes: readonly NodeInfo[], client: ClientInfo) {
@@ -146,9 +146,10 @@ export class Topology {
       timeoutMs: options.timeoutMs ?? ANSWER_TIMEOUT_MS,
       source: options.source,
     };
-    const prober = this.#prober(fromNs);
+    const prober = await this.#prober(fromNs);
     prober.send(`${JSON.stringify(probe)}\n`);
-    // Each attempt ends by its timeout; the rest bounds the prober's own start (its first probe).
+    // Each attempt ends by its timeout; the rest is the allowance for a busy machine (many probes
+    // in flight in one prober, which is up: its start is bounded apart).
     const line = await prober.waitFor(
       `{"id":${probe.id},`,
       probe.count * probe.timeoutMs + START_DEADLINE_MS,
@@ -156,12 +157,14 @@ export class Topology {
     return (JSON.parse(line) as { outcomes: EchoOutcome[] }).outcomes;
   }
 
-  #prober(ns: string): LabProcess {
+  /** The namespace's prober, once up: started by its first probe, shared by those made meanwhile. */
+  #prober(ns: string): Promise<LabProcess> {
     let prober = this.#probers.get(ns);
     if (!prober) {
-      prober = this.lab.spawn(ns, process.execPath, [join(HARNESS_DIR, 'echo-client.ts'), '--serve'], {
+      const proc = this.lab.spawn(ns, process.execPath, [join(HARNESS_DIR, 'echo-client.ts'), '--serve'], {
         stdin: true,
       });
+      prober = proc.waitFor('{"ready"').then(() => proc);
       this.#probers.set(ns, prober);
     }
     return prober;
