@@ -55,8 +55,9 @@ const { values } = parseArgs({
 /**
  * The VM run's bound: boot, then the syncs and loads, each ~10× the host's under TCG, and a wait
  * for IPVS's trash (200 s) after each big clean, two per point (2026-12-03, 2-core host at load
- * 3-13: 10k services ~8 min, 30k alone ~17 min with the ClientIP rounds after it; the default
- * 1k, 10k, 30k, the wide Service and 2 ClientIP rounds at 3,000: ~50-60 min), twice over.
+ * 3-13: 10k services ~8 min, 30k alone ~17 min with the ClientIP rounds after it; the wide
+ * Service at 10,000 endpoints ~9 min; estimated for the default 1k, 10k, 30k, the wide Service of
+ * 100,000 and 2 ClientIP rounds at 3,000: ~60 min, 37 of them the trash waits), twice over.
  */
 const VM_TIMEOUT_MS = 120 * 60_000;
 const SERVER_IP = '10.200.0.2';
