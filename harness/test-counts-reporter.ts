@@ -23,7 +23,9 @@ export interface FileReport extends TestCounts {
 }
 
 export default async function* testCountsReporter(source: AsyncIterable<TestEvent>): AsyncGenerator<string> {
-  const started = Date.now();
+  // Monotonic: the guest's wall clock can be stepped during the run (one file showed 8,581 s of
+  // a 2,246 s run).
+  const started = performance.now();
   const counts: Record<string, TestCounts> = {};
   /** The time of each file's latest event; the runner's own queueing of the files is not theirs. */
   const lastEvent = new Map<string, number>();
@@ -34,7 +36,7 @@ export default async function* testCountsReporter(source: AsyncIterable<TestEven
     const file = named === undefined ? undefined : resolve(named);
     if (file !== undefined) {
       lastEvent.delete(file);
-      lastEvent.set(file, Date.now());
+      lastEvent.set(file, performance.now());
     }
     if (event.type !== 'test:pass' && event.type !== 'test:fail') continue;
     const { data } = event;
