@@ -110,14 +110,15 @@ export class ModelCache {
    * informer's string when it passes it (one string for both).
    */
   setEndpointSlice(slice: EndpointSlice, key = sliceKey(slice.metadata)): void {
-    const previous = this.#slices.get(key)?.owner;
+    const previous = this.#slices.get(key);
     this.#dropSlice(key);
     const problems: Problem[] = [];
     const built = sliceOwner(slice.metadata, problems);
     if (built !== undefined) {
       // One string for all of a service's slices (#servicesUnderSliceKeys).
-      const owner = built === previous ? previous : (this.#sliceOwnerOf(built) ?? built);
-      const record = sliceEndpoints(slice, owner, this.#options.nodeName, problems, key);
+      const owner = built === previous?.owner ? previous.owner : (this.#sliceOwnerOf(built) ?? built);
+      // Its unchanged endpoints keep their objects (endpoints.ts).
+      const record = sliceEndpoints(slice, owner, this.#options.nodeName, problems, key, previous);
       // Under the record's own key: one "namespace/name" string per slice.
       this.#slices.set(record.key, record);
       this.#setSlicesOf(owner, this.#slicesOf(owner).concat(record).sort(bySliceName));

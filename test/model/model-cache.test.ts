@@ -203,6 +203,37 @@ describe('ModelCache', () => {
     assert.equal(second.state.IPv4!.node, first.state.IPv4!.node);
   });
 
+  it("keeps the objects of a changed slice's unchanged endpoints: a dataplane finds the change by identity", () => {
+    const cache = new ModelCache(options());
+    cache.setService(decoded(service('web')));
+    const ips = (n: number) => Array.from({ length: n }, (_, i) => `10.244.1.${i + 1}`);
+    cache.setEndpointSlice(
+      decoded(
+        slice(
+          'web',
+          ips(5).map((ip) => endpoint(ip)),
+        ),
+      ),
+    );
+    const first = cache.update().state.IPv4!.servicePorts.get('default/web:80/TCP')!;
+    // One endpoint goes not ready, one comes; the other three are the same.
+    const next = ips(6).map((ip, i) => endpoint(ip, i === 1 ? { ready: false } : {}));
+    cache.setEndpointSlice(
+      decoded(
+        slice(
+          'web',
+          next.filter((_, i) => i !== 3),
+        ),
+      ),
+    );
+    const second = cache.update().state.IPv4!.servicePorts.get('default/web:80/TCP')!;
+    const kept = second.clusterEndpoints.filter((ep) => first.clusterEndpoints.includes(ep));
+    assert.deepEqual(
+      kept.map((ep) => ep.ip),
+      ['10.244.1.1', '10.244.1.3', '10.244.1.5'],
+    );
+  });
+
   it('keeps the whole state when a change leaves every service port as it was', () => {
     const cache = new ModelCache(options());
     cache.setService(decoded(service('web')));
