@@ -36,6 +36,7 @@ import type { RulesetBuilder } from '../shared/nft/ruleset.ts';
 import type { ChainSpec, SetSpec } from '../shared/nft/transaction.ts';
 import type { L4Protocol } from './base-objects.ts';
 import type { DispatchTarget } from './endpoint-dispatch.ts';
+import { forEachIndex } from './endpoint-slots.ts';
 
 const TARGET_MAPS = ['backends', 'local-backends', 'nodeport-backends', 'nodeport-local-backends'];
 
@@ -200,7 +201,8 @@ function countChain(
 
 /**
  * Adds the elements and shared chains of a ClientIP key: `address` (absent for a node port) .
- * proto . `port` with `endpoints`; returns the chain its dispatch element goes to.
+ * proto . `port` with `endpoints` (only those at `indexes`, when given: addDispatch); returns the
+ * chain its dispatch element goes to.
  */
 export function addAffinityDispatch(
   builder: RulesetBuilder,
@@ -210,6 +212,7 @@ export function addAffinityDispatch(
   address: string | undefined,
   port: number,
   endpoints: readonly Endpoint[],
+  indexes?: readonly number[],
 ): string {
   const seconds = servicePort.sessionAffinity?.timeoutSeconds;
   if (seconds === undefined) throw new Error(`${servicePort.key} has no session affinity`);
@@ -222,10 +225,10 @@ export function addAffinityDispatch(
   const map = endpointMap(target);
   const onePort = endpoints.every((ep) => ep.port === endpoints[0]!.port);
   if (onePort) builder.addElement(`${map}-ports`, { key, value: String(endpoints[0]!.port) });
-  for (const [i, ep] of endpoints.entries()) {
+  forEachIndex(endpoints, indexes, (ep, i) => {
     builder.addElement(`${map}-ips`, { key: `${key} . ${i}`, value: ep.ip });
     if (!onePort) builder.addElement(map, { key: `${key} . ${i}`, value: `${ep.ip} . ${ep.port}` });
-  }
+  });
   const shape = chainShape(syntax, target, proto, onePort);
   const remembered = rememberedChain(syntax, shape, proto, rememberedBucket(endpoints.length));
   const chain = countChain(syntax, proto, endpoints.length, shape, remembered);

@@ -10,6 +10,7 @@ import type { RulesetBuilder } from '../shared/nft/ruleset.ts';
 import { fitComment } from '../shared/nft/transaction.ts';
 import { addAffinityDispatch } from './affinity.ts';
 import type { L4Protocol } from './base-objects.ts';
+import { forEachIndex } from './endpoint-slots.ts';
 
 /** Where a key's endpoints go: the four (dispatch map, endpoint map) pairs of the table. */
 export interface DispatchTarget {
@@ -42,7 +43,8 @@ export const NODEPORT_LOCAL: DispatchTarget = {
 /**
  * Sends traffic for `address` (absent for a node port) . protocol . `port` of `target` to one of
  * `endpoints` (non-empty). With ClientIP affinity the endpoints go to the affinity maps and the
- * key to an affinity count chain instead (affinity.ts).
+ * key to an affinity count chain instead (affinity.ts). `indexes`: only the elements of the
+ * endpoints at these indexes (those an endpoint change rewrites, endpoint-slots.ts), else all.
  */
 export function addDispatch(
   builder: RulesetBuilder,
@@ -52,6 +54,7 @@ export function addDispatch(
   address: string | undefined,
   port: number,
   endpoints: readonly Endpoint[],
+  indexes?: readonly number[],
 ): void {
   if (endpoints.length === 0) throw new Error(`dispatch of ${servicePort.key} without endpoints`);
   const proto = servicePort.protocol.toLowerCase() as L4Protocol;
@@ -59,18 +62,25 @@ export function addDispatch(
   const key = `${prefix}${proto} . ${port}`;
   const comment = fitComment(servicePort.key);
   if (servicePort.sessionAffinity) {
-    const chain = addAffinityDispatch(builder, syntax, servicePort, target, address, port, endpoints);
+    const chain = addAffinityDispatch(
+      builder,
+      syntax,
+      servicePort,
+      target,
+      address,
+      port,
+      endpoints,
+      indexes,
+    );
     builder.addElement(target.dispatchMap, { key, value: `goto ${chain}`, comment });
     return;
   }
   const backends = `${target.backendsMap}-${proto}`;
   const chain = addCountChain(builder, syntax, target, backends, proto, endpoints.length);
   builder.addElement(target.dispatchMap, { key, value: `goto ${chain}`, comment });
-  // An index loop: entries() makes a pair per endpoint, hundreds of thousands at a cold start.
-  for (let i = 0; i < endpoints.length; i++) {
-    const ep = endpoints[i]!;
+  forEachIndex(endpoints, indexes, (ep, i) => {
     builder.addElement(backends, { key: `${prefix}${port} . ${i}`, value: `${ep.ip} . ${ep.port}` });
-  }
+  });
 }
 
 function addCountChain(

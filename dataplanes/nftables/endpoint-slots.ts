@@ -10,6 +10,9 @@
 // The slots of a service port are a function of its slots before and its endpoints now, kept by
 // the live dataplane between syncs (planner.ts): a full sync numbers in the model's order and
 // forgets them. A port whose order is the model's has no entry (most ports, most of the time).
+
+import { isDeepStrictEqual } from 'node:util';
+import { compareText } from '../../src/model/endpoints.ts';
 import type { Endpoint, ProxyState, ServicePort, ServicePortKey } from '../../src/model/proxy-state.ts';
 import { type TrafficDecisions, trafficDecisions } from '../../src/model/traffic-decisions.ts';
 
@@ -64,47 +67,134 @@ export function slottedSets(
 }
 
 /**
- * The slot order of `next` (in the model's order) for a key whose endpoints were `current` (in slot
- * order): an endpoint still there (same address and port) keeps its index; arrivals fill the
- * holes, lowest first, in the model's order, then go at the end; a hole left over gets the last
- * endpoint (swap-remove), so the indexes stay 0..N-1. Endpoints equal in address and port are
- * matched in turn. Every changed index is an element rewritten: O(endpoints that came or went).
+ * How a key's endpoints changed between two model orders (sorted by address, then port): walked
+ * together, endpoints shared by identity (the model keeps the objects of unchanged slices) cost a
+ * pointer comparison each, and only the others are compared by address and port.
  */
-export function assignSlots(current: readonly Endpoint[], next: readonly Endpoint[]): readonly Endpoint[] {
-  if (current.length === 0) return next;
-  // The model sorts by address, so one address's endpoints are adjacent: its first index finds
-  // them, without a string per endpoint (100,000 of them at a wide Service). Were they not
-  // adjacent, a missed match would come out as a departure and an arrival: still a right order.
-  const firstOf = new Map<string, number>();
-  for (let i = next.length - 1; i >= 0; i--) firstOf.set(next[i]!.ip, i);
-  const taken = new Uint8Array(next.length);
-  const slots: (Endpoint | undefined)[] = new Array(current.length);
-  const holes: number[] = [];
-  for (let s = 0; s < current.length; s++) {
-    const ep = current[s]!;
-    let j = firstOf.get(ep.ip);
-    while (j !== undefined && j < next.length && next[j]!.ip === ep.ip) {
-      if (!taken[j] && next[j]!.port === ep.port) break;
+export interface ModelOrderChange {
+  /** Endpoints of `before` whose address and port `next` lacks, with their index in `before`. */
+  readonly gone: readonly Endpoint[];
+  readonly goneAt: readonly number[];
+  /** Endpoints of `next` whose address and port `before` lacks, in `next`'s order. */
+  readonly came: readonly Endpoint[];
+  /** Another object for the same address and port (other conditions): [before, next]. */
+  readonly replaced: readonly (readonly [Endpoint, Endpoint])[];
+  readonly replacedAt: readonly number[];
+}
+
+function compareEndpoints(a: Endpoint, b: Endpoint): number {
+  return compareText(a.ip, b.ip) || a.port - b.port;
+}
+
+export function modelOrderChange(before: readonly Endpoint[], next: readonly Endpoint[]): ModelOrderChange {
+  const change = { gone: [] as Endpoint[], goneAt: [] as number[], came: [] as Endpoint[] };
+  const replaced: (readonly [Endpoint, Endpoint])[] = [];
+  const replacedAt: number[] = [];
+  if (before === next) return { ...change, replaced, replacedAt };
+  let i = 0;
+  let j = 0;
+  // Were the orders not sorted, an endpoint in both could come out as gone and come: still a
+  // right change, with more elements rewritten.
+  while (i < before.length || j < next.length) {
+    const a = before[i];
+    const b = next[j];
+    if (a === b) {
+      i++;
       j++;
+    } else if (a === undefined) {
+      change.came.push(b!);
+      j++;
+    } else if (b === undefined) {
+      change.gone.push(a);
+      change.goneAt.push(i++);
+    } else {
+      const order = compareEndpoints(a, b);
+      if (order === 0) {
+        replaced.push([a, b]);
+        replacedAt.push(i++);
+        j++;
+      } else if (order < 0) {
+        change.gone.push(a);
+        change.goneAt.push(i++);
+      } else {
+        change.came.push(b);
+        j++;
+      }
     }
-    if (j !== undefined && j < next.length && next[j]!.ip === ep.ip) {
-      taken[j] = 1;
-      slots[s] = next[j];
-    } else holes.push(s);
   }
+  return { ...change, replaced, replacedAt };
+}
+
+/** A key's slot order after a change, and the indexes whose endpoint (address . port) may differ. */
+export interface SlotChange {
+  readonly order: readonly Endpoint[];
+  /** Ascending; every index below both lengths whose element may differ, and those between them. */
+  readonly changed: readonly number[];
+}
+
+function range(from: number, to: number): number[] {
+  return Array.from({ length: Math.max(0, to - from) }, (_, k) => from + k);
+}
+
+/** Where each of `endpoints` is in `order`: a scan per endpoint for a few, else one map. */
+function positionsIn(order: readonly Endpoint[], endpoints: readonly Endpoint[]): number[] {
+  if (endpoints.length <= 16) return endpoints.map((ep) => order.indexOf(ep));
+  const at = new Map<Endpoint, number>();
+  for (let s = 0; s < order.length; s++) at.set(order[s]!, s);
+  return endpoints.map((ep) => at.get(ep) ?? -1);
+}
+
+/**
+ * The slot order of `next` (in the model's order) for a key whose endpoints were `before` (in the
+ * model's order) at the slots `current` (a permutation of `before`): an endpoint still there
+ * (same address and port) keeps its index; arrivals fill the holes, lowest first, in the model's
+ * order, then go at the end; a hole left over gets the last endpoint (swap-remove), so the indexes
+ * stay 0..N-1. Besides the walk of the two model orders (a pointer comparison per endpoint, and a
+ * copy of the order when it changes), O(endpoints that came, went or changed).
+ */
+export function assignSlots(
+  current: readonly Endpoint[],
+  before: readonly Endpoint[],
+  next: readonly Endpoint[],
+): SlotChange {
+  if (current.length === 0) return { order: next, changed: range(0, next.length) };
+  const change = modelOrderChange(before, next);
+  const { gone, came, replaced } = change;
+  if (gone.length + came.length + replaced.length === 0) return { order: current, changed: [] };
+  const slots: (Endpoint | undefined)[] = current.slice();
+  const same = current === before;
+  const replacedAt = same
+    ? change.replacedAt
+    : positionsIn(
+        current,
+        replaced.map(([a]) => a),
+      );
+  const holes = (same ? [...change.goneAt] : positionsIn(current, gone)).sort((x, y) => x - y);
+  if (replacedAt.includes(-1) || holes.includes(-1))
+    throw new Error('endpoint slots: the slot order is not a permutation of the model order');
+  // The same address and port in another object: the same element, at the same index.
+  replaced.forEach(([, b], k) => {
+    slots[replacedAt[k]!] = b;
+  });
+  for (const h of holes) slots[h] = undefined;
+  const changed = new Set<number>();
   let h = 0;
-  for (let j = 0; j < next.length; j++) {
-    if (taken[j]) continue;
-    if (h < holes.length) slots[holes[h++]!] = next[j];
-    else slots.push(next[j]);
+  for (const ep of came) {
+    if (h < holes.length) {
+      changed.add(holes[h]!);
+      slots[holes[h++]!] = ep;
+    } else slots.push(ep);
   }
   // Holes left (more left than came): each gets the last endpoint, lowest hole first.
   for (; h < holes.length; h++) {
     while (slots.length > 0 && slots[slots.length - 1] === undefined) slots.pop();
     if (holes[h]! >= slots.length) break;
+    changed.add(holes[h]!);
     slots[holes[h]!] = slots.pop();
   }
-  return slots as Endpoint[];
+  const lengths = [current.length, slots.length];
+  for (const i of range(Math.min(...lengths), Math.max(...lengths))) changed.add(i);
+  return { order: slots as Endpoint[], changed: [...changed].sort((x, y) => x - y) };
 }
 
 function sameOrder(a: readonly Endpoint[], b: readonly Endpoint[]): boolean {
@@ -112,46 +202,134 @@ function sameOrder(a: readonly Endpoint[], b: readonly Endpoint[]): boolean {
 }
 
 /**
- * The slots of `next` (a changed service port) after `prev` with `prevSlots`; undefined when they
- * are the model's order. A port that is new has the model's order.
+ * Per role, the indexes whose endpoint element may differ after a change (undefined: all of them).
+ * With the port's other fields unchanged, the elements at the other indexes are the same: an
+ * incremental plan builds only these (fragment-index.ts).
+ */
+/** Per role, ascending indexes of its endpoints. */
+export type EndpointIndexes = { readonly [R in keyof EndpointSets]: readonly number[] };
+
+export type ChangedIndexes = { readonly [R in keyof EndpointSets]: readonly number[] | undefined };
+
+/** The next slots of a changed service port, and which of its indexes changed. */
+export interface PortSlotChange {
+  readonly slots: PortSlots | undefined;
+  readonly changed: ChangedIndexes;
+}
+
+/**
+ * The slots of `next` (a changed service port) after `prev` with `prevSlots` (undefined: the
+ * model's order), and the indexes of each role that changed. A port that is new has the model's
+ * order.
  */
 export function nextPortSlots(
   prev: ServicePort | undefined,
   prevSlots: PortSlots | undefined,
   next: ServicePort,
-): PortSlots | undefined {
-  if (prev === undefined) return undefined;
-  const before = slottedSets(prev, trafficDecisions(prev), prevSlots);
+): PortSlotChange {
+  if (prev === undefined) return { slots: undefined, changed: ALL_INDEXES };
+  const dBefore = trafficDecisions(prev);
+  const modelBefore = slottedSets(prev, dBefore, undefined);
+  const before = slottedSets(prev, dBefore, prevSlots);
   const d = trafficDecisions(next);
   const model = slottedSets(next, d, undefined);
   const slots: { -readonly [R in keyof EndpointSets]?: readonly Endpoint[] } = {};
-  let last: { from: readonly Endpoint[]; to: readonly Endpoint[]; order: readonly Endpoint[] } | undefined;
+  const changed: { -readonly [R in keyof EndpointSets]?: readonly number[] } = {};
+  let last: { from: readonly Endpoint[]; to: readonly Endpoint[]; assigned: SlotChange } | undefined;
   for (const role of ROLES) {
     // The roles often share one set (internal and cluster, under policy Cluster): assigned once.
     const same = last !== undefined && last.from === before[role] && last.to === model[role];
-    const order = same ? last!.order : assignSlots(before[role], model[role]);
-    last = { from: before[role], to: model[role], order };
-    if (!sameOrder(order, model[role])) slots[role] = order;
+    const assigned = same ? last!.assigned : assignSlots(before[role], modelBefore[role], model[role]);
+    last = { from: before[role], to: model[role], assigned };
+    if (!sameOrder(assigned.order, model[role])) slots[role] = assigned.order;
+    changed[role] = assigned.changed;
   }
-  return Object.keys(slots).length === 0 ? undefined : slots;
+  return {
+    slots: Object.keys(slots).length === 0 ? undefined : slots,
+    changed: changed as ChangedIndexes,
+  };
 }
+
+const ALL_INDEXES: ChangedIndexes = { internal: undefined, cluster: undefined, external: undefined };
 
 /** New slots of the `changed` ports of `before` -> `after` (undefined: model order, or gone). */
 export type SlotUpdates = ReadonlyMap<ServicePortKey, PortSlots | undefined>;
+
+/**
+ * What a change of a service port's endpoints alone (its other fields the same) rewrites: the
+ * endpoint elements at `indexes` of each role, and the hairpin pairs of the endpoints that came,
+ * went or changed (`before`: as they were, `after`: as they are; from its cluster, then its
+ * local endpoints). An incremental plan builds only these for a port that has them
+ * (fragment-index.ts): O(change) at any number of endpoints.
+ */
+export interface EndpointChanges {
+  readonly indexes: EndpointIndexes;
+  readonly before: readonly Endpoint[];
+  readonly after: readonly Endpoint[];
+}
+
+export interface SlotPlan {
+  readonly updates: SlotUpdates;
+  readonly changes: ReadonlyMap<ServicePortKey, EndpointChanges>;
+}
 
 export function slotUpdates(
   before: ProxyState,
   after: ProxyState,
   changed: Iterable<ServicePortKey>,
   current: SlotTable,
-): SlotUpdates {
+): SlotPlan {
   const updates = new Map<ServicePortKey, PortSlots | undefined>();
+  const changes = new Map<ServicePortKey, EndpointChanges>();
   for (const key of changed) {
     const next = after.servicePorts.get(key);
     const prev = before.servicePorts.get(key);
-    updates.set(key, next && nextPortSlots(prev, current.get(key), next));
+    if (next === undefined) {
+      updates.set(key, undefined);
+      continue;
+    }
+    const { slots, changed: indexes } = nextPortSlots(prev, current.get(key), next);
+    updates.set(key, slots);
+    const endpointChanges = prev && endpointChangesOf(prev, next, indexes);
+    if (endpointChanges) changes.set(key, endpointChanges);
   }
-  return updates;
+  return { updates, changes };
+}
+
+/** The fields that say which endpoints a port has; every other one shapes its keys and rules. */
+const NO_ENDPOINT_FIELDS = {
+  clusterEndpoints: undefined,
+  localEndpoints: undefined,
+  hasEndpoints: undefined,
+  otherServingEndpoints: undefined,
+};
+
+/** Undefined when more than the endpoints changed, or some role's indexes all did. */
+function endpointChangesOf(
+  prev: ServicePort,
+  next: ServicePort,
+  indexes: ChangedIndexes,
+): EndpointChanges | undefined {
+  const { internal, cluster, external } = indexes;
+  if (internal === undefined || cluster === undefined || external === undefined) return undefined;
+  if (!isDeepStrictEqual({ ...prev, ...NO_ENDPOINT_FIELDS }, { ...next, ...NO_ENDPOINT_FIELDS }))
+    return undefined;
+  // With affinity, a key whose endpoints differ in port has an element per index more
+  // (affinity.ts): one that starts or stops differing rewrites them all.
+  if (prev.sessionAffinity && !(onePort(prev) && onePort(next))) return undefined;
+  const beforeEps: Endpoint[] = [];
+  const afterEps: Endpoint[] = [];
+  for (const role of ['clusterEndpoints', 'localEndpoints'] as const) {
+    const { gone, came, replaced } = modelOrderChange(prev[role], next[role]);
+    beforeEps.push(...gone, ...replaced.map(([a]) => a));
+    afterEps.push(...came, ...replaced.map(([, b]) => b));
+  }
+  return { indexes: { internal, cluster, external }, before: beforeEps, after: afterEps };
+}
+
+function onePort(sp: ServicePort): boolean {
+  const port = sp.clusterEndpoints[0]?.port ?? sp.localEndpoints[0]?.port;
+  return [sp.clusterEndpoints, sp.localEndpoints].every((eps) => eps.every((ep) => ep.port === port));
 }
 
 /** `current` with `updates` applied, without copying it. */
@@ -165,4 +343,15 @@ export function commitSlots(record: SlotRecord, updates: SlotUpdates): void {
     if (slots === undefined) record.delete(key);
     else record.set(key, slots);
   }
+}
+
+/** `each` of the endpoints at `indexes` (ascending; those past the end skipped), else of all. */
+export function forEachIndex(
+  endpoints: readonly Endpoint[],
+  indexes: readonly number[] | undefined,
+  each: (ep: Endpoint, i: number) => void,
+): void {
+  // An index loop: entries() makes a pair per endpoint, hundreds of thousands at a cold start.
+  if (indexes === undefined) for (let i = 0; i < endpoints.length; i++) each(endpoints[i]!, i);
+  else for (const i of indexes) if (i < endpoints.length) each(endpoints[i]!, i);
 }

@@ -23,6 +23,7 @@ import { coldStartTransactions } from './cold-start.ts';
 import { desiredRulesetSteps, type FamilySlots } from './desired-ruleset.ts';
 import {
   commitSlots,
+  type EndpointChanges,
   type SlotRecord,
   type SlotTable,
   type SlotUpdates,
@@ -167,6 +168,8 @@ interface SlotsPlan {
   readonly after: FamilySlots;
   /** The changed service ports of each family in both states. */
   readonly changed: ReadonlyMap<NftFamily, ReadonlySet<ServicePortKey>>;
+  /** Of those, each family's whose endpoints alone changed (endpoint-slots.ts). */
+  readonly endpointChanges: ReadonlyMap<NftFamily, ReadonlyMap<ServicePortKey, EndpointChanges>>;
   /** Once the plan is applied: the record (options.slots) learns the new slots. */
   readonly commit: () => void;
 }
@@ -178,6 +181,7 @@ function slotsPlan(prev: DualStackState, next: DualStackState, options: Incremen
   const after = new Map<NftFamily, SlotTable>();
   const changed = new Map<NftFamily, ReadonlySet<ServicePortKey>>();
   const updates = new Map<NftFamily, SlotUpdates>();
+  const endpointChanges = new Map<NftFamily, ReadonlyMap<ServicePortKey, EndpointChanges>>();
   for (const family of FAMILIES) {
     const b = prev[MODEL_FAMILY[family]];
     const a = next[MODEL_FAMILY[family]];
@@ -187,13 +191,15 @@ function slotsPlan(prev: DualStackState, next: DualStackState, options: Incremen
     const keys = options.changed ?? changedServicePorts(b, a);
     const update = slotUpdates(b, a, keys, current);
     changed.set(family, keys);
-    updates.set(family, update);
-    after.set(family, updatedSlots(current, update));
+    updates.set(family, update.updates);
+    endpointChanges.set(family, update.changes);
+    after.set(family, updatedSlots(current, update.updates));
   }
   return {
     before,
     after,
     changed,
+    endpointChanges,
     commit: () => {
       for (const family of FAMILIES) {
         const update = updates.get(family);
@@ -237,7 +243,13 @@ function* fragmentsPlanSteps(
     }
     if (index === 'collisions') return undefined;
     const ports = (s: typeof before) => [...changed].flatMap((key) => s.servicePorts.get(key) ?? []);
-    const plan = index.plan(ports(before), ports(after), slots.before.get(family), slots.after.get(family));
+    const plan = index.plan(
+      ports(before),
+      ports(after),
+      slots.before.get(family),
+      slots.after.get(family),
+      slots.endpointChanges.get(family),
+    );
     if (!plan) return undefined;
     diffFamily(tx, plan.before, plan.after);
     plans.push(plan);

@@ -4,14 +4,14 @@
 // - a VIP gets a service-ips element only when some traffic to it can be served (for eTP Local
 //   that includes the pod/host short-circuit, so the element stays while any endpoint exists);
 // - traffic with no usable endpoint meets the decision's verdict, reject-chain or drop.
-import type { NodeSettings, ServicePort } from '../../src/model/proxy-state.ts';
+import type { Endpoint, NodeSettings, ServicePort } from '../../src/model/proxy-state.ts';
 import { type TrafficDecisions, trafficDecisions } from '../../src/model/traffic-decisions.ts';
 import type { FamilySyntax } from '../shared/nft/family-syntax.ts';
 import type { RulesetBuilder } from '../shared/nft/ruleset.ts';
 import { addFirewall, noEndpointVerdict } from '../shared/nft/service-rules.ts';
-import { fitComment } from '../shared/nft/transaction.ts';
+import { type ElementSpec, fitComment } from '../shared/nft/transaction.ts';
 import { addDispatch, CLUSTER, LOCAL, NODEPORT_CLUSTER, NODEPORT_LOCAL } from './endpoint-dispatch.ts';
-import { type EndpointSets, type PortSlots, slottedSets } from './endpoint-slots.ts';
+import { type EndpointIndexes, type EndpointSets, type PortSlots, slottedSets } from './endpoint-slots.ts';
 
 function addClusterIP(
   builder: RulesetBuilder,
@@ -19,6 +19,7 @@ function addClusterIP(
   sp: ServicePort,
   d: TrafficDecisions,
   sets: EndpointSets,
+  indexes: EndpointIndexes | undefined,
   proto: string,
 ): void {
   if (sp.clusterIP === '') return; // held by an older Service (src/model/address-claims.ts)
@@ -31,7 +32,7 @@ function addClusterIP(
     return;
   }
   builder.addElement('service-ips', { key, value: 'goto cluster-ip', comment });
-  addDispatch(builder, syntax, sp, CLUSTER, sp.clusterIP, sp.port, sets.internal);
+  addDispatch(builder, syntax, sp, CLUSTER, sp.clusterIP, sp.port, sets.internal, indexes?.internal);
 }
 
 function addExternalAddress(
@@ -40,6 +41,7 @@ function addExternalAddress(
   sp: ServicePort,
   d: TrafficDecisions,
   sets: EndpointSets,
+  indexes: EndpointIndexes | undefined,
   proto: string,
   address: string,
   what: string,
@@ -54,9 +56,10 @@ function addExternalAddress(
       comment,
     });
     // Policy Cluster uses the cluster endpoints; so does Local's short-circuit of pod and host traffic.
-    if (sets.cluster.length > 0) addDispatch(builder, syntax, sp, CLUSTER, address, sp.port, sets.cluster);
+    if (sets.cluster.length > 0)
+      addDispatch(builder, syntax, sp, CLUSTER, address, sp.port, sets.cluster, indexes?.cluster);
     if (d.shortCircuitsLocalTraffic && sets.external.length > 0) {
-      addDispatch(builder, syntax, sp, LOCAL, address, sp.port, sets.external);
+      addDispatch(builder, syntax, sp, LOCAL, address, sp.port, sets.external, indexes?.external);
     }
   }
   if (d.externalVerdict !== undefined) {
@@ -70,6 +73,7 @@ function addNodePort(
   sp: ServicePort,
   d: TrafficDecisions,
   sets: EndpointSets,
+  indexes: EndpointIndexes | undefined,
   proto: string,
 ): void {
   // No other port holds this node port/protocol: the model gives it to one (address-claims.ts).
@@ -82,10 +86,28 @@ function addNodePort(
       comment,
     });
     if (sets.cluster.length > 0) {
-      addDispatch(builder, syntax, sp, NODEPORT_CLUSTER, undefined, sp.nodePort, sets.cluster);
+      addDispatch(
+        builder,
+        syntax,
+        sp,
+        NODEPORT_CLUSTER,
+        undefined,
+        sp.nodePort,
+        sets.cluster,
+        indexes?.cluster,
+      );
     }
     if (d.shortCircuitsLocalTraffic && sets.external.length > 0) {
-      addDispatch(builder, syntax, sp, NODEPORT_LOCAL, undefined, sp.nodePort, sets.external);
+      addDispatch(
+        builder,
+        syntax,
+        sp,
+        NODEPORT_LOCAL,
+        undefined,
+        sp.nodePort,
+        sets.external,
+        indexes?.external,
+      );
     }
   }
   if (d.externalVerdict !== undefined) {
@@ -99,9 +121,13 @@ function addNodePort(
 
 /** Local endpoints reaching themselves through a service must be masqueraded, or replies skip us. */
 function addHairpin(builder: RulesetBuilder, sp: ServicePort): void {
-  for (const ep of [...sp.clusterEndpoints, ...sp.localEndpoints]) {
-    if (ep.isLocal) builder.addElement('hairpin', { key: `${ep.ip} . ${ep.ip}` });
-  }
+  for (const eps of [sp.clusterEndpoints, sp.localEndpoints])
+    for (const ep of eps) if (ep.isLocal) builder.addElement('hairpin', hairpinPair(ep));
+}
+
+/** The hairpin set's element of a local endpoint. */
+export function hairpinPair(ep: Endpoint): ElementSpec {
+  return { key: `${ep.ip} . ${ep.ip}` };
 }
 
 /**
@@ -114,7 +140,9 @@ export const CROSS_PORT_SETS: ReadonlySet<string> = new Set(['firewall-ips', 'ha
 
 /**
  * Adds everything one service port needs to the family's ruleset, its endpoints at the indexes
- * `slots` gives them (endpoint-slots.ts; absent: in the model's order).
+ * `slots` gives them (endpoint-slots.ts; absent: in the model's order). The fragment index
+ * (fragment-index.ts) asks for less: of a port whose endpoints alone changed, the endpoint
+ * elements at `indexes` only, and no hairpin pairs (it counts them per endpoint itself).
  */
 export function addServicePort(
   builder: RulesetBuilder,
@@ -122,15 +150,18 @@ export function addServicePort(
   node: NodeSettings,
   sp: ServicePort,
   slots?: PortSlots,
+  indexes?: EndpointIndexes,
+  hairpin = true,
 ): void {
   const proto = sp.protocol.toLowerCase();
   const d = trafficDecisions(sp);
   const sets = slottedSets(sp, d, slots);
-  addClusterIP(builder, syntax, sp, d, sets, proto);
-  for (const ip of sp.externalIPs) addExternalAddress(builder, syntax, sp, d, sets, proto, ip, 'external IP');
+  addClusterIP(builder, syntax, sp, d, sets, indexes, proto);
+  for (const ip of sp.externalIPs)
+    addExternalAddress(builder, syntax, sp, d, sets, indexes, proto, ip, 'external IP');
   for (const ip of sp.loadBalancerIPs)
-    addExternalAddress(builder, syntax, sp, d, sets, proto, ip, 'load balancer IP');
-  if (sp.nodePort !== 0) addNodePort(builder, syntax, sp, d, sets, proto);
+    addExternalAddress(builder, syntax, sp, d, sets, indexes, proto, ip, 'load balancer IP');
+  if (sp.nodePort !== 0) addNodePort(builder, syntax, sp, d, sets, indexes, proto);
   addFirewall(builder, sp, d, proto, node);
-  addHairpin(builder, sp);
+  if (hairpin) addHairpin(builder, sp);
 }
