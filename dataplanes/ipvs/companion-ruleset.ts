@@ -13,7 +13,7 @@
 // externalTrafficPolicy Local keeps the client's source for everyone (no masquerade set entry) and
 // its external virtual servers only have local real servers, as in kube-proxy's IPVS mode (which,
 // unlike the iptables/nftables modes, has no pod/host short-circuit to all endpoints).
-import type { NodeSettings, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
+import type { Endpoint, NodeSettings, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
 import { trafficDecisions } from '../../src/model/traffic-decisions.ts';
 import { type FamilySyntax, familySyntax } from '../shared/nft/family-syntax.ts';
 import { notLocalTrafficMatch } from '../shared/nft/local-traffic.ts';
@@ -27,6 +27,7 @@ import {
 } from '../shared/nft/service-rules.ts';
 import { type ChainSpec, fitComment, type SetSpec } from '../shared/nft/transaction.ts';
 import { addAffinity, affinityChains, affinitySets, steerRule } from './affinity.ts';
+import { type HairpinEndpoints, localEndpointsOf } from './incremental-ports.ts';
 import type { IpvsFamilyServers } from './virtual-servers.ts';
 
 export const COMPANION_TABLE = 'kproxy-ipvs';
@@ -186,11 +187,10 @@ function addServicePort(
   addFirewall(builder, sp, d, proto, node);
 }
 
-function addHairpin(builder: RulesetBuilder, sp: ServicePort): void {
+function addHairpin(builder: RulesetBuilder, sp: ServicePort, locals: Iterable<Endpoint>): void {
   const proto = sp.protocol.toLowerCase();
-  for (const ep of [...sp.clusterEndpoints, ...sp.localEndpoints]) {
-    if (ep.isLocal) builder.addElement('hairpin', { key: `${ep.ip} . ${proto} . ${ep.port} . ${ep.ip}` });
-  }
+  for (const ep of locals)
+    builder.addElement('hairpin', { key: `${ep.ip} . ${proto} . ${ep.port} . ${ep.ip}` });
 }
 
 /** The companion table's content for one family; `servers` are the family's virtual servers. */
@@ -200,22 +200,23 @@ export function companionRuleset(state: ProxyState, servers: IpvsFamilyServers):
   for (const set of sets(syntax)) builder.addSet(set);
   for (const chain of chains(syntax, state.node)) builder.addChain(chain);
   for (const address of servers.nodePortAddresses) builder.addElement('nodeport-ips', { key: address });
-  addPorts(builder, state, state.servicePorts.values(), servers);
+  addPorts(builder, state, state.servicePorts.values(), servers, localEndpointsOf);
   return builder.build();
 }
 
 /**
  * The elements (and ClientIP chains) `ports` (some of the state's, in key order) and their
  * `servers` put in the companion table, and no fixed set or chain: the part of the table an
- * incremental plan compares.
+ * incremental plan compares; hairpin elements only of the local endpoints `hairpin` gives a port.
  */
 export function companionPortElements(
   state: ProxyState,
   ports: Iterable<ServicePort>,
   servers: IpvsFamilyServers,
+  hairpin: HairpinEndpoints,
 ): FamilyRuleset {
   const builder = new RulesetBuilder(familySyntax(state.family).family, { open: true });
-  addPorts(builder, state, ports, servers);
+  addPorts(builder, state, ports, servers, hairpin);
   return builder.build();
 }
 
@@ -224,12 +225,13 @@ function addPorts(
   state: ProxyState,
   ports: Iterable<ServicePort>,
   servers: IpvsFamilyServers,
+  hairpin: HairpinEndpoints,
 ): void {
   for (const address of servers.boundAddresses) builder.addElement('bound-ips', { key: address });
   const nodePorts = servers.nodePortAddresses.length > 0;
   for (const sp of ports) {
     addServicePort(builder, sp, state.node, nodePorts);
-    addHairpin(builder, sp);
+    addHairpin(builder, sp, hairpin(sp));
   }
   addAffinity(builder, familySyntax(state.family), state, servers.virtualServers.values());
 }

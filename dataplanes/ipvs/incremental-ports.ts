@@ -7,7 +7,17 @@
 //
 // The sharing ports are found in one pass over the unchanged ports that builds nothing: it looks up
 // each port's addresses, node port and local endpoints in small sets made from the changed ports.
-import type { Protocol, ProxyState, ServicePort, ServicePortKey } from '../../src/model/proxy-state.ts';
+//
+// A changed port in both states builds only its local endpoints (hairpin elements) that differ
+// between them: an element both sides would hold drops out of the diff anyway, whoever else holds
+// it, so an endpoint change of a wide Service does not build (and sort) its every local endpoint.
+import type {
+  Endpoint,
+  Protocol,
+  ProxyState,
+  ServicePort,
+  ServicePortKey,
+} from '../../src/model/proxy-state.ts';
 import { compareText, nodePortAddresses } from './virtual-servers.ts';
 
 export interface IncrementalPorts {
@@ -15,6 +25,18 @@ export interface IncrementalPorts {
   readonly before: readonly ServicePort[];
   /** Ports to build from the next state, in key order. */
   readonly after: readonly ServicePort[];
+  /** The local endpoints whose hairpin elements a port builds (by default all of them), per side. */
+  readonly hairpinBefore: HairpinEndpoints;
+  readonly hairpinAfter: HairpinEndpoints;
+}
+
+/** A port's local endpoints whose hairpin elements are built. */
+export type HairpinEndpoints = (sp: ServicePort) => Iterable<Endpoint>;
+
+/** Every local endpoint of `sp` (cluster and local lists: the hairpin set dedupes). */
+export function* localEndpointsOf(sp: ServicePort): Iterable<Endpoint> {
+  for (const ep of sp.clusterEndpoints) if (ep.isLocal) yield ep;
+  for (const ep of sp.localEndpoints) if (ep.isLocal) yield ep;
 }
 
 function vipAddresses(sp: ServicePort): string[] {
@@ -37,7 +59,8 @@ class SharedPieces {
     this.#nodeAddresses = new Set(nodeAddresses);
   }
 
-  add(sp: ServicePort): void {
+  /** `localIps`: the addresses of the hairpin elements `sp` is built with. */
+  add(sp: ServicePort, localIps: Iterable<string>): void {
     for (const address of vipAddresses(sp)) {
       this.addresses.add(address);
       if (this.#nodeAddresses.has(address)) this.#nodeAddressPort(sp.protocol, sp.port);
@@ -46,8 +69,7 @@ class SharedPieces {
       for (const address of this.#nodeAddresses) this.addresses.add(address);
       this.#nodeAddressPort(sp.protocol, sp.nodePort);
     }
-    for (const ep of sp.clusterEndpoints) if (ep.isLocal) this.localEndpoints.add(ep.ip);
-    for (const ep of sp.localEndpoints) if (ep.isLocal) this.localEndpoints.add(ep.ip);
+    for (const ip of localIps) this.localEndpoints.add(ip);
   }
 
   /** Whether `sp` may hold one of these pieces (no false negatives; rare false positives). */
@@ -81,16 +103,138 @@ export function incrementalPorts(
   const keys = [...changed].sort(compareText);
   const changedBefore = keys.flatMap((key) => prev.servicePorts.get(key) ?? []);
   const changedAfter = keys.flatMap((key) => next.servicePorts.get(key) ?? []);
+  // The local endpoints of a changed port in both states that differ between them, per side.
+  const differing = {
+    before: new Map<ServicePortKey, Endpoint[]>(),
+    after: new Map<ServicePortKey, Endpoint[]>(),
+  };
+  for (const key of keys) {
+    const [a, b] = [prev.servicePorts.get(key), next.servicePorts.get(key)];
+    if (a === undefined || b === undefined) continue;
+    const changes = localEndpointChanges(a, b);
+    differing.before.set(key, changes.before);
+    differing.after.set(key, changes.after);
+  }
   const shared = new SharedPieces(nodePortAddresses(next));
-  for (const sp of changedBefore) shared.add(sp);
-  for (const sp of changedAfter) shared.add(sp);
+  // Per changed port, the addresses of the hairpin elements it holds on one side only.
+  const oneSided = new Map<ServicePortKey, Set<string>>();
+  const note = (sp: ServicePort, locals: Iterable<Endpoint>) => {
+    const ips = oneSided.get(sp.key) ?? new Set<string>();
+    for (const ep of locals) ips.add(ep.ip);
+    oneSided.set(sp.key, ips);
+    shared.add(sp, ips);
+  };
+  for (const sp of changedBefore) note(sp, differing.before.get(sp.key) ?? localEndpointsOf(sp));
+  for (const sp of changedAfter) note(sp, differing.after.get(sp.key) ?? localEndpointsOf(sp));
+  // A changed port holding on both sides an element another changed port holds on one side only
+  // builds it (both sides), so the element comes out as the whole state holds it.
+  const othersOneSided = (key: ServicePortKey): Set<string> => {
+    const ips = new Set<string>();
+    for (const [other, set] of oneSided) if (other !== key) for (const ip of set) ips.add(ip);
+    return ips;
+  };
+  for (const key of differing.before.keys()) {
+    const others = othersOneSided(key);
+    if (others.size === 0) continue;
+    const both = (sp: ServicePort) => [...localEndpointsOf(sp)].filter((ep) => others.has(ep.ip));
+    differing.before.get(key)!.push(...both(prev.servicePorts.get(key)!));
+    differing.after.get(key)!.push(...both(next.servicePorts.get(key)!));
+  }
+  const hairpinBefore: HairpinEndpoints = (sp) => differing.before.get(sp.key) ?? localEndpointsOf(sp);
+  const hairpinAfter: HairpinEndpoints = (sp) => differing.after.get(sp.key) ?? localEndpointsOf(sp);
   const sharing: ServicePort[] = [];
   if (changedBefore.length + changedAfter.length > 0) {
     for (const sp of next.servicePorts.values()) {
       if (!changed.has(sp.key) && shared.sharedBy(sp)) sharing.push(sp);
     }
   }
-  return { before: inKeyOrder(changedBefore, sharing), after: inKeyOrder(changedAfter, sharing) };
+  return {
+    before: inKeyOrder(changedBefore, sharing),
+    after: inKeyOrder(changedAfter, sharing),
+    hairpinBefore,
+    hairpinAfter,
+  };
+}
+
+/**
+ * The local endpoints of one port's two states that are not local endpoints of the other (by ip
+ * and port). The model keeps the objects of endpoints that did not change, so each list pair is
+ * compared by pointer (differentObjects); only the few objects left are compared by value.
+ */
+export function localEndpointChanges(
+  before: ServicePort,
+  after: ServicePort,
+): { before: Endpoint[]; after: Endpoint[] } {
+  const out = { before: [] as Endpoint[], after: [] as Endpoint[] };
+  // Both lists of each side: the hairpin set holds an endpoint local in either.
+  const lists = [
+    [before.clusterEndpoints, after.clusterEndpoints, before.localEndpoints, after.localEndpoints],
+    [before.localEndpoints, after.localEndpoints, before.clusterEndpoints, after.clusterEndpoints],
+  ] as const;
+  for (const [a, b, otherA, otherB] of lists) {
+    const [onlyA, onlyB] = differentObjects(a, b);
+    const inA = localKeys(onlyA);
+    const inB = localKeys(onlyB);
+    for (const ep of onlyA)
+      if (ep.isLocal && !inB.has(localKey(ep)) && !isLocalIn(otherB, ep)) out.before.push(ep);
+    for (const ep of onlyB)
+      if (ep.isLocal && !inA.has(localKey(ep)) && !isLocalIn(otherA, ep)) out.after.push(ep);
+  }
+  return out;
+}
+
+function localKey(ep: Endpoint): string {
+  return `${ep.ip}|${ep.port}`;
+}
+
+function localKeys(eps: readonly Endpoint[]): Set<string> {
+  return new Set(eps.filter((ep) => ep.isLocal).map(localKey));
+}
+
+function isLocalIn(list: readonly Endpoint[], ep: Endpoint): boolean {
+  return list.some(
+    (other) => other === ep || (other.port === ep.port && other.isLocal && other.ip === ep.ip),
+  );
+}
+
+/** How far differentObjects looks for the same object again after a mismatch. */
+const RESYNC_STEPS = 8;
+
+/**
+ * Objects of `a` not matched in `b` and of `b` not matched in `a`, by one walk of both: where they
+ * part, the nearest pair of the same object within RESYNC_STEPS resumes the walk (an endpoint
+ * added or removed shifts the rest by one), else both objects count as changed. An object the
+ * walk passed by in both comes out on both sides: callers compare by value anyway.
+ */
+function differentObjects(a: readonly Endpoint[], b: readonly Endpoint[]): [Endpoint[], Endpoint[]] {
+  const onlyA: Endpoint[] = [];
+  const onlyB: Endpoint[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < a.length && j < b.length) {
+    if (a[i] === b[j]) {
+      i++;
+      j++;
+      continue;
+    }
+    let [di, dj] = [1, 1];
+    search: for (let steps = 1; steps <= RESYNC_STEPS; steps++) {
+      for (let x = 0; x <= steps; x++) {
+        const y = steps - x;
+        if (i + x < a.length && j + y < b.length && a[i + x] === b[j + y]) {
+          [di, dj] = [x, y];
+          break search;
+        }
+      }
+    }
+    for (let k = 0; k < di; k++) onlyA.push(a[i + k]!);
+    for (let k = 0; k < dj; k++) onlyB.push(b[j + k]!);
+    i += di;
+    j += dj;
+  }
+  for (; i < a.length; i++) onlyA.push(a[i]!);
+  for (; j < b.length; j++) onlyB.push(b[j]!);
+  return [onlyA, onlyB];
 }
 
 function inKeyOrder(a: readonly ServicePort[], b: readonly ServicePort[]): ServicePort[] {

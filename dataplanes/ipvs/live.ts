@@ -61,6 +61,8 @@ export interface IpvsDataplaneOptions {
   /** kube-proxy's ipvs.excludeCIDRs: virtual servers there are never removed. */
   readonly excludeCIDRs?: readonly string[];
   readonly log?: IpvsLog;
+  /** Milliseconds on a monotonic clock (performance.now); tests step it. */
+  readonly now?: () => number;
 }
 
 /**
@@ -81,6 +83,21 @@ interface Draining {
   readonly service: VirtualService;
   readonly server: RealServer;
 }
+
+/**
+ * The drain sweep reads a service's connection counts by dumping all of its real servers (IPVS has
+ * no request for one), so a service of more than this many is not dumped at every sync: one
+ * endpoint change of a wide Service would cost a dump of its every endpoint (10,000: most of the
+ * 2.07 s a change took in the emulated VM, docs/benchmarks.md).
+ */
+export const DRAIN_SWEEP_EVERY_SYNC_MAX = 1000;
+/**
+ * A bigger service is swept again only after this many ms per real server since its last sweep
+ * (10,000: 1 s; 100,000: 10 s), so its dumps cost a bounded share of the time however fast its
+ * endpoints change. A drained server lingers at weight 0 (no new connection) that much longer;
+ * kube-proxy checks its draining servers once a minute.
+ */
+export const DRAIN_SWEEP_MS_PER_SERVER = 0.1;
 
 /**
  * What the kernel holds as far as we know: the desired state of the last full sync, changed in
@@ -160,6 +177,9 @@ export class IpvsDataplane implements LiveDataplane {
   readonly #owned = new Set<string>();
   /** Real servers at weight 0 until their connections end, by "service key|server key". */
   readonly #draining = new Map<string, Draining>();
+  /** When a big service's draining servers may be swept again, by service key. */
+  readonly #nextSweep = new Map<string, number>();
+  readonly #now: () => number;
   /** Whose real servers the next intact() lists. */
   readonly #realServerTurns = new RealServerTurns();
   /** `conntrack -D` arguments for the flows of real servers deleted in this sync. */
@@ -175,6 +195,7 @@ export class IpvsDataplane implements LiveDataplane {
     this.#strictARP = options.strictARP ?? false;
     this.#timeouts = options.timeouts;
     this.#excludeCIDRs = options.excludeCIDRs ?? [];
+    this.#now = options.now ?? (() => performance.now());
   }
 
   /** Real servers waiting for their connections to end (for tests and logs). */
@@ -335,6 +356,7 @@ export class IpvsDataplane implements LiveDataplane {
     }
     this.#owned.clear();
     this.#draining.clear();
+    this.#nextSweep.clear();
     this.#record = undefined;
     this.#committed = undefined;
     this.#client?.close();
@@ -391,6 +413,7 @@ export class IpvsDataplane implements LiveDataplane {
     for (const vs of existing) ops.push(...reconcileServers(vs, await client.listServers(vs)));
     // Whatever was draining is re-decided from the dump.
     this.#draining.clear();
+    this.#nextSweep.clear();
     await this.#applyOps(client, ops);
     await this.#nft(plan.nft.toString());
     await changeAddresses(this.#runner, [], addresses.delete);
@@ -438,6 +461,7 @@ export class IpvsDataplane implements LiveDataplane {
         break;
       case 'delete-service':
         this.#owned.delete(virtualServerKey(op.service));
+        this.#nextSweep.delete(virtualServerKey(op.service));
         for (const key of this.#draining.keys()) {
           if (key.startsWith(`${virtualServerKey(op.service)}|`)) this.#draining.delete(key);
         }
@@ -451,14 +475,24 @@ export class IpvsDataplane implements LiveDataplane {
     }
   }
 
-  /** Deletes draining real servers whose connections have ended. */
+  /**
+   * Deletes draining real servers whose connections have ended: each service's with one dump of
+   * its real servers, a big one's at most once per its interval (DRAIN_SWEEP_MS_PER_SERVER).
+   */
   async #sweepDrained(client: IpvsClient): Promise<void> {
     const byService = new Map<string, Draining[]>();
     for (const d of this.#draining.values()) {
       const key = virtualServerKey(d.service);
-      byService.set(key, [...(byService.get(key) ?? []), d]);
+      const list = byService.get(key);
+      if (list === undefined) byService.set(key, [d]);
+      else list.push(d);
     }
-    for (const list of byService.values()) {
+    for (const [serviceKey, list] of byService) {
+      const servers = this.#record?.virtualServers.get(serviceKey)?.realServers.length ?? 0;
+      if (servers > DRAIN_SWEEP_EVERY_SYNC_MAX) {
+        if (this.#now() < (this.#nextSweep.get(serviceKey) ?? 0)) continue;
+        this.#nextSweep.set(serviceKey, this.#now() + servers * DRAIN_SWEEP_MS_PER_SERVER);
+      }
       const service = list[0]!.service;
       let dumped: Awaited<ReturnType<IpvsClient['listServers']>>;
       try {
@@ -466,12 +500,18 @@ export class IpvsDataplane implements LiveDataplane {
       } catch {
         dumped = [];
       }
-      const now = new Map(dumped.map((rs) => [realServerKey(rs), rs]));
+      // The dump is the service's every real server, the list only its draining ones.
+      const draining = new Map(list.map((d) => [realServerKey(d.server), d]));
+      const connections = new Map<Draining, number>();
+      for (const rs of dumped) {
+        const d = draining.get(realServerKey(rs));
+        if (d !== undefined) connections.set(d, rs.activeConnections + rs.inactiveConnections);
+      }
       for (const d of list) {
         const key = drainKey(service, d.server);
-        const rs = now.get(realServerKey(d.server));
-        if (rs === undefined) this.#draining.delete(key);
-        else if (rs.activeConnections + rs.inactiveConnections === 0) {
+        const count = connections.get(d);
+        if (count === undefined) this.#draining.delete(key);
+        else if (count === 0) {
           await client.deleteServer(service, d.server);
           this.#draining.delete(key);
         }

@@ -103,8 +103,8 @@ export function ipvsIncremental(
     before.bound.push(...serversBefore.boundAddresses);
     after.bound.push(...serversAfter.boundAddresses);
     const [elementsBefore, elementsAfter] = sameSetNames(
-      companionPortElements(prevState, ports.before, serversBefore),
-      companionPortElements(nextState, ports.after, serversAfter),
+      companionPortElements(prevState, ports.before, serversBefore, ports.hairpinBefore),
+      companionPortElements(nextState, ports.after, serversAfter, ports.hairpinAfter),
     );
     // A ClientIP chain (per timeout, per protocol and real-server count) that comes or goes with
     // these ports may be used by ports not built here: whether it stays is the whole state's

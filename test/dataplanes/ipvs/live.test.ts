@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { IpvsError } from '../../../dataplanes/ipvs/ipvs-client.ts';
-import { IpvsDataplane } from '../../../dataplanes/ipvs/live.ts';
+import {
+  DRAIN_SWEEP_EVERY_SYNC_MAX,
+  DRAIN_SWEEP_MS_PER_SERVER,
+  IpvsDataplane,
+} from '../../../dataplanes/ipvs/live.ts';
 import type { VirtualService } from '../../../dataplanes/ipvs/virtual-servers.ts';
 import { endpoint, ipv4, localEndpoint, servicePort } from '../../../harness/proxy-states.ts';
 import { FakeConntrack } from '../shared/conntrack/fake-conntrack.ts';
@@ -137,6 +141,62 @@ test('a removed TCP endpoint drains at weight 0, comes back cleanly, and goes on
   kernel.setConnections('TCP 10.96.0.10:80', '10.244.2.10:8080', 0, 0);
   await dp.sync(ipv4([web([b])]), 'incremental');
   assert.ok(!kernel.ipvs().some((l) => l.includes('10.96.0.10:80 -> 10.244.2.10')), 'drained: deleted');
+});
+
+test('one endpoint change of a wide Service costs its own commands, and its drain sweep dumps the Service once per interval', async () => {
+  const kernel = new FakeKernel();
+  const client = kernel.client();
+  let dumps = 0;
+  let commands = 0;
+  let clock = 0;
+  const counting = {
+    ...client,
+    listServers: (s: VirtualService) => {
+      dumps++;
+      return client.listServers(s);
+    },
+    send: (sent: Parameters<typeof client.send>[0]) => {
+      commands += sent.length;
+      return client.send(sent);
+    },
+  };
+  const dp = new IpvsDataplane({
+    runner: kernel.runner(),
+    openClient: async () => counting,
+    now: () => clock,
+  });
+  const count = DRAIN_SWEEP_EVERY_SYNC_MAX + 1000;
+  const pods = Array.from({ length: count }, (_, i) => endpoint(`10.244.${i >> 8}.${i & 255}`));
+  const wide = (variant: number) =>
+    ipv4([
+      servicePort('wide', {
+        clusterIP: '10.96.0.10',
+        clusterEndpoints: pods.map((ep, i) =>
+          i === 1000 && variant % 2 === 1 ? endpoint('10.245.0.1') : ep,
+        ),
+      }),
+    ]);
+  await dp.start();
+  await dp.sync(wide(0), 'full');
+  const change = async (variant: number) => {
+    [dumps, commands] = [0, 0];
+    assert.equal((await dp.sync(wide(variant), 'incremental')).kind, 'incremental');
+    return { dumps, commands };
+  };
+  // Each change drains one pod and adds (or revives) the other: two commands, whatever the width.
+  assert.deepEqual(await change(1), { dumps: 0, commands: 2 });
+  // The first sweep of the Service dumps it (the drained pod has no connection: deleted)...
+  assert.deepEqual(await change(2), { dumps: 1, commands: 2 });
+  // ...and the next ones wait out its interval: no dump of its every real server per change.
+  for (let variant = 3; variant < 8; variant++)
+    assert.deepEqual(await change(variant), { dumps: 0, commands: 2 });
+  assert.equal(dp.draining, 1);
+  clock += count * DRAIN_SWEEP_MS_PER_SERVER;
+  assert.deepEqual(await change(8), { dumps: 1, commands: 2 });
+  assert.ok(kernel.ipvs().includes('TCP 10.96.0.10:80 -> 10.245.0.1:8080 w=0'), 'drained, in its interval');
+  clock += count * DRAIN_SWEEP_MS_PER_SERVER;
+  assert.deepEqual(await change(8), { dumps: 1, commands: 0 });
+  assert.ok(!kernel.ipvs().some((l) => l.includes('-> 10.245.0.1:')), 'idle after its interval: deleted');
 });
 
 test('intact() notices a virtual server someone deleted, and the next sync is full', async () => {
