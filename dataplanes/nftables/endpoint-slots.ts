@@ -156,9 +156,9 @@ export function assignSlots(
   current: readonly Endpoint[],
   before: readonly Endpoint[],
   next: readonly Endpoint[],
+  change = modelOrderChange(before, next),
 ): SlotChange {
   if (current.length === 0) return { order: next, changed: range(0, next.length) };
-  const change = modelOrderChange(before, next);
   const { gone, came, replaced } = change;
   if (gone.length + came.length + replaced.length === 0) return { order: current, changed: [] };
   const slots: (Endpoint | undefined)[] = current.slice();
@@ -198,7 +198,24 @@ export function assignSlots(
 }
 
 function sameOrder(a: readonly Endpoint[], b: readonly Endpoint[]): boolean {
-  return a === b || (a.length === b.length && a.every((ep, i) => ep === b[i]));
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/** modelOrderChange, walked once per pair of arrays: a port's roles and lists share arrays. */
+type Walks = (before: readonly Endpoint[], next: readonly Endpoint[]) => ModelOrderChange;
+
+function walks(): Walks {
+  const done: { before: readonly Endpoint[]; next: readonly Endpoint[]; change: ModelOrderChange }[] = [];
+  return (before, next) => {
+    const walked = done.find((w) => w.before === before && w.next === next);
+    if (walked) return walked.change;
+    const change = modelOrderChange(before, next);
+    done.push({ before, next, change });
+    return change;
+  };
 }
 
 /**
@@ -226,6 +243,7 @@ export function nextPortSlots(
   prev: ServicePort | undefined,
   prevSlots: PortSlots | undefined,
   next: ServicePort,
+  walk: Walks = walks(),
 ): PortSlotChange {
   if (prev === undefined) return { slots: undefined, changed: ALL_INDEXES };
   const dBefore = trafficDecisions(prev);
@@ -239,7 +257,9 @@ export function nextPortSlots(
   for (const role of ROLES) {
     // The roles often share one set (internal and cluster, under policy Cluster): assigned once.
     const same = last !== undefined && last.from === before[role] && last.to === model[role];
-    const assigned = same ? last!.assigned : assignSlots(before[role], modelBefore[role], model[role]);
+    const assigned = same
+      ? last!.assigned
+      : assignSlots(before[role], modelBefore[role], model[role], walk(modelBefore[role], model[role]));
     last = { from: before[role], to: model[role], assigned };
     if (!sameOrder(assigned.order, model[role])) slots[role] = assigned.order;
     changed[role] = assigned.changed;
@@ -288,9 +308,10 @@ export function slotUpdates(
       updates.set(key, undefined);
       continue;
     }
-    const { slots, changed: indexes } = nextPortSlots(prev, current.get(key), next);
+    const walk = walks();
+    const { slots, changed: indexes } = nextPortSlots(prev, current.get(key), next, walk);
     updates.set(key, slots);
-    const endpointChanges = prev && endpointChangesOf(prev, next, indexes);
+    const endpointChanges = prev && endpointChangesOf(prev, next, indexes, walk);
     if (endpointChanges) changes.set(key, endpointChanges);
   }
   return { updates, changes };
@@ -309,6 +330,7 @@ function endpointChangesOf(
   prev: ServicePort,
   next: ServicePort,
   indexes: ChangedIndexes,
+  walk: Walks,
 ): EndpointChanges | undefined {
   const { internal, cluster, external } = indexes;
   if (internal === undefined || cluster === undefined || external === undefined) return undefined;
@@ -320,7 +342,7 @@ function endpointChangesOf(
   const beforeEps: Endpoint[] = [];
   const afterEps: Endpoint[] = [];
   for (const role of ['clusterEndpoints', 'localEndpoints'] as const) {
-    const { gone, came, replaced } = modelOrderChange(prev[role], next[role]);
+    const { gone, came, replaced } = walk(prev[role], next[role]);
     beforeEps.push(...gone, ...replaced.map(([a]) => a));
     afterEps.push(...came, ...replaced.map(([, b]) => b));
   }
