@@ -172,10 +172,13 @@ export class NftablesDataplane implements LiveDataplane {
   /** Our tables as adopt.ts reads them (chain names); undefined when there is none. */
   async #adopt(): Promise<DesiredRuleset | undefined> {
     const desired: { ip?: FamilyRuleset; ip6?: FamilyRuleset } = {};
-    for (const family of FAMILIES) {
-      const adopted = adoptTable(family, await this.#nft.listChainsJson(family));
+    // Both nft runs start at once: starting one is a synchronous fork on the event loop, and the
+    // daemon starts them before its listeners accept (daemon.ts).
+    const listed = await Promise.all(FAMILIES.map((family) => this.#nft.listChainsJson(family)));
+    FAMILIES.forEach((family, i) => {
+      const adopted = adoptTable(family, listed[i]);
       if (adopted) desired[family] = adopted;
-    }
+    });
     return desired.ip || desired.ip6 ? desired : undefined;
   }
 

@@ -67,7 +67,7 @@ export type DaemonStart =
   | { readonly ok: true; readonly daemon: Daemon }
   | { readonly ok: false; readonly error: string };
 
-/** Start serving health and metrics, then sync as soon as the informers have synced. */
+/** Start listing and adopting, serve health and metrics, then sync as soon as the informers have synced. */
 export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
   const { config, logger, dataplane, clock } = deps;
   const metrics = deps.metrics ?? new ProxyMetrics(config.mode);
@@ -98,28 +98,6 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
   });
   const listeners: HttpListener[] = [];
   const closeListeners = () => Promise.all(listeners.map((l) => l.close()));
-
-  const served = (path: '/healthz' | '/livez', code: number) =>
-    path === '/healthz' ? metrics.healthzServed(code) : metrics.livezServed(code);
-  const healthz = await listenOn(
-    'healthzBindAddress',
-    config.healthzBindAddress,
-    healthHandler(health, served),
-    refusals('healthz'),
-  );
-  if (!healthz.ok) return healthz;
-  if (healthz.listener) listeners.push(healthz.listener);
-  const metricsServer = await listenOn(
-    'metricsBindAddress',
-    config.metricsBindAddress,
-    metricsHandler(metrics, config.mode),
-    refusals('metrics'),
-  );
-  if (!metricsServer.ok) {
-    await closeListeners();
-    return metricsServer;
-  }
-  if (metricsServer.listener) listeners.push(metricsServer.listener);
 
   const nfacctPackets = deps.nfacctPackets ?? new Map<NfacctPacketMetric, PacketCount>();
   for (const [counted, packets] of nfacctPackets) {
@@ -192,15 +170,44 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
 
   // The list starts before the adoption: reading the kernel's tables (nft, another process)
   // overlaps the API server's answer instead of delaying it. The loop starts once both are done.
+  // Both start before the listeners accept: starting a tool is the start's longest synchronous
+  // step (forking the process, tens of ms of the event loop's time), and a probe that comes
+  // meanwhile is better refused at once than held unanswered (docs/benchmarks.md, /healthz).
   const waiting = new AbortController();
   startAll(informers);
   logger.info({ mode: config.mode, node: config.nodeName }, 'waiting for informers to sync');
-  try {
-    await dataplane.start();
-  } catch (error) {
+  const adopted = dataplane.start().catch((error: unknown) => {
     // The first sync is full and replaces whatever is there, so this costs only the adoption.
     logger.warn({ err: error }, 'could not adopt the rules of an earlier run; the first sync replaces them');
-  }
+  });
+  const notListening = async <T>(failure: T): Promise<T> => {
+    waiting.abort();
+    await closeListeners();
+    await stopAll(informers);
+    await adopted;
+    return failure;
+  };
+
+  const served = (path: '/healthz' | '/livez', code: number) =>
+    path === '/healthz' ? metrics.healthzServed(code) : metrics.livezServed(code);
+  const healthz = await listenOn(
+    'healthzBindAddress',
+    config.healthzBindAddress,
+    healthHandler(health, served),
+    refusals('healthz'),
+  );
+  if (!healthz.ok) return notListening(healthz);
+  if (healthz.listener) listeners.push(healthz.listener);
+  const metricsServer = await listenOn(
+    'metricsBindAddress',
+    config.metricsBindAddress,
+    metricsHandler(metrics, config.mode),
+    refusals('metrics'),
+  );
+  if (!metricsServer.ok) return notListening(metricsServer);
+  if (metricsServer.listener) listeners.push(metricsServer.listener);
+
+  await adopted;
   const synced = waitForAllSynced(informers, waiting.signal).then(
     () => {
       logger.info('informers synced; starting the sync loop');

@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, test } from 'node:test';
 import { sampleEndpointSlice, sampleNode, sampleService } from '../../harness/apiserver/sample-objects.ts';
 import { type StandInApiServer, startApiServer } from '../../harness/apiserver/server.ts';
@@ -266,6 +268,40 @@ describe('daemon against the stand-in API server', () => {
     assert.equal(r.dataplane.syncs.length, count);
     assert.ok(r.lines.some((l) => l.msg === 'stopped; rules left in place'));
     assert.ok(!r.lines.some((l) => l.msg === 'lost contact with the API server; rules stay as they are'));
+  });
+
+  test('a listener that cannot listen fails the start and ends the informers and the adoption it began', async (t) => {
+    const api = await startApiServer({ port: await freePort() });
+    t.after(() => api.stop());
+    const client = new KubeClient({ server: api.url });
+    t.after(() => client.close());
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    t.after(() => new Promise((resolve) => taken.close(resolve)));
+    const port = (taken.address() as AddressInfo).port;
+    const dataplane = new RecordingDataplane();
+    const started = await startDaemon({
+      config: await configFromYaml(
+        FAST_CONFIG.replace('metricsBindAddress: 127.0.0.1:0', `metricsBindAddress: 127.0.0.1:${port}`),
+      ),
+      logger: capturedLogger().logger,
+      api: client,
+      dataplane,
+      clock: systemClock,
+      informerBackoff: { initialMs: 20, maxMs: 100 },
+      metrics: new ProxyMetrics('nftables', { processMetrics: false }),
+    });
+    assert.deepEqual(started, {
+      ok: false,
+      error: `metricsBindAddress: cannot listen on 127.0.0.1:${port}: EADDRINUSE`,
+    });
+    // The informers and the adoption start before the listeners (daemon.ts): nothing outlives the failure.
+    assert.equal(dataplane.starts, 1);
+    assert.equal(api.openWatches, 0);
+    const requests = api.requests.length;
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(api.requests.length, requests);
+    assert.equal(dataplane.syncs.length, 0);
   });
 
   test('a dual-stack node syncs both families in one state', async (t) => {
