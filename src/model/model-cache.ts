@@ -190,15 +190,19 @@ export class ModelCache {
 
   *#updating(): Steps<ModelUpdate> {
     const full = this.#all;
+    // Cleared at once: a node or CIDR change fed while this update pauses makes the next one full.
+    this.#all = false;
     const changed = new Set<ServicePortKey>();
     if (full) {
+      // Each of these walks every service (tens of ms at 30k): a pause may come between them.
       this.#recomputeSettings(changed);
+      yield;
       this.#services = this.#servicesUnderSliceKeys();
+      yield;
     }
     // Taken now: what is fed while the update pauses is dirty for the next one.
     const dirty = full ? this.#everyService() : new Set(this.#dirty);
     this.#dirty.clear();
-    this.#all = false;
     const options = this.#options;
     const zone = this.#node?.metadata.labels?.[ZONE_LABEL] ?? '';
     const state: { [F in IPFamily]?: ProxyState } = {};
@@ -251,6 +255,8 @@ export class ModelCache {
       for (const key of touched) if (!dirty.has(key)) publish(key);
       for (const portKey of updates.keys()) changed.add(portKey);
       const prev = this.#state[family];
+      // A full update's sort of every port below is a step of its own.
+      if (full || prev === undefined) yield;
       const servicePorts =
         full || prev === undefined
           ? sortedPorts(byService)

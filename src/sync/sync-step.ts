@@ -11,6 +11,7 @@
 //
 // A failure propagates unchanged: the loop reports it (sync-log.ts tells a kernel refusal from a
 // bug, metrics.ts counts both) and retries in full.
+import { setImmediate } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../../dataplanes/shared/dataplane.ts';
 import type { Problem } from '../base/problem.ts';
@@ -140,9 +141,13 @@ export class SyncStep implements Syncer {
     const { dataplane, healthChecks, metrics, logger } = this.#options;
     const previous = this.#applied;
     this.#applied = state;
+    // A full sync's counts walk every port, as do the model's sort before and the plan after:
+    // a turn of the event loop between them keeps each turn short (tens of ms each at 30k).
+    if (changed === undefined) await setImmediate();
     const counts = this.#counter.update(state, changed);
     this.#summary = { servicePorts: counts.servicePorts, endpoints: counts.endpoints };
     metrics.noLocalEndpointsCounted(counts.noLocal);
+    if (changed === undefined) await setImmediate();
     // The listeners follow the health-check node ports and local endpoint counts, which only
     // changed service ports can move. Owed until an update succeeds (this sync may fail before it).
     this.#healthChecksOwed ||= changed === undefined || touchesHealthChecks(previous, state, changed);

@@ -34,13 +34,32 @@ describe('ModelCache in slices', () => {
 
   it('keeps a change fed while it pauses for the next update', async () => {
     const model = loaded();
-    // A changed Service arrives on the first turn of the event loop, mid-update (slices of 0 ms
-    // give the event loop a turn after every step).
-    setImmediate(() => model.setService(web(0, '10.96.200.1')));
+    // A changed Service arrives on every turn of the event loop while the update runs (slices of
+    // 0 ms give the event loop a turn after every step): the last ones come after the update took
+    // what it recomputes, whichever of its steps pause.
+    let fed = 0;
+    let updating = true;
+    const feed = () => {
+      if (!updating) return;
+      fed++;
+      model.setService(web(0, `10.96.${200 + (fed >> 8)}.${fed & 255}`));
+      setImmediate(feed);
+    };
+    setImmediate(feed);
     const first = await model.updateInSlices(0);
+    updating = false;
     const second = model.update();
+    const last = `10.96.${200 + (fed >> 8)}.${fed & 255}`;
     assert.equal(first.state.IPv4?.servicePorts.size, SERVICES);
+    assert.notEqual(first.state.IPv4?.servicePorts.get('default/web-0:80/TCP')?.clusterIP, last);
     assert.deepEqual([...second.changed], ['default/web-0:80/TCP']);
-    assert.equal(second.state.IPv4?.servicePorts.get('default/web-0:80/TCP')?.clusterIP, '10.96.200.1');
+    assert.equal(second.state.IPv4?.servicePorts.get('default/web-0:80/TCP')?.clusterIP, last);
+  });
+
+  it('keeps a node change fed while a full update pauses for the next update', async () => {
+    const model = loaded();
+    setImmediate(() => model.setNode(node(THIS_NODE, { zone: 'z2' })));
+    assert.equal((await model.updateInSlices(0)).full, true);
+    assert.equal(model.update().full, true);
   });
 });
