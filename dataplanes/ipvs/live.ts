@@ -92,12 +92,13 @@ interface Draining {
  */
 export const DRAIN_SWEEP_EVERY_SYNC_MAX = 1000;
 /**
- * A bigger service is swept again only after this many ms per real server since its last sweep
- * (10,000: 1 s; 100,000: 10 s), so its dumps cost a bounded share of the time however fast its
- * endpoints change. A drained server lingers at weight 0 (no new connection) that much longer;
- * kube-proxy checks its draining servers once a minute.
+ * A bigger service is swept at most once per this many ms, kube-proxy's interval for checking its
+ * draining real servers (graceful_termination.go, rsCheckDeleteInterval), so its dumps cost a
+ * bounded share of the time however fast its endpoints change. A drained server lingers at
+ * weight 0 (no new connection) up to that much longer. A shorter one proportional to the service
+ * (1 s at 10,000) still dumped at nearly every change in the emulated VM, where a change took ~1 s.
  */
-export const DRAIN_SWEEP_MS_PER_SERVER = 0.1;
+export const DRAIN_SWEEP_BIG_SERVICE_MS = 60_000;
 
 /**
  * What the kernel holds as far as we know: the desired state of the last full sync, changed in
@@ -477,7 +478,7 @@ export class IpvsDataplane implements LiveDataplane {
 
   /**
    * Deletes draining real servers whose connections have ended: each service's with one dump of
-   * its real servers, a big one's at most once per its interval (DRAIN_SWEEP_MS_PER_SERVER).
+   * its real servers, a big one's at most once per DRAIN_SWEEP_BIG_SERVICE_MS.
    */
   async #sweepDrained(client: IpvsClient): Promise<void> {
     const byService = new Map<string, Draining[]>();
@@ -491,7 +492,7 @@ export class IpvsDataplane implements LiveDataplane {
       const servers = this.#record?.virtualServers.get(serviceKey)?.realServers.length ?? 0;
       if (servers > DRAIN_SWEEP_EVERY_SYNC_MAX) {
         if (this.#now() < (this.#nextSweep.get(serviceKey) ?? 0)) continue;
-        this.#nextSweep.set(serviceKey, this.#now() + servers * DRAIN_SWEEP_MS_PER_SERVER);
+        this.#nextSweep.set(serviceKey, this.#now() + DRAIN_SWEEP_BIG_SERVICE_MS);
       }
       const service = list[0]!.service;
       let dumped: Awaited<ReturnType<IpvsClient['listServers']>>;

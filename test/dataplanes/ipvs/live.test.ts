@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { IpvsError } from '../../../dataplanes/ipvs/ipvs-client.ts';
 import {
+  DRAIN_SWEEP_BIG_SERVICE_MS,
   DRAIN_SWEEP_EVERY_SYNC_MAX,
-  DRAIN_SWEEP_MS_PER_SERVER,
   IpvsDataplane,
 } from '../../../dataplanes/ipvs/live.ts';
 import type { VirtualService } from '../../../dataplanes/ipvs/virtual-servers.ts';
@@ -191,10 +191,10 @@ test('one endpoint change of a wide Service costs its own commands, and its drai
   for (let variant = 3; variant < 8; variant++)
     assert.deepEqual(await change(variant), { dumps: 0, commands: 2 });
   assert.equal(dp.draining, 1);
-  clock += count * DRAIN_SWEEP_MS_PER_SERVER;
+  clock += DRAIN_SWEEP_BIG_SERVICE_MS;
   assert.deepEqual(await change(8), { dumps: 1, commands: 2 });
   assert.ok(kernel.ipvs().includes('TCP 10.96.0.10:80 -> 10.245.0.1:8080 w=0'), 'drained, in its interval');
-  clock += count * DRAIN_SWEEP_MS_PER_SERVER;
+  clock += DRAIN_SWEEP_BIG_SERVICE_MS;
   assert.deepEqual(await change(8), { dumps: 1, commands: 0 });
   assert.ok(!kernel.ipvs().some((l) => l.includes('-> 10.245.0.1:')), 'idle after its interval: deleted');
 });
