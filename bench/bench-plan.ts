@@ -18,7 +18,7 @@ export type Section = (typeof SECTIONS)[number];
 
 /** Sections measured at every size of the curve, each size in its own child. */
 const CURVE_SECTIONS: readonly Section[] = ['nftables', 'iptables'];
-/** What --quick leaves out: the emulated VM (~60 min), the daemon at 30k, a minute of churn. */
+/** What --quick leaves out: the emulated VM (~25 min), the daemon at 30k, a minute of churn. */
 const SLOW_SECTIONS: readonly Section[] = ['ipvs', 'daemon', 'churn'];
 
 export interface BenchOptions {

@@ -1,8 +1,9 @@
 // IPVS section. The host kernel has no ip_vs, so this file runs itself inside the qemu VM
-// (harness/vm.ts, one boot) and prints the VM's figures; inside, it measures in the VM's own
-// network namespace (the IPVS netlink socket is the process's), for each N services × E endpoints
-// and for one Service with --wide-endpoints endpoints (in slices of 100, as the nftables and
-// iptables sections' wide point):
+// (harness/vm.ts, one boot) and prints the VM's figures; inside, each load runs in a child process
+// in network namespaces made for it (bench/ipvs-loads.ts: IPVS state, its trash of deleted real
+// servers included, is per namespace, and the IPVS netlink socket is the process's), for each
+// N services × E endpoints and for one Service with --wide-endpoints endpoints (in slices of 100,
+// as the nftables and iptables sections' wide point):
 // - the bare load of the same state: kproxy's full render fed to `ip -batch`, `ipvsadm --restore`
 //   and `nft -f` (the tools' own cost of that state), vs kproxy's cold sync (IpvsDataplane start
 //   + full sync of a built state);
@@ -17,6 +18,7 @@
 //   node --expose-gc bench/ipvs-speed.ts [--services 10000[,30000]] [--endpoints 10]
 //     [--wide-endpoints 100000 (0: no wide point)] [--affinity-services 3000] [--rounds 2]
 //     [--changes 7] [--connects 100]
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { execa } from 'execa';
@@ -30,11 +32,13 @@ import { kernelRuns, runInVm } from '../harness/vm.ts';
 import type { ModelCache } from '../src/model/model-cache.ts';
 import type { DualStackState } from '../src/model/proxy-state.ts';
 import { BENCH_NODE_IP, loadedModel } from './bench-model.ts';
+import { type IpvsLoad, type IpvsLoadPart, ipvsLoads, loadParts } from './ipvs-loads.ts';
 import { median, reportSection, round, timeMs } from './measure.ts';
 import {
   type ClusterShape,
   changedSlice,
   podIP,
+  type SyntheticCluster,
   shapedCluster,
   syntheticCluster,
   syntheticService,
@@ -50,14 +54,17 @@ const { values } = parseArgs({
     changes: { type: 'string', default: '7' },
     rounds: { type: 'string', default: '2' },
     connects: { type: 'string', default: '100' },
+    // Inside the VM, one load in a child process (below): the load, and its bare load's namespace.
+    load: { type: 'string' },
+    part: { type: 'string' },
   },
 });
 /**
- * The VM run's bound: boot, then the syncs and loads, each ~10× the host's under TCG, and a wait
- * for IPVS's trash (200 s) after each big clean, two per point (2026-12-03, 2-core host at load
- * 3-13: 10k services ~8 min, 30k alone ~17 min with the ClientIP rounds after it; the wide
- * Service at 10,000 endpoints ~9 min; estimated for the default 1k, 10k, 30k, the wide Service of
- * 100,000 and 2 ClientIP rounds at 3,000: ~60 min, 37 of them the trash waits), twice over.
+ * The VM run's bound: boot, then the syncs and loads, each ~10× the host's under TCG. Estimated
+ * ~25 min for the default 1k, 10k, 30k, the wide Service of 100,000 and 2 ClientIP rounds at
+ * 3,000 (2026-12-03: ~60 min when each point waited 200 s for IPVS's trash twice, 37 of them
+ * those waits; a smoke run of 200 services, a wide Service of 10,000 and the two rounds took
+ * 1,660 s then and 265 s with a namespace per part), with room to spare.
  */
 const VM_TIMEOUT_MS = 120 * 60_000;
 const SERVER_IP = '10.200.0.2';
@@ -100,7 +107,7 @@ function bareInputs(state: DualStackState): { command: string; args: string[]; i
     });
 }
 
-/** Times each tool loading `state` on a clean node; returns ms by tool. */
+/** Times each tool loading `state` on this clean node; returns ms by tool. */
 async function bareLoad(state: DualStackState): Promise<Record<string, number>> {
   const times: Record<string, number> = {};
   for (const { command, args, input } of bareInputs(state)) {
@@ -110,25 +117,15 @@ async function bareLoad(state: DualStackState): Promise<Record<string, number>> 
 }
 
 /**
- * How long IPVS keeps the real servers `ipvsadm -C` deleted: in the namespace's trash, which a
- * timer checks every 60 s and frees 120 s after the check that first saw them
- * (IP_VS_DEST_TRASH_PERIOD), so at most 180 s. Every real-server add walks that list
- * (ip_vs_trash_get_dest), so a load right after a clean of N real servers pays O(N) per add: at
- * 10k services in the VM, 191 s for the cold sync and for `ipvsadm --restore` alike against
- * 23 s on a fresh kernel (docs/benchmarks.md). A measured load after a big clean waits it out.
+ * What a load left in its namespace: virtual servers, the dummy link, the companion tables.
+ * Cleaned before the namespace goes, so that the kernel does not tear a loaded one down in the
+ * background of the next load; nothing waits for IPVS's trash (each load has its own namespace).
  */
-const IPVS_TRASH_MS = 200_000;
-
-/**
- * What any run left: virtual servers, the dummy link, the companion tables; `settle` waits out
- * the trash of the real servers it deleted (before a measured load).
- */
-async function clean(settle = false): Promise<void> {
+async function clean(): Promise<void> {
   await execa('ipvsadm', ['-C']);
   await execa('ip', ['link', 'del', 'kproxy-ipvs0'], { reject: false });
   for (const family of ['ip', 'ip6'])
     await execa('nft', ['delete', 'table', family, 'kproxy-ipvs'], { reject: false });
-  if (settle) await new Promise((resolve) => setTimeout(resolve, IPVS_TRASH_MS));
 }
 
 function dataplane(): IpvsDataplane {
@@ -153,13 +150,17 @@ async function coldSync(state: DualStackState): Promise<{ ms: number; dp: IpvsDa
   return { ms, dp };
 }
 
-/** A client namespace routed through the node, and a server namespace answering on every pod IP. */
+/**
+ * A client namespace routed through the node (this process's namespace), and a server namespace
+ * answering on every pod IP.
+ */
 async function connectLab(lab: Lab): Promise<(ip: string) => Promise<number>> {
   const client = await lab.addNetns('client');
   const server = await lab.addNetns('server');
   const node = async (args: string[]) => execa('ip', args);
-  await lab.ip(client, ['link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'kpbc', 'netns', '1']);
-  await lab.ip(server, ['link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'kpbs', 'netns', '1']);
+  const here = String(process.pid);
+  await lab.ip(client, ['link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'kpbc', 'netns', here]);
+  await lab.ip(server, ['link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'kpbs', 'netns', here]);
   for (const [ns, ip, peer, nodeIp] of [
     [client, CLIENT_IP, 'kpbc', '10.201.0.1'],
     [server, SERVER_IP, 'kpbs', BENCH_NODE_IP],
@@ -246,87 +247,158 @@ async function connectFigures(
   return { connectFirstServiceUs: round(median(first)), connectLastServiceUs: round(median(last)) };
 }
 
-const lab = new Lab(`bench-ipvs-${process.pid}`);
-/** The client and server namespaces, made once, for the first point that measures connects. */
-let latency: ((ip: string) => Promise<number>) | undefined;
+/** The cluster a load builds. */
+function loadCluster(load: IpvsLoad): SyntheticCluster {
+  const cluster = shapedCluster(load.shape);
+  return load.affinity ? withClientIPAffinity(cluster) : cluster;
+}
 
 /**
- * One point of the curve, on a node cleaned and settled by the point before: the bare load, then
- * kproxy's cold sync of the same state, and with `detailed` its change and connect figures; the
- * node is left cleaned and settled.
+ * One part of a load, in this process's fresh namespace: the bare load of a point's state, or
+ * kproxy's cold sync of it, with its change and connect figures when `detailed`.
  */
-async function measurePoint(shape: ClusterShape, detailed: boolean): Promise<Record<string, unknown>> {
-  const model = loadedModel(shapedCluster(shape));
+async function measurePart(load: IpvsLoad, part: IpvsLoadPart): Promise<Record<string, unknown>> {
+  const model = loadedModel(loadCluster(load));
   const state = model.update().state;
-  const bare = await bareLoad(state);
-  await clean(true);
-  const { ms: coldSyncMs, dp } = await coldSync(state);
-  let figures: Record<string, unknown> = {
-    services: shape.services,
-    endpointsPerService: shape.endpointsPerService,
-    wide: shape.wide,
-    coldSyncMs: round(coldSyncMs),
-    bareLoadMs: round((bare.ip ?? 0) + (bare.ipvsadm ?? 0) + (bare.nft ?? 0)),
-    bareIpvsadmRestoreMs: round(bare.ipvsadm ?? 0),
-    bareNftMs: round(bare.nft ?? 0),
-    bareIpBatchMs: round(bare.ip ?? 0),
-  };
-  if (detailed) {
-    figures = { ...figures, ...(await changeFigures(shape, model, dp)) };
-    latency ??= await connectLab(lab);
-    figures = { ...figures, ...(await connectFigures(latency, shape.services)) };
+  if (part === 'bare') {
+    const bare = await bareLoad(state);
+    await clean();
+    return {
+      bareLoadMs: round((bare.ip ?? 0) + (bare.ipvsadm ?? 0) + (bare.nft ?? 0)),
+      bareIpvsadmRestoreMs: round(bare.ipvsadm ?? 0),
+      bareNftMs: round(bare.nft ?? 0),
+      bareIpBatchMs: round(bare.ip ?? 0),
+    };
   }
-  process.stderr.write(`ipvs bench: ${JSON.stringify(figures)}\n`);
-  await clean(true);
+  // A first sync in a process pays for compiling and warming up its code (several times the next
+  // one's cost in the VM): a small one goes first, unmeasured, with one real server per service
+  // so that the trash it leaves in this namespace is 100 entries (each later add walks it).
+  await coldSync(loadedModel(syntheticCluster({ services: 100, endpointsPerService: 1 })).update().state);
+  await clean();
+  const { ms: coldSyncMs, dp } = await coldSync(state);
+  let figures: Record<string, unknown> = { coldSyncMs: round(coldSyncMs) };
+  if (load.detailed) {
+    figures = { ...figures, ...(await changeFigures(load.shape, model, dp)) };
+    const lab = new Lab(`bench-ipvs-${process.pid}`);
+    try {
+      figures = { ...figures, ...(await connectFigures(await connectLab(lab), load.shape.services)) };
+    } finally {
+      await lab.destroy();
+    }
+  }
+  await clean();
   return figures;
 }
 
-try {
-  await clean();
-  // A first sync in this process pays for compiling and warming up its code (several times the
-  // next one's cost in the VM): a small one goes first, unmeasured.
-  await coldSync(
-    loadedModel(syntheticCluster({ services: 100, endpointsPerService: endpoints })).update().state,
-  );
-  await clean();
-  const counts = values.services.split(',').map(Number);
-  const largest = Math.max(...counts);
-  const wideEndpoints = Number(values['wide-endpoints']);
-  const shapes: ClusterShape[] = [
-    ...counts.map((services) => ({ services, endpointsPerService: endpoints, wide: false })),
-    ...(wideEndpoints > 0 ? [{ services: 1, endpointsPerService: wideEndpoints, wide: true }] : []),
-  ];
-  // The change and connect figures at the largest size and for the wide Service, as in the curve.
-  const sizes: Record<string, unknown>[] = [];
-  for (const shape of shapes) sizes.push(await measurePoint(shape, shape.wide || shape.services === largest));
+const LOAD_RESULT = 'IPVS-LOAD ';
 
-  // ClientIP affinity against plain, same size, alternating (the first of each warms up nothing).
-  const affinityServices = Number(values['affinity-services']);
-  const plainCluster = syntheticCluster({ services: affinityServices, endpointsPerService: endpoints });
-  const states = {
-    plain: loadedModel(plainCluster).update().state,
-    affinity: loadedModel(withClientIPAffinity(plainCluster)).update().state,
-  };
-  const loads: Record<'plain' | 'affinity', number[]> = { plain: [], affinity: [] };
-  const order = Array.from({ length: Number(values.rounds) }, () => ['plain', 'affinity'] as const).flat();
-  for (const [i, kind] of order.entries()) {
-    loads[kind].push((await coldSync(states[kind])).ms);
-    await clean(i < order.length - 1);
+/**
+ * Runs a part of `load` in a child process in a namespace made for it, deleted after: IPVS keeps
+ * deleted real servers in a per-namespace trash for up to 180 s (a timer checks it every 60 s
+ * and frees them 120 s after, IP_VS_DEST_TRASH_PERIOD), and every real-server add walks it
+ * (ip_vs_trash_get_dest), so a load right after a clean of N real servers pays O(N) per add (at
+ * 10k services in the VM, 191 s for the cold sync and `ipvsadm --restore` alike against 23 s on a
+ * fresh kernel, docs/benchmarks.md). A fresh namespace has an empty trash: no load waits. A
+ * point's bare load and cold sync are two parts, each in its own namespace (the tools run as
+ * before, no nsenter or `ip netns exec` timed with them).
+ */
+async function inFreshNamespace(
+  load: IpvsLoad,
+  part: string,
+  index: number,
+): Promise<Record<string, unknown>> {
+  const lab = new Lab(`ipvs-load-${index}-${part}`);
+  try {
+    const ns = await lab.addNetns('node');
+    const { stdout } = await execa(
+      'ip',
+      [
+        'netns',
+        'exec',
+        ns,
+        process.execPath,
+        '--expose-gc',
+        import.meta.filename,
+        ...process.argv.slice(2),
+        ...['--load', JSON.stringify(load), '--part', part],
+      ],
+      { stderr: 'inherit' },
+    );
+    const line = stdout.split('\n').findLast((l) => l.startsWith(LOAD_RESULT));
+    if (line === undefined) throw new Error(`ipvs bench: load ${index} (${part}) printed no figures`);
+    return JSON.parse(line.slice(LOAD_RESULT.length)) as Record<string, unknown>;
+  } finally {
+    await lab.destroy();
+    await idleCpu();
   }
-
-  // The table's rows: the largest N on top (its change and connect figures among them).
-  const byLargest = sizes.find((s) => s.services === largest && s.wide === false) ?? {};
-  reportSection({
-    emulated: true,
-    endpointsPerService: endpoints,
-    sizes,
-    ...byLargest,
-    affinityServices,
-    coldSyncPlainMs: round(median(loads.plain)),
-    coldSyncAffinityMs: round(median(loads.affinity)),
-    affinityLoads: loads,
-  });
-} finally {
-  await lab.destroy();
-  await clean();
 }
+
+/**
+ * Waits (up to a minute) until the VM's CPU is idle for half a second: a deleted namespace is torn
+ * down by a kernel worker after `ip netns del` returns, which the next load must not compete with.
+ */
+async function idleCpu(): Promise<void> {
+  const busyAndTotal = async (): Promise<[number, number]> => {
+    const fields = (await readFile('/proc/stat', 'utf8'))
+      .split('\n')[0]!
+      .trim()
+      .split(/\s+/)
+      .slice(1)
+      .map(Number);
+    const total = fields.reduce((sum, n) => sum + n, 0);
+    return [total - fields[3]! - (fields[4] ?? 0), total];
+  };
+  for (const started = Date.now(); Date.now() - started < 60_000; ) {
+    const [busy0, total0] = await busyAndTotal();
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const [busy1, total1] = await busyAndTotal();
+    if (total1 > total0 && (busy1 - busy0) / (total1 - total0) < 0.2) return;
+  }
+}
+
+if (values.load !== undefined) {
+  const figures = await measurePart(
+    JSON.parse(values.load) as IpvsLoad,
+    (values.part ?? 'cold') as IpvsLoadPart,
+  );
+  process.stdout.write(`${LOAD_RESULT}${JSON.stringify(figures)}\n`);
+  process.exit(0);
+}
+
+const counts = values.services.split(',').map(Number);
+const largest = Math.max(...counts);
+const affinityServices = Number(values['affinity-services']);
+const loads = ipvsLoads({
+  services: counts,
+  endpointsPerService: endpoints,
+  wideEndpoints: Number(values['wide-endpoints']),
+  affinityServices,
+  rounds: Number(values.rounds),
+});
+const sizes: Record<string, unknown>[] = [];
+const affinityLoads: Record<'plain' | 'affinity', number[]> = { plain: [], affinity: [] };
+for (const [index, load] of loads.entries()) {
+  let figures: Record<string, unknown> = {};
+  for (const part of loadParts(load))
+    figures = { ...figures, ...(await inFreshNamespace(load, part, index)) };
+  if (load.kind === 'affinity-round') {
+    affinityLoads[load.affinity ? 'affinity' : 'plain'].push(figures.coldSyncMs as number);
+    continue;
+  }
+  const { services, endpointsPerService, wide } = load.shape;
+  figures = { services, endpointsPerService, wide, ...figures };
+  process.stderr.write(`ipvs bench: ${JSON.stringify(figures)}\n`);
+  sizes.push(figures);
+}
+// The table's rows: the largest N on top (its change and connect figures among them).
+const byLargest = sizes.find((s) => s.services === largest && s.wide === false) ?? {};
+reportSection({
+  emulated: true,
+  endpointsPerService: endpoints,
+  sizes,
+  ...byLargest,
+  affinityServices,
+  coldSyncPlainMs: round(median(affinityLoads.plain)),
+  coldSyncAffinityMs: round(median(affinityLoads.affinity)),
+  affinityLoads,
+});

@@ -1,4 +1,4 @@
-// `npm run bench` (as root; about 5–10 minutes on a 2-core machine, plus ~60 min for the ipvs
+// `npm run bench` (as root; about 5–10 minutes on a 2-core machine, plus ~25 min for the ipvs
 // section, which boots the emulated qemu VM when this kernel has no ip_vs): each section runs in
 // its own child process (so its memory figures are its own) and prints its figures; this driver
 // prints one table of figures and ratios against the targets, the scaling curve per mode (the
