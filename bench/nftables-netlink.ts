@@ -8,9 +8,12 @@
 // cannot split, or whose batch exceeds one datagram, goes to nft whole (netlink-elements.ts), so
 // the elements nft wrote are counted, and the batches too big.
 // --wide: one Service with --endpoints endpoints (in slices of 100) instead of N services.
-// The median is of the last --changes changes, after --warmup more (default 100; 0 with --wide, whose
-// changes take seconds): a daemon runs warm code for all but its first changes after a start, while
-// the first ones run code still interpreted or tiering up (their median is reported beside it).
+// The median is of the last --changes changes, after --warmup more (default 3,000: V8 optimises a
+// function with TurboFan after --invocation-count-for-turbofan calls, 3,000 in Node 24, and the
+// per-change functions are called at least once per change; at the churn section's 10 changes/s
+// that is five minutes of a daemon's life; 0 with --wide, whose changes take far longer): a daemon
+// runs optimised code for all but its first changes after a start, while the first ones run code
+// still interpreted or tiering up (their median is reported beside it).
 //     [--services 30000] [--endpoints 10] [--wide] [--changes 21] [--warmup N] [--skip-bare]
 //     [--send-buffer N]
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -74,6 +77,9 @@ function writerStats(writer: NetlinkElementWriter) {
   return stats;
 }
 
+/** V8's `--invocation-count-for-turbofan` default (`node --v8-options`). */
+const TURBOFAN_INVOCATIONS = 3000;
+
 const model = loadedModel(shapedCluster(shape));
 let state: DualStackState = model.update().state;
 const runner = execaRunner([]);
@@ -106,7 +112,7 @@ try {
   await dataplane.settled();
   // One endpoint of the middle service (slice) toggles between two pod IPs, as in nftables-speed.ts.
   const measured = Number(values.changes);
-  const warmup = measured === 0 ? 0 : Number(values.warmup ?? (shape.wide ? 0 : 100));
+  const warmup = measured === 0 ? 0 : Number(values.warmup ?? (shape.wide ? 0 : TURBOFAN_INVOCATIONS));
   const changeMs: number[] = [];
   const changeTransactionMs: number[] = [];
   const changeNftCalls: number[] = [];
