@@ -118,8 +118,7 @@ const num = (figures: Figures | undefined, key: string): number | undefined => {
 
 /**
  * Every point measured, per series in SERIES order, the N-services points by size, then the wide
- * one. A section's `sizes` are its points, each with the figures measured there (ipvs measures
- * its change and connect figures at its largest size and for the wide Service only).
+ * one. A section's `sizes` are its points, each with the figures measured there.
  */
 export function curvePoints(figures: BenchFigures): CurvePoint[] {
   return SERIES.flatMap(({ series, section: from, aside, keys }) => {

@@ -1,6 +1,5 @@
 // The IPVS section's loads (ipvs-speed.ts), in order: each point of the curve (its bare load and
-// kproxy's cold sync, with change and connect figures at the largest size and for the wide
-// Service), then the ClientIP rounds, plain and affinity alternating. Each part of a load (a
+// kproxy's cold sync, with its change and connect figures), then the ClientIP rounds, plain and affinity alternating. Each part of a load (a
 // point's bare load and cold sync, a round's cold sync) runs in a network namespace made for it
 // (IPVS state, its trash of deleted real servers included, is per namespace), so no load waits
 // for the trash an earlier one left. Pure, so the plan is unit-tested.
@@ -26,12 +25,11 @@ export interface IpvsLoadOptions {
 }
 
 export function ipvsLoads(options: IpvsLoadOptions): IpvsLoad[] {
-  const largest = Math.max(...options.services);
   const endpointsPerService = options.endpointsPerService;
   const point = (shape: ClusterShape): IpvsLoad => ({
     kind: 'point',
     shape,
-    detailed: shape.wide || shape.services === largest,
+    detailed: true,
     affinity: false,
   });
   const points = options.services.map((services) => point({ services, endpointsPerService, wide: false }));

@@ -7,10 +7,10 @@
 // - the bare load of the same state: kproxy's full render fed to `ip -batch`, `ipvsadm --restore`
 //   and `nft -f` (the tools' own cost of that state), vs kproxy's cold sync (IpvsDataplane start
 //   + full sync of a built state);
-// - (largest N, and the wide Service) one endpoint change end to end (ModelCache update +
+// - one endpoint change end to end (ModelCache update +
 //   incremental sync, whose first step sweeps the real server the change before left draining),
 //   median of several, vs one bare netlink call (editing a real server's weight);
-// - (largest N, and the wide Service) TCP connect latency from a client namespace to the first and
+// - TCP connect latency from a client namespace to the first and
 //   the last service (the wide point's are both its one Service);
 // - ClientIP affinity: the cold sync of A services with `sessionAffinity: ClientIP` vs the same
 //   without (issue 16's question for IPVS: persistence is one attribute per virtual server).

@@ -10,7 +10,7 @@ const lines = (options: Parameters<typeof ipvsLoads>[0]) =>
   );
 
 describe('ipvs bench loads', () => {
-  it('runs each size, the wide Service, then the ClientIP rounds alternating, each a load of its own', () => {
+  it('runs each size and the wide Service, each with its change and connect figures, then the ClientIP rounds alternating, each a load of its own', () => {
     assert.deepEqual(
       lines({
         services: [1000, 30000, 10000],
@@ -20,9 +20,9 @@ describe('ipvs bench loads', () => {
         rounds: 2,
       }),
       [
-        'point 1000x10',
+        'point 1000x10 detailed',
         'point 30000x10 detailed',
-        'point 10000x10',
+        'point 10000x10 detailed',
         'point 1x100000 wide detailed',
         'affinity-round 3000x10',
         'affinity-round 3000x10 ClientIP',
