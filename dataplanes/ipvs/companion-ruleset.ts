@@ -27,7 +27,8 @@ import {
 } from '../shared/nft/service-rules.ts';
 import { type ChainSpec, fitComment, type SetSpec } from '../shared/nft/transaction.ts';
 import { addAffinity, affinityChains, affinitySets, steerRule } from './affinity.ts';
-import { type HairpinEndpoints, localEndpointsOf } from './incremental-ports.ts';
+import type { HairpinEndpoints } from './incremental-ports.ts';
+import { localEndpointsOf } from './sharing-index.ts';
 import type { IpvsFamilyServers } from './virtual-servers.ts';
 
 export const COMPANION_TABLE = 'kproxy-ipvs';

@@ -5,8 +5,8 @@
 // ports, so the changed ports' pieces come out as the whole state holds them, while the unchanged
 // ports' other pieces are the same before and after and drop out of the diff.
 //
-// The sharing ports are found in one pass over the unchanged ports that builds nothing: it looks up
-// each port's addresses, node port and local endpoints in small sets made from the changed ports.
+// The sharing ports are looked up in an index of the previous state (sharing-index.ts) by the
+// pieces of the changed ports: an unchanged port is the same in both states, and so are its pieces.
 //
 // A changed port in both states builds only its local endpoints (hairpin elements) that differ
 // between them: an element both sides would hold drops out of the diff anyway, whoever else holds
@@ -18,6 +18,7 @@ import type {
   ServicePort,
   ServicePortKey,
 } from '../../src/model/proxy-state.ts';
+import { localEndpointsOf, type SharingIndex, vipAddresses } from './sharing-index.ts';
 import { compareText, nodePortAddresses } from './virtual-servers.ts';
 
 export interface IncrementalPorts {
@@ -32,18 +33,6 @@ export interface IncrementalPorts {
 
 /** A port's local endpoints whose hairpin elements are built. */
 export type HairpinEndpoints = (sp: ServicePort) => Iterable<Endpoint>;
-
-/** Every local endpoint of `sp` (cluster and local lists: the hairpin set dedupes). */
-export function* localEndpointsOf(sp: ServicePort): Iterable<Endpoint> {
-  for (const ep of sp.clusterEndpoints) if (ep.isLocal) yield ep;
-  for (const ep of sp.localEndpoints) if (ep.isLocal) yield ep;
-}
-
-function vipAddresses(sp: ServicePort): string[] {
-  return sp.clusterIP === ''
-    ? [...sp.externalIPs, ...sp.loadBalancerIPs]
-    : [sp.clusterIP, ...sp.externalIPs, ...sp.loadBalancerIPs];
-}
 
 /** What the changed ports hold that another port could hold too. */
 class SharedPieces {
@@ -72,18 +61,6 @@ class SharedPieces {
     for (const ip of localIps) this.localEndpoints.add(ip);
   }
 
-  /** Whether `sp` may hold one of these pieces (no false negatives; rare false positives). */
-  sharedBy(sp: ServicePort): boolean {
-    if (sp.clusterIP !== '' && this.addresses.has(sp.clusterIP)) return true;
-    for (const address of sp.externalIPs) if (this.addresses.has(address)) return true;
-    for (const address of sp.loadBalancerIPs) if (this.addresses.has(address)) return true;
-    if (sp.nodePort !== 0 && this.nodeAddressPorts.get(sp.protocol)?.has(sp.nodePort)) return true;
-    if (this.localEndpoints.size === 0) return false;
-    for (const ep of sp.clusterEndpoints) if (ep.isLocal && this.localEndpoints.has(ep.ip)) return true;
-    for (const ep of sp.localEndpoints) if (ep.isLocal && this.localEndpoints.has(ep.ip)) return true;
-    return false;
-  }
-
   #nodeAddressPort(protocol: Protocol, port: number): void {
     const ports = this.nodeAddressPorts.get(protocol) ?? new Set<number>();
     ports.add(port);
@@ -93,12 +70,13 @@ class SharedPieces {
 
 /**
  * The ports to build for a change of `changed` between two states of one family with the same
- * node settings (so the same node-port addresses).
+ * node settings (so the same node-port addresses); `sharing` is the index of `prev`.
  */
 export function incrementalPorts(
   prev: ProxyState,
   next: ProxyState,
   changed: ReadonlySet<ServicePortKey>,
+  sharing: SharingIndex,
 ): IncrementalPorts {
   const keys = [...changed].sort(compareText);
   const changedBefore = keys.flatMap((key) => prev.servicePorts.get(key) ?? []);
@@ -142,15 +120,13 @@ export function incrementalPorts(
   }
   const hairpinBefore: HairpinEndpoints = (sp) => differing.before.get(sp.key) ?? localEndpointsOf(sp);
   const hairpinAfter: HairpinEndpoints = (sp) => differing.after.get(sp.key) ?? localEndpointsOf(sp);
-  const sharing: ServicePort[] = [];
-  if (changedBefore.length + changedAfter.length > 0) {
-    for (const sp of next.servicePorts.values()) {
-      if (!changed.has(sp.key) && shared.sharedBy(sp)) sharing.push(sp);
-    }
+  const sharingPorts: ServicePort[] = [];
+  for (const key of sharing.holders(shared.addresses, shared.nodeAddressPorts, shared.localEndpoints)) {
+    if (!changed.has(key)) sharingPorts.push(next.servicePorts.get(key)!);
   }
   return {
-    before: inKeyOrder(changedBefore, sharing),
-    after: inKeyOrder(changedAfter, sharing),
+    before: inKeyOrder(changedBefore, sharingPorts),
+    after: inKeyOrder(changedAfter, sharingPorts),
     hairpinBefore,
     hairpinAfter,
   };

@@ -6,6 +6,7 @@
 // compares is what the whole state holds), unless a family or the node settings changed, or a
 // ClientIP chain comes or goes: then the two whole desired states are compared.
 import { isDeepStrictEqual } from 'node:util';
+import type { IPFamily } from '../../src/base/ip-family.ts';
 import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
 import type { DualStackState, ServicePortKey } from '../../src/model/proxy-state.ts';
 import type { DataplanePlanner } from '../shared/dataplane.ts';
@@ -18,6 +19,7 @@ import { incrementalPorts } from './incremental-ports.ts';
 import { diffAddresses, diffVirtualServers } from './ipvs-diff.ts';
 import { FAMILIES, type IpvsDesired, type IpvsPlan } from './ipvs-plan.ts';
 import { renderPlan } from './ipvs-render.ts';
+import { SharingIndex } from './sharing-index.ts';
 import { compareText, ipvsFamilyServers, type VirtualServer } from './virtual-servers.ts';
 
 export interface IpvsPlannerOptions {
@@ -59,6 +61,9 @@ export function companionDesired(state: DualStackState, options: IpvsPlannerOpti
 
 export type IncrementalIpvsPlan = Extract<IpvsPlan, { kind: 'incremental' }>;
 
+/** Per family, the sharing index (sharing-index.ts) of the state the kernel holds. */
+export type SharingIndexes = Map<IPFamily, SharingIndex>;
+
 /** An incremental plan and what it changes in the record of what the kernel holds. */
 export interface IpvsIncremental {
   readonly plan: IncrementalIpvsPlan;
@@ -67,35 +72,43 @@ export interface IpvsIncremental {
    * Bound addresses change as plan.addresses says.
    */
   readonly virtualServers: ReadonlyMap<string, VirtualServer | undefined>;
+  /** Once the plan is applied: takes the sharing indexes the plan was given to the next state. */
+  commit(): void;
 }
 
 /**
  * What takes a kernel holding planFull(prev) to planFull(next). `changed`, when the caller knows
- * it, is exactly the service ports that differ (else the states are compared).
+ * it, is exactly the service ports that differ (else the states are compared). `sharing` holds
+ * the sharing indexes of `prev` the caller keeps (the live dataplane's); a missing one is built
+ * and added.
  */
 export function ipvsIncremental(
   prev: DualStackState,
   next: DualStackState,
   options: IpvsPlannerOptions,
   changed?: ReadonlySet<ServicePortKey>,
+  sharing: SharingIndexes = new Map(),
 ): IpvsIncremental {
   const wholeDiff = FAMILIES.some((family) => {
     const before = prev[family];
     const after = next[family];
     return !before !== !after || (before && after && !isDeepStrictEqual(before.node, after.node));
   });
-  if (wholeDiff) return wholeStateIncremental(prev, next, options);
+  if (wholeDiff) return wholeStateIncremental(prev, next, options, sharing);
   const before = { virtualServers: new Map<string, VirtualServer>(), bound: [] as string[] };
   const after = { virtualServers: new Map<string, VirtualServer>(), bound: [] as string[] };
   const nft = new NftTransaction(COMPANION_TABLE);
   const recordChanges = new Map<string, VirtualServer | undefined>();
+  const commits: (() => void)[] = [];
   for (const family of FAMILIES) {
     const prevState = prev[family];
     const nextState = next[family];
     if (!prevState || !nextState) continue;
     const familyChanged = changed ?? changedServicePorts(prevState, nextState);
     if (familyChanged.size === 0) continue;
-    const ports = incrementalPorts(prevState, nextState, familyChanged);
+    const index = sharing.get(family) ?? SharingIndex.of(prevState);
+    sharing.set(family, index);
+    const ports = incrementalPorts(prevState, nextState, familyChanged, index);
     const serversBefore = ipvsFamilyServers(prevState, options.scheduler, ports.before);
     const serversAfter = ipvsFamilyServers(nextState, options.scheduler, ports.after);
     for (const [key, vs] of serversBefore.virtualServers) before.virtualServers.set(key, vs);
@@ -110,7 +123,7 @@ export function ipvsIncremental(
     // these ports may be used by ports not built here: whether it stays is the whole state's
     // question. Same chains before and after: the whole state's chains are unchanged too.
     if (!sameNames(elementsBefore.chains, elementsAfter.chains))
-      return wholeStateIncremental(prev, next, options);
+      return wholeStateIncremental(prev, next, options, sharing);
     diffFamily(nft, elementsBefore, elementsAfter);
     // The unchanged ports built beside the changed ones hold the same pieces before and after.
     for (const [key, vs] of serversBefore.virtualServers) {
@@ -119,6 +132,7 @@ export function ipvsIncremental(
     for (const [key, vs] of serversAfter.virtualServers) {
       if (familyChanged.has(vs.servicePort) || recordChanges.has(key)) recordChanges.set(key, vs);
     }
+    commits.push(() => index.update(prevState, nextState, familyChanged));
   }
   // Pieces of the whole desired states, in the same order (IPv4 first, keys sorted per family).
   const partial = (side: typeof before): IpvsDesired => ({
@@ -133,14 +147,24 @@ export function ipvsIncremental(
     addresses: diffAddresses(from.boundAddresses, to.boundAddresses),
     nft,
   };
-  return { plan, virtualServers: recordChanges };
+  return {
+    plan,
+    virtualServers: recordChanges,
+    commit: () => {
+      for (const commit of commits) commit();
+    },
+  };
 }
 
-/** The diff of the two whole desired states: when a family or the node settings changed. */
+/**
+ * The diff of the two whole desired states: when a family or the node settings changed, or a
+ * ClientIP chain comes or goes. The sharing indexes are then built anew when next needed.
+ */
 function wholeStateIncremental(
   prev: DualStackState,
   next: DualStackState,
   options: IpvsPlannerOptions,
+  sharing: SharingIndexes,
 ): IpvsIncremental {
   const before = desired(prev, options);
   const after = desired(next, options);
@@ -155,6 +179,7 @@ function wholeStateIncremental(
       nft: diffRulesets(before.nft, after.nft, COMPANION_TABLE),
     },
     virtualServers: recordChanges,
+    commit: () => sharing.clear(),
   };
 }
 

@@ -8,7 +8,13 @@ import { diffAddresses, diffVirtualServers } from '../../../dataplanes/ipvs/ipvs
 import type { IpvsPlan } from '../../../dataplanes/ipvs/ipvs-plan.ts';
 import { renderPlan } from '../../../dataplanes/ipvs/ipvs-render.ts';
 import { IpvsDataplane } from '../../../dataplanes/ipvs/live.ts';
-import { companionDesired, ipvsDesired, ipvsIncremental } from '../../../dataplanes/ipvs/planner.ts';
+import {
+  companionDesired,
+  ipvsDesired,
+  ipvsIncremental,
+  type SharingIndexes,
+} from '../../../dataplanes/ipvs/planner.ts';
+import { SharingIndex } from '../../../dataplanes/ipvs/sharing-index.ts';
 import type { VirtualServer } from '../../../dataplanes/ipvs/virtual-servers.ts';
 import type { SyncOutcome } from '../../../dataplanes/shared/dataplane.ts';
 import { diffRulesets } from '../../../dataplanes/shared/nft/diff.ts';
@@ -93,13 +99,16 @@ test('incremental plans equal the whole-state diff and reach the kernel a full s
     const table = fromDesired(ipvsDesired(prev, RR));
     const addresses = new Set(ipvsDesired(prev, RR).boundAddresses);
     const record = new Map(ipvsDesired(prev, RR).virtualServers);
+    // Kept across the steps as the live dataplane keeps it; `told` builds its own each step.
+    const sharing: SharingIndexes = new Map();
     for (let step = 0; step < 6; step++) {
       const next = nextState(random, prev);
       const expected = renderPlan(wholeStateDiff(prev, next));
-      const change = ipvsIncremental(prev, next, RR);
+      const change = ipvsIncremental(prev, next, RR, undefined, sharing);
       assert.equal(renderPlan(change.plan), expected, `seed ${seed} step ${step}`);
       const told = ipvsIncremental(prev, next, RR, changedKeys(prev, next));
       assert.equal(renderPlan(told.plan), expected, `seed ${seed} step ${step}, changed given`);
+      change.commit();
       applyOps(table, change.plan.ops);
       for (const address of change.plan.addresses.add) {
         assert.ok(!addresses.has(address), `seed ${seed}: ${address} added twice`);
@@ -176,8 +185,10 @@ test('an endpoint change among 5,000 node-port services builds that one service 
   const changed = ports[2500]!;
   const moved = counted({ ...changed, clusterEndpoints: [endpoint('10.244.200.1')] });
   const next = ipv4(ports.map((sp) => (sp === changed ? moved : sp)));
+  // The live dataplane keeps the index across syncs; building it reads every port.
+  const sharing: SharingIndexes = new Map([['IPv4', SharingIndex.of(prev.IPv4!)]]);
   read.clear();
-  const change = ipvsIncremental(prev, next, RR, new Set([changed.key]));
+  const change = ipvsIncremental(prev, next, RR, new Set([changed.key]), sharing);
   assert.deepEqual([...read], [changed.key]);
   assert.deepEqual(
     change.plan.ops.map((op) => `${op.op} ${op.service.address}:${op.service.port}`),
@@ -211,12 +222,13 @@ test('ClientIP: an endpoint swap builds that one port; a real-server count that 
     ),
   );
   const prev = ipv4(ports);
+  const sharing: SharingIndexes = new Map([['IPv4', SharingIndex.of(prev.IPv4!)]]);
   const changed = ports[1500]!;
   const change = (endpoints: ServicePort['clusterEndpoints']) => {
     const moved = counted({ ...changed, clusterEndpoints: endpoints });
     const next = ipv4(ports.map((sp) => (sp === changed ? moved : sp)));
     read.clear();
-    const plan = ipvsIncremental(prev, next, RR, new Set([changed.key])).plan;
+    const plan = ipvsIncremental(prev, next, RR, new Set([changed.key]), sharing).plan;
     const built = read.size;
     assert.equal(renderPlan(plan), renderPlan(wholeStateDiff(prev, next)));
     return { plan, read: built };
