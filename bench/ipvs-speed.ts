@@ -22,10 +22,12 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { execa } from 'execa';
+import { COMPANION_TABLE, companionSets } from '../dataplanes/ipvs/companion-ruleset.ts';
 import { IPVS_REQUEST_TIMEOUT_MS, NetlinkIpvsClient } from '../dataplanes/ipvs/ipvs-client.ts';
 import { IpvsDataplane } from '../dataplanes/ipvs/live.ts';
 import { ipvsPlanner } from '../dataplanes/ipvs/planner.ts';
 import { commandTimeoutMs, execaRunner } from '../dataplanes/shared/command-runner.ts';
+import { NetlinkElementWriter } from '../dataplanes/shared/nft/netlink-elements.ts';
 import { allowance } from '../harness/emulation.ts';
 import { Lab } from '../harness/netns.ts';
 import { kernelRuns, runInVm } from '../harness/vm.ts';
@@ -132,7 +134,10 @@ function dataplane(): IpvsDataplane {
   // The runner's bounds are sized for a real node; every tool runs ~10-15x slower under TCG (at
   // 30k services the `ip -batch` binding 30,000 addresses outran the 30 s bound of `ip` here).
   const runner = execaRunner([], { timeoutMs: (command) => allowance(commandTimeoutMs(command)) });
-  return new IpvsDataplane({ runner, openClient });
+  // As the daemon: the companion table's incremental elements by netlink (this process runs in
+  // the load's namespace).
+  const elements = NetlinkElementWriter.open(COMPANION_TABLE, companionSets);
+  return new IpvsDataplane({ runner, openClient, elements });
 }
 
 /** The netlink client, its bound stretched too (a dump of 30k virtual servers outran 10 s here). */

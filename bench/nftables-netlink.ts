@@ -21,12 +21,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setImmediate } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
+import { familySets } from '../dataplanes/nftables/base-objects.ts';
 import { desiredRuleset } from '../dataplanes/nftables/desired-ruleset.ts';
 import { NftablesDataplane } from '../dataplanes/nftables/live.ts';
-import { NetlinkElementWriter } from '../dataplanes/nftables/netlink-elements.ts';
 import { commandNftRunner } from '../dataplanes/nftables/nft-runner.ts';
 import { execaRunner } from '../dataplanes/shared/command-runner.ts';
 import { fullTransaction } from '../dataplanes/shared/nft/full-transaction.ts';
+import { NetlinkElementWriter } from '../dataplanes/shared/nft/netlink-elements.ts';
 import { TABLE } from '../dataplanes/shared/nft/transaction.ts';
 import type { DualStackState } from '../src/model/proxy-state.ts';
 import { loadedModel } from './bench-model.ts';
@@ -97,6 +98,7 @@ try {
   const sendBuffer = values['send-buffer'];
   const elements = NetlinkElementWriter.open(
     TABLE,
+    familySets,
     sendBuffer === undefined ? undefined : Number(sendBuffer),
   );
   const stats = writerStats(elements);

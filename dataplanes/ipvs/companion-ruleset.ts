@@ -35,7 +35,8 @@ export const COMPANION_TABLE = 'kproxy-ipvs';
 
 const L4 = 'meta l4proto { tcp, udp, sctp }';
 
-function sets(syntax: FamilySyntax): SetSpec[] {
+/** The companion table's sets in one family (what the netlink element writer may write). */
+export function companionSets(syntax: FamilySyntax): SetSpec[] {
   const addr = syntax.addrType;
   const vip = `${addr} . inet_proto . inet_service`;
   const port = 'inet_proto . inet_service';
@@ -198,7 +199,7 @@ function addHairpin(builder: RulesetBuilder, sp: ServicePort, locals: Iterable<E
 export function companionRuleset(state: ProxyState, servers: IpvsFamilyServers): FamilyRuleset {
   const syntax = familySyntax(state.family);
   const builder = new RulesetBuilder(syntax.family);
-  for (const set of sets(syntax)) builder.addSet(set);
+  for (const set of companionSets(syntax)) builder.addSet(set);
   for (const chain of chains(syntax, state.node)) builder.addChain(chain);
   for (const address of servers.nodePortAddresses) builder.addElement('nodeport-ips', { key: address });
   addPorts(builder, state, state.servicePorts.values(), servers, localEndpointsOf);

@@ -13,6 +13,7 @@ import { UdpConntrackReconciler } from '../shared/conntrack/udp-conntrack-reconc
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
 import { DataplaneError } from '../shared/dataplane-error.ts';
 import { firstOfEachSet, intactCheckScript, intactValuesScript } from '../shared/nft/intact-check-script.ts';
+import { type NetlinkElementWriter, writeTransaction } from '../shared/nft/netlink-elements.ts';
 import { FAMILIES as NFT_FAMILIES } from '../shared/nft/ruleset.ts';
 import { COMPANION_TABLE } from './companion-ruleset.ts';
 import { boundAddresses, CommandError, changeAddresses, deleteLink, linkExists } from './dummy-link.ts';
@@ -64,6 +65,13 @@ export interface IpvsDataplaneOptions {
   /** kube-proxy's ipvs.excludeCIDRs: virtual servers there are never removed. */
   readonly excludeCIDRs?: readonly string[];
   readonly log?: IpvsLog;
+  /**
+   * Writes the companion table's elements of incremental syncs as nf_tables netlink batches
+   * (netlink-elements.ts), in this process's namespace; without it they go by `nft -f` text. An
+   * element command makes nft 1.0.6 read the table's sets first: ~25 ms at 30k services, ~400 ms
+   * in the emulated bench VM, for one hairpin element.
+   */
+  readonly elements?: NetlinkElementWriter;
   /** Milliseconds on a monotonic clock (performance.now); tests step it. */
   readonly now?: () => number;
 }
@@ -190,6 +198,7 @@ export class IpvsDataplane implements LiveDataplane {
   readonly #timeouts: IpvsTimeouts | undefined;
   readonly #excludeCIDRs: readonly string[];
   #client: IpvsClient | undefined;
+  readonly #elements: NetlinkElementWriter | undefined;
   /** The state the kernel holds, when we are sure of it; undefined forces the next sync to be full. */
   #committed: DualStackState | undefined;
   readonly #conntrack: UdpConntrackReconciler;
@@ -222,6 +231,7 @@ export class IpvsDataplane implements LiveDataplane {
     this.#timeouts = options.timeouts;
     this.#excludeCIDRs = options.excludeCIDRs ?? [];
     this.#now = options.now ?? (() => performance.now());
+    this.#elements = options.elements;
   }
 
   /** Real servers waiting for their connections to end (for tests and logs). */
@@ -423,7 +433,7 @@ export class IpvsDataplane implements LiveDataplane {
     if (plan.kind !== 'incremental') throw new Error('expected an incremental IPVS plan');
     await changeAddresses(this.#runner, plan.addresses.add, []);
     await this.#applyOps(client, plan.ops);
-    await this.#nft(plan.nft.toString());
+    await writeTransaction(plan.nft, this.#elements, (script) => this.#nft(script));
     await changeAddresses(this.#runner, [], plan.addresses.delete);
   }
 

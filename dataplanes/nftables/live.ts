@@ -23,13 +23,13 @@ import {
   intactCheckScript,
   intactValuesScript,
 } from '../shared/nft/intact-check-script.ts';
+import type { NetlinkElementWriter, SplitTransaction } from '../shared/nft/netlink-elements.ts';
 import { CANARY_SET, type DesiredRuleset, FAMILIES, type FamilyRuleset } from '../shared/nft/ruleset.ts';
 import { type NftFamily, type NftTransaction, TABLE } from '../shared/nft/transaction.ts';
 import { adoptTable, canaryNonce } from './adopt.ts';
 import type { SlotRecord } from './endpoint-slots.ts';
 import { FragmentIndex } from './fragment-index.ts';
 import { IntactSampler } from './intact-check.ts';
-import type { NetlinkElementWriter, SplitTransaction } from './netlink-elements.ts';
 import type { NftRunner } from './nft-runner.ts';
 import {
   DEFAULT_COLD_START_CHUNK,

@@ -19,7 +19,8 @@ const FACTORIES: Record<DataplaneMode, Factory> = {
   async nftables({ logger, runner }) {
     const { NftablesDataplane } = await import('../../dataplanes/nftables/live.ts');
     const { commandNftRunner } = await import('../../dataplanes/nftables/nft-runner.ts');
-    const { NetlinkElementWriter } = await import('../../dataplanes/nftables/netlink-elements.ts');
+    const { NetlinkElementWriter } = await import('../../dataplanes/shared/nft/netlink-elements.ts');
+    const { familySets } = await import('../../dataplanes/nftables/base-objects.ts');
     const { TABLE } = await import('../../dataplanes/shared/nft/transaction.ts');
     const commands = runner ?? execaRunner();
     const log = logger.child({ dataplane: 'nftables' });
@@ -27,7 +28,7 @@ const FACTORIES: Record<DataplaneMode, Factory> = {
       nft: commandNftRunner(commands),
       commands,
       // Elements by netlink only where nft runs: the socket lives in this process' namespace.
-      elements: runner === undefined ? NetlinkElementWriter.open(TABLE) : undefined,
+      elements: runner === undefined ? NetlinkElementWriter.open(TABLE, familySets) : undefined,
       log: (message, fields) => log.info(fields ?? {}, message),
     });
   },
@@ -42,6 +43,8 @@ const FACTORIES: Record<DataplaneMode, Factory> = {
   async ipvs({ logger, runner, ipvs }) {
     const { IpvsDataplane } = await import('../../dataplanes/ipvs/live.ts');
     const { NetlinkIpvsClient } = await import('../../dataplanes/ipvs/ipvs-client.ts');
+    const { NetlinkElementWriter } = await import('../../dataplanes/shared/nft/netlink-elements.ts');
+    const { COMPANION_TABLE, companionSets } = await import('../../dataplanes/ipvs/companion-ruleset.ts');
     const log = logger.child({ dataplane: 'ipvs' });
     const seconds = (ms: number | undefined) => Math.round((ms ?? 0) / 1000);
     return new IpvsDataplane({
@@ -56,6 +59,8 @@ const FACTORIES: Record<DataplaneMode, Factory> = {
         udpSeconds: seconds(ipvs?.udpTimeoutMs),
       },
       excludeCIDRs: ipvs?.excludeCIDRs ?? [],
+      // Like the IPVS socket, in this process' namespace: only where the tools run here too.
+      elements: runner === undefined ? NetlinkElementWriter.open(COMPANION_TABLE, companionSets) : undefined,
       log: (message, fields) => log.info(fields ?? {}, message),
     });
   },

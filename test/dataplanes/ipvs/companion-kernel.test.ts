@@ -5,6 +5,7 @@
 // ip_vs and dummy links, which only the VM has (vm/live.vmtest.ts).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { ipvsPlanner } from '../../../dataplanes/ipvs/planner.ts';
 import { Lab, requireRoot } from '../../../harness/netns.ts';
 import type { DualStackState } from '../../../src/model/proxy-state.ts';
@@ -44,4 +45,23 @@ test('the rendered companion table loads with nft -f; render --since steps end w
     );
     state = next;
   }
+});
+
+test('incremental companion transactions with their elements by netlink leave what nft text leaves', async (t) => {
+  if (!requireRoot(t, 'network namespaces and nft')) return;
+  const lab = new Lab('ipvs-companion-nl');
+  t.after(() => lab.destroy());
+  const main = fileURLToPath(new URL('./companion-netlink-main.ts', import.meta.url));
+  const seeds = ['21', '22', '23', '24', '25', '26'];
+  const run = async (mode: 'netlink' | 'text') => {
+    const ns = await lab.addNetns(mode);
+    const { stdout } = await lab.exec(ns, process.execPath, [main, mode, ...seeds]);
+    return { ns, batches: (JSON.parse(stdout.trim().split('\n').at(-1)!) as { batches: number }).batches };
+  };
+  const netlink = await run('netlink');
+  const text = await run('text');
+  // Most steps split (element changes, new ClientIP chains before them, dropped ones after).
+  assert.ok(netlink.batches >= 3, `${netlink.batches} batches of ${seeds.length - 1} steps`);
+  assert.equal(text.batches, 0);
+  assert.deepEqual(await canonicalRuleset(lab, netlink.ns), await canonicalRuleset(lab, text.ns));
 });

@@ -10,11 +10,13 @@
 //   node netlink-sync-main.ts oversize [text]  with the smallest send buffer the kernel gives:
 //                                            golden 'cluster-ip', then 'web' with 200 endpoints
 //                                            (a batch over one datagram), then with 201
+
+import { familySets } from '../../../dataplanes/nftables/base-objects.ts';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
-import { NetlinkElementWriter } from '../../../dataplanes/nftables/netlink-elements.ts';
 import { commandNftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { elementBatch } from '../../../dataplanes/shared/nft/element-batch.ts';
+import { NetlinkElementWriter } from '../../../dataplanes/shared/nft/netlink-elements.ts';
 import { NftTransaction, TABLE } from '../../../dataplanes/shared/nft/transaction.ts';
 import type { DualStackState, ProxyState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
@@ -48,7 +50,7 @@ const [mode, ...args] = process.argv.slice(2);
 const commands = execaRunner([]);
 // SO_SNDBUF of 1 gives the kernel's minimum (~4.5 KiB), so a change of a few hundred elements
 // exceeds one datagram and must go to nft whole.
-const elements = NetlinkElementWriter.open(TABLE, mode === 'oversize' ? 1 : undefined);
+const elements = NetlinkElementWriter.open(TABLE, familySets, mode === 'oversize' ? 1 : undefined);
 const dataplane = new NftablesDataplane({
   nft: commandNftRunner(commands),
   commands,

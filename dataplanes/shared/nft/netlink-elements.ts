@@ -11,22 +11,21 @@
 // the live dataplane's next sync is a full one (adoption deletes the stale chains). A transaction
 // that cannot be split so (a table replaced, a chain rewritten, a set whose type the encoder does
 // not know) or whose batch exceeds one datagram (the only atomic unit: see netlink-socket.ts) goes
-// to nft whole, as before. Cold starts' pieces and fragments (endpoint changes) split; full syncs
-// on a node with our tables go to nft.
+// to nft whole, as before. In nftables mode, cold starts' pieces and fragments (endpoint changes)
+// split, full syncs on a node with our tables go to nft; in IPVS mode, the companion table's
+// incremental transactions split.
 
-import type { Steps } from '../../src/base/work-slices.ts';
-import { DataplaneError } from '../shared/dataplane-error.ts';
-import { errnoName, NetlinkSocket, openNetfilterNetlink } from '../shared/netlink-socket.ts';
-import {
-  type ElementBatch,
-  type ElementOp,
-  elementBatch,
-  elementBatchSteps,
-} from '../shared/nft/element-batch.ts';
-import { type SetLayout, setLayout } from '../shared/nft/element-encoding.ts';
-import { familySyntax } from '../shared/nft/family-syntax.ts';
-import { type NftFamily, type NftOp, NftTransaction } from '../shared/nft/transaction.ts';
-import { familySets } from './base-objects.ts';
+import type { IPFamily } from '../../../src/base/ip-family.ts';
+import { runAll, type Steps } from '../../../src/base/work-slices.ts';
+import { DataplaneError } from '../dataplane-error.ts';
+import { errnoName, NetlinkSocket, openNetfilterNetlink } from '../netlink-socket.ts';
+import { type ElementBatch, type ElementOp, elementBatch, elementBatchSteps } from './element-batch.ts';
+import { type SetLayout, setLayout } from './element-encoding.ts';
+import { type FamilySyntax, familySyntax } from './family-syntax.ts';
+import { type NftFamily, type NftOp, NftTransaction, type SetSpec } from './transaction.ts';
+
+/** The sets a table declares in a family, whose elements the writer may write. */
+export type TableSets = (syntax: FamilySyntax) => readonly SetSpec[];
 
 /** Asked of the kernel; it gives at most twice net.core.wmem_max (Debian's default: 416 KiB). */
 const SEND_BUFFER = 64 << 20;
@@ -57,28 +56,29 @@ export class NetlinkElementWriter {
   /** Batches committed (the tests and the bench check the writer was used). */
   batches = 0;
 
-  constructor(socket: NetlinkSocket, maxBytes: number, table: string) {
+  constructor(socket: NetlinkSocket, maxBytes: number, table: string, sets: TableSets) {
     this.#socket = socket;
     this.maxBytes = maxBytes;
     this.#table = table;
     for (const [family, ipFamily] of [
       ['ip', 'IPv4'],
       ['ip6', 'IPv6'],
-    ] as const) {
-      for (const set of familySets(familySyntax(ipFamily)))
+    ] as const satisfies readonly (readonly [NftFamily, IPFamily])[]) {
+      for (const set of sets(familySyntax(ipFamily)))
         this.#layouts.set(`${family} ${set.name}`, setLayout(set));
     }
   }
 
   /**
-   * A writer on a netfilter socket in this process's network namespace; `sendBuffer` what it asks
-   * for (the bench asks for Debian's default to see a host that has not raised wmem_max).
+   * A writer of `table`'s elements on a netfilter socket in this process's network namespace;
+   * `sendBuffer` what it asks for (the bench asks for Debian's default to see a host that has not
+   * raised wmem_max).
    */
-  static open(table: string, sendBuffer = SEND_BUFFER): NetlinkElementWriter {
+  static open(table: string, sets: TableSets, sendBuffer = SEND_BUFFER): NetlinkElementWriter {
     const raw = openNetfilterNetlink(sendBuffer);
     // netlink_sendmsg refuses a datagram longer than the send buffer less 32 bytes.
     const maxBytes = raw.getSendBufferSize() - 32;
-    return new NetlinkElementWriter(new NetlinkSocket(raw, ANSWER_TIMEOUT_MS), maxBytes, table);
+    return new NetlinkElementWriter(new NetlinkSocket(raw, ANSWER_TIMEOUT_MS), maxBytes, table, sets);
   }
 
   close(): void {
@@ -158,6 +158,23 @@ export class NetlinkElementWriter {
     }
     return undefined;
   }
+}
+
+/**
+ * Applies `tx`: its text before the elements by `nft`, the elements as one batch, then its text
+ * after, when `writer` can split it and the batch fits one datagram; else all of it by `nft`.
+ */
+export async function writeTransaction(
+  tx: NftTransaction,
+  writer: NetlinkElementWriter | undefined,
+  nft: (script: string) => Promise<void>,
+): Promise<void> {
+  const split = writer?.split(tx);
+  const batch = split && runAll(writer!.batchSteps(split));
+  if (!split || !batch) return nft(tx.toString());
+  if (!split.before.empty) await nft(split.before.toString());
+  await writer!.write(split, batch);
+  if (!split.after.empty) await nft(split.after.toString());
 }
 
 /**
