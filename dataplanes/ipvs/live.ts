@@ -205,7 +205,8 @@ export class IpvsDataplane implements LiveDataplane {
   #record: IpvsRecord | undefined;
   /**
    * The sharing indexes of #committed (sharing-index.ts): built in the background after a full
-   * sync, kept up to date by each incremental one, which waits for them.
+   * sync or a plan of the whole states, kept up to date by each incremental one, which waits for
+   * them.
    */
   #sharing: Promise<SharingIndexes> = Promise.resolve(new Map());
   /** Keys of virtual servers we made or adopted (a full sync may delete them). */
@@ -289,6 +290,9 @@ export class IpvsDataplane implements LiveDataplane {
         await this.#applyIncremental(client, change.plan);
         updateRecord(this.#record, change);
         change.commit();
+        // A plan of the whole states drops the indexes: built again beside the next changes.
+        if (FAMILIES.some((family) => state[family] && !sharing.has(family)))
+          this.#sharing = buildSharingIndexes(state);
         ran = 'incremental';
       } catch (err) {
         // Anything but a refusal is a bug: the sync fails (the daemon reports it), and the loop's
