@@ -17,13 +17,12 @@ import type { CommandRunner } from '../shared/command-runner.ts';
 import { UdpConntrackReconciler } from '../shared/conntrack/udp-conntrack-reconciler.ts';
 import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
 import { DataplaneError } from '../shared/dataplane-error.ts';
-import type { ElementBatch } from '../shared/nft/element-batch.ts';
 import {
   type ExpectedObjects,
   intactCheckScript,
   intactValuesScript,
 } from '../shared/nft/intact-check-script.ts';
-import type { NetlinkElementWriter, SplitTransaction } from '../shared/nft/netlink-elements.ts';
+import { type NetlinkElementWriter, writeSplit } from '../shared/nft/netlink-elements.ts';
 import { CANARY_SET, type DesiredRuleset, FAMILIES, type FamilyRuleset } from '../shared/nft/ruleset.ts';
 import { type NftFamily, type NftTransaction, TABLE } from '../shared/nft/transaction.ts';
 import { adoptTable, canaryNonce } from './adopt.ts';
@@ -322,7 +321,9 @@ export class NftablesDataplane implements LiveDataplane {
         const batch = split && (await runInSlices(this.#elements!.batchSteps(split)));
         const script = batch ? undefined : await scriptInSlices(step.value, slicer);
         await inFlight;
-        inFlight = batch ? this.#writeSplit(split!, batch) : this.#nft.run(script!);
+        inFlight = batch
+          ? writeSplit(this.#elements!, split!, batch, (text) => this.#nft.run(text))
+          : this.#nft.run(script!);
         // Handled where it is awaited; meanwhile a refusal is not an unhandled rejection.
         inFlight.catch(() => {});
         transactions++;
@@ -336,13 +337,6 @@ export class NftablesDataplane implements LiveDataplane {
     if (plan.kind === 'cold-start')
       this.#log('nftables: cold start in bounded transactions', { transactions });
     return objectCount;
-  }
-
-  /** A transaction's text before its elements, the elements by netlink, then the text after. */
-  async #writeSplit(split: SplitTransaction, batch: ElementBatch): Promise<void> {
-    if (!split.before.empty) await this.#nft.run(split.before.toString());
-    await this.#elements!.write(split, batch);
-    if (!split.after.empty) await this.#nft.run(split.after.toString());
   }
 
   /** The fragment indexes of `state`, built from now on; settled() waits for them. */

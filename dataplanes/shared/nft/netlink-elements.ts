@@ -172,8 +172,18 @@ export async function writeTransaction(
   const split = writer?.split(tx);
   const batch = split && runAll(writer!.batchSteps(split));
   if (!split || !batch) return nft(tx.toString());
+  await writeSplit(writer!, split, batch, nft);
+}
+
+/** A split transaction: its text before the elements by `nft`, the batch, then its text after. */
+export async function writeSplit(
+  writer: NetlinkElementWriter,
+  split: SplitTransaction,
+  batch: ElementBatch,
+  nft: (script: string) => Promise<void>,
+): Promise<void> {
   if (!split.before.empty) await nft(split.before.toString());
-  await writer!.write(split, batch);
+  await writer.write(split, batch);
   if (!split.after.empty) await nft(split.after.toString());
 }
 
