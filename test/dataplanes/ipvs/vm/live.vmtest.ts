@@ -7,10 +7,12 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { execa } from 'execa';
+import { COMPANION_TABLE, companionSets } from '../../../../dataplanes/ipvs/companion-ruleset.ts';
 import { NetlinkIpvsClient } from '../../../../dataplanes/ipvs/ipvs-client.ts';
 import { IpvsDataplane } from '../../../../dataplanes/ipvs/live.ts';
 import { ipvsPlanner } from '../../../../dataplanes/ipvs/planner.ts';
 import { execaRunner } from '../../../../dataplanes/shared/command-runner.ts';
+import { NetlinkElementWriter } from '../../../../dataplanes/shared/nft/netlink-elements.ts';
 import type { EchoOutcome } from '../../../../harness/echo-client.ts';
 import { Lab } from '../../../../harness/netns.ts';
 import { endpoint, ipv4, localEndpoint, proxyState, servicePort } from '../../../../harness/proxy-states.ts';
@@ -193,10 +195,14 @@ function dataplane(): IpvsDataplane {
 }
 
 test('IPVS dataplane: real packets, incremental ≡ full, cleanup', async (t) => {
+  // As the daemon runs it: the companion table's incremental elements by netlink.
+  const elements = NetlinkElementWriter.open(COMPANION_TABLE, companionSets);
+  t.after(() => elements.close());
   const dp = new IpvsDataplane({
     runner: execaRunner(),
     openClient: () => NetlinkIpvsClient.open(),
     timeouts: { tcpSeconds: 900, tcpFinSeconds: 0, udpSeconds: 300 },
+    elements,
   });
   t.after(() => dp.cleanup());
   await dp.start();
@@ -296,6 +302,7 @@ test('IPVS dataplane: real packets, incremental ≡ full, cleanup', async (t) =>
   await t.test('incremental sync: traffic follows, removed endpoint drains at weight 0', async () => {
     const result = await dp.sync(stateB(), 'incremental');
     assert.equal(result.kind, 'incremental');
+    assert.equal(elements.batches, 1, 'the companion elements (empty gone, api new) in one netlink batch');
     assert.deepEqual(names(await connect(client, 'tcp', '10.96.0.10', 80, 4)), { 'pod-0': 4 });
     assert.deepEqual(names(await connect(client, 'tcp', '10.96.0.11', 443, 2)), { 'pod-1': 2 });
     const gone = await connect(client, 'tcp', '10.96.0.99', 80, 1);
