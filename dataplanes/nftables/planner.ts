@@ -13,6 +13,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { IPFamily } from '../../src/base/ip-family.ts';
 import { runAll, type Steps } from '../../src/base/work-slices.ts';
 import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
+import { compareText } from '../../src/model/endpoints.ts';
 import type { DualStackState, NodeSettings, ServicePortKey } from '../../src/model/proxy-state.ts';
 import type { DataplanePlanner } from '../shared/dataplane.ts';
 import { diffFamily, diffRulesetsSteps } from '../shared/nft/diff.ts';
@@ -166,8 +167,12 @@ const NO_SLOTS: SlotTable = new Map();
 interface SlotsPlan {
   readonly before: FamilySlots;
   readonly after: FamilySlots;
-  /** The changed service ports of each family in both states. */
-  readonly changed: ReadonlyMap<NftFamily, ReadonlySet<ServicePortKey>>;
+  /**
+   * The changed service ports of each family in both states, in key order: the fragments are
+   * written in this order, so the daemon (given the keys of its round) and render (finding them by
+   * changedServicePorts, in map order) write the same bytes.
+   */
+  readonly changed: ReadonlyMap<NftFamily, readonly ServicePortKey[]>;
   /** Of those, each family's whose endpoints alone changed (endpoint-slots.ts). */
   readonly endpointChanges: ReadonlyMap<NftFamily, ReadonlyMap<ServicePortKey, EndpointChanges>>;
   /** Once the plan is applied: the record (options.slots) learns the new slots. */
@@ -179,7 +184,7 @@ function slotsPlan(prev: DualStackState, next: DualStackState, options: Incremen
   const record = options.slots ?? new Map<NftFamily, SlotRecord>();
   const before = new Map<NftFamily, SlotTable>();
   const after = new Map<NftFamily, SlotTable>();
-  const changed = new Map<NftFamily, ReadonlySet<ServicePortKey>>();
+  const changed = new Map<NftFamily, readonly ServicePortKey[]>();
   const updates = new Map<NftFamily, SlotUpdates>();
   const endpointChanges = new Map<NftFamily, ReadonlyMap<ServicePortKey, EndpointChanges>>();
   for (const family of FAMILIES) {
@@ -188,7 +193,7 @@ function slotsPlan(prev: DualStackState, next: DualStackState, options: Incremen
     const current = record.get(family) ?? NO_SLOTS;
     before.set(family, current);
     if (!b || !a) continue;
-    const keys = options.changed ?? changedServicePorts(b, a);
+    const keys = [...(options.changed ?? changedServicePorts(b, a))].sort(compareText);
     const update = slotUpdates(b, a, keys, current);
     changed.set(family, keys);
     updates.set(family, update.updates);
@@ -235,14 +240,14 @@ function* fragmentsPlanSteps(
     if (!before && !after) continue;
     if (!before || !after || !sameNode(before.node, after.node)) return undefined;
     const changed = slots.changed.get(family)!;
-    if (changed.size === 0) continue;
+    if (changed.length === 0) continue;
     let index = indexes.get(family);
     if (index === undefined) {
       index = (yield* FragmentIndex.buildSteps(family, before)) ?? 'collisions';
       indexes.set(family, index);
     }
     if (index === 'collisions') return undefined;
-    const ports = (s: typeof before) => [...changed].flatMap((key) => s.servicePorts.get(key) ?? []);
+    const ports = (s: typeof before) => changed.flatMap((key) => s.servicePorts.get(key) ?? []);
     const plan = index.plan(
       ports(before),
       ports(after),
