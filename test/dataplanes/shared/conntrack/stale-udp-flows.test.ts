@@ -100,6 +100,17 @@ describe('staleFlowFilters', () => {
     assert.deepEqual(stale(index(v4(dns(['10.244.1.11', '10.244.2.10'])))), ['10.96.0.53:53 → 10.244.1.10']);
   });
 
+  test('two gone endpoints behind one address and port: one deletion each, not one for both', () => {
+    // IPV4_LISTING's first flow from another client port, answered by another endpoint: the
+    // deletions are keyed by reply source too, or `conntrack -D --reply-src` spares its flows.
+    const otherEndpoint =
+      'ipv4     2 udp      17 26 src=10.100.0.200 dst=10.96.0.53 sport=40001 dport=53 src=10.244.1.12 dst=10.100.0.200 sport=5353 dport=40001 mark=0 use=1\n';
+    assert.deepEqual(stale(index(v4(dns(['10.244.2.10']))), IPV4_LISTING + otherEndpoint), [
+      '10.96.0.53:53 → 10.244.1.10',
+      '10.96.0.53:53 → 10.244.1.12',
+    ]);
+  });
+
   test('a port scaled to zero loses all its flows (kubernetes#139628)', () => {
     assert.deepEqual(stale(index(v4(dns([])))), ['10.96.0.53:53 → 10.244.1.10']);
   });
