@@ -16,6 +16,7 @@ import { firstOfEachSet, intactCheckScript, intactValuesScript } from '../shared
 import { type NetlinkElementWriter, writeTransaction } from '../shared/nft/netlink-elements.ts';
 import { FAMILIES as NFT_FAMILIES } from '../shared/nft/ruleset.ts';
 import { COMPANION_TABLE } from './companion-ruleset.ts';
+import { DrainingServers } from './draining-servers.ts';
 import { boundAddresses, CommandError, changeAddresses, deleteLink, linkExists } from './dummy-link.ts';
 import {
   boundAddressDamage,
@@ -23,7 +24,7 @@ import {
   realServerDamage,
   virtualServerDamage,
 } from './intact-check.ts';
-import { type IpvsClient, type IpvsCommand, IpvsError } from './ipvs-client.ts';
+import { type IpvsClient, IpvsError } from './ipvs-client.ts';
 import { diffAddresses } from './ipvs-diff.ts';
 import type { IpvsTimeouts } from './ipvs-messages.ts';
 import { FAMILIES, type IpvsDesired, type IpvsOp, type IpvsPlan } from './ipvs-plan.ts';
@@ -40,14 +41,7 @@ import { reconcileServers, reconcileServices } from './reconcile.ts';
 import { removedServerFlows } from './removed-server-flows.ts';
 import { IPVS_COMMANDS_PER_SEND, IPVS_SENDS_IN_FLIGHT, runsOf, sendInWindow } from './request-window.ts';
 import { SharingIndex } from './sharing-index.ts';
-import {
-  compareText,
-  type RealServer,
-  realServerKey,
-  type VirtualServer,
-  type VirtualService,
-  virtualServerKey,
-} from './virtual-servers.ts';
+import { compareText, type VirtualServer, type VirtualService, virtualServerKey } from './virtual-servers.ts';
 
 export type IpvsLog = (message: string, fields?: Readonly<Record<string, unknown>>) => void;
 
@@ -89,27 +83,6 @@ const SYSCTLS = [
 ];
 /** strictARP: the service addresses on the dummy link must not be announced or answered for. */
 const STRICT_ARP_SYSCTLS = ['net.ipv4.conf.all.arp_ignore=1', 'net.ipv4.conf.all.arp_announce=2'];
-
-interface Draining {
-  readonly service: VirtualService;
-  readonly server: RealServer;
-}
-
-/**
- * The drain sweep reads a service's connection counts by dumping all of its real servers (IPVS has
- * no request for one), so a service of more than this many is not dumped at every sync: one
- * endpoint change of a wide Service would cost a dump of its every endpoint (10,000: most of the
- * 2.07 s a change took in the emulated VM, docs/benchmarks.md).
- */
-export const DRAIN_SWEEP_EVERY_SYNC_MAX = 1000;
-/**
- * A bigger service is swept at most once per this many ms, kube-proxy's interval for checking its
- * draining real servers (graceful_termination.go, rsCheckDeleteInterval), so its dumps cost a
- * bounded share of the time however fast its endpoints change. A drained server lingers at
- * weight 0 (no new connection) up to that much longer. A shorter one proportional to the service
- * (1 s at 10,000) still dumped at nearly every change in the emulated VM, where a change took ~1 s.
- */
-export const DRAIN_SWEEP_BIG_SERVICE_MS = 60_000;
 
 /**
  * What the kernel holds as far as we know: the desired state of the last full sync, changed in
@@ -166,25 +139,24 @@ function sortedIndex(items: readonly string[], item: string): number {
   return low;
 }
 
-function drainKey(service: VirtualService, server: Pick<RealServer, 'address' | 'port'>): string {
-  return `${virtualServerKey(service)}|${realServerKey(server)}`;
-}
-
 /**
  * The sharing indexes of a state just synced in full, in slices of the event loop (215–400 ms of
- * work at 30k services x 10 on this 2-core machine at load ~6). A failed build leaves none: the next incremental plan builds what it needs.
+ * work at 30k services x 10 on this 2-core machine at load ~6). The build is pure, so only a bug
+ * fails it: the next incremental sync, which awaits the indexes, throws that bug (the sync fails
+ * and the loop's retry, full, builds them again). Until then the rejection is held, not reported
+ * as unhandled.
  */
-async function buildSharingIndexes(state: DualStackState): Promise<SharingIndexes> {
-  const indexes: SharingIndexes = new Map();
-  try {
+function buildSharingIndexes(state: DualStackState): Promise<SharingIndexes> {
+  const built = (async () => {
+    const indexes: SharingIndexes = new Map();
     for (const family of FAMILIES) {
       const familyState = state[family];
       if (familyState) indexes.set(family, await runInSlices(SharingIndex.buildSteps(familyState)));
     }
-  } catch {
-    indexes.clear();
-  }
-  return indexes;
+    return indexes;
+  })();
+  built.catch(() => {});
+  return built;
 }
 
 export class IpvsDataplane implements LiveDataplane {
@@ -211,11 +183,7 @@ export class IpvsDataplane implements LiveDataplane {
   #sharing: Promise<SharingIndexes> = Promise.resolve(new Map());
   /** Keys of virtual servers we made or adopted (a full sync may delete them). */
   readonly #owned = new Set<string>();
-  /** Real servers at weight 0 until their connections end, by "service key|server key". */
-  readonly #draining = new Map<string, Draining>();
-  /** When a big service's draining servers may be swept again, by service key. */
-  readonly #nextSweep = new Map<string, number>();
-  readonly #now: () => number;
+  readonly #draining: DrainingServers;
   /** Whose real servers the next intact() lists. */
   readonly #realServerTurns = new RealServerTurns();
   /** `conntrack -D` arguments for the flows of real servers deleted in this sync. */
@@ -231,7 +199,7 @@ export class IpvsDataplane implements LiveDataplane {
     this.#strictARP = options.strictARP ?? false;
     this.#timeouts = options.timeouts;
     this.#excludeCIDRs = options.excludeCIDRs ?? [];
-    this.#now = options.now ?? (() => performance.now());
+    this.#draining = new DrainingServers(options.now ?? (() => performance.now()));
     this.#elements = options.elements;
   }
 
@@ -275,7 +243,10 @@ export class IpvsDataplane implements LiveDataplane {
     let client = await this.#ensureClient();
     this.#flowsOfDeleted = [];
     try {
-      await this.#sweepDrained(client);
+      await this.#draining.sweep(
+        client,
+        (key) => this.#record?.virtualServers.get(key)?.realServers.length ?? 0,
+      );
     } catch (err) {
       // A refusal is not fatal: the servers stay at weight 0 and the next sweep tries again.
       if (!(err instanceof DataplaneError)) throw err;
@@ -400,7 +371,6 @@ export class IpvsDataplane implements LiveDataplane {
     }
     this.#owned.clear();
     this.#draining.clear();
-    this.#nextSweep.clear();
     this.#record = undefined;
     this.#committed = undefined;
     this.#client?.close();
@@ -457,7 +427,6 @@ export class IpvsDataplane implements LiveDataplane {
     for (const vs of existing) ops.push(...reconcileServers(vs, await client.listServers(vs)));
     // Whatever was draining is re-decided from the dump.
     this.#draining.clear();
-    this.#nextSweep.clear();
     await this.#applyOps(client, ops);
     await this.#nft(plan.nft.toString());
     await changeAddresses(this.#runner, [], addresses.delete);
@@ -473,7 +442,7 @@ export class IpvsDataplane implements LiveDataplane {
    */
   async #applyOps(client: IpvsClient, ops: readonly IpvsOp[]): Promise<void> {
     await sendInWindow(runsOf(ops, IPVS_COMMANDS_PER_SEND), IPVS_SENDS_IN_FLIGHT, async (run) => {
-      const refused = await client.send(run.map((op) => this.#commandOf(op)));
+      const refused = await client.send(run.map((op) => this.#draining.commandOf(op)));
       let first: IpvsError | undefined;
       for (let i = 0; i < run.length; i++) {
         const refusal = refused.get(i);
@@ -484,82 +453,18 @@ export class IpvsDataplane implements LiveDataplane {
     });
   }
 
-  /** What the kernel is sent for `op`. */
-  #commandOf(op: IpvsOp): IpvsCommand {
-    switch (op.op) {
-      case 'add-server':
-        // A server coming back while it drains is still in the kernel: give it its weight again.
-        return this.#draining.delete(drainKey(op.service, op.server)) ? { ...op, op: 'edit-server' } : op;
-      case 'drain-server':
-        return { ...op, op: 'edit-server' };
-      default:
-        return op;
-    }
-  }
-
   /** The bookkeeping of `op`, which the kernel did. */
   #applied(op: IpvsOp): void {
+    this.#draining.applied(op);
     switch (op.op) {
       case 'add-service':
         this.#owned.add(virtualServerKey(op.service));
         break;
       case 'delete-service':
         this.#owned.delete(virtualServerKey(op.service));
-        this.#nextSweep.delete(virtualServerKey(op.service));
-        for (const key of this.#draining.keys()) {
-          if (key.startsWith(`${virtualServerKey(op.service)}|`)) this.#draining.delete(key);
-        }
-        break;
-      case 'drain-server':
-        this.#draining.set(drainKey(op.service, op.server), { service: op.service, server: op.server });
         break;
       case 'delete-server':
-        this.#draining.delete(drainKey(op.service, op.server));
         this.#flowsOfDeleted.push(...removedServerFlows(op.service, op.server));
-    }
-  }
-
-  /**
-   * Deletes draining real servers whose connections have ended: each service's with one dump of
-   * its real servers, a big one's at most once per DRAIN_SWEEP_BIG_SERVICE_MS.
-   */
-  async #sweepDrained(client: IpvsClient): Promise<void> {
-    const byService = new Map<string, Draining[]>();
-    for (const d of this.#draining.values()) {
-      const key = virtualServerKey(d.service);
-      const list = byService.get(key);
-      if (list === undefined) byService.set(key, [d]);
-      else list.push(d);
-    }
-    for (const [serviceKey, list] of byService) {
-      const servers = this.#record?.virtualServers.get(serviceKey)?.realServers.length ?? 0;
-      if (servers > DRAIN_SWEEP_EVERY_SYNC_MAX) {
-        if (this.#now() < (this.#nextSweep.get(serviceKey) ?? 0)) continue;
-        this.#nextSweep.set(serviceKey, this.#now() + DRAIN_SWEEP_BIG_SERVICE_MS);
-      }
-      const service = list[0]!.service;
-      let dumped: Awaited<ReturnType<IpvsClient['listServers']>>;
-      try {
-        dumped = await client.listServers(service);
-      } catch {
-        dumped = [];
-      }
-      // The dump is the service's every real server, the list only its draining ones.
-      const draining = new Map(list.map((d) => [realServerKey(d.server), d]));
-      const connections = new Map<Draining, number>();
-      for (const rs of dumped) {
-        const d = draining.get(realServerKey(rs));
-        if (d !== undefined) connections.set(d, rs.activeConnections + rs.inactiveConnections);
-      }
-      for (const d of list) {
-        const key = drainKey(service, d.server);
-        const count = connections.get(d);
-        if (count === undefined) this.#draining.delete(key);
-        else if (count === 0) {
-          await client.deleteServer(service, d.server);
-          this.#draining.delete(key);
-        }
-      }
     }
   }
 

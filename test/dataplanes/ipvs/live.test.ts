@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { IpvsError } from '../../../dataplanes/ipvs/ipvs-client.ts';
 import {
   DRAIN_SWEEP_BIG_SERVICE_MS,
   DRAIN_SWEEP_EVERY_SYNC_MAX,
-  IpvsDataplane,
-} from '../../../dataplanes/ipvs/live.ts';
+} from '../../../dataplanes/ipvs/draining-servers.ts';
+import { IpvsError } from '../../../dataplanes/ipvs/ipvs-client.ts';
+import { IpvsDataplane } from '../../../dataplanes/ipvs/live.ts';
 import type { VirtualService } from '../../../dataplanes/ipvs/virtual-servers.ts';
 import { endpoint, ipv4, localEndpoint, servicePort } from '../../../harness/proxy-states.ts';
 import { FakeConntrack } from '../shared/conntrack/fake-conntrack.ts';
