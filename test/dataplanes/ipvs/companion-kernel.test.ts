@@ -1,15 +1,21 @@
 // Kernel test (host, in a throwaway namespace): the companion nft table as `render --mode ipvs`
 // prints it loads with plain `nft -f`, and a full render followed by `render --since` renders
-// leaves what a full render of the last state does (`nft -j list ruleset`, canonical). The live
-// dataplane sends exactly these scripts (live-render.test.ts); the IPVS and dummy-link parts need
-// ip_vs and dummy links, which only the VM has (vm/live.vmtest.ts).
+// leaves what a full render of the last state does (`nft -j list ruleset`, canonical), and its
+// ClusterIP masquerade decisions hold for real packets. The live dataplane sends exactly these
+// scripts (live-render.test.ts); the IPVS and dummy-link parts need ip_vs and dummy links, which
+// only the VM has (vm/live.vmtest.ts).
+// Sweep its seeds (as root):
+//   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/ipvs/companion-kernel.test.ts --name 'render --since steps'
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { ipvsPlanner } from '../../../dataplanes/ipvs/planner.ts';
 import { Lab, requireRoot } from '../../../harness/netns.ts';
-import type { DualStackState } from '../../../src/model/proxy-state.ts';
+import { endpoint, proxyState, servicePort } from '../../../harness/proxy-states.ts';
+import { CLUSTER_CIDR_V4, replies, Topology } from '../../../harness/topology.ts';
+import type { DualStackState, LocalTrafficDetector } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
+import { seedsLine, testSeeds } from '../../support/seeds.ts';
 import { canonicalRuleset } from '../nftables/kernel-support.ts';
 import { randomState } from '../nftables/random-state.ts';
 
@@ -22,28 +28,33 @@ function companionScript(rendered: string): string {
 
 test('the rendered companion table loads with nft -f; render --since steps end where a full render does', async (t) => {
   if (!requireRoot(t, 'network namespaces and nft')) return;
-  const seed = Number(process.env.KPROXY_SEED ?? Date.now() % 100000);
-  process.stdout.write(`# ipvs companion table on the kernel: seed ${seed} (KPROXY_SEED=${seed})\n`);
-  const random = prng(seed);
+  const seeds = testSeeds();
+  process.stdout.write(seedsLine('ipvs companion table on the kernel', seeds));
   const lab = new Lab('ipvs-companion');
   t.after(() => lab.destroy());
   const stepsNs = await lab.addNetns('steps');
-  let state: DualStackState = randomState(random);
-  const load = (ns: string, script: string) => lab.exec(ns, 'nft', ['-f', '-'], { input: script });
-  await load(stepsNs, companionScript(ipvsPlanner.render(ipvsPlanner.planFull(state))));
-  for (let step = 0; step < 8; step++) {
-    const next = randomState(random);
-    const script = companionScript(ipvsPlanner.render(ipvsPlanner.planIncremental(state, next)));
-    if (script !== '') await load(stepsNs, script);
-    const freshNs = await lab.addNetns(`fresh-${step}`);
-    await load(freshNs, companionScript(ipvsPlanner.render(ipvsPlanner.planFull(next))));
-    // Canonical: the kernel lists an interval set's elements in an order its insertion history sets.
-    assert.deepEqual(
-      await canonicalRuleset(lab, stepsNs),
-      await canonicalRuleset(lab, freshNs),
-      `seed ${seed}, step ${step}`,
-    );
-    state = next;
+  // Emptied before each load: a fresh namespace's nftables, without a namespace per step and seed.
+  const freshNs = await lab.addNetns('fresh');
+  for (const seed of seeds) {
+    const random = prng(seed);
+    await lab.exec(stepsNs, 'nft', ['flush', 'ruleset']);
+    let state: DualStackState = randomState(random);
+    const load = (ns: string, script: string) => lab.exec(ns, 'nft', ['-f', '-'], { input: script });
+    await load(stepsNs, companionScript(ipvsPlanner.render(ipvsPlanner.planFull(state))));
+    for (let step = 0; step < 8; step++) {
+      const next = randomState(random);
+      const script = companionScript(ipvsPlanner.render(ipvsPlanner.planIncremental(state, next)));
+      if (script !== '') await load(stepsNs, script);
+      await lab.exec(freshNs, 'nft', ['flush', 'ruleset']);
+      await load(freshNs, companionScript(ipvsPlanner.render(ipvsPlanner.planFull(next))));
+      // Canonical: the kernel lists an interval set's elements in an order its insertion history sets.
+      assert.deepEqual(
+        await canonicalRuleset(lab, stepsNs),
+        await canonicalRuleset(lab, freshNs),
+        `seed ${seed}, step ${step}`,
+      );
+      state = next;
+    }
   }
 });
 
@@ -64,4 +75,47 @@ test('incremental companion transactions with their elements by netlink leave wh
   assert.ok(netlink.batches >= 3, `${netlink.batches} batches of ${seeds.length - 1} steps`);
   assert.equal(text.batches, 0);
   assert.deepEqual(await canonicalRuleset(lab, netlink.ns), await canonicalRuleset(lab, text.ns));
+});
+
+// Without ip_vs nothing DNATs, so node-0 routes the ClusterIP on to the client, which holds it:
+// the address the holder sees says whether the companion table marked the first packet in
+// nat-prerouting and masqueraded it in nat-postrouting (the hooks IPVS traffic passes too).
+test('ClusterIP masquerade with real packets: masqueradeAll marks every source, with or without a local traffic detector', async (t) => {
+  if (!requireRoot(t, 'network namespaces and nft')) return;
+  const lab = new Lab('ipvs-companion-masq');
+  t.after(() => lab.destroy());
+  const topology = await Topology.create(lab, { podsPerNode: [1, 0] });
+  const [node0, offCluster] = [topology.nodes[0]!, topology.nodes[1]!];
+  const pod = node0.pods[0]!;
+  const clusterIP = '10.96.0.10';
+  const holder = topology.client.ns;
+  await lab.addAddress(holder, 'lo', `${clusterIP}/32`);
+  await lab.addRoute(holder, [node0.podCIDRv4, 'via', node0.ipv4]);
+  await topology.startEcho({ ...pod, name: 'vip-holder', ns: holder }, { tcp: [80] });
+  // node-1's address is outside the cluster CIDR: it stands for an off-cluster source.
+  await lab.addRoute(offCluster.ns, [`${clusterIP}/32`, 'via', node0.ipv4]);
+  const seenSource = async (ns: string): Promise<string> =>
+    replies(await topology.connect(ns, 'tcp', clusterIP, 80))[0]!.peer.split(':')[0]!;
+  const clusterCIDR: LocalTrafficDetector = { mode: 'ClusterCIDR', cidrs: [CLUSTER_CIDR_V4] };
+  const none: LocalTrafficDetector = { mode: 'None' };
+  const masqueraded = node0.ipv4;
+  const cases = [
+    { masqueradeAll: false, localDetector: clusterCIDR, pod: pod.ipv4, offCluster: masqueraded },
+    { masqueradeAll: true, localDetector: clusterCIDR, pod: masqueraded, offCluster: masqueraded },
+    { masqueradeAll: true, localDetector: none, pod: masqueraded, offCluster: masqueraded },
+    { masqueradeAll: false, localDetector: none, pod: pod.ipv4, offCluster: offCluster.ipv4 },
+  ];
+  for (const { masqueradeAll, localDetector, ...expected } of cases) {
+    const web = servicePort('web', { clusterIP, clusterEndpoints: [endpoint(pod.ipv4)] });
+    const state = { IPv4: proxyState('IPv4', [web], { masqueradeAll, localDetector }) };
+    // A full render replaces the table: each case's connections meet only its rules.
+    await lab.exec(node0.ns, 'nft', ['-f', '-'], {
+      input: companionScript(ipvsPlanner.render(ipvsPlanner.planFull(state))),
+    });
+    assert.deepEqual(
+      { pod: await seenSource(pod.ns), offCluster: await seenSource(offCluster.ns) },
+      expected,
+      `masqueradeAll ${masqueradeAll}, local traffic detector ${localDetector.mode}`,
+    );
+  }
 });
