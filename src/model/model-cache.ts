@@ -18,21 +18,16 @@ import {
   type ServiceCIDR,
   ZONE_LABEL,
 } from '../kube/objects.ts';
-import { ClaimIndex, conflictProblems, serviceOfPort, serviceSince } from './address-claims.ts';
+import { conflictProblems, serviceOfPort, serviceSince } from './address-claims.ts';
 import { serviceKey } from './build-state.ts';
-import {
-  bySliceName,
-  compareText,
-  type SliceEndpoints,
-  sliceEndpoints,
-  sliceKey,
-  sliceOwner,
-} from './endpoints.ts';
+import { type SliceEndpoints, sliceEndpoints, sliceKey, sliceOwner } from './endpoints.ts';
+import { FamilyPorts } from './family-ports.ts';
 import { LayeredPortMap } from './layered-port-map.ts';
 import { type NodeSettingsByFamily, nodeSettingsByFamily, type ProxyOptions } from './node-settings.ts';
-import type { DualStackState, NodeSettings, ProxyState, ServicePort, ServicePortKey } from './proxy-state.ts';
+import type { DualStackState, NodeSettings, ProxyState, ServicePortKey } from './proxy-state.ts';
 import { serviceCIDRsOf } from './service-cidrs.ts';
 import { serviceStatePorts } from './service-port-state.ts';
+import { SlicesOfService } from './slices-of-service.ts';
 
 export interface ModelUpdate {
   readonly state: DualStackState;
@@ -43,18 +38,7 @@ export interface ModelUpdate {
   readonly problems: readonly Problem[];
 }
 
-/**
- * A service's ports of one family, distinct keys. An array, not a map: most services have one or
- * two ports, and a map per service costs ~400 bytes (~12 MiB at 30k services).
- */
-type PortsOfService = readonly ServicePort[];
-
 const FAMILIES: readonly IPFamily[] = ['IPv4', 'IPv6'];
-const NO_PORTS: PortsOfService = [];
-
-function isOneSlice(kept: SliceEndpoints | readonly SliceEndpoints[]): kept is SliceEndpoints {
-  return !Array.isArray(kept);
-}
 
 export class ModelCache {
   readonly #options: ProxyOptions;
@@ -63,11 +47,8 @@ export class ModelCache {
   readonly #slices = new Map<string, SliceEndpoints>();
   /** Only slices with problems, so collecting them does not walk every slice. */
   readonly #sliceProblems = new Map<string, readonly Problem[]>();
-  /**
-   * Service "namespace/name" → the records of its slices, in slice-name order: a service's one
-   * slice (the usual case) alone, not in an array of one (56 bytes, 1.6 MiB at 30k services).
-   */
-  readonly #slicesOfService = new Map<string, SliceEndpoints | readonly SliceEndpoints[]>();
+  /** Service "namespace/name" → the records of its slices. */
+  readonly #slicesOfService = new SlicesOfService();
   #node: Node | undefined;
   /** The cluster's ServiceCIDR objects by name. */
   readonly #serviceCIDRs = new Map<string, ServiceCIDR>();
@@ -76,15 +57,8 @@ export class ModelCache {
   #all = true;
   #settings: NodeSettingsByFamily = {};
   #nodeProblems: readonly Problem[] = [];
-  /** Per family, the last published ports of each service. */
-  readonly #ports: Record<IPFamily, Map<string, PortsOfService>> = { IPv4: new Map(), IPv6: new Map() };
-  /**
-   * Per family, the ports a service asks for, kept only while it is denied a claim (conflicts are
-   * rare): for every other service they are its published ports.
-   */
-  readonly #asked: Record<IPFamily, Map<string, PortsOfService>> = { IPv4: new Map(), IPv6: new Map() };
-  /** Per family, who claims each address:port/protocol and node port (address-claims.ts). */
-  readonly #claims: Record<IPFamily, ClaimIndex> = { IPv4: this.#newClaims(), IPv6: this.#newClaims() };
+  /** Per family, each service's ports and who claims each address and node port. */
+  readonly #ports: Record<IPFamily, FamilyPorts> = { IPv4: this.#newPorts(), IPv6: this.#newPorts() };
   #state: DualStackState = {};
 
   constructor(options: ProxyOptions) {
@@ -94,7 +68,7 @@ export class ModelCache {
   setService(service: Service): void {
     const built = serviceKey(service);
     // Its slices' owner when they came first: one string for both maps (#servicesUnderSliceKeys).
-    const key = this.#sliceOwnerOf(built) ?? built;
+    const key = this.#slicesOfService.ownerOf(built) ?? built;
     this.#services.set(key, service);
     this.#dirty.add(key);
   }
@@ -116,12 +90,13 @@ export class ModelCache {
     const built = sliceOwner(slice.metadata, problems);
     if (built !== undefined) {
       // One string for all of a service's slices (#servicesUnderSliceKeys).
-      const owner = built === previous?.owner ? previous.owner : (this.#sliceOwnerOf(built) ?? built);
+      const owner =
+        built === previous?.owner ? previous.owner : (this.#slicesOfService.ownerOf(built) ?? built);
       // Its unchanged endpoints keep their objects (endpoints.ts).
       const record = sliceEndpoints(slice, owner, this.#options.nodeName, problems, key, previous);
       // Under the record's own key: one "namespace/name" string per slice.
       this.#slices.set(record.key, record);
-      this.#setSlicesOf(owner, this.#slicesOf(owner).concat(record).sort(bySliceName));
+      this.#slicesOfService.add(record);
       this.#dirty.add(owner);
     }
     if (problems.length > 0) this.#sliceProblems.set(key, problems);
@@ -209,57 +184,26 @@ export class ModelCache {
     for (const family of FAMILIES) {
       const node = this.#settings[family];
       if (node === undefined) continue;
-      const byService = this.#ports[family];
-      const asked = this.#asked[family];
-      const claims = this.#claims[family];
-      const askedOf = (key: string) => asked.get(key) ?? byService.get(key) ?? NO_PORTS;
-      // First every dirty service's claims move, then each service whose claims were touched
-      // publishes what it holds: a loser gets an address back in the update that frees it.
-      const nextAsked = new Map<string, PortsOfService>();
-      const touched = new Set<string>();
-      for (const key of dirty) {
+      const ports = this.#ports[family];
+      const updates = yield* ports.update(dirty, (key) => {
         const service = this.#services.get(key);
-        const fresh = service
-          ? serviceStatePorts(service, this.#slicesOf(key), family, options.nodeName, zone)
-          : [];
-        const old = askedOf(key);
-        const next = sharedPorts(old, fresh);
-        for (const port of old) claims.remove(port, touched);
-        if (service !== undefined) {
-          const since = serviceSince(service);
-          for (const port of next) claims.add(port, since, touched);
-        }
-        nextAsked.set(key, next);
-        yield;
-      }
-      // undefined: the port is gone.
-      const updates = new Map<ServicePortKey, ServicePort | undefined>();
-      const publish = (key: string): void => {
-        const wanted = nextAsked.get(key) ?? askedOf(key);
-        const old = byService.get(key) ?? NO_PORTS;
-        const granted = wanted.map((port) => claims.granted(port));
-        const next = sharedPorts(old, granted);
-        const inOld = portFinder(old);
-        const inNext = portFinder(next);
-        for (const port of next) if (inOld(port.key) !== port) updates.set(port.key, port);
-        for (const port of old) if (inNext(port.key) === undefined) updates.set(port.key, undefined);
-        if (next.length > 0) byService.set(key, next);
-        else byService.delete(key);
-        if (granted.some((port, i) => port !== wanted[i])) asked.set(key, wanted);
-        else asked.delete(key);
-      };
-      for (const key of dirty) {
-        publish(key);
-        yield;
-      }
-      for (const key of touched) if (!dirty.has(key)) publish(key);
+        if (service === undefined) return undefined;
+        const fresh = serviceStatePorts(
+          service,
+          this.#slicesOfService.of(key),
+          family,
+          options.nodeName,
+          zone,
+        );
+        return { ports: fresh, since: serviceSince(service) };
+      });
       for (const portKey of updates.keys()) changed.add(portKey);
       const prev = this.#state[family];
       // A full update's sort of every port below is a step of its own.
       if (full || prev === undefined) yield;
       const servicePorts =
         full || prev === undefined
-          ? sortedPorts(byService)
+          ? ports.sorted()
           : updates.size === 0
             ? prev.servicePorts
             : LayeredPortMap.next(prev.servicePorts, updates);
@@ -275,10 +219,7 @@ export class ModelCache {
     const record = this.#slices.get(key);
     if (record === undefined) return;
     this.#slices.delete(key);
-    this.#setSlicesOf(
-      record.owner,
-      this.#slicesOf(record.owner).filter((other) => other !== record),
-    );
+    this.#slicesOfService.delete(record);
     this.#dirty.add(record.owner);
   }
 
@@ -291,34 +232,17 @@ export class ModelCache {
    */
   #servicesUnderSliceKeys(): Map<string, Service> {
     const services = new Map<string, Service>();
-    for (const [key, service] of this.#services) services.set(this.#sliceOwnerOf(key) ?? key, service);
+    for (const [key, service] of this.#services)
+      services.set(this.#slicesOfService.ownerOf(key) ?? key, service);
     return services;
   }
 
   /** Services the next update recomputes may already be new here: their claims are re-added then. */
-  #newClaims(): ClaimIndex {
-    return new ClaimIndex((port) => {
+  #newPorts(): FamilyPorts {
+    return new FamilyPorts((port) => {
       const service = this.#services.get(serviceOfPort(port));
       return service === undefined ? Number.POSITIVE_INFINITY : serviceSince(service);
     });
-  }
-
-  #slicesOf(service: string): readonly SliceEndpoints[] {
-    const kept = this.#slicesOfService.get(service);
-    if (kept === undefined) return [];
-    return isOneSlice(kept) ? [kept] : kept;
-  }
-
-  /** The owner string a service's slices hold, if it has any (no array made for it). */
-  #sliceOwnerOf(service: string): string | undefined {
-    const kept = this.#slicesOfService.get(service);
-    if (kept === undefined) return undefined;
-    return isOneSlice(kept) ? kept.owner : kept[0]?.owner;
-  }
-
-  #setSlicesOf(service: string, records: readonly SliceEndpoints[]): void {
-    if (records.length === 0) this.#slicesOfService.delete(service);
-    else this.#slicesOfService.set(service, records.length === 1 ? records[0]! : records);
   }
 
   /** New node settings; a family no longer served loses all its ports. */
@@ -334,10 +258,8 @@ export class ModelCache {
       const prev = this.#settings[family];
       const next = settings[family];
       if (next === undefined) {
-        for (const ports of this.#ports[family].values()) for (const port of ports) changed.add(port.key);
-        this.#ports[family].clear();
-        this.#asked[family].clear();
-        this.#claims[family] = this.#newClaims();
+        for (const port of this.#ports[family].ports()) changed.add(port.key);
+        this.#ports[family] = this.#newPorts();
       }
       // Same settings keep their identity, so an unchanged family's state can be kept whole.
       if (prev !== undefined && next !== undefined && isDeepStrictEqual(prev, next)) settings[family] = prev;
@@ -348,47 +270,16 @@ export class ModelCache {
 
   #everyService(): Set<string> {
     const keys = new Set(this.#services.keys());
-    for (const family of FAMILIES) for (const key of this.#ports[family].keys()) keys.add(key);
+    for (const family of FAMILIES) for (const key of this.#ports[family].services()) keys.add(key);
     return keys;
   }
 
   #problems(): Problem[] {
-    const problems = [...this.#nodeProblems, ...conflictProblems([this.#claims.IPv4, this.#claims.IPv6])];
+    const problems = [
+      ...this.#nodeProblems,
+      ...conflictProblems([this.#ports.IPv4.claims, this.#ports.IPv6.claims]),
+    ];
     for (const ofSlice of this.#sliceProblems.values()) problems.push(...ofSlice);
     return problems;
   }
-}
-
-/**
- * The fresh ports of a service by key, each replaced by its previous object when equal. Later
- * entries with the same key win, as they do in buildProxyState's map.
- */
-function sharedPorts(old: PortsOfService, fresh: readonly ServicePort[]): PortsOfService {
-  const byKey = new Map<ServicePortKey, ServicePort>();
-  for (const port of fresh) byKey.set(port.key, port);
-  const inOld = portFinder(old);
-  // map() allocates the exact length (push over-allocates: 152 bytes for one port).
-  return [...byKey.values()].map((port) => {
-    const before = inOld(port.key);
-    return before !== undefined && isDeepStrictEqual(before, port) ? before : port;
-  });
-}
-
-/**
- * Finds ports by key: a scan for the one or two ports most services have, a map for a service
- * with thousands (a scan per port would be quadratic: seconds at 10,000 ports).
- */
-function portFinder(ports: PortsOfService): (key: ServicePortKey) => ServicePort | undefined {
-  if (ports.length <= 16) return (key) => ports.find((port) => port.key === key);
-  const byKey = new Map(ports.map((port) => [port.key, port]));
-  return (key) => byKey.get(key);
-}
-
-function sortedPorts(
-  byService: ReadonlyMap<string, PortsOfService>,
-): ReadonlyMap<ServicePortKey, ServicePort> {
-  const ports: ServicePort[] = [];
-  for (const ofService of byService.values()) ports.push(...ofService);
-  ports.sort((a, b) => compareText(a.key, b.key));
-  return new Map(ports.map((port) => [port.key, port]));
 }
