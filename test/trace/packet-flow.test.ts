@@ -74,6 +74,14 @@ const CLUSTER = [
     loadBalancerSourceRanges: ['203.0.113.0/25'],
     endpoints: [{ ip: '10.0.2.7', node: OTHER_NODE }],
   }),
+  // kube-proxy's TestLoadBalancer: ranges that hold this node's IP (192.168.0.2).
+  ...serviceObjects({
+    name: 'ranges-with-node',
+    clusterIPs: ['172.30.0.54'],
+    loadBalancerIPs: ['9.9.9.10'],
+    loadBalancerSourceRanges: ['192.168.0.0/24', '203.0.113.0/25'],
+    endpoints: [{ ip: '10.0.2.14', node: OTHER_NODE }],
+  }),
   ...serviceObjects({
     name: 'terminating',
     clusterIPs: ['172.30.0.48'],
@@ -376,6 +384,39 @@ const FLOWS: readonly FlowCase[] = [
     to: '9.9.9.9:80',
     via: 'external',
     output: 'DROP',
+  },
+  // The node's own traffic is bound by the ranges too (kube-proxy's TestLoadBalancer "node to LB1
+  // (allowed by LoadBalancerSourceRanges)"; filter OUTPUT jumps to KUBE-PROXY-FIREWALL). A node
+  // that holds the LB IP locally (IPVS's dummy link) reaches it from that IP, allowed with the node.
+  {
+    name: 'LB IP from the node, its IP outside the ranges',
+    from: NODE_IP,
+    to: '9.9.9.9:80',
+    via: 'node',
+    output: 'DROP',
+  },
+  {
+    name: 'LB IP from the node, its IP inside the ranges',
+    from: NODE_IP,
+    to: '9.9.9.10:80',
+    via: 'node',
+    output: '10.0.2.14:80',
+    masq: true,
+  },
+  {
+    name: 'LB IP from itself on the node, the node outside the ranges',
+    from: '9.9.9.9',
+    to: '9.9.9.9:80',
+    via: 'node',
+    output: 'DROP',
+  },
+  {
+    name: 'LB IP from itself on the node, the node inside the ranges (implicitly allowed)',
+    from: '9.9.9.10',
+    to: '9.9.9.10:80',
+    via: 'node',
+    output: '10.0.2.14:80',
+    masq: true,
   },
   {
     name: 'NodePort of a Service with source ranges is not filtered',
