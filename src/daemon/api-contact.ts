@@ -1,20 +1,44 @@
-// Whether the daemon is in contact with the API server, seen from the informers' own calls: the
-// KubeApi they use is wrapped, and each list/watch outcome tells. An outage leaves the rules as
-// they are (they are the last known truth) but makes /healthz report stale state after the
-// health timeout, so operators and load balancers notice a node that no longer follows the
-// cluster. (kube-proxy only notices changes it could not sync; kproxy also notices changes it
-// cannot see.)
-import type { ApiError, ApiResult, KubeApi, WatchItem } from '../kube/client.ts';
+// Whether the daemon follows the API server, seen from the informers' own calls: the KubeApi they
+// use is wrapped, and each list/watch outcome tells. An outage leaves the rules as they are (they
+// are the last known truth) but makes /healthz report stale state after the health timeout, so
+// operators and load balancers notice a node that no longer follows the cluster. This is kproxy's
+// addition: kube-proxy's health has no API rule at all (only a queued change left unsynced), so
+// the rule counts only what truly stops kproxy from following the cluster.
+//
+// The rule, per resource (its latest call counts):
+// - followed: a success; 410 (history expired: the informer relists); 400/422 to a watch-list (a
+//   server without watch-list: the informer lists and watches); 429 (the server is there and sheds
+//   load, saying when to come back: failing every node's probes, or restarting daemons that then
+//   relist, only adds to it); 404 or 403 for an optional resource (ServiceCIDRs: not served
+//   before 1.33, or not granted by an older RBAC role; the informer takes it as empty, and
+//   kube-proxy runs without it too).
+// - not followed: no answer (refused, reset, timed out, half-open), an answer that cannot be read,
+//   credentials that cannot be used, 401, 403 or 404 for a resource kproxy needs, any other 4xx,
+//   and 5xx (a server mid-upgrade or without its storage serves nothing).
+// Contact is lost at the first call not followed, and stays lost while any resource's latest call
+// was not followed; it is regained when every resource's latest call was followed.
+import {
+  type ApiError,
+  type ApiResult,
+  formatApiError,
+  type KubeApi,
+  type WatchItem,
+} from '../kube/client.ts';
+import type { ResourceType } from '../kube/resources.ts';
 import type { Clock } from '../sync/clock.ts';
 
 export type ContactEvent =
-  | { readonly type: 'lost'; readonly at: number }
+  /** `resource` and `error`: the call that lost contact. */
+  | { readonly type: 'lost'; readonly at: number; readonly resource: string; readonly error: string }
   | { readonly type: 'regained'; readonly at: number };
 
-/** Answers that prove the server is there and working, even though the call did not succeed. */
-function serverAnswered(error: ApiError): boolean {
-  // 410: history expired (relist); 400/422: watch-list not supported (fall back).
-  return error.kind === 'status' && [400, 410, 422].includes(error.status);
+/** Whether a failed call still shows kproxy following the server (the rule above). */
+export function answerFollowed(error: ApiError, resource: ResourceType, watchList: boolean): boolean {
+  if (error.kind !== 'status') return false;
+  const { status } = error;
+  if (status === 410 || status === 429) return true;
+  if (watchList && (status === 400 || status === 422)) return true;
+  return resource.optional !== undefined && (status === 403 || status === 404);
 }
 
 export function trackApiContact(
@@ -22,28 +46,49 @@ export function trackApiContact(
   clock: Clock,
   onChange: (event: ContactEvent) => void,
 ): KubeApi {
-  let lost = false;
-  const outcome = (ok: boolean) => {
-    if (ok === !lost) return;
-    lost = !ok;
-    onChange({ type: lost ? 'lost' : 'regained', at: clock.now() });
+  /** Resources whose latest call was not followed. */
+  const failing = new Set<string>();
+  const outcome = (resource: ResourceType, error: ApiError | undefined, watchList: boolean) => {
+    const wasLost = failing.size > 0;
+    if (error === undefined || answerFollowed(error, resource, watchList)) failing.delete(resource.plural);
+    else failing.add(resource.plural);
+    if (!wasLost && failing.size > 0 && error) {
+      onChange({ type: 'lost', at: clock.now(), resource: resource.plural, error: formatApiError(error) });
+    } else if (wasLost && failing.size === 0) {
+      onChange({ type: 'regained', at: clock.now() });
+    }
   };
   // A call cut short by the informer stopping says nothing about the server.
-  const judge = <T>(result: ApiResult<T>, signal: AbortSignal | undefined): ApiResult<T> => {
-    if (!signal?.aborted) outcome(result.ok || serverAnswered(result.error));
+  const judge = <T>(
+    resource: ResourceType,
+    result: ApiResult<T>,
+    signal: AbortSignal | undefined,
+    watchList = false,
+  ): ApiResult<T> => {
+    if (!signal?.aborted) outcome(resource, result.ok ? undefined : result.error, watchList);
     return result;
   };
-  async function* observed(items: AsyncIterable<WatchItem>, signal: AbortSignal | undefined) {
+  async function* observed(
+    resource: ResourceType,
+    items: AsyncIterable<WatchItem>,
+    signal: AbortSignal | undefined,
+  ) {
     for await (const item of items) {
-      if (item.kind === 'error' && !signal?.aborted) outcome(serverAnswered(item.error));
+      if (item.kind === 'error' && !signal?.aborted) outcome(resource, item.error, false);
       yield item;
     }
   }
   return {
-    list: async (resource, params, signal) => judge(await api.list(resource, params, signal), signal),
+    list: async (resource, params, signal) =>
+      judge(resource, await api.list(resource, params, signal), signal),
     async watch(resource, params, signal) {
-      const result = judge(await api.watch(resource, params, signal), signal);
-      return result.ok ? { ok: true, value: observed(result.value, signal) } : result;
+      const result = judge(
+        resource,
+        await api.watch(resource, params, signal),
+        signal,
+        params.sendInitialEvents === true,
+      );
+      return result.ok ? { ok: true, value: observed(resource, result.value, signal) } : result;
     },
   };
 }

@@ -23,6 +23,7 @@ import { SyncStep } from '../sync/sync-step.ts';
 import { trackApiContact } from './api-contact.ts';
 import { healthHandler, ProxyHealth } from './health.ts';
 import { HealthCheckNodePorts } from './health-check-node-ports.ts';
+import { registerHealthMetrics } from './health-metrics.ts';
 import { type HttpListener, type ListenOptions, listenHttp, parseHostPort } from './http-listener.ts';
 import { metricsHandler } from './metrics-handler.ts';
 import {
@@ -72,12 +73,19 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
   const { config, logger, dataplane, clock } = deps;
   const metrics = deps.metrics ?? new ProxyMetrics(config.mode);
   // kube-proxy's healthTimeout: a queued change not synced within two sync periods.
-  const health = new ProxyHealth(clock, 2 * config.syncPeriodMs);
+  const health = new ProxyHealth(clock, 2 * config.syncPeriodMs, (report) => {
+    const endpoints = report.cause === 'node' ? '/healthz' : '/healthz and /livez';
+    if (report.failing) logger.warn({ cause: report.cause }, `${endpoints} answer 503: ${report.detail}`);
+    else logger.info({ cause: report.cause }, `${endpoints} no longer 503 for: ${report.detail}`);
+  });
+  registerHealthMetrics(metrics.registry, health);
   const informers = createProxyInformers({
     api: trackApiContact(deps.api, clock, (event) => {
       health.apiContact(event);
-      if (event.type === 'lost') logger.warn('lost contact with the API server; rules stay as they are');
-      else logger.info('API server reachable again');
+      if (event.type === 'lost') {
+        const { resource, error } = event;
+        logger.warn({ resource, error }, 'lost contact with the API server; rules stay as they are');
+      } else logger.info('API server reachable again');
     }),
     nodeName: config.nodeName,
     logger,

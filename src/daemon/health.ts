@@ -1,19 +1,39 @@
 // /healthz and /livez with kube-proxy's semantics (pkg/proxy/healthcheck/proxier_health.go), so
-// load balancers and kubelet-style probes that know kube-proxy work unchanged:
-// - unhealthy when a change has been queued for longer than the timeout (2 × syncPeriod) without a
-//   successful sync: the loop is stuck or keeps failing;
-// - also unhealthy when the API server has been out of reach for longer than the timeout: the
-//   rules stay, but they no longer follow the cluster (see api-contact.ts);
-// - /healthz is also 503 when this node is being deleted or is tainted for scale-down by the
-//   cluster autoscaler, so load balancers drain it first; /livez ignores that.
+// load balancers and kubelet-style probes that know kube-proxy work unchanged. Three causes make
+// them 503:
+// - 'unsynced': a change has been queued for the timeout (2 × syncPeriod) or longer without a
+//   successful sync (the loop is stuck or keeps failing); kube-proxy's only rule: healthy while
+//   now − oldest queued < timeout;
+// - 'api-server': the API server has not been followed for the timeout or longer (api-contact.ts
+//   says which answers count): the rules stay, but no longer follow the cluster. kproxy's addition;
+// - 'node': this node is being deleted or is tainted for scale-down by the cluster autoscaler, so
+//   load balancers drain it first: /healthz only, at once; /livez ignores it.
+// Each cause is reported once when it starts making them 503 and once when it stops (onReport: the
+// daemon logs it), and the metric says which cause holds (health-metrics.ts).
 import type { ServerResponse } from 'node:http';
 import type { Node } from '../kube/objects.ts';
-import type { Clock } from '../sync/clock.ts';
+import type { Clock, Timer } from '../sync/clock.ts';
 import type { SyncLoopEvent } from '../sync/sync-loop.ts';
 import type { ContactEvent } from './api-contact.ts';
 
 /** The taint the cluster autoscaler puts on a node it is about to remove. */
 export const TO_BE_DELETED_TAINT = 'ToBeDeletedByClusterAutoscaler';
+
+export type HealthCause = 'unsynced' | 'api-server' | 'node';
+
+export const HEALTH_CAUSES: readonly HealthCause[] = ['unsynced', 'api-server', 'node'];
+
+/** A cause that makes the endpoints 503: since when it holds, and what it is, for a person. */
+export interface FailingCause {
+  readonly cause: HealthCause;
+  readonly since: number;
+  readonly detail: string;
+}
+
+/** A cause starting (failing) or ceasing to make the endpoints 503. */
+export interface HealthReport extends FailingCause {
+  readonly failing: boolean;
+}
 
 export interface HealthStatus {
   readonly healthy: boolean;
@@ -22,34 +42,51 @@ export interface HealthStatus {
   readonly currentTime: number;
 }
 
-/** A node that is being deleted or drained by the autoscaler should stop receiving LB traffic. */
+/** Why this node should stop receiving LB traffic, if it should: being deleted or drained. */
+export function nodeLeaving(node: Node | undefined): string | undefined {
+  if (!node) return undefined;
+  if (node.metadata.deletionTimestamp) return `node ${node.metadata.name} is being deleted`;
+  if ((node.spec?.taints ?? []).some((taint) => taint.key === TO_BE_DELETED_TAINT)) {
+    return `node ${node.metadata.name} is tainted ${TO_BE_DELETED_TAINT}`;
+  }
+  return undefined;
+}
+
 export function nodeEligible(node: Node | undefined): boolean {
-  if (!node) return true;
-  if (node.metadata.deletionTimestamp) return false;
-  return !(node.spec?.taints ?? []).some((taint) => taint.key === TO_BE_DELETED_TAINT);
+  return nodeLeaving(node) === undefined;
+}
+
+interface Held {
+  readonly since: number;
+  readonly detail: string;
+  /** Until it makes the endpoints 503 (the timeout after `since`); then reported. */
+  timer: Timer | undefined;
 }
 
 export class ProxyHealth {
   readonly #clock: Clock;
   readonly #timeoutMs: number;
-  #oldestQueued: number | undefined;
+  readonly #onReport: (report: HealthReport) => void;
+  readonly #held = new Map<HealthCause, Held>();
   #lastUpdated = 0;
-  #nodeEligible = true;
-  #apiLostAt: number | undefined;
 
-  constructor(clock: Clock, timeoutMs: number) {
+  constructor(clock: Clock, timeoutMs: number, onReport: (report: HealthReport) => void = () => {}) {
     this.#clock = clock;
     this.#timeoutMs = timeoutMs;
+    this.#onReport = onReport;
   }
 
   observe(event: SyncLoopEvent): void {
     switch (event.type) {
       case 'queued':
-        this.#oldestQueued ??= event.at;
+        // The oldest change counts: later ones do not reset its age.
+        if (!this.#held.has('unsynced')) {
+          this.#hold('unsynced', event.at, `a queued change has not been synced since ${iso(event.at)}`);
+        }
         return;
       case 'synced':
       case 'checked':
-        this.#oldestQueued = undefined;
+        this.#release('unsynced');
         this.#lastUpdated = this.#clock.now();
         return;
       case 'failed':
@@ -58,20 +95,38 @@ export class ProxyHealth {
   }
 
   nodeChanged(node: Node | undefined): void {
-    this.#nodeEligible = nodeEligible(node);
+    const leaving = nodeLeaving(node);
+    const held = this.#held.get('node');
+    if (leaving === held?.detail) return;
+    this.#release('node');
+    if (leaving !== undefined) this.#hold('node', this.#clock.now(), leaving);
   }
 
   apiContact(event: ContactEvent): void {
-    this.#apiLostAt = event.type === 'lost' ? event.at : undefined;
+    this.#release('api-server');
+    if (event.type === 'lost') {
+      const detail = `the API server has not been followed since ${iso(event.at)} (${event.resource}: ${event.error})`;
+      this.#hold('api-server', event.at, detail);
+    }
+  }
+
+  /** The causes that make the endpoints 503 now ('node': /healthz only). */
+  failing(): FailingCause[] {
+    const now = this.#clock.now();
+    return [...this.#held]
+      .filter(([cause, held]) => now - held.since >= this.#delay(cause))
+      .map(([cause, { since, detail }]) => ({ cause, since, detail }));
   }
 
   /** Liveness only: syncs keep up with the cluster. */
   live(): HealthStatus {
-    const currentTime = this.#clock.now();
-    const fresh = (since: number | undefined) =>
-      since === undefined || currentTime - since <= this.#timeoutMs;
-    const healthy = fresh(this.#oldestQueued) && fresh(this.#apiLostAt);
-    return { healthy, nodeEligible: this.#nodeEligible, lastUpdated: this.#lastUpdated, currentTime };
+    const causes = this.failing().map((f) => f.cause);
+    return {
+      healthy: !causes.includes('unsynced') && !causes.includes('api-server'),
+      nodeEligible: !this.#held.has('node'),
+      lastUpdated: this.#lastUpdated,
+      currentTime: this.#clock.now(),
+    };
   }
 
   /** Readiness for load balancers: live, and this node is not going away. */
@@ -79,6 +134,36 @@ export class ProxyHealth {
     const status = this.live();
     return { ...status, healthy: status.healthy && status.nodeEligible };
   }
+
+  /** A node leaving fails /healthz at once; the others after the timeout, as kube-proxy's change. */
+  #delay(cause: HealthCause): number {
+    return cause === 'node' ? 0 : this.#timeoutMs;
+  }
+
+  #hold(cause: HealthCause, since: number, detail: string): void {
+    const held: Held = { since, detail, timer: undefined };
+    this.#held.set(cause, held);
+    const report = () => {
+      held.timer = undefined;
+      this.#onReport({ cause, since, detail, failing: true });
+    };
+    const wait = since + this.#delay(cause) - this.#clock.now();
+    if (wait <= 0) report();
+    else held.timer = this.#clock.setTimer(wait, report);
+  }
+
+  #release(cause: HealthCause): void {
+    const held = this.#held.get(cause);
+    if (!held) return;
+    this.#held.delete(cause);
+    // Reported only if it made the endpoints 503: a cause that ended in time was no news.
+    if (held.timer) held.timer.cancel();
+    else this.#onReport({ cause, since: held.since, detail: held.detail, failing: false });
+  }
+}
+
+function iso(ms: number): string {
+  return new Date(ms).toISOString();
 }
 
 /** The HTTP side: kube-proxy's body and status codes. `served` sees each answer (for metrics). */

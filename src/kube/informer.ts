@@ -61,11 +61,6 @@ export interface InformerOptions<T extends KubeObject = KubeObject, K extends Ob
   readonly watchGraceMs?: number;
   /** Longest Retry-After honoured, so a confused server cannot park us for hours; default 300 s. */
   readonly maxRetryAfterSeconds?: number;
-  /**
-   * The server may not serve the resource (ServiceCIDRs before 1.33): a 404 makes the store empty
-   * and synced, logged once while it lasts, and the resource is looked for again after a backoff.
-   */
-  readonly optional?: boolean;
   readonly random?: () => number;
 }
 
@@ -103,8 +98,8 @@ export class Informer<T extends KubeObject, K extends ObjectHead = T> {
   readonly #shared = new SharedParts();
   #useWatchList: boolean;
   #synced = false;
-  /** An optional resource the server answered 404 for, until it answers otherwise. */
-  #unserved = false;
+  /** How the server refused an optional resource (404 or 403), until it answers otherwise. */
+  #unavailable: number | undefined;
   #syncWaiters: (() => void)[] = [];
   #running: Promise<void> | undefined;
 
@@ -170,7 +165,7 @@ export class Informer<T extends KubeObject, K extends ObjectHead = T> {
           continue;
         }
         rv = listed.rv;
-        this.#unserved = false;
+        this.#unavailable = undefined;
         this.#backoff.reset();
       }
       const watchList = rv === undefined;
@@ -284,7 +279,7 @@ export class Informer<T extends KubeObject, K extends ObjectHead = T> {
       if (end) return end;
       if (!sawEvent) {
         sawEvent = true;
-        this.#unserved = false;
+        this.#unavailable = undefined;
         this.#backoff.reset();
       }
       if (pending && session.rv !== undefined) {
@@ -439,14 +434,18 @@ export class Informer<T extends KubeObject, K extends ObjectHead = T> {
   }
 
   async #fail(error: ApiError, during: 'list' | 'watch'): Promise<void> {
-    if (this.#options.optional && error.kind === 'status' && error.status === 404) {
-      if (!this.#unserved) this.#log.info('the server does not serve this resource: taken as empty');
-      this.#unserved = true;
+    if (
+      this.#resource.optional !== undefined &&
+      error.kind === 'status' &&
+      (error.status === 404 || error.status === 403)
+    ) {
+      if (this.#unavailable !== error.status) this.#sayUnavailable(error);
+      this.#unavailable = error.status;
       this.#completeRelist(new Set());
       await this.#pause(this.#backoff.next());
       return;
     }
-    this.#unserved = false;
+    this.#unavailable = undefined;
     this.#count('errors', errorReason(error));
     let delay = this.#backoff.next();
     if (error.kind === 'status' && error.retryAfterSeconds !== undefined) {
@@ -457,6 +456,26 @@ export class Informer<T extends KubeObject, K extends ObjectHead = T> {
     }
     this.#log.warn({ error: formatApiError(error), retryInMs: delay }, `${during} failed`);
     await this.#pause(delay);
+  }
+
+  /**
+   * Once while it lasts: which resource, what kproxy does without it, and what would make it
+   * available. A 404 is what every server before the resource's release answers (info); a 403 is
+   * an RBAC role that does not grant it (warn: the operator can fix it).
+   */
+  #sayUnavailable(error: ApiError & { kind: 'status' }): void {
+    const { apiVersion, plural, optional } = this.#resource;
+    const without = `taken as empty, looked for again after a backoff; meanwhile ${optional?.without}`;
+    if (error.status === 404) {
+      this.#log.info(`the server does not serve this resource (${apiVersion} ${plural}): ${without}`);
+      return;
+    }
+    const group = apiVersion.includes('/') ? apiVersion.slice(0, apiVersion.indexOf('/')) : '';
+    const rule = `{apiGroups: ["${group}"], resources: ["${plural}"], verbs: ["list", "watch"]}`;
+    this.#log.warn(
+      { error: formatApiError(error) },
+      `the server forbids kproxy to read ${apiVersion} ${plural} (403): ${without}; to let it, add ${rule} to the ClusterRole bound to kproxy's user (system:node-proxier in a cluster made before the resource existed lacks it)`,
+    );
   }
 
   async #pause(ms: number): Promise<void> {

@@ -81,7 +81,7 @@ export function createProxyInformers(options: ProxyInformersOptions): ProxyInfor
       resource: NODES,
       fieldSelector: nodeFieldSelector(options.nodeName),
     }),
-    serviceCIDRs: new Informer<ServiceCIDR>({ ...common, resource: SERVICE_CIDRS, optional: true }),
+    serviceCIDRs: new Informer<ServiceCIDR>({ ...common, resource: SERVICE_CIDRS }),
   };
 }
 

@@ -9,6 +9,12 @@ export interface ResourceType {
   readonly kind: 'Service' | 'EndpointSlice' | 'Node' | 'ServiceCIDR';
   readonly listKind: string;
   readonly namespaced: boolean;
+  /**
+   * Set for a resource kproxy runs without when the server does not serve it (404: ServiceCIDRs
+   * before 1.33) or does not let kproxy read it (403: an RBAC role written before it existed);
+   * `without`: what kproxy does then, for the log line that says so.
+   */
+  readonly optional?: { readonly without: string };
 }
 
 export const SERVICES: ResourceType = {
@@ -41,6 +47,10 @@ export const SERVICE_CIDRS: ResourceType = {
   kind: 'ServiceCIDR',
   listKind: 'ServiceCIDRList',
   namespaced: false,
+  optional: {
+    without:
+      'the service CIDRs come from --service-cluster-ip-range (serviceClusterIPRange in the config) alone',
+  },
 };
 
 export const RESOURCE_TYPES: readonly ResourceType[] = [SERVICES, ENDPOINT_SLICES, NODES, SERVICE_CIDRS];

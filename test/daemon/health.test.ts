@@ -35,7 +35,7 @@ describe('ProxyHealth', async () => {
     const health = new ProxyHealth(clock, TIMEOUT);
     assert.equal(health.healthz().healthy, true, 'nothing queued yet');
     health.observe({ type: 'queued', at: clock.now() });
-    await clock.advance(TIMEOUT);
+    await clock.advance(TIMEOUT - 1);
     assert.equal(health.healthz().healthy, true);
     await clock.advance(1);
     assert.equal(health.healthz().healthy, false);
