@@ -91,6 +91,13 @@ describe('nftables ruleset with real packets', { skip: isRoot ? false : ROOT_REA
         loadBalancerSourceRanges: ['203.0.113.0/24'],
         pods: [b1!],
       }),
+      // Ranges that hold node-0's IP: its own traffic is let in (kube-proxy's TestLoadBalancer).
+      portFor(nodeName, 'lb-node-0', {
+        clusterIP: '10.96.0.23',
+        loadBalancerIPs: ['192.168.6.9'],
+        loadBalancerSourceRanges: [`${topo.nodes[0]!.ipv4}/32`],
+        pods: [b1!],
+      }),
       portFor(nodeName, 'sticky', {
         clusterIP: '10.96.0.30',
         sessionAffinity: { timeoutSeconds: 600 },
@@ -219,6 +226,18 @@ describe('nftables ruleset with real packets', { skip: isRoot ? false : ROOT_REA
     ]);
     const denied = await topo.connect(client(), 'tcp', '192.168.6.7', 80, { timeoutMs: 1500 });
     assert.deepEqual(names(denied), ['error:timeout']);
+  });
+
+  // kube-proxy's TestLoadBalancer "node to LB (allowed by LoadBalancerSourceRanges)": the ranges
+  // bind the node's own traffic too (filter-output jumps to firewall-check before nat-output DNATs).
+  test("LoadBalancer source ranges: the node's own traffic is dropped outside them and let in inside", async () => {
+    const node0 = topo.nodes[0]!.ns;
+    const [denied, allowed] = await Promise.all([
+      topo.connect(node0, 'tcp', '192.168.6.7', 80, { timeoutMs: 1500 }),
+      topo.connect(node0, 'tcp', '192.168.6.9', 80, { count: 3 }),
+    ]);
+    assert.deepEqual(names(denied), ['error:timeout']);
+    assert.deepEqual(names(allowed), ['node-1-pod-1']);
   });
 
   test('ClientIP affinity sends every connection of a client to one endpoint', async () => {
