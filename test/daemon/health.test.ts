@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { healthHandler, nodeEligible, ProxyHealth } from '../../src/daemon/health.ts';
+import { registerHealthMetrics } from '../../src/daemon/health-metrics.ts';
 import { listenHttp, parseHostPort } from '../../src/daemon/http-listener.ts';
 import { metricsHandler } from '../../src/daemon/metrics-handler.ts';
 import type { Node } from '../../src/kube/objects.ts';
@@ -29,55 +30,164 @@ const synced = {
   durationMs: 1,
 } as const;
 
-describe('ProxyHealth', async () => {
-  test('healthy until a queued change waits longer than the timeout without a sync', async () => {
-    const clock = new FakeClock();
-    const health = new ProxyHealth(clock, TIMEOUT);
-    assert.equal(health.healthz().healthy, true, 'nothing queued yet');
+/** A health on a fake clock, with the reports it made as "cause failing|cleared". */
+function observed(timeout = TIMEOUT) {
+  const clock = new FakeClock();
+  const reports: string[] = [];
+  const health = new ProxyHealth(clock, timeout, (r) =>
+    reports.push(`${r.cause} ${r.failing ? 'failing' : 'cleared'}`),
+  );
+  const codes = () => [health.healthz().healthy, health.live().healthy];
+  return { clock, health, reports, codes };
+}
+
+const failedSync = {
+  type: 'failed',
+  requested: 'full',
+  reason: 'retry',
+  error: new Error('nft: Operation not permitted'),
+  startedAt: 0,
+  durationMs: 1,
+  retryInMs: 1000,
+} as const;
+
+const lost = (at: number) =>
+  ({ type: 'lost', at, resource: 'services', error: 'network: ECONNREFUSED' }) as const;
+
+describe('ProxyHealth: each cause of a 503 both ways, at the exact timeout', async () => {
+  test('a queued change never synced: 200 until the timeout, 503 from it, 200 once synced', async () => {
+    const { clock, health, reports, codes } = observed();
+    assert.deepEqual(codes(), [true, true], 'nothing queued yet');
     health.observe({ type: 'queued', at: clock.now() });
     await clock.advance(TIMEOUT - 1);
-    assert.equal(health.healthz().healthy, true);
+    assert.deepEqual(codes(), [true, true]);
+    assert.deepEqual(reports, []);
     await clock.advance(1);
-    assert.equal(health.healthz().healthy, false);
-    assert.equal(health.live().healthy, false);
+    assert.deepEqual(codes(), [false, false]);
+    assert.deepEqual(health.failing(), [
+      {
+        cause: 'unsynced',
+        since: clock.now() - TIMEOUT,
+        detail: `a queued change has not been synced since ${new Date(clock.now() - TIMEOUT).toISOString()}`,
+      },
+    ]);
     health.observe(synced);
-    assert.equal(health.healthz().healthy, true);
+    assert.deepEqual(codes(), [true, true]);
     assert.equal(health.healthz().lastUpdated, clock.now());
+    assert.deepEqual(reports, ['unsynced failing', 'unsynced cleared']);
   });
 
-  test('a failed sync leaves the oldest change queued; later queued events do not reset its age', async () => {
-    const clock = new FakeClock();
-    const health = new ProxyHealth(clock, TIMEOUT);
-    const t0 = clock.now();
-    health.observe({ type: 'queued', at: t0 });
-    await clock.advance(TIMEOUT / 2);
-    health.observe({
-      type: 'failed',
-      requested: 'full',
-      reason: 'start',
-      error: new Error('x'),
-      startedAt: t0,
-      durationMs: 1,
-      retryInMs: 1,
-    });
+  test('syncs that keep failing: the oldest change counts, later ones do not reset its age', async () => {
+    const { clock, health, reports, codes } = observed();
     health.observe({ type: 'queued', at: clock.now() });
-    await clock.advance(TIMEOUT / 2 + 1);
-    assert.equal(health.live().healthy, false);
+    await clock.advance(TIMEOUT / 2);
+    health.observe(failedSync);
+    health.observe({ type: 'queued', at: clock.now() });
+    await clock.advance(TIMEOUT / 2 - 1);
+    assert.deepEqual(codes(), [true, true]);
+    await clock.advance(1);
+    assert.deepEqual(codes(), [false, false]);
+    await clock.advance(10 * TIMEOUT);
+    health.observe(failedSync);
+    assert.deepEqual(reports, ['unsynced failing'], 'said once, not at every failed retry');
+    health.observe(synced);
+    assert.deepEqual(codes(), [true, true]);
   });
 
-  test('a node being deleted or tainted for scale-down fails /healthz but not /livez', () => {
-    const health = new ProxyHealth(new FakeClock(), TIMEOUT);
+  test('a change synced in time is no news: no report, never 503', async () => {
+    const { clock, health, reports, codes } = observed();
+    health.observe({ type: 'queued', at: clock.now() });
+    await clock.advance(TIMEOUT - 1);
+    health.observe(synced);
+    await clock.advance(2 * TIMEOUT);
+    assert.deepEqual(codes(), [true, true]);
+    assert.deepEqual(reports, []);
+  });
+
+  test('the API server not followed: 200 until the timeout, 503 from it, 200 once followed', async () => {
+    const { clock, health, reports, codes } = observed();
+    health.apiContact(lost(clock.now()));
+    await clock.advance(TIMEOUT - 1);
+    assert.deepEqual(codes(), [true, true]);
+    await clock.advance(1);
+    assert.deepEqual(codes(), [false, false]);
+    assert.match(
+      health.failing()[0]?.detail ?? '',
+      /^the API server has not been followed since .* \(services: network: ECONNREFUSED\)$/,
+    );
+    health.apiContact({ type: 'regained', at: clock.now() });
+    assert.deepEqual(codes(), [true, true]);
+    assert.deepEqual(reports, ['api-server failing', 'api-server cleared']);
+  });
+
+  test('contact regained before the timeout is no news; a new loss counts from its own start', async () => {
+    const { clock, health, reports, codes } = observed();
+    health.apiContact(lost(clock.now()));
+    await clock.advance(TIMEOUT - 1);
+    health.apiContact({ type: 'regained', at: clock.now() });
+    health.apiContact(lost(clock.now()));
+    await clock.advance(TIMEOUT - 1);
+    assert.deepEqual(codes(), [true, true]);
+    assert.deepEqual(reports, []);
+    await clock.advance(1);
+    assert.deepEqual(codes(), [false, false]);
+  });
+
+  test('a node being deleted or tainted for scale-down fails /healthz at once, never /livez', async () => {
+    const { clock, health, reports, codes } = observed();
+    health.nodeChanged(node());
+    assert.deepEqual(codes(), [true, true]);
     health.nodeChanged(node({ deletionTimestamp: '2026-12-02T10:00:00Z' }));
-    assert.deepEqual([health.healthz().healthy, health.live().healthy], [false, true]);
+    assert.deepEqual(codes(), [false, true]);
+    await clock.advance(10 * TIMEOUT);
+    assert.deepEqual(codes(), [false, true]);
+    health.nodeChanged(node({ deletionTimestamp: '2026-12-02T10:00:00Z' }));
+    assert.deepEqual(reports, ['node failing'], 'the same cause again is no news');
+    health.nodeChanged(node());
+    assert.deepEqual(codes(), [true, true]);
     health.nodeChanged(node({ taints: [{ key: 'ToBeDeletedByClusterAutoscaler', effect: 'NoSchedule' }] }));
-    assert.deepEqual([health.healthz().healthy, health.healthz().nodeEligible], [false, false]);
+    assert.deepEqual([...codes(), health.healthz().nodeEligible], [false, true, false]);
+    assert.equal(health.failing()[0]?.detail, 'node node-1 is tainted ToBeDeletedByClusterAutoscaler');
     health.nodeChanged(node({ taints: [{ key: 'node.kubernetes.io/unschedulable', effect: 'NoSchedule' }] }));
-    assert.equal(health.healthz().healthy, true);
+    assert.deepEqual(codes(), [true, true]);
+    assert.deepEqual(reports, ['node failing', 'node cleared', 'node failing', 'node cleared']);
+  });
+
+  test('causes are independent: one clearing leaves the other', async () => {
+    const { clock, health, codes } = observed();
+    health.observe({ type: 'queued', at: clock.now() });
+    health.apiContact(lost(clock.now()));
+    await clock.advance(TIMEOUT);
+    health.observe(synced);
+    assert.deepEqual(codes(), [false, false], 'still not following the API server');
+    health.apiContact({ type: 'regained', at: clock.now() });
+    assert.deepEqual(codes(), [true, true]);
   });
 
   test('nodeEligible: an unknown node (not yet seen) is eligible', () => {
     assert.equal(nodeEligible(undefined), true);
     assert.equal(nodeEligible(node()), true);
+  });
+
+  test('kproxy_proxy_unhealthy says which cause holds, read at the scrape', async () => {
+    const { clock, health } = observed();
+    const metrics = new ProxyMetrics('nftables', { processMetrics: false });
+    registerHealthMetrics(metrics.registry, health);
+    const gauge = async () =>
+      [...(await metrics.registry.metrics()).matchAll(/^kproxy_proxy_unhealthy\{cause="([^"]+)"\} (\d)$/gm)]
+        .map((m) => `${m[1]}=${m[2]}`)
+        .join(' ');
+    assert.equal(await gauge(), 'unsynced=0 api-server=0 node=0');
+    health.apiContact(lost(clock.now()));
+    await clock.advance(TIMEOUT - 1);
+    assert.equal(await gauge(), 'unsynced=0 api-server=0 node=0');
+    await clock.advance(1);
+    assert.equal(await gauge(), 'unsynced=0 api-server=1 node=0');
+    health.nodeChanged(node({ deletionTimestamp: '2026-12-02T10:00:00Z' }));
+    assert.equal(await gauge(), 'unsynced=0 api-server=1 node=1');
+    health.apiContact({ type: 'regained', at: clock.now() });
+    health.nodeChanged(undefined);
+    assert.equal(await gauge(), 'unsynced=0 api-server=0 node=0');
   });
 });
 
