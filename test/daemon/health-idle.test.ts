@@ -1,0 +1,117 @@
+// The daemon end to end on the real clock, against a stand-in API server shaped like one before
+// Kubernetes 1.33 (servicecidrs answered 404): idle for three health timeouts with /healthz and
+// /livez probed throughout, all 200; then the server stops: 503 comes, never before one timeout
+// after the stop; then it is back: 200 again. Waits derive from the configured syncPeriod (the
+// timeout is 2 × syncPeriod); what must come is awaited under eventually's bound, what must not
+// come is checked against when each probe was answered, which needs no allowance: an answer
+// received before a moment was decided before it.
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { sampleEndpointSlice, sampleNode, sampleService } from '../../harness/apiserver/sample-objects.ts';
+import { type ApiServerOptions, startApiServer } from '../../harness/apiserver/server.ts';
+import { allowance } from '../../harness/emulation.ts';
+import { startDaemon } from '../../src/daemon/daemon.ts';
+import { KubeClient } from '../../src/kube/client.ts';
+import { ENDPOINT_SLICES, NODES, SERVICES } from '../../src/kube/resources.ts';
+import { systemClock } from '../../src/sync/clock.ts';
+import { ProxyMetrics } from '../../src/sync/metrics.ts';
+import { capturedLogger } from '../support/captured-logger.ts';
+import { freePort } from '../support/free-port.ts';
+import { configFromYaml, eventually, FAST_CONFIG, RecordingDataplane } from './daemon-harness.ts';
+
+const PROBE_EVERY_MS = 50;
+/**
+ * eventually's own bound (daemon-harness.ts), for the 503 to come after the stop: one informer
+ * retry (at most 100 ms here) to notice it, then the timeout; seconds even on a loaded machine.
+ */
+const OUTAGE_BOUND_MS = allowance(15_000);
+
+async function idleRun(
+  t: { after(fn: () => Promise<unknown>): void },
+  apiOptions: ApiServerOptions,
+  saidOnce: RegExp,
+) {
+  const api = await startApiServer({ port: await freePort(), ...apiOptions });
+  t.after(() => api.stop());
+  api.state.apply(SERVICES, sampleService('default', 'web', { clusterIP: '10.96.0.10' }));
+  api.state.apply(ENDPOINT_SLICES, sampleEndpointSlice('default', 'web-abc', { service: 'web' }));
+  api.state.apply(NODES, sampleNode('node-1'));
+  const client = new KubeClient({ server: api.url });
+  t.after(() => client.close());
+  const config = await configFromYaml(FAST_CONFIG);
+  const timeoutMs = 2 * config.syncPeriodMs;
+  const dataplane = new RecordingDataplane();
+  const { logger, lines } = capturedLogger();
+  const started = await startDaemon({
+    config,
+    logger,
+    api: client,
+    dataplane,
+    clock: systemClock,
+    informerBackoff: { initialMs: 20, maxMs: 100 },
+    metrics: new ProxyMetrics('nftables', { processMetrics: false }),
+  });
+  assert.ok(started.ok, started.ok ? '' : started.error);
+  const daemon = started.daemon;
+  t.after(() => daemon.stop());
+  const codes = async () =>
+    [
+      (await fetch(`${daemon.healthzUrl}/healthz`)).status,
+      (await fetch(`${daemon.healthzUrl}/livez`)).status,
+    ].join();
+  const unhealthy = async () => {
+    const text = await (await fetch(`${daemon.metricsUrl}/metrics`)).text();
+    return [...text.matchAll(/^kproxy_proxy_unhealthy\{cause="([^"]+)"\} 1$/gm)].map((m) => m[1]);
+  };
+  await eventually('first sync', () => dataplane.syncs.length > 0);
+
+  // Idle: nothing changes in the cluster for three timeouts, while the optional resource is
+  // refused at every retry (the informer's backoff here is at most 100 ms).
+  const asked = () => api.requests.filter((q) => q.path.endsWith('/servicecidrs')).length;
+  const askedBefore = asked();
+  const idleEnd = Date.now() + 3 * timeoutMs;
+  while (Date.now() < idleEnd) {
+    assert.equal(await codes(), '200,200');
+    await sleep(PROBE_EVERY_MS);
+  }
+  assert.ok(asked() - askedBefore >= 3, `servicecidrs asked ${asked() - askedBefore} times while idle`);
+  assert.deepEqual(await unhealthy(), []);
+  const said = lines.filter((l) => saidOnce.test(String(l.msg)));
+  assert.equal(said.length, 1, 'the refusal is said once, not at every retry');
+  assert.ok(!lines.some((l) => l.cause !== undefined), 'no health cause while idle');
+
+  // The server goes away: 503 once the contact has been lost for a whole timeout, not sooner.
+  const stoppedAt = Date.now();
+  await api.stop();
+  for (;;) {
+    const answer = await codes();
+    const answeredAt = Date.now();
+    if (answer === '503,503') {
+      assert.ok(answeredAt - stoppedAt >= timeoutMs, `503 ${answeredAt - stoppedAt} ms after the stop`);
+      break;
+    }
+    assert.equal(answer, '200,200');
+    assert.ok(answeredAt - stoppedAt < OUTAGE_BOUND_MS, 'no 503 within the bound');
+    await sleep(PROBE_EVERY_MS);
+  }
+  assert.deepEqual(await unhealthy(), ['api-server']);
+  const outage = lines.filter((l) => l.cause === 'api-server').map((l) => String(l.msg));
+  assert.equal(outage.length, 1);
+  assert.match(
+    outage[0] ?? '',
+    /^\/healthz and \/livez answer 503: the API server has not been followed since /,
+  );
+
+  // Back: 200 again, and the cause is said to have gone.
+  await api.start();
+  await eventually('200 again', async () => (await codes()) === '200,200');
+  assert.deepEqual(await unhealthy(), []);
+  assert.equal(lines.filter((l) => l.cause === 'api-server').length, 2);
+}
+
+describe('an idle daemon keeps 200 past the health timeout; an outage still turns it 503', () => {
+  test('against a server that does not serve ServiceCIDRs (404, before 1.33)', async (t) => {
+    await idleRun(t, { unserved: ['servicecidrs'] }, /does not serve this resource/);
+  });
+});
