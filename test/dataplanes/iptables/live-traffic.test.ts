@@ -15,6 +15,12 @@ const isRoot = process.getuid?.() === 0;
 const SKIP_REASON = 'needs root: network namespaces and iptables (run the suite as root)';
 if (!isRoot) process.stderr.write(`SKIPPED iptables traffic tests: ${SKIP_REASON}\n`);
 
+/**
+ * A LoadBalancer IP the client holds too, as the load balancer in front of the nodes would: a
+ * node's packet for it that no rule DNATs or drops leaves by the default route and is answered.
+ */
+const OUTSIDE_LB_IP = '192.0.2.53';
+
 function endpointsOf(topology: Topology, nodeIndexes: readonly number[], port: number): Endpoint[] {
   return nodeIndexes.flatMap((i) =>
     topology.nodes[i]!.pods.map((pod) => endpoint(pod.ipv4, port, { isLocal: i === 0 })),
@@ -60,6 +66,14 @@ function clusterState(topology: Topology): DualStackState {
       namespace: 'ns',
       clusterIP: '10.96.0.52',
       loadBalancerIPs: ['192.0.2.52'],
+      loadBalancerSourceRanges: ['198.51.100.0/24'],
+      clusterEndpoints: all,
+    }),
+    // Held by the client too (OUTSIDE_LB_IP): what the firewall lets leave un-DNATed is answered.
+    servicePort('lb-held-outside', {
+      namespace: 'ns',
+      clusterIP: '10.96.0.54',
+      loadBalancerIPs: [OUTSIDE_LB_IP],
       loadBalancerSourceRanges: ['198.51.100.0/24'],
       clusterEndpoints: all,
     }),
@@ -119,6 +133,11 @@ for (const backend of ['nft', 'legacy'] as const) {
       for (const range of ['10.96.0.0/16', '192.0.2.0/24'])
         await lab.addRoute(client, [range, 'via', node0IP]);
       await lab.addRoute(client, ['fd00:96::/64', 'via', topology.nodes[0]!.ipv6]);
+      await lab.addAddress(client, 'lo', `${OUTSIDE_LB_IP}/32`);
+      await topology.startEcho(
+        { ...topology.nodes[0]!.pods[0]!, name: 'outside-lb', ns: client },
+        { tcp: [80] },
+      );
       // Like a node's default route: a VIP without endpoints must be routable to reach the REJECT.
       await lab.addRoute(topology.nodes[0]!.ns, ['10.96.0.0/16', 'dev', 'eth0']);
       dataplane = new IptablesDataplane({
@@ -218,6 +237,23 @@ for (const backend of ['nft', 'legacy'] as const) {
       assert.equal(replies(await topology.connect(client, 'tcp', '192.0.2.51', 80, { count: 3 })).length, 3);
       const closed = tally(await topology.connect(client, 'tcp', '192.0.2.52', 80, { timeoutMs: 500 }));
       assert.deepEqual([...closed], [['error:timeout', 1]]);
+    });
+
+    // kube-proxy's TestLoadBalancer: the node's own traffic is bound by the ranges too (filter
+    // OUTPUT jumps to the firewall chain); lb-open's range holds node-0's IP.
+    test("LoadBalancer source ranges bind the node's own traffic: let in inside them, dropped outside", async (t) => {
+      if (!requireRoot(t)) return;
+      const node0 = topology.nodes[0]!.ns;
+      const [open, closed] = await Promise.all([
+        topology.connect(node0, 'tcp', '192.0.2.51', 80, { count: 3 }),
+        topology.connect(node0, 'tcp', OUTSIDE_LB_IP, 80, { timeoutMs: 500 }),
+      ]);
+      const pods = new Set(topology.nodes.flatMap((n) => n.pods.map((p) => p.name)));
+      assert.ok(
+        replies(open).every((r) => pods.has(r.name)),
+        JSON.stringify(open),
+      );
+      assert.deepEqual([...tally(closed)], [['error:timeout', 1]]);
     });
 
     test('an incremental sync moves traffic to the new endpoint set', async (t) => {
