@@ -5,6 +5,7 @@
 // adopt the virtual servers an earlier run left on the dummy link's addresses), on a full sync
 // (reconcile against a dump), to sweep drained real servers, and in intact()/cleanup(). An
 // incremental sync the kernel refuses (dataplane-error.ts) falls back to a full one.
+import { compareText } from '../../src/base/compare-text.ts';
 import { runInSlices } from '../../src/base/work-slices.ts';
 import type { DualStackState, ServicePortKey } from '../../src/model/proxy-state.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
@@ -41,7 +42,7 @@ import { reconcileServers, reconcileServices } from './reconcile.ts';
 import { removedServerFlows } from './removed-server-flows.ts';
 import { IPVS_COMMANDS_PER_SEND, IPVS_SENDS_IN_FLIGHT, runsOf, sendInWindow } from './request-window.ts';
 import { SharingIndex } from './sharing-index.ts';
-import { compareText, type VirtualServer, type VirtualService, virtualServerKey } from './virtual-servers.ts';
+import { type VirtualServer, type VirtualService, virtualServerKey } from './virtual-servers.ts';
 
 export type IpvsLog = (message: string, fields?: Readonly<Record<string, unknown>>) => void;
 

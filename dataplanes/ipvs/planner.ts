@@ -6,6 +6,7 @@
 // compares is what the whole state holds), unless a family or the node settings changed, or a
 // ClientIP chain comes or goes: then the two whole desired states are compared.
 import { isDeepStrictEqual } from 'node:util';
+import { compareText } from '../../src/base/compare-text.ts';
 import type { IPFamily } from '../../src/base/ip-family.ts';
 import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
 import type { DualStackState, ServicePortKey } from '../../src/model/proxy-state.ts';
@@ -20,7 +21,7 @@ import { diffAddresses, diffVirtualServers } from './ipvs-diff.ts';
 import { FAMILIES, type IpvsDesired, type IpvsPlan } from './ipvs-plan.ts';
 import { renderPlan } from './ipvs-render.ts';
 import { SharingIndex } from './sharing-index.ts';
-import { compareText, ipvsFamilyServers, type VirtualServer } from './virtual-servers.ts';
+import { ipvsFamilyServers, type VirtualServer } from './virtual-servers.ts';
 
 export interface IpvsPlannerOptions {
   /** IPVS scheduler of every virtual server (kube-proxy's ipvs.scheduler; default rr). */

@@ -9,6 +9,7 @@
 //   persistence does not honour the timeout (kubernetes#89358).
 // A virtual server exists even without real servers, as upstream; the companion nft rules reject
 // or drop its traffic before IPVS sees it.
+import { compareText } from '../../src/base/compare-text.ts';
 import { familyOf } from '../../src/base/ip-address.ts';
 import type { IPFamily } from '../../src/base/ip-family.ts';
 import type { Endpoint, Protocol, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
@@ -138,8 +139,4 @@ export function ipvsFamilyServers(
     boundAddresses: [...bound].sort(compareText),
     nodePortAddresses: nodeAddresses,
   };
-}
-
-export function compareText(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
 }

@@ -12,7 +12,7 @@
 // forgets them. A port whose order is the model's has no entry (most ports, most of the time).
 
 import { isDeepStrictEqual } from 'node:util';
-import { compareText } from '../../src/model/endpoints.ts';
+import { compareText } from '../../src/base/compare-text.ts';
 import type { Endpoint, ProxyState, ServicePort, ServicePortKey } from '../../src/model/proxy-state.ts';
 import { type TrafficDecisions, trafficDecisions } from '../../src/model/traffic-decisions.ts';
 

@@ -10,10 +10,10 @@
 // The live dataplane runs the planning steps in slices (work-slices.ts); render runs them through.
 
 import { isDeepStrictEqual } from 'node:util';
+import { compareText } from '../../src/base/compare-text.ts';
 import type { IPFamily } from '../../src/base/ip-family.ts';
 import { runAll, type Steps } from '../../src/base/work-slices.ts';
 import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
-import { compareText } from '../../src/model/endpoints.ts';
 import type { DualStackState, NodeSettings, ServicePortKey } from '../../src/model/proxy-state.ts';
 import type { DataplanePlanner } from '../shared/dataplane.ts';
 import { diffFamily, diffRulesetsSteps } from '../shared/nft/diff.ts';

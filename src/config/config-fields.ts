@@ -3,6 +3,7 @@
 // command-line flags both go through here, so a value means the same wherever it comes from.
 
 import { canonicalCIDR, canonicalIP } from '../base/ip-address.ts';
+import type { DetectLocalMode } from '../model/node-settings.ts';
 import { parseGoDuration } from './go-duration.ts';
 import { MAX_PORT, splitHostPort } from './host-port.ts';
 
@@ -57,12 +58,13 @@ const checkBindAddress: ItemCheck = (item) => {
 };
 
 export const PROXY_MODES = ['iptables', 'nftables', 'ipvs'] as const;
+/** What a configuration may ask for; the model's 'None' is what ClusterCIDR without CIDRs becomes. */
 export const DETECT_LOCAL_MODES = [
   'ClusterCIDR',
   'NodeCIDR',
   'BridgeInterface',
   'InterfaceNamePrefix',
-] as const;
+] as const satisfies readonly DetectLocalMode[];
 export const IPVS_SCHEDULERS = [
   'rr',
   'wrr',

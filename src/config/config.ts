@@ -1,14 +1,14 @@
 // The one validated, fully defaulted configuration of a kproxy process: the config file's
 // settings, overridden by flags, with kube-proxy's defaults for everything left unset.
 import { canonicalCIDR, canonicalIP, familyOf } from '../base/ip-address.ts';
+import type { DetectLocalMode } from '../model/node-settings.ts';
 import { fileErrorReason } from '../sources/input-files.ts';
-import type { DETECT_LOCAL_MODES, FieldValue, IPVS_SCHEDULERS, PROXY_MODES } from './config-fields.ts';
+import type { FieldValue, IPVS_SCHEDULERS, PROXY_MODES } from './config-fields.ts';
 import { parseConfigFile, type Settings } from './config-file.ts';
 import type { FlagValues } from './proxy-flags.ts';
 import { flagSettings, overlaySettings } from './proxy-flags.ts';
 
 export type ProxyMode = (typeof PROXY_MODES)[number];
-export type DetectLocalMode = (typeof DETECT_LOCAL_MODES)[number];
 export type IpvsScheduler = (typeof IPVS_SCHEDULERS)[number];
 
 /** Per-mode settings of the iptables and nftables sections. Durations in milliseconds. */

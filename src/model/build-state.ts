@@ -1,6 +1,7 @@
 // Services + EndpointSlices + this node (+ ServiceCIDRs) → ProxyState per IP family: the model's one entry point,
 // called by the CLI (dry-run) and the daemon alike. Input objects come from decodeObject.
 
+import { compareText } from '../base/compare-text.ts';
 import { flatText } from '../base/flat-text.ts';
 import type { IPFamily } from '../base/ip-family.ts';
 import { objectRef, type Problem } from '../base/problem.ts';
@@ -13,7 +14,7 @@ import {
   ZONE_LABEL,
 } from '../kube/objects.ts';
 import { ClaimIndex, conflictProblems, serviceOfPort, serviceSince } from './address-claims.ts';
-import { compareText, indexSlicesByService } from './endpoints.ts';
+import { indexSlicesByService } from './endpoints.ts';
 import { nodeSettingsByFamily, type ProxyOptions } from './node-settings.ts';
 import type { DualStackState, ProxyState, ServicePort, ServicePortKey } from './proxy-state.ts';
 import { serviceCIDRsOf } from './service-cidrs.ts';

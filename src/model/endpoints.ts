@@ -7,6 +7,7 @@
 // keeps that record instead of the slice, so a decoded slice is garbage once its event is handled
 // (at 30,000 ten-endpoint slices the slices held ~50 MiB more than their records).
 
+import { compareText } from '../base/compare-text.ts';
 import { flatText } from '../base/flat-text.ts';
 import type { IPFamily } from '../base/ip-family.ts';
 import { objectRef, type Problem } from '../base/problem.ts';
@@ -285,9 +286,4 @@ function preference(endpoint: Pick<Endpoint, 'terminating' | 'ready'>): number {
 
 function compareCandidates(a: CandidateEndpoint, b: CandidateEndpoint): number {
   return compareText(a.ip, b.ip) || a.endpoint.port - b.endpoint.port;
-}
-
-/** Plain code-unit order: deterministic and locale-independent. */
-export function compareText(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
 }

@@ -3,9 +3,9 @@
 // node port (address-claims.ts). An update moves the claims of the services that changed and
 // publishes what each service whose claims were touched now holds.
 import { isDeepStrictEqual } from 'node:util';
+import { compareText } from '../base/compare-text.ts';
 import type { Steps } from '../base/work-slices.ts';
 import { ClaimIndex } from './address-claims.ts';
-import { compareText } from './endpoints.ts';
 import type { ServicePort, ServicePortKey } from './proxy-state.ts';
 
 /**

@@ -11,8 +11,7 @@ import type { DataplaneMode } from '../../dataplanes/shared/dataplane.ts';
 import { DataplaneError } from '../../dataplanes/shared/dataplane-error.ts';
 import type { IPFamily } from '../base/ip-family.ts';
 import type { DualStackState } from '../model/proxy-state.ts';
-import { trafficDecisions } from '../model/traffic-decisions.ts';
-import type { NoLocalEndpoints, NoLocalEndpointsByFamily } from './state-counts.ts';
+import { type NoLocalEndpointsByFamily, StateCounter } from './state-counts.ts';
 import type { SyncLoopEvent } from './sync-loop.ts';
 
 /** kube-proxy's ExponentialBuckets(0.001, 2, 15). */
@@ -46,22 +45,10 @@ const FAILURE_COUNTER: Record<DataplaneMode, { readonly name: string; readonly h
  * Service ports whose Local policy has no local endpoint, as kube-proxy counts them for
  * sync_proxy_rules_no_local_endpoints_total: per family the state serves and per traffic policy.
  * Only the traffic that is DROPped for it counts; a service with no endpoint anywhere is REJECTed.
+ * The count of state-counts.ts, from a walk of every port.
  */
 export function countNoLocalEndpoints(state: DualStackState): NoLocalEndpointsByFamily {
-  const result: { [F in IPFamily]?: NoLocalEndpoints } = {};
-  for (const family of ['IPv4', 'IPv6'] as const) {
-    const ports = state[family]?.servicePorts;
-    if (ports === undefined) continue;
-    let internal = 0;
-    let external = 0;
-    for (const port of ports.values()) {
-      const { internalVerdict, externalVerdict } = trafficDecisions(port);
-      if (internalVerdict === 'drop') internal++;
-      if (externalVerdict === 'drop') external++;
-    }
-    result[family] = { internal, external };
-  }
-  return result;
+  return new StateCounter().update(state).noLocal;
 }
 
 /** When an endpoint change was triggered (ms since the epoch) and the family whose rules program it. */

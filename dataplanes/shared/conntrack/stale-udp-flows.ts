@@ -12,6 +12,7 @@
 //   kproxy was down is known by its address alone: a DNATed flow to an address of the service
 //   CIDRs that no UDP service port holds goes when every flow is judged (start-up, full syncs).
 // Addresses are keyed with their port: two UDP ports of one cluster IP have their own endpoints.
+import { compareText } from '../../../src/base/compare-text.ts';
 import type { IPFamily } from '../../../src/base/ip-family.ts';
 import type { Steps } from '../../../src/base/work-slices.ts';
 import type { ProxyState, ServicePort, ServicePortKey } from '../../../src/model/proxy-state.ts';
@@ -97,7 +98,7 @@ export function* staleFlowFilters(
       filters.set(key, { family, origDst: flow.origDst, port: flow.origDport, replySrc: flow.replySrc });
   }
   return [...filters.values()].sort(
-    (a, b) => compare(a.origDst, b.origDst) || a.port - b.port || compare(a.replySrc, b.replySrc),
+    (a, b) => compareText(a.origDst, b.origDst) || a.port - b.port || compareText(a.replySrc, b.replySrc),
   );
 }
 
@@ -147,8 +148,4 @@ function servingIPs(sp: ServicePort): ReadonlySet<string> {
   for (const list of [sp.clusterEndpoints, sp.localEndpoints, sp.otherServingEndpoints ?? []])
     for (const endpoint of list) ips.add(endpoint.ip);
   return ips;
-}
-
-function compare(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
 }

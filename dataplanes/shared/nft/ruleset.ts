@@ -1,5 +1,6 @@
 // The desired ruleset: what kproxy wants in each family's table, as plain data. The full script
 // and the incremental diff are both computed from it, so they cannot disagree.
+import { compareText } from '../../../src/base/compare-text.ts';
 import type { ChainSpec, ElementSpec, NftFamily, SetSpec } from './transaction.ts';
 
 export interface FamilyRuleset {
@@ -174,5 +175,5 @@ function sameJson<T>(kept: T, added: T): boolean {
 }
 
 function sorted<T>(map: ReadonlyMap<string, T>): Map<string, T> {
-  return new Map([...map].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  return new Map([...map].sort(([a], [b]) => compareText(a, b)));
 }

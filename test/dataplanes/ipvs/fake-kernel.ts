@@ -11,7 +11,6 @@ import { DUMMY_LINK } from '../../../dataplanes/ipvs/ipvs-plan.ts';
 import { ipvsadmLine } from '../../../dataplanes/ipvs/ipvs-render.ts';
 import { type IpvsRuleset, parseIpvsRuleset } from '../../../dataplanes/ipvs/trace.ts';
 import {
-  compareText,
   type RealServer,
   realServerKey,
   type VirtualService,
@@ -19,6 +18,7 @@ import {
 } from '../../../dataplanes/ipvs/virtual-servers.ts';
 import { NftError } from '../../../dataplanes/nftables/nft-runner.ts';
 import type { CommandResult, CommandRunner } from '../../../dataplanes/shared/command-runner.ts';
+import { compareText } from '../../../src/base/compare-text.ts';
 import { FakeNft } from '../nftables/fake-nft.ts';
 
 interface KernelService {
