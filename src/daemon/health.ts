@@ -52,10 +52,6 @@ export function nodeLeaving(node: Node | undefined): string | undefined {
   return undefined;
 }
 
-export function nodeEligible(node: Node | undefined): boolean {
-  return nodeLeaving(node) === undefined;
-}
-
 interface Held {
   readonly since: number;
   readonly detail: string;

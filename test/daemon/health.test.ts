@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { healthHandler, nodeEligible, ProxyHealth } from '../../src/daemon/health.ts';
+import { healthHandler, nodeLeaving, ProxyHealth } from '../../src/daemon/health.ts';
 import { registerHealthMetrics } from '../../src/daemon/health-metrics.ts';
 import { listenHttp, parseHostPort } from '../../src/daemon/http-listener.ts';
 import { metricsHandler } from '../../src/daemon/metrics-handler.ts';
@@ -164,9 +164,9 @@ describe('ProxyHealth: each cause of a 503 both ways, at the exact timeout', asy
     assert.deepEqual(codes(), [true, true]);
   });
 
-  test('nodeEligible: an unknown node (not yet seen) is eligible', () => {
-    assert.equal(nodeEligible(undefined), true);
-    assert.equal(nodeEligible(node()), true);
+  test('nodeLeaving: an unknown node (not yet seen) is not leaving', () => {
+    assert.equal(nodeLeaving(undefined), undefined);
+    assert.equal(nodeLeaving(node()), undefined);
   });
 
   test('kproxy_proxy_unhealthy says which cause holds, read at the scrape', async () => {
