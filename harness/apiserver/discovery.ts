@@ -2,17 +2,12 @@
 // /apis/<group>/<version>, for the resources the stand-in serves, so that kubectl (and any client-go
 // program) can find them. The unaggregated form only: a client asking for aggregated discovery
 // (apidiscovery.k8s.io/v2) also accepts application/json and falls back to these, as it does
-// against a server older than 1.26.
+// against a server older than 1.26. What exists follows the server's minor (profiles.ts): before
+// 1.33 networking.k8s.io/v1 has no servicecidrs (its other resources, ingresses and network
+// policies, are not the stand-in's to serve, so the group's list is empty there).
 
 import { groupVersionPath, RESOURCE_TYPES, type ResourceType } from '../../src/kube/resources.ts';
-
-/** What `kubectl version` shows for the server. */
-export const SERVER_VERSION = {
-  major: '1',
-  minor: '34',
-  gitVersion: 'v1.34.0-kproxy-stand-in',
-  platform: 'linux/amd64',
-} as const;
+import { type ApiProfile, serverVersion } from './profiles.ts';
 
 /** The verbs the stand-in serves for every resource (no deletecollection, no subresources). */
 const VERBS = ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'] as const;
@@ -32,10 +27,15 @@ function groupVersions(): string[] {
   return [...new Set(RESOURCE_TYPES.map((r) => r.apiVersion))];
 }
 
+/** Whether a server of this profile serves the resource (at the version kproxy reads). */
+export function servedBy(profile: ApiProfile, resource: ResourceType): boolean {
+  return resource.plural !== 'servicecidrs' || profile.serviceCIDRs === 'v1';
+}
+
 /** The document at `pathname`, or undefined when it is not a discovery path. */
-export function discoveryDocument(pathname: string, serverAddress: string): unknown {
+export function discoveryDocument(pathname: string, serverAddress: string, profile: ApiProfile): unknown {
   const path = pathname.replace(/\/$/, '');
-  if (path === '/version') return SERVER_VERSION;
+  if (path === '/version') return serverVersion(profile.minor);
   if (path === '/api') {
     return {
       kind: 'APIVersions',
@@ -61,7 +61,7 @@ export function discoveryDocument(pathname: string, serverAddress: string): unkn
       kind: 'APIResourceList',
       apiVersion: 'v1',
       groupVersion: gv,
-      resources: RESOURCE_TYPES.filter((r) => r.apiVersion === gv).map((r) => ({
+      resources: RESOURCE_TYPES.filter((r) => r.apiVersion === gv && servedBy(profile, r)).map((r) => ({
         name: r.plural,
         singularName: EXTRA[r.plural].singularName,
         namespaced: r.namespaced,

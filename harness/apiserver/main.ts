@@ -1,6 +1,11 @@
 // The stand-in API server as a process, for the netns lab and the memory benchmark:
 //   node harness/apiserver/main.ts [--host H] [--port N] [--data FILE] [--token T]...
 //     [--tls-cert PEM --tls-key PEM [--client-ca PEM]] [--history-limit N] [--no-watch-list]
+//     [--version 1.29..1.38] [--forbid RESOURCE]...
+// --version serves what that Kubernetes minor serves (profiles.ts; the newest by default); --forbid
+// answers 403 for a resource (RBAC that does not grant it). A line `restart <minor>` on stdin restarts
+// it as that minor on the same address, state kept (a control-plane upgrade); it prints
+// "restarted <minor>" once listening again.
 // FILE is YAML or JSON: a List, or documents, of Services, EndpointSlices and Nodes (kubectl -o yaml
 // output works). Prints "listening <url>" once ready; stops on SIGTERM/SIGINT. kubectl can drive it
 // (kubeconfig.ts writes a kubeconfig for it; lab/README.md says what works).
@@ -8,9 +13,11 @@
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { flushCompileCache } from 'node:module';
+import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { parseAllDocuments } from 'yaml';
-import { RESOURCE_TYPES } from '../../src/kube/resources.ts';
+import { RESOURCE_TYPES, type ResourceType } from '../../src/kube/resources.ts';
+import { isMinor, NEWEST_MINOR } from './profiles.ts';
 import { startApiServer } from './server.ts';
 
 const { values } = parseArgs({
@@ -25,8 +32,24 @@ const { values } = parseArgs({
     'client-ca': { type: 'string' },
     'history-limit': { type: 'string' },
     'no-watch-list': { type: 'boolean', default: false },
+    version: { type: 'string', default: NEWEST_MINOR },
+    forbid: { type: 'string', multiple: true },
   },
 });
+
+const version = values.version;
+if (!isMinor(version)) {
+  console.error(`--version ${version}: not a minor the stand-in serves (1.29..1.38)`);
+  process.exit(2);
+}
+const forbidden = (values.forbid ?? []).map((plural) => {
+  const resource = RESOURCE_TYPES.find((r) => r.plural === plural);
+  if (!resource) {
+    console.error(`--forbid ${plural}: not a resource the stand-in serves`);
+    process.exit(2);
+  }
+  return resource.plural;
+}) satisfies ResourceType['plural'][];
 
 const tlsCert = values['tls-cert'];
 const tlsKey = values['tls-key'];
@@ -40,7 +63,9 @@ const server = await startApiServer({
   host: values.host,
   port: Number(values.port),
   bookmarkIntervalMs: Number(values['bookmark-interval-ms']),
-  watchList: !values['no-watch-list'],
+  version,
+  forbidden,
+  ...(values['no-watch-list'] ? { watchList: false } : {}),
   ...(values['history-limit'] ? { historyLimit: Number(values['history-limit']) } : {}),
   ...(tlsCert && tlsKey
     ? {
@@ -79,6 +104,14 @@ if (values.data) {
 }
 
 console.log(`listening ${server.url}`);
+createInterface({ input: process.stdin }).on('line', (line) => {
+  const [command, minor] = line.trim().split(/\s+/);
+  if (command !== 'restart' || minor === undefined || !isMinor(minor)) {
+    console.error(`stdin: ${JSON.stringify(line)}: expected "restart <minor>"`);
+    return;
+  }
+  server.restartAs(minor).then(() => console.log(`restarted ${minor}`));
+});
 // Tests end it with a signal, and a killed node never writes its compile cache (NODE_COMPILE_CACHE):
 // write it now, or each start in the qemu VM strips the TypeScript again (a cold start took 2-3× a warm one there).
 flushCompileCache();

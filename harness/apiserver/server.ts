@@ -2,7 +2,9 @@
 // Nodes: discovery, JSON lists (chunked with expiring continue tokens), watch streams
 // (newline-delimited JSON events over chunked transfer, bookmarks, watch-list), label/field
 // selectors, create/update/patch/delete, server-side printing (Tables, for kubectl get), bearer-token
-// and client-certificate authentication, and fault injection. Tests and the netns lab drive it over
+// and client-certificate authentication, and fault injection. It serves what a given Kubernetes minor
+// serves (profiles.ts: discovery, ServiceCIDRs, watch-list, the fields a write keeps), can be
+// restarted as another minor with its state kept, and refuses resources that RBAC does not grant. Tests and the netns lab drive it over
 // HTTP (kubectl among the clients) or in-process through `state` and `faults`.
 
 import { Buffer } from 'node:buffer';
@@ -11,11 +13,22 @@ import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { groupVersionPath, RESOURCE_TYPES, type ResourceType } from '../../src/kube/resources.ts';
-import { discoveryDocument } from './discovery.ts';
+import { discoveryDocument, servedBy } from './discovery.ts';
 import { mergePatch, PatchError, strategicMergePatch } from './patch.ts';
+import { type ApiProfile, type Minor, NEWEST_MINOR, PROFILES } from './profiles.ts';
 import { matches, parseFieldSelector, parseLabelSelector, type Selector } from './selectors.ts';
 import { type Change, ClusterState, type StoredObject, type WriteResult } from './state.ts';
+import {
+  faultStatus,
+  forbidden,
+  internalError,
+  invalid,
+  pathNotFound,
+  status,
+  watchListRefused,
+} from './status-bodies.ts';
 import { type IncludeObject, parseIncludeObject, toTable, wantsTable } from './table.ts';
+import { versionedWrite } from './version-fields.ts';
 
 export interface ApiServerOptions {
   readonly host?: string;
@@ -27,10 +40,14 @@ export interface ApiServerOptions {
   readonly historyLimit?: number;
   /** How often an idle watch that asked for bookmarks gets one. */
   readonly bookmarkIntervalMs?: number;
-  /** Whether watch-list (sendInitialEvents) is offered; when not, such a watch is refused with 422. */
+  /** The Kubernetes minor whose API to serve (profiles.ts); the newest by default. */
+  readonly version?: Minor;
+  /** Whether watch-list (sendInitialEvents) is offered, whatever the minor; when not, such a watch is refused with 422. */
   readonly watchList?: boolean;
-  /** Resources answered with 404, as by a server older than them (servicecidrs before 1.33). */
+  /** Resources answered with 404 whatever the minor, as by a server older than them. */
   readonly unserved?: readonly ResourceType['plural'][];
+  /** Resources that RBAC does not grant the client: 403 (system:node-proxier before 1.33 lacks servicecidrs). */
+  readonly forbidden?: readonly ResourceType['plural'][];
 }
 
 export interface RequestRecord {
@@ -48,6 +65,8 @@ interface PendingFault {
 interface Watch {
   readonly socket: Socket;
   readonly write: (line: string) => void;
+  /** Sends an ERROR event with this Status and ends the watch. */
+  readonly fail: (status: unknown) => void;
   /** From now on send nothing and never end: what a client sees of a half-open connection. */
   readonly freeze: () => void;
 }
@@ -76,18 +95,40 @@ export class Faults {
     this.#server = server;
   }
 
-  /** Answer the next `count` GETs with this status (e.g. 500, or 429 with Retry-After). */
+  /**
+   * Answer the next `count` GETs with this status, as kube-apiserver words it (faultStatus): 429 with
+   * Retry-After, 500, or 503 (a server still installing its paths, as during an upgrade).
+   */
   failNext(count: number, code: number, retryAfterSeconds?: number): void {
     this.pending.push({
       count,
       apply: (res) => {
         const headers: Record<string, string> = {};
         if (retryAfterSeconds !== undefined) headers['retry-after'] = String(retryAfterSeconds);
-        const reason = code === 429 ? 'TooManyRequests' : 'InternalError';
-        sendStatus(res, code, reason, `injected fault: ${code}`, headers);
+        sendJson(res, code, faultStatus(code, retryAfterSeconds), headers);
         return 'handled';
       },
     });
+  }
+
+  /** Reset the connections of the next `count` GETs without an answer (a server going down mid-upgrade). */
+  resetNext(count: number): void {
+    this.pending.push({
+      count,
+      apply: (res) => {
+        res.socket?.resetAndDestroy();
+        return 'handled';
+      },
+    });
+  }
+
+  /**
+   * Every open watch gets an ERROR event carrying this Status and then ends, as kube-apiserver ends a
+   * watch it cannot continue: 410 when the watch cache no longer holds its resourceVersion, 500 on a
+   * storage error.
+   */
+  errorInWatches(code: 410 | 500): void {
+    this.#server.errorInWatches(code);
   }
 
   /** Hold the next `count` GETs for `ms` before answering them normally. */
@@ -134,6 +175,7 @@ export class StandInApiServer {
   #url = '';
   #tokens: Set<string> | undefined;
   readonly #options: ApiServerOptions;
+  #profile: ApiProfile;
   readonly #server: http.Server;
   readonly #watches = new Set<Watch>();
   readonly #sockets = new Set<Socket>();
@@ -142,6 +184,7 @@ export class StandInApiServer {
 
   constructor(options: ApiServerOptions = {}) {
     this.#options = options;
+    this.#profile = PROFILES[options.version ?? NEWEST_MINOR];
     this.state = new ClusterState({ historyLimit: options.historyLimit });
     this.faults = new Faults(this);
     this.#tokens = options.tokens ? new Set(options.tokens) : undefined;
@@ -183,6 +226,11 @@ export class StandInApiServer {
     return this.#watches.size;
   }
 
+  /** The Kubernetes minor served now. */
+  get version(): Minor {
+    return this.#profile.minor;
+  }
+
   /** Replace the accepted bearer tokens (token rotation). */
   setTokens(tokens: readonly string[]): void {
     this.#tokens = new Set(tokens);
@@ -203,6 +251,21 @@ export class StandInApiServer {
   async stop(): Promise<void> {
     for (const socket of this.#sockets) socket.destroy();
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+
+  /**
+   * A control-plane upgrade as a client sees it: the server goes away (every connection cut), and
+   * comes back on the same address as `version`, with the cluster's state and resourceVersions kept
+   * (they live in etcd, not in the server).
+   */
+  async restartAs(version: Minor): Promise<void> {
+    const port = Number(new URL(this.#url).port);
+    await this.stop();
+    this.#profile = PROFILES[version];
+    await new Promise<void>((resolve, reject) => {
+      this.#server.once('error', reject);
+      this.#server.listen(port, this.#options.host ?? '127.0.0.1', () => resolve());
+    });
   }
 
   /** Compaction also ends every list snapshot that continue tokens point into. */
@@ -226,6 +289,14 @@ export class StandInApiServer {
     for (const w of this.#watches) w.freeze();
   }
 
+  errorInWatches(code: 410 | 500): void {
+    const body =
+      code === 410
+        ? status(410, 'Expired', 'The resourceVersion for the provided watch is too old.')
+        : internalError('etcdserver: request timed out');
+    for (const w of this.#watches) w.fail(body);
+  }
+
   async #handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://stand-in');
     this.requests.push({
@@ -242,7 +313,9 @@ export class StandInApiServer {
       return;
     }
     const discovery =
-      req.method === 'GET' ? discoveryDocument(url.pathname, req.headers.host ?? '') : undefined;
+      req.method === 'GET'
+        ? discoveryDocument(url.pathname, req.headers.host ?? '', this.#profile)
+        : undefined;
     if (discovery !== undefined) {
       sendJson(res, 200, discovery);
       return;
@@ -257,8 +330,12 @@ export class StandInApiServer {
       return;
     }
     const route = parseRoute(url.pathname);
-    if (!route || this.#options.unserved?.includes(route.resource.plural)) {
-      sendStatus(res, 404, 'NotFound', `the server could not find the requested resource (${url.pathname})`);
+    if (!route || !this.#serves(route.resource)) {
+      sendJson(res, 404, pathNotFound());
+      return;
+    }
+    if (this.#options.forbidden?.includes(route.resource.plural)) {
+      sendJson(res, 403, forbidden(route, req.method ?? 'GET', url.searchParams));
       return;
     }
     if (req.method === 'GET') {
@@ -301,7 +378,9 @@ export class StandInApiServer {
           sendStatus(res, 400, 'BadRequest', 'the request body is not a JSON object');
           return;
         }
-        const input = body as { metadata?: { name?: unknown; namespace?: unknown } };
+        const versioned = this.#versioned(res, route.resource, body as Record<string, unknown>);
+        if (!versioned) return;
+        const input = versioned as { metadata?: { name?: unknown; namespace?: unknown } };
         const metadata = { ...input.metadata };
         if (route.namespace !== undefined) metadata.namespace = route.namespace;
         if (req.method === 'PUT') {
@@ -409,7 +488,35 @@ export class StandInApiServer {
       );
       return;
     }
-    sendWrite(res, resource, this.state.update(resource, patched as never), 200);
+    const versioned = this.#versioned(res, resource, patched as Record<string, unknown>);
+    if (versioned) sendWrite(res, resource, this.state.update(resource, versioned as never), 200);
+  }
+
+  #serves(resource: ResourceType): boolean {
+    return servedBy(this.#profile, resource) && !this.#options.unserved?.includes(resource.plural);
+  }
+
+  /**
+   * The object as this minor stores it (version-fields.ts), with a Warning header per unknown field
+   * pruned; undefined after answering 422 when it holds a value this minor refuses.
+   */
+  #versioned(
+    res: http.ServerResponse,
+    resource: ResourceType,
+    input: Record<string, unknown>,
+  ): Record<string, unknown> | undefined {
+    const result = versionedWrite(this.#profile, resource, input);
+    if (!result.ok) {
+      const name = String((input.metadata as { name?: unknown } | undefined)?.name ?? '');
+      sendJson(res, 422, invalid(resource, name, result.field, result.message));
+      return undefined;
+    }
+    if (result.unknownFields.length > 0)
+      res.setHeader(
+        'warning',
+        result.unknownFields.map((f) => `299 - ${JSON.stringify(`unknown field "${f}"`)}`),
+      );
+    return result.object;
   }
 
   #list(
@@ -479,13 +586,8 @@ export class StandInApiServer {
     const bookmarks = q.get('allowWatchBookmarks') === 'true';
     const initialEvents = q.get('sendInitialEvents') === 'true';
     if (initialEvents) {
-      if (this.#options.watchList === false) {
-        sendStatus(
-          res,
-          422,
-          'Invalid',
-          'sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled',
-        );
+      if (!(this.#options.watchList ?? this.#profile.watchList)) {
+        sendJson(res, 422, watchListRefused());
         return;
       }
       if (q.get('resourceVersionMatch') !== 'NotOlderThan' || !bookmarks) {
@@ -557,7 +659,11 @@ export class StandInApiServer {
       frozen = true;
       for (const t of timers) clearTimeout(t);
     };
-    const watch: Watch = { socket: req.socket, write, freeze };
+    const fail = (body: unknown) => {
+      send('ERROR', body);
+      if (!res.writableEnded) res.end();
+    };
+    const watch: Watch = { socket: req.socket, write, freeze, fail };
     this.#watches.add(watch);
     if (bookmarks) timers.push(setInterval(() => bookmark(), this.#options.bookmarkIntervalMs ?? 1000));
     const timeoutSeconds = Number(q.get('timeoutSeconds') ?? '0');
@@ -638,10 +744,6 @@ function decodeContinue(token: string): { id: string; offset: number } | undefin
 
 function withKind(resource: ResourceType, object: StoredObject): unknown {
   return { kind: resource.kind, apiVersion: resource.apiVersion, ...object };
-}
-
-function status(code: number, reason: string, message: string): unknown {
-  return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code };
 }
 
 function sendJson(
