@@ -121,20 +121,26 @@ describe('daemon health on a fake clock: each cause at the exact timeout', () =>
     ]);
   });
 
-  test('ServiceCIDRs answered 404 at every retry, far past the timeout: 200 throughout', async (t) => {
-    const r = await run(t, { unserved: ['servicecidrs'] });
-    const asked = () => r.api.requests.filter((q) => q.path.endsWith('/servicecidrs')).length;
-    // Each round: more 404s arrive, then the fake clock passes a whole timeout.
-    for (let round = 0; round < 3; round++) {
-      const seen = asked();
-      await eventually('another 404', () => asked() >= seen + 2);
-      await r.clock.advance(r.timeout);
-      assert.deepEqual(await r.codes(), [200, 200], `round ${round}`);
-    }
-    assert.ok(
-      !r.lines.some(
-        (l) => l.cause !== undefined || l.msg === 'lost contact with the API server; rules stay as they are',
-      ),
-    );
-  });
+  for (const [code, apiOptions] of [
+    [404, { unserved: ['servicecidrs'] }],
+    [403, { forbidden: ['servicecidrs'] }],
+  ] as const) {
+    test(`ServiceCIDRs answered ${code} at every retry, far past the timeout: 200 throughout`, async (t) => {
+      const r = await run(t, apiOptions);
+      const asked = () => r.api.requests.filter((q) => q.path.endsWith('/servicecidrs')).length;
+      // Each round: more refusals arrive, then the fake clock passes a whole timeout.
+      for (let round = 0; round < 3; round++) {
+        const seen = asked();
+        await eventually(`another ${code}`, () => asked() >= seen + 2);
+        await r.clock.advance(r.timeout);
+        assert.deepEqual(await r.codes(), [200, 200], `round ${round}`);
+      }
+      assert.ok(
+        !r.lines.some(
+          (l) =>
+            l.cause !== undefined || l.msg === 'lost contact with the API server; rules stay as they are',
+        ),
+      );
+    });
+  }
 });

@@ -1,5 +1,5 @@
 // The daemon end to end on the real clock, against a stand-in API server shaped like one before
-// Kubernetes 1.33 (servicecidrs answered 404): idle for three health timeouts with /healthz and
+// Kubernetes 1.33 (servicecidrs answered 404) or with RBAC from before it (403): idle for three health timeouts with /healthz and
 // /livez probed throughout, all 200; then the server stops: 503 comes, never before one timeout
 // after the stop; then it is back: 200 again. Waits derive from the configured syncPeriod (the
 // timeout is 2 × syncPeriod); what must come is awaited under eventually's bound, what must not
@@ -108,10 +108,22 @@ async function idleRun(
   await eventually('200 again', async () => (await codes()) === '200,200');
   assert.deepEqual(await unhealthy(), []);
   assert.equal(lines.filter((l) => l.cause === 'api-server').length, 2);
+  return lines;
 }
 
 describe('an idle daemon keeps 200 past the health timeout; an outage still turns it 503', () => {
   test('against a server that does not serve ServiceCIDRs (404, before 1.33)', async (t) => {
     await idleRun(t, { unserved: ['servicecidrs'] }, /does not serve this resource/);
+  });
+
+  test('against RBAC that does not grant ServiceCIDRs (403, a role from before 1.33)', async (t) => {
+    const lines = await idleRun(t, { forbidden: ['servicecidrs'] }, /forbids kproxy to read/);
+    const said = lines.find((l) => /forbids kproxy to read/.test(String(l.msg)));
+    assert.equal(said?.level, 40, 'a warning: the operator can fix it');
+    assert.equal(said?.resource, 'servicecidrs');
+    assert.match(
+      String(said?.msg),
+      /networking\.k8s\.io\/v1 servicecidrs \(403\): taken as empty.*meanwhile the service CIDRs come from --service-cluster-ip-range.*add \{apiGroups: \["networking\.k8s\.io"\], resources: \["servicecidrs"\], verbs: \["list", "watch"\]\} to the ClusterRole/,
+    );
   });
 });
