@@ -13,7 +13,7 @@ import { buildProxyState } from '../model/build-state.ts';
 import type { DualStackState } from '../model/proxy-state.ts';
 import { groupObjects } from '../sources/cluster-objects.ts';
 import { EXAMPLE_CLUSTER_PATH, EXAMPLE_CONFIG_PATH } from '../sources/example-cluster.ts';
-import { formatSourceWarning, readObjects } from '../sources/read-objects.ts';
+import { formatSourceNote, formatSourceWarning, readObjects } from '../sources/read-objects.ts';
 import { commandFlags, usageError } from './command-flags.ts';
 import { RENDER_USAGE } from './help.ts';
 import { type CliIO, readAllText } from './io.ts';
@@ -83,6 +83,9 @@ export async function renderCommand(args: readonly string[], io: CliIO): Promise
   const previousState = previous && stateOf(previous.objects);
   const state = stateOf(current.objects);
 
+  // Notes (kinds kproxy does not read, a dump's Pods) inform and do not fail --strict.
+  const notes = new Set([...(previous?.notes ?? []), ...current.notes].map(formatSourceNote));
+  for (const note of notes) io.stderr.write(`note: ${note}\n`);
   const uniqueWarnings = [...new Set(warnings)];
   for (const warning of uniqueWarnings) io.stderr.write(`warning: ${warning}\n`);
   if (request.strict && uniqueWarnings.length > 0) {

@@ -28,7 +28,8 @@ import {
 export type DecodeResult =
   | { readonly kind: 'object'; readonly object: KubeObject }
   | { readonly kind: 'invalid'; readonly problem: Problem }
-  | { readonly kind: 'ignored'; readonly reason: string };
+  /** A well-formed object kproxy does not use; `object` names it as `Problem.object` does. */
+  | { readonly kind: 'ignored'; readonly object: string; readonly reason: string };
 
 type JsonObject = Readonly<Record<string, unknown>>;
 type Writable<T> = { -readonly [K in keyof T]: T[K] };
@@ -91,20 +92,22 @@ export function decodeObject(raw: unknown): DecodeResult {
     // Named by its metadata when it has one, so the user can find it among many.
     const reason =
       kind === undefined || kind === null || kind === '' ? 'missing' : `${show(kind)} is not a string`;
-    return invalid(refOf('object', raw.metadata, true), `kind: ${reason}`);
+    return invalid(refOf('object', raw.metadata, hasNamespace(raw.metadata)), `kind: ${reason}`);
   }
   if (kind !== 'Service' && kind !== 'EndpointSlice' && kind !== 'Node' && kind !== 'ServiceCIDR') {
-    return { kind: 'ignored', reason: `kind ${kind} is not used by kproxy` };
+    const object = refOf(kind, raw.metadata, hasNamespace(raw.metadata));
+    return { kind: 'ignored', object, reason: `kind ${kind} is not used by kproxy` };
   }
+  const namespaced = kind !== 'Node' && kind !== 'ServiceCIDR';
+  const ref = refOf(kind, raw.metadata, namespaced);
   const apiVersion = raw.apiVersion;
   if (apiVersion !== undefined && apiVersion !== API_VERSIONS[kind]) {
     return {
       kind: 'ignored',
+      object: ref,
       reason: `${kind} ${show(apiVersion)} is not supported (want ${API_VERSIONS[kind]})`,
     };
   }
-  const namespaced = kind !== 'Node' && kind !== 'ServiceCIDR';
-  const ref = refOf(kind, raw.metadata, namespaced);
   try {
     const metadata = decodeMetadata(raw.metadata, namespaced, kind === 'Service');
     switch (kind) {
@@ -112,7 +115,7 @@ export function decodeObject(raw: unknown): DecodeResult {
         return { kind: 'object', object: decodeService(raw, metadata) };
       case 'EndpointSlice':
         if (raw.addressType === 'FQDN')
-          return { kind: 'ignored', reason: `${ref}: FQDN slices are not proxied` };
+          return { kind: 'ignored', object: ref, reason: 'FQDN slices are not proxied' };
         return { kind: 'object', object: decodeEndpointSlice(raw, metadata) };
       case 'Node':
         return { kind: 'object', object: decodeNode(raw, metadata) };
@@ -134,6 +137,11 @@ function refOf(kind: string, metadata: unknown, namespaced: boolean): string {
     isObject(metadata) && typeof metadata.name === 'string' && metadata.name !== '' ? metadata.name : '';
   if (name === '') return `${kind} (unnamed)`;
   return objectRef(kind, namespaced ? namespaceOf(metadata) : undefined, name);
+}
+
+/** Whether an object of a kind kproxy does not know says it is namespaced (a Pod, not a Namespace). */
+function hasNamespace(metadata: unknown): boolean {
+  return isObject(metadata) && typeof metadata.namespace === 'string' && metadata.namespace !== '';
 }
 
 function namespaceOf(metadata: unknown): string {

@@ -1,5 +1,7 @@
-// Where --input paths point: a file, `-` for stdin, or a directory whose .yaml/.yml/.json files
-// are read in name order (so the result does not depend on the file system's listing order).
+// Where --input paths point: a file, `-` for stdin, or a directory whose .yaml/.yml/.json files,
+// in it and in its subdirectories, are read in path order (so the result does not depend on the
+// file system's listing order): `kubectl cluster-info dump --output-directory` writes nodes.json
+// and a directory per namespace (services.json, pods.json, a logs.txt per pod).
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 
@@ -47,10 +49,15 @@ async function filesAt(
 > {
   try {
     if (!(await stat(path)).isDirectory()) return { ok: true, files: [path] };
-    const names = (await readdir(path)).filter((name) => INPUT_EXTENSIONS.test(name)).sort();
-    if (names.length === 0)
+    const files = (await readdir(path, { recursive: true }))
+      .filter((name) => INPUT_EXTENSIONS.test(name))
+      .sort()
+      .map((name) => join(path, name));
+    const regular = [];
+    for (const file of files) if ((await stat(file)).isFile()) regular.push(file);
+    if (regular.length === 0)
       return { ok: false, error: `${path}: directory has no .yaml, .yml or .json file` };
-    return { ok: true, files: names.map((name) => join(path, name)) };
+    return { ok: true, files: regular };
   } catch (error) {
     return { ok: false, error: `${path}: ${fileErrorReason(error)}` };
   }

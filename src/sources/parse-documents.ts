@@ -1,7 +1,9 @@
 // Text of one input file → the plain documents in it. Accepts JSON (what `kubectl -o json`
-// prints) and YAML with any number of `---` separated documents. A file that does not parse is a
-// user error naming the file and line.
+// prints; several values one after another, as `kubectl cluster-info dump` prints them) and YAML
+// with any number of `---` separated documents. A file that does not parse is a user error naming
+// the file and line.
 import { LineCounter, parseAllDocuments } from 'yaml';
+import { parseJsonStream } from './json-stream.ts';
 
 export type ParseDocumentsResult =
   | { readonly ok: true; readonly documents: readonly unknown[] }
@@ -15,7 +17,7 @@ export const MAX_YAML_BYTES = 16 * 1024 * 1024;
 
 export function parseDocuments(text: string, file: string): ParseDocumentsResult {
   const json = parseJsonFast(text);
-  if (json !== undefined) return { ok: true, documents: [json] };
+  if (json !== undefined) return { ok: true, documents: json };
   if (text.length > MAX_YAML_BYTES) {
     const size = (text.length / 1024 / 1024).toFixed(0);
     return {
@@ -51,12 +53,12 @@ export function parseDocuments(text: string, file: string): ParseDocumentsResult
  * kubectl's JSON output can be large; JSON.parse is much faster than the YAML parser. Anything
  * that is not valid JSON goes to the YAML parser, which also gives the line of a syntax error.
  */
-function parseJsonFast(text: string): unknown {
+function parseJsonFast(text: string): unknown[] | undefined {
   const first = text.trimStart()[0];
   if (first !== '{' && first !== '[') return undefined;
   try {
-    return JSON.parse(text);
+    return [JSON.parse(text)];
   } catch {
-    return undefined;
+    return parseJsonStream(text);
   }
 }

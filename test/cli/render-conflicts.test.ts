@@ -45,7 +45,7 @@ for (const mode of ['nftables', 'iptables', 'ipvs']) {
     const stderr = captured.stderr();
     assert.equal(code, 0, stderr);
     assert.doesNotMatch(stderr, /\n\s+at /, 'no stack trace');
-    const warnings = stderr.split('\n').filter(Boolean);
+    const warnings = stderr.split('\n').filter((line) => line.startsWith('warning: '));
     assert.equal(warnings.length, 2, stderr);
     assert.match(stderr, /Service default\/b.*cluster IP 10\.1\.1\.1:80\/TCP .*Service default\/a/);
     assert.match(

@@ -73,3 +73,39 @@ test('YAML over MAX_YAML_BYTES is a user error suggesting JSON (a 50 MB file ran
   const parsed = parseDocuments(json, 'big.json');
   assert.ok(parsed.ok);
 });
+
+test('JSON values one after another, with container logs between them, as `kubectl cluster-info dump` prints them', () => {
+  const text = [
+    '{\n  "kind": "NodeList",\n  "items": [{"metadata": {"name": "n {1}"}}]\n}',
+    '{"kind": "ServiceList", "items": []}',
+    '==== START logs for container dns of pod kube-system/dns-1 ====',
+    // A log line may look like JSON or like the next container's markers; only its own END line ends it.
+    '{"level": "info", "msg": "starting \\"}"}',
+    '==== END logs for container other of pod kube-system/other-1 ====',
+    '==== END logs for container dns of pod kube-system/dns-1 ====',
+    '==== START logs for container empty of pod kube-system/quiet-1 ====',
+    '==== END logs for container empty of pod kube-system/quiet-1 ====',
+    '[{"kind": "PodList", "items": []}]',
+    '',
+  ].join('\n');
+  assert.deepEqual(parseDocuments(text, 'dump.txt'), {
+    ok: true,
+    documents: [
+      { kind: 'NodeList', items: [{ metadata: { name: 'n {1}' } }] },
+      { kind: 'ServiceList', items: [] },
+      [{ kind: 'PodList', items: [] }],
+    ],
+  });
+});
+
+test('a JSON stream with an unterminated log section or a broken value is a syntax error with its line', () => {
+  const unterminated = '{"kind": "NodeList"}\n==== START logs for container a of pod ns/p ====\nlog\n';
+  assert.match(errorOf(parseDocuments(unterminated, 'a.txt')), /^a\.txt:\d+: /);
+  const broken = '{"kind": "NodeList"}\n{"kind": \n"ServiceList",}\n';
+  assert.match(errorOf(parseDocuments(broken, 'b.txt')), /^b\.txt:\d+: /);
+});
+
+function errorOf(result: ReturnType<typeof parseDocuments>): string {
+  assert.equal(result.ok, false);
+  return result.ok ? '' : result.error;
+}
