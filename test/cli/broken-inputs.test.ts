@@ -1,5 +1,7 @@
 // `kproxy render` with broken inputs: each ends with exit 1 (or 2 for a wrong command line) and one
 // clear line on stderr naming the file, never a stack trace and never a partial ruleset on stdout.
+// Sweep its seeds:
+//   nice -n 10 node scripts/sweep-seeds.ts test/cli/broken-inputs.test.ts --name 'binary garbage'
 import assert from 'node:assert/strict';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -8,6 +10,7 @@ import { after, before, test } from 'node:test';
 import { main } from '../../src/cli/main.ts';
 import { MAX_YAML_BYTES } from '../../src/sources/parse-documents.ts';
 import { prng } from '../support/prng.ts';
+import { testSeeds } from '../support/seeds.ts';
 import { captureIO } from './capture-io.ts';
 
 const NODE = ['--node', 'node-1', '--node-ip', '192.168.10.11'];
@@ -59,18 +62,19 @@ function yamlBomb(): string {
 }
 
 test('binary garbage as input: exit 1 with file:line (seeded, seed printed)', async () => {
-  const seed = Number(process.env.KPROXY_FUZZ_SEED ?? 7);
-  const random = prng(seed);
-  for (let i = 0; i < 20; i++) {
-    const bytes = Buffer.from(Array.from({ length: 2048 }, () => Math.floor(random() * 256)));
-    const path = await write(`garbage-${i}.yaml`, bytes);
-    const result = await render(['--input', path, ...NODE]);
-    // Garbage may happen to be a valid YAML scalar: then it is one skipped object, not a crash.
-    if (result.code === 0) {
-      assert.doesNotMatch(result.stderr, /\n\s+at /, `seed ${seed} #${i}`);
-      continue;
+  for (const seed of testSeeds({ first: 7 })) {
+    const random = prng(seed);
+    for (let i = 0; i < 20; i++) {
+      const bytes = Buffer.from(Array.from({ length: 2048 }, () => Math.floor(random() * 256)));
+      const path = await write(`garbage-${seed}-${i}.yaml`, bytes);
+      const result = await render(['--input', path, ...NODE]);
+      // Garbage may happen to be a valid YAML scalar: then it is one skipped object, not a crash.
+      if (result.code === 0) {
+        assert.doesNotMatch(result.stderr, /\n\s+at /, `seed ${seed} #${i}`);
+        continue;
+      }
+      assertOneLineError(result, 1, new RegExp(`^kproxy render: ${path}(:\\d+)?: `));
     }
-    assertOneLineError(result, 1, new RegExp(`^kproxy render: ${path}(:\\d+)?: `));
   }
 });
 

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import type { LiveDataplane } from '../../dataplanes/shared/dataplane.ts';
 import type { DualStackState } from '../../src/model/proxy-state.ts';
 import { prng } from '../support/prng.ts';
+import { seedsLine, testSeeds } from '../support/seeds.ts';
 import { randomState } from './nftables/random-state.ts';
 
 /** What every mode's sequences hold besides its own incremental kinds. */
@@ -56,43 +57,48 @@ export async function runLiveSyncSequences<Incremental extends string>(
   options: LiveSyncSequences<Incremental>,
 ): Promise<void> {
   type Step = Incremental | CommonStep;
-  const seed = Number(process.env.KPROXY_SEED ?? Date.now() % 100_000);
-  console.log(`${options.name} live syncs ≡ full render: seed ${seed} (KPROXY_SEED=${seed} to repeat)`);
-  const random = prng(seed);
-  const common: readonly string[] = ['full', 'restart', 'cold-start'] satisfies CommonStep[];
-  const seen = new Map<Step, number>();
-  const schedule = stepSchedule(random, options.stepKinds, options.sequences * options.steps);
-  let traced = 0;
-  for (let sequence = 0; sequence < options.sequences; sequence++) {
-    const node = options.node(sequence);
-    let live = node.dataplane();
-    await live.start();
-    let state = randomState(random);
-    await live.sync(state, 'full');
-    const states = [state];
-    const steps: Step[] = ['cold-start'];
-    for (let n = 0; n < options.steps; n++) {
-      const step = schedule[sequence * options.steps + n]!;
-      const drawn = randomState(random);
-      state = options.nextState?.(step, state, drawn) ?? drawn;
-      if (step === 'cold-start') await live.cleanup();
-      if (step === 'restart' || (step === 'cold-start' && options.coldStartRestarts)) {
-        live = node.dataplane();
-        await live.start();
+  const seeds = testSeeds();
+  process.stdout.write(seedsLine(`${options.name} live syncs ≡ full render`, seeds));
+  for (const seed of seeds) await runSeed(seed);
+
+  async function runSeed(seed: number): Promise<void> {
+    const random = prng(seed);
+    const common: readonly string[] = ['full', 'restart', 'cold-start'] satisfies CommonStep[];
+    const seen = new Map<Step, number>();
+    const schedule = stepSchedule(random, options.stepKinds, options.sequences * options.steps);
+    let traced = 0;
+    for (let sequence = 0; sequence < options.sequences; sequence++) {
+      const node = options.node(sequence);
+      let live = node.dataplane();
+      await live.start();
+      let state = randomState(random);
+      await live.sync(state, 'full');
+      const states = [state];
+      const steps: Step[] = ['cold-start'];
+      for (let n = 0; n < options.steps; n++) {
+        const step = schedule[sequence * options.steps + n]!;
+        const drawn = randomState(random);
+        state = options.nextState?.(step, state, drawn) ?? drawn;
+        if (step === 'cold-start') await live.cleanup();
+        if (step === 'restart' || (step === 'cold-start' && options.coldStartRestarts)) {
+          live = node.dataplane();
+          await live.start();
+        }
+        await live.settled?.();
+        const kind = common.includes(step) ? 'full' : 'incremental';
+        const outcome = await live.sync(state, kind);
+        seen.set(step, (seen.get(step) ?? 0) + 1);
+        states.push(state);
+        steps.push(step);
+        const label = node.label === undefined ? '' : ` (${node.label})`;
+        const what = `seed ${seed} sequence ${sequence}${label} after ${steps.join(', ')}`;
+        if (options.kindKept) assert.equal(outcome.kind, kind, `${what}: a ${kind} sync`);
+        traced += await node.check(live, states, what);
+        assert.equal(await live.intact(), true, `${what}: intact`);
       }
-      await live.settled?.();
-      const kind = common.includes(step) ? 'full' : 'incremental';
-      const outcome = await live.sync(state, kind);
-      seen.set(step, (seen.get(step) ?? 0) + 1);
-      states.push(state);
-      steps.push(step);
-      const label = node.label === undefined ? '' : ` (${node.label})`;
-      const what = `seed ${seed} sequence ${sequence}${label} after ${steps.join(', ')}`;
-      if (options.kindKept) assert.equal(outcome.kind, kind, `${what}: a ${kind} sync`);
-      traced += await node.check(live, states, what);
-      assert.equal(await live.intact(), true, `${what}: intact`);
     }
+    for (const kind of new Set(options.stepKinds))
+      assert.ok((seen.get(kind) ?? 0) > 0, `seed ${seed}: no ${kind} step ran`);
+    assert.ok(traced > 1000, `seed ${seed}: only ${traced} packets traced`);
   }
-  for (const kind of new Set(options.stepKinds)) assert.ok((seen.get(kind) ?? 0) > 0, `no ${kind} step ran`);
-  assert.ok(traced > 1000, `only ${traced} packets traced`);
 }

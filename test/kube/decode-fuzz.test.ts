@@ -2,6 +2,7 @@
 // type, out of range, bad IPs, duplicate ports, 10k endpoints, unicode names, deep nesting) run
 // through decodeObject, buildProxyState and the three planners: nothing throws, every invalid
 // object is a Problem naming it, and (as root, for a few seeds) the nftables output loads.
+// Sweep its seeds: nice -n 10 node scripts/sweep-seeds.ts test/kube/decode-fuzz.test.ts
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, test } from 'node:test';
@@ -17,6 +18,7 @@ import { buildProxyState, type ProxyOptions } from '../../src/model/build-state.
 import type { DualStackState } from '../../src/model/proxy-state.ts';
 import { nftLoad } from '../dataplanes/nftables/kernel-support.ts';
 import { prng } from '../support/prng.ts';
+import { seedsLine, testSeeds } from '../support/seeds.ts';
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type Random = () => number;
@@ -37,8 +39,7 @@ const PLANNERS: Readonly<Record<string, DataplanePlanner<unknown>>> = {
   iptables: iptablesPlanner,
   ipvs: ipvsPlanner,
 };
-const SEEDS = Number(process.env.KPROXY_FUZZ_SEEDS ?? 100);
-const FIRST_SEED = Number(process.env.KPROXY_FUZZ_SEED ?? 1);
+const SEEDS = testSeeds({ first: 1, count: 100 });
 
 const pick = <T>(random: Random, items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
 const clone = (value: Json): Json => structuredClone(value);
@@ -194,8 +195,9 @@ function runSeedless(): DualStackState {
 /** The nftables scripts of the seeds checked on the kernel. */
 const toLoad: { seed: number; changes: readonly string[]; script: string }[] = [];
 
-test(`mutated example objects never crash decode, model or any planner (seeds ${FIRST_SEED}..${FIRST_SEED + SEEDS - 1})`, () => {
-  for (let seed = FIRST_SEED; seed < FIRST_SEED + SEEDS; seed++) {
+test(`mutated example objects never crash decode, model or any planner (seeds ${SEEDS[0]}..${SEEDS.at(-1)})`, () => {
+  process.stdout.write(seedsLine('decode fuzz', SEEDS));
+  for (const seed of SEEDS) {
     let outcome: Outcome | undefined;
     try {
       outcome = runSeed(seed);
@@ -204,7 +206,7 @@ test(`mutated example objects never crash decode, model or any planner (seeds ${
         assert.equal(typeof full, 'string', mode);
         planner.render(planner.planIncremental(BASE, outcome.state));
         planner.render(planner.planIncremental(outcome.state, BASE));
-        if (mode === 'nftables' && seed - FIRST_SEED < 12)
+        if (mode === 'nftables' && seed - SEEDS[0]! < 12)
           toLoad.push({ seed, changes: outcome.changes, script: full });
       }
     } catch (error) {

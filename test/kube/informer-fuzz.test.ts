@@ -1,6 +1,7 @@
 // Hundreds of random changes interleaved with injected faults (dropped watches, 410s, 500s, 429s,
 // stalls, compaction, garbage lines): in the end the informer's store equals the server's state
 // exactly, and the change notifications delivered that same final state for every key.
+// Sweep its seeds: nice -n 10 node scripts/sweep-seeds.ts test/kube/informer-fuzz.test.ts
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -10,6 +11,7 @@ import type { EndpointSlice, Service } from '../../src/kube/objects.ts';
 import { endpointSliceLabelSelector, serviceLabelSelector } from '../../src/kube/proxy-informers.ts';
 import { ENDPOINT_SLICES, type ResourceType, SERVICES } from '../../src/kube/resources.ts';
 import { prng } from '../support/prng.ts';
+import { seedsLine, testSeeds } from '../support/seeds.ts';
 import {
   counterValue,
   eventually,
@@ -92,68 +94,73 @@ function randomFault(server: StandInApiServer, random: () => number, allowRetryA
 
 for (const watchList of [true, false]) {
   test(`after random changes and faults the store equals the server (${watchList ? 'watch-list' : 'list+watch'})`, async (t) => {
-    const seed = Number(process.env.KPROXY_FUZZ_SEED ?? Date.now() % 1_000_000);
-    t.diagnostic(`seed ${seed} (replay with KPROXY_FUZZ_SEED=${seed})`);
-    const random = prng(seed);
-    // A short history: resuming watches regularly find their resourceVersion too old.
-    const server = await startApiServer({ historyLimit: 150, bookmarkIntervalMs: 50 });
-    const services = startTestInformer<Service>(server, SERVICES, {
-      watchList,
-      labelSelector: serviceLabelSelector(),
-      pageSize: 7,
-      random,
-    });
-    const slices = startTestInformer<EndpointSlice>(server, ENDPOINT_SLICES, {
-      watchList,
-      labelSelector: endpointSliceLabelSelector(),
-      pageSize: 7,
-      random,
-    });
-    t.after(async () => {
-      await services.close();
-      await slices.close();
-      await server.stop();
-    });
+    const seeds = testSeeds();
+    t.diagnostic(seedsLine('informer fuzz', seeds));
+    for (const seed of seeds) {
+      const random = prng(seed);
+      // A short history: resuming watches regularly find their resourceVersion too old.
+      const server = await startApiServer({ historyLimit: 150, bookmarkIntervalMs: 50 });
+      const services = startTestInformer<Service>(server, SERVICES, {
+        watchList,
+        labelSelector: serviceLabelSelector(),
+        pageSize: 7,
+        random,
+      });
+      const slices = startTestInformer<EndpointSlice>(server, ENDPOINT_SLICES, {
+        watchList,
+        labelSelector: endpointSliceLabelSelector(),
+        pageSize: 7,
+        random,
+      });
+      try {
+        const injected: string[] = [];
+        for (let step = 0; step < 600; step++) {
+          randomChange(server, random, step);
+          if (random() < 0.06) injected.push(randomFault(server, random, injected.length < 2));
+          if (random() < 0.3) await new Promise((r) => setTimeout(r, Math.floor(random() * 8)));
+        }
+        t.diagnostic(`seed ${seed} faults: ${injected.join(', ')}`);
 
-    const injected: string[] = [];
-    for (let step = 0; step < 600; step++) {
-      randomChange(server, random, step);
-      if (random() < 0.06) injected.push(randomFault(server, random, injected.length < 2));
-      if (random() < 0.3) await new Promise((r) => setTimeout(r, Math.floor(random() * 8)));
-    }
-    t.diagnostic(`faults: ${injected.join(', ')}`);
-
-    const selectService = (o: { metadata: { labels?: Readonly<Record<string, string>> } }) =>
-      !(PROXY_NAME_LABEL in (o.metadata.labels ?? {}));
-    const selectSlice = (o: { metadata: { labels?: Readonly<Record<string, string>> } }) =>
-      selectService(o) && !(HEADLESS_LABEL in (o.metadata.labels ?? {}));
-    await eventually(() => {
-      assert.deepEqual(storeContents(services.informer), expectedStore(server, SERVICES, selectService));
-      assert.deepEqual(storeContents(slices.informer), expectedStore(server, ENDPOINT_SLICES, selectSlice));
-    }, 30_000);
-    // Every change reached the listeners: what they were told equals the store, key by key.
-    assert.deepEqual(new Map(services.delivered), storeContents(services.informer));
-    assert.deepEqual(new Map(slices.delivered), storeContents(slices.informer));
-    assert.ok(
-      services.informer.store.size > 5 && slices.informer.store.size > 5,
-      'the run exercised real content',
-    );
-    // Each injected fault was met and counted for what it is. A request fault waits for the next
-    // GET, which comes within a watch's timeout (at most 3 s here) plus a backoff.
-    const counted = async ({ metric, reason }: { metric: string; reason: string }) =>
-      (await counterValue(services.registry, metric, { reason })) +
-      (await counterValue(slices.registry, metric, { reason }));
-    const evidence = [...new Set(injected)].flatMap((name) => {
-      const expected = FAULT_EVIDENCE[name];
-      return expected ? [{ name, ...expected }] : [];
-    });
-    await eventually(async () => {
-      for (const expected of evidence) {
+        const selectService = (o: { metadata: { labels?: Readonly<Record<string, string>> } }) =>
+          !(PROXY_NAME_LABEL in (o.metadata.labels ?? {}));
+        const selectSlice = (o: { metadata: { labels?: Readonly<Record<string, string>> } }) =>
+          selectService(o) && !(HEADLESS_LABEL in (o.metadata.labels ?? {}));
+        await eventually(() => {
+          assert.deepEqual(storeContents(services.informer), expectedStore(server, SERVICES, selectService));
+          assert.deepEqual(
+            storeContents(slices.informer),
+            expectedStore(server, ENDPOINT_SLICES, selectSlice),
+          );
+        }, 30_000);
+        // Every change reached the listeners: what they were told equals the store, key by key.
+        assert.deepEqual(new Map(services.delivered), storeContents(services.informer));
+        assert.deepEqual(new Map(slices.delivered), storeContents(slices.informer));
         assert.ok(
-          (await counted(expected)) > 0,
-          `fault "${expected.name}" shows in ${expected.metric}{reason="${expected.reason}"}`,
+          services.informer.store.size > 5 && slices.informer.store.size > 5,
+          `seed ${seed}: the run exercised real content`,
         );
+        // Each injected fault was met and counted for what it is. A request fault waits for the next
+        // GET, which comes within a watch's timeout (at most 3 s here) plus a backoff.
+        const counted = async ({ metric, reason }: { metric: string; reason: string }) =>
+          (await counterValue(services.registry, metric, { reason })) +
+          (await counterValue(slices.registry, metric, { reason }));
+        const evidence = [...new Set(injected)].flatMap((name) => {
+          const expected = FAULT_EVIDENCE[name];
+          return expected ? [{ name, ...expected }] : [];
+        });
+        await eventually(async () => {
+          for (const expected of evidence) {
+            assert.ok(
+              (await counted(expected)) > 0,
+              `seed ${seed}: fault "${expected.name}" shows in ${expected.metric}{reason="${expected.reason}"}`,
+            );
+          }
+        }, 30_000);
+      } finally {
+        await services.close();
+        await slices.close();
+        await server.stop();
       }
-    }, 30_000);
+    }
   });
 }

@@ -4,6 +4,7 @@
 // buildProxyState and the ModelCache (which must agree, step by step), and every state they give is
 // conflict-free and planned, in full and incrementally, by all three planners. The kernel half is
 // test/dataplanes/conflicts-kernel.test.ts.
+// Sweep its seeds: nice -n 10 node scripts/sweep-seeds.ts test/model/conflicts-property.test.ts
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { iptablesPlanner } from '../../dataplanes/iptables/planner.ts';
@@ -15,10 +16,10 @@ import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
 import { ModelCache } from '../../src/model/model-cache.ts';
 import type { DualStackState, ProxyState } from '../../src/model/proxy-state.ts';
 import { prng } from '../support/prng.ts';
+import { seedsLine, testSeeds } from '../support/seeds.ts';
 import { CLUSTER_OPTIONS, type RandomCluster, randomCluster } from './random-cluster.ts';
 
 const PLANNERS: readonly DataplanePlanner<unknown>[] = [nftablesPlanner, iptablesPlanner, ipvsPlanner];
-const SEEDS = Number(process.env.KPROXY_SEEDS ?? 40);
 const STEPS = 5;
 
 /** Every address:port/protocol and node port/protocol a state serves: none may appear twice. */
@@ -62,11 +63,11 @@ function plain(state: DualStackState): unknown {
 }
 
 test('random conflicting clusters: the model resolves every conflict, agrees with itself, and no planner throws', () => {
-  const first = Number(process.env.KPROXY_SEED ?? Date.now() % 100000);
-  process.stdout.write(`# conflicts property: seeds ${first}..${first + SEEDS - 1} (KPROXY_SEED=${first})\n`);
+  const seeds = testSeeds({ count: 40 });
+  process.stdout.write(seedsLine('conflicts property', seeds));
   let conflicts = 0;
   let rejected = 0;
-  for (let seed = first; seed < first + SEEDS; seed++) {
+  for (const seed of seeds) {
     const random = prng(seed);
     const cache = new ModelCache(CLUSTER_OPTIONS);
     let cluster: RandomCluster | undefined;
@@ -107,6 +108,6 @@ test('random conflicting clusters: the model resolves every conflict, agrees wit
     }
   }
   // The generator is worth running only if it makes conflicts (and the odd rejected object).
-  assert.ok(conflicts > SEEDS * STEPS, `conflicts resolved: ${conflicts}`);
+  assert.ok(conflicts > seeds.length * STEPS, `conflicts resolved: ${conflicts}`);
   assert.ok(rejected > 0, `objects rejected: ${rejected}`);
 });

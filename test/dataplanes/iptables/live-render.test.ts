@@ -2,6 +2,8 @@
 // full sync on an empty node, incremental syncs (render --since), and a cold start in parts on
 // iptables-nft (render --chunks). The live dataplane runs against a fake kernel that answers its
 // reads (iptables -C/-S, iptables-save) from what its restores wrote (fake-tables.ts).
+// Sweep its seeds:
+//   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/iptables/live-render.test.ts --name 'render --since|render --chunks'
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { IptablesBackend } from '../../../dataplanes/iptables/backend.ts';
@@ -10,6 +12,7 @@ import { iptablesPlanner } from '../../../dataplanes/iptables/planner.ts';
 import { renderPlanInParts } from '../../../dataplanes/iptables/restore-plan.ts';
 import type { DualStackState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
+import { seedsLine, testSeeds } from '../../support/seeds.ts';
 import { fakeIptablesNode } from './fake-tables.ts';
 import { randomChange, randomState } from './random-states.ts';
 import type { RecordingRunner } from './recording-runner.ts';
@@ -34,8 +37,8 @@ async function syncAndRecord(
   return sentInputs(runner.calls);
 }
 
-const seed = Number(process.env.KPROXY_SEED ?? Date.now() % 100000);
-process.stdout.write(`# iptables render ≡ live: seed ${seed} (KPROXY_SEED=${seed} repeats it)\n`);
+const seeds = testSeeds();
+process.stdout.write(seedsLine('iptables render ≡ live', seeds));
 
 for (const backend of ['legacy', 'nft'] as const satisfies IptablesBackend[]) {
   test(`iptables-${backend}: render of a full sync is what a full sync on an empty node sends`, async () => {
@@ -52,47 +55,51 @@ for (const backend of ['legacy', 'nft'] as const satisfies IptablesBackend[]) {
   });
 
   test(`iptables-${backend}: render --since is what each incremental sync sends`, async () => {
-    const random = prng(seed);
-    const { runner } = fakeIptablesNode();
-    const dataplane = new IptablesDataplane({ runner, backend });
-    let state = { IPv4: randomState(random) };
-    await dataplane.sync(state, 'full');
-    for (let step = 0; step < 20; step++) {
-      const next = { IPv4: randomChange(random, state.IPv4) };
-      assert.deepEqual(
-        await syncAndRecord(dataplane, runner, next, 'incremental'),
-        renderedInputs(iptablesPlanner.render(iptablesPlanner.planIncremental(state, next))).filter(
-          ({ input }) => input !== '',
-        ),
-        `seed ${seed}, step ${step}`,
-      );
-      state = next;
+    for (const seed of seeds) {
+      const random = prng(seed);
+      const { runner } = fakeIptablesNode();
+      const dataplane = new IptablesDataplane({ runner, backend });
+      let state = { IPv4: randomState(random) };
+      await dataplane.sync(state, 'full');
+      for (let step = 0; step < 20; step++) {
+        const next = { IPv4: randomChange(random, state.IPv4) };
+        assert.deepEqual(
+          await syncAndRecord(dataplane, runner, next, 'incremental'),
+          renderedInputs(iptablesPlanner.render(iptablesPlanner.planIncremental(state, next))).filter(
+            ({ input }) => input !== '',
+          ),
+          `seed ${seed}, step ${step}`,
+        );
+        state = next;
+      }
     }
   });
 }
 
 test('iptables-nft: render --chunks is what a cold start and incremental syncs in parts send', async () => {
-  const random = prng(seed);
-  const { runner } = fakeIptablesNode();
-  const dataplane = new IptablesDataplane({ runner, backend: 'nft', nftChainsPerRestore: 3 });
-  const coldStartInParts = (s: DualStackState) =>
-    renderedInputs(renderPlanInParts(iptablesPlanner.planFull(s), 3));
-  // A state of a few service ports fits one restore of 3 chains (~1.3% of draws): another is drawn
-  // then, so that the cold start goes in parts; 8 draws leave ~1e-15.
-  let state = { IPv4: randomState(random) };
-  for (let draw = 1; draw < 8 && coldStartInParts(state).length <= 1; draw++)
-    state = { IPv4: randomState(random) };
-  const coldStart = await syncAndRecord(dataplane, runner, state, 'full');
-  assert.ok(coldStart.length > 1, `seed ${seed}: the cold start was not split`);
-  assert.deepEqual(coldStart, coldStartInParts(state));
-  for (let step = 0; step < 10; step++) {
-    const next = { IPv4: randomChange(random, state.IPv4) };
-    assert.deepEqual(
-      await syncAndRecord(dataplane, runner, next, 'incremental'),
-      renderedInputs(renderPlanInParts(iptablesPlanner.planIncremental(state, next), 3)),
-      `seed ${seed}, step ${step}`,
-    );
-    state = next;
+  for (const seed of seeds) {
+    const random = prng(seed);
+    const { runner } = fakeIptablesNode();
+    const dataplane = new IptablesDataplane({ runner, backend: 'nft', nftChainsPerRestore: 3 });
+    const coldStartInParts = (s: DualStackState) =>
+      renderedInputs(renderPlanInParts(iptablesPlanner.planFull(s), 3));
+    // A state of a few service ports fits one restore of 3 chains (~1.3% of draws): another is drawn
+    // then, so that the cold start goes in parts; 8 draws leave ~1e-15.
+    let state = { IPv4: randomState(random) };
+    for (let draw = 1; draw < 8 && coldStartInParts(state).length <= 1; draw++)
+      state = { IPv4: randomState(random) };
+    const coldStart = await syncAndRecord(dataplane, runner, state, 'full');
+    assert.ok(coldStart.length > 1, `seed ${seed}: the cold start was not split`);
+    assert.deepEqual(coldStart, coldStartInParts(state));
+    for (let step = 0; step < 10; step++) {
+      const next = { IPv4: randomChange(random, state.IPv4) };
+      assert.deepEqual(
+        await syncAndRecord(dataplane, runner, next, 'incremental'),
+        renderedInputs(renderPlanInParts(iptablesPlanner.planIncremental(state, next), 3)),
+        `seed ${seed}, step ${step}`,
+      );
+      state = next;
+    }
   }
 });
 

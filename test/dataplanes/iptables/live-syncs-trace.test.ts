@@ -4,6 +4,7 @@
 // parts on iptables-nft) — every packet the tracer follows through the fake's tables ends as it
 // does through the full render of the last state, the tables are the same, and intact() finds
 // them so, reading them back through the fake's iptables-save.
+// Sweep its seeds: nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/iptables/live-syncs-trace.test.ts
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';

@@ -1,3 +1,5 @@
+// Sweep its seeds:
+//   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/iptables/planner.test.ts --name 'random sequences'
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { serviceChainNames } from '../../../dataplanes/iptables/chain-names.ts';
@@ -11,6 +13,7 @@ import { probability } from '../../../dataplanes/iptables/service-port-rules.ts'
 import { endpoint, localEndpoint, proxyState, servicePort } from '../../../harness/proxy-states.ts';
 import type { ProxyState, ServicePort } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
+import { seedsLine, testSeeds } from '../../support/seeds.ts';
 import { FakeTables } from './fake-tables.ts';
 import { randomChange, randomState } from './random-states.ts';
 import { SCENARIOS } from './scenarios.ts';
@@ -194,20 +197,22 @@ test('an endpoint change rewrites only that service chain and deletes the old en
 });
 
 test('partial syncs on top of a full sync give the full sync of the last state (random sequences)', () => {
-  const seed = Number(process.env.KPROXY_SEED ?? Date.now() % 100000);
-  process.stdout.write(`# partial ≡ full: seed ${seed} (KPROXY_SEED=${seed} repeats it)\n`);
-  const random = prng(seed);
-  for (let run = 0; run < 30; run++) {
-    let state = randomState(random);
-    const kernel = new FakeTables();
-    kernel.restore(full(state));
-    for (let step = 0; step < 8; step++) {
-      const next = randomChange(random, state);
-      kernel.restore(incremental(state, next));
-      const fresh = new FakeTables();
-      fresh.restore(full(next));
-      assert.equal(kernel.dump(), fresh.dump(), `seed ${seed}, run ${run}, step ${step}`);
-      state = next;
+  const seeds = testSeeds();
+  process.stdout.write(seedsLine('partial ≡ full', seeds));
+  for (const seed of seeds) {
+    const random = prng(seed);
+    for (let run = 0; run < 30; run++) {
+      let state = randomState(random);
+      const kernel = new FakeTables();
+      kernel.restore(full(state));
+      for (let step = 0; step < 8; step++) {
+        const next = randomChange(random, state);
+        kernel.restore(incremental(state, next));
+        const fresh = new FakeTables();
+        fresh.restore(full(next));
+        assert.equal(kernel.dump(), fresh.dump(), `seed ${seed}, run ${run}, step ${step}`);
+        state = next;
+      }
     }
   }
 });

@@ -1,6 +1,8 @@
 // The incremental IPVS plan builds only the changed service ports (and those sharing a piece with
 // them), yet must be byte-identical to the diff of the two whole desired states, and a kernel
 // driven by such plans must end where a full sync of the last state puts it.
+// Sweep its seeds:
+//   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/ipvs/incremental.test.ts --name 'incremental plans equal|after incremental syncs holds'
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { COMPANION_TABLE } from '../../../dataplanes/ipvs/companion-ruleset.ts';
@@ -27,6 +29,7 @@ import type {
   ServicePortKey,
 } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
+import { testSeeds } from '../../support/seeds.ts';
 import { randomState } from '../nftables/random-state.ts';
 import { applyOps, dumpServing, fromDesired } from './fake-ipvs.ts';
 import { FakeKernel } from './fake-kernel.ts';
@@ -93,7 +96,7 @@ function changedKeys(prev: DualStackState, next: DualStackState): Set<ServicePor
 }
 
 test('incremental plans equal the whole-state diff and reach the kernel a full sync of the last state makes', () => {
-  for (let seed = 1; seed <= 100; seed++) {
+  for (const seed of testSeeds({ first: 1, count: 100 })) {
     const random = prng(seed);
     let prev = randomState(random);
     const table = fromDesired(ipvsDesired(prev, RR));
@@ -134,8 +137,8 @@ function sortedEntries(map: ReadonlyMap<string, VirtualServer>): [string, Virtua
 }
 
 test('the live dataplane after incremental syncs holds and counts what a full sync of the last state does', async () => {
-  for (let seed = 1; seed <= 20; seed++) {
-    const random = prng(1000 + seed);
+  for (const seed of testSeeds({ first: 1001, count: 20 })) {
+    const random = prng(seed);
     const kernel = new FakeKernel();
     const dp = new IpvsDataplane({ runner: kernel.runner(), openClient: async () => kernel.client() });
     await dp.start();
@@ -145,7 +148,7 @@ test('the live dataplane after incremental syncs holds and counts what a full sy
     for (let step = 0; step < 5; step++) {
       const next = nextState(random, state);
       outcome = await dp.sync(next, 'incremental', changedKeys(state, next));
-      assert.equal(outcome.kind, 'incremental');
+      assert.equal(outcome.kind, 'incremental', `seed ${seed} step ${step}`);
       state = next;
     }
     const fresh = new FakeKernel();

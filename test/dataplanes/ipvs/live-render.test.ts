@@ -2,6 +2,8 @@
 // order: the dummy link and its addresses (`ip -batch` input), the virtual server operations (the
 // netlink requests, written as the ipvsadm lines render prints), the companion table (`nft -f`
 // input) and the addresses removed last. Full syncs on an empty node and incremental syncs.
+// Sweep its seeds:
+//   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/ipvs/live-render.test.ts --name 'render --since'
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { IpvsClient } from '../../../dataplanes/ipvs/ipvs-client.ts';
@@ -12,6 +14,7 @@ import { ipvsPlanner } from '../../../dataplanes/ipvs/planner.ts';
 import type { CommandRunner } from '../../../dataplanes/shared/command-runner.ts';
 import type { DualStackState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
+import { seedsLine, testSeeds } from '../../support/seeds.ts';
 import { goldenStates } from '../nftables/golden-states.ts';
 import { randomState } from '../nftables/random-state.ts';
 import { FakeKernel } from './fake-kernel.ts';
@@ -103,38 +106,40 @@ test('render of a full plan is what a full sync on an empty node sends', async (
 });
 
 test('render --since is what each incremental sync sends', async () => {
-  const seed = Number(process.env.KPROXY_SEED ?? Date.now() % 100000);
-  process.stdout.write(`# ipvs render ≡ live: seed ${seed} (KPROXY_SEED=${seed} repeats it)\n`);
-  const random = prng(seed);
-  const { dataplane, sent } = recordingNode();
-  await dataplane.start();
-  let state = randomState(random);
-  await dataplane.sync(state, 'full');
-  // 40 steps, more while fewer than 10 were compared: a third of the steps follow a drain, and 40
-  // compared fewer than 10 for ~1e-5 of seeds (extrapolated: over 4,000 seeds 10 took at most 32
-  // steps, the tail shrinking ~0.6x per step past 20), so 80 leaves ~1e-11.
-  let compared = 0;
-  let step = 0;
-  for (; step < 40 || (compared < 10 && step < 80); step++) {
-    const next = randomState(random);
-    // Real servers still draining are swept (deleted once idle) or revived (weight back) by the
-    // live dataplane, from what the kernel says about their connections: no plan knows that.
-    const draining = dataplane.draining > 0;
-    sent.length = 0;
-    assert.equal(
-      (await dataplane.sync(next, 'incremental')).kind,
-      'incremental',
-      `seed ${seed}, step ${step}`,
-    );
-    if (!draining) {
-      assert.deepEqual(
-        sent,
-        renderedSections(ipvsPlanner.render(ipvsPlanner.planIncremental(state, next))),
+  const seeds = testSeeds();
+  process.stdout.write(seedsLine('ipvs render ≡ live', seeds));
+  for (const seed of seeds) {
+    const random = prng(seed);
+    const { dataplane, sent } = recordingNode();
+    await dataplane.start();
+    let state = randomState(random);
+    await dataplane.sync(state, 'full');
+    // 40 steps, more while fewer than 10 were compared: a third of the steps follow a drain, and 40
+    // compared fewer than 10 for ~1e-5 of seeds (extrapolated: over 4,000 seeds 10 took at most 32
+    // steps, the tail shrinking ~0.6x per step past 20), so 80 leaves ~1e-11.
+    let compared = 0;
+    let step = 0;
+    for (; step < 40 || (compared < 10 && step < 80); step++) {
+      const next = randomState(random);
+      // Real servers still draining are swept (deleted once idle) or revived (weight back) by the
+      // live dataplane, from what the kernel says about their connections: no plan knows that.
+      const draining = dataplane.draining > 0;
+      sent.length = 0;
+      assert.equal(
+        (await dataplane.sync(next, 'incremental')).kind,
+        'incremental',
         `seed ${seed}, step ${step}`,
       );
-      compared++;
+      if (!draining) {
+        assert.deepEqual(
+          sent,
+          renderedSections(ipvsPlanner.render(ipvsPlanner.planIncremental(state, next))),
+          `seed ${seed}, step ${step}`,
+        );
+        compared++;
+      }
+      state = next;
     }
-    state = next;
+    assert.ok(compared >= 10, `seed ${seed}: only ${compared} of ${step} steps compared`);
   }
-  assert.ok(compared >= 10, `seed ${seed}: only ${compared} of ${step} steps compared`);
 });

@@ -4,6 +4,7 @@
 // place, a restart that adopts what the earlier run left, a cleanup and a cold start — every
 // packet the tracer follows through the fake's state ends as it does through the full render of
 // the last state, and intact() finds the kernel as it left it.
+// Sweep its seeds: nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/ipvs/live-syncs-trace.test.ts
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { IpvsDataplane } from '../../../dataplanes/ipvs/live.ts';

@@ -1,3 +1,5 @@
+// Sweep its seeds:
+//   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/nftables/cold-start.test.ts --name 'every prefix'
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -9,6 +11,7 @@ import { fullTransaction } from '../../../dataplanes/shared/nft/full-transaction
 import { emptyNftRuleset } from '../../../dataplanes/shared/trace/nft-ruleset.ts';
 import type { DualStackState, ProxyState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
+import { testSeeds } from '../../support/seeds.ts';
 import { applyScript, dump } from './fake-nft.ts';
 import { endpoint, ipv4, servicePort } from './fixtures.ts';
 import { randomState } from './random-state.ts';
@@ -52,13 +55,15 @@ function assertPiecesArePrefixes(state: DualStackState, maxElements: number, wha
 }
 
 test('every prefix of a cold start in pieces is the full ruleset of the first service ports; the last is the whole', () => {
-  const random = prng(42);
-  for (let i = 0; i < 30; i++) {
-    const state = randomState(random);
-    // One service port per piece (maxElements 1) puts every shared object in several pieces.
-    const pieces = assertPiecesArePrefixes(state, i % 2 === 0 ? 1 : 7, `state ${i}`);
-    const ports = (state.IPv4?.servicePorts.size ?? 0) + (state.IPv6?.servicePorts.size ?? 0);
-    if (ports > 4) assert.ok(pieces > 2, `state ${i}: ${pieces} pieces`);
+  for (const seed of testSeeds({ first: 42 })) {
+    const random = prng(seed);
+    for (let i = 0; i < 30; i++) {
+      const state = randomState(random);
+      // One service port per piece (maxElements 1) puts every shared object in several pieces.
+      const pieces = assertPiecesArePrefixes(state, i % 2 === 0 ? 1 : 7, `seed ${seed}, state ${i}`);
+      const ports = (state.IPv4?.servicePorts.size ?? 0) + (state.IPv6?.servicePorts.size ?? 0);
+      if (ports > 4) assert.ok(pieces > 2, `seed ${seed}, state ${i}: ${pieces} pieces`);
+    }
   }
 });
 

@@ -1,3 +1,5 @@
+// Sweep its seeds:
+//   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/nftables/fragment-index.test.ts --name 'random sequences'
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { FragmentIndex } from '../../../dataplanes/nftables/fragment-index.ts';
@@ -8,6 +10,7 @@ import { emptyNftRuleset } from '../../../dataplanes/shared/trace/nft-ruleset.ts
 import { changedServicePorts } from '../../../src/model/changed-service-ports.ts';
 import type { ProxyState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
+import { seedsLine, testSeeds } from '../../support/seeds.ts';
 import { applyScript, dump } from './fake-nft.ts';
 import { endpoint, proxyState, servicePort } from './fixtures.ts';
 import { randomState } from './random-state.ts';
@@ -26,39 +29,41 @@ function fragmentStep(index: FragmentIndex, a: ProxyState, b: ProxyState): NftTr
 }
 
 test('fragments of the changed service ports take full(A) to exactly full(B), over random sequences', async () => {
-  const seed = Number(process.env.NFT_SEED ?? Date.now() % 100000);
-  console.log(`fragment index: seed ${seed} (NFT_SEED=${seed} to repeat)`);
-  const random = prng(seed);
-  let applied = 0;
-  for (let run = 0; run < 30; run++) {
-    const first = randomState(random).IPv4;
-    if (!first) continue;
-    let index = await FragmentIndex.build('ip', first);
-    let kernel = applyScript(
-      emptyNftRuleset(),
-      nftablesPlanner.render(nftablesPlanner.planFull({ IPv4: first })),
-    );
-    let prev = first;
-    for (let step = 0; step < 5 && index; step++) {
-      const drawn = randomState(random).IPv4;
-      if (!drawn) continue;
-      const next: ProxyState = { ...drawn, node: prev.node };
-      const tx = fragmentStep(index, prev, next);
-      if (!tx) {
-        index = undefined;
-        break;
-      }
-      kernel = applyScript(kernel, tx.toString());
-      const expected = applyScript(
+  const seeds = testSeeds();
+  process.stdout.write(seedsLine('fragment index', seeds));
+  for (const seed of seeds) {
+    const random = prng(seed);
+    let applied = 0;
+    for (let run = 0; run < 30; run++) {
+      const first = randomState(random).IPv4;
+      if (!first) continue;
+      let index = await FragmentIndex.build('ip', first);
+      let kernel = applyScript(
         emptyNftRuleset(),
-        nftablesPlanner.render(nftablesPlanner.planFull({ IPv4: next })),
+        nftablesPlanner.render(nftablesPlanner.planFull({ IPv4: first })),
       );
-      assert.deepEqual(dump(kernel), dump(expected), `run ${run} step ${step} of seed ${seed}`);
-      applied++;
-      prev = next;
+      let prev = first;
+      for (let step = 0; step < 5 && index; step++) {
+        const drawn = randomState(random).IPv4;
+        if (!drawn) continue;
+        const next: ProxyState = { ...drawn, node: prev.node };
+        const tx = fragmentStep(index, prev, next);
+        if (!tx) {
+          index = undefined;
+          break;
+        }
+        kernel = applyScript(kernel, tx.toString());
+        const expected = applyScript(
+          emptyNftRuleset(),
+          nftablesPlanner.render(nftablesPlanner.planFull({ IPv4: next })),
+        );
+        assert.deepEqual(dump(kernel), dump(expected), `run ${run} step ${step} of seed ${seed}`);
+        applied++;
+        prev = next;
+      }
     }
+    assert.ok(applied > 20, `seed ${seed}: only ${applied} fragment steps applied`);
   }
-  assert.ok(applied > 20, `only ${applied} fragment steps applied`);
 });
 
 test('an endpoint change touches only its own elements; a shared count chain stays', async () => {

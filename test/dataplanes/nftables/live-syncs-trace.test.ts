@@ -3,6 +3,8 @@
 // syncs in place, a restart that adopts the tables — every packet the tracer follows through the
 // fake's ruleset ends as it does through the fresh full render of the last state, and the two
 // rulesets are the same (but for the canary's nonce).
+// Sweep its seeds:
+//   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/nftables/live-syncs-trace.test.ts --name 'after random live syncs'
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';

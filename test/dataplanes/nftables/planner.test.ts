@@ -1,8 +1,11 @@
+// Sweep its seeds:
+//   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/nftables/planner.test.ts --name 'random pairs'
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
 import { emptyNftRuleset } from '../../../dataplanes/shared/trace/nft-ruleset.ts';
 import { prng } from '../../support/prng.ts';
+import { seedsLine, testSeeds } from '../../support/seeds.ts';
 import { applyScript, dump, dumpUpToNumbering } from './fake-nft.ts';
 import { endpoint, ipv4, servicePort } from './fixtures.ts';
 import { randomState } from './random-state.ts';
@@ -56,24 +59,26 @@ test('the same state renders the same bytes', () => {
 });
 
 test('incremental ≡ full on the fake nft, for random pairs of states', () => {
-  const seed = Number(process.env.NFT_SEED ?? Date.now() % 100000);
-  console.log(`incremental ≡ full: seed ${seed} (NFT_SEED=${seed} to repeat)`);
-  const random = prng(seed);
-  for (let i = 0; i < 200; i++) {
-    const a = randomState(random);
-    const b = randomState(random);
-    const kernelA = applyScript(emptyNftRuleset(), nftablesPlanner.render(nftablesPlanner.planFull(a)));
-    const viaIncremental = applyScript(
-      kernelA,
-      nftablesPlanner.render(nftablesPlanner.planIncremental(a, b)),
-    );
-    const viaFull = applyScript(kernelA, nftablesPlanner.render(nftablesPlanner.planFull(b)));
-    // The same endpoints behind every key; their indexes may differ (endpoint-slots.ts).
-    assert.deepEqual(
-      dumpUpToNumbering(viaIncremental),
-      dumpUpToNumbering(viaFull),
-      `pair ${i} of seed ${seed}`,
-    );
+  const seeds = testSeeds();
+  process.stdout.write(seedsLine('incremental ≡ full', seeds));
+  for (const seed of seeds) {
+    const random = prng(seed);
+    for (let i = 0; i < 200; i++) {
+      const a = randomState(random);
+      const b = randomState(random);
+      const kernelA = applyScript(emptyNftRuleset(), nftablesPlanner.render(nftablesPlanner.planFull(a)));
+      const viaIncremental = applyScript(
+        kernelA,
+        nftablesPlanner.render(nftablesPlanner.planIncremental(a, b)),
+      );
+      const viaFull = applyScript(kernelA, nftablesPlanner.render(nftablesPlanner.planFull(b)));
+      // The same endpoints behind every key; their indexes may differ (endpoint-slots.ts).
+      assert.deepEqual(
+        dumpUpToNumbering(viaIncremental),
+        dumpUpToNumbering(viaFull),
+        `pair ${i} of seed ${seed}`,
+      );
+    }
   }
 });
 
