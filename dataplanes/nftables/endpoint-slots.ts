@@ -136,12 +136,25 @@ function range(from: number, to: number): number[] {
   return Array.from({ length: Math.max(0, to - from) }, (_, k) => from + k);
 }
 
-/** Where each of `endpoints` is in `order`: a scan per endpoint for a few, else one map. */
+/**
+ * Where each of `endpoints` is in `order`: by identity (a scan per endpoint for a few, else one
+ * map), else by address and port. The slots of a port its last sync left unchanged hold the
+ * objects of the state before it; a caller whose equal states do not share objects (not the
+ * ModelCache) hands over other, equal ones.
+ */
 function positionsIn(order: readonly Endpoint[], endpoints: readonly Endpoint[]): number[] {
-  if (endpoints.length <= 16) return endpoints.map((ep) => order.indexOf(ep));
-  const at = new Map<Endpoint, number>();
-  for (let s = 0; s < order.length; s++) at.set(order[s]!, s);
-  return endpoints.map((ep) => at.get(ep) ?? -1);
+  let at: Map<Endpoint, number> | undefined;
+  if (endpoints.length > 16) {
+    at = new Map();
+    for (let s = 0; s < order.length; s++) at.set(order[s]!, s);
+  }
+  let byValue: Map<string, number> | undefined;
+  return endpoints.map((ep) => {
+    const s = at ? (at.get(ep) ?? -1) : order.indexOf(ep);
+    if (s !== -1) return s;
+    byValue ??= new Map(order.map((o, k) => [`${o.ip} ${o.port}`, k]));
+    return byValue.get(`${ep.ip} ${ep.port}`) ?? -1;
+  });
 }
 
 /**
