@@ -3,9 +3,8 @@
 //     [--tls-cert PEM --tls-key PEM [--client-ca PEM]] [--history-limit N] [--no-watch-list]
 //     [--version 1.29..1.38] [--forbid RESOURCE]...
 // --version serves what that Kubernetes minor serves (profiles.ts; the newest by default); --forbid
-// answers 403 for a resource (RBAC that does not grant it). A line `restart <minor>` on stdin restarts
-// it as that minor on the same address, state kept (a control-plane upgrade); it prints
-// "restarted <minor>" once listening again.
+// answers 403 for a resource (RBAC that does not grant it). Lines on stdin restart it as another
+// minor, state kept, or arm faults (control-lines.ts); each is answered on stdout once done.
 // FILE is YAML or JSON: a List, or documents, of Services, EndpointSlices and Nodes (kubectl -o yaml
 // output works). Prints "listening <url>" once ready; stops on SIGTERM/SIGINT. kubectl can drive it
 // (kubeconfig.ts writes a kubeconfig for it; lab/README.md says what works).
@@ -17,6 +16,7 @@ import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { parseAllDocuments } from 'yaml';
 import { RESOURCE_TYPES, type ResourceType } from '../../src/kube/resources.ts';
+import { applyControlLine } from './control-lines.ts';
 import { isMinor, NEWEST_MINOR } from './profiles.ts';
 import { startApiServer } from './server.ts';
 
@@ -105,12 +105,9 @@ if (values.data) {
 
 console.log(`listening ${server.url}`);
 createInterface({ input: process.stdin }).on('line', (line) => {
-  const [command, minor] = line.trim().split(/\s+/);
-  if (command !== 'restart' || minor === undefined || !isMinor(minor)) {
-    console.error(`stdin: ${JSON.stringify(line)}: expected "restart <minor>"`);
-    return;
-  }
-  server.restartAs(minor).then(() => console.log(`restarted ${minor}`));
+  applyControlLine(server, line).then((answer) =>
+    answer.ok ? console.log(answer.line) : console.error(`stdin: ${answer.error}`),
+  );
 });
 // Tests end it with a signal, and a killed node never writes its compile cache (NODE_COMPILE_CACHE):
 // write it now, or each start in the qemu VM strips the TypeScript again (a cold start took 2-3× a warm one there).

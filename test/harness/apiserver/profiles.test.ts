@@ -3,6 +3,7 @@
 // as a newer minor, and the error answers of a server under load or being upgraded.
 
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import http from 'node:http';
 import { createInterface } from 'node:readline';
 import { describe, test } from 'node:test';
@@ -307,5 +308,38 @@ describe('the stand-in API server per Kubernetes minor', () => {
         code: 410,
       },
     });
+  });
+
+  test('as a process: --version and --forbid; stdin restarts it as another minor and arms faults', async (t) => {
+    const child = spawn(
+      process.execPath,
+      ['harness/apiserver/main.ts', '--version', '1.32', '--forbid', 'services'],
+      { stdio: ['pipe', 'pipe', 'pipe'] },
+    );
+    t.after(() => child.kill('SIGTERM'));
+    const lines: string[] = [];
+    const errors: string[] = [];
+    createInterface({ input: child.stdout! }).on('line', (l) => lines.push(l));
+    createInterface({ input: child.stderr! }).on('line', (l) => errors.push(l));
+    const printed = async (line: string) => {
+      while (!lines.includes(line)) await new Promise((r) => setTimeout(r, 10));
+    };
+    while (lines.length === 0) await new Promise((r) => setTimeout(r, 10));
+    const url = lines[0]!.replace(/^listening /, '');
+    assert.equal((await getJson(`${url}/version`)).body.minor, '32');
+    assert.equal((await getJson(`${url}/api/v1/services`)).status, 403);
+    assert.equal((await getJson(`${url}${serviceCIDRsPath}`)).status, 404);
+
+    child.stdin!.write('restart 1.33\n');
+    await printed('restarted 1.33');
+    assert.equal((await getJson(`${url}/version`)).body.minor, '33');
+    assert.equal((await getJson(`${url}${serviceCIDRsPath}`)).status, 200);
+    child.stdin!.write('fail 503 1\nrestart 1.28\nfail 404 1\n');
+    await printed('armed fail 503 1');
+    while (errors.length < 2) await new Promise((r) => setTimeout(r, 10));
+    assert.match(errors[0]!, /"restart 1.28": expected restart <minor>/);
+    assert.match(errors[1]!, /"fail 404 1": expected fail <429\|500\|503>/);
+    assert.equal((await getJson(`${url}${serviceCIDRsPath}`)).status, 503);
+    assert.equal((await getJson(`${url}${serviceCIDRsPath}`)).status, 200);
   });
 });
