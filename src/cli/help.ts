@@ -30,16 +30,17 @@ const proxyFlagLines = Object.entries(PROXY_FLAGS)
 export const RENDER_USAGE = `Usage: kproxy render [--mode ${RENDER_MODES.join('|')}] (--input PATH... | --example) [flags]
 
 Reads Services, EndpointSlices and Nodes (kubectl get services,endpointslices,nodes -A -o yaml|json,
-a List, multi-document YAML or single objects) and prints the ruleset this node would get: the
-inputs \`kproxy run\` sends on an empty node (with --since: after PATH's state), each under a
-comment line naming its tool. For large clusters prefer -o json: it reads many times faster than YAML.
+a List, multi-document YAML, single objects, the typed lists of kubectl get --raw, or kubectl
+cluster-info dump's output) and prints the ruleset this node would get: the inputs \`kproxy run\`
+sends on an empty node (with --since: after PATH's state), each under a comment line naming its
+tool. For large clusters prefer -o json: it reads many times faster than YAML.
 nftables: a full sync on a node that already has kproxy's tables rewrites them in place instead
 (session affinity kept); render prints the empty-node case.
 
   --mode MODE                                ${RENDER_MODES.join(', ')} (same as --proxy-mode;
                                              default nftables)
-  --input PATH                               file, directory (its .yaml/.yml/.json files) or - for stdin;
-                                             repeatable
+  --input PATH                               file, directory (its .yaml/.yml/.json files, in
+                                             subdirectories too) or - for stdin; repeatable
   --example                                  also read the bundled example cluster; without --node,
                                              render for its first node (node-1)
   --since PATH                               print the incremental update from PATH's objects instead
@@ -51,7 +52,8 @@ nftables: a full sync on a node that already has kproxy's tables rewrites them i
                                              go in parts, one restore each); nftables (a cold start
                                              over 100000 elements goes in transactions of about
                                              that size, the canary last)
-  --strict                                   exit 1 (and print nothing) when any object was skipped
+  --strict                                   exit 1 (and print nothing) on any warning (an object
+                                             skipped); notes (kinds kproxy does not read) pass
   --family ipv4|ipv6|both                    which families to render (default both)
   --config FILE                              KubeProxyConfiguration file; flags override it
 
