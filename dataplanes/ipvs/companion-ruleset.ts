@@ -20,6 +20,8 @@ import { notLocalTrafficMatch } from '../shared/nft/local-traffic.ts';
 import { type FamilyRuleset, RulesetBuilder } from '../shared/nft/ruleset.ts';
 import {
   addFirewall,
+  FIREWALL_ALLOW,
+  FIREWALL_IPS,
   NODEPORT_KEY,
   noEndpointVerdict,
   verdictChains,
@@ -34,6 +36,19 @@ import type { IpvsFamilyServers } from './virtual-servers.ts';
 export const COMPANION_TABLE = 'kproxy-ipvs';
 
 const L4 = 'meta l4proto { tcp, udp, sctp }';
+
+/** The companion table's sets by name (companionSets gives each its type); the firewall's are shared. */
+export const COMPANION_SET = {
+  boundIps: 'bound-ips',
+  virtualServers: 'virtual-servers',
+  clusterIps: 'cluster-ips',
+  externalIps: 'external-ips',
+  nodePortIps: 'nodeport-ips',
+  nodePorts: 'nodeports',
+  hairpin: 'hairpin',
+  noEndpointVips: 'no-endpoint-vips',
+  noEndpointNodePorts: 'no-endpoint-nodeports',
+} as const;
 
 /** The companion table's sets in one family (what the netlink element writer may write). */
 export function companionSets(syntax: FamilySyntax): SetSpec[] {
@@ -54,19 +69,21 @@ export function companionSets(syntax: FamilySyntax): SetSpec[] {
     comment,
   });
   return [
-    set('bound-ips', addr, 'addresses bound to kproxy-ipvs0'),
-    set('virtual-servers', vip, 'virtual servers on bound addresses'),
-    set('cluster-ips', vip, 'ClusterIP virtual servers: masquerade off-cluster sources'),
-    set('external-ips', vip, 'external and LB IP virtual servers, policy Cluster: masquerade'),
-    set('nodeport-ips', addr, 'node addresses serving node ports'),
-    set('nodeports', port, 'node ports, policy Cluster: masquerade'),
-    set('hairpin', `${addr} . inet_proto . inet_service . ${addr}`, 'local endpoint . port . itself'),
-    set('firewall-ips', vip, 'LoadBalancer IPs with source ranges'),
-    set('firewall-allow', `${vip} . ${addr}`, 'LoadBalancer IP . proto . port . allowed source', [
-      'interval',
-    ]),
-    map('no-endpoint-vips', vip, 'VIPs without usable endpoints: reject or drop'),
-    map('no-endpoint-nodeports', port, 'node ports without usable endpoints: reject or drop'),
+    set(COMPANION_SET.boundIps, addr, 'addresses bound to kproxy-ipvs0'),
+    set(COMPANION_SET.virtualServers, vip, 'virtual servers on bound addresses'),
+    set(COMPANION_SET.clusterIps, vip, 'ClusterIP virtual servers: masquerade off-cluster sources'),
+    set(COMPANION_SET.externalIps, vip, 'external and LB IP virtual servers, policy Cluster: masquerade'),
+    set(COMPANION_SET.nodePortIps, addr, 'node addresses serving node ports'),
+    set(COMPANION_SET.nodePorts, port, 'node ports, policy Cluster: masquerade'),
+    set(
+      COMPANION_SET.hairpin,
+      `${addr} . inet_proto . inet_service . ${addr}`,
+      'local endpoint . port . itself',
+    ),
+    set(FIREWALL_IPS, vip, 'LoadBalancer IPs with source ranges'),
+    set(FIREWALL_ALLOW, `${vip} . ${addr}`, 'LoadBalancer IP . proto . port . allowed source', ['interval']),
+    map(COMPANION_SET.noEndpointVips, vip, 'VIPs without usable endpoints: reject or drop'),
+    map(COMPANION_SET.noEndpointNodePorts, port, 'node ports without usable endpoints: reject or drop'),
     ...affinitySets(syntax),
   ];
 }
@@ -77,9 +94,9 @@ function chains(syntax: FamilySyntax, node: NodeSettings): ChainSpec[] {
   const masq = 'jump mark-for-masquerade';
   const notLocal = notLocalTrafficMatch(syntax, node.localDetector);
   const clusterMasq = node.masqueradeAll
-    ? [`${vip} @cluster-ips ${masq}`]
+    ? [`${vip} @${COMPANION_SET.clusterIps} ${masq}`]
     : notLocal
-      ? [`${vip} @cluster-ips ${notLocal} ${masq}`]
+      ? [`${vip} @${COMPANION_SET.clusterIps} ${notLocal} ${masq}`]
       : [];
   const newConn = (target: string): string => `ct state new jump ${target}`;
   return [
@@ -99,7 +116,10 @@ function chains(syntax: FamilySyntax, node: NodeSettings): ChainSpec[] {
       name: 'nat-postrouting',
       comment: 'masquerade hairpin and marked traffic',
       base: { type: 'nat', hook: 'postrouting', priority: 'srcnat' },
-      rules: [`${ip} daddr . ${NODEPORT_KEY} . ${ip} saddr @hairpin masquerade`, 'jump masquerading'],
+      rules: [
+        `${ip} daddr . ${NODEPORT_KEY} . ${ip} saddr @${COMPANION_SET.hairpin} masquerade`,
+        'jump masquerading',
+      ],
     },
     {
       name: 'filter-input',
@@ -122,22 +142,24 @@ function chains(syntax: FamilySyntax, node: NodeSettings): ChainSpec[] {
       comment: 'which service traffic needs masquerade',
       rules: [
         ...clusterMasq,
-        `${vip} @external-ips ${masq}`,
-        `${ip} daddr @nodeport-ips ${NODEPORT_KEY} @nodeports ${masq}`,
+        `${vip} @${COMPANION_SET.externalIps} ${masq}`,
+        `${ip} daddr @${COMPANION_SET.nodePortIps} ${NODEPORT_KEY} @${COMPANION_SET.nodePorts} ${masq}`,
       ],
     },
     {
       name: 'endpoints-check',
       comment: 'reject or drop traffic to virtual servers without usable endpoints',
       rules: [
-        `${vip} vmap @no-endpoint-vips`,
-        `${ip} daddr @nodeport-ips ${NODEPORT_KEY} vmap @no-endpoint-nodeports`,
+        `${vip} vmap @${COMPANION_SET.noEndpointVips}`,
+        `${ip} daddr @${COMPANION_SET.nodePortIps} ${NODEPORT_KEY} vmap @${COMPANION_SET.noEndpointNodePorts}`,
       ],
     },
     {
       name: 'ipvs-filter',
       comment: 'reject ports without a virtual server on bound addresses',
-      rules: [`${ip} daddr @bound-ips ${L4} ${vip} != @virtual-servers reject`],
+      rules: [
+        `${ip} daddr @${COMPANION_SET.boundIps} ${L4} ${vip} != @${COMPANION_SET.virtualServers} reject`,
+      ],
     },
     ...verdictChains(syntax, node),
     ...affinityChains(syntax),
@@ -160,11 +182,11 @@ function addServicePort(
   };
   const clusterKey = vip(sp.clusterIP);
   // No cluster IP ('') when an older Service holds it.
-  if (sp.clusterIP !== '' && !builder.hasElement('virtual-servers', clusterKey)) {
-    add('virtual-servers', clusterKey, '');
-    add('cluster-ips', clusterKey, '');
+  if (sp.clusterIP !== '' && !builder.hasElement(COMPANION_SET.virtualServers, clusterKey)) {
+    add(COMPANION_SET.virtualServers, clusterKey, '');
+    add(COMPANION_SET.clusterIps, clusterKey, '');
     if (d.internalVerdict !== undefined)
-      add('no-endpoint-vips', clusterKey, '', noEndpointVerdict(d.internalVerdict));
+      add(COMPANION_SET.noEndpointVips, clusterKey, '', noEndpointVerdict(d.internalVerdict));
   }
   const external = [
     ...sp.externalIPs.map((ip) => [ip, ' external IP'] as const),
@@ -172,18 +194,21 @@ function addServicePort(
   ];
   for (const [address, what] of external) {
     const key = vip(address);
-    if (builder.hasElement('virtual-servers', key)) continue;
-    add('virtual-servers', key, what);
-    if (d.masqueradesExternal) add('external-ips', key, what);
+    if (builder.hasElement(COMPANION_SET.virtualServers, key)) continue;
+    add(COMPANION_SET.virtualServers, key, what);
+    if (d.masqueradesExternal) add(COMPANION_SET.externalIps, key, what);
     if (d.externalVerdict !== undefined)
-      add('no-endpoint-vips', key, what, noEndpointVerdict(d.externalVerdict));
+      add(COMPANION_SET.noEndpointVips, key, what, noEndpointVerdict(d.externalVerdict));
   }
   if (sp.nodePort !== 0 && nodePorts) {
     const key = `${proto} . ${sp.nodePort}`;
-    if (!builder.hasElement('no-endpoint-nodeports', key) && !builder.hasElement('nodeports', key)) {
-      if (d.masqueradesExternal) add('nodeports', key, ' node port');
+    if (
+      !builder.hasElement(COMPANION_SET.noEndpointNodePorts, key) &&
+      !builder.hasElement(COMPANION_SET.nodePorts, key)
+    ) {
+      if (d.masqueradesExternal) add(COMPANION_SET.nodePorts, key, ' node port');
       if (d.externalVerdict !== undefined)
-        add('no-endpoint-nodeports', key, ' node port', noEndpointVerdict(d.externalVerdict));
+        add(COMPANION_SET.noEndpointNodePorts, key, ' node port', noEndpointVerdict(d.externalVerdict));
     }
   }
   addFirewall(builder, sp, d, proto, node);
@@ -192,7 +217,7 @@ function addServicePort(
 function addHairpin(builder: RulesetBuilder, sp: ServicePort, locals: Iterable<Endpoint>): void {
   const proto = sp.protocol.toLowerCase();
   for (const ep of locals)
-    builder.addElement('hairpin', { key: `${ep.ip} . ${proto} . ${ep.port} . ${ep.ip}` });
+    builder.addElement(COMPANION_SET.hairpin, { key: `${ep.ip} . ${proto} . ${ep.port} . ${ep.ip}` });
 }
 
 /** The companion table's content for one family; `servers` are the family's virtual servers. */
@@ -201,7 +226,8 @@ export function companionRuleset(state: ProxyState, servers: IpvsFamilyServers):
   const builder = new RulesetBuilder(syntax.family);
   for (const set of companionSets(syntax)) builder.addSet(set);
   for (const chain of chains(syntax, state.node)) builder.addChain(chain);
-  for (const address of servers.nodePortAddresses) builder.addElement('nodeport-ips', { key: address });
+  for (const address of servers.nodePortAddresses)
+    builder.addElement(COMPANION_SET.nodePortIps, { key: address });
   addPorts(builder, state, state.servicePorts.values(), servers, localEndpointsOf);
   return builder.build();
 }
@@ -229,7 +255,7 @@ function addPorts(
   servers: IpvsFamilyServers,
   hairpin: HairpinEndpoints,
 ): void {
-  for (const address of servers.boundAddresses) builder.addElement('bound-ips', { key: address });
+  for (const address of servers.boundAddresses) builder.addElement(COMPANION_SET.boundIps, { key: address });
   const nodePorts = servers.nodePortAddresses.length > 0;
   for (const sp of ports) {
     addServicePort(builder, sp, state.node, nodePorts);

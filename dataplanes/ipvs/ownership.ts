@@ -7,7 +7,7 @@
 // service addresses.
 import { cidrContains } from '../shared/cidr.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
-import { COMPANION_TABLE } from './companion-ruleset.ts';
+import { COMPANION_SET, COMPANION_TABLE } from './companion-ruleset.ts';
 import { type VirtualService, virtualServerKey } from './virtual-servers.ts';
 
 export interface Ownership {
@@ -31,7 +31,14 @@ interface NftSetListing {
 export async function recordedNodePortAddresses(runner: CommandRunner): Promise<string[]> {
   const addresses: string[] = [];
   for (const family of ['ip', 'ip6']) {
-    const listed = await runner.run('nft', ['-j', 'list', 'set', family, COMPANION_TABLE, 'nodeport-ips']);
+    const listed = await runner.run('nft', [
+      '-j',
+      'list',
+      'set',
+      family,
+      COMPANION_TABLE,
+      COMPANION_SET.nodePortIps,
+    ]);
     if (listed.exitCode !== 0) continue;
     const json = JSON.parse(listed.stdout) as NftSetListing;
     for (const item of json.nftables ?? []) {

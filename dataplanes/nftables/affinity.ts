@@ -34,15 +34,8 @@ import {
 import type { FamilySyntax } from '../shared/nft/family-syntax.ts';
 import type { RulesetBuilder } from '../shared/nft/ruleset.ts';
 import type { ChainSpec, SetSpec } from '../shared/nft/transaction.ts';
-import type { L4Protocol } from './base-objects.ts';
-import type { DispatchTarget } from './endpoint-dispatch.ts';
 import { forEachIndex } from './endpoint-slots.ts';
-
-const TARGET_MAPS = ['backends', 'local-backends', 'nodeport-backends', 'nodeport-local-backends'];
-
-function endpointMap(target: DispatchTarget): string {
-  return `affinity-${target.backendsMap}`;
-}
+import { DISPATCH_TARGETS, type DispatchTarget, type L4Protocol, SETS } from './sets.ts';
 
 /** The service side of a new connection, from conntrack (the packet's header is scratch). */
 function serviceKey(syntax: FamilySyntax, nodePort: boolean): string {
@@ -53,26 +46,26 @@ function serviceKey(syntax: FamilySyntax, nodePort: boolean): string {
 /** The fixed sets and maps of affinity. */
 export function affinitySets(syntax: FamilySyntax): SetSpec[] {
   const addr = syntax.addrType;
-  const maps = TARGET_MAPS.flatMap((name): SetSpec[] => {
-    const key = name.startsWith('nodeport')
+  const maps = DISPATCH_TARGETS.flatMap(({ affinityMap, nodePort }): SetSpec[] => {
+    const key = nodePort
       ? 'inet_proto . inet_service . inet_service'
       : `${addr} . inet_proto . inet_service . inet_service`;
-    const what = name.startsWith('nodeport') ? 'node port' : 'VIP . proto . port';
+    const what = nodePort ? 'node port' : 'VIP . proto . port';
     return [
       {
-        name: `affinity-${name}`,
+        name: affinityMap,
         kind: 'map',
         type: `type ${key} : ${addr} . inet_service`,
         comment: `ClientIP ${what} . index -> endpoint (endpoints on several ports)`,
       },
       {
-        name: `affinity-${name}-ips`,
+        name: `${affinityMap}-ips`,
         kind: 'map',
         type: `type ${key} : ${addr}`,
         comment: `ClientIP ${what} . index -> endpoint address`,
       },
       {
-        name: `affinity-${name}-ports`,
+        name: `${affinityMap}-ports`,
         kind: 'map',
         type: `type ${key.slice(0, key.lastIndexOf(' . '))} : inet_service`,
         comment: `ClientIP ${what} -> the port of all its endpoints`,
@@ -82,13 +75,13 @@ export function affinitySets(syntax: FamilySyntax): SetSpec[] {
   return [
     affinityClientsSet(syntax),
     {
-      name: 'affinity-timeouts',
+      name: SETS.affinityTimeouts.name,
       kind: 'map',
       type: `type ${addr} . inet_proto . inet_service : verdict`,
       comment: 'ClientIP VIP . proto . port -> chain remembering its clients',
     },
     {
-      name: 'affinity-nodeport-timeouts',
+      name: SETS.affinityNodePortTimeouts.name,
       kind: 'map',
       type: 'type inet_proto . inet_service : verdict',
       comment: 'ClientIP node port -> chain remembering its clients',
@@ -113,8 +106,8 @@ export function affinityChains(syntax: FamilySyntax): ChainSpec[] {
       name: 'affinity-record',
       comment: 'send a new ClientIP connection to the chain of its timeout',
       rules: (['tcp', 'udp', 'sctp'] as const).flatMap((p) => [
-        `meta l4proto ${p} ct original ${ip} daddr . meta l4proto . ct original proto-dst vmap @affinity-timeouts`,
-        `meta l4proto ${p} meta l4proto . ct original proto-dst vmap @affinity-nodeport-timeouts`,
+        `meta l4proto ${p} ct original ${ip} daddr . meta l4proto . ct original proto-dst vmap @${SETS.affinityTimeouts.name}`,
+        `meta l4proto ${p} meta l4proto . ct original proto-dst vmap @${SETS.affinityNodePortTimeouts.name}`,
       ]),
     },
   ];
@@ -152,7 +145,7 @@ function chainShape(
   onePort: boolean,
 ): ChainShape {
   const ip = syntax.ip;
-  const map = endpointMap(target);
+  const map = target.affinityMap;
   const service = serviceKey(syntax, target.nodePort);
   const dnat = onePort
     ? `dnat ${ip} to ${ip} daddr : ${service} map @${map}-ports`
@@ -220,9 +213,9 @@ export function addAffinityDispatch(
   const record = affinityRecordChain(syntax, seconds);
   builder.addChain(record);
   const key = address === undefined ? `${proto} . ${port}` : `${address} . ${proto} . ${port}`;
-  const timeouts = address === undefined ? 'affinity-nodeport-timeouts' : 'affinity-timeouts';
+  const timeouts = (address === undefined ? SETS.affinityNodePortTimeouts : SETS.affinityTimeouts).name;
   builder.addElement(timeouts, { key, value: `goto ${record.name}` });
-  const map = endpointMap(target);
+  const map = target.affinityMap;
   const onePort = endpoints.every((ep) => ep.port === endpoints[0]!.port);
   if (onePort) builder.addElement(`${map}-ports`, { key, value: String(endpoints[0]!.port) });
   forEachIndex(endpoints, indexes, (ep, i) => {

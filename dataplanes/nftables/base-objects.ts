@@ -4,15 +4,21 @@
 import type { NodeSettings } from '../../src/model/proxy-state.ts';
 import type { FamilySyntax } from '../shared/nft/family-syntax.ts';
 import { localTrafficMatches, notLocalTrafficMatch } from '../shared/nft/local-traffic.ts';
-import { CANARY_SET, type RulesetBuilder } from '../shared/nft/ruleset.ts';
+import type { RulesetBuilder } from '../shared/nft/ruleset.ts';
 import { NODEPORT_KEY, verdictChains, vipKey } from '../shared/nft/service-rules.ts';
 import type { ChainSpec, SetSpec } from '../shared/nft/transaction.ts';
 import { affinityChains, affinitySets, RECORD_HOST_CONNECTIONS } from './affinity.ts';
+import {
+  CLUSTER,
+  type DispatchTarget,
+  L4_PROTOCOLS,
+  LOCAL,
+  NODEPORT_CLUSTER,
+  NODEPORT_LOCAL,
+  SETS,
+} from './sets.ts';
 
-export const L4_PROTOCOLS = ['tcp', 'udp', 'sctp'] as const;
-export type L4Protocol = (typeof L4_PROTOCOLS)[number];
-
-/** Every set and map of a family's table (they depend on the family only). */
+/** Every set and map of a family's table (they depend on the family only; names: sets.ts). */
 export function familySets(syntax: FamilySyntax): SetSpec[] {
   const vip = `${syntax.addrType} . inet_proto . inet_service`;
   const port = 'inet_proto . inet_service';
@@ -25,71 +31,79 @@ export function familySets(syntax: FamilySyntax): SetSpec[] {
   // One endpoint map per protocol: with `meta l4proto . th dport` in a typeof key, nft 1.0.6
   // cannot read the map's rules and elements back from the kernel ("conflicting protocols"), which
   // breaks every later incremental transaction. `tcp dport` etc. round-trip cleanly.
-  const backends = (name: string, nodePort: boolean, comment: string): SetSpec[] =>
+  const backends = ({ backendsMap, nodePort }: DispatchTarget, comment: string): SetSpec[] =>
     L4_PROTOCOLS.map((proto) => {
       const key = nodePort ? `${proto} dport` : `${syntax.ip} daddr . ${proto} dport`;
       return map(
-        `${name}-${proto}`,
+        `${backendsMap}-${proto}`,
         `typeof ${key} . numgen random mod 1 : ${syntax.ip} daddr . ${proto} dport`,
         `${proto}: ${comment}`,
       );
     });
   return [
-    map('service-ips', `type ${vip} : verdict`, 'service VIP . proto . port -> traffic policy chain'),
-    map('service-nodeports', `type ${port} : verdict`, 'node port proto . port -> traffic policy chain'),
+    map(SETS.serviceIps.name, `type ${vip} : verdict`, 'service VIP . proto . port -> traffic policy chain'),
+    map(
+      SETS.serviceNodePorts.name,
+      `type ${port} : verdict`,
+      'node port proto . port -> traffic policy chain',
+    ),
     {
-      name: 'nodeport-ips',
+      name: SETS.nodePortIps.name,
       kind: 'set',
       type: `type ${syntax.addrType}`,
       comment: 'addresses serving node ports',
     },
-    map('cluster-endpoints', `type ${vip} : verdict`, 'VIP . proto . port -> chain picking one endpoint'),
-    map('local-endpoints', `type ${vip} : verdict`, 'VIP . proto . port -> chain picking one local endpoint'),
-    map('nodeport-cluster-endpoints', `type ${port} : verdict`, 'node port -> chain picking one endpoint'),
+    map(CLUSTER.dispatchMap, `type ${vip} : verdict`, 'VIP . proto . port -> chain picking one endpoint'),
+    map(LOCAL.dispatchMap, `type ${vip} : verdict`, 'VIP . proto . port -> chain picking one local endpoint'),
+    map(NODEPORT_CLUSTER.dispatchMap, `type ${port} : verdict`, 'node port -> chain picking one endpoint'),
     map(
-      'nodeport-local-endpoints',
+      NODEPORT_LOCAL.dispatchMap,
       `type ${port} : verdict`,
       'node port -> chain picking one local endpoint',
     ),
-    ...backends('backends', false, 'VIP . port . index -> endpoint'),
-    ...backends('local-backends', false, 'VIP . port . index -> local endpoint'),
-    ...backends('nodeport-backends', true, 'node port . index -> endpoint'),
-    ...backends('nodeport-local-backends', true, 'node port . index -> local endpoint'),
+    ...backends(CLUSTER, 'VIP . port . index -> endpoint'),
+    ...backends(LOCAL, 'VIP . port . index -> local endpoint'),
+    ...backends(NODEPORT_CLUSTER, 'node port . index -> endpoint'),
+    ...backends(NODEPORT_LOCAL, 'node port . index -> local endpoint'),
     {
-      name: 'hairpin',
+      name: SETS.hairpin.name,
       kind: 'set',
       type: `type ${syntax.addrType} . ${syntax.addrType}`,
       comment: 'local endpoint . itself: a pod reaching itself through a service',
     },
     {
-      name: 'firewall-ips',
+      name: SETS.firewallIps.name,
       kind: 'set',
       type: `type ${vip}`,
       comment: 'LoadBalancer IPs with source ranges',
     },
     {
-      name: 'firewall-allow',
+      name: SETS.firewallAllow.name,
       kind: 'set',
       type: `type ${vip} . ${syntax.addrType}`,
       flags: ['interval'],
       comment: 'LoadBalancer IP . proto . port . allowed source range',
     },
-    map('no-endpoint-services', `type ${vip} : verdict`, 'VIPs without usable endpoints: reject or drop'),
+    map(
+      SETS.noEndpointServices.name,
+      `type ${vip} : verdict`,
+      'VIPs without usable endpoints: reject or drop',
+    ),
     {
-      name: 'cluster-ips',
+      name: SETS.clusterIps.name,
       kind: 'set',
       type: `type ${syntax.addrType}`,
       comment: 'every ClusterIP served: other ports of them are rejected',
     },
     // Filled by the live dataplane only (a nonce per full sync), so not part of any plan.
     {
-      name: CANARY_SET,
+      name: SETS.canary.name,
       kind: 'set',
       type: 'type mark',
       comment: 'nonce of the last full sync: intact check',
     },
     map(
-      'no-endpoint-nodeports',
+      SETS.noEndpointNodePorts.name,
       `type ${port} : verdict`,
       'node ports without usable endpoints: reject or drop',
     ),
@@ -122,7 +136,10 @@ function baseChains(syntax: FamilySyntax): ChainSpec[] {
       name: 'nat-postrouting',
       comment: 'masquerade hairpin and marked traffic',
       base: { type: 'nat', hook: 'postrouting', priority: 'srcnat' },
-      rules: [`ct status dnat ${ip} saddr . ${ip} daddr @hairpin masquerade`, 'jump masquerading'],
+      rules: [
+        `ct status dnat ${ip} saddr . ${ip} daddr @${SETS.hairpin.name} masquerade`,
+        'jump masquerading',
+      ],
     },
     // Filter checks see the address before DNAT (priority dstnat - 10), as in kube-proxy, except
     // the host's no-endpoint check (below); reject is only allowed in input/forward/output on
@@ -171,7 +188,7 @@ function baseChains(syntax: FamilySyntax): ChainSpec[] {
 function nodePortDestination(syntax: FamilySyntax, node: NodeSettings): string {
   return node.nodePortAddresses === 'all'
     ? `fib daddr type local ${syntax.ip} daddr != ${syntax.loopback}`
-    : `${syntax.ip} daddr @nodeport-ips`;
+    : `${syntax.ip} daddr @${SETS.nodePortIps.name}`;
 }
 
 function policyChains(syntax: FamilySyntax, node: NodeSettings): ChainSpec[] {
@@ -190,30 +207,30 @@ function policyChains(syntax: FamilySyntax, node: NodeSettings): ChainSpec[] {
   ];
   return [
     chain('services', 'dispatch service VIPs and node ports to their policy chain', [
-      `${vip} vmap @service-ips`,
-      `${nodePortDestination(syntax, node)} ${NODEPORT_KEY} vmap @service-nodeports`,
+      `${vip} vmap @${SETS.serviceIps.name}`,
+      `${nodePortDestination(syntax, node)} ${NODEPORT_KEY} vmap @${SETS.serviceNodePorts.name}`,
     ]),
     chain('cluster-ip', 'ClusterIP traffic: masquerade off-cluster sources', [
       ...clusterMasq,
-      `${vip} vmap @cluster-endpoints`,
+      `${vip} vmap @${CLUSTER.dispatchMap}`,
     ]),
     chain('external', 'external traffic, policy Cluster: masquerade', [
       masq,
-      `${vip} vmap @cluster-endpoints`,
+      `${vip} vmap @${CLUSTER.dispatchMap}`,
     ]),
     chain(
       'external-local',
       'external traffic, policy Local',
-      localPolicy(vip, 'cluster-endpoints', 'local-endpoints'),
+      localPolicy(vip, CLUSTER.dispatchMap, LOCAL.dispatchMap),
     ),
     chain('nodeport', 'node port traffic, policy Cluster: masquerade', [
       masq,
-      `${NODEPORT_KEY} vmap @nodeport-cluster-endpoints`,
+      `${NODEPORT_KEY} vmap @${NODEPORT_CLUSTER.dispatchMap}`,
     ]),
     chain(
       'nodeport-local',
       'node port traffic, policy Local',
-      localPolicy(NODEPORT_KEY, 'nodeport-cluster-endpoints', 'nodeport-local-endpoints'),
+      localPolicy(NODEPORT_KEY, NODEPORT_CLUSTER.dispatchMap, NODEPORT_LOCAL.dispatchMap),
     ),
   ];
 }
@@ -226,7 +243,7 @@ function clusterIPsCheck(syntax: FamilySyntax, node: NodeSettings): ChainSpec {
   const unallocated =
     node.serviceCIDRs.length > 0 ? [`${syntax.ip} daddr { ${node.serviceCIDRs.join(', ')} } drop`] : [];
   return chain('cluster-ips-check', 'ClusterIP ports not served: reject; unallocated service IPs: drop', [
-    `${syntax.ip} daddr @cluster-ips reject`,
+    `${syntax.ip} daddr @${SETS.clusterIps.name} reject`,
     ...unallocated,
   ]);
 }
@@ -236,10 +253,10 @@ function checkChains(syntax: FamilySyntax, node: NodeSettings): ChainSpec[] {
   return [
     clusterIPsCheck(syntax, node),
     chain('service-endpoints-check', 'reject or drop traffic to VIPs without usable endpoints', [
-      `${vip} vmap @no-endpoint-services`,
+      `${vip} vmap @${SETS.noEndpointServices.name}`,
     ]),
     chain('nodeport-endpoints-check', 'reject or drop traffic to node ports without usable endpoints', [
-      `${nodePortDestination(syntax, node)} ${NODEPORT_KEY} vmap @no-endpoint-nodeports`,
+      `${nodePortDestination(syntax, node)} ${NODEPORT_KEY} vmap @${SETS.noEndpointNodePorts.name}`,
     ]),
     ...verdictChains(syntax, node),
   ];

@@ -5,7 +5,8 @@ import { addObjects, defineFamily } from '../shared/nft/full-transaction.ts';
 import { FAMILIES, type RulesetBuilder } from '../shared/nft/ruleset.ts';
 import { NftTransaction } from '../shared/nft/transaction.ts';
 import { baseBuilder } from './desired-ruleset.ts';
-import { addServicePort, CROSS_PORT_SETS } from './service-port.ts';
+import { addServicePort } from './service-port.ts';
+import { CROSS_PORT_SETS } from './sets.ts';
 
 /**
  * The full ruleset of `state` for a kernel WITHOUT our tables (a cold start), built and rendered in

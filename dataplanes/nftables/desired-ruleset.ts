@@ -9,13 +9,14 @@ import type { NftFamily } from '../shared/nft/transaction.ts';
 import { addBaseObjects } from './base-objects.ts';
 import type { SlotTable } from './endpoint-slots.ts';
 import { addServicePort } from './service-port.ts';
+import { SETS } from './sets.ts';
 
 /** This node's addresses that serve node ports, when limited by --nodeport-addresses. */
 function addNodePortAddresses(builder: RulesetBuilder, node: NodeSettings): void {
   const cidrs = node.nodePortAddresses;
   if (cidrs === 'all') return;
   for (const ip of node.nodeIPs) {
-    if (cidrs.some((cidr) => cidrContains(cidr, ip))) builder.addElement('nodeport-ips', { key: ip });
+    if (cidrs.some((cidr) => cidrContains(cidr, ip))) builder.addElement(SETS.nodePortIps.name, { key: ip });
   }
 }
 

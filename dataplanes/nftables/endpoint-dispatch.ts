@@ -9,36 +9,8 @@ import type { FamilySyntax } from '../shared/nft/family-syntax.ts';
 import type { RulesetBuilder } from '../shared/nft/ruleset.ts';
 import { fitComment } from '../shared/nft/transaction.ts';
 import { addAffinityDispatch } from './affinity.ts';
-import type { L4Protocol } from './base-objects.ts';
 import { forEachIndex } from './endpoint-slots.ts';
-
-/** Where a key's endpoints go: the four (dispatch map, endpoint map) pairs of the table. */
-export interface DispatchTarget {
-  readonly dispatchMap: string;
-  readonly backendsMap: string;
-  readonly nodePort: boolean;
-}
-
-export const CLUSTER: DispatchTarget = {
-  dispatchMap: 'cluster-endpoints',
-  backendsMap: 'backends',
-  nodePort: false,
-};
-export const LOCAL: DispatchTarget = {
-  dispatchMap: 'local-endpoints',
-  backendsMap: 'local-backends',
-  nodePort: false,
-};
-export const NODEPORT_CLUSTER: DispatchTarget = {
-  dispatchMap: 'nodeport-cluster-endpoints',
-  backendsMap: 'nodeport-backends',
-  nodePort: true,
-};
-export const NODEPORT_LOCAL: DispatchTarget = {
-  dispatchMap: 'nodeport-local-endpoints',
-  backendsMap: 'nodeport-local-backends',
-  nodePort: true,
-};
+import type { DispatchTarget, L4Protocol } from './sets.ts';
 
 /**
  * Sends traffic for `address` (absent for a node port) . protocol . `port` of `target` to one of

@@ -29,28 +29,16 @@ import { type FamilyRuleset, RulesetBuilder, sameElement } from '../shared/nft/r
 import type { ChainSpec, ElementSpec, NftFamily, SetSpec } from '../shared/nft/transaction.ts';
 import type { EndpointChanges, SlotTable } from './endpoint-slots.ts';
 import { addServicePort, hairpinPair } from './service-port.ts';
+import { CLAIM_GROUPS, SETS, SHARED_SETS } from './sets.ts';
 
 type Part =
   | { readonly kind: 'element'; readonly set: string; readonly element: ElementSpec }
   | { readonly kind: 'chain'; readonly chain: ChainSpec }
   | { readonly kind: 'set'; readonly set: SetSpec }
-  // Not written to the kernel: who owns an address (see CLAIMS).
+  // Not written to the kernel: who owns an address (the claimed sets, sets.ts).
   | { readonly kind: 'claim'; readonly owner: string };
 
-/** Sets whose keys a service port claims: a key in either set of a group belongs to one port. */
-const CLAIMS: Readonly<Record<string, string>> = {
-  'service-ips': 'vip',
-  'no-endpoint-services': 'vip',
-  'service-nodeports': 'nodeport',
-  'no-endpoint-nodeports': 'nodeport',
-  'firewall-ips': 'firewall',
-};
-
-/**
- * Sets whose elements several ports may add: a service's cluster IP; hairpin pairs too, which
- * fragment() counts apart.
- */
-const SHARED_SETS: ReadonlySet<string> = new Set(['hairpin', 'cluster-ips']);
+const CLUSTER_IPS = SETS.clusterIps.name;
 
 /**
  * A shared element's id. A cluster IP (one per Service, 30k at 30k services) is its own id: the
@@ -58,7 +46,7 @@ const SHARED_SETS: ReadonlySet<string> = new Set(['hairpin', 'cluster-ips']);
  * MiB kept at 30k services); no other id is free of '\0'.
  */
 function sharedElementId(set: string, key: string): string {
-  return set === 'cluster-ips' ? key : flatText('e\0', set, '\0', key);
+  return set === CLUSTER_IPS ? key : flatText('e\0', set, '\0', key);
 }
 
 /** Elements by set, then by key. */
@@ -106,12 +94,14 @@ function fragment(
   const tracked = new Map<string, Part>();
   const own = new Map<string, ReadonlyMap<string, ElementSpec>>();
   // Ids are flat strings: the index keeps one per claim and per shared element (see flat-text.ts).
+  // The hairpin set is shared, but this port's pairs are not in `built` (addServicePort was told
+  // to leave them out): they are counted per endpoint below.
   for (const set of built.sets.values()) tracked.set(flatText('s\0', set.name), { kind: 'set', set });
   for (const chain of built.chains.values())
     tracked.set(flatText('c\0', chain.name), { kind: 'chain', chain });
   for (const [set, elements] of built.elements) {
     const shared = SHARED_SETS.has(set);
-    const claim = CLAIMS[set];
+    const claim = CLAIM_GROUPS.get(set);
     if (!shared) own.set(set, elements);
     // Endpoint maps, most of the elements, are neither shared nor claimed: not walked here.
     if (!shared && !claim) continue;
@@ -123,7 +113,7 @@ function fragment(
   const hairpin = new Map<string, number>();
   const count = (ep: Endpoint) => {
     if (!ep.isLocal) return;
-    const id = sharedElementId('hairpin', hairpinPair(ep).key);
+    const id = sharedElementId(SETS.hairpin.name, hairpinPair(ep).key);
     hairpin.set(id, (hairpin.get(id) ?? 0) + 1);
   };
   if (changes) changes[side].forEach(count);
@@ -167,7 +157,7 @@ function stored(part: Part): string | undefined {
 
 function restored(id: string, json: string | undefined): Part {
   if (json !== undefined) return JSON.parse(json) as Part;
-  if (!id.includes('\0')) return { kind: 'element', set: 'cluster-ips', element: { key: id } };
+  if (!id.includes('\0')) return { kind: 'element', set: CLUSTER_IPS, element: { key: id } };
   const [, set, key] = id.split('\0') as [string, string, string];
   return { kind: 'element', set, element: { key } };
 }

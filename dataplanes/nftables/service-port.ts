@@ -10,8 +10,9 @@ import type { FamilySyntax } from '../shared/nft/family-syntax.ts';
 import type { RulesetBuilder } from '../shared/nft/ruleset.ts';
 import { addFirewall, noEndpointVerdict } from '../shared/nft/service-rules.ts';
 import { type ElementSpec, fitComment } from '../shared/nft/transaction.ts';
-import { addDispatch, CLUSTER, LOCAL, NODEPORT_CLUSTER, NODEPORT_LOCAL } from './endpoint-dispatch.ts';
+import { addDispatch } from './endpoint-dispatch.ts';
 import { type EndpointIndexes, type EndpointSets, type PortSlots, slottedSets } from './endpoint-slots.ts';
+import { CLUSTER, LOCAL, NODEPORT_CLUSTER, NODEPORT_LOCAL, SETS } from './sets.ts';
 
 function addClusterIP(
   builder: RulesetBuilder,
@@ -24,14 +25,18 @@ function addClusterIP(
 ): void {
   if (sp.clusterIP === '') return; // held by an older Service (src/model/address-claims.ts)
   // Shared by the service's ports (a reference count in fragment-index.ts).
-  builder.addElement('cluster-ips', { key: sp.clusterIP });
+  builder.addElement(SETS.clusterIps.name, { key: sp.clusterIP });
   const key = `${sp.clusterIP} . ${proto} . ${sp.port}`;
   const comment = fitComment(sp.key);
   if (d.internalVerdict !== undefined) {
-    builder.addElement('no-endpoint-services', { key, value: noEndpointVerdict(d.internalVerdict), comment });
+    builder.addElement(SETS.noEndpointServices.name, {
+      key,
+      value: noEndpointVerdict(d.internalVerdict),
+      comment,
+    });
     return;
   }
-  builder.addElement('service-ips', { key, value: 'goto cluster-ip', comment });
+  builder.addElement(SETS.serviceIps.name, { key, value: 'goto cluster-ip', comment });
   addDispatch(builder, syntax, sp, CLUSTER, sp.clusterIP, sp.port, sets.internal, indexes?.internal);
 }
 
@@ -50,7 +55,7 @@ function addExternalAddress(
   const key = `${address} . ${proto} . ${sp.port}`;
   const comment = fitComment(`${sp.key} ${what}`);
   if (d.capturesExternal) {
-    builder.addElement('service-ips', {
+    builder.addElement(SETS.serviceIps.name, {
       key,
       value: d.masqueradesExternal ? 'goto external' : 'goto external-local',
       comment,
@@ -63,7 +68,11 @@ function addExternalAddress(
     }
   }
   if (d.externalVerdict !== undefined) {
-    builder.addElement('no-endpoint-services', { key, value: noEndpointVerdict(d.externalVerdict), comment });
+    builder.addElement(SETS.noEndpointServices.name, {
+      key,
+      value: noEndpointVerdict(d.externalVerdict),
+      comment,
+    });
   }
 }
 
@@ -80,7 +89,7 @@ function addNodePort(
   const key = `${proto} . ${sp.nodePort}`;
   const comment = fitComment(`${sp.key} node port`);
   if (d.capturesExternal) {
-    builder.addElement('service-nodeports', {
+    builder.addElement(SETS.serviceNodePorts.name, {
       key,
       value: d.masqueradesExternal ? 'goto nodeport' : 'goto nodeport-local',
       comment,
@@ -111,7 +120,7 @@ function addNodePort(
     }
   }
   if (d.externalVerdict !== undefined) {
-    builder.addElement('no-endpoint-nodeports', {
+    builder.addElement(SETS.noEndpointNodePorts.name, {
       key,
       value: noEndpointVerdict(d.externalVerdict),
       comment,
@@ -122,21 +131,13 @@ function addNodePort(
 /** Local endpoints reaching themselves through a service must be masqueraded, or replies skip us. */
 function addHairpin(builder: RulesetBuilder, sp: ServicePort): void {
   for (const eps of [sp.clusterEndpoints, sp.localEndpoints])
-    for (const ep of eps) if (ep.isLocal) builder.addElement('hairpin', hairpinPair(ep));
+    for (const ep of eps) if (ep.isLocal) builder.addElement(SETS.hairpin.name, hairpinPair(ep));
 }
 
 /** The hairpin set's element of a local endpoint. */
 export function hairpinPair(ep: Endpoint): ElementSpec {
   return { key: `${ep.ip} . ${ep.ip}` };
 }
-
-/**
- * Sets whose elements a service port looks up (firewall-ips, in addFirewall) or may share with
- * another port (hairpin pairs, cluster IPs): a ruleset built in pieces must remember them. The
- * addresses and node ports a port claims are its own (the model's address-claims.ts), so their
- * sets are not remembered.
- */
-export const CROSS_PORT_SETS: ReadonlySet<string> = new Set(['firewall-ips', 'hairpin', 'cluster-ips']);
 
 /**
  * Adds everything one service port needs to the family's ruleset, its endpoints at the indexes

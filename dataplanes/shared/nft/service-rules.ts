@@ -16,6 +16,10 @@ export function vipKey(syntax: FamilySyntax): string {
 /** Key expression of the node port sets and maps: protocol . port. */
 export const NODEPORT_KEY = 'meta l4proto . th dport';
 
+/** LoadBalancer IPs with source ranges (VIP key), and each one's allowed sources (VIP key . source). */
+export const FIREWALL_IPS = 'firewall-ips';
+export const FIREWALL_ALLOW = 'firewall-allow';
+
 /** The nft verdict of a no-endpoint map element. */
 export function noEndpointVerdict(verdict: NoEndpointVerdict): string {
   return verdict === 'drop' ? 'drop' : 'goto reject-chain';
@@ -41,9 +45,9 @@ export function addFirewall(
   const sources = uncoveredRanges(fromNode ? [...ranges, ...sp.loadBalancerIPs] : ranges);
   for (const lbIP of sp.loadBalancerIPs) {
     const key = `${lbIP} . ${proto} . ${sp.port}`;
-    if (builder.hasElement('firewall-ips', key)) continue;
-    builder.addElement('firewall-ips', { key, comment: fitComment(`${sp.key} source ranges`) });
-    for (const source of sources) builder.addElement('firewall-allow', { key: `${key} . ${source}` });
+    if (builder.hasElement(FIREWALL_IPS, key)) continue;
+    builder.addElement(FIREWALL_IPS, { key, comment: fitComment(`${sp.key} source ranges`) });
+    for (const source of sources) builder.addElement(FIREWALL_ALLOW, { key: `${key} . ${source}` });
   }
 }
 
@@ -58,7 +62,7 @@ export function verdictChains(syntax: FamilySyntax, node: NodeSettings): ChainSp
     {
       name: 'firewall-check',
       comment: 'drop LoadBalancer traffic from outside loadBalancerSourceRanges',
-      rules: [`${vip} @firewall-ips ${vip} . ${syntax.ip} saddr != @firewall-allow drop`],
+      rules: [`${vip} @${FIREWALL_IPS} ${vip} . ${syntax.ip} saddr != @${FIREWALL_ALLOW} drop`],
     },
     { name: 'reject-chain', comment: 'service without any endpoint', rules: ['reject'] },
     {
