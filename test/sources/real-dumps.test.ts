@@ -77,6 +77,22 @@ const DUMPS: Readonly<Record<string, Dump>> = {
     notes: [/Endpoints objects .* not used/],
     warnings: [],
   },
+  // kubectl get -n test services,endpointslices -o yaml while the only pod terminates: it still
+  // serves, so it keeps the traffic (kube-proxy's fallback to serving terminating endpoints).
+  'kind: List, a terminating endpoint that still serves': {
+    files: ['cilium-graceful-termination-state2.yaml'],
+    args: ['--node', 'graceful-term-control-plane', '--node-ip', '172.18.0.2'],
+    servicePorts: [
+      {
+        key: 'test/graceful-term-svc:8081/TCP',
+        clusterIPs: ['10.96.23.96'],
+        endpoints: [[['10.244.0.180', 8081]]],
+      },
+    ],
+    nodeIPs: [],
+    notes: [],
+    warnings: [],
+  },
   // GET /api/v1/services and /api/v1/nodes of one minikube cluster: typed lists, items without kind.
   'typed ServiceList and NodeList (kubectl get --raw), JSON': {
     files: ['victoriametrics-servicelist.json', 'victoriametrics-nodelist.json'],
