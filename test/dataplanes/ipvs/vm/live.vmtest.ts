@@ -480,6 +480,10 @@ test('loadBalancerSourceRanges: per LB IP and port, the node included, nothing l
     // Another Service on the same LB IP is not caught by these ranges, from outside or the node.
     assert.deepEqual(names(await connect(client, 'tcp', '10.200.0.80', 8081, 2)), { 'pod-0': 2 });
     assert.deepEqual(names(await connect('', 'tcp', '10.200.0.80', 8081, 1)), { 'pod-0': 1 });
+    // Ranges that hold the node's IP let the node in (kube-proxy's TestLoadBalancer): its packets
+    // come from the LB IP bound on the dummy link, which firewall-allow lists with the node.
+    await dp.sync(state([`${NODE_IP}/32`]), 'incremental');
+    assert.deepEqual(names(await connect('', 'tcp', '10.200.0.80', 80, 1)), { 'pod-0': 1 });
     // Ranges gone: nothing of them is left behind.
     await dp.sync(state([]), 'incremental');
     assert.deepEqual(names(await connect(client, 'tcp', '10.200.0.80', 80, 2)), { 'pod-0': 2 });
