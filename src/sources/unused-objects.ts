@@ -1,10 +1,12 @@
 // What kproxy does not use in the files a user feeds render, said once per file and kind: a
 // `kubectl cluster-info dump` holds hundreds of Pods and Events, which deserve one line, not one
 // each. Kinds kproxy never reads (Pods, ConfigMaps, legacy Endpoints beside EndpointSlices) are
-// notes: the rest of the input is complete without them, so --strict does not fail on them. What
-// leaves Services without their rules is a warning: an object kproxy reads in a version it does not
-// (discovery.k8s.io/v1beta1 EndpointSlices), legacy Endpoints with no EndpointSlice anywhere in the
-// input, and a Service without a cluster IP (a manifest, not what the cluster serves).
+// notes: the rest of the input is complete without them, so --strict does not fail on them; so are
+// Services in an input without any EndpointSlice (a cluster-info dump has none), which render
+// without endpoints. What leaves Services without their rules is a warning: an object kproxy reads
+// in a version it does not (discovery.k8s.io/v1beta1 EndpointSlices), legacy Endpoints with no
+// EndpointSlice anywhere in the input, and a Service without a cluster IP (a manifest, not what
+// the cluster serves).
 import { objectRef } from '../base/problem.ts';
 import type { KubeObject, Service } from '../kube/objects.ts';
 
