@@ -24,7 +24,6 @@
 // address (a ClusterIP and a node port of one service port are remembered apart), an endpoint is
 // known by its address (two endpoints of one key on one address share clients), and a changed
 // timeout applies from a client's next connection.
-import type { Endpoint, ServicePort } from '../../src/model/proxy-state.ts';
 import {
   affinityClientsSet,
   affinityRecordChain,
@@ -32,8 +31,8 @@ import {
   rememberedEndpointRules,
 } from '../shared/nft/affinity.ts';
 import type { FamilySyntax } from '../shared/nft/family-syntax.ts';
-import type { RulesetBuilder } from '../shared/nft/ruleset.ts';
 import type { ChainSpec, SetSpec } from '../shared/nft/transaction.ts';
+import type { DispatchKey, PortWrite } from './endpoint-dispatch.ts';
 import { forEachIndex } from './endpoint-slots.ts';
 import { DISPATCH_TARGETS, type DispatchTarget, type L4Protocol, SETS } from './sets.ts';
 
@@ -193,23 +192,14 @@ function countChain(
 }
 
 /**
- * Adds the elements and shared chains of a ClientIP key: `address` (absent for a node port) .
- * proto . `port` with `endpoints` (only those at `indexes`, when given: addDispatch); returns the
- * chain its dispatch element goes to.
+ * Adds the elements and shared chains of a ClientIP key (addDispatch); returns the chain its
+ * dispatch element goes to.
  */
-export function addAffinityDispatch(
-  builder: RulesetBuilder,
-  syntax: FamilySyntax,
-  servicePort: ServicePort,
-  target: DispatchTarget,
-  address: string | undefined,
-  port: number,
-  endpoints: readonly Endpoint[],
-  indexes?: readonly number[],
-): string {
-  const seconds = servicePort.sessionAffinity?.timeoutSeconds;
-  if (seconds === undefined) throw new Error(`${servicePort.key} has no session affinity`);
-  const proto = servicePort.protocol.toLowerCase() as L4Protocol;
+export function addAffinityDispatch(w: PortWrite, dispatch: DispatchKey): string {
+  const { builder, syntax, sp, proto } = w;
+  const { target, address, port, endpoints } = dispatch;
+  const seconds = sp.sessionAffinity?.timeoutSeconds;
+  if (seconds === undefined) throw new Error(`${sp.key} has no session affinity`);
   const record = affinityRecordChain(syntax, seconds);
   builder.addChain(record);
   const key = address === undefined ? `${proto} . ${port}` : `${address} . ${proto} . ${port}`;
@@ -218,7 +208,7 @@ export function addAffinityDispatch(
   const map = target.affinityMap;
   const onePort = endpoints.every((ep) => ep.port === endpoints[0]!.port);
   if (onePort) builder.addElement(`${map}-ports`, { key, value: String(endpoints[0]!.port) });
-  forEachIndex(endpoints, indexes, (ep, i) => {
+  forEachIndex(endpoints, dispatch.indexes, (ep, i) => {
     builder.addElement(`${map}-ips`, { key: `${key} . ${i}`, value: ep.ip });
     if (!onePort) builder.addElement(map, { key: `${key} . ${i}`, value: `${ep.ip} . ${ep.port}` });
   });

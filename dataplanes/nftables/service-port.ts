@@ -5,28 +5,29 @@
 //   that includes the pod/host short-circuit, so the element stays while any endpoint exists);
 // - traffic with no usable endpoint meets the decision's verdict, reject-chain or drop.
 import type { Endpoint, NodeSettings, ServicePort } from '../../src/model/proxy-state.ts';
-import { type TrafficDecisions, trafficDecisions } from '../../src/model/traffic-decisions.ts';
+import { trafficDecisions } from '../../src/model/traffic-decisions.ts';
 import type { FamilySyntax } from '../shared/nft/family-syntax.ts';
 import type { RulesetBuilder } from '../shared/nft/ruleset.ts';
 import { addFirewall, noEndpointVerdict } from '../shared/nft/service-rules.ts';
 import { type ElementSpec, fitComment } from '../shared/nft/transaction.ts';
-import { addDispatch } from './endpoint-dispatch.ts';
-import { type EndpointIndexes, type EndpointSets, type PortSlots, slottedSets } from './endpoint-slots.ts';
-import { CLUSTER, LOCAL, NODEPORT_CLUSTER, NODEPORT_LOCAL, SETS } from './sets.ts';
+import { addDispatch, type PortWrite } from './endpoint-dispatch.ts';
+import { type EndpointIndexes, type PortSlots, slottedSets } from './endpoint-slots.ts';
+import {
+  CLUSTER,
+  type DispatchTarget,
+  type L4Protocol,
+  LOCAL,
+  NODEPORT_CLUSTER,
+  NODEPORT_LOCAL,
+  SETS,
+} from './sets.ts';
 
-function addClusterIP(
-  builder: RulesetBuilder,
-  syntax: FamilySyntax,
-  sp: ServicePort,
-  d: TrafficDecisions,
-  sets: EndpointSets,
-  indexes: EndpointIndexes | undefined,
-  proto: string,
-): void {
+function addClusterIP(w: PortWrite): void {
+  const { builder, sp, decisions: d } = w;
   if (sp.clusterIP === '') return; // held by an older Service (src/model/address-claims.ts)
   // Shared by the service's ports (a reference count in fragment-index.ts).
   builder.addElement(SETS.clusterIps.name, { key: sp.clusterIP });
-  const key = `${sp.clusterIP} . ${proto} . ${sp.port}`;
+  const key = `${sp.clusterIP} . ${w.proto} . ${sp.port}`;
   const comment = fitComment(sp.key);
   if (d.internalVerdict !== undefined) {
     builder.addElement(SETS.noEndpointServices.name, {
@@ -37,94 +38,81 @@ function addClusterIP(
     return;
   }
   builder.addElement(SETS.serviceIps.name, { key, value: 'goto cluster-ip', comment });
-  addDispatch(builder, syntax, sp, CLUSTER, sp.clusterIP, sp.port, sets.internal, indexes?.internal);
+  const endpoints = w.sets.internal;
+  addDispatch(w, {
+    target: CLUSTER,
+    address: sp.clusterIP,
+    port: sp.port,
+    endpoints,
+    indexes: w.indexes?.internal,
+  });
 }
 
-function addExternalAddress(
-  builder: RulesetBuilder,
-  syntax: FamilySyntax,
-  sp: ServicePort,
-  d: TrafficDecisions,
-  sets: EndpointSets,
-  indexes: EndpointIndexes | undefined,
-  proto: string,
-  address: string,
+/**
+ * The maps and chains of one kind of external key: an external or LoadBalancer IP (address .
+ * proto . port) or a node port (proto . port). Their elements are alike but for these.
+ */
+interface ExternalKind {
+  /** key -> the chain of the traffic policy. */
+  readonly policyMap: string;
+  /** The policy chains: Cluster (masquerade), Local. */
+  readonly clusterChain: string;
+  readonly localChain: string;
+  /** Policy Cluster's endpoints, and Local's short-circuit of pod and host traffic to them. */
+  readonly cluster: DispatchTarget;
+  /** Local's own endpoints. */
+  readonly local: DispatchTarget;
+  /** key -> reject or drop, without usable endpoints. */
+  readonly noEndpointMap: string;
+}
+
+const EXTERNAL_ADDRESS: ExternalKind = {
+  policyMap: SETS.serviceIps.name,
+  clusterChain: 'external',
+  localChain: 'external-local',
+  cluster: CLUSTER,
+  local: LOCAL,
+  noEndpointMap: SETS.noEndpointServices.name,
+};
+
+const NODE_PORT: ExternalKind = {
+  policyMap: SETS.serviceNodePorts.name,
+  clusterChain: 'nodeport',
+  localChain: 'nodeport-local',
+  cluster: NODEPORT_CLUSTER,
+  local: NODEPORT_LOCAL,
+  noEndpointMap: SETS.noEndpointNodePorts.name,
+};
+
+/**
+ * An external key of the port: `address` (absent for a node port) . proto . `port`. No other port
+ * holds it: the model gives each to one (address-claims.ts).
+ */
+function addExternalKey(
+  w: PortWrite,
+  kind: ExternalKind,
+  address: string | undefined,
+  port: number,
   what: string,
 ): void {
-  // No other port holds this address:port/protocol: the model gives it to one (address-claims.ts).
-  const key = `${address} . ${proto} . ${sp.port}`;
+  const { builder, sp, decisions: d, sets } = w;
+  const key = address === undefined ? `${w.proto} . ${port}` : `${address} . ${w.proto} . ${port}`;
   const comment = fitComment(`${sp.key} ${what}`);
   if (d.capturesExternal) {
-    builder.addElement(SETS.serviceIps.name, {
-      key,
-      value: d.masqueradesExternal ? 'goto external' : 'goto external-local',
-      comment,
-    });
+    const chain = d.masqueradesExternal ? kind.clusterChain : kind.localChain;
+    builder.addElement(kind.policyMap, { key, value: `goto ${chain}`, comment });
     // Policy Cluster uses the cluster endpoints; so does Local's short-circuit of pod and host traffic.
-    if (sets.cluster.length > 0)
-      addDispatch(builder, syntax, sp, CLUSTER, address, sp.port, sets.cluster, indexes?.cluster);
-    if (d.shortCircuitsLocalTraffic && sets.external.length > 0) {
-      addDispatch(builder, syntax, sp, LOCAL, address, sp.port, sets.external, indexes?.external);
-    }
-  }
-  if (d.externalVerdict !== undefined) {
-    builder.addElement(SETS.noEndpointServices.name, {
-      key,
-      value: noEndpointVerdict(d.externalVerdict),
-      comment,
-    });
-  }
-}
-
-function addNodePort(
-  builder: RulesetBuilder,
-  syntax: FamilySyntax,
-  sp: ServicePort,
-  d: TrafficDecisions,
-  sets: EndpointSets,
-  indexes: EndpointIndexes | undefined,
-  proto: string,
-): void {
-  // No other port holds this node port/protocol: the model gives it to one (address-claims.ts).
-  const key = `${proto} . ${sp.nodePort}`;
-  const comment = fitComment(`${sp.key} node port`);
-  if (d.capturesExternal) {
-    builder.addElement(SETS.serviceNodePorts.name, {
-      key,
-      value: d.masqueradesExternal ? 'goto nodeport' : 'goto nodeport-local',
-      comment,
-    });
     if (sets.cluster.length > 0) {
-      addDispatch(
-        builder,
-        syntax,
-        sp,
-        NODEPORT_CLUSTER,
-        undefined,
-        sp.nodePort,
-        sets.cluster,
-        indexes?.cluster,
-      );
+      const indexes = w.indexes?.cluster;
+      addDispatch(w, { target: kind.cluster, address, port, endpoints: sets.cluster, indexes });
     }
     if (d.shortCircuitsLocalTraffic && sets.external.length > 0) {
-      addDispatch(
-        builder,
-        syntax,
-        sp,
-        NODEPORT_LOCAL,
-        undefined,
-        sp.nodePort,
-        sets.external,
-        indexes?.external,
-      );
+      const indexes = w.indexes?.external;
+      addDispatch(w, { target: kind.local, address, port, endpoints: sets.external, indexes });
     }
   }
   if (d.externalVerdict !== undefined) {
-    builder.addElement(SETS.noEndpointNodePorts.name, {
-      key,
-      value: noEndpointVerdict(d.externalVerdict),
-      comment,
-    });
+    builder.addElement(kind.noEndpointMap, { key, value: noEndpointVerdict(d.externalVerdict), comment });
   }
 }
 
@@ -154,15 +142,14 @@ export function addServicePort(
   indexes?: EndpointIndexes,
   hairpin = true,
 ): void {
-  const proto = sp.protocol.toLowerCase();
-  const d = trafficDecisions(sp);
-  const sets = slottedSets(sp, d, slots);
-  addClusterIP(builder, syntax, sp, d, sets, indexes, proto);
-  for (const ip of sp.externalIPs)
-    addExternalAddress(builder, syntax, sp, d, sets, indexes, proto, ip, 'external IP');
-  for (const ip of sp.loadBalancerIPs)
-    addExternalAddress(builder, syntax, sp, d, sets, indexes, proto, ip, 'load balancer IP');
-  if (sp.nodePort !== 0) addNodePort(builder, syntax, sp, d, sets, indexes, proto);
-  addFirewall(builder, sp, d, proto, node);
+  const decisions = trafficDecisions(sp);
+  const proto = sp.protocol.toLowerCase() as L4Protocol;
+  const sets = slottedSets(sp, decisions, slots);
+  const w: PortWrite = { builder, syntax, sp, proto, decisions, sets, indexes };
+  addClusterIP(w);
+  for (const ip of sp.externalIPs) addExternalKey(w, EXTERNAL_ADDRESS, ip, sp.port, 'external IP');
+  for (const ip of sp.loadBalancerIPs) addExternalKey(w, EXTERNAL_ADDRESS, ip, sp.port, 'load balancer IP');
+  if (sp.nodePort !== 0) addExternalKey(w, NODE_PORT, undefined, sp.nodePort, 'node port');
+  addFirewall(builder, sp, decisions, proto, node);
   if (hairpin) addHairpin(builder, sp);
 }
