@@ -4,6 +4,7 @@
 // link's addresses (ip -batch) in a namespace; the host has no ip_vs, so the ipvsadm lines are
 // checked for ipvsadm's syntax and replayed against an in-memory table that refuses what the
 // kernel refuses.
+// Sweep its seeds (as root): nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/conflicts-kernel.test.ts
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { iptablesPlanner } from '../../dataplanes/iptables/planner.ts';
@@ -16,11 +17,11 @@ import { buildProxyState } from '../../src/model/build-state.ts';
 import type { DualStackState } from '../../src/model/proxy-state.ts';
 import { CLUSTER_OPTIONS, randomCluster } from '../model/random-cluster.ts';
 import { prng } from '../support/prng.ts';
+import { seedsLine, testSeeds } from '../support/seeds.ts';
 import { applyOps, fromDesired } from './ipvs/fake-ipvs.ts';
 import { nftLoad } from './nftables/kernel-support.ts';
 import { plannerAfterFullSync } from './nftables/planner-with-slots.ts';
 
-const SEEDS = Number(process.env.KPROXY_SEEDS ?? 4);
 const STEPS = 3;
 
 /** A few consecutive states of random conflicting clusters. */
@@ -67,72 +68,74 @@ function assertIpvsadmSyntax(lines: readonly string[], where: string): void {
 
 test('random conflicting clusters: every planner output loads into a kernel, full and incremental', async (t) => {
   if (!requireRoot(t, 'loads nft, iptables-restore and ip -batch input into throwaway namespaces')) return;
-  const first = Number(process.env.KPROXY_SEED ?? Date.now() % 100000);
-  process.stdout.write(
-    `# conflicts on the kernel: seeds ${first}..${first + SEEDS - 1} (KPROXY_SEED=${first})\n`,
-  );
-  const lab = new Lab('conflicts');
-  t.after(() => lab.destroy());
-  for (let seed = first; seed < first + SEEDS; seed++) {
-    const states = randomStates(seed);
-    const nft = await lab.addNetns(`nft-${seed}`);
-    const ipvs = await lab.addNetns(`ipvs-${seed}`);
-    const iptables = {
-      nft: await lab.addNetns(`iptnft-${seed}`),
-      legacy: await lab.addNetns(`iptlegacy-${seed}`),
-    };
-    let table = fromDesired(ipvsDesired({}, { scheduler: 'rr' }));
-    // As the live dataplane: each nftables plan starts from the endpoint slots the ones before it left.
-    const nftPlanner = plannerAfterFullSync();
-    for (let step = 0; step < states.length; step++) {
-      const where = `seed ${seed}, step ${step}`;
-      const prev = states[step - 1];
-      const next = states[step]!;
-      const plan = <P>(planner: {
-        planFull(s: DualStackState): P;
-        planIncremental(a: DualStackState, b: DualStackState): P;
-      }) => (prev === undefined ? planner.planFull(next) : planner.planIncremental(prev, next));
-      const load = async (what: string, run: () => Promise<unknown>) => {
-        try {
-          await run();
-        } catch (error) {
-          assert.fail(`${where}: ${what} rejected its input: ${(error as Error).message.slice(0, 3000)}`);
-        }
+  const seeds = testSeeds({ count: 4 });
+  process.stdout.write(seedsLine('conflicts on the kernel', seeds));
+  for (const seed of seeds) {
+    // A lab per seed: a sweep's namespaces go as it goes.
+    const lab = new Lab(`conflicts-${seed}`);
+    try {
+      const states = randomStates(seed);
+      const nft = await lab.addNetns(`nft-${seed}`);
+      const ipvs = await lab.addNetns(`ipvs-${seed}`);
+      const iptables = {
+        nft: await lab.addNetns(`iptnft-${seed}`),
+        legacy: await lab.addNetns(`iptlegacy-${seed}`),
       };
+      let table = fromDesired(ipvsDesired({}, { scheduler: 'rr' }));
+      // As the live dataplane: each nftables plan starts from the endpoint slots the ones before it left.
+      const nftPlanner = plannerAfterFullSync();
+      for (let step = 0; step < states.length; step++) {
+        const where = `seed ${seed}, step ${step}`;
+        const prev = states[step - 1];
+        const next = states[step]!;
+        const plan = <P>(planner: {
+          planFull(s: DualStackState): P;
+          planIncremental(a: DualStackState, b: DualStackState): P;
+        }) => (prev === undefined ? planner.planFull(next) : planner.planIncremental(prev, next));
+        const load = async (what: string, run: () => Promise<unknown>) => {
+          try {
+            await run();
+          } catch (error) {
+            assert.fail(`${where}: ${what} rejected its input: ${(error as Error).message.slice(0, 3000)}`);
+          }
+        };
 
-      await load('nft (nftables)', () => nftLoad(lab, nft, nftPlanner.render(plan(nftPlanner))));
+        await load('nft (nftables)', () => nftLoad(lab, nft, nftPlanner.render(plan(nftPlanner))));
 
-      const iptablesPlan: IptablesPlan = plan(iptablesPlanner);
-      for (const backend of ['nft', 'legacy'] as const) {
-        for (const family of FAMILIES) {
-          const familyPlan = iptablesPlan[family];
-          const input = familyPlan && restoreInput(familyPlan);
-          if (!input) continue;
-          const tool = `${family === 'IPv4' ? 'iptables' : 'ip6tables'}-${backend}-restore`;
-          await load(tool, () => lab.exec(iptables[backend], tool, ['--noflush'], { input }));
+        const iptablesPlan: IptablesPlan = plan(iptablesPlanner);
+        for (const backend of ['nft', 'legacy'] as const) {
+          for (const family of FAMILIES) {
+            const familyPlan = iptablesPlan[family];
+            const input = familyPlan && restoreInput(familyPlan);
+            if (!input) continue;
+            const tool = `${family === 'IPv4' ? 'iptables' : 'ip6tables'}-${backend}-restore`;
+            await load(tool, () => lab.exec(iptables[backend], tool, ['--noflush'], { input }));
+          }
+        }
+
+        const ipvsPlan: IpvsPlan = plan(ipvsPlanner);
+        const sections = ipvsSections(ipvsPlanner.render(ipvsPlan));
+        await load('nft (IPVS companion table)', () => nftLoad(lab, ipvs, sections.nft));
+        // The host kernel may lack the dummy module: a bridge takes the link's place (the addresses
+        // are what is checked).
+        const batch = sections.batch.replace(/^(link add \S+ type) dummy$/m, '$1 bridge');
+        if (batch !== '')
+          await load('ip -batch', () => lab.exec(ipvs, 'ip', ['-batch', '-'], { input: batch }));
+        assertIpvsadmSyntax(sections.ipvsadm, where);
+        if (ipvsPlan.kind === 'full') {
+          const services = sections.ipvsadm.filter((line) => line.startsWith('-A '));
+          assert.equal(new Set(services).size, services.length, `${where}: a virtual server added twice`);
+          table = fromDesired(ipvsPlan.desired);
+        } else {
+          try {
+            applyOps(table, ipvsPlan.ops);
+          } catch (error) {
+            assert.fail(`${where}: IPVS would refuse: ${(error as Error).message}`);
+          }
         }
       }
-
-      const ipvsPlan: IpvsPlan = plan(ipvsPlanner);
-      const sections = ipvsSections(ipvsPlanner.render(ipvsPlan));
-      await load('nft (IPVS companion table)', () => nftLoad(lab, ipvs, sections.nft));
-      // The host kernel may lack the dummy module: a bridge takes the link's place (the addresses
-      // are what is checked).
-      const batch = sections.batch.replace(/^(link add \S+ type) dummy$/m, '$1 bridge');
-      if (batch !== '')
-        await load('ip -batch', () => lab.exec(ipvs, 'ip', ['-batch', '-'], { input: batch }));
-      assertIpvsadmSyntax(sections.ipvsadm, where);
-      if (ipvsPlan.kind === 'full') {
-        const services = sections.ipvsadm.filter((line) => line.startsWith('-A '));
-        assert.equal(new Set(services).size, services.length, `${where}: a virtual server added twice`);
-        table = fromDesired(ipvsPlan.desired);
-      } else {
-        try {
-          applyOps(table, ipvsPlan.ops);
-        } catch (error) {
-          assert.fail(`${where}: IPVS would refuse: ${(error as Error).message}`);
-        }
-      }
+    } finally {
+      await lab.destroy();
     }
   }
 });

@@ -7,6 +7,7 @@
 // and `trace --live`'s reading of its kernel must predict the same as the rendered rules. Flows
 // are probed IN_FLIGHT at a time (topo.connect: a long-lived client per namespace), so the wall
 // time is the lab's setup plus a few drop timeouts, not a process start per flow.
+// Sweep its seeds (as root): nice -n 10 node scripts/sweep-seeds.ts test/trace/kernel-prediction.test.ts
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { IptablesDataplane } from '../../dataplanes/iptables/live.ts';
@@ -22,11 +23,13 @@ import { CLUSTER_CIDR_V4, type NodeInfo, type PodInfo, Topology } from '../../ha
 import { readLiveRules, type TraceMode, traceRuleText } from '../../src/cli/trace.ts';
 import type { DualStackState, ServicePort } from '../../src/model/proxy-state.ts';
 import { prng } from '../support/prng.ts';
+import { seedsLine, testSeeds } from '../support/seeds.ts';
 import { checkFlow, comparable, inBatches } from './flow-check.ts';
 
 const isRoot = process.getuid?.() === 0;
 const ROOT_REASON = 'needs root: network namespaces, nft and iptables';
-const SEED = Number(process.env.TRACE_SEED ?? Date.now() % 100_000);
+const SEEDS = testSeeds();
+process.stdout.write(seedsLine('the tracer ≡ real packets', SEEDS));
 const SERVICES = 8;
 const FLOWS_PER_MODE = 300;
 const IN_FLIGHT = 32;
@@ -158,80 +161,93 @@ describe('the tracer predicts real packets', { skip: isRoot ? false : ROOT_REASO
   });
   after(() => lab?.destroy());
 
-  for (const mode of ['nftables', 'iptables'] as const) {
-    describe(mode, () => {
-      let services: ServiceShape[];
-      let rulesOfNode0 = '';
-      let liveRulesOfNode0 = '';
-      const random = prng(SEED + (mode === 'nftables' ? 0 : 1));
+  for (const seed of SEEDS)
+    for (const mode of ['nftables', 'iptables'] as const) {
+      describe(`${mode} (seed ${seed})`, () => {
+        let services: ServiceShape[];
+        let rulesOfNode0 = '';
+        let liveRulesOfNode0 = '';
+        const random = prng(seed + (mode === 'nftables' ? 0 : 1));
 
-      before(async () => {
-        services = randomCluster(random, topo);
-        const planner = PLANNERS[mode] as typeof nftablesPlanner;
-        const [node0, node1] = topo.nodes;
-        rulesOfNode0 = planner.render(planner.planFull(stateFor(node0!, services)));
-        const commands = execaRunner(['ip', 'netns', 'exec', node0!.ns]);
-        await liveSync(mode, commands, stateFor(node0!, services));
-        liveRulesOfNode0 = await readLiveRules(mode, commands);
-        await load(lab, node1!.ns, mode, planner.render(planner.planFull(stateFor(node1!, services))));
-      });
-      // iptables here is iptables-nft: flushing the ruleset removes either mode's rules.
-      after(async () => {
-        for (const node of topo.nodes) {
-          await lab.exec(node.ns, 'nft', ['flush', 'ruleset']);
-          await lab.exec(node.ns, 'conntrack', ['-F']);
-        }
-      });
-
-      test(`${FLOWS_PER_MODE} random flows (seed ${SEED}) end where the trace says`, async () => {
-        const node0 = topo.nodes[0]!;
-        const host = { localAddresses: [node0.ipv4, '10.244.1.1'] };
-        const podOf = new Map(topo.nodes.flatMap((n) => n.pods).map((pod) => [`${pod.ipv4}:8080`, pod.name]));
-        const pick = <T>(items: readonly T[]) => items[Math.floor(random() * items.length)]!;
-        const flows: Flow[] = Array.from({ length: FLOWS_PER_MODE }, (_, n) => {
-          const service = pick(services);
-          const destinations: [string, number][] = [
-            [service.clusterIP, 80],
-            [service.clusterIP, 80],
-            ...(service.nodePort ? [[node0.ipv4, service.nodePort] as [string, number]] : []),
-            ...(service.loadBalancerIP ? [[service.loadBalancerIP, 80] as [string, number]] : []),
-            [service.clusterIP, UNSERVED_PORT],
-            [UNALLOCATED_IP, 80],
-          ];
-          const [destination, port] = pick(destinations);
-          const from = pick(['client', 'pod', 'node'] as const);
-          const pod = pick(node0.pods);
-          const source = from === 'client' ? topo.client.ipv4 : from === 'pod' ? pod.ipv4 : node0.ipv4;
-          const via = from === 'client' ? 'external' : from;
-          const ns = from === 'client' ? topo.client.ns : from === 'pod' ? pod.ns : node0.ns;
-          const packet: TracePacket = { source, sourcePort: 40000, destination, port, protocol: 'tcp', via };
-          return { n, from, ns, packet, service: service.name };
+        before(async () => {
+          services = randomCluster(random, topo);
+          const planner = PLANNERS[mode] as typeof nftablesPlanner;
+          const [node0, node1] = topo.nodes;
+          rulesOfNode0 = planner.render(planner.planFull(stateFor(node0!, services)));
+          const commands = execaRunner(['ip', 'netns', 'exec', node0!.ns]);
+          await liveSync(mode, commands, stateFor(node0!, services));
+          liveRulesOfNode0 = await readLiveRules(mode, commands);
+          await load(lab, node1!.ns, mode, planner.render(planner.planFull(stateFor(node1!, services))));
         });
-        const kinds = new Map<string, number>();
-        await inBatches(flows, IN_FLIGHT, async ({ n, from, ns, packet, service }) => {
-          const predicted = traceRuleText(mode, rulesOfNode0, packet, host);
-          const outcomes = predicted.branches.map((b) => b.outcome);
-          const live = traceRuleText(mode, liveRulesOfNode0, packet, host);
-          assert.deepEqual(
-            comparable(live.branches.map((b) => b.outcome)),
-            comparable(outcomes),
-            `flow ${n}: trace --live agrees with the rendered rules`,
+        // iptables here is iptables-nft: flushing the ruleset removes either mode's rules.
+        after(async () => {
+          for (const node of topo.nodes) {
+            await lab.exec(node.ns, 'nft', ['flush', 'ruleset']);
+            await lab.exec(node.ns, 'conntrack', ['-F']);
+          }
+        });
+
+        test(`${FLOWS_PER_MODE} random flows (seed ${seed}) end where the trace says`, async () => {
+          const node0 = topo.nodes[0]!;
+          const host = { localAddresses: [node0.ipv4, '10.244.1.1'] };
+          const podOf = new Map(
+            topo.nodes.flatMap((n) => n.pods).map((pod) => [`${pod.ipv4}:8080`, pod.name]),
           );
-          const kind = outcomes[0]?.kind ?? 'none';
-          kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
-          const silent = kind === 'drop' || kind === 'no-service';
-          const seen = await topo.connect(ns, 'tcp', packet.destination, packet.port, {
-            count: ATTEMPTS,
-            ...(silent && { timeoutMs: DROP_TIMEOUT_MS }),
+          const pick = <T>(items: readonly T[]) => items[Math.floor(random() * items.length)]!;
+          const flows: Flow[] = Array.from({ length: FLOWS_PER_MODE }, (_, n) => {
+            const service = pick(services);
+            const destinations: [string, number][] = [
+              [service.clusterIP, 80],
+              [service.clusterIP, 80],
+              ...(service.nodePort ? [[node0.ipv4, service.nodePort] as [string, number]] : []),
+              ...(service.loadBalancerIP ? [[service.loadBalancerIP, 80] as [string, number]] : []),
+              [service.clusterIP, UNSERVED_PORT],
+              [UNALLOCATED_IP, 80],
+            ];
+            const [destination, port] = pick(destinations);
+            const from = pick(['client', 'pod', 'node'] as const);
+            const pod = pick(node0.pods);
+            const source = from === 'client' ? topo.client.ipv4 : from === 'pod' ? pod.ipv4 : node0.ipv4;
+            const via = from === 'client' ? 'external' : from;
+            const ns = from === 'client' ? topo.client.ns : from === 'pod' ? pod.ns : node0.ns;
+            const packet: TracePacket = {
+              source,
+              sourcePort: 40000,
+              destination,
+              port,
+              protocol: 'tcp',
+              via,
+            };
+            return { n, from, ns, packet, service: service.name };
           });
-          const what = `flow ${n}: ${from} ${packet.source} -> ${packet.destination}:${packet.port} (${service}), predicted ${JSON.stringify(outcomes)}`;
-          checkFlow(what, outcomes, seen, packet.source, podOf, host.localAddresses);
+          const kinds = new Map<string, number>();
+          await inBatches(flows, IN_FLIGHT, async ({ n, from, ns, packet, service }) => {
+            const predicted = traceRuleText(mode, rulesOfNode0, packet, host);
+            const outcomes = predicted.branches.map((b) => b.outcome);
+            const live = traceRuleText(mode, liveRulesOfNode0, packet, host);
+            assert.deepEqual(
+              comparable(live.branches.map((b) => b.outcome)),
+              comparable(outcomes),
+              `seed ${seed} flow ${n}: trace --live agrees with the rendered rules`,
+            );
+            const kind = outcomes[0]?.kind ?? 'none';
+            kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
+            const silent = kind === 'drop' || kind === 'no-service';
+            const seen = await topo.connect(ns, 'tcp', packet.destination, packet.port, {
+              count: ATTEMPTS,
+              ...(silent && { timeoutMs: DROP_TIMEOUT_MS }),
+            });
+            const what = `seed ${seed} flow ${n}: ${from} ${packet.source} -> ${packet.destination}:${packet.port} (${service}), predicted ${JSON.stringify(outcomes)}`;
+            checkFlow(what, outcomes, seen, packet.source, podOf, host.localAddresses);
+          });
+          // The cluster is random; the flows must still meet the outcomes that tell modes apart
+          // (nftables rejects unserved ClusterIP ports and drops unallocated service addresses).
+          for (const kind of mode === 'nftables' ? ['dnat', 'reject', 'drop'] : ['dnat', 'no-service'])
+            assert.ok(
+              (kinds.get(kind) ?? 0) > 0,
+              `seed ${seed}: no flow ended in ${kind}: ${JSON.stringify([...kinds])}`,
+            );
         });
-        // The cluster is random; the flows must still meet the outcomes that tell modes apart
-        // (nftables rejects unserved ClusterIP ports and drops unallocated service addresses).
-        for (const kind of mode === 'nftables' ? ['dnat', 'reject', 'drop'] : ['dnat', 'no-service'])
-          assert.ok((kinds.get(kind) ?? 0) > 0, `no flow ended in ${kind}: ${JSON.stringify([...kinds])}`);
       });
-    });
-  }
+    }
 });

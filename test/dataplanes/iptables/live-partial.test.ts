@@ -1,54 +1,61 @@
 // Kernel test: for random change sequences (seeded; the seed is printed), a full sync followed by
 // incremental syncs leaves exactly the kernel state of a full sync of the last state, compared as
 // normalised iptables-save output. Runs once per iptables backend.
+// Sweep its seeds (as root):
+//   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/iptables/live-partial.test.ts
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { Lab, requireRoot } from '../../../harness/netns.ts';
 import { prng } from '../../support/prng.ts';
+import { seedsLine, testSeeds } from '../../support/seeds.ts';
 import { randomChange, randomState } from './random-states.ts';
 import { normalisedSave } from './saved-tables.ts';
 
 for (const backend of ['nft', 'legacy'] as const) {
   test(`iptables-${backend}: incremental syncs end where a full sync of the last state does`, async (t) => {
     if (!requireRoot(t, 'network namespaces and iptables')) return;
-    const seed = Number(process.env.KPROXY_SEED ?? Date.now() % 100000);
-    process.stdout.write(
-      `# iptables-${backend} partial ≡ full on the kernel: seed ${seed} (KPROXY_SEED=${seed})\n`,
-    );
-    const random = prng(seed);
-    const lab = new Lab(`ipt-partial-${backend}`);
-    t.after(() => lab.destroy());
-    const incNs = await lab.addNetns('inc');
-    const fullNs = await lab.addNetns('full');
-    // Restores in parts of a few chains, so that splitting (restore-chunks.ts) meets the kernel too.
-    const incremental = new IptablesDataplane({
-      runner: execaRunner(['ip', 'netns', 'exec', incNs]),
-      backend,
-      nftChainsPerRestore: 4,
-    });
-    const full = new IptablesDataplane({ runner: execaRunner(['ip', 'netns', 'exec', fullNs]), backend });
-    await incremental.start();
-    await full.start();
+    const seeds = testSeeds();
+    process.stdout.write(seedsLine(`iptables-${backend} partial ≡ full on the kernel`, seeds));
+    for (const seed of seeds) {
+      const random = prng(seed);
+      // A lab per seed: a sweep's namespaces go as it goes.
+      const lab = new Lab(`ipt-partial-${backend}-${seed}`);
+      try {
+        const incNs = await lab.addNetns('inc');
+        const fullNs = await lab.addNetns('full');
+        // Restores in parts of a few chains, so that splitting (restore-chunks.ts) meets the kernel too.
+        const incremental = new IptablesDataplane({
+          runner: execaRunner(['ip', 'netns', 'exec', incNs]),
+          backend,
+          nftChainsPerRestore: 4,
+        });
+        const full = new IptablesDataplane({ runner: execaRunner(['ip', 'netns', 'exec', fullNs]), backend });
+        await incremental.start();
+        await full.start();
 
-    let state = { IPv4: randomState(random) };
-    await incremental.sync(state, 'full');
-    for (let step = 0; step < 12; step++) {
-      state = { IPv4: randomChange(random, state.IPv4) };
-      const outcome = await incremental.sync(state, 'incremental');
-      assert.equal(outcome.kind, 'incremental', `seed ${seed}, step ${step}: no fallback expected`);
-      await full.cleanup();
-      const reference = await full.sync(state, 'full');
-      assert.equal(outcome.objectCount, reference.objectCount, `seed ${seed}, step ${step}: rule count`);
-      assert.equal(
-        await normalisedSave(lab, incNs, backend),
-        await normalisedSave(lab, fullNs, backend),
-        `seed ${seed}, step ${step}`,
-      );
+        let state = { IPv4: randomState(random) };
+        await incremental.sync(state, 'full');
+        for (let step = 0; step < 12; step++) {
+          state = { IPv4: randomChange(random, state.IPv4) };
+          const outcome = await incremental.sync(state, 'incremental');
+          assert.equal(outcome.kind, 'incremental', `seed ${seed}, step ${step}: no fallback expected`);
+          await full.cleanup();
+          const reference = await full.sync(state, 'full');
+          assert.equal(outcome.objectCount, reference.objectCount, `seed ${seed}, step ${step}: rule count`);
+          assert.equal(
+            await normalisedSave(lab, incNs, backend),
+            await normalisedSave(lab, fullNs, backend),
+            `seed ${seed}, step ${step}`,
+          );
+        }
+        // Cleanup goes in parts too (cleanup-plan.ts): nothing of ours may survive it.
+        await incremental.cleanup();
+        assert.doesNotMatch(await normalisedSave(lab, incNs, backend), /KPROXY/, `seed ${seed}`);
+      } finally {
+        await lab.destroy();
+      }
     }
-    // Cleanup goes in parts too (cleanup-plan.ts): nothing of ours may survive it.
-    await incremental.cleanup();
-    assert.doesNotMatch(await normalisedSave(lab, incNs, backend), /KPROXY/);
   });
 }

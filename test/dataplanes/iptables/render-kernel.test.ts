@@ -3,6 +3,8 @@
 // jumps from the built-in chains included); so does `render --chunks` loaded part by part. Beside
 // another program's rules in the built-in chains, repeated full syncs insert no jump twice and
 // keep those rules. Runs once per iptables backend.
+// Sweep its seeds (as root):
+//   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/iptables/render-kernel.test.ts --name 'equal a live full sync'
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
@@ -12,6 +14,7 @@ import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { Lab, requireRoot } from '../../../harness/netns.ts';
 import type { DualStackState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
+import { seedsLine, testSeeds } from '../../support/seeds.ts';
 import { randomState } from './random-states.ts';
 import { renderedInputs } from './rendered-inputs.ts';
 import { normalisedSave } from './saved-tables.ts';
@@ -20,37 +23,51 @@ import { SCENARIOS } from './scenarios.ts';
 for (const backend of ['nft', 'legacy'] as const) {
   test(`iptables-${backend}: rendered inputs loaded with iptables-restore equal a live full sync`, async (t) => {
     if (!requireRoot(t, 'network namespaces and iptables')) return;
-    const seed = Number(process.env.KPROXY_SEED ?? Date.now() % 100000);
-    process.stdout.write(`# iptables-${backend} render ≡ live on the kernel: seed ${seed}\n`);
-    const lab = new Lab(`ipt-render-${backend}`);
-    t.after(() => lab.destroy());
-    const states: Record<string, DualStackState> = {
-      'dual-stack': SCENARIOS['dual-stack']!,
-      'load-balancer': SCENARIOS['load-balancer']!,
-      random: { IPv4: randomState(prng(seed)) },
-    };
-    for (const [name, state] of Object.entries(states)) {
-      const liveNs = await lab.addNetns(`live-${name}`);
-      const renderedNs = await lab.addNetns(`rendered-${name}`);
-      const chunkedNs = await lab.addNetns(`chunked-${name}`);
-      const live = new IptablesDataplane({ runner: execaRunner(['ip', 'netns', 'exec', liveNs]), backend });
-      await live.start();
-      await live.sync(state, 'full');
-      const plan = iptablesPlanner.planFull(state);
-      // The whole input with the plain tool (no --noflush: the namespace is empty anyway)...
-      for (const { tool, input } of renderedInputs(iptablesPlanner.render(plan))) {
-        await lab.exec(renderedNs, tool.replace('-restore', `-${backend}-restore`), [], { input });
-      }
-      // ...and in parts of 3 service chains, each with --noflush as its header says.
-      for (const { tool, input } of renderedInputs(renderPlanInParts(plan, 3))) {
-        await lab.exec(chunkedNs, tool.replace('-restore', `-${backend}-restore`), ['--noflush'], { input });
-      }
-      for (const family of ['IPv4', 'IPv6'] as const) {
-        const expected = await normalisedSave(lab, liveNs, backend, family);
-        if (state[family] !== undefined) assert.match(expected, /^-A PREROUTING .* -j KPROXY-SERVICES$/m);
-        const where = `seed ${seed}, ${name}, ${family}`;
-        assert.equal(await normalisedSave(lab, renderedNs, backend, family), expected, where);
-        assert.equal(await normalisedSave(lab, chunkedNs, backend, family), expected, where);
+    const seeds = testSeeds();
+    process.stdout.write(seedsLine(`iptables-${backend} render ≡ live on the kernel`, seeds));
+    for (const seed of seeds) {
+      // A lab per seed: a sweep's namespaces go as it goes.
+      const lab = new Lab(`ipt-render-${backend}-${seed}`);
+      try {
+        // The fixed scenarios once, the random state of every seed.
+        const states: Record<string, DualStackState> = {
+          ...(seed === seeds[0] && {
+            'dual-stack': SCENARIOS['dual-stack']!,
+            'load-balancer': SCENARIOS['load-balancer']!,
+          }),
+          random: { IPv4: randomState(prng(seed)) },
+        };
+        for (const [name, state] of Object.entries(states)) {
+          const liveNs = await lab.addNetns(`live-${name}`);
+          const renderedNs = await lab.addNetns(`rendered-${name}`);
+          const chunkedNs = await lab.addNetns(`chunked-${name}`);
+          const live = new IptablesDataplane({
+            runner: execaRunner(['ip', 'netns', 'exec', liveNs]),
+            backend,
+          });
+          await live.start();
+          await live.sync(state, 'full');
+          const plan = iptablesPlanner.planFull(state);
+          // The whole input with the plain tool (no --noflush: the namespace is empty anyway)...
+          for (const { tool, input } of renderedInputs(iptablesPlanner.render(plan))) {
+            await lab.exec(renderedNs, tool.replace('-restore', `-${backend}-restore`), [], { input });
+          }
+          // ...and in parts of 3 service chains, each with --noflush as its header says.
+          for (const { tool, input } of renderedInputs(renderPlanInParts(plan, 3))) {
+            await lab.exec(chunkedNs, tool.replace('-restore', `-${backend}-restore`), ['--noflush'], {
+              input,
+            });
+          }
+          for (const family of ['IPv4', 'IPv6'] as const) {
+            const expected = await normalisedSave(lab, liveNs, backend, family);
+            if (state[family] !== undefined) assert.match(expected, /^-A PREROUTING .* -j KPROXY-SERVICES$/m);
+            const where = `seed ${seed}, ${name}, ${family}`;
+            assert.equal(await normalisedSave(lab, renderedNs, backend, family), expected, where);
+            assert.equal(await normalisedSave(lab, chunkedNs, backend, family), expected, where);
+          }
+        }
+      } finally {
+        await lab.destroy();
       }
     }
   });

@@ -1,12 +1,15 @@
 // incremental ≡ full on the real kernel: full(A) then incremental(A→B) in one namespace gives
 // exactly the ruleset of full(B) loaded in another, but for which index each endpoint holds (an
 // incremental sync keeps an endpoint's slot, a full sync numbers in address order).
+// Sweep its seeds (as root):
+//   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/nftables/kernel-incremental.test.ts --name 'random pairs'
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
 import { Lab, requireRoot } from '../../../harness/netns.ts';
 import { endpoint, ipv4, servicePort } from '../../../harness/proxy-states.ts';
 import { prng } from '../../support/prng.ts';
+import { seedsLine, testSeeds } from '../../support/seeds.ts';
 import { canonicalRuleset, nftLoad } from './kernel-support.ts';
 import { randomState } from './random-state.ts';
 
@@ -16,22 +19,23 @@ test('kernel: full(A) + incremental(A→B) lists exactly like full(B), for rando
   t.after(() => lab.destroy());
   const viaIncremental = await lab.addNetns('inc');
   const viaFull = await lab.addNetns('full');
-  const seed = Number(process.env.NFT_SEED ?? Date.now() % 100000);
-  t.diagnostic(`seed ${seed} (NFT_SEED=${seed} to repeat)`);
-  console.log(`kernel incremental ≡ full: seed ${seed}`);
-  const random = prng(seed);
-  for (let i = 0; i < 20; i++) {
-    const a = randomState(random);
-    const b = randomState(random);
-    await nftLoad(lab, viaIncremental, nftablesPlanner.render(nftablesPlanner.planFull(a)));
-    const step = nftablesPlanner.render(nftablesPlanner.planIncremental(a, b));
-    await nftLoad(lab, viaIncremental, step);
-    await nftLoad(lab, viaFull, nftablesPlanner.render(nftablesPlanner.planFull(b)));
-    assert.deepEqual(
-      await canonicalRuleset(lab, viaIncremental, { upToNumbering: true }),
-      await canonicalRuleset(lab, viaFull, { upToNumbering: true }),
-      `pair ${i} of seed ${seed}; incremental step was:\n${step}`,
-    );
+  const seeds = testSeeds();
+  process.stdout.write(seedsLine('kernel incremental ≡ full', seeds));
+  for (const seed of seeds) {
+    const random = prng(seed);
+    for (let i = 0; i < 20; i++) {
+      const a = randomState(random);
+      const b = randomState(random);
+      await nftLoad(lab, viaIncremental, nftablesPlanner.render(nftablesPlanner.planFull(a)));
+      const step = nftablesPlanner.render(nftablesPlanner.planIncremental(a, b));
+      await nftLoad(lab, viaIncremental, step);
+      await nftLoad(lab, viaFull, nftablesPlanner.render(nftablesPlanner.planFull(b)));
+      assert.deepEqual(
+        await canonicalRuleset(lab, viaIncremental, { upToNumbering: true }),
+        await canonicalRuleset(lab, viaFull, { upToNumbering: true }),
+        `pair ${i} of seed ${seed}; incremental step was:\n${step}`,
+      );
+    }
   }
 });
 

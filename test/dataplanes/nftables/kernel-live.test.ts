@@ -1,4 +1,6 @@
 // The live nftables dataplane on a real kernel: syncs through `nft` inside lab namespaces.
+// Sweep its seeds (as root):
+//   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/nftables/kernel-live.test.ts --name 'random incremental sequences'
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
@@ -10,6 +12,7 @@ import { ANSWER_TIMEOUT_MS, type PodInfo, Topology, tally } from '../../../harne
 import { heldConnection } from '../../../lab/echo-output.ts';
 import type { DualStackState, ServicePort } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
+import { seedsLine, testSeeds } from '../../support/seeds.ts';
 import { endpoint, ipv4, servicePort } from './fixtures.ts';
 import { canonicalRuleset, nftLoad } from './kernel-support.ts';
 import { randomState } from './random-state.ts';
@@ -199,38 +202,40 @@ describe('nftables live dataplane on the kernel', { skip: isRoot ? false : ROOT_
     });
   });
 
-  test('random incremental sequences and a restart end in the same ruleset as a fresh full sync', async (t) => {
+  test('random incremental sequences and a restart end in the same ruleset as a fresh full sync', async () => {
     const viaSyncs = await lab.addNetns('seq-inc');
     const viaFull = await lab.addNetns('seq-full');
-    const seed = Number(process.env.NFT_SEED ?? Date.now() % 100000);
-    t.diagnostic(`seed ${seed} (NFT_SEED=${seed} to repeat)`);
-    const random = prng(seed);
-    // A cold start in bounded transactions (tiny ones, to have several).
-    let dp = dataplaneIn(viaSyncs, 8);
-    await dp.start();
-    let last = randomState(random);
-    await dp.sync(last, 'full');
-    for (let i = 0; i < 12; i++) {
-      if (i === 6) {
-        dp = dataplaneIn(viaSyncs);
-        await dp.start();
+    const seeds = testSeeds();
+    process.stdout.write(seedsLine('kernel live sequences', seeds));
+    for (const seed of seeds) {
+      const random = prng(seed);
+      // A cold start in bounded transactions (tiny ones, to have several).
+      let dp = dataplaneIn(viaSyncs, 8);
+      await dp.start();
+      let last = randomState(random);
+      await dp.sync(last, 'full');
+      for (let i = 0; i < 12; i++) {
+        if (i === 6) {
+          dp = dataplaneIn(viaSyncs);
+          await dp.start();
+        }
+        last = randomState(random);
+        const outcome = await dp.sync(last, i === 6 ? 'full' : 'incremental');
+        assert.equal(outcome.kind, i === 6 ? 'full' : 'incremental', `step ${i} of seed ${seed} fell back`);
       }
-      last = randomState(random);
-      const outcome = await dp.sync(last, i === 6 ? 'full' : 'incremental');
-      assert.equal(outcome.kind, i === 6 ? 'full' : 'incremental', `step ${i} of seed ${seed} fell back`);
+      assert.equal(await dp.intact(), true);
+      assert.deepEqual(fallbacks, []);
+      await nftLoad(lab, viaFull, nftablesPlanner.render(nftablesPlanner.planFull(last)));
+      // The same endpoints behind every key: their indexes may come from the incremental syncs.
+      assert.deepEqual(
+        await canonicalRuleset(lab, viaSyncs, { upToNumbering: true }),
+        await canonicalRuleset(lab, viaFull, { upToNumbering: true }),
+        `seed ${seed}`,
+      );
+      await lab.exec(viaSyncs, 'nft', ['flush', 'ruleset']);
+      assert.equal(await dp.intact(), false, 'a flushed ruleset is noticed');
+      await dp.cleanup();
+      assert.equal((await lab.exec(viaSyncs, 'nft', ['list', 'tables'])).stdout.trim(), '');
     }
-    assert.equal(await dp.intact(), true);
-    assert.deepEqual(fallbacks, []);
-    await nftLoad(lab, viaFull, nftablesPlanner.render(nftablesPlanner.planFull(last)));
-    // The same endpoints behind every key: their indexes may come from the incremental syncs.
-    assert.deepEqual(
-      await canonicalRuleset(lab, viaSyncs, { upToNumbering: true }),
-      await canonicalRuleset(lab, viaFull, { upToNumbering: true }),
-      `seed ${seed}`,
-    );
-    await lab.exec(viaSyncs, 'nft', ['flush', 'ruleset']);
-    assert.equal(await dp.intact(), false, 'a flushed ruleset is noticed');
-    await dp.cleanup();
-    assert.equal((await lab.exec(viaSyncs, 'nft', ['list', 'tables'])).stdout.trim(), '');
   });
 });
