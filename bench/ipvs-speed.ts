@@ -303,7 +303,7 @@ const LOAD_RESULT = 'IPVS-LOAD ';
  * and frees them 120 s after, IP_VS_DEST_TRASH_PERIOD), and every real-server add walks it
  * (ip_vs_trash_get_dest), so a load right after a clean of N real servers pays O(N) per add (at
  * 10k services in the VM, 191 s for the cold sync and `ipvsadm --restore` alike against 23 s on a
- * fresh kernel, docs/benchmarks.md). A fresh namespace has an empty trash: no load waits. A
+ * fresh kernel, docs/benchmarks-log.md). A fresh namespace has an empty trash: no load waits. A
  * point's bare load and cold sync are two parts, each in its own namespace (the tools run as
  * before, no nsenter or `ip netns exec` timed with them).
  */

@@ -11,7 +11,7 @@ import { type RealServer, realServerKey, type VirtualService, virtualServerKey }
  * The drain sweep reads a service's connection counts by dumping all of its real servers (IPVS has
  * no request for one), so a service of more than this many is not dumped at every sync: one
  * endpoint change of a wide Service would cost a dump of its every endpoint (10,000: most of the
- * 2.07 s a change took in the emulated VM, docs/benchmarks.md).
+ * 2.07 s a change took in the emulated VM, docs/benchmarks-log.md).
  */
 export const DRAIN_SWEEP_EVERY_SYNC_MAX = 1000;
 /**

@@ -2,8 +2,8 @@
 // netlink socket's requests in order and answers each by its sequence number, so sending the next
 // commands before the last ones are answered changes nothing the kernel does; it only spares a
 // round trip through the event loop per command, and framing several commands into one sendmsg
-// spares a syscall and the per-request work of each (shared/netlink-socket.ts; docs/benchmarks.md, the IPVS
-// section).
+// spares a syscall and the per-request work of each (shared/netlink-socket.ts;
+// docs/benchmarks-log.md, the IPVS section).
 
 /**
  * How many IPVS commands go in one datagram (one sendmsg). Each is ~150 bytes, so a datagram

@@ -120,8 +120,8 @@ export const RECORD_HOST_CONNECTIONS = 'ct state new ct status dnat jump affinit
  * key's last index finds no address in `…-ips` and falls through), so a key whose endpoint count
  * changes within its bucket gets a two-rule count chain, as a plain key gets a one-rule one: at
  * 3,000 services the checks of a new count (three lookups each) cost the change ~6 ms of nft's
- * CPU, more than the elements (docs/benchmarks.md, issue 16). A new connection runs at most 2N-1
- * checks.
+ * CPU, more than the elements (docs/benchmarks-log.md, issue 16). A new connection runs at most
+ * 2N-1 checks.
  */
 function rememberedBucket(count: number): number {
   let bucket = 1;

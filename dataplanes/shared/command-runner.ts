@@ -55,16 +55,16 @@ export class CommandTimeoutError extends DataplaneError {
  */
 export function commandTimeoutMs(command: string): number {
   const tool = basename(command);
-  // The cold-start transaction takes ~10 s at 30k services x 10 endpoints (docs/benchmarks.md);
+  // The cold-start transaction takes ~10 s at 30k services x 10 endpoints (docs/benchmarks-log.md);
   // listing a set or map of that size takes well under a second.
   if (tool === 'nft') return 120_000;
-  // A bare flushing iptables-nft-restore of 10k services takes ~25 s (docs/benchmarks.md); kproxy
-  // splits larger ones into parts, iptables-legacy is faster; -save reads one table. Both also wait
-  // up to 5 s for the xtables lock (IPTABLES_WAIT).
+  // A bare flushing iptables-nft-restore of 10k services takes ~25 s (docs/benchmarks-log.md);
+  // kproxy splits larger ones into parts, iptables-legacy is faster; -save reads one table. Both
+  // also wait up to 5 s for the xtables lock (IPTABLES_WAIT).
   if (/^ip6?tables-.*(restore|save)$/.test(tool)) return 120_000;
   // IPVS mode binds every service address to its dummy link in one `ip -batch`, quadratic in the
   // kernel (each add walks the link's address list): 30,000 addresses took 17.8 s on a 2-core host
-  // at load 2.4, 1.7 s for 10,000 (docs/benchmarks.md, the IPVS section).
+  // at load 2.4, 1.7 s for 10,000 (docs/benchmarks-log.md, the IPVS section).
   if (tool === 'ip') return 120_000;
   // iptables/ip6tables check or insert one rule (iptables-nft reads the table's cache first, ~1 s
   // at 30k), conntrack deletes the flows of one endpoint, sysctl/ipset/ipvsadm change one object:

@@ -6,7 +6,7 @@
 // the last one the kernel answers, and its acknowledgement, queued after every earlier answer,
 // settles the whole datagram. Per message this costs no syscall, promise, timer or closure: what
 // the `netlink` package's request() spends per message was most of a cold sync's CPU
-// (docs/benchmarks.md, the IPVS section).
+// (docs/benchmarks-log.md, the IPVS section).
 import { getSystemErrorName } from 'node:util';
 // The package's raw layer and constants, not its index: the index loads every family it ships
 // (rtnetlink, nl80211, WireGuard: ~1.4 MB of generated code; in a process of its own ~1 MiB more

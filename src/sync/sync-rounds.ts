@@ -18,7 +18,7 @@ import type { DualStackState, ProxyState, ServicePort, ServicePortKey } from '..
 /**
  * Endpoints (a service port's rules and chains grow with them) one round may change: about one
  * second of work in iptables mode, the slowest, where one Service of 1,000 ports × 100 endpoints
- * (100k endpoints) took 14 s to sync (docs/benchmarks.md, "Event loop and huge objects"), i.e.
+ * (100k endpoints) took 14 s to sync (docs/benchmarks-log.md, "Event loop and huge objects"), i.e.
  * ~7,000 endpoints a second. A change under it, nearly all of them, is one round as before.
  */
 export const ROUND_BUDGET = 7_000;
