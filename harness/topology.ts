@@ -11,6 +11,7 @@
 // as with Calico. A bridge would need br_netfilter (a host-wide module) for service replies
 // between pods of the same node to be un-DNATed.
 import { join } from 'node:path';
+import { compareText } from '../src/base/compare-text.ts';
 import type { EchoOutcome, ProbeRequest } from './echo-client.ts';
 import type { EchoReply } from './echo-server.ts';
 import { type Lab, type LabProcess, START_DEADLINE_MS } from './netns.ts';
@@ -186,7 +187,7 @@ export function tally(outcomes: readonly EchoOutcome[]): Map<string, number> {
     const key = 'error' in o ? `error:${o.error}` : o.name;
     counts.set(key, (counts.get(key) ?? 0) + 1);
   }
-  return new Map([...counts].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  return new Map([...counts].sort(([a], [b]) => compareText(a, b)));
 }
 
 /** The replies only (throws when an attempt failed): for checks on the source address seen. */

@@ -3,6 +3,7 @@
 // whatever happened, so scenarios run one after another on the same lab.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { allowance } from '../../harness/emulation.ts';
+import { compareText } from '../../src/base/compare-text.ts';
 import type { KubeJson, LabDriver, LabPod, Outcome } from '../driver.ts';
 
 export interface Check {
@@ -136,7 +137,7 @@ export function tallyBackends(outcomes: readonly Outcome[]): Map<string, number>
     const key = 'error' in o ? `error:${o.error}` : o.backend;
     counts.set(key, (counts.get(key) ?? 0) + 1);
   }
-  return new Map([...counts].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  return new Map([...counts].sort(([a], [b]) => compareText(a, b)));
 }
 
 export function describeTally(counts: ReadonlyMap<string, number>): string {
