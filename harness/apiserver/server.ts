@@ -67,6 +67,8 @@ interface Watch {
   readonly write: (line: string) => void;
   /** Sends an ERROR event with this Status and ends the watch. */
   readonly fail: (status: unknown) => void;
+  /** Ends the watch cleanly: its response completes. */
+  readonly end: () => void;
   /** From now on send nothing and never end: what a client sees of a half-open connection. */
   readonly freeze: () => void;
 }
@@ -80,6 +82,8 @@ type Route =
   | undefined;
 
 const MAX_REQUEST_LOG = 2000;
+/** How long a restart lets connections finish what they are sending (a loopback write: < 1 ms). */
+const RESTART_DRAIN_MS = 200;
 const MAX_SNAPSHOTS = 32;
 const MERGE_PATCH = 'application/merge-patch+json';
 const STRATEGIC_MERGE_PATCH = 'application/strategic-merge-patch+json';
@@ -254,13 +258,26 @@ export class StandInApiServer {
   }
 
   /**
-   * A control-plane upgrade as a client sees it: the server goes away (every connection cut), and
-   * comes back on the same address as `version`, with the cluster's state and resourceVersions kept
-   * (they live in etcd, not in the server).
+   * A control-plane upgrade as a client sees it: kube-apiserver's graceful termination ends every
+   * watch cleanly (its response completes, as --shutdown-watch-termination-grace-period drains
+   * them) and stops listening; the new version listens on the same address with the cluster's
+   * state and resourceVersions kept (they live in etcd, not in the server). A crash instead is
+   * stop() or Faults.dropWatches and resetNext.
    */
   async restartAs(version: Minor): Promise<void> {
     const port = Number(new URL(this.#url).port);
-    await this.stop();
+    for (const w of this.#watches) w.end();
+    const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    // Close() ends idle connections; a watch's becomes idle once its end is written. What is still
+    // busy after the drain (a request in flight) is cut.
+    const drained = await Promise.race([
+      closed.then(() => true),
+      new Promise<false>((resolve) => setTimeout(() => resolve(false), RESTART_DRAIN_MS)),
+    ]);
+    if (!drained) {
+      for (const socket of this.#sockets) socket.destroy();
+      await closed;
+    }
     this.#profile = PROFILES[version];
     await new Promise<void>((resolve, reject) => {
       this.#server.once('error', reject);
@@ -663,7 +680,7 @@ export class StandInApiServer {
       send('ERROR', body);
       if (!res.writableEnded) res.end();
     };
-    const watch: Watch = { socket: req.socket, write, freeze, fail };
+    const watch: Watch = { socket: req.socket, write, freeze, fail, end: () => res.end() };
     this.#watches.add(watch);
     if (bookmarks) timers.push(setInterval(() => bookmark(), this.#options.bookmarkIntervalMs ?? 1000));
     const timeoutSeconds = Number(q.get('timeoutSeconds') ?? '0');
