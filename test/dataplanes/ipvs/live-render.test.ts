@@ -3,7 +3,7 @@
 // netlink requests, written as the ipvsadm lines render prints), the companion table (`nft -f`
 // input) and the addresses removed last. Full syncs on an empty node and incremental syncs.
 // Sweep its seeds:
-//   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/ipvs/live-render.test.ts --name 'render --since'
+//   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/ipvs/live-render.test.ts --name 'render'
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { IpvsClient } from '../../../dataplanes/ipvs/ipvs-client.ts';
@@ -92,10 +92,16 @@ function recordingNode(): { kernel: FakeKernel; dataplane: IpvsDataplane; sent: 
 }
 
 test('render of a full plan is what a full sync on an empty node sends', async () => {
-  const random = prng(3);
+  const seeds = testSeeds({ first: 3 });
   const states: [string, DualStackState][] = [
     ...Object.entries(goldenStates),
-    ...Array.from({ length: 10 }, (_, i): [string, DualStackState] => [`random ${i}`, randomState(random)]),
+    ...seeds.flatMap((seed) => {
+      const random = prng(seed);
+      return Array.from({ length: 10 }, (_, i): [string, DualStackState] => [
+        `seed ${seed}, random ${i}`,
+        randomState(random),
+      ]);
+    }),
   ];
   for (const [name, state] of states) {
     const { dataplane, sent } = recordingNode();
