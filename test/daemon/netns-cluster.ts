@@ -1,0 +1,170 @@
+// The daemon end to end in a lab node namespace, shared by the kernel tests that run `kproxy run`
+// as a process there against the stand-in API server (a process on that namespace's loopback),
+// with two pods running echo servers.
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { sampleEndpointSlice, sampleNode, sampleService } from '../../harness/apiserver/sample-objects.ts';
+import { allowance } from '../../harness/emulation.ts';
+import { Lab, type LabProcess } from '../../harness/netns.ts';
+import { Topology, tally } from '../../harness/topology.ts';
+import { NODES, objectPath, type ResourceType } from '../../src/kube/resources.ts';
+
+const REPO = fileURLToPath(new URL('../../', import.meta.url));
+export const NODE_BIN = join(REPO, 'node_modules/.bin/node');
+export const KPROXY = join(REPO, 'bin/kproxy.ts');
+const API_MAIN = join(REPO, 'harness/apiserver/main.ts');
+const API_PORT = 6443;
+const API = `http://127.0.0.1:${API_PORT}`;
+export const CLUSTER_IP = '10.96.0.10';
+export const NODE_PORT = 30080;
+const TEST_PORTS = '40000-40999';
+
+/**
+ * How long one sync of this one-service cluster may take, the first one included (adoption,
+ * backend choice): ~0.1-0.7 s idle, up to ~4 s seen with two CPU hogs and other kernel tests beside
+ * it (process starts of nft/iptables dominate). Generous: it bounds a hang, it is not a speed check.
+ */
+export const SYNC_DEADLINE_MS = allowance(20_000);
+/**
+ * SIGTERM to exit: stop() lets a sync or periodic check in flight finish (at most one sync), then
+ * stops the informers and closes the listeners (milliseconds), and the process exits (~0.3 s; ~1 s
+ * seen under load).
+ */
+export const STOP_DEADLINE_MS = SYNC_DEADLINE_MS + 5_000;
+export const CLEAN_EXIT = { code: 0, signal: null };
+/**
+ * Probes while the rules change time out quickly (a dropped SYN is retried by eventually());
+ * ANSWER_TIMEOUT_MS (the default) is for attempts that must be answered.
+ */
+const PROBE_TIMEOUT_MS = 1000;
+
+function config(mode: string): string {
+  return `apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: ${mode}
+hostnameOverride: node-0
+clusterCIDR: 10.244.0.0/16
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+syncPeriod: 1s
+minSyncPeriod: 100ms
+conntrack:
+  maxPerCore: 0
+`;
+}
+
+/** web: ClusterIP and NodePort, port 80 → 8080 on the given pod IPs. */
+export function webService() {
+  const service = sampleService('default', 'web', { clusterIP: CLUSTER_IP });
+  const spec = service.spec as { type: string; ports: Record<string, unknown>[] };
+  spec.type = 'NodePort';
+  spec.ports[0]!.nodePort = NODE_PORT;
+  return service;
+}
+
+export function webSlice(addresses: readonly string[]) {
+  return sampleEndpointSlice('default', 'web-abc', { service: 'web', addresses, nodeName: 'node-0' });
+}
+
+export interface Cluster {
+  readonly topo: Topology;
+  readonly nodeNs: string;
+  /** The stand-in API server, a process in the node namespace reading control lines on stdin. */
+  readonly api: LabProcess;
+  /** Sends an object to the stand-in API server (inside the node namespace). */
+  write(
+    method: 'POST' | 'PUT' | 'DELETE',
+    resource: ResourceType,
+    object: Record<string, unknown>,
+  ): Promise<void>;
+  /** GET inside the node namespace: status code and body. */
+  get(url: string): Promise<{ status: number; body: string }>;
+  startDaemon(): LabProcess;
+  /** An outage as the daemon sees it: its connections to the API server are reset, ours are not. */
+  blockApi(blocked: boolean): Promise<void>;
+}
+
+let labs = 0;
+
+/** A lab node with two echo pods and the stand-in API server; `apiArgs` go to its main.ts. */
+export async function cluster(
+  t: { after(fn: () => Promise<void>): void },
+  mode: string,
+  apiArgs: readonly string[] = [],
+): Promise<Cluster> {
+  const lab = new Lab(`d${mode.slice(0, 3)}${++labs}`);
+  t.after(() => lab.destroy());
+  const dir = await mkdtemp(join(tmpdir(), 'kproxy-e2e-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  await writeFile(join(dir, 'config.yaml'), config(mode));
+  const topo = await Topology.create(lab, { podsPerNode: [2] });
+  const nodeNs = topo.nodes[0]!.ns;
+  for (const pod of topo.nodes[0]!.pods) await topo.startEcho(pod, { tcp: [8080] });
+  // The simulated outage lets TEST_PORTS through; the kernel must never give one of them to the
+  // daemon's own connections, or a retry would slip past the outage (3.5% of each) and "regain"
+  // contact.
+  await lab.sysctl(nodeNs, 'net.ipv4.ip_local_reserved_ports', TEST_PORTS);
+
+  // The test's own requests use source ports the simulated outage (blockApi) lets through.
+  const curl = (args: string[]) =>
+    lab.exec(nodeNs, 'curl', ['-sS', '--max-time', '5', '--local-port', TEST_PORTS, ...args], {
+      reject: false,
+    });
+  const api = lab.spawn(nodeNs, NODE_BIN, [API_MAIN, '--port', String(API_PORT), ...apiArgs], {
+    stdin: true,
+  });
+  const c: Cluster = {
+    topo,
+    nodeNs,
+    api,
+    async write(method, resource, object) {
+      const meta = object.metadata as { namespace?: string; name: string };
+      const path = objectPath(resource, meta.namespace, method === 'POST' ? undefined : meta.name);
+      const result = await curl([
+        '-f',
+        '-X',
+        method,
+        '-H',
+        'Content-Type: application/json',
+        ...(method === 'DELETE' ? [] : ['--data', JSON.stringify(object)]),
+        `${API}${path}`,
+      ]);
+      if (result.exitCode !== 0) throw new Error(`${method} ${path}: ${result.stderr}`);
+    },
+    async get(url) {
+      const result = await curl(['-w', '\n%{http_code}', url]);
+      const lines = result.stdout.split('\n');
+      return { status: Number(lines.pop()), body: lines.join('\n') };
+    },
+    startDaemon() {
+      return lab.spawn(nodeNs, NODE_BIN, [
+        KPROXY,
+        'run',
+        '--config',
+        join(dir, 'config.yaml'),
+        '--master',
+        API,
+      ]);
+    },
+    async blockApi(blocked) {
+      const rule = `tcp dport ${API_PORT} tcp sport != ${TEST_PORTS} reject with tcp reset`;
+      // ip, not inet: the API server is on 127.0.0.1, and the VM's kernel has nft_reject_ipv4.
+      const script = blocked
+        ? `table ip kptest-outage {\n chain out {\n type filter hook output priority -300;\n ${rule}\n }\n}\n`
+        : 'delete table ip kptest-outage\n';
+      await lab.exec(nodeNs, 'nft', ['-f', '-'], { input: script });
+    },
+  };
+  await api.waitFor('listening');
+  await c.write('POST', NODES, sampleNode('node-0', topo.nodes[0]!.ipv4));
+  return c;
+}
+
+export const syncCount = (daemon: LabProcess) => daemon.output().split('"msg":"rules synced"').length - 1;
+
+/** Which backends answered `count` probes (short timeouts: for use inside eventually()). */
+export async function backends(c: Cluster, fromNs: string, host: string, port: number, count = 12) {
+  return tally(await c.topo.connect(fromNs, 'tcp', host, port, { count, timeoutMs: PROBE_TIMEOUT_MS }));
+}
