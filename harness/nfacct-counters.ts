@@ -33,6 +33,20 @@ export async function openNfacctCountersIn(
   return JSON.parse(stdout) as unknown[];
 }
 
+/** `kproxy run`'s own start-up step (openIptablesCounters) done in `ns`: the counters it opened, in order. */
+export async function openRunCountersIn(lab: Lab, ns: string): Promise<string[]> {
+  const script = `
+    import { netlinkNfacct } from ${module('dataplanes/iptables/nfacct.ts')};
+    import { openIptablesCounters } from ${module('src/daemon/nfacct-packet-metrics.ts')};
+    const opened = await openIptablesCounters(netlinkNfacct, (counted, reason) => {
+      throw new Error(\`\${counted.counter}: \${reason}\`);
+    });
+    console.log(JSON.stringify([...opened.keys()].map((counted) => counted.counter)));
+  `;
+  const { stdout } = await lab.exec(ns, process.execPath, ['--input-type=module', '-e', script]);
+  return JSON.parse(stdout) as string[];
+}
+
 /** A scrape of one of the daemon's nfacct packet metrics in `ns`, read from the kernel like `kproxy run`'s. */
 export async function scrapedNfacctMetric(
   lab: Lab,

@@ -21,6 +21,8 @@ import {
   FAMILIES,
   type FamilyPlan,
   type IptablesPlan,
+  planInputs,
+  planInputsInParts,
   renderPlan,
   renderPlanInParts,
   type TableChanges,
@@ -32,7 +34,9 @@ export const iptablesPlanner: DataplanePlanner<IptablesPlan> = {
   mode: 'iptables',
   planFull: (state) => runAll(fullPlanSteps(state)),
   planIncremental: (prev, next) => runAll(incrementalPlanSteps(prev, next)),
+  inputs: planInputs,
   render: renderPlan,
+  chunkInputs: (plan) => planInputsInParts(plan, NFT_CHAINS_PER_RESTORE),
   renderChunks: (plan) => renderPlanInParts(plan, NFT_CHAINS_PER_RESTORE),
 };
 

@@ -1,7 +1,9 @@
 // The iptables plan: per family, what to feed iptables-restore --noflush, table by table.
 // Its text form (restoreInput) IS the restore input, the dry-run output and the golden files.
 import type { IPFamily } from '../../src/base/ip-family.ts';
+import { printInputs, type ToolInput } from '../shared/tool-inputs.ts';
 import { insertLine, type JumpRule } from './jump-rules.ts';
+import { NFACCT_INPUT } from './nfacct-objects.ts';
 import { NFT_CHAINS_PER_RESTORE, restorePartCount, restoreParts } from './restore-chunks.ts';
 
 /** Chain name → rules, in declaration order. */
@@ -64,42 +66,63 @@ function restoreCommand(family: IPFamily): string {
   return `${family === 'IPv4' ? 'iptables' : 'ip6tables'}-restore --noflush`;
 }
 
+/** A full sync's first step: the nfacct objects its rules count in (nfacct-objects.ts). */
+function withNfacct(plan: IptablesPlan, inputs: ToolInput[]): ToolInput[] {
+  return plan.kind === 'full' ? [NFACCT_INPUT, ...inputs] : inputs;
+}
+
 /**
- * Both families, each under a header line naming its tool (the header is a restore comment): the
- * input as iptables-legacy gets it. When iptables-nft gets it in parts, the header says how many
- * (renderPlanInParts prints them).
+ * Both families' restore inputs, each under a header line naming its tool (a restore comment):
+ * the input as iptables-legacy gets it. When iptables-nft gets it in parts, the header says how
+ * many (planInputsInParts gives them).
  */
-export function renderPlan(plan: IptablesPlan): string {
-  const parts: string[] = [];
+export function planInputs(plan: IptablesPlan): ToolInput[] {
+  const inputs: ToolInput[] = [];
   for (const family of FAMILIES) {
     const familyPlan = plan[family];
     if (familyPlan === undefined) continue;
-    const inputs = restorePartCount(familyPlan, NFT_CHAINS_PER_RESTORE);
-    const split = inputs > 1 ? `; iptables-nft sends it as ${inputs} inputs: render --chunks` : '';
-    parts.push(`# ${restoreCommand(family)} input (${plan.kind}${split})\n${restoreInput(familyPlan)}`);
+    const count = restorePartCount(familyPlan, NFT_CHAINS_PER_RESTORE);
+    const split = count > 1 ? `; iptables-nft sends it as ${count} inputs: render --chunks` : '';
+    const command = restoreCommand(family);
+    inputs.push({
+      title: `${command} input (${plan.kind}${split})`,
+      command,
+      input: restoreInput(familyPlan),
+    });
   }
-  return parts.join('');
+  return withNfacct(plan, inputs);
 }
 
 /**
  * The restore inputs exactly as the live dataplane sends them on iptables-nft, where plans with
  * more than `maxChains` service chains go in parts: each input under a header line naming it.
  */
-export function renderPlanInParts(plan: IptablesPlan, maxChains: number): string {
-  const out: string[] = [];
+export function planInputsInParts(plan: IptablesPlan, maxChains: number): ToolInput[] {
+  const out: ToolInput[] = [];
   for (const family of FAMILIES) {
     const familyPlan = plan[family];
     if (familyPlan === undefined) continue;
     const inputs = restoreParts(familyPlan, maxChains)
       .map(restoreInput)
       .filter((input) => input !== '');
+    const command = restoreCommand(family);
     inputs.forEach((input, i) => {
-      out.push(
-        `# ${restoreCommand(family)} input ${i + 1}/${inputs.length} (${plan.kind}; iptables-nft)\n${input}`,
-      );
+      out.push({
+        title: `${command} input ${i + 1}/${inputs.length} (${plan.kind}; iptables-nft)`,
+        command,
+        input,
+      });
     });
   }
-  return out.join('');
+  return withNfacct(plan, out);
+}
+
+export function renderPlan(plan: IptablesPlan): string {
+  return printInputs(planInputs(plan));
+}
+
+export function renderPlanInParts(plan: IptablesPlan, maxChains: number): string {
+  return printInputs(planInputsInParts(plan, maxChains));
 }
 
 /** Rules per chain after applying `plan` on top of `counts` (for the rule-count metrics). */

@@ -2,6 +2,7 @@
 // → tables, chains and rule arguments per family, for the tracer. Applies -A/-I/-D/-N/-X/-F in
 // order, so `-I INPUT 1` lines end up where the kernel puts them; the tests' fake kernel applies
 // the restores the live dataplane sends with the same code (refusing what the kernel refuses).
+import { isNfacctCommand } from './nfacct-objects.ts';
 
 export interface IptablesChain {
   /** ACCEPT/DROP for built-in chains, undefined for user chains. */
@@ -100,7 +101,8 @@ export function applyIptablesRestore(
       continue;
     }
     if (table === undefined) {
-      notUnderstood(line);
+      // render's nfacct step makes objects, not rules.
+      if (!isNfacctCommand(line)) notUnderstood(line);
       continue;
     }
     if (line.startsWith(':')) {

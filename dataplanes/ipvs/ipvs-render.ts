@@ -3,6 +3,7 @@
 // `ip -batch` lines, the virtual servers as `ipvsadm --restore` lines (the live dataplane sends the
 // same operations over netlink), the companion table as an `nft -f` script, and last (incremental)
 // the addresses that go away, once nothing serves them.
+import { printInputs, type ToolInput } from '../shared/tool-inputs.ts';
 import { DUMMY_LINK, type IpvsOp, type IpvsPlan } from './ipvs-plan.ts';
 import { hostPort, type RealServer, type VirtualService } from './virtual-servers.ts';
 
@@ -69,31 +70,53 @@ function fullIpvsLines(plan: Extract<IpvsPlan, { kind: 'full' }>): string[] {
   return lines;
 }
 
-export function renderPlan(plan: IpvsPlan): string {
-  const section = (title: string, lines: readonly string[]): string =>
-    `# ${title}\n${lines.map((l) => `${l}\n`).join('')}`;
-  const nft = `# nftables companion table (${plan.kind}; nft -f)\n${plan.nft.toString()}`;
+/** The plan's steps in the order the live dataplane applies them. */
+export function planInputs(plan: IpvsPlan): ToolInput[] {
+  const lines = (title: string, command: string, batch: readonly string[]): ToolInput => ({
+    title,
+    command,
+    input: batch.map((line) => `${line}\n`).join(''),
+  });
+  const nft: ToolInput = {
+    title: `nftables companion table (${plan.kind}; nft -f)`,
+    command: 'nft -f -',
+    input: plan.nft.toString(),
+  };
   if (plan.kind === 'full') {
     // As on an empty node: no link yet, no stale address to remove.
     return [
-      section(
+      lines(
         `Addresses on ${DUMMY_LINK} (full; ip -batch)`,
+        IP_BATCH,
         addressBatch(true, plan.desired.boundAddresses, []),
       ),
-      section('IPVS virtual servers (full; ipvsadm --restore)', fullIpvsLines(plan)),
+      lines('IPVS virtual servers (full; ipvsadm --restore)', IPVSADM_RESTORE, fullIpvsLines(plan)),
       nft,
-    ].join('');
+    ];
   }
   return [
-    section(
+    lines(
       `Addresses added to ${DUMMY_LINK} (incremental; ip -batch)`,
+      IP_BATCH,
       addressBatch(false, plan.addresses.add, []),
     ),
-    section('IPVS virtual servers (incremental; ipvsadm --restore)', plan.ops.map(ipvsadmLine)),
+    lines(
+      'IPVS virtual servers (incremental; ipvsadm --restore)',
+      IPVSADM_RESTORE,
+      plan.ops.map(ipvsadmLine),
+    ),
     nft,
-    section(
+    lines(
       `Addresses removed from ${DUMMY_LINK} (incremental; ip -batch)`,
+      IP_BATCH,
       addressBatch(false, [], plan.addresses.delete),
     ),
-  ].join('');
+  ];
+}
+
+const IP_BATCH = 'ip -batch -';
+const IPVSADM_RESTORE = 'ipvsadm --restore';
+
+export function renderPlan(plan: IpvsPlan): string {
+  return printInputs(planInputs(plan));
 }

@@ -19,7 +19,7 @@ import { COMPANION_TABLE, companionPortElements, companionRuleset } from './comp
 import { incrementalPorts } from './incremental-ports.ts';
 import { diffAddresses, diffVirtualServers } from './ipvs-diff.ts';
 import { FAMILIES, type IpvsDesired, type IpvsPlan } from './ipvs-plan.ts';
-import { renderPlan } from './ipvs-render.ts';
+import { planInputs, renderPlan } from './ipvs-render.ts';
 import { SharingIndex } from './sharing-index.ts';
 import { ipvsFamilyServers, type VirtualServer } from './virtual-servers.ts';
 
@@ -209,6 +209,7 @@ export function createIpvsPlanner(options: IpvsPlannerOptions): DataplanePlanner
       return { kind: 'full', desired: d.ipvs, nft: fullTransaction(d.nft, COMPANION_TABLE) };
     },
     planIncremental: (prev, next) => ipvsIncremental(prev, next, options).plan,
+    inputs: planInputs,
     render: renderPlan,
   };
 }

@@ -20,6 +20,7 @@ import { diffFamily, diffRulesetsSteps } from '../shared/nft/diff.ts';
 import { fullTransaction } from '../shared/nft/full-transaction.ts';
 import { CANARY_SET, type DesiredRuleset, FAMILIES, type FamilyRuleset } from '../shared/nft/ruleset.ts';
 import { type NftFamily, NftTransaction } from '../shared/nft/transaction.ts';
+import { printInputs, type ToolInput } from '../shared/tool-inputs.ts';
 import { coldStartTransactions } from './cold-start.ts';
 import { desiredRulesetSteps, type FamilySlots } from './desired-ruleset.ts';
 import {
@@ -86,8 +87,10 @@ export const nftablesPlanner: DataplanePlanner<NftPlan> = {
   mode: 'nftables',
   planFull: (state) => planFull(state),
   planIncremental: (prev, next) => runAll(incrementalPlanSteps(prev, next)),
-  render: (plan) => renderPlan(plan, false),
-  renderChunks: (plan) => renderPlan(plan, true),
+  inputs: (plan) => planInputs(plan, false),
+  render: (plan) => printInputs(planInputs(plan, false)),
+  chunkInputs: (plan) => planInputs(plan, true),
+  renderChunks: (plan) => printInputs(planInputs(plan, true)),
 };
 
 /** The full sync of an empty node. */
@@ -319,23 +322,30 @@ function withCanary(tx: NftTransaction, families: readonly NftFamily[], nonce: n
 }
 
 /**
- * The plan's transactions as one script (they load as one: `nft -f`), or with `chunks` each under
- * a `#` line naming it. A plan sent as several transactions says so in a first `#` line.
+ * The plan's transactions as one script (they load as one: `nft -f`), or with `chunks` each apart
+ * under a `#` line naming it. A plan sent as several transactions says so in a first `#` line.
  */
-function renderPlan(plan: NftPlan, chunks: boolean): string {
+function planInputs(plan: NftPlan, chunks: boolean): ToolInput[] {
   const scripts: string[] = [];
   for (const tx of plan.transactions()) if (tx !== undefined) scripts.push(tx.toString());
   if (chunks) {
-    return scripts
-      .map((s, i) => `# nft -f transaction ${i + 1}/${scripts.length} (${plan.kind})\n${s}`)
-      .join('');
+    return scripts.map((input, i) => ({
+      title: `nft -f transaction ${i + 1}/${scripts.length} (${plan.kind})`,
+      command: NFT_COMMAND,
+      input,
+    }));
   }
   const note =
     scripts.length > 1
-      ? `# the live dataplane sends this ${plan.kind} as ${scripts.length} nft transactions: render --chunks\n`
-      : '';
-  return note + scripts.join('');
+      ? {
+          title: `the live dataplane sends this ${plan.kind} as ${scripts.length} nft transactions: render --chunks`,
+        }
+      : {};
+  return [{ ...note, command: NFT_COMMAND, input: scripts.join('') }];
 }
+
+/** How a person loads an nft script from stdin. */
+const NFT_COMMAND = 'nft -f -';
 
 function familyObjects(ruleset: FamilyRuleset | undefined): number {
   let count = 0;

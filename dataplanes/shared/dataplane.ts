@@ -3,6 +3,7 @@
 // touches the kernel.
 import type { DualStackState, ServicePortKey } from '../../src/model/proxy-state.ts';
 import type { ConntrackReconciled } from './conntrack/udp-conntrack-reconciler.ts';
+import type { ToolInput } from './tool-inputs.ts';
 
 export type DataplaneMode = 'nftables' | 'iptables' | 'ipvs';
 
@@ -12,13 +13,20 @@ export interface DataplanePlanner<Plan> {
   planFull(state: DualStackState): Plan;
   /** Only what takes a kernel holding planFull(prev) to the ruleset of planFull(next). */
   planIncremental(prev: DualStackState, next: DualStackState): Plan;
-  /** The exact input the dataplane feeds its kernel tool (nft -f, iptables-restore, ...). */
+  /**
+   * What `kproxy run` applies for the plan, step by step (on an empty node for a full plan): each
+   * tool's exact input (nft -f, iptables-restore, ...) and the objects made before it (nfacct).
+   */
+  inputs(plan: Plan): readonly ToolInput[];
+  /** printInputs(inputs(plan)): what `render` prints. */
   render(plan: Plan): string;
   /**
    * Where the live dataplane sends a large plan as several inputs (iptables-nft; an nftables cold
    * start): those inputs, in order, each under a comment line naming it. Absent when every plan
-   * is sent as render prints it.
+   * is sent as `inputs` gives it.
    */
+  chunkInputs?(plan: Plan): readonly ToolInput[];
+  /** printInputs(chunkInputs(plan)): what `render --chunks` prints. */
   renderChunks?(plan: Plan): string;
 }
 

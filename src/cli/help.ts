@@ -31,9 +31,11 @@ export const RENDER_USAGE = `Usage: kproxy render [--mode ${RENDER_MODES.join('|
 
 Reads Services, EndpointSlices and Nodes (kubectl get services,endpointslices,nodes -A -o yaml|json,
 a List, multi-document YAML, single objects, the typed lists of kubectl get --raw, or kubectl
-cluster-info dump's output) and prints the ruleset this node would get: the inputs \`kproxy run\`
-sends on an empty node (with --since: after PATH's state), each under a comment line naming its
-tool. For large clusters prefer -o json: it reads many times faster than YAML.
+cluster-info dump's output) and prints the ruleset this node would get: the steps \`kproxy run\`
+takes on an empty node (with --since: after PATH's state), in its order, each input under a comment
+line naming its tool (iptables: first the nfacct objects its rules count in, as \`nfacct add\`). Not
+printed: the sysctls run sets at start. For large clusters prefer -o json: it reads many times
+faster than YAML.
 nftables: a full sync on a node that already has kproxy's tables rewrites them in place instead
 (session affinity kept); render prints the empty-node case.
 
@@ -52,6 +54,9 @@ nftables: a full sync on a node that already has kproxy's tables rewrites them i
                                              go in parts, one restore each); nftables (a cold start
                                              over 100000 elements goes in transactions of about
                                              that size, the canary last)
+  --script                                   print the same steps as a POSIX shell script that
+                                             feeds each input to its tool; on an empty node:
+                                             kproxy render --mode MODE --example --script | sh
   --strict                                   exit 1 (and print nothing) on any warning (an object
                                              skipped); notes (kinds kproxy does not read) pass
   --family ipv4|ipv6|both                    which families to render (default both)

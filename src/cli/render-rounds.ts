@@ -6,10 +6,10 @@ import type { DataplanePlanner } from '../../dataplanes/shared/dataplane.ts';
 import type { DualStackState } from '../model/proxy-state.ts';
 import { ROUND_BUDGET, roundsBetween } from '../sync/sync-rounds.ts';
 
-/** How each round's header line starts (a comment in every mode's input: tests skip it). */
+/** How each round's header line starts (a comment in every mode's input and in sh: tests skip it). */
 export const ROUND_HEADER = '# sync round ';
 
-/** `print` is planner.render or planner.renderChunks, bound to the planner. */
+/** `print` prints a plan's inputs (planner.inputs or chunkInputs) as render or render --script does. */
 export function renderSince<Plan>(
   planner: DataplanePlanner<Plan>,
   prev: DualStackState,

@@ -3,6 +3,7 @@
 import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import type { ParseArgsOptionsConfig } from 'node:util';
+import { printInputs, SCRIPT_PREAMBLE, shellScript } from '../../dataplanes/shared/tool-inputs.ts';
 import type { IPFamily } from '../base/ip-family.ts';
 import { loadProxyConfig, type ProxyConfig } from '../config/config.ts';
 import type { FlagValues } from '../config/proxy-flags.ts';
@@ -27,12 +28,14 @@ const RENDER_OPTIONS: ParseArgsOptionsConfig = {
   example: { type: 'boolean' },
   since: { type: 'string', multiple: true },
   chunks: { type: 'boolean' },
+  script: { type: 'boolean' },
   strict: { type: 'boolean' },
   family: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 };
 
-const FAMILIES: Readonly<Record<string, readonly IPFamily[]>> = {
+/** --family's values. */
+export const FAMILY_FLAG: Readonly<Record<string, readonly IPFamily[]>> = {
   ipv4: ['IPv4'],
   ipv6: ['IPv6'],
   both: ['IPv4', 'IPv6'],
@@ -43,8 +46,10 @@ interface RenderRequest {
   readonly since: readonly string[];
   readonly example: boolean;
   readonly strict: boolean;
-  /** Print the inputs as the live dataplane splits them (planner.renderChunks). */
+  /** Print the inputs as the live dataplane splits them (planner.chunkInputs). */
   readonly chunks: boolean;
+  /** Print a POSIX shell script that applies each input with its tool (tool-inputs.ts). */
+  readonly script: boolean;
   readonly families: readonly IPFamily[];
   readonly config: ProxyConfig;
 }
@@ -95,14 +100,17 @@ export async function renderCommand(args: readonly string[], io: CliIO): Promise
     });
   }
   const planner = await plannerLoad;
-  const renderChunks = planner.renderChunks?.bind(planner);
-  if (request.chunks && renderChunks === undefined) {
+  const chunkInputs = planner.chunkInputs?.bind(planner);
+  if (request.chunks && chunkInputs === undefined) {
     return fail({ exitCode: 2, message: `--chunks: the ${planner.mode} dataplane does not split its input` });
   }
-  const print = request.chunks && renderChunks ? renderChunks : planner.render.bind(planner);
+  const inputsOf = request.chunks && chunkInputs ? chunkInputs : planner.inputs.bind(planner);
+  const format = request.script ? shellScript : printInputs;
+  const print = (plan: unknown) => format(inputsOf(plan));
   // --since: in the rounds the sync step applies it in (render-rounds.ts).
   io.stdout.write(
-    previousState ? renderSince(planner, previousState, state, print) : print(planner.planFull(state)),
+    (request.script ? SCRIPT_PREAMBLE : '') +
+      (previousState ? renderSince(planner, previousState, state, print) : print(planner.planFull(state))),
   );
   return 0;
 }
@@ -119,7 +127,7 @@ async function renderRequest(values: FlagValues): Promise<RenderRequest | Failur
     ...(example ? [EXAMPLE_CLUSTER_PATH] : []),
   ];
   if (inputs.length === 0) return usage('no input: give --input PATH (repeatable, - for stdin) or --example');
-  const families = FAMILIES[(values.family as string | undefined) ?? 'both'];
+  const families = FAMILY_FLAG[(values.family as string | undefined) ?? 'both'];
   if (families === undefined)
     return usage(`--family: ${JSON.stringify(values.family)} is not ipv4, ipv6 or both`);
   // --example comes with its node's configuration (cluster CIDR, node IPs) unless --config is given.
@@ -135,6 +143,7 @@ async function renderRequest(values: FlagValues): Promise<RenderRequest | Failur
     example,
     strict: values.strict === true,
     chunks: values.chunks === true,
+    script: values.script === true,
     families,
     config: loaded.config,
   };
@@ -145,14 +154,14 @@ async function renderRequest(values: FlagValues): Promise<RenderRequest | Failur
  * Node of the inputs (node-1 of the example: the machine's hostname would match no node there);
  * else the machine's hostname, as kube-proxy does.
  */
-function withRenderNodeName(config: ProxyConfig, exampleObjects: readonly KubeObject[]): ProxyConfig {
+export function withRenderNodeName(config: ProxyConfig, exampleObjects: readonly KubeObject[]): ProxyConfig {
   if (config.hostnameOverride !== '') return config;
   const firstNode = groupObjects(exampleObjects).nodes[0];
   return firstNode ? { ...config, nodeName: firstNode.metadata.name } : config;
 }
 
 /** The state of the requested families for this node, and what the user should hear about. */
-function buildState(
+export function buildState(
   objects: readonly KubeObject[],
   config: ProxyConfig,
   families: readonly IPFamily[],

@@ -15,10 +15,8 @@ import { startDaemon } from '../daemon/daemon.ts';
 import { acquireInstanceLock } from '../daemon/instance-lock.ts';
 import { createLiveDataplane, LIVE_MODES } from '../daemon/live-dataplanes.ts';
 import {
-  INVALID_DROPPED_PACKETS,
-  LOCALHOST_NODEPORT_PACKETS,
   type NfacctPacketMetric,
-  openNfacctCounter,
+  openIptablesCounters,
   type PacketCount,
 } from '../daemon/nfacct-packet-metrics.ts';
 import { applyRouteLocalnet } from '../daemon/route-localnet.ts';
@@ -144,7 +142,15 @@ async function runLocked(
     else logger.info({ sysctl: action.key, reason: action.reason }, 'left sysctl as it is');
   }
   if (!sysctls.ok) return fail(sysctls.error);
-  const nfacctPackets = await nfacctCounters(config, environment.nfacct, logger);
+  const nfacctPackets =
+    config.mode === 'iptables'
+      ? await openIptablesCounters(environment.nfacct, ({ counter, metric }, reason) =>
+          logger.warn(
+            { reason },
+            `no nfacct counter ${counter} here: its packets are not counted (${metric} left out)`,
+          ),
+        )
+      : new Map<NfacctPacketMetric, PacketCount>();
 
   const connection = await loadConnection({
     ...(config.clientConnection.kubeconfig ? { kubeconfig: config.clientConnection.kubeconfig } : {}),
@@ -187,27 +193,4 @@ async function runLocked(
   await started.daemon.stop();
   await client.close();
   return 0;
-}
-
-/**
- * kube-proxy's iptables mode creates its nfacct counters at start, whether or not a rule counts in
- * them yet; without nfacct in the kernel it says so once per counter and goes on.
- */
-async function nfacctCounters(
-  config: ProxyConfig,
-  nfacct: NfacctCounters,
-  logger: Logger,
-): Promise<Map<NfacctPacketMetric, PacketCount>> {
-  const opened = new Map<NfacctPacketMetric, PacketCount>();
-  if (config.mode !== 'iptables') return opened;
-  for (const counted of [LOCALHOST_NODEPORT_PACKETS, INVALID_DROPPED_PACKETS]) {
-    const counter = await openNfacctCounter(nfacct, counted.counter);
-    if (counter.ok) opened.set(counted, counter.packets);
-    else
-      logger.warn(
-        { reason: counter.reason },
-        `no nfacct counter ${counted.counter} here: its packets are not counted (${counted.metric} left out)`,
-      );
-  }
-  return opened;
 }

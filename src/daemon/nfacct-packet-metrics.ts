@@ -10,6 +10,7 @@ import {
   LOCALHOST_NODEPORTS_COUNTER,
 } from '../../dataplanes/iptables/chain-names.ts';
 import type { NfacctCounters } from '../../dataplanes/iptables/nfacct.ts';
+import { NFACCT_COUNTERS, type NfacctCounterName } from '../../dataplanes/iptables/nfacct-objects.ts';
 
 /** One nfacct object and the metric that serves its packet count (kube-proxy's names and help). */
 export interface NfacctPacketMetric {
@@ -30,6 +31,12 @@ export const INVALID_DROPPED_PACKETS: NfacctPacketMetric = {
   help: 'packets dropped by iptables to work around conntrack problems',
 };
 
+/** The metric that serves each nfacct object's count. */
+const PACKET_METRIC_OF: Readonly<Record<NfacctCounterName, NfacctPacketMetric>> = {
+  [LOCALHOST_NODEPORTS_COUNTER]: LOCALHOST_NODEPORT_PACKETS,
+  [CT_STATE_INVALID_COUNTER]: INVALID_DROPPED_PACKETS,
+};
+
 /** The packets counted so far. */
 export type PacketCount = () => Promise<number>;
 
@@ -45,6 +52,25 @@ export async function openNfacctCounter(nfacct: NfacctCounters, counter: string)
   } catch (error) {
     return { ok: false, reason: error instanceof Error ? error.message : String(error) };
   }
+}
+
+/**
+ * kube-proxy's iptables mode creates its nfacct counters at start, whether or not a rule counts in
+ * them yet, in the order render prints them (nfacct-objects.ts: one list); without nfacct in the
+ * kernel it says why once per counter and goes on. The counters opened, by metric.
+ */
+export async function openIptablesCounters(
+  nfacct: NfacctCounters,
+  onMissing: (counted: NfacctPacketMetric, reason: string) => void,
+): Promise<Map<NfacctPacketMetric, PacketCount>> {
+  const opened = new Map<NfacctPacketMetric, PacketCount>();
+  for (const name of NFACCT_COUNTERS) {
+    const counted = PACKET_METRIC_OF[name];
+    const counter = await openNfacctCounter(nfacct, counted.counter);
+    if (counter.ok) opened.set(counted, counter.packets);
+    else onMissing(counted, counter.reason);
+  }
+  return opened;
 }
 
 /** The metric, read from the kernel at each scrape; a failed read keeps the last count and is reported. */

@@ -281,13 +281,18 @@ test('render --mode iptables --chunks prints the restores iptables-nft gets, whi
   const args = ['render', '--mode', 'iptables', '--family', 'ipv4', '--input', path, ...node];
   const whole = await run(args);
   assert.equal(whole.code, 0, whole.stderr);
+  // First the nfacct objects kproxy run makes before its first restore.
+  const nfacct =
+    '# nfacct objects, made before the first restore (nfacct add; kproxy run makes them over netlink)';
   // Two parts of service chains, then the shared chains, filter, mangle and the jumps.
   assert.deepEqual(whole.stdout.match(/^# .*$/gm), [
+    nfacct,
     '# iptables-restore --noflush input (full; iptables-nft sends it as 3 inputs: render --chunks)',
   ]);
   const chunked = await run([...args, '--chunks']);
   assert.equal(chunked.code, 0, chunked.stderr);
   assert.deepEqual(chunked.stdout.match(/^# .*$/gm), [
+    nfacct,
     '# iptables-restore --noflush input 1/3 (full; iptables-nft)',
     '# iptables-restore --noflush input 2/3 (full; iptables-nft)',
     '# iptables-restore --noflush input 3/3 (full; iptables-nft)',

@@ -114,7 +114,8 @@ async function load(lab: Lab, ns: string, mode: TraceMode, rules: string): Promi
     await lab.exec(ns, 'nft', ['-f', '-'], { input: rules });
     return;
   }
-  for (const part of rules.split(/^(?=# ip6?tables-restore)/m).filter((p) => p.startsWith('#'))) {
+  // The restore inputs: render's nfacct step is none (and this state's rules count in no nfacct object).
+  for (const part of rules.split(/^(?=# ip6?tables-restore)/m).filter((p) => p.startsWith('# ip'))) {
     const tool = part.startsWith('# ip6') ? 'ip6tables-restore' : 'iptables-restore';
     await lab.exec(ns, tool, ['--noflush'], { input: part });
   }

@@ -47,11 +47,11 @@ function outcomes(json: string): unknown {
   };
 }
 
-/** Splits render's iptables output into its restore inputs, by their header lines. */
+/** Splits render's iptables output into its restore inputs, by their header lines (its nfacct step left out). */
 function restoreInputs(rendered: string): { tool: string; input: string }[] {
   return rendered
     .split(/^(?=# ip6?tables-restore)/m)
-    .filter((part) => part.startsWith('#'))
+    .filter((part) => part.startsWith('# ip'))
     .map((part) => ({
       tool: part.startsWith('# ip6') ? 'ip6tables-restore' : 'iptables-restore',
       input: part,

@@ -101,7 +101,8 @@ test('localhost node ports (kube-proxy iptables): 127.0.0.1 jumps to the node po
 test('IPv6 uses bracketed DNAT targets and excludes ::1 from node ports', () => {
   const text = iptablesPlanner.render(iptablesPlanner.planFull(SCENARIOS['dual-stack']!));
   const [v4, v6] = text.split('# ip6tables-restore --noflush input');
-  assert.match(v4!, /^# iptables-restore --noflush input/);
+  // After the nfacct objects that a full sync's rules count in.
+  assert.match(v4!, /^# nfacct objects.*\n(nfacct add \w+\n)+# iptables-restore --noflush input/);
   assert.match(v6!, /--to-destination \[fd00:244:2::10\]:8080/);
   assert.match(v6!, /--dst-type LOCAL ! -d ::1\/128 -j KPROXY-NODEPORTS/);
   assert.doesNotMatch(v6!, /10\.96\./);

@@ -1,6 +1,10 @@
 // `kproxy render --mode iptables` output split into the restore inputs it names: each header
 // comment line ("# iptables-restore --noflush input ...") starts one input for the tool it names;
-// the header of a sync round is left out.
+// the header of a sync round is left out, and so is a full sync's nfacct step, which `kproxy run`
+// takes before the dataplane's first restore (nfacct-objects.ts).
+import { NFACCT_INPUT } from '../../../dataplanes/iptables/nfacct-objects.ts';
+import { printInputs } from '../../../dataplanes/shared/tool-inputs.ts';
+
 export interface RestoreInput {
   /** iptables-restore or ip6tables-restore. */
   readonly tool: string;
@@ -10,7 +14,9 @@ export interface RestoreInput {
 export function renderedInputs(rendered: string): RestoreInput[] {
   const inputs: RestoreInput[] = [];
   // A round's header (render --since, src/cli/render-rounds.ts) names no input.
-  const withoutRounds = rendered.replaceAll(/^# sync round .*\n/gm, '');
+  const withoutRounds = rendered
+    .replaceAll(/^# sync round .*\n/gm, '')
+    .replace(printInputs([NFACCT_INPUT]), '');
   for (const section of withoutRounds.split(/^(?=# ip6?tables-restore )/m)) {
     if (section === '') continue;
     const newline = section.indexOf('\n');
