@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 # what-shows-it-is-installed:package; the first part is a command, or a file for a plugin.
 # kubectl: Debian 12's kubernetes-client is 1.20.2 (1.20.5+really1.20.2-1.1+deb12u1); the stand-in API
 # server's kubectl test runs whichever kubectl is on PATH.
-debs=(nft:nftables iptables:iptables conntrack:conntrack ip:iproute2 ipset:ipset socat:socat ruby:ruby
-  shellcheck:shellcheck vagrant:vagrant kubectl:kubernetes-client
+debs=(nft:nftables iptables:iptables conntrack:conntrack nfacct:nfacct ip:iproute2 ipset:ipset
+  socat:socat ruby:ruby shellcheck:shellcheck vagrant:vagrant kubectl:kubernetes-client
   /usr/share/vagrant-plugins/plugins.d/vagrant-libvirt.json:vagrant-libvirt
   mmdebstrap:mmdebstrap systemd-nspawn:systemd-container)
 if [ "$(id -u)" = 0 ]; then
