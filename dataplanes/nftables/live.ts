@@ -26,17 +26,12 @@ import { type NetlinkElementWriter, writeSplit } from '../shared/nft/netlink-ele
 import { CANARY_SET, type DesiredRuleset, FAMILIES, type FamilyRuleset } from '../shared/nft/ruleset.ts';
 import { type NftFamily, type NftTransaction, TABLE } from '../shared/nft/transaction.ts';
 import { adoptTable, canaryNonce } from './adopt.ts';
+import { COLD_START_CHUNK } from './cold-start-chunk.ts';
 import type { SlotRecord } from './endpoint-slots.ts';
 import { FragmentIndex } from './fragment-index.ts';
 import { IntactSampler } from './intact-check.ts';
 import type { NftRunner } from './nft-runner.ts';
-import {
-  DEFAULT_COLD_START_CHUNK,
-  incrementalPlanSteps,
-  type NftPlan,
-  planFull,
-  planInPlace,
-} from './planner.ts';
+import { incrementalPlanSteps, type NftPlan, planFull, planInPlace } from './planner.ts';
 
 export type NftablesLog = (message: string, fields?: Readonly<Record<string, unknown>>) => void;
 
@@ -90,13 +85,6 @@ const MODEL_FAMILY: Readonly<Record<NftFamily, IPFamily>> = { ip: 'IPv4', ip6: '
 const ELEMENT_BYTES_BOUND = 96;
 
 /**
- * A cold start's piece with the element writer: the kernel commits a batch inside sendmsg, on the
- * event loop's thread (~1 us per element: 354 ms for the 330k of 30k services x 10 endpoints), so
- * a piece is about one slice (work-slices.ts) of it.
- */
-const BATCH_CHUNK = 10_000;
-
-/**
  * Fragment indexes of a state just committed in full, so that the first incremental sync after it
  * is fast too: about 1 s at 30k services, next to a full sync of seconds.
  */
@@ -143,11 +131,11 @@ export class NftablesDataplane implements LiveDataplane {
     this.#elements = options.elements;
     this.#log = options.log ?? (() => {});
     this.#conntrack = new UdpConntrackReconciler(options.commands, this.#log);
-    // With the element writer, a cold start's piece is one batch: it fits one datagram.
-    const batchChunk =
-      options.elements && Math.min(BATCH_CHUNK, Math.floor(options.elements.maxBytes / ELEMENT_BYTES_BOUND));
-    this.#coldStartChunk =
-      options.coldStartChunk ?? Math.min(DEFAULT_COLD_START_CHUNK, batchChunk ?? Infinity);
+    // With the element writer, a cold start's piece is one batch: it fits one datagram, which a
+    // send buffer under 938 KiB (net.core.wmem_max under 469 KiB: Debian's default, 208 KiB,
+    // gives ~4,400 elements) makes smaller than render --chunks prints.
+    const datagramChunk = options.elements && Math.floor(options.elements.maxBytes / ELEMENT_BYTES_BOUND);
+    this.#coldStartChunk = options.coldStartChunk ?? Math.min(COLD_START_CHUNK, datagramChunk ?? Infinity);
   }
 
   async start(): Promise<void> {

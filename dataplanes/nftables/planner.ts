@@ -22,6 +22,7 @@ import { CANARY_SET, type DesiredRuleset, FAMILIES, type FamilyRuleset } from '.
 import { type NftFamily, NftTransaction } from '../shared/nft/transaction.ts';
 import { printInputs, type ToolInput } from '../shared/tool-inputs.ts';
 import { coldStartTransactions } from './cold-start.ts';
+import { COLD_START_CHUNK } from './cold-start-chunk.ts';
 import { desiredRulesetSteps, type FamilySlots } from './desired-ruleset.ts';
 import {
   commitSlots,
@@ -54,9 +55,6 @@ export interface NftPlan {
 
 /** The canary nonce of the first full sync (render's; the live dataplane counts its full syncs). */
 export const FIRST_NONCE = 1;
-
-/** Elements above which a cold start is sent in pieces of about this size (see live.ts). */
-export const DEFAULT_COLD_START_CHUNK = 100_000;
 
 export interface FullPlanOptions {
   /** What the canary set holds after the sync: intact() names it. */
@@ -96,7 +94,7 @@ export const nftablesPlanner: DataplanePlanner<NftPlan> = {
 /** The full sync of an empty node. */
 export function planFull(state: DualStackState, options: FullPlanOptions = {}): NftPlan {
   const nonce = options.nonce ?? FIRST_NONCE;
-  const chunk = options.coldStartChunk ?? DEFAULT_COLD_START_CHUNK;
+  const chunk = options.coldStartChunk ?? COLD_START_CHUNK;
   if (estimatedElements(state) > chunk) {
     return { kind: 'cold-start', transactions: () => coldStartSteps(state, chunk, nonce) };
   }

@@ -1,5 +1,6 @@
 // Usage text for `kproxy help`, `kproxy render --help` and `kproxy trace --help`.
 
+import { COLD_START_CHUNK } from '../../dataplanes/nftables/cold-start-chunk.ts';
 import { PROXY_FLAGS } from '../config/proxy-flags.ts';
 import { ROUND_BUDGET } from '../sync/sync-rounds.ts';
 import { RENDER_MODES } from './planners.ts';
@@ -52,8 +53,9 @@ nftables: a full sync on a node that already has kproxy's tables rewrites them i
   --chunks                                   print the inputs apart as the live dataplane sends
                                              them, each under a # line: iptables-nft (large plans
                                              go in parts, one restore each); nftables (a cold start
-                                             over 100000 elements goes in transactions of about
-                                             that size, the canary last)
+                                             over ${COLD_START_CHUNK} elements goes in transactions of
+                                             about that size, the canary last; kproxy run's are
+                                             smaller where net.core.wmem_max is under 469 KiB)
   --script                                   print the same steps as a POSIX shell script that
                                              feeds each input to its tool; on an empty node:
                                              kproxy render --mode MODE --example --script | sh
