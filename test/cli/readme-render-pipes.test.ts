@@ -70,6 +70,20 @@ test('the README has a render pipe for every mode', () => {
   assert.deepEqual([...PIPES.keys()].sort(), ['iptables', 'ipvs', 'nftables']);
 });
 
+test("the README's other render lines of the bundled example print their rules as written", async () => {
+  const readme = readFileSync(join(REPO, 'README.md'), 'utf8');
+  const lines = [
+    ...readme.matchAll(
+      /^(npm ci && )?(npm run --silent kproxy -- render [^|#\n]*--example[^|#\n]*?)\s*(#.*)?$/gm,
+    ),
+  ];
+  assert.ok(lines.length >= 3, `${lines.length} lines`);
+  for (const [, , line] of lines) {
+    const { stdout } = await execa('sh', ['-c', line!], { cwd: REPO });
+    assert.match(stdout, /KPROXY-SERVICES|add table ip kproxy|ipvsadm --restore|-A -t /, line);
+  }
+});
+
 test('the README nftables pipe on an empty namespace leaves the ruleset of a full sync', async (t) => {
   if (!requireRoot(t, 'network namespaces and nft')) return;
   const lab = new Lab('readme-nft');
