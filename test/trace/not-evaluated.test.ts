@@ -66,6 +66,14 @@ describe('what the tracer does not evaluate', () => {
     );
   });
 
+  test("iptables: render's nfacct step makes objects, not rules: nothing of it is listed", async () => {
+    const rendered = (await runRender(['--mode', 'iptables', '--example'])).stdout;
+    assert.match(rendered, /^nfacct add /m);
+    const report = traceRuleText('iptables', rendered, FROM_POD, HOST);
+    assert.deepEqual(endpoints(report), WEB_ENDPOINTS);
+    assert.deepEqual(report.notEvaluated, []);
+  });
+
   test('iptables: a match the tracer does not know makes the rule unknown, not matching', () => {
     const text = [
       '*nat',
