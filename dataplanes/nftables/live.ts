@@ -82,7 +82,7 @@ const MODEL_FAMILY: Readonly<Record<NftFamily, IPFamily>> = { ip: 'IPv4', ip6: '
  * Bytes a cold start's element takes in a batch, on average with room to spare: an endpoint 44
  * (IPv6 68), a commented dispatch element ~110, a piece's chains and messages' headers aside.
  */
-const ELEMENT_BYTES_BOUND = 96;
+export const ELEMENT_BYTES_BOUND = 96;
 
 /**
  * Fragment indexes of a state just committed in full, so that the first incremental sync after it

@@ -3,10 +3,13 @@
 // rendered plan, for every kind of set and map kproxy fills (ip and ip6, concatenated keys, numgen
 // indexes, verdict maps, dnat maps with concatenated data, the concatenated interval set of
 // source ranges, element comments), through cold starts in pieces and incremental syncs; and a
-// batch the kernel refuses is refused whole, its error naming the element.
+// batch the kernel refuses is refused whole, its error naming the element. The dataplane as the
+// daemon makes it cuts a cold start into the pieces render --chunks prints.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { COLD_START_CHUNK } from '../../../dataplanes/nftables/cold-start-chunk.ts';
+import { ELEMENT_BYTES_BOUND } from '../../../dataplanes/nftables/live.ts';
 import { nftablesPlanner, planFull } from '../../../dataplanes/nftables/planner.ts';
 import { Lab } from '../../../harness/netns.ts';
 import { goldenStates } from './golden-states.ts';
@@ -79,6 +82,27 @@ describe('netlink element writer on the kernel', {
     // Whichever way each sync went, the kernel holds what nft alone makes of the same syncs.
     await inside(loaded, ['oversize', 'text']);
     assert.deepEqual(await canonicalRuleset(lab, written), await canonicalRuleset(lab, loaded));
+  });
+
+  test("the daemon's cold start is cut where render --chunks cuts it, or finer where its send buffer is small", async () => {
+    // The send buffer the daemon asks for, then Debian's default net.core.wmem_max (208 KiB).
+    for (const sendBuffer of [[], ['212992']]) {
+      const written = await lab.addNetns(`w-daemon${sendBuffer.length}`);
+      const loaded = await lab.addNetns(`l-daemon${sendBuffer.length}`);
+      const { kinds, batches, rendered, maxBytes } = (await inside(written, [
+        'daemon-cold-start',
+        ...sendBuffer,
+      ])) as { kinds: string[]; batches: number; rendered: string[]; maxBytes: number };
+      assert.deepEqual(kinds, ['full']);
+      // The tables' structure goes to nft; each piece of elements after it, the canary last, is a batch.
+      assert.ok(rendered.length >= 4, `${rendered.length} transactions: a cold start of 12,100 elements`);
+      if (maxBytes >= COLD_START_CHUNK * ELEMENT_BYTES_BOUND) assert.equal(batches, rendered.length - 1);
+      // A send buffer too small for a piece of COLD_START_CHUNK (net.core.wmem_max under 469 KiB):
+      // run cuts smaller pieces than render prints, as the docs say.
+      else assert.ok(batches > rendered.length - 1, `${batches} batches, maxBytes ${maxBytes}`);
+      for (const input of rendered) await nftLoad(lab, loaded, input);
+      assert.deepEqual(await canonicalRuleset(lab, written), await canonicalRuleset(lab, loaded));
+    }
   });
 
   test('a refused batch changes nothing and names the clashing element', async () => {

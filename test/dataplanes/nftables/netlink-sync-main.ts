@@ -7,6 +7,11 @@
 //   node netlink-sync-main.ts sync-text SEED...  the same syncs, every transaction by nft
 //   node netlink-sync-main.ts golden NAME    full sync of a golden state, in pieces of 2 elements
 //   node netlink-sync-main.ts refuse         a batch the kernel refuses; prints its error (JSON)
+//   node netlink-sync-main.ts daemon-cold-start [SNDBUF]  the dataplane as the daemon makes it
+//                                            (its own piece size; the send buffer it asks for, or
+//                                            SNDBUF): a cold start of 1,100 services x 10
+//                                            endpoints; prints its batches and render --chunks'
+//                                            transactions of the same state
 //   node netlink-sync-main.ts oversize [text]  with the smallest send buffer the kernel gives:
 //                                            golden 'cluster-ip', then 'web' with 200 endpoints
 //                                            (a batch over one datagram), then with 201
@@ -14,6 +19,7 @@
 import { familySets } from '../../../dataplanes/nftables/base-objects.ts';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
 import { commandNftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
+import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { elementBatch } from '../../../dataplanes/shared/nft/element-batch.ts';
 import { NetlinkElementWriter } from '../../../dataplanes/shared/nft/netlink-elements.ts';
@@ -50,7 +56,9 @@ const [mode, ...args] = process.argv.slice(2);
 const commands = execaRunner([]);
 // SO_SNDBUF of 1 gives the kernel's minimum (~4.5 KiB), so a change of a few hundred elements
 // exceeds one datagram and must go to nft whole.
-const elements = NetlinkElementWriter.open(TABLE, familySets, mode === 'oversize' ? 1 : undefined);
+const sendBuffer =
+  mode === 'oversize' ? 1 : mode === 'daemon-cold-start' && args[0] ? Number(args[0]) : undefined;
+const elements = NetlinkElementWriter.open(TABLE, familySets, sendBuffer);
 const dataplane = new NftablesDataplane({
   nft: commandNftRunner(commands),
   commands,
@@ -72,6 +80,20 @@ if (mode === 'sync' || mode === 'sync-text' || mode === 'golden' || mode === 'ov
     batches.push(elements.batches);
   }
   process.stdout.write(`${JSON.stringify({ kinds, batches, maxBytes: elements.maxBytes })}\n`);
+} else if (mode === 'daemon-cold-start') {
+  const pods = (i: number) =>
+    Array.from({ length: 10 }, (_, j) => endpoint(`10.${100 + (i >> 8)}.${i & 255}.${j}`));
+  const ports = Array.from({ length: 1_100 }, (_, i) =>
+    servicePort(`s${i}`, { clusterIP: `10.96.${i >> 8}.${i & 255}`, clusterEndpoints: pods(i) }),
+  );
+  const state = ipv4(ports, { serviceCIDRs: ['10.96.0.0/16'] });
+  const daemonLike = new NftablesDataplane({ nft: commandNftRunner(commands), commands, elements });
+  await daemonLike.start();
+  kinds.push((await daemonLike.sync(state, 'full')).kind);
+  const rendered = nftablesPlanner.chunkInputs!(nftablesPlanner.planFull(state));
+  process.stdout.write(
+    `${JSON.stringify({ kinds, batches: elements.batches, rendered: rendered.map((tx) => tx.input), maxBytes: elements.maxBytes })}\n`,
+  );
 } else if (mode === 'refuse') {
   // Two adds, the second clashing with an element already there (another value): the batch is
   // refused whole, so the first is not added either.
