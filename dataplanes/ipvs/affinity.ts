@@ -33,10 +33,12 @@ import type { VirtualServer } from './virtual-servers.ts';
 
 const ENDPOINTS = 'affinity-endpoints';
 const ENDPOINT_IPS = 'affinity-endpoint-ips';
+const TIMEOUTS = 'affinity-timeouts';
+const COUNTS = 'affinity-counts';
 
 /** The nat prerouting/output rule sending a new connection to its affinity chain. */
 export function steerRule(syntax: FamilySyntax): string {
-  return `${vipKey(syntax)} vmap @affinity-counts`;
+  return `${vipKey(syntax)} vmap @${COUNTS}`;
 }
 
 /** The service side of a new connection, from conntrack (the packet's header is scratch). */
@@ -50,13 +52,13 @@ export function affinitySets(syntax: FamilySyntax): SetSpec[] {
   return [
     affinityClientsSet(syntax),
     {
-      name: 'affinity-timeouts',
+      name: TIMEOUTS,
       kind: 'map',
       type: `type ${vip} : verdict`,
       comment: 'ClientIP virtual server -> chain remembering its clients',
     },
     {
-      name: 'affinity-counts',
+      name: COUNTS,
       kind: 'map',
       type: `type ${vip} : verdict`,
       comment: 'ClientIP virtual server -> chain steering to a remembered real server',
@@ -86,7 +88,7 @@ export function affinityChains(syntax: FamilySyntax): ChainSpec[] {
       base: { type: 'filter', hook: 'postrouting', priority: '90' },
       rules: AFFINITY_PROTOCOLS.map(
         (p) =>
-          `ct state new meta l4proto ${p} ct original ${ip} daddr . meta l4proto . ct original proto-dst vmap @affinity-timeouts`,
+          `ct state new meta l4proto ${p} ct original ${ip} daddr . meta l4proto . ct original proto-dst vmap @${TIMEOUTS}`,
       ),
     },
   ];
@@ -127,10 +129,10 @@ export function addAffinity(
     const comment = fitComment(vs.servicePort);
     const record = affinityRecordChain(syntax, seconds);
     builder.addChain(record);
-    builder.addElement('affinity-timeouts', { key, value: `goto ${record.name}`, comment });
+    builder.addElement(TIMEOUTS, { key, value: `goto ${record.name}`, comment });
     const steer = steerChain(syntax, proto, count);
     builder.addChain(steer);
-    builder.addElement('affinity-counts', { key, value: `goto ${steer.name}`, comment });
+    builder.addElement(COUNTS, { key, value: `goto ${steer.name}`, comment });
     for (const [i, rs] of vs.realServers.entries()) {
       builder.addElement(ENDPOINTS, { key: `${key} . ${i}`, value: `${rs.address} . ${rs.port}` });
       builder.addElement(ENDPOINT_IPS, { key: `${key} . ${i}`, value: rs.address });
