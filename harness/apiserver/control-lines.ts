@@ -1,7 +1,8 @@
 // What a test can tell the stand-in API server process (main.ts) on stdin, one command a line,
 // for what it cannot do over the API: a control-plane upgrade and the faults around one.
 //   restart <minor>                    stop, and listen again on the same address as that minor
-//   fail <code> <count> [retryAfter]   answer the next <count> GETs with <code> (429, 500, 503)
+//   fail <code> <count> [retryAfter]   answer the next <count> GETs with <code>: 500 or 503 with a
+//                                      Status, 429 as an overloaded server sheds a request (overloadNext)
 //   reset <count>                      reset the connections of the next <count> GETs
 // The answer is the line to print once done ("restarted 1.33", "armed fail 503 2"), or a refusal.
 
@@ -30,7 +31,8 @@ export async function applyControlLine(server: StandInApiServer, line: string): 
       const [code, count, retryAfter] = counts;
       if (!FAULT_CODES.includes(code ?? 0) || !countOk(count) || args.length > 3)
         return refuse('expected fail <429|500|503> <count> [retryAfterSeconds]');
-      server.faults.failNext(count!, code!, retryAfter);
+      if (code === 429) server.faults.overloadNext(count!, retryAfter ?? 1);
+      else server.faults.failNext(count!, code!, retryAfter);
       return { ok: true, line: `armed ${line.trim()}` };
     }
     case 'reset':

@@ -100,8 +100,9 @@ export class Faults {
   }
 
   /**
-   * Answer the next `count` GETs with this status, as kube-apiserver words it (faultStatus): 429 with
-   * Retry-After, 500, or 503 (a server still installing its paths, as during an upgrade).
+   * Answer the next `count` GETs with this status and a Status body (faultStatus): 429 with
+   * Retry-After as the storage layer's NewTooManyRequests, 500, or 503 (a server still installing its
+   * paths, as during an upgrade). A list or watch shed by overload gets overloadNext's answer.
    */
   failNext(count: number, code: number, retryAfterSeconds?: number): void {
     this.pending.push({
@@ -110,6 +111,28 @@ export class Faults {
         const headers: Record<string, string> = {};
         if (retryAfterSeconds !== undefined) headers['retry-after'] = String(retryAfterSeconds);
         sendJson(res, code, faultStatus(code, retryAfterSeconds), headers);
+        return 'handled';
+      },
+    });
+  }
+
+  /**
+   * Shed the next `count` GETs as an overloaded kube-apiserver does (max-in-flight and priority and
+   * fairness filters, apiserver/pkg/server/filters/maxinflight.go tooManyRequests): 429, Retry-After,
+   * and a plain-text body, not a Status.
+   */
+  overloadNext(count: number, retryAfterSeconds: number): void {
+    this.pending.push({
+      count,
+      apply: (res) => {
+        const text = 'Too many requests, please try again later.\n';
+        res.writeHead(429, {
+          'content-type': 'text/plain; charset=utf-8',
+          'x-content-type-options': 'nosniff',
+          'retry-after': String(retryAfterSeconds),
+          'content-length': Buffer.byteLength(text),
+        });
+        res.end(text);
         return 'handled';
       },
     });

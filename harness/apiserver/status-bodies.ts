@@ -110,11 +110,11 @@ export function internalError(cause: string): Status {
   return status(500, 'InternalError', `Internal error occurred: ${cause}`, { causes: [{ message: cause }] });
 }
 
-/** The answers of a server under load or being replaced, by code. */
+/** The answers of a server failing a request, by code (429: NewTooManyRequests' Status form). */
 export function faultStatus(code: number, retryAfterSeconds: number | undefined): Status {
   switch (code) {
     case 429:
-      return status(429, 'TooManyRequests', 'Too many requests, please try again later.', {
+      return status(429, 'TooManyRequests', 'injected fault: 429', {
         retryAfterSeconds: retryAfterSeconds ?? 1,
       });
     case 503:

@@ -105,7 +105,7 @@ describe('the daemon against each Kubernetes minor, upgraded 1.29 -> 1.38 while 
         if (minor === '1.33') {
           r.api.faults.failNext(2, 503);
           r.api.faults.resetNext(1);
-          r.api.faults.failNext(1, 429, 1);
+          r.api.faults.overloadNext(1, 1);
         }
         await r.api.restartAs(minor);
       }

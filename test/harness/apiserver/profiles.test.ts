@@ -250,8 +250,14 @@ describe('the stand-in API server per Kubernetes minor', () => {
     assert.equal((await getJson(`${api.url}${serviceCIDRsPath}`)).status, 200, '1.33 serves ServiceCIDRs');
   });
 
-  test('faults: 429 with Retry-After, 500, 503 of a starting server, a reset connection, ERROR mid-watch', async (t) => {
+  test('faults: 429 with Retry-After (shed by overload: plain text), 500, 503 of a starting server, a reset connection, ERROR mid-watch', async (t) => {
     const api = await server(t);
+    api.faults.overloadNext(1, 3);
+    const shed = await fetch(`${api.url}/api/v1/services`);
+    assert.equal(shed.status, 429);
+    assert.equal(shed.headers.get('retry-after'), '3');
+    assert.equal(shed.headers.get('content-type'), 'text/plain; charset=utf-8');
+    assert.equal(await shed.text(), 'Too many requests, please try again later.\n');
     api.faults.failNext(1, 429, 3);
     const limited = await fetch(`${api.url}/api/v1/services`);
     assert.equal(limited.headers.get('retry-after'), '3');
@@ -260,7 +266,7 @@ describe('the stand-in API server per Kubernetes minor', () => {
       apiVersion: 'v1',
       metadata: {},
       status: 'Failure',
-      message: 'Too many requests, please try again later.',
+      message: 'injected fault: 429',
       reason: 'TooManyRequests',
       details: { retryAfterSeconds: 3 },
       code: 429,
