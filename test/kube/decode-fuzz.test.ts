@@ -2,7 +2,8 @@
 // type, out of range, bad IPs, duplicate ports, 10k endpoints, unicode names, deep nesting) run
 // through decodeObject, buildProxyState and the three planners: nothing throws, every invalid
 // object is a Problem naming it, and (as root, for a few seeds) the nftables output loads.
-// Sweep its seeds: nice -n 10 node scripts/sweep-seeds.ts test/kube/decode-fuzz.test.ts
+// Sweep its seeds: nice -n 10 node scripts/sweep-seeds.ts test/kube/decode-fuzz.test.ts (as root, the
+// first 12 seeds of each process load into a kernel: --batch 12 loads every one)
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, test } from 'node:test';
