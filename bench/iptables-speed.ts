@@ -13,14 +13,14 @@
 //   node --expose-gc bench/iptables-speed.ts [--services 10000] [--endpoints 10] [--wide]
 //     [--affinity] [--changes 5] [--connects 300]
 import { parseArgs } from 'node:util';
+import type { LiveDataplane, SyncOutcome } from '../contract/dataplane.ts';
+import type { DualStackState } from '../contract/proxy-state.ts';
 import { JUMP_RULES } from '../dataplanes/iptables/jump-rules.ts';
 import { IptablesDataplane } from '../dataplanes/iptables/live.ts';
 import { iptablesPlanner, planFamilyIncremental } from '../dataplanes/iptables/planner.ts';
 import { restoreInput } from '../dataplanes/iptables/restore-plan.ts';
 import { execaRunner } from '../dataplanes/shared/command-runner.ts';
-import type { LiveDataplane, SyncOutcome } from '../dataplanes/shared/dataplane.ts';
 import { Lab } from '../harness/netns.ts';
-import type { DualStackState } from '../src/model/proxy-state.ts';
 import { loadedModel } from './bench-model.ts';
 import { median, reportSection, round, TimedRunner, timeMs } from './measure.ts';
 import { firstLastConnectUs } from './service-latency.ts';

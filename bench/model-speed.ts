@@ -2,8 +2,8 @@
 // the ModelCache) and the ModelCache's first (full) and one-endpoint-change updates.
 //   node --expose-gc bench/model-speed.ts [--services 30000] [--endpoints 10]
 import { parseArgs } from 'node:util';
+import { changedServicePorts } from '../contract/changed-service-ports.ts';
 import { buildProxyState } from '../src/model/build-state.ts';
-import { changedServicePorts } from '../src/model/changed-service-ports.ts';
 import { benchOptions, loadedModel } from './bench-model.ts';
 import { median, reportSection, round, timeMs } from './measure.ts';
 import { syntheticCluster, syntheticSlice } from './synthetic-cluster.ts';

@@ -11,13 +11,13 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { runAll } from '../contract/base/work-slices.ts';
+import type { DualStackState, ServicePort } from '../contract/proxy-state.ts';
 import type { FragmentIndex } from '../dataplanes/nftables/fragment-index.ts';
 import { incrementalPlanSteps, nftablesPlanner } from '../dataplanes/nftables/planner.ts';
 import type { NftFamily } from '../dataplanes/shared/nft/transaction.ts';
 import { Lab } from '../harness/netns.ts';
 import { endpoint, ipv4, servicePort } from '../harness/proxy-states.ts';
-import { runAll } from '../src/base/work-slices.ts';
-import type { DualStackState, ServicePort } from '../src/model/proxy-state.ts';
 import { median, reportSection, round, timeMs } from './measure.ts';
 
 const { values } = parseArgs({

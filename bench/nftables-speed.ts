@@ -20,6 +20,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import type { DualStackState } from '../contract/proxy-state.ts';
 import { coldStartTransactions } from '../dataplanes/nftables/cold-start.ts';
 import { desiredRuleset } from '../dataplanes/nftables/desired-ruleset.ts';
 import { NftablesDataplane } from '../dataplanes/nftables/live.ts';
@@ -28,7 +29,6 @@ import { execaRunner } from '../dataplanes/shared/command-runner.ts';
 import { fullTransaction } from '../dataplanes/shared/nft/full-transaction.ts';
 import { Lab } from '../harness/netns.ts';
 import { heapReleaser } from '../src/daemon/release-memory.ts';
-import type { DualStackState } from '../src/model/proxy-state.ts';
 import { loadedModel } from './bench-model.ts';
 import {
   ElementCountingNftRunner,

@@ -2,14 +2,14 @@
 // fields it cares about, the rest are neutral defaults, and the derived fields (key,
 // localEndpoints, hasEndpoints) default to what the given endpoints and policies imply.
 
-import type { IPFamily } from '../src/base/ip-family.ts';
+import type { IPFamily } from '../contract/base/ip-family.ts';
 import type {
   DualStackState,
   Endpoint,
   NodeSettings,
   ProxyState,
   ServicePort,
-} from '../src/model/proxy-state.ts';
+} from '../contract/proxy-state.ts';
 
 export function endpoint(ip: string, port = 8080, options: Partial<Endpoint> = {}): Endpoint {
   return { ip, port, isLocal: false, ready: true, serving: true, terminating: false, ...options };

@@ -11,7 +11,7 @@
 // as with Calico. A bridge would need br_netfilter (a host-wide module) for service replies
 // between pods of the same node to be un-DNATed.
 import { join } from 'node:path';
-import { compareText } from '../src/base/compare-text.ts';
+import { compareText } from '../contract/base/compare-text.ts';
 import type { EchoOutcome, ProbeRequest } from './echo-client.ts';
 import type { EchoReply } from './echo-server.ts';
 import { type Lab, type LabProcess, START_DEADLINE_MS } from './netns.ts';

@@ -8,7 +8,7 @@ import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
-import type { DataplaneMode } from '../dataplanes/shared/dataplane.ts';
+import type { DataplaneMode } from '../contract/dataplane.ts';
 import { LIVE_MODES } from '../src/daemon/live-dataplanes.ts';
 import type { FileReport } from './test-counts-reporter.ts';
 

@@ -8,7 +8,7 @@
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import type { DataplaneMode } from '../dataplanes/shared/dataplane.ts';
+import type { DataplaneMode } from '../contract/dataplane.ts';
 import { kernelRuns, runInVm, vmShareDir } from '../harness/vm.ts';
 import { LIVE_MODES } from '../src/daemon/live-dataplanes.ts';
 import type { LabDriver } from './driver.ts';

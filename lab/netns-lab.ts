@@ -6,7 +6,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { DataplaneMode } from '../dataplanes/shared/dataplane.ts';
+import type { DataplaneMode } from '../contract/dataplane.ts';
 import { standInKubeconfig } from '../harness/apiserver/kubeconfig.ts';
 import { sampleNode } from '../harness/apiserver/sample-objects.ts';
 import { allowance } from '../harness/emulation.ts';

@@ -4,7 +4,7 @@
 // carries no test pods), and the workers are the nodes the scenarios check. Cannot run without the
 // VMs; see vagrant/README.md.
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { DataplaneMode } from '../dataplanes/shared/dataplane.ts';
+import type { DataplaneMode } from '../contract/dataplane.ts';
 import type {
   HeldConnection,
   HttpAnswer,

@@ -1,7 +1,7 @@
 // iptables-nft or iptables-legacy: both can hold rules on one machine and must never be mixed.
 // Chosen like kube-proxy's iptables wrapper: the backend that already holds kube-proxy/kproxy
 // rules, else the one with more rules, else nft.
-import type { IPFamily } from '../../src/base/ip-family.ts';
+import type { IPFamily } from '../../contract/base/ip-family.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 
 export type IptablesBackend = 'nft' | 'legacy';

@@ -2,7 +2,7 @@
 // with an upstream kube-proxy (KUBE-*). Per-service chain names are hashed like kube-proxy's
 // (sha256 → base32 → 16 characters), because iptables chain names are limited to 28 characters.
 import { hash } from 'node:crypto';
-import type { Endpoint, ServicePort } from '../../src/model/proxy-state.ts';
+import type { Endpoint, ServicePort } from '../../contract/proxy-state.ts';
 
 export const SERVICES_CHAIN = 'KPROXY-SERVICES';
 export const EXTERNAL_SERVICES_CHAIN = 'KPROXY-EXTERNAL-SERVICES';

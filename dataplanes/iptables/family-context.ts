@@ -1,7 +1,7 @@
 // Per-family settings every rule renderer needs, computed once per plan.
 
-import type { IPFamily } from '../../src/base/ip-family.ts';
-import type { NodeSettings, ProxyState } from '../../src/model/proxy-state.ts';
+import type { IPFamily } from '../../contract/base/ip-family.ts';
+import type { NodeSettings, ProxyState } from '../../contract/proxy-state.ts';
 import { localTrafficMatches } from './local-traffic.ts';
 
 export interface FamilyContext {

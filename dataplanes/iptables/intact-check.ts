@@ -9,7 +9,7 @@
 // whatever -t says). So each table is read at most a share of the time (DumpPacer): at every check
 // on a small node, every few minutes at 30k services, beside the sync loop (live.ts); the canaries
 // are still asked every time.
-import type { Steps } from '../../src/base/work-slices.ts';
+import type { Steps } from '../../contract/base/work-slices.ts';
 import { isKproxyChain } from './chain-names.ts';
 import { jumpsOf } from './jump-rules.ts';
 import type { IptablesTable } from './restore-plan.ts';

@@ -5,13 +5,13 @@
 // the kernel once at start (to find chains an earlier run left), for the cheap canary check, and
 // in cleanup. Anything unexpected — a missing canary, a failed restore — leads to a full sync.
 
-import type { IPFamily } from '../../src/base/ip-family.ts';
-import { runInSlices } from '../../src/base/work-slices.ts';
-import type { DualStackState, ServicePortKey } from '../../src/model/proxy-state.ts';
+import type { IPFamily } from '../../contract/base/ip-family.ts';
+import { runInSlices } from '../../contract/base/work-slices.ts';
+import type { DataplaneLog, LiveDataplane, SyncKind, SyncOutcome } from '../../contract/dataplane.ts';
+import { DataplaneError } from '../../contract/dataplane-error.ts';
+import type { DualStackState, ServicePortKey } from '../../contract/proxy-state.ts';
 import { type CommandRunner, IPTABLES_WAIT } from '../shared/command-runner.ts';
 import { UdpConntrackReconciler } from '../shared/conntrack/udp-conntrack-reconciler.ts';
-import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
-import { DataplaneError } from '../shared/dataplane-error.ts';
 import { savedChainNames } from '../shared/iptables-save.ts';
 import { chooseBackend, type IptablesBackend, type IptablesTools, iptablesTools } from './backend.ts';
 import { CANARY_CHAIN, isKproxyChain } from './chain-names.ts';
@@ -29,7 +29,7 @@ import {
   restoreInput,
 } from './restore-plan.ts';
 
-export type IptablesLog = (message: string, fields?: Readonly<Record<string, unknown>>) => void;
+export type IptablesLog = DataplaneLog;
 
 export interface IptablesDataplaneOptions {
   readonly runner: CommandRunner;

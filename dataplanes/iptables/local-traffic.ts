@@ -1,5 +1,5 @@
 // iptables matches for kube-proxy's local-traffic detector: "comes from a pod on this node".
-import type { LocalTrafficDetector } from '../../src/model/proxy-state.ts';
+import type { LocalTrafficDetector } from '../../contract/proxy-state.ts';
 
 /**
  * One match per detector value (a packet is local when ANY matches); empty when the detector is

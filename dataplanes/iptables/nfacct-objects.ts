@@ -3,7 +3,7 @@
 // kernel refuses for a missing object). One list, in run's order: run creates from it and render
 // prints it, as the `nfacct add` commands of Debian's nfacct package.
 
-import type { ToolInput } from '../shared/tool-inputs.ts';
+import type { ToolInput } from '../../contract/tool-inputs.ts';
 import { CT_STATE_INVALID_COUNTER, LOCALHOST_NODEPORTS_COUNTER } from './chain-names.ts';
 
 export const NFACCT_COUNTERS = [LOCALHOST_NODEPORTS_COUNTER, CT_STATE_INVALID_COUNTER] as const;

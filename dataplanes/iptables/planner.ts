@@ -8,10 +8,10 @@
 // deleted. Chain contents are compared, so an unchanged service port costs nothing even when the
 // caller calls it changed.
 
-import { runAll, type Steps } from '../../src/base/work-slices.ts';
-import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
-import type { DualStackState, ProxyState } from '../../src/model/proxy-state.ts';
-import type { DataplanePlanner } from '../shared/dataplane.ts';
+import { runAll, type Steps } from '../../contract/base/work-slices.ts';
+import { changedServicePorts } from '../../contract/changed-service-ports.ts';
+import type { DataplanePlanner } from '../../contract/dataplane.ts';
+import type { DualStackState, ProxyState } from '../../contract/proxy-state.ts';
 import { CANARY_CHAIN } from './chain-names.ts';
 import { familyContext } from './family-context.ts';
 import { jumpsOf } from './jump-rules.ts';

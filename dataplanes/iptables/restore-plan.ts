@@ -1,7 +1,7 @@
 // The iptables plan: per family, what to feed iptables-restore --noflush, table by table.
 // Its text form (restoreInput) IS the restore input, the dry-run output and the golden files.
-import type { IPFamily } from '../../src/base/ip-family.ts';
-import { printInputs, type ToolInput } from '../shared/tool-inputs.ts';
+import type { IPFamily } from '../../contract/base/ip-family.ts';
+import { printInputs, type ToolInput } from '../../contract/tool-inputs.ts';
 import { insertLine, type JumpRule } from './jump-rules.ts';
 import { NFACCT_INPUT } from './nfacct-objects.ts';
 import { NFT_CHAINS_PER_RESTORE, restorePartCount, restoreParts } from './restore-chunks.ts';

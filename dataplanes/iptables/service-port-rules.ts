@@ -4,12 +4,12 @@
 // A service port contributes lines to the shared top-level chains (sharedRules) and owns its own
 // nat chains (ownChains: SVC/SVL/EXT/FW/TEP). The two are separate so an incremental plan can
 // rewrite the shared chains without rendering every service's own chains.
-import type { Endpoint, ServicePort } from '../../src/model/proxy-state.ts';
+import type { Endpoint, ServicePort } from '../../contract/proxy-state.ts';
 import {
   type NoEndpointVerdict,
   type TrafficDecisions,
   trafficDecisions,
-} from '../../src/model/traffic-decisions.ts';
+} from '../../contract/traffic-decisions.ts';
 import { cidrContains } from '../shared/cidr.ts';
 import {
   EXTERNAL_SERVICES_CHAIN,

@@ -1,7 +1,7 @@
 // The shared top-level chains (KPROXY-SERVICES, KPROXY-NODEPORTS, ...) of one family: the fixed
 // rules plus every service port's contributions, following kube-proxy's syncProxyRules.
 import ipaddr from 'ipaddr.js';
-import type { ProxyState } from '../../src/model/proxy-state.ts';
+import type { ProxyState } from '../../contract/proxy-state.ts';
 import { cidrContains } from '../shared/cidr.ts';
 import {
   CT_STATE_INVALID_COUNTER,

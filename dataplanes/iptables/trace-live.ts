@@ -1,7 +1,8 @@
 // The rules the kernel holds now, for `kproxy trace --live --mode iptables`: both families'
 // iptables-save output, from the backend that holds kproxy's rules (chosen as the daemon does).
+
+import { DataplaneError } from '../../contract/dataplane-error.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
-import { DataplaneError } from '../shared/dataplane-error.ts';
 import { chooseBackend, iptablesTools } from './backend.ts';
 
 export async function readLiveIptablesRules(runner: CommandRunner): Promise<string> {

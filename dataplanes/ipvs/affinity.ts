@@ -15,7 +15,7 @@
 // the header as scratch register), else writes the original destination back and returns: IPVS
 // schedules it and postrouting remembers IPVS's choice. The maps hold the virtual server's
 // real servers at weight 1, so a removed, draining or terminating one is never steered to.
-import type { ProxyState } from '../../src/model/proxy-state.ts';
+import type { ProxyState } from '../../contract/proxy-state.ts';
 import {
   AFFINITY_PROTOCOLS,
   type AffinityProtocol,

@@ -13,8 +13,8 @@
 // externalTrafficPolicy Local keeps the client's source for everyone (no masquerade set entry) and
 // its external virtual servers only have local real servers, as in kube-proxy's IPVS mode (which,
 // unlike the iptables/nftables modes, has no pod/host short-circuit to all endpoints).
-import type { Endpoint, NodeSettings, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
-import { trafficDecisions } from '../../src/model/traffic-decisions.ts';
+import type { Endpoint, NodeSettings, ProxyState, ServicePort } from '../../contract/proxy-state.ts';
+import { trafficDecisions } from '../../contract/traffic-decisions.ts';
 import { type FamilySyntax, familySyntax } from '../shared/nft/family-syntax.ts';
 import { notLocalTrafficMatch } from '../shared/nft/local-traffic.ts';
 import { type FamilyRuleset, RulesetBuilder } from '../shared/nft/ruleset.ts';

@@ -1,8 +1,9 @@
 // The dummy link that holds the service addresses (kube-proxy's kube-ipvs0, here kproxy-ipvs0), so
 // the node accepts packets for them and IPVS sees them in LOCAL_IN. Driven with `ip` through the
 // command runner (its -batch input is what the plan renders).
+
+import { DataplaneError } from '../../contract/dataplane-error.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
-import { DataplaneError } from '../shared/dataplane-error.ts';
 import { DUMMY_LINK } from './ipvs-plan.ts';
 import { addressBatch } from './ipvs-render.ts';
 

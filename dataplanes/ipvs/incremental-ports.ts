@@ -11,14 +11,14 @@
 // A changed port in both states builds only its local endpoints (hairpin elements) that differ
 // between them: an element both sides would hold drops out of the diff anyway, whoever else holds
 // it, so an endpoint change of a wide Service does not build (and sort) its every local endpoint.
-import { compareText } from '../../src/base/compare-text.ts';
+import { compareText } from '../../contract/base/compare-text.ts';
 import type {
   Endpoint,
   Protocol,
   ProxyState,
   ServicePort,
   ServicePortKey,
-} from '../../src/model/proxy-state.ts';
+} from '../../contract/proxy-state.ts';
 import { localEndpointsOf, type SharingIndex, vipAddresses } from './sharing-index.ts';
 import { nodePortAddresses } from './virtual-servers.ts';
 

@@ -1,6 +1,6 @@
 // The kernel's IPVS table over generic netlink, behind a small interface (tests use a fake). The
 // socket lives in the network namespace of the process that opens it.
-import { DataplaneError } from '../shared/dataplane-error.ts';
+import { DataplaneError } from '../../contract/dataplane-error.ts';
 import { parseAttributes } from '../shared/netlink-attributes.ts';
 import {
   type DatagramSocket,

@@ -4,7 +4,7 @@
 // deleted, so its established connections finish; UDP and SCTP ones go at once (kube-proxy's
 // IsRsGracefulTerminationNeeded), their flows dropped by net.ipv4.vs.expire_nodest_conn and their
 // conntrack entries deleted (live.ts).
-import { compareText } from '../../src/base/compare-text.ts';
+import { compareText } from '../../contract/base/compare-text.ts';
 import type { AddressChanges, IpvsDesired, IpvsOp } from './ipvs-plan.ts';
 import {
   type RealServer,

@@ -1,9 +1,9 @@
 // IPVS generic-netlink message bodies (include/uapi/linux/ip_vs.h): the attributes of the service
 // and destination commands, and the decoding of GET_SERVICE / GET_DEST dump replies.
 import ipaddr from 'ipaddr.js';
-import { familyOf } from '../../src/base/ip-address.ts';
-import type { IPFamily } from '../../src/base/ip-family.ts';
-import type { Protocol } from '../../src/model/proxy-state.ts';
+import { familyOf } from '../../contract/base/ip-address.ts';
+import type { IPFamily } from '../../contract/base/ip-family.ts';
+import type { Protocol } from '../../contract/proxy-state.ts';
 import { AttributeWriter, parseAttributes } from '../shared/netlink-attributes.ts';
 import type { RealServer, SchedulerFlag, VirtualService } from './virtual-servers.ts';
 

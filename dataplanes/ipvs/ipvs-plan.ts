@@ -1,7 +1,7 @@
 // What the IPVS dataplane wants in the kernel (desired) and the operations that get it there (plan).
 // A full plan carries the whole desired state: the live dataplane reconciles it against a dump of
 // the kernel. An incremental plan carries operations against what planFull(prev) put there.
-import type { IPFamily } from '../../src/base/ip-family.ts';
+import type { IPFamily } from '../../contract/base/ip-family.ts';
 import type { NftTransaction } from '../shared/nft/transaction.ts';
 import type { RealServer, VirtualServer, VirtualService } from './virtual-servers.ts';
 

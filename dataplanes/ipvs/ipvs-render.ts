@@ -3,7 +3,7 @@
 // `ip -batch` lines, the virtual servers as `ipvsadm --restore` lines (the live dataplane sends the
 // same operations over netlink), the companion table as an `nft -f` script, and last (incremental)
 // the addresses that go away, once nothing serves them.
-import { printInputs, type ToolInput } from '../shared/tool-inputs.ts';
+import { printInputs, type ToolInput } from '../../contract/tool-inputs.ts';
 import { DUMMY_LINK, type IpvsOp, type IpvsPlan } from './ipvs-plan.ts';
 import { hostPort, type RealServer, type VirtualService } from './virtual-servers.ts';
 

@@ -5,14 +5,14 @@
 // adopt the virtual servers an earlier run left on the dummy link's addresses), on a full sync
 // (reconcile against a dump), to sweep drained real servers, and in intact()/cleanup(). An
 // incremental sync the kernel refuses (dataplane-error.ts) falls back to a full one.
-import { compareText } from '../../src/base/compare-text.ts';
-import { runInSlices } from '../../src/base/work-slices.ts';
-import type { DualStackState, ServicePortKey } from '../../src/model/proxy-state.ts';
+import { compareText } from '../../contract/base/compare-text.ts';
+import { runInSlices } from '../../contract/base/work-slices.ts';
+import type { DataplaneLog, LiveDataplane, SyncKind, SyncOutcome } from '../../contract/dataplane.ts';
+import { DataplaneError } from '../../contract/dataplane-error.ts';
+import type { DualStackState, ServicePortKey } from '../../contract/proxy-state.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import { deleteConntrackEntries } from '../shared/conntrack/conntrack-tool.ts';
 import { UdpConntrackReconciler } from '../shared/conntrack/udp-conntrack-reconciler.ts';
-import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
-import { DataplaneError } from '../shared/dataplane-error.ts';
 import { firstOfEachSet, intactCheckScript, intactValuesScript } from '../shared/nft/intact-check-script.ts';
 import { type NetlinkElementWriter, writeTransaction } from '../shared/nft/netlink-elements.ts';
 import { FAMILIES as NFT_FAMILIES } from '../shared/nft/ruleset.ts';
@@ -44,7 +44,7 @@ import { IPVS_COMMANDS_PER_SEND, IPVS_SENDS_IN_FLIGHT, runsOf, sendInWindow } fr
 import { SharingIndex } from './sharing-index.ts';
 import { type VirtualServer, type VirtualService, virtualServerKey } from './virtual-servers.ts';
 
-export type IpvsLog = (message: string, fields?: Readonly<Record<string, unknown>>) => void;
+export type IpvsLog = DataplaneLog;
 
 export interface IpvsDataplaneOptions {
   /** Runs ip, nft, sysctl and conntrack (in the namespace the client's socket lives in). */

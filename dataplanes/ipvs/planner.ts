@@ -6,11 +6,11 @@
 // compares is what the whole state holds), unless a family or the node settings changed, or a
 // ClientIP chain comes or goes: then the two whole desired states are compared.
 import { isDeepStrictEqual } from 'node:util';
-import { compareText } from '../../src/base/compare-text.ts';
-import type { IPFamily } from '../../src/base/ip-family.ts';
-import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
-import type { DualStackState, ServicePortKey } from '../../src/model/proxy-state.ts';
-import type { DataplanePlanner } from '../shared/dataplane.ts';
+import { compareText } from '../../contract/base/compare-text.ts';
+import type { IPFamily } from '../../contract/base/ip-family.ts';
+import { changedServicePorts } from '../../contract/changed-service-ports.ts';
+import type { DataplanePlanner } from '../../contract/dataplane.ts';
+import type { DualStackState, ServicePortKey } from '../../contract/proxy-state.ts';
 import { diffFamily, diffRulesets } from '../shared/nft/diff.ts';
 import { fullTransaction } from '../shared/nft/full-transaction.ts';
 import type { DesiredRuleset, FamilyRuleset } from '../shared/nft/ruleset.ts';

@@ -9,14 +9,14 @@
 // without one builds it from the previous state. A value is the one port holding a piece (nearly
 // always) or the set of them.
 
-import { runAll, type Steps } from '../../src/base/work-slices.ts';
+import { runAll, type Steps } from '../../contract/base/work-slices.ts';
 import type {
   Endpoint,
   Protocol,
   ProxyState,
   ServicePort,
   ServicePortKey,
-} from '../../src/model/proxy-state.ts';
+} from '../../contract/proxy-state.ts';
 
 /** Ports indexed between two steps of a build (7–13 ms of work at 10 endpoints a port, load ~6). */
 const PORTS_PER_STEP = 1000;

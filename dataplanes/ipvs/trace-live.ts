@@ -1,7 +1,8 @@
 // What the kernel holds now for `kproxy trace --live --mode ipvs`, in the sections `render`
 // prints: the dummy link's addresses, `ipvsadm -Sn`, and the companion tables as nft lists them.
+
+import { DataplaneError } from '../../contract/dataplane-error.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
-import { DataplaneError } from '../shared/dataplane-error.ts';
 import { readLocalAddresses } from '../shared/trace/live-host.ts';
 
 const DUMMY_LINK = 'kproxy-ipvs0';

@@ -3,17 +3,17 @@
 // - a virtual server per ClusterIP, external IP and LoadBalancer IP (these addresses are bound to
 //   the dummy link so the node accepts them) and per node-port address × node port (not bound);
 // - real servers: the model's internal endpoints for the ClusterIP, its external endpoints for
-//   external IPs, LB IPs and node ports (src/model/traffic-decisions.ts), weight 1, masquerade
+//   external IPs, LB IPs and node ports (contract/traffic-decisions.ts), weight 1, masquerade
 //   forwarding;
 // - never persistent: ClientIP affinity is the companion table's (affinity.ts), because IPVS
 //   persistence does not honour the timeout (kubernetes#89358).
 // A virtual server exists even without real servers, as upstream; the companion nft rules reject
 // or drop its traffic before IPVS sees it.
-import { compareText } from '../../src/base/compare-text.ts';
-import { familyOf } from '../../src/base/ip-address.ts';
-import type { IPFamily } from '../../src/base/ip-family.ts';
-import type { Endpoint, Protocol, ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
-import { trafficDecisions } from '../../src/model/traffic-decisions.ts';
+import { compareText } from '../../contract/base/compare-text.ts';
+import { familyOf } from '../../contract/base/ip-address.ts';
+import type { IPFamily } from '../../contract/base/ip-family.ts';
+import type { Endpoint, Protocol, ProxyState, ServicePort } from '../../contract/proxy-state.ts';
+import { trafficDecisions } from '../../contract/traffic-decisions.ts';
 import { cidrContains } from '../shared/cidr.ts';
 import { familySyntax } from '../shared/nft/family-syntax.ts';
 

@@ -1,7 +1,7 @@
 // The fixed part of a family's table: every set and map, and every chain that does not depend on
 // a service. Per-service data only ever goes into these maps as elements, so the number of
 // chains and sets stays constant as services come and go (see docs/architecture.md).
-import type { NodeSettings } from '../../src/model/proxy-state.ts';
+import type { NodeSettings } from '../../contract/proxy-state.ts';
 import type { FamilySyntax } from '../shared/nft/family-syntax.ts';
 import { localTrafficMatches, notLocalTrafficMatch } from '../shared/nft/local-traffic.ts';
 import type { RulesetBuilder } from '../shared/nft/ruleset.ts';

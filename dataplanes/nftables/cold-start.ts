@@ -1,5 +1,5 @@
 // The full ruleset of a cold start, written in pieces (see coldStartTransactions).
-import type { DualStackState } from '../../src/model/proxy-state.ts';
+import type { DualStackState } from '../../contract/proxy-state.ts';
 import { familySyntax } from '../shared/nft/family-syntax.ts';
 import { addObjects, defineFamily } from '../shared/nft/full-transaction.ts';
 import { FAMILIES, type RulesetBuilder } from '../shared/nft/ruleset.ts';

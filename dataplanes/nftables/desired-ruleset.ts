@@ -1,7 +1,7 @@
 // ProxyState -> the ruleset kproxy wants in the kernel, per family.
 
-import { runAll, type Steps } from '../../src/base/work-slices.ts';
-import type { DualStackState, NodeSettings, ProxyState } from '../../src/model/proxy-state.ts';
+import { runAll, type Steps } from '../../contract/base/work-slices.ts';
+import type { DualStackState, NodeSettings, ProxyState } from '../../contract/proxy-state.ts';
 import { cidrContains } from '../shared/cidr.ts';
 import { type FamilySyntax, familySyntax } from '../shared/nft/family-syntax.ts';
 import { type DesiredRuleset, type FamilyRuleset, RulesetBuilder } from '../shared/nft/ruleset.ts';

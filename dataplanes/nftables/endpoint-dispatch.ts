@@ -4,8 +4,8 @@
 // endpoint count:
 //   backends-tcp-3: dnat to ip daddr . tcp dport . numgen random mod 3 map @backends-tcp
 // so the chain count is bounded by the number of distinct endpoint counts, not by services.
-import type { Endpoint, ServicePort } from '../../src/model/proxy-state.ts';
-import type { TrafficDecisions } from '../../src/model/traffic-decisions.ts';
+import type { Endpoint, ServicePort } from '../../contract/proxy-state.ts';
+import type { TrafficDecisions } from '../../contract/traffic-decisions.ts';
 import type { FamilySyntax } from '../shared/nft/family-syntax.ts';
 import type { RulesetBuilder } from '../shared/nft/ruleset.ts';
 import { fitComment } from '../shared/nft/transaction.ts';

@@ -12,9 +12,9 @@
 // forgets them. A port whose order is the model's has no entry (most ports, most of the time).
 
 import { isDeepStrictEqual } from 'node:util';
-import { compareText } from '../../src/base/compare-text.ts';
-import type { Endpoint, ProxyState, ServicePort, ServicePortKey } from '../../src/model/proxy-state.ts';
-import { type TrafficDecisions, trafficDecisions } from '../../src/model/traffic-decisions.ts';
+import { compareText } from '../../contract/base/compare-text.ts';
+import type { Endpoint, ProxyState, ServicePort, ServicePortKey } from '../../contract/proxy-state.ts';
+import { type TrafficDecisions, trafficDecisions } from '../../contract/traffic-decisions.ts';
 
 /**
  * The endpoint sets a service port's keys dispatch to: `internal` for its ClusterIP, `cluster` for

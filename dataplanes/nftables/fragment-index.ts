@@ -15,15 +15,15 @@
 // address its port claims, so it belongs to that port alone, and the elements a port had are
 // recomputed from the port as it was (the caller's previous state) instead of being stored.
 
-import { flatText } from '../../src/base/flat-text.ts';
-import { runInSlices, type Steps } from '../../src/base/work-slices.ts';
+import { flatText } from '../../contract/base/flat-text.ts';
+import { runInSlices, type Steps } from '../../contract/base/work-slices.ts';
 import type {
   Endpoint,
   NodeSettings,
   ProxyState,
   ServicePort,
   ServicePortKey,
-} from '../../src/model/proxy-state.ts';
+} from '../../contract/proxy-state.ts';
 import { familySyntax } from '../shared/nft/family-syntax.ts';
 import { type FamilyRuleset, RulesetBuilder, sameElement } from '../shared/nft/ruleset.ts';
 import type { ChainSpec, ElementSpec, NftFamily, SetSpec } from '../shared/nft/transaction.ts';

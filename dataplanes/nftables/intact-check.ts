@@ -18,7 +18,7 @@
 // elements and chains in turns of about `budget` elements, so every element is checked within
 // (elements / budget) checks, plus the ports last seen filling each set ("witnesses"), so that a
 // flushed set is found by the next check whatever the turn.
-import type { NodeSettings, ProxyState, ServicePort, ServicePortKey } from '../../src/model/proxy-state.ts';
+import type { NodeSettings, ProxyState, ServicePort, ServicePortKey } from '../../contract/proxy-state.ts';
 import { familySyntax } from '../shared/nft/family-syntax.ts';
 import { Expected, type ExpectedObjects, extraRuleScript } from '../shared/nft/intact-check-script.ts';
 import { type FamilyRuleset, RulesetBuilder } from '../shared/nft/ruleset.ts';

@@ -10,13 +10,13 @@
 // full sync; a failed full sync leaves the previous ruleset in place (nft transactions are
 // atomic) and forgets the record, so the sync loop's retry is full again.
 
-import type { IPFamily } from '../../src/base/ip-family.ts';
-import { runInSlices, Slicer } from '../../src/base/work-slices.ts';
-import type { DualStackState, ServicePortKey } from '../../src/model/proxy-state.ts';
+import type { IPFamily } from '../../contract/base/ip-family.ts';
+import { runInSlices, Slicer } from '../../contract/base/work-slices.ts';
+import type { DataplaneLog, LiveDataplane, SyncKind, SyncOutcome } from '../../contract/dataplane.ts';
+import { DataplaneError } from '../../contract/dataplane-error.ts';
+import type { DualStackState, ServicePortKey } from '../../contract/proxy-state.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import { UdpConntrackReconciler } from '../shared/conntrack/udp-conntrack-reconciler.ts';
-import type { LiveDataplane, SyncKind, SyncOutcome } from '../shared/dataplane.ts';
-import { DataplaneError } from '../shared/dataplane-error.ts';
 import {
   type ExpectedObjects,
   intactCheckScript,
@@ -33,7 +33,7 @@ import { IntactSampler } from './intact-check.ts';
 import type { NftRunner } from './nft-runner.ts';
 import { incrementalPlanSteps, type NftPlan, planFull, planInPlace } from './planner.ts';
 
-export type NftablesLog = (message: string, fields?: Readonly<Record<string, unknown>>) => void;
+export type NftablesLog = DataplaneLog;
 
 export interface NftablesDataplaneOptions {
   readonly nft: NftRunner;

@@ -1,7 +1,8 @@
 // Running nft behind a small interface: the live dataplane feeds it scripts and reads tables back;
 // unit tests swap in a recorder, kernel tests run it inside a throwaway namespace.
+
+import { DataplaneError } from '../../contract/dataplane-error.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
-import { DataplaneError } from '../shared/dataplane-error.ts';
 import { type NftFamily, TABLE } from '../shared/nft/transaction.ts';
 import { fitsSession, NftSession } from './nft-session.ts';
 

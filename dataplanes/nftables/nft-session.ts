@@ -21,7 +21,7 @@
 // to `nft -f` from a complete file (command-runner.ts). The session also runs under the runner's
 // parent-death signal, and a transaction that does not come back in time kills the session.
 import type { ChildProcessWithoutNullStreams } from 'node:child_process';
-import { CommandTimeoutError } from '../shared/command-runner.ts';
+import { CommandTimeoutError } from '../../contract/dataplane-error.ts';
 import { NftError } from './nft-runner.ts';
 
 /** POSIX's bound on an atomic pipe write; Linux's value, the size of a page. */

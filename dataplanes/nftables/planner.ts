@@ -10,17 +10,17 @@
 // The live dataplane runs the planning steps in slices (work-slices.ts); render runs them through.
 
 import { isDeepStrictEqual } from 'node:util';
-import { compareText } from '../../src/base/compare-text.ts';
-import type { IPFamily } from '../../src/base/ip-family.ts';
-import { runAll, type Steps } from '../../src/base/work-slices.ts';
-import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
-import type { DualStackState, NodeSettings, ServicePortKey } from '../../src/model/proxy-state.ts';
-import type { DataplanePlanner } from '../shared/dataplane.ts';
+import { compareText } from '../../contract/base/compare-text.ts';
+import type { IPFamily } from '../../contract/base/ip-family.ts';
+import { runAll, type Steps } from '../../contract/base/work-slices.ts';
+import { changedServicePorts } from '../../contract/changed-service-ports.ts';
+import type { DataplanePlanner } from '../../contract/dataplane.ts';
+import type { DualStackState, NodeSettings, ServicePortKey } from '../../contract/proxy-state.ts';
+import { printInputs, type ToolInput } from '../../contract/tool-inputs.ts';
 import { diffFamily, diffRulesetsSteps } from '../shared/nft/diff.ts';
 import { fullTransaction } from '../shared/nft/full-transaction.ts';
 import { CANARY_SET, type DesiredRuleset, FAMILIES, type FamilyRuleset } from '../shared/nft/ruleset.ts';
 import { type NftFamily, NftTransaction } from '../shared/nft/transaction.ts';
-import { printInputs, type ToolInput } from '../shared/tool-inputs.ts';
 import { coldStartTransactions } from './cold-start.ts';
 import { COLD_START_CHUNK } from './cold-start-chunk.ts';
 import { desiredRulesetSteps, type FamilySlots } from './desired-ruleset.ts';

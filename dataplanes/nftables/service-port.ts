@@ -1,11 +1,11 @@
 // One service port's elements: its VIPs and node port in the dispatch maps, its endpoints, the
 // no-endpoint verdicts and the LoadBalancer firewall. The model's traffic decisions
-// (src/model/traffic-decisions.ts) spelled as map elements:
+// (contract/traffic-decisions.ts) spelled as map elements:
 // - a VIP gets a service-ips element only when some traffic to it can be served (for eTP Local
 //   that includes the pod/host short-circuit, so the element stays while any endpoint exists);
 // - traffic with no usable endpoint meets the decision's verdict, reject-chain or drop.
-import type { Endpoint, NodeSettings, ServicePort } from '../../src/model/proxy-state.ts';
-import { trafficDecisions } from '../../src/model/traffic-decisions.ts';
+import type { Endpoint, NodeSettings, ServicePort } from '../../contract/proxy-state.ts';
+import { trafficDecisions } from '../../contract/traffic-decisions.ts';
 import type { FamilySyntax } from '../shared/nft/family-syntax.ts';
 import type { RulesetBuilder } from '../shared/nft/ruleset.ts';
 import { addFirewall, noEndpointVerdict } from '../shared/nft/service-rules.ts';

@@ -1,6 +1,7 @@
 // The ruleset the kernel holds now, for `kproxy trace --live --mode nftables`.
+
+import { DataplaneError } from '../../contract/dataplane-error.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
-import { DataplaneError } from '../shared/dataplane-error.ts';
 
 export async function readLiveNftRuleset(runner: CommandRunner): Promise<string> {
   const result = await runner.run('nft', ['list', 'ruleset']);

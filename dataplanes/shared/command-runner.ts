@@ -17,7 +17,7 @@ import { open, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { execa } from 'execa';
-import { DataplaneError } from './dataplane-error.ts';
+import { CommandTimeoutError, DataplaneError } from '../../contract/dataplane-error.ts';
 
 export interface CommandResult {
   readonly stdout: string;
@@ -33,19 +33,6 @@ export interface CommandRunner {
   run(command: string, args: readonly string[], input?: string): Promise<CommandResult>;
   /** Starts a long-lived `command args` with piped stdio (e.g. `nft -i`), where supported. */
   spawn?(command: string, args: readonly string[]): ChildProcessWithoutNullStreams;
-}
-
-/** A command did not finish in time and was killed; whatever it was doing may or may not have happened. */
-export class CommandTimeoutError extends DataplaneError {
-  /** The tool, e.g. "nft" or "iptables-legacy-restore". */
-  readonly command: string;
-  readonly timeoutMs: number;
-  constructor(command: string, timeoutMs: number, what = command) {
-    super(`${what} did not finish within ${timeoutMs / 1000} s and was killed`);
-    this.name = 'CommandTimeoutError';
-    this.command = command;
-    this.timeoutMs = timeoutMs;
-  }
 }
 
 /**

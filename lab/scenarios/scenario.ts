@@ -2,8 +2,8 @@
 // converge, and records checks with their evidence. Objects it wrote are deleted afterwards,
 // whatever happened, so scenarios run one after another on the same lab.
 import { setTimeout as sleep } from 'node:timers/promises';
+import { compareText } from '../../contract/base/compare-text.ts';
 import { allowance } from '../../harness/emulation.ts';
-import { compareText } from '../../src/base/compare-text.ts';
 import type { KubeJson, LabDriver, LabPod, Outcome } from '../driver.ts';
 
 export interface Check {

@@ -4,10 +4,10 @@
 import { existsSync } from 'node:fs';
 import type { ParseArgsOptionsConfig } from 'node:util';
 import { pino } from 'pino';
+import type { DataplaneMode } from '../../contract/dataplane.ts';
 import { NetlinkIpvsClient } from '../../dataplanes/ipvs/ipvs-client.ts';
 import type { VirtualService } from '../../dataplanes/ipvs/virtual-servers.ts';
 import { type CommandRunner, execaRunner } from '../../dataplanes/shared/command-runner.ts';
-import type { DataplaneMode } from '../../dataplanes/shared/dataplane.ts';
 import {
   removeKubeProxyLeftovers,
   type VirtualServiceTable,

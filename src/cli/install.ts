@@ -171,7 +171,7 @@ async function groupId(etc: string): Promise<number | undefined> {
   return line === undefined ? undefined : Number(line.split(':')[2]);
 }
 
-/** bin, src and dataplanes as JavaScript under `app`, with the checkout's TypeScript compiler. */
+/** bin, contract, src and dataplanes as JavaScript under `app`, with the checkout's TypeScript compiler. */
 async function compileApp(app: string): Promise<void> {
   const tsc = join(SOURCE_ROOT, 'node_modules/typescript/bin/tsc');
   const result = await execa(

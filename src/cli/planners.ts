@@ -1,5 +1,5 @@
 // Dataplane mode → its planner. Loaded on demand so a command pays only for the mode it uses.
-import type { DataplanePlanner } from '../../dataplanes/shared/dataplane.ts';
+import type { DataplanePlanner } from '../../contract/dataplane.ts';
 import type { ProxyConfig } from '../config/config.ts';
 
 type PlannerLoader = (config: ProxyConfig) => Promise<DataplanePlanner<unknown>>;

@@ -2,8 +2,8 @@
 // applies it when nothing arrives in between. A change over the round budget goes in rounds
 // (src/sync/sync-rounds.ts, the function the sync step uses), each printed under a header line;
 // a change that fits is one plan, printed as it always was.
-import type { DataplanePlanner } from '../../dataplanes/shared/dataplane.ts';
-import type { DualStackState } from '../model/proxy-state.ts';
+import type { DataplanePlanner } from '../../contract/dataplane.ts';
+import type { DualStackState } from '../../contract/proxy-state.ts';
 import { ROUND_BUDGET, roundsBetween } from '../sync/sync-rounds.ts';
 
 /** How each round's header line starts (a comment in every mode's input and in sh: tests skip it). */

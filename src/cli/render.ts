@@ -3,15 +3,15 @@
 import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import type { ParseArgsOptionsConfig } from 'node:util';
-import { printInputs, SCRIPT_PREAMBLE, shellScript } from '../../dataplanes/shared/tool-inputs.ts';
-import type { IPFamily } from '../base/ip-family.ts';
+import type { IPFamily } from '../../contract/base/ip-family.ts';
+import type { DualStackState } from '../../contract/proxy-state.ts';
+import { printInputs, SCRIPT_PREAMBLE, shellScript } from '../../contract/tool-inputs.ts';
 import { loadProxyConfig, type ProxyConfig } from '../config/config.ts';
 import type { FlagValues } from '../config/proxy-flags.ts';
 import { PROXY_FLAG_OPTIONS } from '../config/proxy-flags.ts';
 import { toProxyOptions } from '../config/proxy-options.ts';
 import type { KubeObject } from '../kube/objects.ts';
 import { buildProxyState } from '../model/build-state.ts';
-import type { DualStackState } from '../model/proxy-state.ts';
 import { groupObjects } from '../sources/cluster-objects.ts';
 import { EXAMPLE_CLUSTER_PATH, EXAMPLE_CONFIG_PATH } from '../sources/example-cluster.ts';
 import { formatSourceNote, formatSourceWarning, readObjects } from '../sources/read-objects.ts';

@@ -5,8 +5,9 @@ import { readFile } from 'node:fs/promises';
 import { availableParallelism, hostname } from 'node:os';
 import type { ParseArgsOptionsConfig } from 'node:util';
 import { type DestinationStream, type Logger, pino } from 'pino';
+import { systemClock } from '../../contract/base/clock.ts';
+import type { DataplaneMode, LiveDataplane } from '../../contract/dataplane.ts';
 import type { NfacctCounters } from '../../dataplanes/iptables/nfacct.ts';
-import type { DataplaneMode, LiveDataplane } from '../../dataplanes/shared/dataplane.ts';
 import { loadProxyConfig, type ProxyConfig } from '../config/config.ts';
 import { PROXY_FLAG_OPTIONS } from '../config/proxy-flags.ts';
 import { toProxyOptions } from '../config/proxy-options.ts';
@@ -24,7 +25,6 @@ import { KubeClient } from '../kube/client.ts';
 import { formatConfigError } from '../kube/connection.ts';
 import { loadConnection } from '../kube/load-connection.ts';
 import { TokenBucket } from '../kube/rate-limiter.ts';
-import { systemClock } from '../sync/clock.ts';
 import { commandFlags } from './command-flags.ts';
 import type { CliIO } from './io.ts';
 

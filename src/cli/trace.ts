@@ -4,6 +4,8 @@
 import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import type { ParseArgsOptionsConfig } from 'node:util';
+import { canonicalIP } from '../../contract/base/ip-address.ts';
+import { DataplaneError } from '../../contract/dataplane-error.ts';
 import { traceIptables } from '../../dataplanes/iptables/trace.ts';
 import { readLiveIptablesRules } from '../../dataplanes/iptables/trace-live.ts';
 import { parseIptablesRuleset } from '../../dataplanes/iptables/trace-ruleset.ts';
@@ -11,7 +13,6 @@ import { parseIpvsRuleset, traceIpvs } from '../../dataplanes/ipvs/trace.ts';
 import { readLiveIpvsRules } from '../../dataplanes/ipvs/trace-live.ts';
 import { readLiveNftRuleset } from '../../dataplanes/nftables/trace-live.ts';
 import { type CommandRunner, execaRunner } from '../../dataplanes/shared/command-runner.ts';
-import { DataplaneError } from '../../dataplanes/shared/dataplane-error.ts';
 import { readLocalAddresses } from '../../dataplanes/shared/trace/live-host.ts';
 import { traceNftables } from '../../dataplanes/shared/trace/nft.ts';
 import { parseNftRuleset } from '../../dataplanes/shared/trace/nft-ruleset.ts';
@@ -24,7 +25,6 @@ import type {
 } from '../../dataplanes/shared/trace/packet.ts';
 import { isLocalAddress } from '../../dataplanes/shared/trace/packet.ts';
 import { reportJson, reportText } from '../../dataplanes/shared/trace/report.ts';
-import { canonicalIP } from '../base/ip-address.ts';
 import { loadProxyConfig } from '../config/config.ts';
 import type { FlagValues } from '../config/proxy-flags.ts';
 import { PROXY_FLAG_OPTIONS } from '../config/proxy-flags.ts';

@@ -2,7 +2,7 @@
 // ("iptables.masqueradeBit"), and how one raw value of each is checked. The config file and the
 // command-line flags both go through here, so a value means the same wherever it comes from.
 
-import { canonicalCIDR, canonicalIP } from '../base/ip-address.ts';
+import { canonicalCIDR, canonicalIP } from '../../contract/base/ip-address.ts';
 import type { DetectLocalMode } from '../model/node-settings.ts';
 import { parseGoDuration } from './go-duration.ts';
 import { MAX_PORT, splitHostPort } from './host-port.ts';

@@ -1,6 +1,6 @@
 // The one validated, fully defaulted configuration of a kproxy process: the config file's
 // settings, overridden by flags, with kube-proxy's defaults for everything left unset.
-import { canonicalCIDR, canonicalIP, familyOf } from '../base/ip-address.ts';
+import { canonicalCIDR, canonicalIP, familyOf } from '../../contract/base/ip-address.ts';
 import type { DetectLocalMode } from '../model/node-settings.ts';
 import { fileErrorReason } from '../sources/input-files.ts';
 import type { FieldValue, IPVS_SCHEDULERS, PROXY_MODES } from './config-fields.ts';

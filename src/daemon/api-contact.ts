@@ -17,6 +17,8 @@
 //   and 5xx (a server mid-upgrade or without its storage serves nothing).
 // Contact is lost at the first call not followed, and stays lost while any resource's latest call
 // was not followed; it is regained when every resource's latest call was followed.
+
+import type { Clock } from '../../contract/base/clock.ts';
 import {
   type ApiError,
   type ApiResult,
@@ -25,7 +27,6 @@ import {
   type WatchItem,
 } from '../kube/client.ts';
 import type { ResourceType } from '../kube/resources.ts';
-import type { Clock } from '../sync/clock.ts';
 
 export type ContactEvent =
   /** `resource` and `error`: the call that lost contact. */

@@ -6,7 +6,8 @@
 // Stopping leaves the kernel rules exactly as the last sync wrote them: traffic keeps flowing
 // while kproxy restarts, and the next start adopts them (LiveDataplane.start) instead of flushing.
 import type { Logger } from 'pino';
-import type { LiveDataplane } from '../../dataplanes/shared/dataplane.ts';
+import type { Clock } from '../../contract/base/clock.ts';
+import type { LiveDataplane } from '../../contract/dataplane.ts';
 import type { ProxyConfig } from '../config/config.ts';
 import { toProxyOptions } from '../config/proxy-options.ts';
 import type { BackoffOptions } from '../kube/backoff.ts';
@@ -15,7 +16,6 @@ import type { KubeApi } from '../kube/client.ts';
 import { createInformerMetrics } from '../kube/informer-metrics.ts';
 import { createProxyInformers, startAll, stopAll, waitForAllSynced } from '../kube/proxy-informers.ts';
 import { ModelCache } from '../model/model-cache.ts';
-import type { Clock } from '../sync/clock.ts';
 import { ProxyMetrics } from '../sync/metrics.ts';
 import { logSyncEvent } from '../sync/sync-log.ts';
 import { SyncLoop } from '../sync/sync-loop.ts';

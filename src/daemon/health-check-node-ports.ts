@@ -4,9 +4,9 @@
 // X-Load-Balancing-Endpoint-Weight header. Listeners follow the services as they change, and, as
 // kube-proxy's, listen only on the node's NodePort addresses (--nodeport-addresses).
 import type { ServerResponse } from 'node:http';
+import type { IPFamily } from '../../contract/base/ip-family.ts';
+import type { DualStackState } from '../../contract/proxy-state.ts';
 import { cidrContains } from '../../dataplanes/shared/cidr.ts';
-import type { IPFamily } from '../base/ip-family.ts';
-import type { DualStackState } from '../model/proxy-state.ts';
 import { type HttpListener, type ListenOptions, listenHttp } from './http-listener.ts';
 
 export interface HealthCheckService {

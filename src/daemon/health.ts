@@ -11,8 +11,8 @@
 // Each cause is reported once when it starts making them 503 and once when it stops (onReport: the
 // daemon logs it), and the metric says which cause holds (health-metrics.ts).
 import type { ServerResponse } from 'node:http';
+import type { Clock, Timer } from '../../contract/base/clock.ts';
 import type { Node } from '../kube/objects.ts';
-import type { Clock, Timer } from '../sync/clock.ts';
 import type { SyncLoopEvent } from '../sync/sync-loop.ts';
 import type { ContactEvent } from './api-contact.ts';
 

@@ -1,7 +1,7 @@
 // The metrics endpoint (metricsBindAddress): /metrics in Prometheus text format and, as kube-proxy
 // serves there too, /proxyMode.
 import type { ServerResponse } from 'node:http';
-import type { DataplaneMode } from '../../dataplanes/shared/dataplane.ts';
+import type { DataplaneMode } from '../../contract/dataplane.ts';
 import type { ProxyMetrics } from '../sync/metrics.ts';
 
 export function metricsHandler(metrics: ProxyMetrics, mode: DataplaneMode) {

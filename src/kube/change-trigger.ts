@@ -1,7 +1,7 @@
 // When the change an EndpointSlice carries was triggered (its last-change-trigger-time
 // annotation), read here so that src/sync measures network programming latency from a number and
 // never sees a Kubernetes object.
-import type { IPFamily } from '../base/ip-family.ts';
+import type { IPFamily } from '../../contract/base/ip-family.ts';
 import { type EndpointSlice, LAST_CHANGE_TRIGGER_TIME_ANNOTATION } from './objects.ts';
 
 /** The slice's last-change-trigger-time in ms since the epoch, when present and valid. */

@@ -4,9 +4,9 @@
 // would have filled are filled here (port protocol TCP, Service type ClusterIP, namespace
 // "default"), and IPs and CIDRs are stored in canonical text, so the model can trust what it gets.
 // Content errors come back as a Problem naming the object and the field; they never throw.
-import { canonicalCIDR, canonicalIP, familyOf } from '../base/ip-address.ts';
-import type { IPFamily } from '../base/ip-family.ts';
-import { objectRef, type Problem } from '../base/problem.ts';
+import { canonicalCIDR, canonicalIP, familyOf } from '../../contract/base/ip-address.ts';
+import type { IPFamily } from '../../contract/base/ip-family.ts';
+import { objectRef, type Problem } from '../../contract/base/problem.ts';
 import {
   type EndpointConditions,
   type EndpointHints,

@@ -10,7 +10,7 @@
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import { Slicer } from '../base/work-slices.ts';
+import { Slicer } from '../../contract/base/work-slices.ts';
 import { Backoff, type BackoffOptions } from './backoff.ts';
 import { type ApiError, formatApiError, isExpired, type KubeApi, type WatchItem } from './client.ts';
 import type { InformerMetrics } from './informer-metrics.ts';

@@ -2,7 +2,7 @@
 // may go at once, then `qps` a second. A request that finds the bucket empty takes a token on credit
 // and waits until it would have refilled, so waiters go in arrival order.
 
-import type { Clock } from '../sync/clock.ts';
+import type { Clock } from '../../contract/base/clock.ts';
 
 export class TokenBucket {
   readonly #qps: number;

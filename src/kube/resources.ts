@@ -1,6 +1,6 @@
 // The API resources kproxy reads, and where the API server serves them. Shared by the client,
 // the informers and the stand-in API server so that both ends agree on paths and kinds.
-import { flatText } from '../base/flat-text.ts';
+import { flatText } from '../../contract/base/flat-text.ts';
 
 export interface ResourceType {
   /** Plural resource name as it appears in the URL path and in metric labels. */

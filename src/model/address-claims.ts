@@ -9,11 +9,11 @@
 // address (or port) only, and a Problem names both. The index is kept per family and updated per service port, so the incremental model
 // pays for the claims of the services an event touches, not for the whole cluster.
 
-import { compareText } from '../base/compare-text.ts';
-import { flatText } from '../base/flat-text.ts';
-import { objectRef, type Problem } from '../base/problem.ts';
+import { compareText } from '../../contract/base/compare-text.ts';
+import { flatText } from '../../contract/base/flat-text.ts';
+import { objectRef, type Problem } from '../../contract/base/problem.ts';
+import type { ServicePort } from '../../contract/proxy-state.ts';
 import type { Service } from '../kube/objects.ts';
-import type { ServicePort } from './proxy-state.ts';
 
 type ClaimKind = 'cluster IP' | 'external IP' | 'load balancer IP' | 'node port' | 'health check node port';
 

@@ -1,10 +1,11 @@
 // Services + EndpointSlices + this node (+ ServiceCIDRs) → ProxyState per IP family: the model's one entry point,
 // called by the CLI (dry-run) and the daemon alike. Input objects come from decodeObject.
 
-import { compareText } from '../base/compare-text.ts';
-import { flatText } from '../base/flat-text.ts';
-import type { IPFamily } from '../base/ip-family.ts';
-import { objectRef, type Problem } from '../base/problem.ts';
+import { compareText } from '../../contract/base/compare-text.ts';
+import { flatText } from '../../contract/base/flat-text.ts';
+import type { IPFamily } from '../../contract/base/ip-family.ts';
+import { objectRef, type Problem } from '../../contract/base/problem.ts';
+import type { DualStackState, ProxyState, ServicePort, ServicePortKey } from '../../contract/proxy-state.ts';
 import {
   type EndpointSlice,
   type Node,
@@ -16,12 +17,11 @@ import {
 import { ClaimIndex, conflictProblems, serviceOfPort, serviceSince } from './address-claims.ts';
 import { indexSlicesByService } from './endpoints.ts';
 import { nodeSettingsByFamily, type ProxyOptions } from './node-settings.ts';
-import type { DualStackState, ProxyState, ServicePort, ServicePortKey } from './proxy-state.ts';
 import { serviceCIDRsOf } from './service-cidrs.ts';
 import { serviceStatePorts } from './service-port-state.ts';
 
 // The CLI and the daemon import the model's entry points from here.
-export { changedServicePorts } from './changed-service-ports.ts';
+export { changedServicePorts } from '../../contract/changed-service-ports.ts';
 export type { ProxyOptions } from './node-settings.ts';
 
 export interface ModelInput {

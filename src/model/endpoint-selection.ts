@@ -1,8 +1,10 @@
 // Which endpoints serve Cluster and Local traffic: kube-proxy's CategorizeEndpoints. Ready
 // endpoints are used; when none is ready, serving+terminating ones are, decided separately for
 // Cluster and for Local traffic. Topology hints narrow Cluster traffic only.
+
+import type { Endpoint } from '../../contract/proxy-state.ts';
+import { externallyAccessible } from '../../contract/traffic-decisions.ts';
 import type { CandidateEndpoint, PortCandidates } from './endpoints.ts';
-import type { Endpoint } from './proxy-state.ts';
 import type { ServicePortBase } from './service-ports.ts';
 import { availableForTopology, topologyMode } from './topology.ts';
 
@@ -11,11 +13,6 @@ export interface EndpointSelection {
   readonly localEndpoints: readonly Endpoint[];
   readonly hasEndpoints: boolean;
   readonly otherServingEndpoints?: readonly Endpoint[];
-}
-
-/** Reachable through a node port, an external IP or a load balancer IP of this family. */
-export function externallyAccessible(port: ServicePortBase): boolean {
-  return port.nodePort !== 0 || port.externalIPs.length > 0 || port.loadBalancerIPs.length > 0;
 }
 
 /** Internal traffic uses Cluster policy, or external traffic exists (eTP Local short-circuits through it). */

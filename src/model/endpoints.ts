@@ -7,10 +7,11 @@
 // keeps that record instead of the slice, so a decoded slice is garbage once its event is handled
 // (at 30,000 ten-endpoint slices the slices held ~50 MiB more than their records).
 
-import { compareText } from '../base/compare-text.ts';
-import { flatText } from '../base/flat-text.ts';
-import type { IPFamily } from '../base/ip-family.ts';
-import { objectRef, type Problem } from '../base/problem.ts';
+import { compareText } from '../../contract/base/compare-text.ts';
+import { flatText } from '../../contract/base/flat-text.ts';
+import type { IPFamily } from '../../contract/base/ip-family.ts';
+import { objectRef, type Problem } from '../../contract/base/problem.ts';
+import type { Endpoint } from '../../contract/proxy-state.ts';
 import {
   type EndpointHints,
   type EndpointSlice,
@@ -20,7 +21,6 @@ import {
 } from '../kube/objects.ts';
 import { PackedEndpoint } from './packed-endpoint.ts';
 import { excludedByLabels } from './proxy-labels.ts';
-import type { Endpoint } from './proxy-state.ts';
 
 /** An endpoint with the topology hints that decide whether Cluster traffic from this node may use it. */
 export interface CandidateEndpoint {

@@ -3,10 +3,10 @@
 // node port (address-claims.ts). An update moves the claims of the services that changed and
 // publishes what each service whose claims were touched now holds.
 import { isDeepStrictEqual } from 'node:util';
-import { compareText } from '../base/compare-text.ts';
-import type { Steps } from '../base/work-slices.ts';
+import { compareText } from '../../contract/base/compare-text.ts';
+import type { Steps } from '../../contract/base/work-slices.ts';
+import type { ServicePort, ServicePortKey } from '../../contract/proxy-state.ts';
 import { ClaimIndex } from './address-claims.ts';
-import type { ServicePort, ServicePortKey } from './proxy-state.ts';
 
 /**
  * A service's ports of one family, distinct keys. An array, not a map: most services have one or

@@ -7,9 +7,11 @@
 // A node change recomputes everything, as the node's IPs, CIDRs and zone feed every service; so
 // does a change of the service CIDRs (service-cidrs.ts), which are part of the node settings.
 import { isDeepStrictEqual } from 'node:util';
-import type { IPFamily } from '../base/ip-family.ts';
-import type { Problem } from '../base/problem.ts';
-import { runAll, runInSlices, SLICE_MS, type Steps } from '../base/work-slices.ts';
+import type { IPFamily } from '../../contract/base/ip-family.ts';
+import type { Problem } from '../../contract/base/problem.ts';
+import { runAll, runInSlices, SLICE_MS, type Steps } from '../../contract/base/work-slices.ts';
+import { LayeredPortMap } from '../../contract/layered-port-map.ts';
+import type { DualStackState, NodeSettings, ProxyState, ServicePortKey } from '../../contract/proxy-state.ts';
 import {
   type EndpointSlice,
   type Node,
@@ -22,9 +24,7 @@ import { conflictProblems, serviceOfPort, serviceSince } from './address-claims.
 import { serviceKey } from './build-state.ts';
 import { type SliceEndpoints, sliceEndpoints, sliceKey, sliceOwner } from './endpoints.ts';
 import { FamilyPorts } from './family-ports.ts';
-import { LayeredPortMap } from './layered-port-map.ts';
 import { type NodeSettingsByFamily, nodeSettingsByFamily, type ProxyOptions } from './node-settings.ts';
-import type { DualStackState, NodeSettings, ProxyState, ServicePortKey } from './proxy-state.ts';
 import { serviceCIDRsOf } from './service-cidrs.ts';
 import { serviceStatePorts } from './service-port-state.ts';
 import { SlicesOfService } from './slices-of-service.ts';

@@ -2,11 +2,11 @@
 // for node IPs, local-traffic detection and --nodeport-addresses.
 
 import ipaddr from 'ipaddr.js';
-import { canonicalCIDR, canonicalIP, familyOf } from '../base/ip-address.ts';
-import type { IPFamily } from '../base/ip-family.ts';
-import type { Problem } from '../base/problem.ts';
+import { canonicalCIDR, canonicalIP, familyOf } from '../../contract/base/ip-address.ts';
+import type { IPFamily } from '../../contract/base/ip-family.ts';
+import type { Problem } from '../../contract/base/problem.ts';
+import type { LocalTrafficDetector, NodeSettings } from '../../contract/proxy-state.ts';
 import type { Node } from '../kube/objects.ts';
-import type { LocalTrafficDetector, NodeSettings } from './proxy-state.ts';
 
 export type DetectLocalMode = LocalTrafficDetector['mode'];
 

@@ -6,7 +6,7 @@
 //
 // Both fields are public so that node:util's isDeepStrictEqual, which the model uses to keep
 // unchanged service ports by identity, compares endpoints by value.
-import type { Endpoint } from './proxy-state.ts';
+import type { Endpoint } from '../../contract/proxy-state.ts';
 
 const IS_LOCAL = 1;
 const READY = 2;
@@ -20,7 +20,7 @@ export class PackedEndpoint implements Endpoint {
   /** The port above four condition bits. */
   readonly portAndFlags: number;
 
-  /** `ip` in canonical text (src/base/ip-address.ts). */
+  /** `ip` in canonical text (contract/base/ip-address.ts). */
   constructor(ip: string, port: number, conditions: Omit<Endpoint, 'ip' | 'port'>) {
     this.address = ipv4Number(ip) ?? ip;
     this.portAndFlags =

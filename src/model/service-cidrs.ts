@@ -4,9 +4,9 @@
 // --service-cluster-ip-range option when the cluster has no ServiceCIDR object (an API server
 // before 1.33, or one that does not serve the resource): kube-apiserver itself makes its
 // default ServiceCIDR from that flag, so the two agree wherever both exist.
-import { compareText } from '../base/compare-text.ts';
-import { canonicalCIDR } from '../base/ip-address.ts';
-import type { Problem } from '../base/problem.ts';
+import { compareText } from '../../contract/base/compare-text.ts';
+import { canonicalCIDR } from '../../contract/base/ip-address.ts';
+import type { Problem } from '../../contract/base/problem.ts';
 import type { ServiceCIDR } from '../kube/objects.ts';
 
 /** Problems with options are reported against this name (as node-settings.ts does). */

@@ -1,7 +1,8 @@
 // One Service (and its slices) → its finished ServicePorts of one family: the unit of work both
 // the whole-state build and the incremental model cache repeat per service.
 
-import type { IPFamily } from '../base/ip-family.ts';
+import type { IPFamily } from '../../contract/base/ip-family.ts';
+import type { ServicePort } from '../../contract/proxy-state.ts';
 import type { Service } from '../kube/objects.ts';
 import { categorizeEndpoints, type EndpointSelection } from './endpoint-selection.ts';
 import {
@@ -11,7 +12,6 @@ import {
   type SliceEndpoints,
   slicePortsByKey,
 } from './endpoints.ts';
-import type { ServicePort } from './proxy-state.ts';
 import { type ServicePortBase, servicePortsOfFamily } from './service-ports.ts';
 
 const NO_CANDIDATES: PortCandidates = { candidates: [], whole: undefined };

@@ -2,12 +2,12 @@
 // serviceToServiceMap and newBaseServiceInfo). Input comes from decodeObject: IPs are canonical,
 // protocols and types defaulted.
 
-import { flatText } from '../base/flat-text.ts';
-import { familyOf } from '../base/ip-address.ts';
-import type { IPFamily } from '../base/ip-family.ts';
+import { flatText } from '../../contract/base/flat-text.ts';
+import { familyOf } from '../../contract/base/ip-address.ts';
+import type { IPFamily } from '../../contract/base/ip-family.ts';
+import type { Protocol, ServicePort } from '../../contract/proxy-state.ts';
 import type { Service, ServiceSpec } from '../kube/objects.ts';
 import { excludedByLabels } from './proxy-labels.ts';
-import type { Protocol, ServicePort } from './proxy-state.ts';
 
 /** A ServicePort before endpoints are categorised for it. */
 export type ServicePortBase = Omit<ServicePort, 'clusterEndpoints' | 'localEndpoints' | 'hasEndpoints'>;

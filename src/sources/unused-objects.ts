@@ -7,7 +7,7 @@
 // in a version it does not (discovery.k8s.io/v1beta1 EndpointSlices), legacy Endpoints with no
 // EndpointSlice anywhere in the input, and a Service without a cluster IP (a manifest, not what
 // the cluster serves).
-import { objectRef } from '../base/problem.ts';
+import { objectRef } from '../../contract/base/problem.ts';
 import type { KubeObject, Service } from '../kube/objects.ts';
 
 /** An object skipped, or a group of them: `object` names it ("14 Pod objects (Pod kube-system/coredns-x, ...)"). */

@@ -6,11 +6,10 @@
 // count once under each family the node serves (those of the last state built). The conntrack
 // reconciler's count and duration are its own per family, as upstream's.
 import { Counter, collectDefaultMetrics, Gauge, Histogram, linearBuckets, Registry } from 'prom-client';
-import { CommandTimeoutError } from '../../dataplanes/shared/command-runner.ts';
-import type { DataplaneMode } from '../../dataplanes/shared/dataplane.ts';
-import { DataplaneError } from '../../dataplanes/shared/dataplane-error.ts';
-import type { IPFamily } from '../base/ip-family.ts';
-import type { DualStackState } from '../model/proxy-state.ts';
+import type { IPFamily } from '../../contract/base/ip-family.ts';
+import type { DataplaneMode } from '../../contract/dataplane.ts';
+import { CommandTimeoutError, DataplaneError } from '../../contract/dataplane-error.ts';
+import type { DualStackState } from '../../contract/proxy-state.ts';
 import { type NoLocalEndpointsByFamily, StateCounter } from './state-counts.ts';
 import type { SyncLoopEvent } from './sync-loop.ts';
 

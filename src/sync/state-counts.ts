@@ -2,9 +2,9 @@
 // kept up to date from the changed service ports: at 30k services, walking every port on each
 // sync would cost more than the model's whole update.
 
-import type { IPFamily } from '../base/ip-family.ts';
-import type { DualStackState, ServicePort, ServicePortKey } from '../model/proxy-state.ts';
-import { trafficDecisions } from '../model/traffic-decisions.ts';
+import type { IPFamily } from '../../contract/base/ip-family.ts';
+import type { DualStackState, ServicePort, ServicePortKey } from '../../contract/proxy-state.ts';
+import { trafficDecisions } from '../../contract/traffic-decisions.ts';
 
 /** Service ports whose Local policy has no local endpoint, by policy. */
 export interface NoLocalEndpoints {

@@ -2,7 +2,7 @@
 // change (a DataplaneError: retried, nothing to fix in kproxy) or kproxy hit a bug (anything else:
 // its stack is logged, so that it can be reported and fixed).
 import type { Logger } from 'pino';
-import { DataplaneError } from '../../dataplanes/shared/dataplane-error.ts';
+import { DataplaneError } from '../../contract/dataplane-error.ts';
 import type { SyncLoopEvent } from './sync-loop.ts';
 import type { StateSummary } from './sync-step.ts';
 

@@ -13,8 +13,9 @@
 // - The first sync waits for start() (the daemon calls it once the informers have synced) and is
 //   full; so is the sync after a failure, retried with capped exponential backoff. Otherwise
 //   syncs are incremental unless a full one was asked for (node label changes).
-import type { SyncKind, SyncOutcome } from '../../dataplanes/shared/dataplane.ts';
-import type { Clock, Timer } from './clock.ts';
+
+import type { Clock, Timer } from '../../contract/base/clock.ts';
+import type { SyncKind, SyncOutcome } from '../../contract/dataplane.ts';
 
 /** What the loop drives: in the daemon, "build the state and hand it to the live dataplane". */
 export interface Syncer {

@@ -8,12 +8,12 @@
 // Pure and deterministic: the sync step (sync-step.ts) and `kproxy render --since` (src/cli) split
 // the same change the same way, so without events in between they send the same bytes.
 import { isDeepStrictEqual } from 'node:util';
-import { compareText } from '../base/compare-text.ts';
-import type { IPFamily } from '../base/ip-family.ts';
+import { compareText } from '../../contract/base/compare-text.ts';
+import type { IPFamily } from '../../contract/base/ip-family.ts';
+import { changedServicePorts } from '../../contract/changed-service-ports.ts';
+import { LayeredPortMap } from '../../contract/layered-port-map.ts';
+import type { DualStackState, ProxyState, ServicePort, ServicePortKey } from '../../contract/proxy-state.ts';
 import { forEachClaimText, serviceOfPort } from '../model/address-claims.ts';
-import { changedServicePorts } from '../model/changed-service-ports.ts';
-import { LayeredPortMap } from '../model/layered-port-map.ts';
-import type { DualStackState, ProxyState, ServicePort, ServicePortKey } from '../model/proxy-state.ts';
 
 /**
  * Endpoints (a service port's rules and chains grow with them) one round may change: about one

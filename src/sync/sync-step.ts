@@ -13,10 +13,10 @@
 // bug, metrics.ts counts both) and retries in full.
 import { setImmediate } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import type { LiveDataplane, SyncKind, SyncOutcome } from '../../dataplanes/shared/dataplane.ts';
-import type { Problem } from '../base/problem.ts';
+import type { Problem } from '../../contract/base/problem.ts';
+import type { LiveDataplane, SyncKind, SyncOutcome } from '../../contract/dataplane.ts';
+import type { DualStackState, ServicePortKey } from '../../contract/proxy-state.ts';
 import type { ModelUpdate } from '../model/model-cache.ts';
-import type { DualStackState, ServicePortKey } from '../model/proxy-state.ts';
 import type { ProxyMetrics } from './metrics.ts';
 import { StateCounter } from './state-counts.ts';
 import type { Syncer } from './sync-loop.ts';

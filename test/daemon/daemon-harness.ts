@@ -1,11 +1,11 @@
 // Shared pieces of the daemon tests: a config from YAML text, a dataplane that records what it is
 // asked to do, and polling for a condition (no timed assertions: only a generous upper bound).
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { LiveDataplane, SyncKind, SyncOutcome } from '../../dataplanes/shared/dataplane.ts';
-import { DataplaneError } from '../../dataplanes/shared/dataplane-error.ts';
+import type { LiveDataplane, SyncKind, SyncOutcome } from '../../contract/dataplane.ts';
+import { DataplaneError } from '../../contract/dataplane-error.ts';
+import type { DualStackState } from '../../contract/proxy-state.ts';
 import { allowance } from '../../harness/emulation.ts';
 import { loadProxyConfig, type ProxyConfig } from '../../src/config/config.ts';
-import type { DualStackState } from '../../src/model/proxy-state.ts';
 
 export async function configFromYaml(yaml: string, flags: Record<string, string> = {}): Promise<ProxyConfig> {
   const loaded = await loadProxyConfig(

@@ -11,6 +11,7 @@ import assert from 'node:assert/strict';
 import { Buffer } from 'node:buffer';
 import http from 'node:http';
 import { describe, test } from 'node:test';
+import { systemClock } from '../../contract/base/clock.ts';
 import { MINORS, type Minor } from '../../harness/apiserver/profiles.ts';
 import { sampleEndpointSlice, sampleNode, sampleService } from '../../harness/apiserver/sample-objects.ts';
 import {
@@ -21,7 +22,6 @@ import {
 import { startDaemon } from '../../src/daemon/daemon.ts';
 import { KubeClient } from '../../src/kube/client.ts';
 import { ENDPOINT_SLICES, NODES, objectPath, type ResourceType, SERVICES } from '../../src/kube/resources.ts';
-import { systemClock } from '../../src/sync/clock.ts';
 import { ProxyMetrics } from '../../src/sync/metrics.ts';
 import { capturedLogger } from '../support/captured-logger.ts';
 import { freePort } from '../support/free-port.ts';

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import type { DualStackState, Endpoint } from '../../contract/proxy-state.ts';
 import { Lab, requireRoot } from '../../harness/netns.ts';
 import { localEndpoint, proxyState, servicePort } from '../../harness/proxy-states.ts';
 import {
@@ -9,7 +10,6 @@ import {
   healthCheckServices,
 } from '../../src/daemon/health-check-node-ports.ts';
 import { listenHttp } from '../../src/daemon/http-listener.ts';
-import type { DualStackState, Endpoint } from '../../src/model/proxy-state.ts';
 import { options } from '../model/fixtures.ts';
 import { freePort } from '../support/free-port.ts';
 

@@ -8,13 +8,13 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { systemClock } from '../../contract/base/clock.ts';
 import { sampleEndpointSlice, sampleNode, sampleService } from '../../harness/apiserver/sample-objects.ts';
 import { type ApiServerOptions, startApiServer } from '../../harness/apiserver/server.ts';
 import { allowance } from '../../harness/emulation.ts';
 import { startDaemon } from '../../src/daemon/daemon.ts';
 import { KubeClient } from '../../src/kube/client.ts';
 import { ENDPOINT_SLICES, NODES, SERVICES } from '../../src/kube/resources.ts';
-import { systemClock } from '../../src/sync/clock.ts';
 import { ProxyMetrics } from '../../src/sync/metrics.ts';
 import { capturedLogger } from '../support/captured-logger.ts';
 import { freePort } from '../support/free-port.ts';

@@ -9,6 +9,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { systemClock } from '../../contract/base/clock.ts';
 import { type Minor, NEWEST_MINOR } from '../../harness/apiserver/profiles.ts';
 import { sampleEndpointSlice, sampleNode, sampleService } from '../../harness/apiserver/sample-objects.ts';
 import { type StandInApiServer, startApiServer } from '../../harness/apiserver/server.ts';
@@ -17,7 +18,6 @@ import { type Daemon, startDaemon } from '../../src/daemon/daemon.ts';
 import { BACKOFF_MAX_MS } from '../../src/kube/backoff.ts';
 import { KubeClient } from '../../src/kube/client.ts';
 import { ENDPOINT_SLICES, NODES, SERVICES } from '../../src/kube/resources.ts';
-import { systemClock } from '../../src/sync/clock.ts';
 import { ProxyMetrics } from '../../src/sync/metrics.ts';
 import { capturedLogger } from '../support/captured-logger.ts';
 import { configFromYaml, eventually, RecordingDataplane } from './daemon-harness.ts';

@@ -6,13 +6,13 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { test } from 'node:test';
+import { systemClock } from '../../contract/base/clock.ts';
 import { sampleEndpointSlice, sampleNode, sampleService } from '../../harness/apiserver/sample-objects.ts';
 import { startApiServer } from '../../harness/apiserver/server.ts';
 import { startDaemon } from '../../src/daemon/daemon.ts';
 import { MAX_HEADER_BYTES, MAX_TARGET_LENGTH } from '../../src/daemon/http-listener.ts';
 import { KubeClient } from '../../src/kube/client.ts';
 import { ENDPOINT_SLICES, NODES, SERVICES } from '../../src/kube/resources.ts';
-import { systemClock } from '../../src/sync/clock.ts';
 import { ProxyMetrics } from '../../src/sync/metrics.ts';
 import { capturedLogger } from '../support/captured-logger.ts';
 import { freePort } from '../support/free-port.ts';

@@ -7,14 +7,14 @@
 // Sweep its seeds (as root): nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/conflicts-kernel.test.ts
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { canonicalIP } from '../../contract/base/ip-address.ts';
+import type { DualStackState } from '../../contract/proxy-state.ts';
 import { iptablesPlanner } from '../../dataplanes/iptables/planner.ts';
 import { FAMILIES, type IptablesPlan, restoreInput } from '../../dataplanes/iptables/restore-plan.ts';
 import type { IpvsPlan } from '../../dataplanes/ipvs/ipvs-plan.ts';
 import { ipvsDesired, ipvsPlanner } from '../../dataplanes/ipvs/planner.ts';
 import { Lab, requireRoot } from '../../harness/netns.ts';
-import { canonicalIP } from '../../src/base/ip-address.ts';
 import { buildProxyState } from '../../src/model/build-state.ts';
-import type { DualStackState } from '../../src/model/proxy-state.ts';
 import { CLUSTER_OPTIONS, randomCluster } from '../model/random-cluster.ts';
 import { prng } from '../support/prng.ts';
 import { seedsLine, testSeeds } from '../support/seeds.ts';

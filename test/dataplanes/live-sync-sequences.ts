@@ -3,8 +3,8 @@
 // left, a cleanup and a cold start) against a mode's fake kernel, each sync followed by the mode's
 // checks: the fake's state against the full render of the last state, packet by packet.
 import assert from 'node:assert/strict';
-import type { LiveDataplane } from '../../dataplanes/shared/dataplane.ts';
-import type { DualStackState } from '../../src/model/proxy-state.ts';
+import type { LiveDataplane } from '../../contract/dataplane.ts';
+import type { DualStackState } from '../../contract/proxy-state.ts';
 import { prng } from '../support/prng.ts';
 import { seedsLine, testSeeds } from '../support/seeds.ts';
 import { randomState } from './nftables/random-state.ts';

@@ -7,14 +7,14 @@
 // Sweep its seeds: nice -n 10 node scripts/sweep-seeds.ts test/model/conflicts-property.test.ts
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { changedServicePorts } from '../../contract/changed-service-ports.ts';
+import type { DataplanePlanner } from '../../contract/dataplane.ts';
+import type { DualStackState, ProxyState } from '../../contract/proxy-state.ts';
 import { iptablesPlanner } from '../../dataplanes/iptables/planner.ts';
 import { ipvsPlanner } from '../../dataplanes/ipvs/planner.ts';
 import { nftablesPlanner } from '../../dataplanes/nftables/planner.ts';
-import type { DataplanePlanner } from '../../dataplanes/shared/dataplane.ts';
 import { buildProxyState } from '../../src/model/build-state.ts';
-import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
 import { ModelCache } from '../../src/model/model-cache.ts';
-import type { DualStackState, ProxyState } from '../../src/model/proxy-state.ts';
 import { prng } from '../support/prng.ts';
 import { seedsLine, testSeeds } from '../support/seeds.ts';
 import { CLUSTER_OPTIONS, type RandomCluster, randomCluster } from './random-cluster.ts';

@@ -1,7 +1,8 @@
 // Tiny builders for realistic Kubernetes objects, and a build() that runs them through the same
 // path as the CLI and the daemon: decodeObject, then buildProxyState.
 import assert from 'node:assert/strict';
-import type { IPFamily } from '../../src/base/ip-family.ts';
+import type { IPFamily } from '../../contract/base/ip-family.ts';
+import type { Endpoint, ServicePort } from '../../contract/proxy-state.ts';
 import { decodeObject } from '../../src/kube/decode.ts';
 import type {
   EndpointSlice,
@@ -14,7 +15,6 @@ import type {
   ServiceSpec,
 } from '../../src/kube/objects.ts';
 import { buildProxyState, type ModelOutput, type ProxyOptions } from '../../src/model/build-state.ts';
-import type { Endpoint, ServicePort } from '../../src/model/proxy-state.ts';
 
 export const THIS_NODE = 'node-1';
 

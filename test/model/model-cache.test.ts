@@ -2,13 +2,13 @@
 //   nice -n 10 node scripts/sweep-seeds.ts test/model/model-cache.test.ts --name 'random change sequences'
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { changedServicePorts } from '../../contract/changed-service-ports.ts';
+import type { DualStackState, ProxyState, ServicePortKey } from '../../contract/proxy-state.ts';
 import { decodeObject } from '../../src/kube/decode.ts';
 import type { EndpointSlice, KubeObject, Node, Service } from '../../src/kube/objects.ts';
 import { buildProxyState } from '../../src/model/build-state.ts';
-import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
 import { ModelCache } from '../../src/model/model-cache.ts';
 import type { ProxyOptions } from '../../src/model/node-settings.ts';
-import type { DualStackState, ProxyState, ServicePortKey } from '../../src/model/proxy-state.ts';
 import { prng } from '../support/prng.ts';
 import { testSeeds } from '../support/seeds.ts';
 import { endpoint, node, options, service, slice, THIS_NODE } from './fixtures.ts';

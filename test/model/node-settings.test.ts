@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { Problem } from '../../src/base/problem.ts';
+import type { Problem } from '../../contract/base/problem.ts';
 import type { Node } from '../../src/kube/objects.ts';
 import {
   nodeSettingsByFamily,

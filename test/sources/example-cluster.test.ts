@@ -2,8 +2,8 @@
 // keep that promise when someone edits it.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { ServicePort } from '../../contract/proxy-state.ts';
 import { buildProxyState } from '../../src/model/build-state.ts';
-import type { ServicePort } from '../../src/model/proxy-state.ts';
 import { groupObjects } from '../../src/sources/cluster-objects.ts';
 import { EXAMPLE_CLUSTER_PATH } from '../../src/sources/example-cluster.ts';
 import { readObjects } from '../../src/sources/read-objects.ts';

@@ -1,7 +1,7 @@
 // A manual clock for the sync loop and health tests: time moves only when the test says so, and
 // timers fire in order as it moves, with pending promise work settled after each one.
 import { setImmediate as settle } from 'node:timers/promises';
-import type { Clock, Timer } from '../../src/sync/clock.ts';
+import type { Clock, Timer } from '../../contract/base/clock.ts';
 
 interface Pending {
   readonly at: number;

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { CommandTimeoutError } from '../../contract/dataplane-error.ts';
+import type { DualStackState } from '../../contract/proxy-state.ts';
 import { IptablesCommandError } from '../../dataplanes/iptables/live.ts';
-import { CommandTimeoutError } from '../../dataplanes/shared/command-runner.ts';
 import { endpoint, localEndpoint, proxyState, servicePort } from '../../harness/proxy-states.ts';
-import type { DualStackState } from '../../src/model/proxy-state.ts';
 import { countNoLocalEndpoints, ProxyMetrics } from '../../src/sync/metrics.ts';
 
 async function value(

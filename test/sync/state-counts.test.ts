@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import type { DualStackState } from '../../contract/proxy-state.ts';
 import { ModelCache } from '../../src/model/model-cache.ts';
-import type { DualStackState } from '../../src/model/proxy-state.ts';
 import { countNoLocalEndpoints } from '../../src/sync/metrics.ts';
 import { StateCounter } from '../../src/sync/state-counts.ts';
 import { endpoint, options, service, slice, THIS_NODE } from '../model/fixtures.ts';

@@ -1,8 +1,8 @@
 // A sync step as the dataplane tests drive it (render ≡ run in rounds, the huge Service kernel
 // test): listeners and metrics that take anything, and a model that gives each state once.
-import type { LiveDataplane } from '../../dataplanes/shared/dataplane.ts';
+import type { LiveDataplane } from '../../contract/dataplane.ts';
+import type { DualStackState, ServicePortKey } from '../../contract/proxy-state.ts';
 import type { ModelUpdate } from '../../src/model/model-cache.ts';
-import type { DualStackState, ServicePortKey } from '../../src/model/proxy-state.ts';
 import { SyncStep, type SyncStepOptions } from '../../src/sync/sync-step.ts';
 import { capturedLogger } from '../support/captured-logger.ts';
 

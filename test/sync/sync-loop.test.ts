@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { SyncKind, SyncOutcome } from '../../dataplanes/shared/dataplane.ts';
+import type { SyncKind, SyncOutcome } from '../../contract/dataplane.ts';
 import { type Syncer, SyncLoop, type SyncLoopEvent } from '../../src/sync/sync-loop.ts';
 import { FakeClock, flush } from './fake-clock.ts';
 

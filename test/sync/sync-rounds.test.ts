@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { hugeService } from '../../bench/synthetic-cluster.ts';
+import { changedServicePorts } from '../../contract/changed-service-ports.ts';
+import type { DualStackState, ServicePortKey } from '../../contract/proxy-state.ts';
 import type { KubeObject } from '../../src/kube/objects.ts';
-import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
-import type { DualStackState, ServicePortKey } from '../../src/model/proxy-state.ts';
 import { ROUND_BUDGET, roundsBetween, syncRounds } from '../../src/sync/sync-rounds.ts';
 import { build, endpoint, service, slice } from '../model/fixtures.ts';
 

@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:net';
 import { describe, test } from 'node:test';
+import type { LiveDataplane, SyncKind, SyncOutcome } from '../../contract/dataplane.ts';
+import type { DualStackState, ServicePortKey } from '../../contract/proxy-state.ts';
 import { IptablesCommandError } from '../../dataplanes/iptables/live.ts';
-import type { LiveDataplane, SyncKind, SyncOutcome } from '../../dataplanes/shared/dataplane.ts';
 import { HealthCheckNodePorts } from '../../src/daemon/health-check-node-ports.ts';
 import { decodeObject } from '../../src/kube/decode.ts';
 import type { KubeObject } from '../../src/kube/objects.ts';
 import { ModelCache } from '../../src/model/model-cache.ts';
-import type { DualStackState, ServicePortKey } from '../../src/model/proxy-state.ts';
 import { ProxyMetrics } from '../../src/sync/metrics.ts';
 import { SyncStep } from '../../src/sync/sync-step.ts';
 import { endpoint, node, options, service, slice, THIS_NODE } from '../model/fixtures.ts';

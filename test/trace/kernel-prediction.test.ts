@@ -10,6 +10,7 @@
 // Sweep its seeds (as root): nice -n 10 node scripts/sweep-seeds.ts test/trace/kernel-prediction.test.ts
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import type { DualStackState, ServicePort } from '../../contract/proxy-state.ts';
 import { IptablesDataplane } from '../../dataplanes/iptables/live.ts';
 import { iptablesPlanner } from '../../dataplanes/iptables/planner.ts';
 import { NftablesDataplane } from '../../dataplanes/nftables/live.ts';
@@ -21,7 +22,6 @@ import { Lab } from '../../harness/netns.ts';
 import { endpoint, proxyState, servicePort } from '../../harness/proxy-states.ts';
 import { CLUSTER_CIDR_V4, type NodeInfo, type PodInfo, Topology } from '../../harness/topology.ts';
 import { readLiveRules, type TraceMode, traceRuleText } from '../../src/cli/trace.ts';
-import type { DualStackState, ServicePort } from '../../src/model/proxy-state.ts';
 import { prng } from '../support/prng.ts';
 import { seedsLine, testSeeds } from '../support/seeds.ts';
 import { checkFlow, comparable, inBatches } from './flow-check.ts';

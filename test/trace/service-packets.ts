@@ -1,8 +1,9 @@
 // New connections to every address and port of some states' services, from a pod, the node and
 // outside, and the host they are traced on: what the live-syncs-trace tests follow through a
 // fake kernel's state and through the full render of the same state.
+
+import type { DualStackState } from '../../contract/proxy-state.ts';
 import type { TraceHost, TracePacket, TraceProtocol } from '../../dataplanes/shared/trace/packet.ts';
-import type { DualStackState } from '../../src/model/proxy-state.ts';
 
 export function servicePackets(states: readonly DualStackState[]): TracePacket[] {
   const packets = new Map<string, TracePacket>();

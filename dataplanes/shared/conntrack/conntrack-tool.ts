@@ -1,8 +1,8 @@
 // The two `conntrack` calls kproxy makes: list one family's UDP flows, and delete the entries one
 // filter matches. Each runs under the runner's timeout (command-runner.ts).
-import type { IPFamily } from '../../../src/base/ip-family.ts';
+import type { IPFamily } from '../../../contract/base/ip-family.ts';
+import { DataplaneError } from '../../../contract/dataplane-error.ts';
 import type { CommandRunner } from '../command-runner.ts';
-import { DataplaneError } from '../dataplane-error.ts';
 import { listUdpFlowsArgs } from './udp-flow-listing.ts';
 
 /** `conntrack` failed; `stderr` says why (no nf_conntrack, no permission, a bad filter). */

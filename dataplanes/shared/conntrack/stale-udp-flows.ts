@@ -12,10 +12,10 @@
 //   kproxy was down is known by its address alone: a DNATed flow to an address of the service
 //   CIDRs that no UDP service port holds goes when every flow is judged (start-up, full syncs).
 // Addresses are keyed with their port: two UDP ports of one cluster IP have their own endpoints.
-import { compareText } from '../../../src/base/compare-text.ts';
-import type { IPFamily } from '../../../src/base/ip-family.ts';
-import type { Steps } from '../../../src/base/work-slices.ts';
-import type { ProxyState, ServicePort, ServicePortKey } from '../../../src/model/proxy-state.ts';
+import { compareText } from '../../../contract/base/compare-text.ts';
+import type { IPFamily } from '../../../contract/base/ip-family.ts';
+import type { Steps } from '../../../contract/base/work-slices.ts';
+import type { ProxyState, ServicePort, ServicePortKey } from '../../../contract/proxy-state.ts';
 import { cidrMatcher } from '../cidr.ts';
 import type { UdpFlow } from './udp-flow-listing.ts';
 

@@ -11,13 +11,13 @@
 // A failed `conntrack` is logged and retried after the next sync, never a failed sync: the rules
 // are in place, and a full resync would not help conntrack.
 import { performance } from 'node:perf_hooks';
-import type { IPFamily } from '../../../src/base/ip-family.ts';
-import { runInSlices } from '../../../src/base/work-slices.ts';
-import { changedServicePorts } from '../../../src/model/changed-service-ports.ts';
-import type { DualStackState, ServicePortKey } from '../../../src/model/proxy-state.ts';
+import type { IPFamily } from '../../../contract/base/ip-family.ts';
+import { runInSlices } from '../../../contract/base/work-slices.ts';
+import { changedServicePorts } from '../../../contract/changed-service-ports.ts';
+import type { ConntrackReconciled, SyncKind } from '../../../contract/dataplane.ts';
+import { DataplaneError } from '../../../contract/dataplane-error.ts';
+import type { DualStackState, ServicePortKey } from '../../../contract/proxy-state.ts';
 import type { CommandRunner } from '../command-runner.ts';
-import type { SyncKind } from '../dataplane.ts';
-import { DataplaneError } from '../dataplane-error.ts';
 import { deleteConntrackEntries, listUdpFlows } from './conntrack-tool.ts';
 import {
   indexesAnything,
@@ -29,15 +29,6 @@ import {
 import { CONNTRACK_FAMILY, parseUdpFlows } from './udp-flow-listing.ts';
 
 /** One family's reconcile, for the metrics and the sync log. */
-export interface ConntrackReconciled {
-  readonly family: IPFamily;
-  /** Entries the kernel deleted. */
-  readonly deleted: number;
-  readonly durationMs: number;
-  /** Listing lines that could not be read (skipped). */
-  readonly unparsed: number;
-}
-
 export type ConntrackLog = (message: string, fields?: Readonly<Record<string, unknown>>) => void;
 
 const FAMILIES: readonly IPFamily[] = ['IPv4', 'IPv6'];

@@ -5,9 +5,9 @@
 // DNATed flow's reply source is its endpoint. The extended form names the family on each line, so a
 // line of another family is caught rather than misread. A line that cannot be read is skipped and
 // counted, never fatal: the reconciler deletes only what it understood.
-import { canonicalIP, familyOf } from '../../../src/base/ip-address.ts';
-import type { IPFamily } from '../../../src/base/ip-family.ts';
-import type { Steps } from '../../../src/base/work-slices.ts';
+import { canonicalIP, familyOf } from '../../../contract/base/ip-address.ts';
+import type { IPFamily } from '../../../contract/base/ip-family.ts';
+import type { Steps } from '../../../contract/base/work-slices.ts';
 
 /** What the reconciler reads of one flow. */
 export interface UdpFlow {

@@ -2,7 +2,7 @@
 // Order matters inside the transaction: new sets and chains first (elements and rules refer to
 // them), then rewritten chains, then element deletes before adds (a changed value is a delete
 // plus an add), and last the chains and sets nothing refers to any more.
-import { runAll, type Steps } from '../../../src/base/work-slices.ts';
+import { runAll, type Steps } from '../../../contract/base/work-slices.ts';
 import { defineFamily } from './full-transaction.ts';
 import { CANARY_SET, type DesiredRuleset, FAMILIES, type FamilyRuleset, sameElement } from './ruleset.ts';
 import { type ChainSpec, type ElementSpec, NftTransaction, type SetSpec, TABLE } from './transaction.ts';

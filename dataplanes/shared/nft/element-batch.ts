@@ -3,7 +3,7 @@
 // in one datagram. The kernel runs a batch as one transaction: every message applies or none.
 // Errors come back per message (its sequence number); `origins` says which operation and which of
 // its elements each message carries, so a refusal names the plan's elements.
-import { runAll, type Steps } from '../../../src/base/work-slices.ts';
+import { runAll, type Steps } from '../../../contract/base/work-slices.ts';
 import { NetlinkDatagram } from '../netlink-socket.ts';
 import { type SetLayout, writeElement } from './element-encoding.ts';
 import type { ElementSpec, NftFamily } from './transaction.ts';

@@ -1,5 +1,5 @@
 // The words that differ between the ip and ip6 tables.
-import type { IPFamily } from '../../../src/base/ip-family.ts';
+import type { IPFamily } from '../../../contract/base/ip-family.ts';
 import type { NftFamily } from './transaction.ts';
 
 export interface FamilySyntax {

@@ -1,5 +1,5 @@
 // nft matches for kube-proxy's local-traffic detector ("comes from a pod on this node").
-import type { LocalTrafficDetector } from '../../../src/model/proxy-state.ts';
+import type { LocalTrafficDetector } from '../../../contract/proxy-state.ts';
 import type { FamilySyntax } from './family-syntax.ts';
 
 function oneOrSet(items: readonly string[]): string {

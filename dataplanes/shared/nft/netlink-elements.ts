@@ -15,9 +15,9 @@
 // split, full syncs on a node with our tables go to nft; in IPVS mode, the companion table's
 // incremental transactions split.
 
-import type { IPFamily } from '../../../src/base/ip-family.ts';
-import { runAll, type Steps } from '../../../src/base/work-slices.ts';
-import { DataplaneError } from '../dataplane-error.ts';
+import type { IPFamily } from '../../../contract/base/ip-family.ts';
+import { runAll, type Steps } from '../../../contract/base/work-slices.ts';
+import { DataplaneError } from '../../../contract/dataplane-error.ts';
 import { errnoName, NetlinkSocket, openNetfilterNetlink } from '../netlink-socket.ts';
 import { type ElementBatch, type ElementOp, elementBatch, elementBatchSteps } from './element-batch.ts';
 import { type SetLayout, setLayout } from './element-encoding.ts';

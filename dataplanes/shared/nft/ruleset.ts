@@ -1,6 +1,6 @@
 // The desired ruleset: what kproxy wants in each family's table, as plain data. The full script
 // and the incremental diff are both computed from it, so they cannot disagree.
-import { compareText } from '../../../src/base/compare-text.ts';
+import { compareText } from '../../../contract/base/compare-text.ts';
 import type { ChainSpec, ElementSpec, NftFamily, SetSpec } from './transaction.ts';
 
 export interface FamilyRuleset {

@@ -1,8 +1,8 @@
 // The service spelling both nft tables share (kproxy's nftables table and the IPVS companion):
 // the VIP and node port keys, the no-endpoint verdicts, the LoadBalancer firewall and the
 // chains that check, reject and masquerade. One place, so the two modes cannot drift apart.
-import type { NodeSettings, ServicePort } from '../../../src/model/proxy-state.ts';
-import type { NoEndpointVerdict, TrafficDecisions } from '../../../src/model/traffic-decisions.ts';
+import type { NodeSettings, ServicePort } from '../../../contract/proxy-state.ts';
+import type { NoEndpointVerdict, TrafficDecisions } from '../../../contract/traffic-decisions.ts';
 import { cidrContains, uncoveredRanges } from '../cidr.ts';
 import type { FamilySyntax } from './family-syntax.ts';
 import type { RulesetBuilder } from './ruleset.ts';

@@ -1,6 +1,6 @@
 // The packet a trace follows, and what the rules may change in it on its way (pure data).
-import { canonicalIP, familyOf } from '../../../src/base/ip-address.ts';
-import type { IPFamily } from '../../../src/base/ip-family.ts';
+import { canonicalIP, familyOf } from '../../../contract/base/ip-address.ts';
+import type { IPFamily } from '../../../contract/base/ip-family.ts';
 
 export type TraceProtocol = 'tcp' | 'udp' | 'sctp';
 

@@ -5,6 +5,8 @@
 // (so a chain still referenced cannot be deleted), a line it does not understand. Its state is
 // the ruleset the tracer walks, so a test asks it what happens to a packet; the reads the live
 // dataplane makes (iptables -C/-S, iptables-save) are answered from that state.
+
+import type { IPFamily } from '../../../contract/base/ip-family.ts';
 import { insertLine } from '../../../dataplanes/iptables/jump-rules.ts';
 import type { IptablesTable } from '../../../dataplanes/iptables/restore-plan.ts';
 import {
@@ -14,7 +16,6 @@ import {
   type IptablesChain,
   type IptablesRuleset,
 } from '../../../dataplanes/iptables/trace-ruleset.ts';
-import type { IPFamily } from '../../../src/base/ip-family.ts';
 import { type RecordedCall, RecordingRunner } from './recording-runner.ts';
 
 const TARGETS = new Set(['ACCEPT', 'DROP', 'REJECT', 'RETURN', 'DNAT', 'MARK', 'MASQUERADE']);

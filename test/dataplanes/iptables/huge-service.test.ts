@@ -9,16 +9,16 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { hugeService } from '../../../bench/synthetic-cluster.ts';
+import { SLICE_MS } from '../../../contract/base/work-slices.ts';
+import type { DualStackState } from '../../../contract/proxy-state.ts';
 import { CANARY_CHAIN } from '../../../dataplanes/iptables/chain-names.ts';
 import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
 import type { CommandRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { Lab, requireRoot } from '../../../harness/netns.ts';
-import { SLICE_MS } from '../../../src/base/work-slices.ts';
 import { decodeObject } from '../../../src/kube/decode.ts';
 import type { EndpointSlice, KubeObject, Service } from '../../../src/kube/objects.ts';
 import { ModelCache } from '../../../src/model/model-cache.ts';
-import type { DualStackState } from '../../../src/model/proxy-state.ts';
 import { build, endpoint, options, service, slice } from '../../model/fixtures.ts';
 import { quietSyncStep } from '../../sync/step-fixtures.ts';
 import { RecordingRunner } from './recording-runner.ts';

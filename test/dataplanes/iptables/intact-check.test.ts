@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { runAll } from '../../../contract/base/work-slices.ts';
 import { DumpPacer, savedTableDamage as damageSteps } from '../../../dataplanes/iptables/intact-check.ts';
-import { runAll } from '../../../src/base/work-slices.ts';
 
 const savedTableDamage = (...args: Parameters<typeof damageSteps>) => runAll(damageSteps(...args));
 

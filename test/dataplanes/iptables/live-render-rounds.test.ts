@@ -4,13 +4,13 @@
 // Sweep its seeds: nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/iptables/live-render-rounds.test.ts
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { changedServicePorts } from '../../../contract/changed-service-ports.ts';
+import type { DualStackState } from '../../../contract/proxy-state.ts';
 import type { IptablesBackend } from '../../../dataplanes/iptables/backend.ts';
 import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
 import { iptablesPlanner } from '../../../dataplanes/iptables/planner.ts';
 import { type IptablesPlan, renderPlanInParts } from '../../../dataplanes/iptables/restore-plan.ts';
 import { ROUND_HEADER, renderSince } from '../../../src/cli/render-rounds.ts';
-import { changedServicePorts } from '../../../src/model/changed-service-ports.ts';
-import type { DualStackState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
 import { seedsLine, testSeeds } from '../../support/seeds.ts';
 import { quietSyncStep, scriptedModel } from '../../sync/step-fixtures.ts';

@@ -6,11 +6,11 @@
 //   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/iptables/live-render.test.ts --name 'render --since|render --chunks'
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { DualStackState } from '../../../contract/proxy-state.ts';
 import type { IptablesBackend } from '../../../dataplanes/iptables/backend.ts';
 import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
 import { iptablesPlanner } from '../../../dataplanes/iptables/planner.ts';
 import { renderPlanInParts } from '../../../dataplanes/iptables/restore-plan.ts';
-import type { DualStackState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
 import { seedsLine, testSeeds } from '../../support/seeds.ts';
 import { fakeIptablesNode } from './fake-tables.ts';

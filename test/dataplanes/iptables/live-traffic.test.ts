@@ -3,13 +3,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import type { DualStackState, Endpoint, ServicePort } from '../../../contract/proxy-state.ts';
 import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { Lab, requireRoot } from '../../../harness/netns.ts';
 import { openNfacctCountersIn, scrapedNfacctMetric } from '../../../harness/nfacct-counters.ts';
 import { endpoint, proxyState, servicePort } from '../../../harness/proxy-states.ts';
 import { CLUSTER_CIDR_V4, CLUSTER_CIDR_V6, replies, Topology, tally } from '../../../harness/topology.ts';
-import type { DualStackState, Endpoint, ServicePort } from '../../../src/model/proxy-state.ts';
 
 const isRoot = process.getuid?.() === 0;
 const SKIP_REASON = 'needs root: network namespaces and iptables (run the suite as root)';

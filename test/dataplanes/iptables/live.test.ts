@@ -1,11 +1,11 @@
 // The live dataplane's decisions, with a recording runner instead of the kernel.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { DualStackState } from '../../../contract/proxy-state.ts';
 import { chooseBackend } from '../../../dataplanes/iptables/backend.ts';
 import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
 import type { CommandRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { endpoint, proxyState, servicePort } from '../../../harness/proxy-states.ts';
-import type { DualStackState } from '../../../src/model/proxy-state.ts';
 import { FakeConntrack } from '../shared/conntrack/fake-conntrack.ts';
 import { type RecordedCall, RecordingRunner } from './recording-runner.ts';
 import { SCENARIOS } from './scenarios.ts';

@@ -2,6 +2,7 @@
 //   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/iptables/planner.test.ts --name 'random sequences'
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { ProxyState, ServicePort } from '../../../contract/proxy-state.ts';
 import { serviceChainNames } from '../../../dataplanes/iptables/chain-names.ts';
 import {
   iptablesPlanner,
@@ -11,7 +12,6 @@ import {
 import { restoreInput } from '../../../dataplanes/iptables/restore-plan.ts';
 import { probability } from '../../../dataplanes/iptables/service-port-rules.ts';
 import { endpoint, localEndpoint, proxyState, servicePort } from '../../../harness/proxy-states.ts';
-import type { ProxyState, ServicePort } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
 import { seedsLine, testSeeds } from '../../support/seeds.ts';
 import { FakeTables } from './fake-tables.ts';

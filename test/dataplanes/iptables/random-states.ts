@@ -1,7 +1,7 @@
 // Seeded random ProxyStates and random changes between them, for the "partial ≡ full" properties.
 
+import type { Endpoint, ProxyState, ServicePort } from '../../../contract/proxy-state.ts';
 import { endpoint, proxyState, servicePort } from '../../../harness/proxy-states.ts';
-import type { Endpoint, ProxyState, ServicePort } from '../../../src/model/proxy-state.ts';
 
 function pick<T>(random: () => number, items: readonly T[]): T {
   return items[Math.floor(random() * items.length)]!;

@@ -7,12 +7,12 @@
 //   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/iptables/render-kernel.test.ts --name 'equal a live full sync'
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { DualStackState } from '../../../contract/proxy-state.ts';
 import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
 import { iptablesPlanner } from '../../../dataplanes/iptables/planner.ts';
 import { renderPlanInParts } from '../../../dataplanes/iptables/restore-plan.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { Lab, requireRoot } from '../../../harness/netns.ts';
-import type { DualStackState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
 import { seedsLine, testSeeds } from '../../support/seeds.ts';
 import { randomState } from './random-states.ts';

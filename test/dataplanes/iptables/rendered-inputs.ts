@@ -2,8 +2,9 @@
 // comment line ("# iptables-restore --noflush input ...") starts one input for the tool it names;
 // the header of a sync round is left out, and so is a full sync's nfacct step, which `kproxy run`
 // takes before the dataplane's first restore (nfacct-objects.ts).
+
+import { printInputs } from '../../../contract/tool-inputs.ts';
 import { NFACCT_INPUT } from '../../../dataplanes/iptables/nfacct-objects.ts';
-import { printInputs } from '../../../dataplanes/shared/tool-inputs.ts';
 
 export interface RestoreInput {
   /** iptables-restore or ip6tables-restore. */

@@ -1,8 +1,9 @@
 // iptables-save of a lab namespace, normalised for comparison: every table, chains sorted, each
 // chain's rules in order (counters and policies dropped).
+
+import type { IPFamily } from '../../../contract/base/ip-family.ts';
 import type { IptablesBackend } from '../../../dataplanes/iptables/backend.ts';
 import type { Lab } from '../../../harness/netns.ts';
-import type { IPFamily } from '../../../src/base/ip-family.ts';
 
 export async function normalisedSave(
   lab: Lab,

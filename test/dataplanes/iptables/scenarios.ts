@@ -1,8 +1,8 @@
 // Small hand-built states for the iptables planner's unit, golden and kernel tests. Each scenario
 // exercises one feature the way kube-proxy's own iptables fixtures do.
 
+import type { DualStackState } from '../../../contract/proxy-state.ts';
 import { endpoint, localEndpoint, proxyState, servicePort } from '../../../harness/proxy-states.ts';
-import type { DualStackState } from '../../../src/model/proxy-state.ts';
 
 const local = localEndpoint('10.244.1.10', 8080);
 const remote = endpoint('10.244.2.10', 8080);

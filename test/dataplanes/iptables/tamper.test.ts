@@ -5,13 +5,13 @@
 // only reading the tables back finds (one chain flushed, a rule added, a jump deleted).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import type { IPFamily } from '../../../contract/base/ip-family.ts';
+import type { DualStackState } from '../../../contract/proxy-state.ts';
 import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { Lab } from '../../../harness/netns.ts';
 import { endpoint, proxyState, servicePort } from '../../../harness/proxy-states.ts';
 import { CLUSTER_CIDR_V4, CLUSTER_CIDR_V6, Topology, tally } from '../../../harness/topology.ts';
-import type { IPFamily } from '../../../src/base/ip-family.ts';
-import type { DualStackState } from '../../../src/model/proxy-state.ts';
 
 const isRoot = process.getuid?.() === 0;
 const SKIP_REASON = 'needs root: network namespaces and iptables (run the suite as root)';

@@ -9,11 +9,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import type { DualStackState, LocalTrafficDetector } from '../../../contract/proxy-state.ts';
 import { ipvsPlanner } from '../../../dataplanes/ipvs/planner.ts';
 import { Lab, requireRoot } from '../../../harness/netns.ts';
 import { endpoint, proxyState, servicePort } from '../../../harness/proxy-states.ts';
 import { CLUSTER_CIDR_V4, replies, Topology } from '../../../harness/topology.ts';
-import type { DualStackState, LocalTrafficDetector } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
 import { seedsLine, testSeeds } from '../../support/seeds.ts';
 import { canonicalRuleset } from '../nftables/kernel-support.ts';

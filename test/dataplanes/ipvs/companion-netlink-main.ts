@@ -7,11 +7,12 @@
 //                                                   service ports of the rest (on the first's node)
 //   node companion-netlink-main.ts text SEED...     the same, every transaction by nft
 // Prints one JSON line: the batches the writer committed.
+
+import type { DualStackState, ProxyState } from '../../../contract/proxy-state.ts';
 import { COMPANION_TABLE, companionSets } from '../../../dataplanes/ipvs/companion-ruleset.ts';
 import { ipvsIncremental, ipvsPlanner } from '../../../dataplanes/ipvs/planner.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { NetlinkElementWriter, writeTransaction } from '../../../dataplanes/shared/nft/netlink-elements.ts';
-import type { DualStackState, ProxyState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
 import { randomState } from '../nftables/random-state.ts';
 

@@ -4,6 +4,8 @@
 // through the tracer's parser), so the tracer follows a packet through what the dataplane left
 // (traceRuleset(): the virtual servers as `ipvsadm -Sn` lines and the bound addresses, read by
 // the tracer's parser, and the companion's ruleset).
+
+import { compareText } from '../../../contract/base/compare-text.ts';
 import { COMPANION_TABLE } from '../../../dataplanes/ipvs/companion-ruleset.ts';
 import { type IpvsClient, IpvsError } from '../../../dataplanes/ipvs/ipvs-client.ts';
 import type { DumpedRealServer, IpvsTimeouts } from '../../../dataplanes/ipvs/ipvs-messages.ts';
@@ -18,7 +20,6 @@ import {
 } from '../../../dataplanes/ipvs/virtual-servers.ts';
 import { NftError } from '../../../dataplanes/nftables/nft-runner.ts';
 import type { CommandResult, CommandRunner } from '../../../dataplanes/shared/command-runner.ts';
-import { compareText } from '../../../src/base/compare-text.ts';
 import { FakeNft } from '../nftables/fake-nft.ts';
 
 interface KernelService {

@@ -5,6 +5,14 @@
 //   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/ipvs/incremental.test.ts --name 'incremental plans equal|after incremental syncs holds'
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { changedServicePorts } from '../../../contract/changed-service-ports.ts';
+import type { SyncOutcome } from '../../../contract/dataplane.ts';
+import type {
+  DualStackState,
+  ProxyState,
+  ServicePort,
+  ServicePortKey,
+} from '../../../contract/proxy-state.ts';
 import { COMPANION_TABLE } from '../../../dataplanes/ipvs/companion-ruleset.ts';
 import { diffAddresses, diffVirtualServers } from '../../../dataplanes/ipvs/ipvs-diff.ts';
 import type { IpvsPlan } from '../../../dataplanes/ipvs/ipvs-plan.ts';
@@ -18,16 +26,8 @@ import {
 } from '../../../dataplanes/ipvs/planner.ts';
 import { SharingIndex } from '../../../dataplanes/ipvs/sharing-index.ts';
 import type { VirtualServer } from '../../../dataplanes/ipvs/virtual-servers.ts';
-import type { SyncOutcome } from '../../../dataplanes/shared/dataplane.ts';
 import { diffRulesets } from '../../../dataplanes/shared/nft/diff.ts';
 import { endpoint, ipv4, servicePort } from '../../../harness/proxy-states.ts';
-import { changedServicePorts } from '../../../src/model/changed-service-ports.ts';
-import type {
-  DualStackState,
-  ProxyState,
-  ServicePort,
-  ServicePortKey,
-} from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
 import { testSeeds } from '../../support/seeds.ts';
 import { randomState } from '../nftables/random-state.ts';

@@ -3,10 +3,10 @@
 // bound on unanswered requests.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { DataplaneError } from '../../../contract/dataplane-error.ts';
 import { IpvsError, NetlinkIpvsClient } from '../../../dataplanes/ipvs/ipvs-client.ts';
 import { IPVS_CMD } from '../../../dataplanes/ipvs/ipvs-messages.ts';
 import { IpvsDataplane } from '../../../dataplanes/ipvs/live.ts';
-import { DataplaneError } from '../../../dataplanes/shared/dataplane-error.ts';
 import { ipv4, localEndpoint, servicePort } from '../../../harness/proxy-states.ts';
 import { FakeKernel } from './fake-kernel.ts';
 import { scriptedNetlink } from './scripted-netlink.ts';

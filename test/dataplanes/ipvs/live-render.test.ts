@@ -6,13 +6,13 @@
 //   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/ipvs/live-render.test.ts --name 'render'
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { DualStackState } from '../../../contract/proxy-state.ts';
 import type { IpvsClient } from '../../../dataplanes/ipvs/ipvs-client.ts';
 import type { IpvsOp } from '../../../dataplanes/ipvs/ipvs-plan.ts';
 import { ipvsadmLine } from '../../../dataplanes/ipvs/ipvs-render.ts';
 import { IpvsDataplane } from '../../../dataplanes/ipvs/live.ts';
 import { ipvsPlanner } from '../../../dataplanes/ipvs/planner.ts';
 import type { CommandRunner } from '../../../dataplanes/shared/command-runner.ts';
-import type { DualStackState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
 import { seedsLine, testSeeds } from '../../support/seeds.ts';
 import { goldenStates } from '../nftables/golden-states.ts';

@@ -2,6 +2,7 @@
 //   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/ipvs/planner.test.ts --name 'random states|deterministic'
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { DualStackState } from '../../../contract/proxy-state.ts';
 import type { IpvsOp, IpvsPlan } from '../../../dataplanes/ipvs/ipvs-plan.ts';
 import { ipvsadmLine } from '../../../dataplanes/ipvs/ipvs-render.ts';
 import { createIpvsPlanner, ipvsDesired, ipvsPlanner } from '../../../dataplanes/ipvs/planner.ts';
@@ -11,7 +12,6 @@ import {
   type NftRuleset,
 } from '../../../dataplanes/shared/trace/nft-ruleset.ts';
 import { endpoint, ipv4, localEndpoint, proxyState, servicePort } from '../../../harness/proxy-states.ts';
-import type { DualStackState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
 import { testSeeds } from '../../support/seeds.ts';
 import { applyScript, dump } from '../nftables/fake-nft.ts';

@@ -4,9 +4,9 @@
 // let go is a port built for nothing or, gone from the state, one that cannot be built.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { ServicePort } from '../../../contract/proxy-state.ts';
 import { SharingIndex } from '../../../dataplanes/ipvs/sharing-index.ts';
 import { endpoint, localEndpoint, proxyState, servicePort } from '../../../harness/proxy-states.ts';
-import type { ServicePort } from '../../../src/model/proxy-state.ts';
 
 const state = (ports: ServicePort[]) => proxyState('IPv4', ports);
 const holders = (

@@ -3,13 +3,13 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
+import type { DualStackState, ProxyState } from '../../../contract/proxy-state.ts';
 import { coldStartTransactions } from '../../../dataplanes/nftables/cold-start.ts';
 import { desiredRuleset } from '../../../dataplanes/nftables/desired-ruleset.ts';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
 import { NftError, type NftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
 import { fullTransaction } from '../../../dataplanes/shared/nft/full-transaction.ts';
 import { emptyNftRuleset } from '../../../dataplanes/shared/trace/nft-ruleset.ts';
-import type { DualStackState, ProxyState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
 import { testSeeds } from '../../support/seeds.ts';
 import { applyScript, dump } from './fake-nft.ts';

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import type { DualStackState } from '../../../contract/proxy-state.ts';
 import { desiredRuleset } from '../../../dataplanes/nftables/desired-ruleset.ts';
 import type { FamilyRuleset } from '../../../dataplanes/shared/nft/ruleset.ts';
-import type { DualStackState } from '../../../src/model/proxy-state.ts';
 import { endpoint, ipv4, localEndpoint, proxyState, servicePort } from './fixtures.ts';
 
 function v4(state: DualStackState): FamilyRuleset {

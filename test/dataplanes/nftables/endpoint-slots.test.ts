@@ -4,14 +4,14 @@
 //   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/nftables/endpoint-slots.test.ts --name 'random changes|whole-set switch'
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { runAll } from '../../../contract/base/work-slices.ts';
+import type { DualStackState, Endpoint, ServicePort } from '../../../contract/proxy-state.ts';
 import { assignSlots, type SlotRecord } from '../../../dataplanes/nftables/endpoint-slots.ts';
 import { FragmentIndex } from '../../../dataplanes/nftables/fragment-index.ts';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
 import { incrementalPlanSteps, nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
 import type { NftFamily } from '../../../dataplanes/shared/nft/transaction.ts';
 import { emptyNftRuleset } from '../../../dataplanes/shared/trace/nft-ruleset.ts';
-import { runAll } from '../../../src/base/work-slices.ts';
-import type { DualStackState, Endpoint, ServicePort } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
 import { testSeeds } from '../../support/seeds.ts';
 import { applyScript, dump, dumpUpToNumbering, FakeNft } from './fake-nft.ts';

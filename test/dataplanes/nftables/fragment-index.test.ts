@@ -2,13 +2,13 @@
 //   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/nftables/fragment-index.test.ts --name 'random sequences'
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { changedServicePorts } from '../../../contract/changed-service-ports.ts';
+import type { ProxyState } from '../../../contract/proxy-state.ts';
 import { FragmentIndex } from '../../../dataplanes/nftables/fragment-index.ts';
 import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
 import { diffFamily } from '../../../dataplanes/shared/nft/diff.ts';
 import { NftTransaction } from '../../../dataplanes/shared/nft/transaction.ts';
 import { emptyNftRuleset } from '../../../dataplanes/shared/trace/nft-ruleset.ts';
-import { changedServicePorts } from '../../../src/model/changed-service-ports.ts';
-import type { ProxyState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
 import { seedsLine, testSeeds } from '../../support/seeds.ts';
 import { applyScript, dump } from './fake-nft.ts';

@@ -1,5 +1,5 @@
 // Hand-built states whose full scripts are kept as golden files (and loaded by the kernel test).
-import type { DualStackState } from '../../../src/model/proxy-state.ts';
+import type { DualStackState } from '../../../contract/proxy-state.ts';
 import { endpoint, ipv4, localEndpoint, proxyState, servicePort } from './fixtures.ts';
 
 const pods = [endpoint('10.244.2.10'), localEndpoint('10.244.1.10'), localEndpoint('10.244.1.11')];

@@ -4,9 +4,9 @@ import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import type { DualStackState } from '../../../contract/proxy-state.ts';
 import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
 import { main } from '../../../src/cli/main.ts';
-import type { DualStackState } from '../../../src/model/proxy-state.ts';
 import { captureIO } from '../../cli/capture-io.ts';
 import { goldenStates } from './golden-states.ts';
 

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { DualStackState, ServicePort } from '../../../contract/proxy-state.ts';
 import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
 import type { EchoOutcome } from '../../../harness/echo-client.ts';
 import { Lab } from '../../../harness/netns.ts';
@@ -15,7 +16,6 @@ import {
   Topology,
   tally,
 } from '../../../harness/topology.ts';
-import type { DualStackState, ServicePort } from '../../../src/model/proxy-state.ts';
 import { endpoint, proxyState, servicePort } from './fixtures.ts';
 import { nftLoad } from './kernel-support.ts';
 import { plannerAfterFullSync } from './planner-with-slots.ts';

@@ -3,6 +3,7 @@
 //   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/nftables/kernel-live.test.ts --name 'random incremental sequences'
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import type { DualStackState, ServicePort } from '../../../contract/proxy-state.ts';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
 import { commandNftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
 import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
@@ -10,7 +11,6 @@ import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { Lab } from '../../../harness/netns.ts';
 import { ANSWER_TIMEOUT_MS, type PodInfo, Topology, tally } from '../../../harness/topology.ts';
 import { heldConnection } from '../../../lab/echo-output.ts';
-import type { DualStackState, ServicePort } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
 import { seedsLine, testSeeds } from '../../support/seeds.ts';
 import { endpoint, ipv4, servicePort } from './fixtures.ts';

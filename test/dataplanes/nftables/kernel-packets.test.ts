@@ -2,6 +2,8 @@
 // the node namespaces, pods running the echo server, and a client outside the cluster.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { runAll } from '../../../contract/base/work-slices.ts';
+import type { DualStackState, ServicePort } from '../../../contract/proxy-state.ts';
 import type { SlotRecord } from '../../../dataplanes/nftables/endpoint-slots.ts';
 import { incrementalPlanSteps, nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
 import type { NftFamily } from '../../../dataplanes/shared/nft/transaction.ts';
@@ -16,8 +18,6 @@ import {
   tally,
 } from '../../../harness/topology.ts';
 import { attemptsFor } from '../../../lab/scenarios/scenario.ts';
-import { runAll } from '../../../src/base/work-slices.ts';
-import type { DualStackState, ServicePort } from '../../../src/model/proxy-state.ts';
 import { endpoint, proxyState, servicePort } from './fixtures.ts';
 import { nftLoad } from './kernel-support.ts';
 

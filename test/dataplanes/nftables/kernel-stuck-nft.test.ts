@@ -6,9 +6,10 @@ import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { CommandTimeoutError } from '../../../contract/dataplane-error.ts';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
 import { commandNftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
-import { CommandTimeoutError, execaRunner } from '../../../dataplanes/shared/command-runner.ts';
+import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { Lab } from '../../../harness/netns.ts';
 import { endpoint, ipv4, servicePort } from './fixtures.ts';
 

@@ -3,13 +3,13 @@
 // sync, see src/sync/sync-loop.ts) brings traffic back.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import type { DualStackState } from '../../../contract/proxy-state.ts';
 import { EXTRA_RULE_PROBES } from '../../../dataplanes/nftables/intact-check.ts';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
 import { commandNftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { Lab } from '../../../harness/netns.ts';
 import { CLUSTER_CIDR_V4, Topology, tally } from '../../../harness/topology.ts';
-import type { DualStackState } from '../../../src/model/proxy-state.ts';
 import { endpoint, proxyState, servicePort } from './fixtures.ts';
 
 const isRoot = process.getuid?.() === 0;

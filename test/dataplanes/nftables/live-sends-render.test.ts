@@ -7,11 +7,11 @@
 //   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/nftables/live-sends-render.test.ts --name 'incremental syncs send|over the round budget|render prints'
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { changedServicePorts } from '../../../contract/changed-service-ports.ts';
+import type { DualStackState, ServicePortKey } from '../../../contract/proxy-state.ts';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
 import { type NftPlanKind, nftablesPlanner, planFull } from '../../../dataplanes/nftables/planner.ts';
 import { ROUND_HEADER, renderSince } from '../../../src/cli/render-rounds.ts';
-import { changedServicePorts } from '../../../src/model/changed-service-ports.ts';
-import type { DualStackState, ServicePortKey } from '../../../src/model/proxy-state.ts';
 import { roundsBetween, stateAfterRound } from '../../../src/sync/sync-rounds.ts';
 import { prng } from '../../support/prng.ts';
 import { seedsLine, testSeeds } from '../../support/seeds.ts';

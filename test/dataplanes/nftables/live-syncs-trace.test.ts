@@ -7,13 +7,13 @@
 //   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/nftables/live-syncs-trace.test.ts --name 'after random live syncs'
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { DualStackState, ProxyState } from '../../../contract/proxy-state.ts';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
 import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
 import { CANARY_SET } from '../../../dataplanes/shared/nft/ruleset.ts';
 import { traceNftables } from '../../../dataplanes/shared/trace/nft.ts';
 import { emptyNftRuleset, type NftRuleset } from '../../../dataplanes/shared/trace/nft-ruleset.ts';
 import type { TraceReport } from '../../../dataplanes/shared/trace/outcome.ts';
-import type { DualStackState, ProxyState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
 import { nodeHost, servicePackets } from '../../trace/service-packets.ts';
 import { runLiveSyncSequences } from '../live-sync-sequences.ts';

@@ -16,6 +16,7 @@
 //                                            golden 'cluster-ip', then 'web' with 200 endpoints
 //                                            (a batch over one datagram), then with 201
 
+import type { DualStackState, ProxyState } from '../../../contract/proxy-state.ts';
 import { familySets } from '../../../dataplanes/nftables/base-objects.ts';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
 import { commandNftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
@@ -24,7 +25,6 @@ import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { elementBatch } from '../../../dataplanes/shared/nft/element-batch.ts';
 import { NetlinkElementWriter } from '../../../dataplanes/shared/nft/netlink-elements.ts';
 import { NftTransaction, TABLE } from '../../../dataplanes/shared/nft/transaction.ts';
-import type { DualStackState, ProxyState } from '../../../src/model/proxy-state.ts';
 import { prng } from '../../support/prng.ts';
 import { endpoint, ipv4, servicePort } from './fixtures.ts';
 import { goldenStates } from './golden-states.ts';

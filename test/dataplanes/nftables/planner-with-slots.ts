@@ -2,11 +2,12 @@
 // from the endpoint slots the plans before it left (endpoint-slots.ts), committed once rendered.
 // A chain of bare planIncremental calls assumes every previous state was numbered in address
 // order, which a kernel that applied them in turn no longer is.
+
+import { runAll } from '../../../contract/base/work-slices.ts';
+import type { DataplanePlanner } from '../../../contract/dataplane.ts';
 import type { SlotRecord } from '../../../dataplanes/nftables/endpoint-slots.ts';
 import { incrementalPlanSteps, type NftPlan, nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
-import type { DataplanePlanner } from '../../../dataplanes/shared/dataplane.ts';
 import type { NftFamily } from '../../../dataplanes/shared/nft/transaction.ts';
-import { runAll } from '../../../src/base/work-slices.ts';
 
 export function plannerAfterFullSync(): DataplanePlanner<NftPlan> {
   const slots = new Map<NftFamily, SlotRecord>();

@@ -1,8 +1,8 @@
 // Seeded random ProxyStates for the incremental ≡ full properties. Services are drawn from a small
 // pool so that two states share most service ports and differ in the ways real updates do.
 
-import type { IPFamily } from '../../../src/base/ip-family.ts';
-import type { DualStackState, Endpoint, Protocol, ServicePort } from '../../../src/model/proxy-state.ts';
+import type { IPFamily } from '../../../contract/base/ip-family.ts';
+import type { DualStackState, Endpoint, Protocol, ServicePort } from '../../../contract/proxy-state.ts';
 import { endpoint, proxyState, servicePort } from './fixtures.ts';
 
 function pick<T>(random: () => number, items: readonly T[]): T {

@@ -4,13 +4,13 @@
 // (cold-start.ts) only when such a state came along.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { DualStackState } from '../../../contract/proxy-state.ts';
 import { familySets } from '../../../dataplanes/nftables/base-objects.ts';
 import { addServicePort } from '../../../dataplanes/nftables/service-port.ts';
 import { ALL_SETS, CROSS_PORT_SETS, type NftSet } from '../../../dataplanes/nftables/sets.ts';
 import { familySyntax } from '../../../dataplanes/shared/nft/family-syntax.ts';
 import { RulesetBuilder } from '../../../dataplanes/shared/nft/ruleset.ts';
 import type { ElementSpec } from '../../../dataplanes/shared/nft/transaction.ts';
-import type { DualStackState } from '../../../src/model/proxy-state.ts';
 import { endpoint, ipv4, localEndpoint, servicePort } from './fixtures.ts';
 import { goldenStates } from './golden-states.ts';
 

@@ -2,7 +2,8 @@
 import assert from 'node:assert/strict';
 import { tmpdir } from 'node:os';
 import { test } from 'node:test';
-import { CommandTimeoutError, execaRunner } from '../../../dataplanes/shared/command-runner.ts';
+import { CommandTimeoutError } from '../../../contract/dataplane-error.ts';
+import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 
 test("a script is the tool's stdin as a complete private file (mode 0600), already deleted", async () => {
   const script = `${'add element ip kproxy s { 10.0.0.1 }\n'.repeat(5_000)}# the end\n`;

@@ -4,12 +4,12 @@
 // planning that takes far longer than a slice (~10 ms) goes on.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { runInSlices } from '../../../contract/base/work-slices.ts';
+import type { DualStackState } from '../../../contract/proxy-state.ts';
 import { fullPlanSteps, iptablesPlanner } from '../../../dataplanes/iptables/planner.ts';
 import { desiredRuleset, desiredRulesetSteps } from '../../../dataplanes/nftables/desired-ruleset.ts';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
 import { fullTransaction } from '../../../dataplanes/shared/nft/full-transaction.ts';
-import { runInSlices } from '../../../src/base/work-slices.ts';
-import type { DualStackState } from '../../../src/model/proxy-state.ts';
 import { build, endpoint, service, slice } from '../../model/fixtures.ts';
 import { RecordingCommandRunner, RecordingNftRunner } from '../nftables/recording-nft-runner.ts';
 

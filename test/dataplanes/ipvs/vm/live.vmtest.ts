@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { execa } from 'execa';
+import type { DualStackState, Endpoint, ProxyState, ServicePort } from '../../../../contract/proxy-state.ts';
 import { COMPANION_TABLE, companionSets } from '../../../../dataplanes/ipvs/companion-ruleset.ts';
 import { NetlinkIpvsClient } from '../../../../dataplanes/ipvs/ipvs-client.ts';
 import { IpvsDataplane } from '../../../../dataplanes/ipvs/live.ts';
@@ -17,7 +18,6 @@ import type { EchoOutcome } from '../../../../harness/echo-client.ts';
 import { Lab } from '../../../../harness/netns.ts';
 import { endpoint, ipv4, localEndpoint, proxyState, servicePort } from '../../../../harness/proxy-states.ts';
 import { tally } from '../../../../harness/topology.ts';
-import type { DualStackState, Endpoint, ProxyState, ServicePort } from '../../../../src/model/proxy-state.ts';
 import { Prober } from './prober.ts';
 
 const HARNESS = join(import.meta.dirname, '../../../../harness');

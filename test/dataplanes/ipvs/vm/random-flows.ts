@@ -2,9 +2,10 @@
 // (random-flows.test.ts): a seed's cluster of the VM node's pods and its flows from outside, a pod
 // and the node. Which outcomes the flows meet follows from the seed and the tracer alone; the VM
 // checks that packets meet them.
+
+import type { DualStackState } from '../../../../contract/proxy-state.ts';
 import type { TracePacket } from '../../../../dataplanes/shared/trace/packet.ts';
 import { localEndpoint, proxyState, servicePort } from '../../../../harness/proxy-states.ts';
-import type { DualStackState } from '../../../../src/model/proxy-state.ts';
 
 export const NODE_IP = '10.101.0.11';
 export const CLIENT_IP = '10.101.0.200';

@@ -4,6 +4,8 @@
 // 10.96.0.99), so the parser is held to what the tool prints.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { runAll } from '../../../../contract/base/work-slices.ts';
+import type { ProxyState } from '../../../../contract/proxy-state.ts';
 import {
   type ServingIndex,
   servingIndex,
@@ -11,8 +13,6 @@ import {
 } from '../../../../dataplanes/shared/conntrack/stale-udp-flows.ts';
 import { parseUdpFlows } from '../../../../dataplanes/shared/conntrack/udp-flow-listing.ts';
 import { endpoint, proxyState, servicePort } from '../../../../harness/proxy-states.ts';
-import { runAll } from '../../../../src/base/work-slices.ts';
-import type { ProxyState } from '../../../../src/model/proxy-state.ts';
 
 const IPV4_LISTING = `\
 ipv4     2 udp      17 26 src=10.100.0.200 dst=10.96.0.53 sport=52929 dport=53 src=10.244.1.10 dst=10.100.0.200 sport=5353 dport=52929 mark=0 use=1

@@ -1,9 +1,9 @@
 // When the reconciler runs, what it asks conntrack, and how it survives a failing conntrack.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { DualStackState, ServicePort } from '../../../../contract/proxy-state.ts';
 import { UdpConntrackReconciler } from '../../../../dataplanes/shared/conntrack/udp-conntrack-reconciler.ts';
 import { endpoint, proxyState, servicePort } from '../../../../harness/proxy-states.ts';
-import type { DualStackState, ServicePort } from '../../../../src/model/proxy-state.ts';
 import { FakeConntrack } from './fake-conntrack.ts';
 
 const dns = (...ips: string[]) =>

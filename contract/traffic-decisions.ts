@@ -5,7 +5,6 @@
 // Computed when a planner asks, not stored in ProxyState: it is a few comparisons on fields the
 // ServicePort already has, and an object per service port kept for the daemon's life would cost
 // memory at 30k services for nothing a planner cannot recompute in nanoseconds.
-import { externallyAccessible } from './endpoint-selection.ts';
 import type { Endpoint, ServicePort } from './proxy-state.ts';
 
 /** Which of the service port's endpoint sets a kind of traffic uses. */
@@ -60,6 +59,13 @@ export interface TrafficDecisions {
 }
 
 const NO_ENDPOINTS: readonly Endpoint[] = [];
+
+/** Reachable through a node port, an external IP or a load balancer IP of this family. */
+export function externallyAccessible(
+  port: Pick<ServicePort, 'nodePort' | 'externalIPs' | 'loadBalancerIPs'>,
+): boolean {
+  return port.nodePort !== 0 || port.externalIPs.length > 0 || port.loadBalancerIPs.length > 0;
+}
 
 export function trafficDecisions(sp: ServicePort): TrafficDecisions {
   const internalPolicy: EndpointPolicy = sp.internalPolicyLocal ? 'local' : 'cluster';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
-import { build, endpoint, service, slice } from './fixtures.ts';
+import { changedServicePorts } from '../../contract/changed-service-ports.ts';
+import { build, endpoint, service, slice } from '../model/fixtures.ts';
 
 const web = service('web');
 const api = service('api', { clusterIP: '10.96.0.11' });

@@ -10,3 +10,16 @@ export class DataplaneError extends Error {
     this.name = 'DataplaneError';
   }
 }
+
+/** A command did not finish in time and was killed; whatever it was doing may or may not have happened. */
+export class CommandTimeoutError extends DataplaneError {
+  /** The tool, e.g. "nft" or "iptables-legacy-restore". */
+  readonly command: string;
+  readonly timeoutMs: number;
+  constructor(command: string, timeoutMs: number, what = command) {
+    super(`${what} did not finish within ${timeoutMs / 1000} s and was killed`);
+    this.name = 'CommandTimeoutError';
+    this.command = command;
+    this.timeoutMs = timeoutMs;
+  }
+}

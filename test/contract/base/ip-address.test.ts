@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { canonicalCIDR, canonicalIP } from '../../src/base/ip-address.ts';
+import { canonicalCIDR, canonicalIP } from '../../../contract/base/ip-address.ts';
 
 describe('canonicalIP', () => {
   const cases: [string, string | undefined][] = [

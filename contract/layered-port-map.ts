@@ -2,7 +2,7 @@
 // state after one endpoint change costs O(changes), not a copy of 30,000 entries, and
 // changedServicePorts can list the difference of two such maps from their changes alone. Once the
 // changes grow past a bound they are folded into a new plain Map (amortised O(1) per change).
-import { compareText } from '../base/compare-text.ts';
+import { compareText } from './base/compare-text.ts';
 import type { ServicePort, ServicePortKey } from './proxy-state.ts';
 
 type PortMap = ReadonlyMap<ServicePortKey, ServicePort>;

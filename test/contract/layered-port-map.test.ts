@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { changedServicePorts } from '../../src/model/changed-service-ports.ts';
-import { LayeredPortMap } from '../../src/model/layered-port-map.ts';
-import type { ProxyState, ServicePort } from '../../src/model/proxy-state.ts';
+import { changedServicePorts } from '../../contract/changed-service-ports.ts';
+import { LayeredPortMap } from '../../contract/layered-port-map.ts';
+import type { ProxyState, ServicePort } from '../../contract/proxy-state.ts';
 
 function port(key: string, version: number): ServicePort {
   return { key, port: version } as unknown as ServicePort;

@@ -4,8 +4,8 @@
 // short-circuit). Service ports are built from real objects, as the daemon builds them.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { trafficDecisions } from '../../contract/traffic-decisions.ts';
 import type { LoadBalancerIngress, ServiceSpec } from '../../src/kube/objects.ts';
-import { trafficDecisions } from '../../src/model/traffic-decisions.ts';
 import {
   addresses,
   build,
@@ -15,7 +15,7 @@ import {
   service,
   slice,
   THIS_NODE,
-} from './fixtures.ts';
+} from '../model/fixtures.ts';
 
 const WEB = 'default/web:80/TCP';
 const LOCAL = { nodeName: THIS_NODE };

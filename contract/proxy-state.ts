@@ -6,7 +6,7 @@
 // the same semantics from the same decisions and never see a Kubernetes object. What a service
 // port's traffic does with its endpoints is trafficDecisions (traffic-decisions.ts).
 
-import type { IPFamily } from '../base/ip-family.ts';
+import type { IPFamily } from './base/ip-family.ts';
 
 export type Protocol = 'TCP' | 'UDP' | 'SCTP';
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { runAll, runInSlices, type Steps } from '../../src/base/work-slices.ts';
+import { runAll, runInSlices, type Steps } from '../../../contract/base/work-slices.ts';
 
 function* counting(steps: number, log: string[]): Steps<number> {
   for (let i = 0; i < steps; i++) {

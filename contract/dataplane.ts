@@ -1,9 +1,23 @@
 // The seam between sync and the dataplanes. Planning is pure: the same states give byte-identical
 // output, which is what dry-run prints and what golden files hold. Only a live dataplane's apply
 // touches the kernel.
-import type { DualStackState, ServicePortKey } from '../../src/model/proxy-state.ts';
-import type { ConntrackReconciled } from './conntrack/udp-conntrack-reconciler.ts';
+
+import type { IPFamily } from './base/ip-family.ts';
+import type { DualStackState, ServicePortKey } from './proxy-state.ts';
 import type { ToolInput } from './tool-inputs.ts';
+
+/** The stale UDP flow reconcile after a sync, for one family. */
+export interface ConntrackReconciled {
+  readonly family: IPFamily;
+  /** Entries the kernel deleted. */
+  readonly deleted: number;
+  readonly durationMs: number;
+  /** Listing lines that could not be read (skipped). */
+  readonly unparsed: number;
+}
+
+/** How a live dataplane reports what it did (the daemon passes a logger's info). */
+export type DataplaneLog = (message: string, fields?: Readonly<Record<string, unknown>>) => void;
 
 export type DataplaneMode = 'nftables' | 'iptables' | 'ipvs';
 

@@ -3,12 +3,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { test } from 'node:test';
-import {
-  printInputs,
-  SCRIPT_PREAMBLE,
-  shellScript,
-  type ToolInput,
-} from '../../../dataplanes/shared/tool-inputs.ts';
+import { printInputs, SCRIPT_PREAMBLE, shellScript, type ToolInput } from '../../contract/tool-inputs.ts';
 
 /** What rule text holds that a shell would expand or end early if it were not quoted. */
 const AWKWARD = [

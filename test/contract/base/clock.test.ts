@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { systemClock } from '../../src/sync/clock.ts';
+import { systemClock } from '../../../contract/base/clock.ts';
 
 test('a timer longer than setTimeout allows (syncPeriod 1000h) does not fire at once', async () => {
   const warnings: string[] = [];

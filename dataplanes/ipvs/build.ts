@@ -1,0 +1,32 @@
+// The one way to build the IPVS dataplane for this node: the daemon and `kproxy cleanup` call it,
+// and nothing outside this folder needs to know its parts.
+import type { DataplaneLog, LiveDataplane } from '../../contract/dataplane.ts';
+import { type CommandRunner, execaRunner } from '../shared/command-runner.ts';
+import { NetlinkElementWriter } from '../shared/nft/netlink-elements.ts';
+import { COMPANION_TABLE, companionSets } from './companion-ruleset.ts';
+import { NetlinkIpvsClient } from './ipvs-client.ts';
+import type { IpvsTimeouts } from './ipvs-messages.ts';
+import { IpvsDataplane } from './live.ts';
+
+export interface IpvsBuildOptions {
+  /** How ip, nft, sysctl and conntrack are run; the real tools in this process' namespace by default. */
+  readonly runner?: CommandRunner;
+  readonly log: DataplaneLog;
+  /** kube-proxy's ipvs section: scheduler (rr when absent), strictARP, timeouts, excludeCIDRs. */
+  readonly scheduler?: string;
+  readonly strictARP?: boolean;
+  readonly timeouts?: IpvsTimeouts;
+  readonly excludeCIDRs?: readonly string[];
+}
+
+export function buildIpvsDataplane({ runner, log, ...ipvs }: IpvsBuildOptions): LiveDataplane {
+  return new IpvsDataplane({
+    // The netlink socket lives in this process' namespace, so the tools must run here too.
+    runner: runner ?? execaRunner(),
+    openClient: () => NetlinkIpvsClient.open(),
+    ...ipvs,
+    // Like the IPVS socket, in this process' namespace: only where the tools run here too.
+    elements: runner === undefined ? NetlinkElementWriter.open(COMPANION_TABLE, companionSets) : undefined,
+    log,
+  });
+}
