@@ -123,6 +123,8 @@ export interface ExecPluginOptions {
 
 /** Output beyond this is not a credential: stop reading rather than buffer without bound. */
 const MAX_OUTPUT_BYTES = 1 << 20;
+/** A plugin's stderr kept for its error: enough for gke-gcloud-auth-plugin's multi-line causes, bounded against a chatty one. */
+export const MAX_STDERR_BYTES = 4096;
 
 /** Runs a credential plugin and caches what it gave; one run at a time, shared by all callers. */
 export class ExecCredentialPlugin {
@@ -272,7 +274,8 @@ function runPlugin(
     // output pipe would otherwise keep us waiting).
     const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     const stdout: Buffer[] = [];
-    let stderr = '';
+    const stderr: Buffer[] = [];
+    let stderrSize = 0;
     let size = 0;
     const timer = setTimeout(() => {
       try {
@@ -286,8 +289,9 @@ function runPlugin(
       size += chunk.length;
       if (size <= MAX_OUTPUT_BYTES) stdout.push(chunk);
     });
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-      if (stderr.length < 4096) stderr += chunk;
+    child.stderr.on('data', (chunk: Buffer) => {
+      if (stderrSize < MAX_STDERR_BYTES) stderr.push(chunk.subarray(0, MAX_STDERR_BYTES - stderrSize));
+      stderrSize += chunk.length;
     });
     child.on('error', (err: NodeJS.ErrnoException) => {
       clearTimeout(timer);
@@ -299,13 +303,20 @@ function runPlugin(
     child.on('close', (code, signal) => {
       clearTimeout(timer);
       if (code !== 0) {
-        const lastLines = stderr.trim().split('\n').slice(-3).join(' / ');
         return resolvePromise({
           ok: false,
-          failure: { kind: 'exit', code: code ?? String(signal), stderr: lastLines },
+          failure: { kind: 'exit', code: code ?? String(signal), stderr: keptStderr(stderr, stderrSize) },
         });
       }
       resolvePromise({ ok: true, stdout: Buffer.concat(stdout).toString('utf8') });
     });
   });
+}
+
+/** The whole stderr as the plugin wrote it, or its first MAX_STDERR_BYTES saying how much was cut. */
+function keptStderr(chunks: readonly Buffer[], size: number): string {
+  const text = Buffer.concat(chunks).toString('utf8').trim();
+  return size <= MAX_STDERR_BYTES
+    ? text
+    : `${text}\n[stderr cut: first ${MAX_STDERR_BYTES} of ${size} bytes]`;
 }

@@ -53,7 +53,7 @@ export async function loadKubeconfig(
   options: LoadKubeconfigOptions = {},
 ): Promise<ConnectionResult> {
   const merged: Merged = { clusters: new Map(), users: new Map(), contexts: new Map() };
-  let read = 0;
+  const read: string[] = [];
   for (const path of paths) {
     const file = resolve(path);
     let text: string;
@@ -74,10 +74,10 @@ export async function loadKubeconfig(
     }
     const problem = mergeFile(merged, file, doc ?? {});
     if (problem) return fail(problem);
-    read++;
+    read.push(file);
   }
-  if (read === 0) return fail({ reason: `no kubeconfig file found (looked at ${paths.join(', ')})` });
-  return resolveContext(merged, options.context, options.env ?? {});
+  if (read.length === 0) return fail({ reason: `no kubeconfig file found (looked at ${paths.join(', ')})` });
+  return resolveContext(merged, read, options.context, options.env ?? {});
 }
 
 function mergeFile(merged: Merged, file: string, doc: unknown): ConfigError | undefined {
@@ -111,11 +111,19 @@ function mergeFile(merged: Merged, file: string, doc: unknown): ConfigError | un
 
 async function resolveContext(
   merged: Merged,
+  files: readonly string[],
   override: string | undefined,
   env: NodeJS.ProcessEnv,
 ): Promise<ConnectionResult> {
   const contextName = override ?? merged.currentContext?.name;
-  if (!contextName) return fail({ reason: 'no current-context set and no --context given' });
+  // client-go then has no cluster and says "invalid configuration: cluster has no server defined".
+  if (!contextName) {
+    return fail({
+      ...(files.length === 1 ? { file: files[0]! } : {}),
+      reason:
+        'current-context is not set, so there is no cluster to use (client-go: "cluster has no server defined"); set it with kubectl config use-context NAME',
+    });
+  }
   const context = merged.contexts.get(contextName);
   if (!context) {
     return fail({

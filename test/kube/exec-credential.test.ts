@@ -11,6 +11,7 @@ import { formatConfigError } from '../../src/kube/connection.ts';
 import {
   type ExecConfig,
   ExecCredentialPlugin,
+  MAX_STDERR_BYTES,
   parseExecConfig,
   parseExecCredential,
 } from '../../src/kube/exec-credential.ts';
@@ -156,6 +157,44 @@ describe('exec credential plugins', () => {
       ),
       { token: 't', expiresAt: Date.parse('2030-01-02T03:04:05Z') },
     );
+  });
+
+  test("a failing plugin's whole stderr is kept, its cause first; past MAX_STDERR_BYTES it is cut and says so", async () => {
+    // Shaped like gke-gcloud-auth-plugin's failure: the cause on the first line, advice after it.
+    const multiLine = join(dir, 'multi-line.sh');
+    writeFileSync(
+      multiLine,
+      `#!/bin/sh
+echo 'F1205 08:00:00.000000 cred.go:145] print credential failed with error: Failed to retrieve access token:: invalid_grant: Bad Request' >&2
+echo 'Please run:' >&2
+echo '' >&2
+echo '  $ gcloud auth login' >&2
+echo '' >&2
+echo 'to obtain new credentials.' >&2
+exit 1
+`,
+    );
+    chmodSync(multiLine, 0o755);
+    await assert.rejects(new ExecCredentialPlugin(execConfig(multiLine), { env: {} }).credentials(), {
+      message:
+        /failed with exit code 1: F1205 [^\n]*invalid_grant: Bad Request\nPlease run:\n\n {2}\$ gcloud auth login\n\nto obtain new credentials\.$/,
+    });
+    const chatty = join(dir, 'chatty.sh');
+    // 10,000 bytes of stderr: 1,000 lines of "123456789".
+    writeFileSync(
+      chatty,
+      '#!/bin/sh\ni=0\nwhile [ $i -lt 1000 ]; do echo 123456789 >&2; i=$((i+1)); done\nexit 2\n',
+    );
+    chmodSync(chatty, 0o755);
+    const error = await new ExecCredentialPlugin(execConfig(chatty), { env: { PATH: process.env.PATH } })
+      .credentials()
+      .then(
+        () => assert.fail('the plugin failed'),
+        (err: Error) => err.message,
+      );
+    const kept = error.slice(error.indexOf(': 123456789') + 2);
+    assert.match(kept, /\n\[stderr cut: first 4096 of 10000 bytes\]$/);
+    assert.equal(kept.length, MAX_STDERR_BYTES + '\n[stderr cut: first 4096 of 10000 bytes]'.length);
   });
 
   test('a failing, missing, junk-printing or hanging plugin is named in the error (with its installHint)', async () => {

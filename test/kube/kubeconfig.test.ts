@@ -199,7 +199,11 @@ current-context: x
 
   test('mistakes come back as errors naming the file and field', async () => {
     const cases: [string, string, RegExp][] = [
-      ['no-context.yaml', 'clusters: []\n', /no current-context/],
+      [
+        'no-context.yaml',
+        'clusters: []\n',
+        /no-context\.yaml: current-context is not set, so there is no cluster to use \(client-go: "cluster has no server defined"\); set it with kubectl config use-context NAME$/,
+      ],
       [
         'dangling.yaml',
         'contexts:\n- {name: x, context: {cluster: nowhere}}\ncurrent-context: x\n',
