@@ -75,6 +75,10 @@ export interface LiveDataplane {
    * dataplane's fragment indexes); absent when a dataplane leaves none.
    */
   settled?(): Promise<void>;
-  /** Remove everything this dataplane owns, and nothing else. */
-  cleanup(): Promise<void>;
+  /**
+   * Remove everything this dataplane owns, and nothing else, touching only what exists (no table
+   * or link is created to be deleted). Returns what it removed, one line each for the operator;
+   * empty when nothing of it was there.
+   */
+  cleanup(): Promise<readonly string[]>;
 }

@@ -12,6 +12,7 @@ import { DataplaneError } from '../../contract/dataplane-error.ts';
 import type { DualStackState, ServicePortKey } from '../../contract/proxy-state.ts';
 import { type CommandRunner, IPTABLES_WAIT } from '../shared/command-runner.ts';
 import { UdpConntrackReconciler } from '../shared/conntrack/udp-conntrack-reconciler.ts';
+import { existingIptablesTables } from '../shared/existing-iptables-tables.ts';
 import { savedChainNames } from '../shared/iptables-save.ts';
 import { chooseBackend, type IptablesBackend, type IptablesTools, iptablesTools } from './backend.ts';
 import { CANARY_CHAIN, isKproxyChain } from './chain-names.ts';
@@ -167,17 +168,34 @@ export class IptablesDataplane implements LiveDataplane {
     }
   }
 
-  /** Removes every KPROXY chain and every rule that jumps to one, in both families, and nothing else. */
-  async cleanup(): Promise<void> {
-    await this.#ensureBackend();
+  /**
+   * Removes every KPROXY chain and every rule that jumps to one, in both families and both
+   * backends (a run with the other backend may have left some), and nothing else: only tables
+   * a backend already holds are read (existing-iptables-tables.ts), so none is created.
+   */
+  async cleanup(): Promise<readonly string[]> {
+    const removed: string[] = [];
+    for (const backend of ['nft', 'legacy'] as const) {
+      const maxChains = backend === 'nft' ? this.#nftChainsPerRestore : Number.POSITIVE_INFINITY;
+      for (const family of FAMILIES) {
+        const tools = iptablesTools(backend, family);
+        const tables = await existingIptablesTables(this.#runner, tools.save);
+        for (const table of TABLES) {
+          const inputs = cleanupInputs(table, tables.get(table) ?? '', maxChains);
+          for (const input of inputs) await this.#restore(tools.restore, input);
+          const chains = savedChainNames(tables.get(table) ?? '').filter(isKproxyChain).length;
+          if (inputs.length > 0) removed.push(`${tools.iptables} ${table}: ${chains} kproxy chain(s)`);
+        }
+      }
+    }
     for (const family of FAMILIES) {
-      for (const table of TABLES) await this.#cleanupTable(family, table);
       this.#natChains.set(family, new Set());
       this.#ruleCounts.delete(family);
     }
     this.#generation++;
     this.#tampered = undefined;
     this.#committed = undefined;
+    return removed;
   }
 
   async #tryIncremental(committed: DualStackState, state: DualStackState): Promise<boolean> {
@@ -296,9 +314,13 @@ export class IptablesDataplane implements LiveDataplane {
     const maxChains = this.#backend === 'nft' ? this.#nftChainsPerRestore : Number.POSITIVE_INFINITY;
     const tool = this.#tools(family).restore;
     for (const input of cleanupInputs(table, await this.#save(family, table), maxChains)) {
-      const result = await this.#runner.run(tool, RESTORE_FLAGS, input);
-      if (result.exitCode !== 0) throw new IptablesCommandError(tool, result.stderr);
+      await this.#restore(tool, input);
     }
+  }
+
+  async #restore(tool: string, input: string): Promise<void> {
+    const result = await this.#runner.run(tool, RESTORE_FLAGS, input);
+    if (result.exitCode !== 0) throw new IptablesCommandError(tool, result.stderr);
   }
 
   async #existingChains(family: IPFamily, table: IptablesTable): Promise<string[]> {

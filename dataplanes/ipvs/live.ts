@@ -28,7 +28,7 @@ import {
 import { type IpvsClient, IpvsError } from './ipvs-client.ts';
 import { diffAddresses } from './ipvs-diff.ts';
 import type { IpvsTimeouts } from './ipvs-messages.ts';
-import { FAMILIES, type IpvsDesired, type IpvsOp, type IpvsPlan } from './ipvs-plan.ts';
+import { DUMMY_LINK, FAMILIES, type IpvsDesired, type IpvsOp, type IpvsPlan } from './ipvs-plan.ts';
 import { ownedVirtualServer, recordedNodePortAddresses } from './ownership.ts';
 import {
   companionDesired,
@@ -355,20 +355,30 @@ export class IpvsDataplane implements LiveDataplane {
    * Removes our virtual servers (ownership.ts: on the dummy link's or the recorded node-port
    * addresses, or made by us), the link and the nft tables.
    */
-  async cleanup(): Promise<void> {
-    const client = await this.#ensureClient().catch((err: unknown) => {
-      // Without ip_vs there are no virtual servers to remove; the link and tables still go.
-      if (err instanceof IpvsError && err.code === 'unavailable') return undefined;
-      throw err;
-    });
+  async cleanup(): Promise<readonly string[]> {
+    const removed: string[] = [];
     // Read before the companion tables (which record the node-port addresses) go.
     const ours = await this.#recordedAddresses();
-    for (const service of (await client?.listServices()) ?? []) {
-      if (this.#isOurs(service, ours)) await client!.deleteService(service);
+    // No address of ours and no server made by this process: nothing of ours in IPVS, which is
+    // then not even opened (opening it may load ip_vs).
+    if (ours.size > 0 || this.#owned.size > 0) {
+      const client = await this.#ensureClient().catch((err: unknown) => {
+        // Without ip_vs there are no virtual servers to remove; the link and tables still go.
+        if (err instanceof IpvsError && err.code === 'unavailable') return undefined;
+        throw err;
+      });
+      const services = ((await client?.listServices()) ?? []).filter((s) => this.#isOurs(s, ours));
+      for (const service of services) await client!.deleteService(service);
+      if (services.length > 0) removed.push(`IPVS: ${services.length} virtual service(s)`);
     }
-    await deleteLink(this.#runner);
+    if (await linkExists(this.#runner)) {
+      await deleteLink(this.#runner);
+      removed.push(`link ${DUMMY_LINK}`);
+    }
     for (const family of ['ip', 'ip6']) {
-      await this.#runner.run('nft', ['delete', 'table', family, COMPANION_TABLE]);
+      // Fails, changing nothing, when the table is not there.
+      const deleted = await this.#runner.run('nft', ['delete', 'table', family, COMPANION_TABLE]);
+      if (deleted.exitCode === 0) removed.push(`nft table ${family} ${COMPANION_TABLE}`);
     }
     this.#owned.clear();
     this.#draining.clear();
@@ -376,6 +386,7 @@ export class IpvsDataplane implements LiveDataplane {
     this.#committed = undefined;
     this.#client?.close();
     this.#client = undefined;
+    return removed;
   }
 
   /** The addresses an earlier run left its virtual servers on: the link's and the node-port ones. */

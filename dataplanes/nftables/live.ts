@@ -221,14 +221,19 @@ export class NftablesDataplane implements LiveDataplane {
     return true;
   }
 
-  async cleanup(): Promise<void> {
-    // `add` first makes the delete succeed whether or not the table exists.
-    await this.#nft.run(
-      FAMILIES.map((f) => `add table ${f} ${TABLE}\ndelete table ${f} ${TABLE}\n`).join(''),
-    );
+  async cleanup(): Promise<readonly string[]> {
+    // Only a table that exists: `nft -c` accepts its deletion exactly then, and creates nothing.
+    const removed: string[] = [];
+    for (const family of FAMILIES) {
+      const deletion = `delete table ${family} ${TABLE}\n`;
+      if (!(await this.#nft.check(deletion))) continue;
+      await this.#nft.run(deletion);
+      removed.push(`nft table ${family} ${TABLE}`);
+    }
     this.#record = undefined;
     this.#nonce = undefined;
     this.#noTables = true;
+    return removed;
   }
 
   /** An incremental sync planned from the record; undefined when only a full sync will do. */

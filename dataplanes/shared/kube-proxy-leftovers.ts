@@ -8,6 +8,7 @@
 // names (kube-router's KUBE-DST-*, ...) stay.
 
 import { type CommandRunner, IPTABLES_WAIT } from './command-runner.ts';
+import { existingIptablesTables } from './existing-iptables-tables.ts';
 import { jumpsInto, removalInput, savedChainNames } from './iptables-save.ts';
 
 const KUBE_PROXY_CHAINS = new Set([
@@ -131,11 +132,12 @@ export async function removeKubeProxyLeftovers<S>(
 async function removeIptablesChains(runner: CommandRunner): Promise<string[]> {
   const removed: string[] = [];
   for (const tool of IPTABLES_TOOLS) {
+    // Only the tables the backend holds: asking for one by name would create it.
+    const tables = await existingIptablesTables(runner, `${tool}-save`);
     for (const table of IPTABLES_TABLES) {
-      const saved = await runner.run(`${tool}-save`, ['-t', table]);
-      // A backend that is not installed or a table never used holds nothing of kube-proxy's.
-      if (saved.exitCode !== 0) continue;
-      const input = leftoverRestoreInput(table, saved.stdout);
+      const saved = tables.get(table);
+      if (saved === undefined) continue;
+      const input = leftoverRestoreInput(table, saved);
       if (input === '') continue;
       const restored = await runner.run(`${tool}-restore`, ['--noflush', ...IPTABLES_WAIT], input);
       if (restored.exitCode !== 0) throw new Error(`${tool}-restore (${table}): ${restored.stderr.trim()}`);

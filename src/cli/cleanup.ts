@@ -24,11 +24,13 @@ const CLEANUP_OPTIONS: ParseArgsOptionsConfig = {
 
 export const CLEANUP_USAGE = `Usage: kproxy cleanup [--mode MODE] [--kube-proxy]
 
-Removes every rule kproxy owns (nft tables "kproxy", iptables KPROXY-* chains), for MODE only
-when given (${LIVE_MODES.join(', ')}). With --kube-proxy, also removes upstream kube-proxy's
+Removes every rule kproxy owns (nft tables "kproxy", iptables KPROXY-* chains, IPVS mode's
+kproxy-ipvs0 link, virtual servers and "kproxy-ipvs" tables), for MODE only when given
+(${LIVE_MODES.join(', ')}). With --kube-proxy, also removes upstream kube-proxy's
 nft "kube-proxy" tables, KUBE-* chains (not kubelet's) of iptables-nft and iptables-legacy, and
 its IPVS mode's kube-ipvs0 link and ipsets and, when ip_vs is loaded, every IPVS virtual service
-(as kube-proxy's own cleanup does). Stop the daemon first.
+(as kube-proxy's own cleanup does). Only what exists is touched (no iptables backend's table is
+created to be emptied), and only what was removed is printed. Stop the daemon first.
 `;
 
 /** This network namespace's IPVS table, when ip_vs is loaded (opening it would load the module). */
@@ -60,8 +62,9 @@ export async function cleanupCommand(
   try {
     for (const each of mode ? [mode as DataplaneMode] : LIVE_MODES) {
       const dataplane = await createLiveDataplane(each, { logger, runner: commands });
-      await dataplane.cleanup();
-      io.stdout.write(`removed kproxy's ${each} rules\n`);
+      const removed = await dataplane.cleanup();
+      for (const what of removed) io.stdout.write(`removed ${what} (kproxy ${each} mode)\n`);
+      if (removed.length === 0) io.stdout.write(`no kproxy ${each} rules found\n`);
     }
     if (flags['kube-proxy']) {
       const removed = await removeKubeProxyLeftovers(commands, { openIpvs });

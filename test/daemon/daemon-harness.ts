@@ -61,8 +61,9 @@ export class RecordingDataplane implements LiveDataplane {
     return this.intactAnswer;
   }
 
-  async cleanup(): Promise<void> {
+  async cleanup(): Promise<readonly string[]> {
     this.cleanups++;
+    return [];
   }
 
   get last(): RecordedSync | undefined {

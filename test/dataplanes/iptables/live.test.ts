@@ -58,12 +58,20 @@ test('every command of a dataplane uses the one backend it chose', async () => {
   await dataplane.start();
   await dataplane.sync(SCENARIOS['dual-stack']!, 'full');
   await dataplane.sync(SCENARIOS['dual-stack']!, 'incremental');
-  await dataplane.cleanup();
   const tools = runner.calls.map((c) => c.command).filter((c) => c.includes('tables'));
   assert.ok(tools.length > 10);
   assert.deepEqual(
     tools.filter((c) => !c.includes('-legacy')),
     [],
+  );
+});
+
+test('cleanup reads both backends whole (a save by table name would create the table)', async () => {
+  const runner = new RecordingRunner(healthy);
+  await new IptablesDataplane({ runner, backend: 'legacy' }).cleanup();
+  assert.deepEqual(
+    runner.calls.map((c) => [c.command, ...c.args].join(' ')),
+    ['iptables-nft-save', 'ip6tables-nft-save', 'iptables-legacy-save', 'ip6tables-legacy-save'],
   );
 });
 

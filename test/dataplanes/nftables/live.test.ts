@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
 import { FakeConntrack } from '../shared/conntrack/fake-conntrack.ts';
+import { FakeNft } from './fake-nft.ts';
 import { endpoint, ipv4, servicePort } from './fixtures.ts';
 import { RecordingCommandRunner, RecordingNftRunner } from './recording-nft-runner.ts';
 
@@ -240,11 +241,15 @@ test('with the changed keys, only the changed UDP ports are reconciled', async (
   );
 });
 
-test('cleanup removes both kproxy tables and nothing else', async () => {
-  const { nft, dp } = dataplane();
-  await dp.cleanup();
-  assert.equal(
-    nft.scripts[0],
-    'add table ip kproxy\ndelete table ip kproxy\nadd table ip6 kproxy\ndelete table ip6 kproxy\n',
-  );
+test('cleanup removes the kproxy tables that exist and nothing else, and says which', async () => {
+  const nft = new FakeNft();
+  const dp = new NftablesDataplane({ nft, commands: new RecordingCommandRunner() });
+  await nft.run('add table ip other\n');
+  await dp.sync(ipv4([web('10.244.1.10')]), 'full');
+  assert.deepEqual(await dp.cleanup(), ['nft table ip kproxy']);
+  assert.deepEqual([...nft.ruleset.tables.keys()], ['ip other']);
+  // Nothing left of ours: nothing is created to be deleted, nothing reported.
+  const scripts = nft.scripts.length;
+  assert.deepEqual(await dp.cleanup(), []);
+  assert.equal(nft.scripts.length, scripts);
 });

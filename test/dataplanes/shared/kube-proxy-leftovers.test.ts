@@ -126,7 +126,7 @@ describe('kube-proxy leftovers', () => {
     };
     const runner = execaRunner(['ip', 'netns', 'exec', ns]);
     assert.equal(await cleanupCommand(['--mode', 'iptables', '--kube-proxy'], io, runner), 0, stderr);
-    assert.match(stdout, /removed kproxy's iptables rules/);
+    assert.match(stdout, /removed iptables-nft nat: 1 kproxy chain\(s\) \(kproxy iptables mode\)/);
     assert.match(stdout, /removed nft table ip kube-proxy/);
     assert.match(stdout, /removed iptables-nft nat: 6 kube-proxy chain\(s\)/);
 
