@@ -16,8 +16,11 @@ export type FieldSpec =
   | { readonly type: 'number'; readonly min: number; readonly zeroIsUnset?: boolean }
   | { readonly type: 'duration'; readonly zeroIsUnset?: boolean }
   | { readonly type: 'list'; readonly check: ItemCheck }
-  /** A kube-proxy field kproxy has no use for: any value is accepted so existing files still load. */
-  | { readonly type: 'accepted' };
+  /**
+   * A kube-proxy field that does nothing here: any value loads, and one set to something that
+   * matters (by default: not null, "", false, 0, "0s", {} or []) gets a warning saying `why`.
+   */
+  | { readonly type: 'inert'; readonly why: string; readonly matters?: (raw: unknown) => boolean };
 
 /** A reason when `item` is not acceptable. */
 type ItemCheck = (item: string) => string | undefined;
@@ -32,7 +35,9 @@ const duration = { type: 'duration' } as const;
 const periodDuration = { type: 'duration', zeroIsUnset: true } as const;
 const boolean = { type: 'boolean' } as const;
 const string = { type: 'string' } as const;
-const accepted = { type: 'accepted' } as const;
+const inert = (why: string): FieldSpec => ({ type: 'inert', why });
+const WINDOWS_ONLY = 'Windows-only (kube-proxy on Windows)';
+const winkernel = inert(`${WINDOWS_ONLY}: the winkernel proxy's HNS settings`);
 
 export const checkCIDR: ItemCheck = (item) =>
   canonicalCIDR(item) ? undefined : `${show(item)} is not a CIDR`;
@@ -125,22 +130,45 @@ export const CONFIG_FIELDS: ReadonlyMap<string, FieldSpec> = new Map<string, Fie
   ['clientConnection.qps', { type: 'number', min: 0, zeroIsUnset: true }],
   ['clientConnection.burst', { type: 'integer', min: 0, max: INT32_MAX, zeroIsUnset: true }],
   ['logging.verbosity', { type: 'integer', min: 0, max: INT32_MAX }],
-  // Fields kube-proxy (or kubeadm's generated file) has that do not apply to kproxy.
-  ['bindAddressHardFail', accepted],
-  ['configSyncPeriod', accepted],
-  ['enableProfiling', accepted],
-  ['featureGates', accepted],
-  ['oomScoreAdj', accepted],
-  ['portRange', accepted],
-  ['showHiddenMetricsForVersion', accepted],
-  ['udpIdleTimeout', accepted],
-  ['winkernel', accepted],
-  ['clientConnection.acceptContentTypes', accepted],
-  ['clientConnection.contentType', accepted],
-  ['conntrack.max', accepted],
-  ['logging.format', accepted],
-  ['logging.flushFrequency', accepted],
-  ['logging.options', accepted],
+  // Read by the logger's set-up; kube-proxy's default is text.
+  ['logging.format', { type: 'string', oneOf: ['text', 'json'] }],
+  // Applied at start; kube-proxy's range and default (-999).
+  ['oomScoreAdj', { type: 'integer', min: -1000, max: 1000 }],
+  // kube-proxy's fields that do nothing here (v1alpha1 as of kubernetes/kubernetes 052d2d84, 1.38's
+  // development branch: every field 1.29-1.38 have). Removed fields (udpIdleTimeout, conntrack.max,
+  // resourceContainer) are unknown, as in kube-proxy: the lenient decoding takes them with a warning.
+  ['featureGates', inert('kproxy has no feature gates: what it implements is always on')],
+  [
+    'bindAddressHardFail',
+    {
+      type: 'inert',
+      why: 'kproxy always exits when it cannot listen on healthzBindAddress or metricsBindAddress',
+      matters: (raw) => raw === false,
+    },
+  ],
+  ['enableProfiling', inert('kproxy serves no /debug/pprof')],
+  ['showHiddenMetricsForVersion', inert('kproxy has no hidden metrics')],
+  ['configSyncPeriod', inert("kproxy's informers never relist on a timer; a watch that ends is resumed")],
+  ['portRange', inert('unused by kube-proxy too since its userspace proxy was removed (1.26)')],
+  ['windowsRunAsService', inert(WINDOWS_ONLY)],
+  [
+    'iptables.snatNodeInternalIP',
+    inert("not implemented: kproxy masquerades to the egress interface's address"),
+  ],
+  ...['networkName', 'sourceVip', 'enableDSR', 'rootHnsEndpointName', 'forwardHealthCheckVip'].map(
+    (name): [string, FieldSpec] => [`winkernel.${name}`, winkernel],
+  ),
+  [
+    'clientConnection.acceptContentTypes',
+    { type: 'inert', why: 'kproxy always asks for JSON', matters: (raw) => !isJsonContentType(raw) },
+  ],
+  [
+    'clientConnection.contentType',
+    { type: 'inert', why: 'kproxy always sends JSON', matters: (raw) => !isJsonContentType(raw) },
+  ],
+  ['logging.flushFrequency', inert('kproxy writes each log line as it happens')],
+  ['logging.vmodule', inert('kproxy has no per-file verbosity: logging.verbosity applies everywhere')],
+  ['logging.options', inert("kproxy's log lines go to one stream, unbuffered")],
 ]);
 
 function sectionFields(section: string, fields: Readonly<Record<string, FieldSpec>>): [string, FieldSpec][] {
@@ -151,7 +179,7 @@ function sectionFields(section: string, fields: Readonly<Record<string, FieldSpe
 export function parseFieldValue(spec: FieldSpec, raw: unknown): FieldParse {
   if (raw === null || raw === undefined) return unset;
   switch (spec.type) {
-    case 'accepted':
+    case 'inert':
       return unset;
     case 'boolean':
       return typeof raw === 'boolean' ? { ok: true, value: raw } : fail(`${show(raw)} is not true or false`);
@@ -182,6 +210,9 @@ export function parseFieldValue(spec: FieldSpec, raw: unknown): FieldParse {
     case 'duration': {
       const ms = typeof raw === 'string' ? parseGoDuration(raw) : undefined;
       if (ms === undefined) return fail(`${show(raw)} is not a duration (like 30s, 1m0s, 500ms)`);
+      // kube-proxy's validation: periods (whose 0 means the default) must be positive, the rest not negative.
+      if (ms < 0)
+        return fail(`${show(raw)}: must be greater than ${spec.zeroIsUnset ? '0' : 'or equal to 0'}`);
       return ms === 0 && spec.zeroIsUnset ? unset : { ok: true, value: ms };
     }
     case 'list': {
@@ -200,6 +231,23 @@ export function parseFieldValue(spec: FieldSpec, raw: unknown): FieldParse {
 }
 
 const unset: FieldParse = { ok: true, value: undefined };
+
+/** Whether a raw value of an inert field asks for something (and so deserves its warning). */
+export function inertValueMatters(spec: Extract<FieldSpec, { type: 'inert' }>, raw: unknown): boolean {
+  return spec.matters ? spec.matters(raw) : !isZeroValue(raw);
+}
+
+/** Go's zero values as YAML writes them (kubeadm writes every field, most of them zero). */
+function isZeroValue(raw: unknown): boolean {
+  if (raw === null || raw === undefined || raw === false || raw === 0 || raw === '') return true;
+  if (typeof raw === 'string') return parseGoDuration(raw) === 0 || raw === '0';
+  if (Array.isArray(raw)) return raw.length === 0;
+  return typeof raw === 'object' && Object.values(raw).every(isZeroValue);
+}
+
+function isJsonContentType(raw: unknown): boolean {
+  return raw === null || raw === '' || raw === 'application/json';
+}
 
 function fail(reason: string): FieldParse {
   return { ok: false, reason };

@@ -1,7 +1,10 @@
-// A KubeProxyConfiguration YAML file → the settings it makes, checked field by field against
-// CONFIG_FIELDS. Unknown fields are errors (a typo must not silently fall back to a default).
+// A KubeProxyConfiguration file → the settings it makes, decoded as kube-proxy's loadConfig
+// decodes it: strictly first; when only unknown fields fail the strict decoding, leniently (they
+// are dropped) with one warning, in kube-proxy's words. So kind's `metadata` and old kubeadm's
+// `resourceContainer` load, as they do with kube-proxy. Values are checked field by field against
+// CONFIG_FIELDS; a wrong value is an error naming the file, the field and the value as written.
 import { parseDocuments } from '../sources/parse-documents.ts';
-import { CONFIG_FIELDS, type FieldValue, parseFieldValue, show } from './config-fields.ts';
+import { CONFIG_FIELDS, type FieldValue, inertValueMatters, parseFieldValue, show } from './config-fields.ts';
 
 /** Field path ("iptables.masqueradeBit") → value; unset fields are absent. */
 export type Settings = ReadonlyMap<string, FieldValue>;
@@ -10,17 +13,35 @@ export type SettingsResult =
   | { readonly ok: true; readonly settings: Settings }
   | { readonly ok: false; readonly error: string };
 
+/** A config file's settings and what to warn about at start (each line names the file). */
+export type ConfigFileResult =
+  | { readonly ok: true; readonly settings: Settings; readonly warnings: readonly string[] }
+  | { readonly ok: false; readonly error: string };
+
 export const CONFIG_API_VERSION = 'kubeproxy.config.k8s.io/v1alpha1';
 export const CONFIG_KIND = 'KubeProxyConfiguration';
 
-/** "iptables", "conntrack", ...: paths whose value is a mapping of further fields. */
+/** "iptables", "logging", ...: paths whose value is a mapping of further fields. */
 const SECTIONS: ReadonlySet<string> = new Set(
-  [...CONFIG_FIELDS.keys()]
-    .filter((path) => path.includes('.'))
-    .map((path) => path.slice(0, path.indexOf('.'))),
+  [...CONFIG_FIELDS.keys()].flatMap((path) =>
+    path
+      .split('.')
+      .slice(0, -1)
+      .map((_, i, parts) => parts.slice(0, i + 1).join('.')),
+  ),
 );
 
-export function parseConfigFile(text: string, file: string): SettingsResult {
+interface Decoded {
+  readonly settings: Map<string, FieldValue>;
+  /** Fields the strict decoding refuses, by path. */
+  readonly unknown: string[];
+  /** Inert fields set to something that matters, with why they do nothing. */
+  readonly inert: string[];
+}
+
+export function parseConfigFile(text: string, file: string): ConfigFileResult {
+  const json = jsonSyntaxError(text, file);
+  if (json !== undefined) return { ok: false, error: json };
   const parsed = parseDocuments(text, file);
   if (!parsed.ok) return parsed;
   if (parsed.documents.length !== 1) {
@@ -36,34 +57,68 @@ export function parseConfigFile(text: string, file: string): SettingsResult {
   if (apiVersion !== CONFIG_API_VERSION) {
     return { ok: false, error: `${file}: apiVersion: ${show(apiVersion)} is not ${CONFIG_API_VERSION}` };
   }
-  const settings = new Map<string, FieldValue>();
-  const error = collectFields(fields, '', settings);
-  return error === undefined ? { ok: true, settings } : { ok: false, error: `${file}: ${error}` };
+  const decoded: Decoded = { settings: new Map(), unknown: [], inert: [] };
+  const error = collectFields(fields, '', decoded);
+  if (error !== undefined) return { ok: false, error: `${file}: ${error}` };
+  const warnings: string[] = [];
+  if (decoded.unknown.length > 0) {
+    const fieldList = decoded.unknown.map((path) => `unknown field ${show(path)}`).join(', ');
+    warnings.push(
+      `${file}: using lenient decoding as strict decoding failed: strict decoding error: ${fieldList}`,
+    );
+  }
+  for (const line of decoded.inert) warnings.push(`${file}: ${line}`);
+  return { ok: true, settings: decoded.settings, warnings };
 }
 
-/** Adds the set fields of `mapping` (at `prefix`) to `settings`; returns the first problem. */
+/** Adds the fields of `mapping` (at `prefix`) to `decoded`; returns the first wrong value. */
 function collectFields(
   mapping: Readonly<Record<string, unknown>>,
   prefix: string,
-  settings: Map<string, FieldValue>,
+  decoded: Decoded,
 ): string | undefined {
   for (const [name, raw] of Object.entries(mapping)) {
     const path = prefix + name;
     const spec = CONFIG_FIELDS.get(path);
-    if (spec !== undefined) {
+    if (spec?.type === 'inert') {
+      if (inertValueMatters(spec, raw))
+        decoded.inert.push(`${path}: ${show(raw)} has no effect: ${spec.why}`);
+    } else if (spec !== undefined) {
       const parsed = parseFieldValue(spec, raw);
       if (!parsed.ok) return `${path}: ${parsed.reason}`;
-      if (parsed.value !== undefined) settings.set(path, parsed.value);
-    } else if (prefix === '' && SECTIONS.has(name)) {
+      if (parsed.value !== undefined) decoded.settings.set(path, parsed.value);
+    } else if (SECTIONS.has(path)) {
       if (raw === null) continue;
       if (!isMapping(raw)) return `${path}: ${show(raw)} is not a mapping`;
-      const error = collectFields(raw, `${path}.`, settings);
+      const error = collectFields(raw, `${path}.`, decoded);
       if (error !== undefined) return error;
     } else {
-      return `unknown field ${show(path)}`;
+      decoded.unknown.push(path);
     }
   }
   return undefined;
+}
+
+/**
+ * A file that starts as JSON is decoded as JSON by kube-proxy, so its syntax error is JSON's, at
+ * file:line:column (the YAML parser, which the shared document reader falls back to, would
+ * describe it as broken YAML).
+ */
+function jsonSyntaxError(text: string, file: string): string | undefined {
+  if (text.trimStart()[0] !== '{') return undefined;
+  try {
+    JSON.parse(text);
+    return undefined;
+  } catch (error) {
+    const message = (error as Error).message;
+    const at = /position (\d+)/.exec(message);
+    const reason = message.replace(/ in JSON at position \d+.*$/, '').replace(/^JSON\.parse: /, '');
+    if (at === null) return `${file}: not valid JSON: ${reason}`;
+    const before = text.slice(0, Number(at[1]));
+    const line = before.split('\n').length;
+    const column = Number(at[1]) - before.lastIndexOf('\n');
+    return `${file}:${line}:${column}: not valid JSON: ${reason}`;
+  }
 }
 
 function isMapping(value: unknown): value is Record<string, unknown> {

@@ -3,8 +3,9 @@
 import { canonicalCIDR, canonicalIP, familyOf } from '../../contract/base/ip-address.ts';
 import type { DetectLocalMode } from '../model/node-settings.ts';
 import { fileErrorReason } from '../sources/input-files.ts';
-import type { FieldValue, IPVS_SCHEDULERS, PROXY_MODES } from './config-fields.ts';
+import { type FieldValue, type IPVS_SCHEDULERS, type PROXY_MODES, show } from './config-fields.ts';
 import { parseConfigFile, type Settings } from './config-file.ts';
+import { formatGoDuration } from './go-duration.ts';
 import type { FlagValues } from './proxy-flags.ts';
 import { flagSettings, overlaySettings } from './proxy-flags.ts';
 
@@ -50,6 +51,8 @@ export interface ConntrackConfig {
 
 export interface ProxyConfig {
   readonly mode: ProxyMode;
+  /** Neither the file nor a flag set the mode: kproxy's default (README: "The default mode"). */
+  readonly modeDefaulted: boolean;
   /** hostnameOverride as given ("" when unset); see nodeName for the effective name. */
   readonly hostnameOverride: string;
   /** This node's name: hostnameOverride, else the machine's hostname, lower-cased as kube-proxy does. */
@@ -80,11 +83,14 @@ export interface ProxyConfig {
   readonly clientConnection: { readonly kubeconfig: string; readonly qps: number; readonly burst: number };
   /** --master: the API server URL, overriding the kubeconfig's; "" when unset. */
   readonly master: string;
-  readonly logging: { readonly verbosity: number };
+  readonly logging: { readonly verbosity: number; readonly format: 'text' | 'json' };
+  /** The process's /proc/self/oom_score_adj (kube-proxy's default -999). */
+  readonly oomScoreAdj: number;
 }
 
 export type ProxyConfigResult =
-  | { readonly ok: true; readonly config: ProxyConfig }
+  /** `warnings`: for the log at start (fields the config file sets that do nothing here, lenient decoding). */
+  | { readonly ok: true; readonly config: ProxyConfig; readonly warnings: readonly string[] }
   /** `usage`: the command line is wrong (exit 2); otherwise the config file or a combination (exit 1). */
   | { readonly ok: false; readonly error: string; readonly usage: boolean };
 
@@ -109,6 +115,7 @@ export async function loadProxyConfig(
   const flags = flagSettings(values);
   if (!flags.ok) return { ...flags, usage: true };
   let fileSettings: Settings = new Map();
+  let warnings: readonly string[] = [];
   const file = values.config;
   if (typeof file === 'string') {
     let text: string;
@@ -120,16 +127,30 @@ export async function loadProxyConfig(
     const parsed = parseConfigFile(text, file);
     if (!parsed.ok) return { ...parsed, usage: false };
     fileSettings = parsed.settings;
+    warnings = parsed.warnings;
   }
-  const config = resolveProxyConfig(overlaySettings(fileSettings, flags.settings), env.hostname);
-  return config.ok ? config : { ...config, usage: false };
+  const resolved = resolveProxyConfig(overlaySettings(fileSettings, flags.settings), env.hostname);
+  if (resolved.ok) return { ...resolved, warnings };
+  // A rule that involves a field the file set names the file, as the file's own errors do.
+  const fromFile =
+    typeof file === 'string' &&
+    resolved.error.paths.some((path) => fileSettings.has(path) && !flags.settings.has(path));
+  return { ok: false, error: `${fromFile ? `${file}: ` : ''}${resolved.error.message}`, usage: false };
+}
+
+/** A rule no single field can check was broken: the message, and the field paths involved. */
+export interface CrossFieldError {
+  readonly paths: readonly string[];
+  readonly message: string;
 }
 
 /** Fills in kube-proxy's defaults (except the mode: kproxy's default is its nftables dataplane) and checks what no single field can check alone. */
 export function resolveProxyConfig(
   settings: Settings,
   hostname: string,
-): { readonly ok: true; readonly config: ProxyConfig } | { readonly ok: false; readonly error: string } {
+):
+  | { readonly ok: true; readonly config: ProxyConfig }
+  | { readonly ok: false; readonly error: CrossFieldError } {
   const get = settingReader(settings);
   const mode = get.string('mode', 'nftables') as ProxyMode;
   const bindAddress = canonicalIP(get.string('bindAddress', '0.0.0.0'))!;
@@ -159,6 +180,7 @@ export function resolveProxyConfig(
   const hostnameOverride = get.string('hostnameOverride', '').trim();
   const config: ProxyConfig = {
     mode,
+    modeDefaulted: !settings.has('mode'),
     hostnameOverride,
     nodeName: (hostnameOverride || hostname).trim().toLowerCase(),
     nodeIPs: get
@@ -205,27 +227,52 @@ export function resolveProxyConfig(
       burst: get.number('clientConnection.burst', 10),
     },
     master: get.string('master', ''),
-    logging: { verbosity: get.number('logging.verbosity', 0) },
+    logging: {
+      verbosity: get.number('logging.verbosity', 0),
+      format: get.string('logging.format', 'text') as 'text' | 'json',
+    },
+    oomScoreAdj: get.number('oomScoreAdj', -999),
   };
-  const error = crossFieldError(config);
+  const error = crossFieldError(config, settings);
   return error === undefined ? { ok: true, config } : { ok: false, error };
 }
 
-function crossFieldError(config: ProxyConfig): string | undefined {
-  if (config.nodeName === '') return 'hostnameOverride: no node name (set it or --hostname-override)';
-  for (const family of ['IPv4', 'IPv6']) {
-    if (config.clusterCIDRs.filter((cidr) => familyOf(cidr) === family).length > 1) {
-      return `clusterCIDR: more than one ${family} CIDR in ${config.clusterCIDRs.join(',')}`;
+/** kube-proxy's validation rules that involve more than one field, in its words where it has them. */
+function crossFieldError(config: ProxyConfig, settings: Settings): CrossFieldError | undefined {
+  if (config.nodeName === '') {
+    return {
+      paths: ['hostnameOverride'],
+      message: 'hostnameOverride: no node name (set it or --hostname-override)',
+    };
+  }
+  const cidrs = config.clusterCIDRs;
+  if (cidrs.length > 2 || (cidrs.length === 2 && familyOf(cidrs[0]!) === familyOf(cidrs[1]!))) {
+    const written = show(cidrs.join(','));
+    return {
+      paths: ['clusterCIDR'],
+      message: `clusterCIDR: ${written}: ${cidrs.length > 2 ? 'only one CIDR allowed or a valid DualStack CIDR' : 'must be a valid DualStack CIDR'} (e.g. 10.100.0.0/16,fde4:8dba:82e1::/48)`,
+    };
+  }
+  for (const [mode, field] of [
+    ['BridgeInterface', 'bridgeInterface'],
+    ['InterfaceNamePrefix', 'interfaceNamePrefix'],
+  ] as const) {
+    if (config.detectLocalMode === mode && config.detectLocal[field] === '') {
+      return {
+        paths: ['detectLocalMode'],
+        message: `detectLocal.${field}: required when detectLocalMode is ${mode}`,
+      };
     }
   }
-  if (config.detectLocalMode === 'BridgeInterface' && config.detectLocal.bridgeInterface === '') {
-    return 'detectLocal.bridgeInterface: required when detectLocalMode is BridgeInterface';
-  }
-  if (config.detectLocalMode === 'InterfaceNamePrefix' && config.detectLocal.interfaceNamePrefix === '') {
-    return 'detectLocal.interfaceNamePrefix: required when detectLocalMode is InterfaceNamePrefix';
-  }
   if (config.minSyncPeriodMs > config.syncPeriodMs) {
-    return `${config.mode}.minSyncPeriod: ${config.minSyncPeriodMs}ms is longer than syncPeriod (${config.syncPeriodMs}ms)`;
+    // The section's own value, else the top-level one it fell back to (as resolveProxyConfig reads them).
+    const section = config.mode === 'ipvs' ? 'ipvs' : config.mode;
+    const pathOf = (name: string) => (settings.has(`${section}.${name}`) ? `${section}.${name}` : name);
+    const [sync, minSync] = [pathOf('syncPeriod'), pathOf('minSyncPeriod')];
+    return {
+      paths: [sync, minSync],
+      message: `${sync}: ${formatGoDuration(config.syncPeriodMs)} must be greater than or equal to ${minSync} (${formatGoDuration(config.minSyncPeriodMs)})`,
+    };
   }
   return undefined;
 }

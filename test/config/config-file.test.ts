@@ -31,21 +31,148 @@ test('an out-of-range value names the field and the range', () => {
   );
 });
 
-test('an unknown top-level field is rejected by name', () => {
-  assert.equal(errorOf('iptable:\n  masqueradeBit: 14\n'), 'config.yaml: unknown field "iptable"');
+function warningsOf(body: string): readonly string[] {
+  const result = parseConfigFile(header + body, 'config.yaml');
+  assert.ok(result.ok, !result.ok ? result.error : '');
+  return result.warnings;
+}
+
+const LENIENT = 'config.yaml: using lenient decoding as strict decoding failed: strict decoding error:';
+
+test("unknown fields fail the strict decoding only: the lenient one drops them with kube-proxy's warning", () => {
+  // kind's config has metadata; old kubeadm's resourceContainer and udpIdleTimeout were removed from the API.
+  const result = parseConfigFile(
+    `${header}metadata:\n  name: config\nresourceContainer: /kube-proxy\niptables:\n  masqueradeBits: 14\n  masqueradeBit: 5\nconntrack:\n  max: 0\n`,
+    'config.yaml',
+  );
+  assert.ok(result.ok, !result.ok ? result.error : '');
+  assert.deepEqual(result.warnings, [
+    `${LENIENT} unknown field "metadata", unknown field "resourceContainer", unknown field "iptables.masqueradeBits", unknown field "conntrack.max"`,
+  ]);
+  // The known fields beside them still count.
+  assert.deepEqual(Object.fromEntries(result.settings), { 'iptables.masqueradeBit': 5 });
+  // localhostNodePorts is iptables-only in kube-proxy's API too (its nftables section lacks it).
+  assert.deepEqual(warningsOf('iptables:\n  localhostNodePorts: false\n'), []);
+  assert.deepEqual(warningsOf('nftables:\n  localhostNodePorts: false\n'), [
+    `${LENIENT} unknown field "nftables.localhostNodePorts"`,
+  ]);
 });
 
-test('an unknown field inside a section is rejected with its path', () => {
-  assert.equal(
-    errorOf('iptables:\n  masqueradeBits: 14\n'),
-    'config.yaml: unknown field "iptables.masqueradeBits"',
+test('every field of v1alpha1 KubeProxyConfiguration loads, strictly', () => {
+  // Every field kubernetes/kubernetes 052d2d84 (1.38's development branch) declares in
+  // staging/src/k8s.io/kube-proxy/config/v1alpha1/types.go, with component-base's
+  // ClientConnectionConfiguration and LoggingConfiguration, at zero values.
+  const every = `featureGates: {}
+clientConnection: {kubeconfig: "", acceptContentTypes: "", contentType: "", qps: 0, burst: 0}
+logging:
+  format: text
+  flushFrequency: 0
+  verbosity: 0
+  vmodule: []
+  options: {text: {infoBufferSize: "0", splitStream: false}, json: {infoBufferSize: "0", splitStream: false}}
+hostnameOverride: ""
+bindAddress: ""
+healthzBindAddress: ""
+metricsBindAddress: ""
+bindAddressHardFail: true
+enableProfiling: false
+showHiddenMetricsForVersion: ""
+mode: ""
+iptables: {masqueradeBit: null, masqueradeAll: false, localhostNodePorts: null, snatNodeInternalIP: null, syncPeriod: 0s, minSyncPeriod: 0s}
+ipvs: {syncPeriod: 0s, minSyncPeriod: 0s, scheduler: "", excludeCIDRs: null, strictARP: false, tcpTimeout: 0s, tcpFinTimeout: 0s, udpTimeout: 0s}
+nftables: {masqueradeBit: null, masqueradeAll: false, syncPeriod: 0s, minSyncPeriod: 0s}
+winkernel: {networkName: "", sourceVip: "", enableDSR: false, rootHnsEndpointName: "", forwardHealthCheckVip: false}
+detectLocalMode: ""
+detectLocal: {bridgeInterface: "", interfaceNamePrefix: ""}
+clusterCIDR: ""
+nodePortAddresses: null
+oomScoreAdj: null
+conntrack: {maxPerCore: null, min: null, tcpEstablishedTimeout: null, tcpCloseWaitTimeout: null, tcpBeLiberal: false, udpTimeout: 0s, udpStreamTimeout: 0s}
+configSyncPeriod: 0s
+portRange: ""
+windowsRunAsService: false
+`;
+  const result = parseConfigFile(header + every, 'config.yaml');
+  assert.ok(result.ok, !result.ok ? result.error : '');
+  assert.deepEqual(result.warnings, []);
+  // Zero values that are real values (false, 0s) stay; nulls and "" leave the default.
+  assert.deepEqual(Object.fromEntries(result.settings), {
+    'conntrack.tcpBeLiberal': false,
+    'conntrack.udpStreamTimeout': 0,
+    'conntrack.udpTimeout': 0,
+    'iptables.masqueradeAll': false,
+    'ipvs.minSyncPeriod': 0,
+    'ipvs.strictARP': false,
+    'ipvs.tcpFinTimeout': 0,
+    'ipvs.tcpTimeout': 0,
+    'ipvs.udpTimeout': 0,
+    'logging.format': 'text',
+    'logging.verbosity': 0,
+    'nftables.masqueradeAll': false,
+  });
+});
+
+test('a field that does nothing here, set, gets one warning saying why; the fields part 3 reads are kept', () => {
+  const result = parseConfigFile(
+    `${header}windowsRunAsService: true
+winkernel: {networkName: l2bridge, enableDSR: true}
+featureGates: {KubeProxyNFTablesLocalhostNodePorts: true}
+iptables: {snatNodeInternalIP: true}
+logging: {format: json, vmodule: [{filePattern: proxier.go, verbosity: 4}], flushFrequency: 5s}
+clientConnection: {contentType: application/vnd.kubernetes.protobuf, acceptContentTypes: application/json}
+bindAddressHardFail: false
+configSyncPeriod: 15m0s
+oomScoreAdj: -999
+`,
+    'config.yaml',
   );
-  // localhostNodePorts is iptables-only in kube-proxy's API too (its nftables section lacks it).
-  assert.equal(errorOf('iptables:\n  localhostNodePorts: false\n'), undefined);
+  assert.ok(result.ok, !result.ok ? result.error : '');
+  assert.deepEqual(result.warnings, [
+    'config.yaml: windowsRunAsService: true has no effect: Windows-only (kube-proxy on Windows)',
+    `config.yaml: winkernel.networkName: "l2bridge" has no effect: Windows-only (kube-proxy on Windows): the winkernel proxy's HNS settings`,
+    `config.yaml: winkernel.enableDSR: true has no effect: Windows-only (kube-proxy on Windows): the winkernel proxy's HNS settings`,
+    'config.yaml: featureGates: {"KubeProxyNFTablesLocalhostNodePorts":true} has no effect: kproxy has no feature gates: what it implements is always on',
+    `config.yaml: iptables.snatNodeInternalIP: true has no effect: not implemented: kproxy masquerades to the egress interface's address`,
+    'config.yaml: logging.vmodule: [{"filePattern":"proxier.go","verbosity":4}] has no effect: kproxy has no per-file verbosity: logging.verbosity applies everywhere',
+    'config.yaml: logging.flushFrequency: "5s" has no effect: kproxy writes each log line as it happens',
+    'config.yaml: clientConnection.contentType: "application/vnd.kubernetes.protobuf" has no effect: kproxy always sends JSON',
+    'config.yaml: bindAddressHardFail: false has no effect: kproxy always exits when it cannot listen on healthzBindAddress or metricsBindAddress',
+    `config.yaml: configSyncPeriod: "15m0s" has no effect: kproxy's informers never relist on a timer; a watch that ends is resumed`,
+  ]);
+  assert.deepEqual(Object.fromEntries(result.settings), { 'logging.format': 'json', oomScoreAdj: -999 });
+});
+
+test("kube-proxy's range rules: oomScoreAdj, negative durations, logging.format", () => {
   assert.equal(
-    errorOf('nftables:\n  localhostNodePorts: false\n'),
-    'config.yaml: unknown field "nftables.localhostNodePorts"',
+    errorOf('oomScoreAdj: -1001\n'),
+    'config.yaml: oomScoreAdj: -1001 is out of range (-1000-1000)',
   );
+  assert.equal(
+    errorOf('conntrack:\n  tcpCloseWaitTimeout: -1s\n'),
+    'config.yaml: conntrack.tcpCloseWaitTimeout: "-1s": must be greater than or equal to 0',
+  );
+  assert.equal(
+    errorOf('iptables:\n  syncPeriod: -30s\n'),
+    'config.yaml: iptables.syncPeriod: "-30s": must be greater than 0',
+  );
+  assert.equal(
+    errorOf('logging:\n  format: yaml\n'),
+    'config.yaml: logging.format: "yaml" is not one of text, json',
+  );
+});
+
+test('a JSON config with a syntax error reads as a JSON error at file:line:column', () => {
+  const result = parseConfigFile(
+    '{\n  "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",\n  "kind": "KubeProxyConfiguration",\n  "mode": "iptables",\n}\n',
+    'config.json',
+  );
+  assert.match(result.ok ? '' : result.error, /^config\.json:5:1: not valid JSON: /);
+  const good = parseConfigFile(
+    '{"apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration", "mode": "ipvs"}',
+    'config.json',
+  );
+  assert.ok(good.ok);
+  assert.equal(good.settings.get('mode'), 'ipvs');
 });
 
 test('invalid values of each kind are rejected with the field named', () => {
@@ -162,6 +289,9 @@ winkernel:
 `;
   const result = parseConfigFile(kubeadm, 'kube-proxy.yaml');
   assert.ok(result.ok, !result.ok ? result.error : '');
+  assert.deepEqual(result.warnings, [
+    'kube-proxy.yaml: bindAddressHardFail: false has no effect: kproxy always exits when it cannot listen on healthzBindAddress or metricsBindAddress',
+  ]);
   assert.equal(result.settings.get('clusterCIDR')?.toString(), '10.244.0.0/16');
   assert.equal(result.settings.get('clientConnection.kubeconfig'), '/var/lib/kube-proxy/kubeconfig.conf');
 });

@@ -177,18 +177,39 @@ test('config file problems are errors (not usage errors) naming the file', async
     error: 'missing.yaml: no such file or directory',
     usage: false,
   });
-  assert.deepEqual(await load(['--config', 'c.yaml'], { 'c.yaml': `${HEADER}iptable: {}\n` }), {
-    ok: false,
-    error: 'c.yaml: unknown field "iptable"',
-    usage: false,
+  assert.deepEqual(
+    await load(['--config', 'c.yaml'], { 'c.yaml': `${HEADER}iptables: {masqueradeBit: 32}\n` }),
+    {
+      ok: false,
+      error: 'c.yaml: iptables.masqueradeBit: 32 is out of range (0-31)',
+      usage: false,
+    },
+  );
+});
+
+test("a config file's warnings come back with the configuration, for the log at start", async () => {
+  const loaded = await load(['--config', 'c.yaml'], {
+    'c.yaml': `${HEADER}iptable: {}\nenableProfiling: true\n`,
   });
+  assert.ok(loaded.ok);
+  assert.deepEqual(loaded.warnings, [
+    'c.yaml: using lenient decoding as strict decoding failed: strict decoding error: unknown field "iptable"',
+    'c.yaml: enableProfiling: true has no effect: kproxy serves no /debug/pprof',
+  ]);
+  const flagsOnly = await load(['--hostname-override', 'n1']);
+  assert.ok(flagsOnly.ok);
+  assert.deepEqual(flagsOnly.warnings, []);
 });
 
 test('settings that contradict each other are rejected', async () => {
   const cases: [string[], string][] = [
     [
       ['--cluster-cidr', '10.1.0.0/16,10.2.0.0/16'],
-      'clusterCIDR: more than one IPv4 CIDR in 10.1.0.0/16,10.2.0.0/16',
+      'clusterCIDR: "10.1.0.0/16,10.2.0.0/16": must be a valid DualStack CIDR (e.g. 10.100.0.0/16,fde4:8dba:82e1::/48)',
+    ],
+    [
+      ['--cluster-cidr', '10.1.0.0/16,fd00::/64,10.2.0.0/16'],
+      'clusterCIDR: "10.1.0.0/16,fd00::/64,10.2.0.0/16": only one CIDR allowed or a valid DualStack CIDR (e.g. 10.100.0.0/16,fde4:8dba:82e1::/48)',
     ],
     [
       ['--detect-local-mode', 'BridgeInterface'],
@@ -200,11 +221,40 @@ test('settings that contradict each other are rejected', async () => {
     ],
     [
       ['--proxy-mode', 'iptables', '--iptables-sync-period', '1s', '--iptables-min-sync-period', '5s'],
-      'iptables.minSyncPeriod: 5000ms is longer than syncPeriod (1000ms)',
+      'iptables.syncPeriod: 1s must be greater than or equal to iptables.minSyncPeriod (5s)',
     ],
   ];
   for (const [args, error] of cases)
     assert.deepEqual(await load(args), { ok: false, error, usage: false }, args.join(' '));
+});
+
+test('a broken rule that involves a field of the config file names the file; durations read as Go prints them', async () => {
+  const files = {
+    'periods.yaml': `${HEADER}mode: nftables\nnftables:\n  syncPeriod: 90s\n  minSyncPeriod: 2m\n`,
+    'top-level.yaml': `${HEADER}mode: ipvs\nminSyncPeriod: 1500ms\n`,
+    'cidrs.yaml': `${HEADER}clusterCIDR: 10.1.0.0/16,10.2.0.0/16\n`,
+  };
+  const cases: [string[], string][] = [
+    [
+      ['--config', 'periods.yaml'],
+      'periods.yaml: nftables.syncPeriod: 1m30s must be greater than or equal to nftables.minSyncPeriod (2m0s)',
+    ],
+    [
+      ['--config', 'top-level.yaml', '--ipvs-sync-period', '1s'],
+      'top-level.yaml: ipvs.syncPeriod: 1s must be greater than or equal to minSyncPeriod (1.5s)',
+    ],
+    [
+      ['--config', 'cidrs.yaml'],
+      'cidrs.yaml: clusterCIDR: "10.1.0.0/16,10.2.0.0/16": must be a valid DualStack CIDR (e.g. 10.100.0.0/16,fde4:8dba:82e1::/48)',
+    ],
+    // The flag overrides the file's value: the file is not to blame.
+    [
+      ['--config', 'cidrs.yaml', '--cluster-cidr', '10.3.0.0/16,10.4.0.0/16'],
+      'clusterCIDR: "10.3.0.0/16,10.4.0.0/16": must be a valid DualStack CIDR (e.g. 10.100.0.0/16,fde4:8dba:82e1::/48)',
+    ],
+  ];
+  for (const [args, error] of cases)
+    assert.deepEqual(await load(args, files), { ok: false, error, usage: false }, args.join(' '));
 });
 
 test('resolveProxyConfig is pure: the hostname is an input', () => {
@@ -217,11 +267,11 @@ test('resolveProxyConfig is pure: the hostname is an input', () => {
 test('unknown flags and missing values are reported by parseFlags', () => {
   assert.deepEqual(parseFlags(['--iptables-masq-bit', '3'], PROXY_FLAG_OPTIONS), {
     ok: false,
-    error: "Unknown option '--iptables-masq-bit'",
+    error: 'unknown flag: --iptables-masq-bit',
   });
   assert.deepEqual(parseFlags(['--node'], PROXY_FLAG_OPTIONS), {
     ok: false,
-    error: "Option '--node <value>' argument missing",
+    error: 'flag needs an argument: --node',
   });
 });
 

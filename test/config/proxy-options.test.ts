@@ -6,7 +6,7 @@ import { toProxyOptions } from '../../src/config/proxy-options.ts';
 
 function configWith(settings: Record<string, string | number | boolean | string[]>) {
   const result = resolveProxyConfig(new Map(Object.entries(settings)) as Settings, 'host-1');
-  assert.ok(result.ok, !result.ok ? result.error : '');
+  assert.ok(result.ok, !result.ok ? result.error.message : '');
   return result.config;
 }
 
