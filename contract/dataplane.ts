@@ -46,11 +46,19 @@ export interface DataplanePlanner<Plan> {
 
 export type SyncKind = 'full' | 'incremental';
 
+export interface IptablesRuleCount {
+  readonly family: IPFamily;
+  readonly table: string;
+  readonly rules: number;
+}
+
 export interface SyncOutcome {
   /** What actually ran: an incremental sync that fell back is reported as 'full'. */
   readonly kind: SyncKind;
   /** Rules/elements/entries the dataplane owns after the sync (for the rule-count metrics). */
   readonly objectCount: number;
+  /** iptables mode: its rules per family and table (kubeproxy_sync_proxy_rules_iptables_total). */
+  readonly iptablesRules?: readonly IptablesRuleCount[];
   /** The stale UDP flow reconcile after the sync, per family it ran for (none when it did not run). */
   readonly conntrack: readonly ConntrackReconciled[];
 }

@@ -7,7 +7,13 @@
 
 import type { IPFamily } from '../../contract/base/ip-family.ts';
 import { runInSlices } from '../../contract/base/work-slices.ts';
-import type { DataplaneLog, LiveDataplane, SyncKind, SyncOutcome } from '../../contract/dataplane.ts';
+import type {
+  DataplaneLog,
+  IptablesRuleCount,
+  LiveDataplane,
+  SyncKind,
+  SyncOutcome,
+} from '../../contract/dataplane.ts';
 import { DataplaneError } from '../../contract/dataplane-error.ts';
 import type { DualStackState, ServicePortKey } from '../../contract/proxy-state.ts';
 import { type CommandRunner, IPTABLES_WAIT } from '../shared/command-runner.ts';
@@ -116,6 +122,7 @@ export class IptablesDataplane implements LiveDataplane {
     return {
       kind: ran,
       objectCount: this.#objectCount(),
+      iptablesRules: this.#rulesByTable(),
       conntrack: await this.#conntrack.afterSync(state, ran, changed),
     };
   }
@@ -354,6 +361,16 @@ export class IptablesDataplane implements LiveDataplane {
     const choice = await chooseBackend(this.#runner);
     this.#backend = choice.backend;
     this.#log(`iptables backend: ${choice.backend}`, { reason: choice.reason });
+  }
+
+  #rulesByTable(): IptablesRuleCount[] {
+    return [...this.#ruleCounts].flatMap(([family, counts]) =>
+      TABLES.map((table) => ({
+        family,
+        table,
+        rules: [...counts].reduce((sum, [key, n]) => (key.startsWith(`${table}/`) ? sum + n : sum), 0),
+      })),
+    );
   }
 
   #objectCount(): number {

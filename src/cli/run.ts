@@ -25,6 +25,8 @@ import { KubeClient } from '../kube/client.ts';
 import { formatConfigError } from '../kube/connection.ts';
 import { loadConnection } from '../kube/load-connection.ts';
 import { TokenBucket } from '../kube/rate-limiter.ts';
+import { registerRestClientMetrics } from '../kube/rest-client-metrics.ts';
+import { ProxyMetrics } from '../sync/metrics.ts';
 import { commandFlags } from './command-flags.ts';
 import type { CliIO } from './io.ts';
 
@@ -160,15 +162,18 @@ async function runLocked(
   if (!connection.ok) return fail(`API server connection: ${formatConfigError(connection.error)}`);
   for (const warning of connection.warnings ?? []) logger.warn(warning);
   const { qps, burst } = config.clientConnection;
+  const metrics = new ProxyMetrics(config.mode);
   const client = new KubeClient(connection.connection, {
     env: environment.env,
     rateLimiter: new TokenBucket(qps, burst, systemClock),
+    onRequest: registerRestClientMetrics(metrics.registry, new URL(connection.connection.server).host),
   });
 
   const started = await startDaemon({
     config,
     logger,
     api: client,
+    metrics,
     dataplane,
     clock: systemClock,
     nfacctPackets,

@@ -150,7 +150,7 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
   informers.services.onChange((event) => {
     if (event.type === 'delete') model.deleteService(event.object);
     else model.setService(event.object);
-    metrics.serviceChanged();
+    metrics.serviceChanged(clock.now());
     loop.requestSync();
   });
   informers.endpointSlices.onChange((event) => {

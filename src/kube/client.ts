@@ -9,6 +9,7 @@ import type { ClusterConnection } from './connection.ts';
 import { proxyFor } from './proxy-env.ts';
 import type { TokenBucket } from './rate-limiter.ts';
 import { collectionPath, type ResourceType } from './resources.ts';
+import type { ApiRequestObserver } from './rest-client-metrics.ts';
 
 export type ApiError =
   | {
@@ -90,6 +91,8 @@ export interface KubeClientOptions {
   readonly env?: NodeJS.ProcessEnv;
   /** clientConnection.qps / burst: every list page and every watch start takes a token. */
   readonly rateLimiter?: TokenBucket;
+  /** Told of every request's outcome (rest-client-metrics.ts). */
+  readonly onRequest?: ApiRequestObserver;
 }
 
 interface RawResponse {
@@ -111,6 +114,7 @@ export class KubeClient implements KubeApi {
   readonly #listBodyTimeoutMs: number;
   readonly #userAgent: string;
   readonly #rateLimiter: TokenBucket | undefined;
+  readonly #onRequest: ApiRequestObserver | undefined;
   #dispatcher: Dispatcher;
   /** The client certificate #dispatcher presents (a credential plugin's may change). */
   #dispatcherCert: string | undefined;
@@ -127,6 +131,7 @@ export class KubeClient implements KubeApi {
     this.#listBodyTimeoutMs = options.listBodyTimeoutMs ?? 60_000;
     this.#userAgent = options.userAgent ?? 'kproxy/0.1';
     this.#rateLimiter = options.rateLimiter;
+    this.#onRequest = options.onRequest;
     this.#dispatcherCert = connection.cert;
     this.#dispatcher = this.#newDispatcher(connection.cert, connection.key);
   }
@@ -277,6 +282,9 @@ export class KubeClient implements KubeApi {
       return { ok: false, error: { kind: 'credentials', message: errorMessage(err) } };
     }
     if (token) headers.authorization = `Bearer ${token}`;
+    const startedAt = performance.now();
+    const observe = (code: number | undefined) =>
+      this.#onRequest?.({ method: 'GET', code, seconds: (performance.now() - startedAt) / 1000 });
     try {
       const res = await this.#dispatcher.request({
         origin: this.#origin,
@@ -287,8 +295,10 @@ export class KubeClient implements KubeApi {
         bodyTimeout,
         ...(signal ? { signal } : {}),
       });
+      observe(res.statusCode);
       return { ok: true, value: res as unknown as RawResponse };
     } catch (err) {
+      observe(undefined);
       return { ok: false, error: { kind: 'network', message: errorMessage(err) } };
     }
   }

@@ -5,6 +5,9 @@
 // per family. kproxy syncs both families in one step, so a sync, its duration and its failure
 // count once under each family the node serves (those of the last state built). The conntrack
 // reconciler's count and duration are its own per family, as upstream's.
+// Every series a kube-proxy dashboard reads is there from the start at zero, for both families
+// until the first state built says which the node serves, so a node stuck before its first sync
+// shows zeros and an old last-synced time rather than "no data".
 import { Counter, collectDefaultMetrics, Gauge, Histogram, linearBuckets, Registry } from 'prom-client';
 import type { IPFamily } from '../../contract/base/ip-family.ts';
 import type { DataplaneMode } from '../../contract/dataplane.ts';
@@ -73,6 +76,11 @@ export class ProxyMetrics {
   readonly #noLocalEndpoints: Gauge<FamilyLabel | 'traffic_policy'>;
   readonly #endpointChanges: Counter;
   readonly #serviceChanges: Counter;
+  readonly #endpointChangesPending: Gauge;
+  readonly #serviceChangesPending: Gauge;
+  /** iptables mode only, as in kube-proxy. */
+  readonly #iptablesRules: Gauge<FamilyLabel | 'table'> | undefined;
+  readonly #partialRestoreFailures: Counter<FamilyLabel> | undefined;
   readonly #objects: Gauge;
   readonly #problems: Gauge;
   readonly #conntrackDeleted: Counter<FamilyLabel>;
@@ -87,7 +95,10 @@ export class ProxyMetrics {
   readonly #httpRefused: Counter<'listener' | 'reason'>;
   /** Trigger times of slice changes not yet covered by a successful sync. */
   #pendingTriggers: PendingTrigger[] = [];
-  /** The families of the last state built: the values of ip_family. */
+  /** When each change not yet covered by a successful sync was received (ms since the epoch). */
+  #pendingEndpointChanges: number[] = [];
+  #pendingServiceChanges: number[] = [];
+  /** The families of the last state built (both before the first): the values of ip_family. */
   #families: readonly IPFamily[] = [];
   /** The last queued time, for a family first served after it. */
   #lastQueuedAt: number | undefined;
@@ -150,6 +161,34 @@ export class ProxyMetrics {
       help: 'Cumulative proxy rules Service changes',
       registers,
     });
+    this.#endpointChangesPending = new Gauge({
+      name: 'kubeproxy_sync_proxy_rules_endpoint_changes_pending',
+      help: 'Pending proxy rules Endpoint changes',
+      registers,
+    });
+    this.#serviceChangesPending = new Gauge({
+      name: 'kubeproxy_sync_proxy_rules_service_changes_pending',
+      help: 'Pending proxy rules Service changes',
+      registers,
+    });
+    this.#iptablesRules =
+      mode === 'iptables'
+        ? new Gauge({
+            name: 'kubeproxy_sync_proxy_rules_iptables_total',
+            help: 'Total number of iptables rules owned by kube-proxy',
+            labelNames: ['ip_family', 'table'],
+            registers,
+          })
+        : undefined;
+    this.#partialRestoreFailures =
+      mode === 'iptables'
+        ? new Counter({
+            name: 'kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total',
+            help: 'Cumulative proxy iptables partial restore failures',
+            labelNames: ['ip_family'],
+            registers,
+          })
+        : undefined;
     this.#objects = new Gauge({
       name: 'kproxy_sync_proxy_rules_objects',
       help: 'Rules, set elements or virtual servers owned by kproxy after the last sync',
@@ -213,6 +252,7 @@ export class ProxyMetrics {
       registers,
     });
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+    this.#setFamilies(['IPv4', 'IPv6']);
   }
 
   /** Feed every sync loop event here. */
@@ -225,7 +265,10 @@ export class ProxyMetrics {
       case 'checked':
         return;
       case 'failed':
-        for (const ip_family of this.#families) this.#failures.inc({ ip_family });
+        for (const ip_family of this.#families) {
+          this.#failures.inc({ ip_family });
+          if (event.requested === 'incremental') this.#partialRestoreFailures?.inc({ ip_family });
+        }
         if (event.error instanceof CommandTimeoutError)
           this.#commandTimeouts.inc({ command: event.error.command });
         if (!(event.error instanceof DataplaneError)) this.#bugs.inc();
@@ -236,19 +279,27 @@ export class ProxyMetrics {
         const syncedAt = event.startedAt + event.durationMs;
         for (const ip_family of this.#families) this.#lastSynced.set({ ip_family }, syncedAt / 1000);
         this.#objects.set(event.outcome.objectCount);
+        for (const { family: ip_family, table, rules } of event.outcome.iptablesRules ?? [])
+          this.#iptablesRules?.set({ ip_family, table }, rules);
         for (const { family: ip_family, deleted, durationMs } of event.outcome.conntrack) {
           this.#conntrackDeleted.inc({ ip_family }, deleted);
           this.#conntrackDuration.observe({ ip_family }, durationMs / 1000);
         }
         this.#observeNetworkProgramming(event.startedAt, syncedAt);
+        this.#pendingEndpointChanges = this.#pendingEndpointChanges.filter((at) => at > event.startedAt);
+        this.#pendingServiceChanges = this.#pendingServiceChanges.filter((at) => at > event.startedAt);
+        this.#endpointChangesPending.set(this.#pendingEndpointChanges.length);
+        this.#serviceChangesPending.set(this.#pendingServiceChanges.length);
         return;
       }
     }
   }
 
   /** A Service was added, changed or deleted. */
-  serviceChanged(): void {
+  serviceChanged(receivedAt: number): void {
     this.#serviceChanges.inc();
+    this.#pendingServiceChanges.push(receivedAt);
+    this.#serviceChangesPending.set(this.#pendingServiceChanges.length);
   }
 
   /**
@@ -257,6 +308,8 @@ export class ProxyMetrics {
    */
   endpointSliceChanged(receivedAt: number, trigger: ChangeTrigger | undefined): void {
     this.#endpointChanges.inc();
+    this.#pendingEndpointChanges.push(receivedAt);
+    this.#endpointChangesPending.set(this.#pendingEndpointChanges.length);
     if (trigger) this.#pendingTriggers.push({ receivedAt, ...trigger });
   }
 
@@ -271,24 +324,54 @@ export class ProxyMetrics {
    */
   noLocalEndpointsCounted(byFamily: NoLocalEndpointsByFamily): void {
     const families = (['IPv4', 'IPv6'] as const).filter((family) => byFamily[family] !== undefined);
+    this.#setFamilies(families);
     for (const ip_family of families) {
       const { internal, external } = byFamily[ip_family]!;
       this.#noLocalEndpoints.set({ ip_family, traffic_policy: 'internal' }, internal);
       this.#noLocalEndpoints.set({ ip_family, traffic_policy: 'external' }, external);
-      if (!this.#families.includes(ip_family)) {
-        // Visible at 0 from the start, as kube-proxy's per-family series are.
-        this.#failures.inc({ ip_family }, 0);
-        this.#cleanupFailures?.inc({ ip_family }, 0);
-        this.#conntrackDeleted.inc({ ip_family }, 0);
-        if (this.#lastQueuedAt !== undefined) this.#lastQueued.set({ ip_family }, this.#lastQueuedAt / 1000);
-      }
+    }
+  }
+
+  /** The per-family series: at 0 for a family newly served, gone for one no longer served. */
+  #setFamilies(families: readonly IPFamily[]): void {
+    for (const ip_family of families) {
+      if (this.#families.includes(ip_family)) continue;
+      for (const histogram of this.#familyHistograms()) histogram.zero({ ip_family });
+      for (const counter of this.#familyCounters()) counter?.inc({ ip_family }, 0);
+      this.#lastSynced.set({ ip_family }, 0);
+      this.#lastQueued.set({ ip_family }, (this.#lastQueuedAt ?? 0) / 1000);
+      for (const traffic_policy of ['internal', 'external'])
+        this.#noLocalEndpoints.set({ ip_family, traffic_policy }, 0);
+      for (const table of ['filter', 'nat']) this.#iptablesRules?.set({ ip_family, table }, 0);
     }
     for (const ip_family of this.#families) {
       if (families.includes(ip_family)) continue;
-      this.#noLocalEndpoints.remove({ ip_family, traffic_policy: 'internal' });
-      this.#noLocalEndpoints.remove({ ip_family, traffic_policy: 'external' });
+      for (const metric of [
+        ...this.#familyHistograms(),
+        ...this.#familyCounters(),
+        this.#lastSynced,
+        this.#lastQueued,
+      ])
+        metric?.remove({ ip_family });
+      for (const traffic_policy of ['internal', 'external'])
+        this.#noLocalEndpoints.remove({ ip_family, traffic_policy });
+      for (const table of ['filter', 'nat', 'mangle']) this.#iptablesRules?.remove({ ip_family, table });
     }
     this.#families = families;
+  }
+
+  #familyHistograms(): Histogram<FamilyLabel>[] {
+    return [
+      this.#syncDuration,
+      this.#fullSyncDuration,
+      this.#partialSyncDuration,
+      this.#networkProgramming,
+      this.#conntrackDuration,
+    ];
+  }
+
+  #familyCounters(): (Counter<FamilyLabel> | undefined)[] {
+    return [this.#failures, this.#cleanupFailures, this.#partialRestoreFailures, this.#conntrackDeleted];
   }
 
   /** Bad input is skipped with a log line and shows here, so an alert can find it. */

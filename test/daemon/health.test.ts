@@ -234,7 +234,7 @@ describe('health and metrics HTTP endpoints', async () => {
 
   test('/metrics serves the registry in Prometheus text format, /proxyMode the mode', async (t) => {
     const metrics = new ProxyMetrics('nftables', { processMetrics: false });
-    metrics.serviceChanged();
+    metrics.serviceChanged(Date.now());
     const server = await listenHttp('127.0.0.1', 0, metricsHandler(metrics, 'nftables'));
     t.after(() => server.close());
     const response = await fetch(`${server.url}/metrics`);
@@ -253,7 +253,7 @@ describe('health and metrics HTTP endpoints', async () => {
     const [first, second] = await Promise.all([scrape(), scrape()]);
     assert.equal(first.match(changes)?.[1], '0');
     assert.equal(second, first);
-    metrics.serviceChanged();
+    metrics.serviceChanged(Date.now());
     assert.equal((await scrape()).match(changes)?.[1], '1');
   });
 

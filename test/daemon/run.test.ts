@@ -129,6 +129,17 @@ describe('kproxy run', () => {
     const scraped = await (await fetch(`${metricsUrl}/metrics`)).text();
     assert.match(scraped, /^kubeproxy_iptables_localhost_nodeports_accepted_packets_total 5$/m);
     assert.match(scraped, /^kubeproxy_iptables_ct_state_invalid_dropped_packets_total 5$/m);
+    // client-go's request metrics, under the API server's host:port, from the lists and watches made.
+    const host = new URL(api.url).host;
+    const requests = scraped.match(
+      /^rest_client_requests_total\{code="200",host="([^"]+)",method="GET"\} (\d+)$/m,
+    );
+    assert.equal(requests?.[1], host);
+    assert.ok(Number(requests?.[2]) >= 3, 'a list of services, slices and the node at least');
+    assert.match(
+      scraped,
+      new RegExp(`^rest_client_request_duration_seconds_count\\{verb="GET",host="${host}"\\} [1-9]`, 'm'),
+    );
 
     const second = capture();
     const refused = await runCommand(
