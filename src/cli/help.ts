@@ -1,7 +1,7 @@
 // Usage text for `kproxy help`, `kproxy render --help` and `kproxy trace --help`.
 
 import { COLD_START_CHUNK } from '../../dataplanes/nftables/cold-start-chunk.ts';
-import { PROXY_FLAGS } from '../config/proxy-flags.ts';
+import { PROXY_FLAG_OPTIONS, PROXY_FLAGS } from '../config/proxy-flags.ts';
 import { ROUND_BUDGET } from '../sync/sync-rounds.ts';
 import { RENDER_MODES } from './planners.ts';
 
@@ -21,12 +21,18 @@ Commands:
 Run "kproxy render --help" for the render flags.
 `;
 
-const proxyFlagLines = Object.entries(PROXY_FLAGS)
-  .map(([name, flag]) => {
-    const left = `  --${name}${flag.type === 'boolean' ? '' : ' VALUE'}`;
-    return `${left.padEnd(42)} ${flag.help}`;
-  })
-  .join('\n');
+/** One line per proxy flag, pflag's way (`-v, --v VALUE`), with its help. */
+export function flagLines(names: readonly string[]): string {
+  return names
+    .map((name) => {
+      const flag = PROXY_FLAGS[name]!;
+      const left = `  ${name.length === 1 ? `-${name}, ` : ''}--${name}${flag.type === 'boolean' ? '' : ' VALUE'}`;
+      return `${left.padEnd(42)} ${flag.help}`;
+    })
+    .join('\n');
+}
+
+const proxyFlagLines = flagLines(Object.keys(PROXY_FLAG_OPTIONS).filter((name) => name !== 'config'));
 
 export const RENDER_USAGE = `Usage: kproxy render [--mode ${RENDER_MODES.join('|')}] (--input PATH... | --example) [flags]
 

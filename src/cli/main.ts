@@ -1,7 +1,7 @@
 // The kproxy command line: one table of subcommands. bin/kproxy.ts and `npm run kproxy` call main().
-import { readFileSync } from 'node:fs';
 import { MAIN_USAGE } from './help.ts';
 import { type CliIO, processIO } from './io.ts';
+import { printVersion } from './version.ts';
 
 type Command = (args: readonly string[], io: CliIO) => Promise<number>;
 
@@ -41,9 +41,7 @@ async function helpCommand(_args: readonly string[], io: CliIO): Promise<number>
 }
 
 async function versionCommand(_args: readonly string[], io: CliIO): Promise<number> {
-  const packageJson = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
-  io.stdout.write(`kproxy ${packageJson.version}\n`);
-  return 0;
+  return printVersion(io);
 }
 
 if (import.meta.main) process.exitCode = await main(process.argv.slice(2));

@@ -1,7 +1,7 @@
 // `kproxy run`: the daemon. Configuration (file + kube-proxy flags) → one instance per node →
 // conntrack sysctls → API connection → the mode's live dataplane → the sync loop, until SIGTERM or
 // SIGINT, which stop it cleanly and leave the rules in place.
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { availableParallelism, hostname } from 'node:os';
 import type { ParseArgsOptionsConfig } from 'node:util';
 import { type DestinationStream, type Logger, pino } from 'pino';
@@ -9,7 +9,9 @@ import { systemClock } from '../../contract/base/clock.ts';
 import type { DataplaneMode, LiveDataplane } from '../../contract/dataplane.ts';
 import type { NfacctCounters } from '../../dataplanes/iptables/nfacct.ts';
 import { loadProxyConfig, type ProxyConfig } from '../config/config.ts';
-import { PROXY_FLAG_OPTIONS } from '../config/proxy-flags.ts';
+import { configYaml } from '../config/config-yaml.ts';
+import { kubeProxyFlags } from '../config/kube-proxy-precedence.ts';
+import { type FlagValues, PROXY_FLAGS, proxyFlagOptions } from '../config/proxy-flags.ts';
 import { toProxyOptions } from '../config/proxy-options.ts';
 import { applyConntrackSysctls } from '../daemon/conntrack-sysctls.ts';
 import { startDaemon } from '../daemon/daemon.ts';
@@ -27,11 +29,14 @@ import { loadConnection } from '../kube/load-connection.ts';
 import { TokenBucket } from '../kube/rate-limiter.ts';
 import { registerRestClientMetrics } from '../kube/rest-client-metrics.ts';
 import { ProxyMetrics } from '../sync/metrics.ts';
-import { commandFlags } from './command-flags.ts';
+import { cleanupCommand } from './cleanup.ts';
+import { commandFlags, usageError } from './command-flags.ts';
+import { flagLines } from './help.ts';
 import type { CliIO } from './io.ts';
+import { printVersion } from './version.ts';
 
 const RUN_OPTIONS: ParseArgsOptionsConfig = {
-  ...PROXY_FLAG_OPTIONS,
+  ...proxyFlagOptions(Object.keys(PROXY_FLAGS)),
   help: { type: 'boolean', short: 'h' },
 };
 
@@ -40,6 +45,15 @@ export const RUN_USAGE = `Usage: kproxy run [--config FILE] [kube-proxy flags]
 Runs the node proxy: watches Services and EndpointSlices and keeps this node's rules in sync.
 Stops on SIGTERM/SIGINT and leaves the rules in place (kproxy cleanup removes them).
 Modes that can run here: ${LIVE_MODES.join(', ')}.
+
+Flags are read as kube-proxy reads them (pflag: --flag=value, --flag value, -v=2, --bool=false,
+\`--\` ends them). With --config, kube-proxy ignores every flag bound to a field of the file except
+-v, --hostname-override and --master; kproxy does the same and warns of each flag it ignores. Flags
+that have no effect here are accepted with a warning that says why. --write-config-to FILE checks a
+command line without starting: it writes the effective configuration and exits.
+
+${flagLines(Object.keys(PROXY_FLAGS))}
+  -h, --help                                 this help
 `;
 
 /** What the command needs from the process; tests replace it. */
@@ -83,6 +97,17 @@ export function processRunEnvironment(): RunEnvironment {
   };
 }
 
+/** Why this mode: the first log line says it, however it was chosen. */
+export function modeReason(config: ProxyConfig, flags: FlagValues): string {
+  if (typeof flags['proxy-mode'] === 'string' && flags['proxy-mode'] !== '') return '--proxy-mode';
+  if (!config.modeDefaulted) return `mode in ${flags.config}`;
+  return (
+    "no mode set: kproxy's default, nftables (kube-proxy 1.37 would take iptables: node ports on every " +
+    'local IP and on 127.0.0.1; kproxy follows KEP-5343, which makes nftables the default in 1.40; ' +
+    "set --proxy-mode=iptables for kube-proxy 1.37's behaviour)"
+  );
+}
+
 /** kube-proxy's -v levels onto pino's: 0-1 info, 2-3 debug, 4 and up trace. */
 export function logLevel(verbosity: number): 'info' | 'debug' | 'trace' {
   return verbosity >= 4 ? 'trace' : verbosity >= 2 ? 'debug' : 'info';
@@ -93,8 +118,12 @@ export async function runCommand(
   io: CliIO,
   environment: RunEnvironment = processRunEnvironment(),
 ): Promise<number> {
-  const flags = commandFlags(io, 'run', args, RUN_OPTIONS, RUN_USAGE);
-  if (typeof flags === 'number') return flags;
+  const given = commandFlags(io, 'run', args, RUN_OPTIONS, RUN_USAGE);
+  if (typeof given === 'number') return given;
+  if (given.version === true) return printVersion(io);
+  const read = kubeProxyFlags(given);
+  if (!read.ok) return usageError(io, 'run', read.error);
+  const flags = read.values;
   const loaded = await loadProxyConfig(flags, {
     readFile: (path) => readFile(path, 'utf8'),
     hostname: hostname(),
@@ -106,7 +135,22 @@ export async function runCommand(
   const { config } = loaded;
   // JSON lines on stdout: journald (or the container runtime) collects them.
   const logger = pino({ level: logLevel(config.logging.verbosity) }, io.stdout as DestinationStream);
+  logger.info({ mode: config.mode, reason: modeReason(config, flags) }, `proxy mode ${config.mode}`);
+  for (const warning of read.warnings) logger.warn(warning);
   logger.debug({ config }, 'effective configuration');
+  const writeTo = flags['write-config-to'];
+  if (typeof writeTo === 'string') {
+    try {
+      await writeFile(writeTo, configYaml(config));
+    } catch (error) {
+      io.stderr.write(`kproxy run: --write-config-to: ${(error as Error).message}\n`);
+      return 1;
+    }
+    logger.info({ file: writeTo }, 'wrote configuration');
+    return 0;
+  }
+  // kube-proxy's --cleanup: every mode's rules, its own and (here) kproxy's, then exit.
+  if (flags.cleanup === true) return cleanupCommand(['--kube-proxy'], io);
   const fail = (message: string) => {
     logger.fatal(message);
     io.stderr.write(`kproxy run: ${message}\n`);
@@ -116,7 +160,7 @@ export async function runCommand(
   const lock = await acquireInstanceLock(environment.lockPrefix ? { prefix: environment.lockPrefix } : {});
   if (!lock.ok) return fail(lock.message);
   try {
-    return await runLocked(config, logger, environment, fail);
+    return await runLocked(config, logger, environment, fail, flags['init-only'] === true);
   } finally {
     await lock.lock.release();
   }
@@ -127,11 +171,8 @@ async function runLocked(
   logger: Logger,
   environment: RunEnvironment,
   fail: (message: string) => number,
+  initOnly: boolean,
 ): Promise<number> {
-  const makeDataplane =
-    environment.dataplane ?? ((mode, log) => createLiveDataplane(mode, { logger: log, ipvs: config.ipvs }));
-  const dataplane = await makeDataplane(config.mode, logger);
-
   const sysctls = await applyConntrackSysctls(config.conntrack, {
     procRoot: environment.procRoot,
     sysRoot: environment.sysRoot,
@@ -144,6 +185,11 @@ async function runLocked(
     else logger.info({ sysctl: action.key, reason: action.reason }, 'left sysctl as it is');
   }
   if (!sysctls.ok) return fail(sysctls.error);
+  // kube-proxy's --init-only: what needs full root is done; a later run needs only CAP_NET_ADMIN.
+  if (initOnly) return 0;
+  const makeDataplane =
+    environment.dataplane ?? ((mode, log) => createLiveDataplane(mode, { logger: log, ipvs: config.ipvs }));
+  const dataplane = await makeDataplane(config.mode, logger);
   const nfacctPackets =
     config.mode === 'iptables'
       ? await openIptablesCounters(environment.nfacct, ({ counter, metric }, reason) =>

@@ -1,5 +1,6 @@
-// kube-proxy's command-line flags (same names and meanings), plus kproxy's --node and repeatable
-// --node-ip. Each flag sets one or more config field paths, checked like the config file's fields.
+// kube-proxy's command-line flags (same names and meanings), plus kproxy's --node, repeatable
+// --node-ip and --service-cluster-ip-range. Each flag sets config field paths, checked like the
+// file's fields, or has no effect here and says why (kube-proxy-precedence.ts warns).
 import type { ParseArgsOptionsConfig } from 'node:util';
 import {
   CONFIG_FIELDS,
@@ -7,6 +8,7 @@ import {
   type FieldSpec,
   type FieldValue,
   parseFieldValue,
+  show,
 } from './config-fields.ts';
 import type { Settings, SettingsResult } from './config-file.ts';
 
@@ -15,9 +17,23 @@ export type FlagValues = Readonly<Record<string, string | boolean | readonly str
 
 interface ProxyFlag {
   readonly type: 'string' | 'boolean';
+  /** pflag's list flags: each use appends. */
   readonly multiple?: boolean;
-  /** The config field paths the flag sets. The first one's FieldSpec checks the value. */
-  readonly paths: readonly string[];
+  /** The config field paths the flag sets. The first one's FieldSpec checks the value, unless `spec`. */
+  readonly paths?: readonly string[];
+  /**
+   * How the flag's value is read when it differs from the file's field: a flag sets kube-proxy's
+   * configuration after its defaults, so a zero is a zero there (the file's zero means "default").
+   */
+  readonly spec?: FieldSpec;
+  /** An empty value is the value (`--metrics-bind-address=` turns the server off). */
+  readonly emptyIsValue?: boolean;
+  /** kube-proxy refuses 0 (its validation: "must be greater than 0"). */
+  readonly positive?: boolean;
+  /** Accepted, with no effect here: why (said once, in a warning at start). */
+  readonly ignored?: string;
+  /** Still read when --config is given (kube-proxy: the logging flags, --hostname-override, --master). */
+  readonly keptWithConfig?: boolean;
   readonly help: string;
 }
 
@@ -29,24 +45,73 @@ export const FLAG_ONLY_FIELDS: ReadonlyMap<string, FieldSpec> = new Map<string, 
 ]);
 
 const MASQUERADE_ALL = ['masqueradeAll', 'iptables.masqueradeAll', 'nftables.masqueradeAll'];
+// A flag's zero is a zero (see ProxyFlag.spec).
+const DURATION: FieldSpec = { type: 'duration' };
+const KLOG_REMOVED =
+  'a klog flag kube-proxy dropped in 1.26 (kube-proxy 1.37 refuses it); kproxy logs to stdout, one line at a time';
+const UNBUFFERED = 'kproxy writes every log line to stdout as it happens';
 
+/**
+ * Every flag of kube-proxy's `--help` on Linux, read from kubernetes/kubernetes
+ * cmd/kube-proxy/app/options.go (commit c57e1156, the 1.37 line) and component-base's logs/api/v1
+ * and version/verflag flags, plus kproxy's own --node, --node-ip and --service-cluster-ip-range.
+ * A flag without `paths` or `ignored` is acted on by `kproxy run` itself.
+ */
 export const PROXY_FLAGS: Readonly<Record<string, ProxyFlag>> = {
+  config: {
+    type: 'string',
+    help: 'KubeProxyConfiguration file; with it, kube-proxy reads no other flag (see below)',
+  },
+  'write-config-to': {
+    type: 'string',
+    keptWithConfig: true,
+    help: 'write the effective configuration to this file as YAML and exit',
+  },
+  cleanup: { type: 'boolean', keptWithConfig: true, help: "remove kproxy's and kube-proxy's rules and exit" },
+  'init-only': {
+    type: 'boolean',
+    keptWithConfig: true,
+    help: 'set the sysctls that need full root privileges and exit',
+  },
+  version: { type: 'boolean', keptWithConfig: true, help: 'print the version and exit' },
   kubeconfig: {
     type: 'string',
     paths: ['clientConnection.kubeconfig'],
     help: 'kubeconfig file of the API server',
   },
-  master: { type: 'string', paths: ['master'], help: 'API server address (overrides the kubeconfig)' },
-  'proxy-mode': { type: 'string', paths: ['mode'], help: 'iptables, nftables or ipvs' },
-  'hostname-override': { type: 'string', paths: ['hostnameOverride'], help: "this node's name" },
-  node: { type: 'string', paths: ['hostnameOverride'], help: 'alias of --hostname-override' },
-  'node-ip': { type: 'string', multiple: true, paths: ['nodeIPs'], help: "this node's IP (repeatable)" },
+  master: {
+    type: 'string',
+    paths: ['master'],
+    keptWithConfig: true,
+    help: 'API server address (overrides the kubeconfig)',
+  },
+  'proxy-mode': { type: 'string', paths: ['mode'], help: 'iptables, nftables or ipvs (unset: see README)' },
+  'hostname-override': {
+    type: 'string',
+    paths: ['hostnameOverride'],
+    keptWithConfig: true,
+    help: "this node's name (overrides the file's hostnameOverride)",
+  },
+  node: {
+    type: 'string',
+    paths: ['hostnameOverride'],
+    keptWithConfig: true,
+    help: 'alias of --hostname-override',
+  },
+  'node-ip': {
+    type: 'string',
+    multiple: true,
+    paths: ['nodeIPs'],
+    keptWithConfig: true,
+    help: "kproxy's own: this node's IP (repeatable)",
+  },
   'bind-address': { type: 'string', paths: ['bindAddress'], help: 'node IP unless 0.0.0.0 or ::' },
   'cluster-cidr': { type: 'string', paths: ['clusterCIDR'], help: 'pod CIDRs, comma-separated' },
   'service-cluster-ip-range': {
     type: 'string',
     paths: ['serviceClusterIPRange'],
-    help: 'service CIDRs, comma-separated, for a cluster without ServiceCIDR objects (nftables drops their unallocated IPs)',
+    keptWithConfig: true,
+    help: "kproxy's own: service CIDRs, comma-separated, for a cluster without ServiceCIDR objects (nftables drops their unallocated IPs)",
   },
   'detect-local-mode': {
     type: 'string',
@@ -72,12 +137,15 @@ export const PROXY_FLAGS: Readonly<Record<string, ProxyFlag>> = {
   'iptables-sync-period': {
     type: 'string',
     paths: ['iptables.syncPeriod', 'nftables.syncPeriod'],
-    help: 'full resync period (default 30s)',
+    spec: DURATION,
+    positive: true,
+    help: 'full resync period, iptables and nftables modes (default 30s; must be greater than 0)',
   },
   'iptables-min-sync-period': {
     type: 'string',
     paths: ['iptables.minSyncPeriod', 'nftables.minSyncPeriod'],
-    help: 'minimum time between syncs (default 1s)',
+    spec: DURATION,
+    help: 'minimum time between syncs (default 1s; 0: sync on every change)',
   },
   'iptables-localhost-nodeports': {
     type: 'boolean',
@@ -87,29 +155,76 @@ export const PROXY_FLAGS: Readonly<Record<string, ProxyFlag>> = {
   'full-sync-period': {
     type: 'string',
     paths: ['fullSyncPeriod'],
-    help: 'force a full sync this often (default 1h, 0 = never)',
+    help: "kproxy's own: force a full sync this often (default 1h, 0 = never)",
   },
   'nodeport-addresses': {
     type: 'string',
+    multiple: true,
     paths: ['nodePortAddresses'],
     help: 'CIDRs and/or "primary", "localhost", "all" (comma-separated; default primary in nftables mode, all otherwise)',
   },
-  'healthz-bind-address': { type: 'string', paths: ['healthzBindAddress'], help: 'default 0.0.0.0:10256' },
-  'metrics-bind-address': { type: 'string', paths: ['metricsBindAddress'], help: 'default 127.0.0.1:10249' },
+  'healthz-bind-address': {
+    type: 'string',
+    paths: ['healthzBindAddress'],
+    emptyIsValue: true,
+    help: 'default 0.0.0.0:10256; empty: no health server',
+  },
+  'metrics-bind-address': {
+    type: 'string',
+    paths: ['metricsBindAddress'],
+    emptyIsValue: true,
+    help: 'default 127.0.0.1:10249; empty: no metrics server',
+  },
+  'healthz-port': {
+    type: 'string',
+    help: 'deprecated: 0 turns the health server off; else the port of a bare --healthz-bind-address IP',
+  },
+  'metrics-port': {
+    type: 'string',
+    help: 'deprecated: 0 turns the metrics server off; else the port of a bare --metrics-bind-address IP',
+  },
   'ipvs-scheduler': { type: 'string', paths: ['ipvs.scheduler'], help: 'rr, wrr, lc, ... (default rr)' },
-  'ipvs-sync-period': { type: 'string', paths: ['ipvs.syncPeriod'], help: 'default 30s' },
-  'ipvs-min-sync-period': { type: 'string', paths: ['ipvs.minSyncPeriod'], help: 'default 0s' },
+  'ipvs-sync-period': {
+    type: 'string',
+    paths: ['ipvs.syncPeriod'],
+    spec: DURATION,
+    positive: true,
+    help: 'default 30s; must be greater than 0',
+  },
+  'ipvs-min-sync-period': {
+    type: 'string',
+    paths: ['ipvs.minSyncPeriod'],
+    spec: DURATION,
+    help: 'default 0s',
+  },
   'ipvs-strict-arp': { type: 'boolean', paths: ['ipvs.strictARP'], help: 'arp_ignore/arp_announce' },
-  'ipvs-tcp-timeout': { type: 'string', paths: ['ipvs.tcpTimeout'], help: 'idle TCP timeout' },
-  'ipvs-tcpfin-timeout': { type: 'string', paths: ['ipvs.tcpFinTimeout'], help: 'TCP FIN timeout' },
-  'ipvs-udp-timeout': { type: 'string', paths: ['ipvs.udpTimeout'], help: 'UDP timeout' },
-  'ipvs-exclude-cidrs': { type: 'string', paths: ['ipvs.excludeCIDRs'], help: 'CIDRs IPVS leaves alone' },
-  'conntrack-max-per-core': { type: 'string', paths: ['conntrack.maxPerCore'], help: 'default 32768' },
+  'ipvs-tcp-timeout': {
+    type: 'string',
+    paths: ['ipvs.tcpTimeout'],
+    help: 'idle TCP timeout (0: leave as is)',
+  },
+  'ipvs-tcpfin-timeout': {
+    type: 'string',
+    paths: ['ipvs.tcpFinTimeout'],
+    help: 'TCP FIN timeout (0: leave as is)',
+  },
+  'ipvs-udp-timeout': { type: 'string', paths: ['ipvs.udpTimeout'], help: 'UDP timeout (0: leave as is)' },
+  'ipvs-exclude-cidrs': {
+    type: 'string',
+    multiple: true,
+    paths: ['ipvs.excludeCIDRs'],
+    help: 'CIDRs IPVS leaves alone',
+  },
+  'conntrack-max-per-core': {
+    type: 'string',
+    paths: ['conntrack.maxPerCore'],
+    help: 'default 32768 (0: leave as is)',
+  },
   'conntrack-min': { type: 'string', paths: ['conntrack.min'], help: 'default 131072' },
   'conntrack-tcp-timeout-established': {
     type: 'string',
     paths: ['conntrack.tcpEstablishedTimeout'],
-    help: 'default 24h0m0s',
+    help: 'default 24h0m0s (0: leave as is)',
   },
   'conntrack-tcp-timeout-close-wait': {
     type: 'string',
@@ -129,32 +244,152 @@ export const PROXY_FLAGS: Readonly<Record<string, ProxyFlag>> = {
   },
   'kube-api-qps': { type: 'string', paths: ['clientConnection.qps'], help: 'default 5' },
   'kube-api-burst': { type: 'string', paths: ['clientConnection.burst'], help: 'default 10' },
-  v: { type: 'string', paths: ['logging.verbosity'], help: 'log verbosity' },
-};
-
-/** The parseArgs options for the proxy flags and --config. */
-export const PROXY_FLAG_OPTIONS: ParseArgsOptionsConfig = {
-  config: { type: 'string' },
+  v: {
+    type: 'string',
+    paths: ['logging.verbosity'],
+    keptWithConfig: true,
+    help: 'log verbosity (-v 2, -v=2, --v=2)',
+  },
+  // Accepted with a warning: they do nothing here.
+  'feature-gates': {
+    type: 'string',
+    multiple: true,
+    ignored: "kproxy has no feature gates: it always does what kube-proxy's GA features do",
+    help: 'accepted, no effect',
+  },
+  'kube-api-content-type': {
+    type: 'string',
+    ignored: "kproxy's API client always asks for JSON",
+    help: 'accepted, no effect',
+  },
+  'bind-address-hard-fail': {
+    type: 'boolean',
+    ignored: 'kproxy always stops when it cannot listen on the healthz or metrics address',
+    help: 'accepted, no effect',
+  },
+  profiling: { type: 'boolean', ignored: 'kproxy serves no /debug/pprof', help: 'accepted, no effect' },
+  'show-hidden-metrics-for-version': {
+    type: 'string',
+    ignored: 'kproxy hides no metrics',
+    help: 'accepted, no effect',
+  },
+  'config-sync-period': {
+    type: 'string',
+    ignored: "kproxy's informers keep their watch without periodic resyncs",
+    help: 'accepted, no effect',
+  },
+  'proxy-port-range': {
+    type: 'string',
+    ignored: 'deprecated, without effect in kube-proxy too (it configured the removed userspace proxy)',
+    help: 'accepted, no effect',
+  },
+  'oom-score-adj': {
+    type: 'string',
+    ignored: 'kproxy does not set its OOM score (its systemd unit can: OOMScoreAdjust=)',
+    help: 'accepted, no effect',
+  },
+  'logging-format': {
+    type: 'string',
+    keptWithConfig: true,
+    ignored: 'kproxy logs JSON lines in its own shape whatever the format',
+    help: 'accepted, no effect',
+  },
+  'log-flush-frequency': {
+    type: 'string',
+    keptWithConfig: true,
+    ignored: UNBUFFERED,
+    help: 'accepted, no effect',
+  },
+  vmodule: {
+    type: 'string',
+    multiple: true,
+    keptWithConfig: true,
+    ignored: 'kproxy has no per-file verbosity: -v applies everywhere',
+    help: 'accepted, no effect',
+  },
   ...Object.fromEntries(
-    Object.entries(PROXY_FLAGS).map(([name, flag]) => [
+    ['log-json-split-stream', 'log-text-split-stream'].map((name) => [
       name,
-      { type: flag.type, multiple: flag.multiple ?? false },
+      { type: 'boolean', keptWithConfig: true, ignored: UNBUFFERED, help: 'accepted, no effect' },
+    ]),
+  ),
+  ...Object.fromEntries(
+    ['log-json-info-buffer-size', 'log-text-info-buffer-size'].map((name) => [
+      name,
+      { type: 'string', keptWithConfig: true, ignored: UNBUFFERED, help: 'accepted, no effect' },
+    ]),
+  ),
+  ...Object.fromEntries(
+    [
+      'add-dir-header',
+      'alsologtostderr',
+      'logtostderr',
+      'one-output',
+      'skip-headers',
+      'skip-log-headers',
+    ].map((name) => [
+      name,
+      { type: 'boolean', keptWithConfig: true, ignored: KLOG_REMOVED, help: 'accepted, no effect' },
+    ]),
+  ),
+  ...Object.fromEntries(
+    ['log-backtrace-at', 'log-dir', 'log-file', 'log-file-max-size', 'stderrthreshold'].map((name) => [
+      name,
+      { type: 'string', keptWithConfig: true, ignored: KLOG_REMOVED, help: 'accepted, no effect' },
     ]),
   ),
 };
 
-/** The settings the given flags make. Flags not given set nothing. */
+/** Flags only `kproxy run` reads: what it does instead of running, and the deprecated ports. */
+export const RUN_ONLY_FLAGS: ReadonlySet<string> = new Set([
+  'write-config-to',
+  'cleanup',
+  'init-only',
+  'version',
+  'healthz-port',
+  'metrics-port',
+]);
+
+/** The parseArgs-shaped options of these proxy flags; a one-letter flag is its own shorthand (-v). */
+export function proxyFlagOptions(names: readonly string[]): ParseArgsOptionsConfig {
+  return Object.fromEntries(
+    names.map((name) => {
+      const flag = PROXY_FLAGS[name]!;
+      return [
+        name,
+        { type: flag.type, multiple: flag.multiple ?? false, ...(name.length === 1 ? { short: name } : {}) },
+      ];
+    }),
+  );
+}
+
+/** The options of render and trace: the flags that make a configuration. */
+export const PROXY_FLAG_OPTIONS = proxyFlagOptions(
+  Object.keys(PROXY_FLAGS).filter((name) => !RUN_ONLY_FLAGS.has(name)),
+);
+
+/** The settings the given flags make. Flags not given, and flags without effect, set nothing. */
 export function flagSettings(values: FlagValues): SettingsResult {
   const settings = new Map<string, FieldValue>();
   for (const [name, flag] of Object.entries(PROXY_FLAGS)) {
     const raw = values[name];
-    if (raw === undefined) continue;
-    const path = flag.paths[0]!;
-    const spec = CONFIG_FIELDS.get(path) ?? FLAG_ONLY_FIELDS.get(path)!;
-    const parsed = parseFieldValue(spec, Array.isArray(raw) ? raw.join(',') : raw);
-    if (!parsed.ok) return { ok: false, error: `--${name}: ${parsed.reason}` };
-    if (parsed.value === undefined) continue;
-    for (const target of flag.paths) settings.set(target, parsed.value);
+    if (raw === undefined || flag.paths === undefined) continue;
+    const text = Array.isArray(raw) ? raw.join(',') : raw;
+    let value: FieldValue | undefined;
+    if (text === '' && flag.emptyIsValue) {
+      value = '';
+    } else {
+      const path = flag.paths[0]!;
+      const spec = flag.spec ?? CONFIG_FIELDS.get(path) ?? FLAG_ONLY_FIELDS.get(path)!;
+      const parsed = parseFieldValue(spec, text);
+      if (!parsed.ok) return { ok: false, error: `--${name}: ${parsed.reason}` };
+      if (flag.positive && parsed.value === 0) {
+        return { ok: false, error: `--${name}: ${show(text)} must be greater than 0` };
+      }
+      value = parsed.value;
+    }
+    if (value === undefined) continue;
+    for (const target of flag.paths) settings.set(target, value);
   }
   return { ok: true, settings };
 }

@@ -23,5 +23,5 @@ test('an unknown flag is a usage error on stderr naming the command, with exit c
   const { io, stdout, stderr } = captureIO();
   assert.equal(commandFlags(io, 'install', ['--bogus'], OPTIONS, 'USAGE\n'), 2);
   assert.equal(stdout(), '');
-  assert.equal(stderr(), "kproxy install: Unknown option '--bogus'\n(see kproxy install --help)\n");
+  assert.equal(stderr(), 'kproxy install: unknown flag: --bogus\n(see kproxy install --help)\n');
 });

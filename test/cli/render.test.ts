@@ -219,11 +219,11 @@ test('--since prints a change over the round budget in the rounds kproxy run app
 test('usage errors exit 2 with one clear line', async () => {
   const cases: [string[], RegExp][] = [
     [['render', '--mode', 'iptables'], /no input/],
-    [['render', '--example', '--bogus'], /Unknown option '--bogus'/],
+    [['render', '--example', '--bogus'], /unknown flag: --bogus/],
     [['render', '--example', '--family', 'ipv5'], /--family: "ipv5" is not ipv4, ipv6 or both/],
     [['render', '--example', '--mode', 'pf'], /--proxy-mode: "pf" is not one of iptables, nftables, ipvs/],
     [['render', '--example', '--mode', 'iptables', '--proxy-mode', 'nftables'], /disagree/],
-    [['render', 'stray'], /Unexpected argument 'stray'/],
+    [['render', 'stray'], /takes no arguments, got "stray"/],
   ];
   for (const [argv, message] of cases) {
     const result = await run(argv);

@@ -160,7 +160,7 @@ describe('kproxy install --root', { concurrency: true }, () => {
   test('an unknown flag is a usage error', async () => {
     const { io, err } = capture();
     assert.equal(await installCommand(['--rooot', '/tmp/x'], io), 2);
-    assert.match(err(), /kproxy install: Unknown option '--rooot'/);
+    assert.match(err(), /kproxy install: unknown flag: --rooot/);
   });
 });
 

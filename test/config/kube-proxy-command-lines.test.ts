@@ -1,0 +1,121 @@
+// kube-proxy command lines read as kube-proxy reads them: pflag's syntax (parse-flags.ts), then
+// options.go's precedence (kube-proxy-precedence.ts), then the configuration; the real ones in
+// fixtures/command-lines (SOURCES.md) included.
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { test } from 'node:test';
+import { parseFlags } from '../../src/cli/parse-flags.ts';
+import { loadProxyConfig } from '../../src/config/config.ts';
+import { kubeProxyFlags } from '../../src/config/kube-proxy-precedence.ts';
+import { PROXY_FLAGS, proxyFlagOptions } from '../../src/config/proxy-flags.ts';
+
+const OPTIONS = proxyFlagOptions(Object.keys(PROXY_FLAGS));
+const FILE = 'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\n';
+
+async function read(args: readonly string[]) {
+  const parsed = parseFlags(args, OPTIONS);
+  assert.ok(parsed.ok, parsed.ok ? '' : parsed.error);
+  const flags = kubeProxyFlags(parsed.values);
+  assert.ok(flags.ok, flags.ok ? '' : flags.error);
+  const loaded = await loadProxyConfig(flags.values, {
+    hostname: 'host-1',
+    readFile: async () => FILE,
+  });
+  return { flags, loaded };
+}
+
+async function config(args: readonly string[]) {
+  const { flags, loaded } = await read(args);
+  assert.ok(loaded.ok, loaded.ok ? '' : loaded.error);
+  return { config: loaded.config, warnings: flags.warnings };
+}
+
+/** The words after the kube-proxy binary of a shell script (continuation lines joined; no quoting). */
+async function commandLine(file: string): Promise<string[]> {
+  const text = await readFile(new URL(`fixtures/command-lines/${file}`, import.meta.url), 'utf8');
+  const words = text
+    .replace(/\\\n/g, ' ')
+    .split('\n')
+    .find((line) => /kube-proxy\s/.test(line))!
+    .trim()
+    .split(/\s+/);
+  return words.slice(words.findIndex((word) => word.endsWith('kube-proxy')) + 1);
+}
+
+test('with --config, flags bound to the file are ignored with a warning; -v, --hostname-override, --master apply', async () => {
+  const { config: c, warnings } = await config([
+    '--config=c.yaml',
+    '--proxy-mode=iptables',
+    '--kubeconfig=/k',
+    '-v=4',
+    '--hostname-override=Node-A',
+    '--master=https://10.0.0.1:6443',
+  ]);
+  assert.equal(c.mode, 'ipvs', "the file's mode");
+  assert.equal(c.clientConnection.kubeconfig, '');
+  assert.equal(c.logging.verbosity, 4);
+  assert.equal(c.nodeName, 'node-a');
+  assert.equal(c.master, 'https://10.0.0.1:6443');
+  assert.deepEqual(warnings, [
+    '--proxy-mode is ignored: --config is given, and kube-proxy then reads the file instead',
+    '--kubeconfig is ignored: --config is given, and kube-proxy then reads the file instead',
+  ]);
+});
+
+test('flags without effect here are accepted with one warning each saying why', async () => {
+  const { warnings } = await config([
+    '--oom-score-adj=-999',
+    '--vmodule=proxier=4',
+    '--logtostderr',
+    '--feature-gates=A=true',
+  ]);
+  assert.equal(warnings.length, 4);
+  assert.match(warnings[0]!, /^--oom-score-adj has no effect: /);
+  assert.match(warnings[2]!, /^--logtostderr has no effect: a klog flag kube-proxy dropped in 1\.26/);
+});
+
+test('an empty --metrics-bind-address, or --metrics-port=0, turns the metrics server off', async () => {
+  assert.equal((await config(['--metrics-bind-address='])).config.metricsBindAddress, '');
+  assert.equal((await config(['--metrics-port=0'])).config.metricsBindAddress, '');
+  assert.equal(
+    (await config(['--healthz-bind-address=10.0.0.5', '--healthz-port=1234'])).config.healthzBindAddress,
+    '10.0.0.5:1234',
+  );
+  assert.equal(
+    (await config(['--config=c.yaml', '--metrics-port=0'])).config.metricsBindAddress,
+    '127.0.0.1:10249',
+    'not with --config',
+  );
+});
+
+test('a zero sync period from a flag is an error, a zero minimum sync period is zero', async () => {
+  const { loaded } = await read(['--iptables-sync-period=0']);
+  assert.deepEqual(loaded, {
+    ok: false,
+    error: '--iptables-sync-period: "0" must be greater than 0',
+    usage: true,
+  });
+  assert.equal((await config(['--iptables-min-sync-period=0'])).config.minSyncPeriodMs, 0);
+});
+
+test('ran1995ml/Note kube-proxy.sh: IPVS with the nq scheduler', async () => {
+  const { config: c, warnings } = await config(await commandLine('ran1995ml-note-kube-proxy.sh'));
+  assert.deepEqual(warnings, []);
+  assert.equal(c.mode, 'ipvs');
+  assert.equal(c.ipvs.scheduler, 'nq');
+  assert.deepEqual(c.clusterCIDRs, ['172.7.0.0/16']);
+  assert.equal(c.nodeName, 'hdss7-hostid.host.com');
+  assert.equal(c.clientConnection.kubeconfig, './conf/kube-proxy.kubeconfig');
+});
+
+test('jwreagor/k8s-bare-metal start-kube-proxy.sh: iptables, masquerade-all, -v 2', async () => {
+  const { config: c, warnings } = await config(
+    await commandLine('jwreagor-k8s-bare-metal-start-kube-proxy.sh'),
+  );
+  assert.deepEqual(warnings, []);
+  assert.equal(c.mode, 'iptables');
+  assert.equal(c.masqueradeAll, true);
+  assert.equal(c.master, '$' + '{master_ip}', 'the shell variable, unexpanded as the fixture has it');
+  assert.equal(c.clientConnection.kubeconfig, '/var/lib/kubelet/kubeconfig');
+  assert.equal(c.logging.verbosity, 2);
+});
