@@ -18,8 +18,10 @@ if [ "$(id -u)" = 0 ]; then
   for d in "${debs[@]}"; do installed "${d%%:*}" || need+=("${d#*:}"); done
   if [ ${#need[@]} -gt 0 ]; then
     echo "test: installing Debian packages: ${need[*]}"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+    # A fresh machine's own apt run (unattended upgrades) can hold the lock: wait for it, not fail.
+    apt=(apt-get -o DPkg::Lock::Timeout=600)
+    "${apt[@]}" update -qq
+    DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq --no-install-recommends "${need[@]}" >/dev/null
   fi
 else
   echo "test: NOT ROOT: kernel tests (nftables, iptables, IPVS, netns lab) will be SKIPPED" >&2
