@@ -137,7 +137,15 @@ export const CONFIG_FIELDS: ReadonlyMap<string, FieldSpec> = new Map<string, Fie
   // kube-proxy's fields that do nothing here (v1alpha1 as of kubernetes/kubernetes 052d2d84, 1.38's
   // development branch: every field 1.29-1.38 have). Removed fields (udpIdleTimeout, conntrack.max,
   // resourceContainer) are unknown, as in kube-proxy: the lenient decoding takes them with a warning.
-  ['featureGates', inert('kproxy has no feature gates: what it implements is always on')],
+  [
+    'featureGates',
+    {
+      type: 'inert',
+      why: 'kproxy has no feature gates: what it implements is always on',
+      // A gate turned off is a setting too.
+      matters: (raw) => typeof raw === 'object' && raw !== null && Object.keys(raw).length > 0,
+    },
+  ],
   [
     'bindAddressHardFail',
     {
