@@ -137,6 +137,8 @@ export async function runCommand(
   const logger = pino({ level: logLevel(config.logging.verbosity) }, io.stdout as DestinationStream);
   logger.info({ mode: config.mode, reason: modeReason(config, flags) }, `proxy mode ${config.mode}`);
   for (const warning of read.warnings) logger.warn(warning);
+  // The config file's fields that do nothing here, and kube-proxy's lenient decoding: said once, at start.
+  for (const warning of loaded.warnings) logger.warn(warning);
   logger.debug({ config }, 'effective configuration');
   const writeTo = flags['write-config-to'];
   if (typeof writeTo === 'string') {
