@@ -196,3 +196,19 @@ test("a 1.1x binary install's config: removed and misplaced fields load lenientl
   assert.equal(config.oomScoreAdj, -999);
   assert.equal(config.conntrack.tcpEstablishedTimeoutMs, 24 * HOUR);
 });
+
+test("minikube's kubeadm config (its v1.36 golden file): the KubeProxyConfiguration document loads without a warning", async () => {
+  // kubeadm reads each `---` document of its config file; the KubeProxyConfiguration one is kube-proxy's.
+  const documents = fixture('minikube-v1.36-options.yaml').split(/^---\n/m);
+  const text = documents.find((document) => /^kind: KubeProxyConfiguration$/m.test(document));
+  assert.ok(text !== undefined);
+  const { config, warnings } = await loadFile('config.conf', text);
+  assert.deepEqual(warnings, []);
+  assert.equal(config.mode, 'iptables');
+  assert.deepEqual(config.clusterCIDRs, ['10.244.0.0/16']);
+  assert.equal(config.metricsBindAddress, '0.0.0.0:10249');
+  // Zeros that mean "leave the host's conntrack settings alone" (minikube's nodes may be containers).
+  assert.equal(config.conntrack.maxPerCore, 0);
+  assert.equal(config.conntrack.tcpEstablishedTimeoutMs, 0);
+  assert.equal(config.conntrack.tcpCloseWaitTimeoutMs, 0);
+});
