@@ -134,8 +134,9 @@ export const CONFIG_FIELDS: ReadonlyMap<string, FieldSpec> = new Map<string, Fie
   ['logging.format', { type: 'string', oneOf: ['text', 'json'] }],
   // Applied at start; kube-proxy's range and default (-999).
   ['oomScoreAdj', { type: 'integer', min: -1000, max: 1000 }],
-  // kube-proxy's fields that do nothing here (v1alpha1 as of kubernetes/kubernetes 052d2d84, 1.38's
-  // development branch: every field 1.29-1.38 have). Removed fields (udpIdleTimeout, conntrack.max,
+  // kube-proxy's fields that do nothing here. The field list is v1alpha1's in kubernetes/kubernetes
+  // master at 052d2d84 (newer than 1.37; iptables.snatNodeInternalIP came with PR #138360, 2026),
+  // which holds every field of 1.29-1.37. Removed fields (udpIdleTimeout, conntrack.max,
   // resourceContainer) are unknown, as in kube-proxy: the lenient decoding takes them with a warning.
   [
     'featureGates',

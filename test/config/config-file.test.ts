@@ -59,7 +59,7 @@ test("unknown fields fail the strict decoding only: the lenient one drops them w
 });
 
 test('every field of v1alpha1 KubeProxyConfiguration loads, strictly', () => {
-  // Every field kubernetes/kubernetes 052d2d84 (1.38's development branch) declares in
+  // Every field kubernetes/kubernetes master at 052d2d84 (newer than 1.37) declares in
   // staging/src/k8s.io/kube-proxy/config/v1alpha1/types.go, with component-base's
   // ClientConnectionConfiguration and LoggingConfiguration, at zero values.
   const every = `featureGates: {}
