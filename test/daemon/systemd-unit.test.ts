@@ -56,8 +56,12 @@ describe('systemd/kproxy.service', () => {
   test('runs the installed kproxy with its config, always restarts, and replaces kube-proxy', async () => {
     const unit = settings(await readFile(UNIT, 'utf8'));
     assert.deepEqual(unit.get('ExecStart'), [
-      `${NODE_PATH} --max-semi-space-size=4 ${APP_DIR}/bin/kproxy.js run --config ${CONFIG_PATH}`,
+      `${NODE_PATH} --max-semi-space-size=4 ${APP_DIR}/bin/kproxy.js run --config ${CONFIG_PATH} $KPROXY_ARGS`,
     ]);
+    // Extra flags come from an optional file (the leading "-"), so the unit is never edited.
+    assert.deepEqual(unit.get('EnvironmentFile'), ['-/etc/default/kproxy']);
+    // As the kubelet ranks kube-proxy: the OOM killer takes the node's Service proxy last.
+    assert.deepEqual(unit.get('OOMScoreAdjust'), ['-999']);
     assert.deepEqual(unit.get('Environment'), [
       'MALLOC_ARENA_MAX=2',
       'MALLOC_MMAP_THRESHOLD_=131072',
