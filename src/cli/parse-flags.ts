@@ -2,7 +2,7 @@
 // for every kproxy command, so a kube-proxy command line means the same here: `--flag=value`,
 // `--flag value`, `-v=2`, `-v 2`, `-v2`, bool flags bare or `--x=true|True|TRUE|1|t|T|false|...`,
 // `--flag=` (an empty value, not a missing one), repeated flags (the last wins; list flags append),
-// `--` ends the flags, and pflag's messages for what it refuses. No npm package keeps pflag's
+// `_` read as `-` in names (component-base's normalization), `--` ends the flags, and pflag's messages for what it refuses. No npm package keeps pflag's
 // semantics (they add `--no-x`, or take `--x value` for bools), hence this small parser.
 import type { ParseArgsOptionsConfig } from 'node:util';
 import type { FlagValues } from '../config/proxy-flags.ts';
@@ -71,7 +71,8 @@ export function parseFlags(
     const body = arg.slice(2);
     if (body === '' || body.startsWith('-') || body.startsWith('=')) return `bad flag syntax: ${arg}`;
     const equals = body.indexOf('=');
-    const name = equals < 0 ? body : body.slice(0, equals);
+    // component-base's WordSepNormalizeFunc: --iptables_sync_period is --iptables-sync-period.
+    const name = (equals < 0 ? body : body.slice(0, equals)).replaceAll('_', '-');
     const option: Option | undefined = Object.hasOwn(options, name) ? options[name] : undefined;
     if (option === undefined) return `unknown flag: --${name}`;
     if (equals >= 0) return set(name, `--${name}`, body.slice(equals + 1));

@@ -50,12 +50,13 @@ export function configYaml(config: ProxyConfig): string {
       tcpTimeout: formatGoDuration(config.ipvs.tcpTimeoutMs),
       udpTimeout: formatGoDuration(config.ipvs.udpTimeoutMs),
     },
-    logging: { verbosity: config.logging.verbosity },
+    logging: { format: config.logging.format, verbosity: config.logging.verbosity },
     metricsBindAddress: config.metricsBindAddress,
     mode: config.mode,
     nftables: ruleMode(config.nftables),
     nodeIPs: config.nodeIPs,
     nodePortAddresses: config.nodePortAddresses,
+    oomScoreAdj: config.oomScoreAdj,
   };
   return stringify(document, { sortMapEntries: true });
 }

@@ -2,8 +2,10 @@
 // the file is the whole configuration and the flags bound to its fields are ignored, except the
 // logging flags (-v ...), --hostname-override and --master; without it, the deprecated
 // --healthz-port/--metrics-port still apply (0 turns the server off). Flags that have no effect
-// here are dropped too. Each dropped flag gives one warning that says why.
+// here (their field's FieldSpec is inert, or klog's removed flags) are dropped too. Each dropped flag
+// gives one warning that says why.
 import { canonicalIP, familyOf } from '../../contract/base/ip-address.ts';
+import { CONFIG_FIELDS, inertValueMatters } from './config-fields.ts';
 import { type FlagValues, PROXY_FLAGS } from './proxy-flags.ts';
 
 export type KubeProxyFlagsResult =
@@ -22,8 +24,13 @@ export function kubeProxyFlags(values: FlagValues): KubeProxyFlagsResult {
   for (const [name, value] of Object.entries(values)) {
     if (value === undefined) continue;
     const flag = PROXY_FLAGS[name];
+    const inert = CONFIG_FIELDS.get(flag?.paths?.[0] ?? '');
     if (flag?.ignored !== undefined) {
       warnings.push(`--${name} has no effect: ${flag.ignored}`);
+    } else if (inert?.type === 'inert') {
+      // A value that asks for nothing (--profiling=false), or for what kproxy does anyway
+      // (--bind-address-hard-fail=true), needs no warning.
+      if (inertValueMatters(inert, value)) warnings.push(`--${name} has no effect: ${inert.why}`);
     } else if (withFile && flag?.paths !== undefined && !flag.keptWithConfig) {
       warnings.push(`--${name} is ignored: --config is given, and kube-proxy then reads the file instead`);
     } else {

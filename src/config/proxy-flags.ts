@@ -30,7 +30,7 @@ interface ProxyFlag {
   readonly emptyIsValue?: boolean;
   /** kube-proxy refuses 0 (its validation: "must be greater than 0"). */
   readonly positive?: boolean;
-  /** Accepted, with no effect here: why (said once, in a warning at start). */
+  /** Accepted with no effect here, and no field of the file to say why: why (a warning at start). */
   readonly ignored?: string;
   /** Still read when --config is given (kube-proxy: the logging flags, --hostname-override, --master). */
   readonly keptWithConfig?: boolean;
@@ -49,7 +49,7 @@ const MASQUERADE_ALL = ['masqueradeAll', 'iptables.masqueradeAll', 'nftables.mas
 const DURATION: FieldSpec = { type: 'duration' };
 const KLOG_REMOVED =
   'a klog flag kube-proxy dropped in 1.26 (kube-proxy 1.37 refuses it); kproxy logs to stdout, one line at a time';
-const UNBUFFERED = 'kproxy writes every log line to stdout as it happens';
+const NO_EFFECT = 'accepted, no effect here (a warning says why)';
 
 /**
  * Every flag of kube-proxy's `--help` on Linux, read from kubernetes/kubernetes
@@ -250,75 +250,56 @@ export const PROXY_FLAGS: Readonly<Record<string, ProxyFlag>> = {
     keptWithConfig: true,
     help: 'log verbosity (-v 2, -v=2, --v=2)',
   },
-  // Accepted with a warning: they do nothing here.
-  'feature-gates': {
-    type: 'string',
-    multiple: true,
-    ignored: "kproxy has no feature gates: it always does what kube-proxy's GA features do",
-    help: 'accepted, no effect',
-  },
-  'kube-api-content-type': {
-    type: 'string',
-    ignored: "kproxy's API client always asks for JSON",
-    help: 'accepted, no effect',
-  },
-  'bind-address-hard-fail': {
-    type: 'boolean',
-    ignored: 'kproxy always stops when it cannot listen on the healthz or metrics address',
-    help: 'accepted, no effect',
-  },
-  profiling: { type: 'boolean', ignored: 'kproxy serves no /debug/pprof', help: 'accepted, no effect' },
-  'show-hidden-metrics-for-version': {
-    type: 'string',
-    ignored: 'kproxy hides no metrics',
-    help: 'accepted, no effect',
-  },
-  'config-sync-period': {
-    type: 'string',
-    ignored: "kproxy's informers keep their watch without periodic resyncs",
-    help: 'accepted, no effect',
-  },
-  'proxy-port-range': {
-    type: 'string',
-    ignored: 'deprecated, without effect in kube-proxy too (it configured the removed userspace proxy)',
-    help: 'accepted, no effect',
-  },
+  // Bound to fields of the file: a flag does what its field does, and config-fields.ts says why when
+  // that is nothing here (kube-proxy-precedence.ts warns with it).
   'oom-score-adj': {
     type: 'string',
-    ignored: 'kproxy does not set its OOM score (its systemd unit can: OOMScoreAdjust=)',
-    help: 'accepted, no effect',
+    paths: ['oomScoreAdj'],
+    help: 'OOM score of the process (-1000 to 1000, default -999)',
   },
   'logging-format': {
     type: 'string',
+    paths: ['logging.format'],
     keptWithConfig: true,
-    ignored: 'kproxy logs JSON lines in its own shape whatever the format',
-    help: 'accepted, no effect',
+    help: 'text (the default) or json',
   },
+  'feature-gates': { type: 'string', multiple: true, paths: ['featureGates'], help: NO_EFFECT },
+  'kube-api-content-type': { type: 'string', paths: ['clientConnection.contentType'], help: NO_EFFECT },
+  'bind-address-hard-fail': { type: 'boolean', paths: ['bindAddressHardFail'], help: 'always true here' },
+  profiling: { type: 'boolean', paths: ['enableProfiling'], help: NO_EFFECT },
+  'show-hidden-metrics-for-version': {
+    type: 'string',
+    paths: ['showHiddenMetricsForVersion'],
+    help: NO_EFFECT,
+  },
+  'config-sync-period': { type: 'string', paths: ['configSyncPeriod'], help: NO_EFFECT },
+  'proxy-port-range': { type: 'string', paths: ['portRange'], help: NO_EFFECT },
   'log-flush-frequency': {
     type: 'string',
+    paths: ['logging.flushFrequency'],
     keptWithConfig: true,
-    ignored: UNBUFFERED,
-    help: 'accepted, no effect',
+    help: NO_EFFECT,
   },
   vmodule: {
     type: 'string',
     multiple: true,
+    paths: ['logging.vmodule'],
     keptWithConfig: true,
-    ignored: 'kproxy has no per-file verbosity: -v applies everywhere',
-    help: 'accepted, no effect',
+    help: NO_EFFECT,
   },
   ...Object.fromEntries(
     ['log-json-split-stream', 'log-text-split-stream'].map((name) => [
       name,
-      { type: 'boolean', keptWithConfig: true, ignored: UNBUFFERED, help: 'accepted, no effect' },
+      { type: 'boolean', paths: ['logging.options'], keptWithConfig: true, help: NO_EFFECT },
     ]),
   ),
   ...Object.fromEntries(
     ['log-json-info-buffer-size', 'log-text-info-buffer-size'].map((name) => [
       name,
-      { type: 'string', keptWithConfig: true, ignored: UNBUFFERED, help: 'accepted, no effect' },
+      { type: 'string', paths: ['logging.options'], keptWithConfig: true, help: NO_EFFECT },
     ]),
   ),
+  // No field: klog's own flags, gone from kube-proxy.
   ...Object.fromEntries(
     [
       'add-dir-header',
@@ -329,13 +310,13 @@ export const PROXY_FLAGS: Readonly<Record<string, ProxyFlag>> = {
       'skip-log-headers',
     ].map((name) => [
       name,
-      { type: 'boolean', keptWithConfig: true, ignored: KLOG_REMOVED, help: 'accepted, no effect' },
+      { type: 'boolean', keptWithConfig: true, ignored: KLOG_REMOVED, help: NO_EFFECT },
     ]),
   ),
   ...Object.fromEntries(
     ['log-backtrace-at', 'log-dir', 'log-file', 'log-file-max-size', 'stderrthreshold'].map((name) => [
       name,
-      { type: 'string', keptWithConfig: true, ignored: KLOG_REMOVED, help: 'accepted, no effect' },
+      { type: 'string', keptWithConfig: true, ignored: KLOG_REMOVED, help: NO_EFFECT },
     ]),
   ),
 };

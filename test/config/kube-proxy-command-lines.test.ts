@@ -62,16 +62,38 @@ test('with --config, flags bound to the file are ignored with a warning; -v, --h
   ]);
 });
 
-test('flags without effect here are accepted with one warning each saying why', async () => {
+test('flags without effect here are accepted with one warning each saying why, unless their value asks for nothing', async () => {
   const { warnings } = await config([
-    '--oom-score-adj=-999',
     '--vmodule=proxier=4',
     '--logtostderr',
     '--feature-gates=A=true',
+    '--bind-address-hard-fail=true',
+    '--profiling=false',
   ]);
-  assert.equal(warnings.length, 4);
-  assert.match(warnings[0]!, /^--oom-score-adj has no effect: /);
-  assert.match(warnings[2]!, /^--logtostderr has no effect: a klog flag kube-proxy dropped in 1\.26/);
+  assert.deepEqual(
+    warnings.map((warning) => warning.split(':')[0]),
+    ['--vmodule has no effect', '--logtostderr has no effect', '--feature-gates has no effect'],
+  );
+  assert.match(warnings[1]!, /a klog flag kube-proxy dropped in 1\.26/);
+  assert.match(
+    (await config(['--bind-address-hard-fail=false'])).warnings[0]!,
+    /^--bind-address-hard-fail has no effect: /,
+  );
+});
+
+test('--oom-score-adj and --logging-format set their fields; with --config, --logging-format still applies', async () => {
+  const { config: c, warnings } = await config([
+    '--oom-score-adj=-998',
+    '--logging-format=json',
+    '--iptables_sync_period=10s',
+  ]);
+  assert.deepEqual(warnings, []);
+  assert.equal(c.oomScoreAdj, -998);
+  assert.equal(c.logging.format, 'json');
+  assert.equal(c.iptables.syncPeriodMs, 10_000, "component-base's normalization: _ is -");
+  const withFile = await config(['--config=c.yaml', '--logging-format=json', '--oom-score-adj=-998']);
+  assert.equal(withFile.config.logging.format, 'json');
+  assert.equal(withFile.config.oomScoreAdj, -999, 'the file (default), as kube-proxy');
 });
 
 test('an empty --metrics-bind-address, or --metrics-port=0, turns the metrics server off', async () => {
