@@ -20,7 +20,16 @@ export type FieldSpec =
    * A kube-proxy field that does nothing here: any value loads, and one set to something that
    * matters (by default: not null, "", false, 0, "0s", {} or []) gets a warning saying `why`.
    */
-  | { readonly type: 'inert'; readonly why: string; readonly matters?: (raw: unknown) => boolean };
+  | {
+      readonly type: 'inert';
+      readonly why: string;
+      readonly matters?: (raw: unknown) => boolean;
+      /** The type kube-proxy decodes the value into: a value of another type is refused, as there. */
+      readonly shape?: CheckedSpec;
+    };
+
+/** A field spec whose values are checked (every kind but 'inert'). */
+export type CheckedSpec = Exclude<FieldSpec, { readonly type: 'inert' }>;
 
 /** A reason when `item` is not acceptable. */
 type ItemCheck = (item: string) => string | undefined;
@@ -35,9 +44,13 @@ const duration = { type: 'duration' } as const;
 const periodDuration = { type: 'duration', zeroIsUnset: true } as const;
 const boolean = { type: 'boolean' } as const;
 const string = { type: 'string' } as const;
-const inert = (why: string): FieldSpec => ({ type: 'inert', why });
+const inert = (why: string, shape?: CheckedSpec): FieldSpec => ({
+  type: 'inert',
+  why,
+  ...(shape ? { shape } : {}),
+});
 const WINDOWS_ONLY = 'Windows-only (kube-proxy on Windows)';
-const winkernel = inert(`${WINDOWS_ONLY}: the winkernel proxy's HNS settings`);
+const WINKERNEL = `${WINDOWS_ONLY}: the winkernel proxy's HNS settings`;
 
 export const checkCIDR: ItemCheck = (item) =>
   canonicalCIDR(item) ? undefined : `${show(item)} is not a CIDR`;
@@ -153,27 +166,46 @@ export const CONFIG_FIELDS: ReadonlyMap<string, FieldSpec> = new Map<string, Fie
       type: 'inert',
       why: 'kproxy always exits when it cannot listen on healthzBindAddress or metricsBindAddress',
       matters: (raw) => raw === false,
+      shape: boolean,
     },
   ],
-  ['enableProfiling', inert('kproxy serves no /debug/pprof')],
-  ['showHiddenMetricsForVersion', inert('kproxy has no hidden metrics')],
-  ['configSyncPeriod', inert("kproxy's informers never relist on a timer; a watch that ends is resumed")],
-  ['portRange', inert('unused by kube-proxy too since its userspace proxy was removed (1.26)')],
-  ['windowsRunAsService', inert(WINDOWS_ONLY)],
+  ['enableProfiling', inert('kproxy serves no /debug/pprof', boolean)],
+  ['showHiddenMetricsForVersion', inert('kproxy has no hidden metrics', string)],
+  [
+    'configSyncPeriod',
+    inert("kproxy's informers never relist on a timer; a watch that ends is resumed", periodDuration),
+  ],
+  ['portRange', inert('unused by kube-proxy too since its userspace proxy was removed (1.26)', string)],
+  ['windowsRunAsService', inert(WINDOWS_ONLY, boolean)],
   [
     'iptables.snatNodeInternalIP',
-    inert("not implemented: kproxy masquerades to the egress interface's address"),
+    inert("not implemented: kproxy masquerades to the egress interface's address", boolean),
   ],
-  ...['networkName', 'sourceVip', 'enableDSR', 'rootHnsEndpointName', 'forwardHealthCheckVip'].map(
-    (name): [string, FieldSpec] => [`winkernel.${name}`, winkernel],
-  ),
+  ...['networkName', 'sourceVip', 'rootHnsEndpointName'].map((name): [string, FieldSpec] => [
+    `winkernel.${name}`,
+    inert(WINKERNEL, string),
+  ]),
+  ...['enableDSR', 'forwardHealthCheckVip'].map((name): [string, FieldSpec] => [
+    `winkernel.${name}`,
+    inert(WINKERNEL, boolean),
+  ]),
   [
     'clientConnection.acceptContentTypes',
-    { type: 'inert', why: 'kproxy always asks for JSON', matters: (raw) => !isJsonContentType(raw) },
+    {
+      type: 'inert',
+      why: 'kproxy always asks for JSON',
+      matters: (raw) => !isJsonContentType(raw),
+      shape: string,
+    },
   ],
   [
     'clientConnection.contentType',
-    { type: 'inert', why: 'kproxy always sends JSON', matters: (raw) => !isJsonContentType(raw) },
+    {
+      type: 'inert',
+      why: 'kproxy always sends JSON',
+      matters: (raw) => !isJsonContentType(raw),
+      shape: string,
+    },
   ],
   ['logging.flushFrequency', inert('kproxy writes each log line as it happens')],
   ['logging.vmodule', inert('kproxy has no per-file verbosity: logging.verbosity applies everywhere')],

@@ -81,6 +81,8 @@ function collectFields(
     const path = prefix + name;
     const spec = CONFIG_FIELDS.get(path);
     if (spec?.type === 'inert') {
+      const typed = spec.shape ? parseFieldValue(spec.shape, raw) : undefined;
+      if (typed?.ok === false) return `${path}: ${typed.reason}`;
       if (inertValueMatters(spec, raw))
         decoded.inert.push(`${path}: ${show(raw)} has no effect: ${spec.why}`);
     } else if (spec !== undefined) {

@@ -142,7 +142,7 @@ oomScoreAdj: -999
   assert.deepEqual(Object.fromEntries(result.settings), { 'logging.format': 'json', oomScoreAdj: -999 });
 });
 
-test("kube-proxy's range rules: oomScoreAdj, negative durations, logging.format", () => {
+test("kube-proxy's range rules (oomScoreAdj, negative durations, logging.format) and types, of inert fields too", () => {
   assert.equal(
     errorOf('oomScoreAdj: -1001\n'),
     'config.yaml: oomScoreAdj: -1001 is out of range (-1000-1000)',
@@ -158,6 +158,19 @@ test("kube-proxy's range rules: oomScoreAdj, negative durations, logging.format"
   assert.equal(
     errorOf('logging:\n  format: yaml\n'),
     'config.yaml: logging.format: "yaml" is not one of text, json',
+  );
+  // Fields that do nothing here are still decoded into kube-proxy's types: a wrong type is refused.
+  assert.equal(
+    errorOf('enableProfiling: "yes"\n'),
+    'config.yaml: enableProfiling: "yes" is not true or false',
+  );
+  assert.equal(
+    errorOf('winkernel:\n  networkName: 5\n'),
+    'config.yaml: winkernel.networkName: 5 is not a string',
+  );
+  assert.equal(
+    errorOf('configSyncPeriod: -1m\n'),
+    'config.yaml: configSyncPeriod: "-1m": must be greater than 0',
   );
 });
 
