@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { test } from 'node:test';
+import { parse } from 'yaml';
 import { parseFlags } from '../../src/cli/parse-flags.ts';
 import { loadProxyConfig } from '../../src/config/config.ts';
 import { kubeProxyFlags } from '../../src/config/kube-proxy-precedence.ts';
@@ -12,20 +13,20 @@ import { PROXY_FLAGS, proxyFlagOptions } from '../../src/config/proxy-flags.ts';
 const OPTIONS = proxyFlagOptions(Object.keys(PROXY_FLAGS));
 const FILE = 'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\n';
 
-async function read(args: readonly string[]) {
+async function read(args: readonly string[], file = FILE) {
   const parsed = parseFlags(args, OPTIONS);
   assert.ok(parsed.ok, parsed.ok ? '' : parsed.error);
   const flags = kubeProxyFlags(parsed.values);
   assert.ok(flags.ok, flags.ok ? '' : flags.error);
   const loaded = await loadProxyConfig(flags.values, {
     hostname: 'host-1',
-    readFile: async () => FILE,
+    readFile: async () => file,
   });
   return { flags, loaded };
 }
 
-async function config(args: readonly string[]) {
-  const { flags, loaded } = await read(args);
+async function config(args: readonly string[], file = FILE) {
+  const { flags, loaded } = await read(args, file);
   assert.ok(loaded.ok, loaded.ok ? '' : loaded.error);
   return { config: loaded.config, warnings: flags.warnings };
 }
@@ -140,4 +141,48 @@ test('jwreagor/k8s-bare-metal start-kube-proxy.sh: iptables, masquerade-all, -v 
   assert.equal(c.master, '$' + '{master_ip}', 'the shell variable, unexpanded as the fixture has it');
   assert.equal(c.clientConnection.kubeconfig, '/var/lib/kubelet/kubeconfig');
   assert.equal(c.logging.verbosity, 2);
+});
+
+const fixture = (name: string) =>
+  readFile(new URL(`fixtures/command-lines/${name}`, import.meta.url), 'utf8');
+
+test("kops's kube-proxy static Pod: --oom-score-adj applies, klog's removed flags warn", async () => {
+  const task = parse(await fixture('kops-golden-minimal-tasks-kube-proxy.yaml'));
+  const container = parse(task.contents).spec.containers[0];
+  assert.deepEqual(container.command, ['/usr/local/bin/kube-proxy']);
+  const { config: c, warnings } = await config(container.args);
+  assert.deepEqual(
+    warnings.map((warning) => warning.split(':')[0]),
+    ['--logtostderr has no effect', '--alsologtostderr has no effect', '--log-file has no effect'],
+  );
+  assert.equal(c.oomScoreAdj, -998);
+  assert.deepEqual(c.clusterCIDRs, ['100.96.0.0/11']);
+  assert.equal(c.conntrack.maxPerCore, 131072);
+  assert.equal(c.nodeName, '@aws');
+  assert.equal(c.master, 'https://127.0.0.1');
+  assert.equal(c.clientConnection.kubeconfig, '/var/lib/kube-proxy/kubeconfig');
+  assert.equal(c.logging.verbosity, 2);
+  assert.equal(c.mode, 'nftables', "no mode: kproxy's default");
+  assert.equal(c.modeDefaulted, true);
+});
+
+test('kubeadm\'s DaemonSet: the file (mode: "", as kubeadm writes it) plus --hostname-override', async () => {
+  const template = await fixture('kubeadm-kube-proxy-daemonset.yaml.tmpl');
+  // Filled in as kubeadm does; $(NODE_NAME) as the kubelet expands it.
+  const manifest = parse(
+    template
+      .replaceAll('{{ .Image }}', 'registry.k8s.io/kube-proxy:v1.37.0')
+      .replaceAll('{{ .ProxyConfigMapKey }}', 'config.conf')
+      .replaceAll('{{ .ProxyConfigMap }}', 'kube-proxy'),
+  );
+  const [binary, ...args] = manifest.spec.template.spec.containers[0].command as string[];
+  assert.equal(binary, '/usr/local/bin/kube-proxy');
+  const expanded = args.map((arg) => arg.replaceAll('$(NODE_NAME)', 'Worker-3'));
+  const file = `${FILE.replace('mode: ipvs', 'mode: ""')}clusterCIDR: 10.244.0.0/16\n`;
+  const { config: c, warnings } = await config(expanded, file);
+  assert.deepEqual(warnings, []);
+  assert.equal(c.nodeName, 'worker-3', '--hostname-override applies with --config');
+  assert.deepEqual(c.clusterCIDRs, ['10.244.0.0/16']);
+  assert.equal(c.mode, 'nftables');
+  assert.equal(c.modeDefaulted, true, 'mode: "" is no mode');
 });
