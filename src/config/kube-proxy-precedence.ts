@@ -37,6 +37,11 @@ export function kubeProxyFlags(values: FlagValues): KubeProxyFlagsResult {
       kept[name] = value;
     }
   }
+  // processHostnameOverrideFlag: an empty flag is unset, one of only spaces an error.
+  const hostname = values['hostname-override'];
+  if (typeof hostname === 'string' && hostname !== '' && hostname.trim() === '') {
+    return { ok: false, error: 'empty hostname-override is invalid' };
+  }
   for (const { port, address } of DEPRECATED_PORTS) {
     const raw = values[port];
     if (typeof raw !== 'string') continue;

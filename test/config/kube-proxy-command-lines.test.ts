@@ -111,6 +111,13 @@ test('an empty --metrics-bind-address, or --metrics-port=0, turns the metrics se
   );
 });
 
+test('a --hostname-override of only spaces is an error, as kube-proxy', () => {
+  assert.deepEqual(kubeProxyFlags({ 'hostname-override': '  ' }), {
+    ok: false,
+    error: 'empty hostname-override is invalid',
+  });
+});
+
 test('a zero sync period from a flag is an error, a zero minimum sync period is zero', async () => {
   const { loaded } = await read(['--iptables-sync-period=0']);
   assert.deepEqual(loaded, {
@@ -185,4 +192,27 @@ test('kubeadm\'s DaemonSet: the file (mode: "", as kubeadm writes it) plus --hos
   assert.deepEqual(c.clusterCIDRs, ['10.244.0.0/16']);
   assert.equal(c.mode, 'nftables');
   assert.equal(c.modeDefaulted, true, 'mode: "" is no mode');
+});
+
+test("k3s's kube-proxy arguments: a bare --healthz-bind-address IP gets the port, zero conntrack settings leave the kernel's", async () => {
+  const source = await fixture('k3s-agent-linux-kube-proxy-args.go.txt');
+  const literal = [...source.matchAll(/^\t\t"([a-z-]+)": +"([^"]*)",$/gm)].map(
+    ([, key, value]) => `--${key}=${value}`,
+  );
+  // The cfg values, as a single-stack k3s agent named node-1 has them.
+  const args = [
+    ...literal,
+    '--kubeconfig=/var/lib/rancher/k3s/agent/kubeproxy.kubeconfig',
+    '--cluster-cidr=10.42.0.0/16',
+    '--hostname-override=node-1',
+  ];
+  assert.equal(literal.length, 5);
+  const { config: c, warnings } = await config(args);
+  assert.deepEqual(warnings, []);
+  assert.equal(c.mode, 'iptables');
+  assert.equal(c.healthzBindAddress, '127.0.0.1:10256');
+  assert.equal(c.conntrack.maxPerCore, 0);
+  assert.equal(c.conntrack.tcpEstablishedTimeoutMs, 0);
+  assert.equal(c.conntrack.tcpCloseWaitTimeoutMs, 0);
+  assert.equal(c.nodeName, 'node-1');
 });
