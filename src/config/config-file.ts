@@ -3,7 +3,8 @@
 // are dropped) with one warning, in kube-proxy's words. So kind's `metadata` and old kubeadm's
 // `resourceContainer` load, as they do with kube-proxy. Values are checked field by field against
 // CONFIG_FIELDS; a wrong value is an error naming the file, the field and the value as written.
-import { parseDocuments } from '../sources/parse-documents.ts';
+import { LineCounter, parseAllDocuments } from 'yaml';
+import { MAX_YAML_BYTES, parseDocuments } from '../sources/parse-documents.ts';
 import { CONFIG_FIELDS, type FieldValue, inertValueMatters, parseFieldValue, show } from './config-fields.ts';
 
 /** Field path ("iptables.masqueradeBit") → value; unset fields are absent. */
@@ -42,8 +43,10 @@ interface Decoded {
 export function parseConfigFile(text: string, file: string): ConfigFileResult {
   const json = jsonSyntaxError(text, file);
   if (json !== undefined) return { ok: false, error: json };
-  const parsed = parseDocuments(text, file);
-  if (!parsed.ok) return parsed;
+  const strict = parseDocuments(text, file);
+  const repeated = strict.ok || text.length > MAX_YAML_BYTES ? undefined : repeatedKeys(text);
+  if (!strict.ok && repeated === undefined) return strict;
+  const parsed = repeated ?? (strict as { readonly documents: readonly unknown[] });
   if (parsed.documents.length !== 1) {
     return {
       ok: false,
@@ -61,10 +64,13 @@ export function parseConfigFile(text: string, file: string): ConfigFileResult {
   const error = collectFields(fields, '', decoded);
   if (error !== undefined) return { ok: false, error: `${file}: ${error}` };
   const warnings: string[] = [];
-  if (decoded.unknown.length > 0) {
-    const fieldList = decoded.unknown.map((path) => `unknown field ${show(path)}`).join(', ');
+  // As kube-proxy's strict decoder, a repeated key stops it before the fields are looked at.
+  const strictErrors = repeated
+    ? `yaml: unmarshal errors: ${repeated.lines.join(', ')}`
+    : decoded.unknown.map((path) => `unknown field ${show(path)}`).join(', ');
+  if (strictErrors !== '') {
     warnings.push(
-      `${file}: using lenient decoding as strict decoding failed: strict decoding error: ${fieldList}`,
+      `${file}: using lenient decoding as strict decoding failed: strict decoding error: ${strictErrors}`,
     );
   }
   for (const line of decoded.inert) warnings.push(`${file}: ${line}`);
@@ -99,6 +105,30 @@ function collectFields(
     }
   }
   return undefined;
+}
+
+/**
+ * YAML whose only fault is a repeated key: kube-proxy's strict decoding refuses it, its lenient one
+ * keeps the last value. The documents so read, and yaml.v2's line for each repeat; undefined when
+ * the YAML has another fault.
+ */
+function repeatedKeys(
+  text: string,
+): { readonly documents: readonly unknown[]; readonly lines: readonly string[] } | undefined {
+  const lineCounter = new LineCounter();
+  const errors = parseAllDocuments(text, { lineCounter, prettyErrors: false }).flatMap((document) =>
+    'errors' in document ? document.errors : [],
+  );
+  if (errors.length === 0 || errors.some((error) => error.code !== 'DUPLICATE_KEY')) return undefined;
+  const lines = errors.map((error) => {
+    const key = /^\s*("[^"]*"|'[^']*'|[^:\n]+?)\s*:/.exec(text.slice(error.pos[0]))?.[1] ?? '';
+    return `line ${lineCounter.linePos(error.pos[0]).line}: key ${show(key.replace(/^["']|["']$/g, ''))} already set in map`;
+  });
+  const documents = parseAllDocuments(text, { uniqueKeys: false });
+  const values = (Array.isArray(documents) ? documents : []).map((document) =>
+    document.toJS({ maxAliasCount: 100 }),
+  );
+  return { documents: values.filter((value) => value !== null && value !== undefined), lines };
 }
 
 /**

@@ -58,6 +58,21 @@ test("unknown fields fail the strict decoding only: the lenient one drops them w
   ]);
 });
 
+test('a repeated key fails the strict decoding only: the lenient one keeps the last value, as yaml.v2', () => {
+  const result = parseConfigFile(
+    `${header}mode: ipvs\nmetadata: {name: x}\niptables:\n  syncPeriod: 10s\n  "syncPeriod": 20s\nmode: iptables\n`,
+    'config.yaml',
+  );
+  assert.ok(result.ok, !result.ok ? result.error : '');
+  assert.deepEqual(Object.fromEntries(result.settings), { mode: 'iptables', 'iptables.syncPeriod': 20_000 });
+  // kube-proxy's strict decoder stops at the YAML, so the unknown metadata is not named.
+  assert.deepEqual(result.warnings, [
+    `${LENIENT} yaml: unmarshal errors: line 7: key "syncPeriod" already set in map, line 8: key "mode" already set in map`,
+  ]);
+  // Any other YAML fault is still an error.
+  assert.match(errorOf('mode: ipvs\nmode: [iptables\n') ?? '', /^config\.yaml:\d+: /);
+});
+
 test('every field of v1alpha1 KubeProxyConfiguration loads, strictly', () => {
   // Every field kubernetes/kubernetes master at 052d2d84 (newer than 1.37) declares in
   // staging/src/k8s.io/kube-proxy/config/v1alpha1/types.go, with component-base's
