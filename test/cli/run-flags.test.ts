@@ -2,7 +2,7 @@
 // without starting), --version, --help (which wins over everything, as cobra's), and the first log
 // line that names the mode and why, for each way a mode is chosen.
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -110,4 +110,37 @@ test('--help lists every flag and wins over a bad --config, as cobra', async () 
   assert.equal(stderr(), '');
   for (const name of Object.keys(PROXY_FLAGS)) assert.match(stdout(), new RegExp(`--${name}\\b`), name);
   assert.match(stdout(), /-v, --v VALUE/);
+});
+
+test('--init-only sets the conntrack sysctls and exits 0 without making a dataplane or reaching the API server', async (t) => {
+  const dir = await workspace(t);
+  // A /proc of the host's network namespace, in a temporary directory: the node's is never touched.
+  const proc = join(dir, 'proc');
+  for (const pid of ['self', '1']) {
+    await mkdir(join(proc, pid, 'ns'), { recursive: true });
+    await symlink('net:[1]', join(proc, pid, 'ns/net'));
+  }
+  const established = join(proc, 'sys/net/netfilter/nf_conntrack_tcp_timeout_established');
+  await mkdir(join(established, '..'), { recursive: true });
+  await writeFile(established, '432000\n');
+  const refuse = (what: string) => () => {
+    throw new Error(`--init-only reached ${what}`);
+  };
+  const environment: RunEnvironment = {
+    env: {},
+    procRoot: proc,
+    sysRoot: join(dir, 'sys'),
+    shutdownRequested: refuse('the wait for a signal'),
+    lockPrefix: `kproxy-run-flags-${process.pid}`,
+    dataplane: refuse('the dataplane'),
+    nfacct: { ensure: refuse('nfacct'), packets: refuse('nfacct') },
+  };
+  const { io, stderr } = captureIO();
+  const code = await runCommand(
+    ['--init-only', '--hostname-override=node-1', '--logging-format=json'],
+    io,
+    environment,
+  );
+  assert.equal(code, 0, stderr());
+  assert.equal(await readFile(established, 'utf8'), '86400\n', "kube-proxy's default: 24h");
 });
