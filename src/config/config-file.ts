@@ -1,7 +1,8 @@
 // A KubeProxyConfiguration file → the settings it makes, decoded as kube-proxy's loadConfig
-// decodes it: strictly first; when only unknown fields fail the strict decoding, leniently (they
-// are dropped) with one warning, in kube-proxy's words. So kind's `metadata` and old kubeadm's
-// `resourceContainer` load, as they do with kube-proxy. Values are checked field by field against
+// decodes it: strictly first; when only unknown fields or repeated keys fail the strict decoding,
+// leniently (unknown fields dropped, the last of repeated keys kept) with one warning, in
+// kube-proxy's words. So kind's `metadata` and old kubeadm's `resourceContainer` load, as they do
+// with kube-proxy. Values are checked field by field against
 // CONFIG_FIELDS; a wrong value is an error naming the file, the field and the value as written.
 import { LineCounter, parseAllDocuments } from 'yaml';
 import { MAX_YAML_BYTES, parseDocuments } from '../sources/parse-documents.ts';
@@ -44,16 +45,19 @@ export function parseConfigFile(text: string, file: string): ConfigFileResult {
   const json = jsonSyntaxError(text, file);
   if (json !== undefined) return { ok: false, error: json };
   const strict = parseDocuments(text, file);
-  const repeated = strict.ok || text.length > MAX_YAML_BYTES ? undefined : repeatedKeys(text);
-  if (!strict.ok && repeated === undefined) return strict;
-  const parsed = repeated ?? (strict as { readonly documents: readonly unknown[] });
-  if (parsed.documents.length !== 1) {
-    return {
-      ok: false,
-      error: `${file}: expected one ${CONFIG_KIND} document, found ${parsed.documents.length}`,
-    };
+  let documents: readonly unknown[];
+  let repeated: readonly string[] = [];
+  if (strict.ok) {
+    documents = strict.documents;
+  } else {
+    const lenient = text.length > MAX_YAML_BYTES ? undefined : repeatedKeys(text);
+    if (lenient === undefined) return strict;
+    ({ documents, lines: repeated } = lenient);
   }
-  const document = parsed.documents[0];
+  if (documents.length !== 1) {
+    return { ok: false, error: `${file}: expected one ${CONFIG_KIND} document, found ${documents.length}` };
+  }
+  const document = documents[0];
   if (!isMapping(document)) return { ok: false, error: `${file}: expected a ${CONFIG_KIND} mapping` };
   const { apiVersion, kind, ...fields } = document;
   if (kind !== CONFIG_KIND) return { ok: false, error: `${file}: kind: ${show(kind)} is not ${CONFIG_KIND}` };
@@ -65,9 +69,10 @@ export function parseConfigFile(text: string, file: string): ConfigFileResult {
   if (error !== undefined) return { ok: false, error: `${file}: ${error}` };
   const warnings: string[] = [];
   // As kube-proxy's strict decoder, a repeated key stops it before the fields are looked at.
-  const strictErrors = repeated
-    ? `yaml: unmarshal errors: ${repeated.lines.join(', ')}`
-    : decoded.unknown.map((path) => `unknown field ${show(path)}`).join(', ');
+  const strictErrors =
+    repeated.length > 0
+      ? `yaml: unmarshal errors: ${repeated.join(', ')}`
+      : decoded.unknown.map((path) => `unknown field ${show(path)}`).join(', ');
   if (strictErrors !== '') {
     warnings.push(
       `${file}: using lenient decoding as strict decoding failed: strict decoding error: ${strictErrors}`,
