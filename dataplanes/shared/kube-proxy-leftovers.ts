@@ -3,9 +3,12 @@
 // (both backends) with the rules in built-in chains that jump to them, and its IPVS mode's
 // leftovers in kube-proxy's own cleanup order: the virtual services (all of them, as kube-proxy's
 // cleanup flushes IPVS; only when ip_vs is loaded), the kube-ipvs0 link, then, once no iptables
-// rule refers to them, its ipsets. Only kube-proxy's own: the KUBE-* chains kubelet owns
-// (KUBE-FIREWALL, KUBE-MARK-DROP, KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT) and ipsets of other
-// names (kube-router's KUBE-DST-*, ...) stay.
+// rule refers to them, its ipsets and its nfacct objects. Only kube-proxy's own: the KUBE-* chains
+// kubelet owns (KUBE-MARK-DROP, KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT, and KUBE-FIREWALL as
+// kubelet before 1.28 filled it) and ipsets of other names (kube-router's KUBE-DST-*, ...) stay.
+// Since 1.28 kube-proxy makes filter's KUBE-FIREWALL itself, holding one rule (the localnet drop)
+// and jumped to from INPUT and OUTPUT without a comment; its own cleanup leaves both, this removes
+// them when the chain holds nothing but that rule.
 
 import { type CommandRunner, IPTABLES_WAIT } from './command-runner.ts';
 import { existingIptablesTables } from './existing-iptables-tables.ts';
@@ -77,6 +80,16 @@ export interface LeftoverOptions<S> {
   readonly openIpvs?: () => Promise<VirtualServiceTable<S> | undefined>;
 }
 
+/** The comment of the one rule kube-proxy (1.28+) keeps in filter's KUBE-FIREWALL. */
+const LOCALNET_DROP_COMMENT = '"block incoming localnet connections"';
+const FIREWALL_CHAIN = 'KUBE-FIREWALL';
+
+/**
+ * kube-proxy's nfacct objects (its iptables mode counts in them). kproxy's iptables mode keeps the
+ * same names; the kernel refuses to delete one a rule still counts in, so those stay.
+ */
+const KUBE_PROXY_NFACCT = ['ct_state_invalid_dropped_pkts', 'localhost_nps_accepted_pkts'];
+
 export function isKubeProxyChain(chain: string): boolean {
   return KUBE_PROXY_CHAINS.has(chain) || KUBE_PROXY_CHAIN_PREFIXES.some((prefix) => chain.startsWith(prefix));
 }
@@ -87,9 +100,17 @@ export function isKubeProxyChain(chain: string): boolean {
  * Empty when there is nothing of kube-proxy's.
  */
 export function leftoverRestoreInput(table: string, saved: string): string {
-  const chains = savedChainNames(saved).filter(isKubeProxyChain);
-  const jumps = jumpsInto(saved, isKubeProxyChain);
+  const firewall = table === 'filter' && isKubeProxyFirewall(saved);
+  const owned = (chain: string) => isKubeProxyChain(chain) || (firewall && chain === FIREWALL_CHAIN);
+  const chains = savedChainNames(saved).filter(owned);
+  const jumps = jumpsInto(saved, owned);
   return chains.length === 0 && jumps.length === 0 ? '' : removalInput(table, chains, jumps);
+}
+
+/** filter's KUBE-FIREWALL is kube-proxy's when its only rule is kube-proxy's localnet drop. */
+function isKubeProxyFirewall(saved: string): boolean {
+  const rules = saved.split('\n').filter((line) => line.startsWith(`-A ${FIREWALL_CHAIN} `));
+  return rules.length === 1 && rules[0]!.includes(`--comment ${LOCALNET_DROP_COMMENT}`);
 }
 
 const IPTABLES_TABLES = ['nat', 'filter', 'mangle'];
@@ -118,6 +139,7 @@ export async function removeKubeProxyLeftovers<S>(
   }
   removed.push(...(await removeIptablesChains(runner)));
   removed.push(...(await removeIpsets(runner)));
+  removed.push(...(await removeNfacctObjects(runner)));
   for (const family of ['ip', 'ip6']) {
     const listed = await runner.run('nft', ['list', 'table', family, 'kube-proxy']);
     if (listed.exitCode !== 0) continue;
@@ -159,4 +181,19 @@ async function removeIpsets(runner: CommandRunner): Promise<string[]> {
     if (destroyed.exitCode !== 0) throw new Error(`ipset destroy ${name}: ${destroyed.stderr.trim()}`);
   }
   return names.length === 0 ? [] : [`ipset: ${names.join(', ')}`];
+}
+
+/** After the iptables rules, which count in them; one still counted in (kproxy's iptables mode) stays. */
+async function removeNfacctObjects(runner: CommandRunner): Promise<string[]> {
+  const listed = await runner.run('nfacct', ['list']);
+  // No nfacct tool (or no nfnetlink_acct): nothing can have been made with it.
+  if (listed.exitCode !== 0) return [];
+  const names = KUBE_PROXY_NFACCT.filter((name) => listed.stdout.includes(` = ${name};`));
+  const deleted: string[] = [];
+  for (const name of names) {
+    const result = await runner.run('nfacct', ['delete', name]);
+    if (result.exitCode === 0) deleted.push(name);
+    else if (!/busy/i.test(result.stderr)) throw new Error(`nfacct delete ${name}: ${result.stderr.trim()}`);
+  }
+  return deleted.length === 0 ? [] : [`nfacct: ${deleted.join(', ')}`];
 }

@@ -139,6 +139,41 @@ describe('kube-proxy leftovers', () => {
     assert.match(tables, /table ip other/);
   });
 
+  test("filter's KUBE-FIREWALL goes with its comment-less jumps when it holds only kube-proxy's localnet drop", () => {
+    const filter = (firewallRule: string) =>
+      [
+        '*filter',
+        ':INPUT ACCEPT [0:0]',
+        ':OUTPUT ACCEPT [0:0]',
+        ':KUBE-FIREWALL - [0:0]',
+        '-A INPUT -j KUBE-FIREWALL',
+        '-A OUTPUT -j KUBE-FIREWALL',
+        firewallRule,
+        'COMMIT',
+        '',
+      ].join('\n');
+    // kube-proxy 1.28+ (upstream's TestOverallIPTablesRules, fixtures/kube-proxy).
+    const kubeProxys =
+      '-A KUBE-FIREWALL -m comment --comment "block incoming localnet connections" -d 127.0.0.0/8 ! -s 127.0.0.0/8 -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP';
+    assert.equal(
+      leftoverRestoreInput('filter', filter(kubeProxys)),
+      [
+        '*filter',
+        ':KUBE-FIREWALL - [0:0]',
+        '-D INPUT -j KUBE-FIREWALL',
+        '-D OUTPUT -j KUBE-FIREWALL',
+        '-X KUBE-FIREWALL',
+        'COMMIT',
+        '',
+      ].join('\n'),
+    );
+    // kubelet before 1.28 filled it with its mark-drop rule: kubelet's, it stays.
+    const kubelets =
+      '-A KUBE-FIREWALL -m comment --comment "kubernetes firewall for dropping marked packets" -m mark --mark 0x8000/0x8000 -j DROP';
+    assert.equal(leftoverRestoreInput('filter', filter(kubelets)), '');
+    assert.equal(leftoverRestoreInput('nat', filter(kubeProxys).replace('*filter', '*nat')), '');
+  });
+
   test('kube-proxy IPVS ipsets are recognised in both families; other KUBE-* sets are not', () => {
     for (const name of [
       'KUBE-CLUSTER-IP',
