@@ -2,6 +2,7 @@
 // --node-ip and --service-cluster-ip-range. Each flag sets config field paths, checked like the
 // file's fields, or has no effect here and says why (kube-proxy-precedence.ts warns).
 import type { ParseArgsOptionsConfig } from 'node:util';
+import { proxyNameProblem } from '../model/proxy-labels.ts';
 import {
   CONFIG_FIELDS,
   checkCIDR,
@@ -42,6 +43,8 @@ export const FLAG_ONLY_FIELDS: ReadonlyMap<string, FieldSpec> = new Map<string, 
   ['master', { type: 'string' }],
   // kproxy's own (kube-proxy reads ServiceCIDR objects only); kube-apiserver's flag name and format.
   ['serviceClusterIPRange', { type: 'list', check: checkCIDR }],
+  // kproxy's own: kube-proxy serves only Services without the label.
+  ['serviceProxyName', { type: 'string', check: proxyNameProblem }],
 ]);
 
 const MASQUERADE_ALL = ['masqueradeAll', 'iptables.masqueradeAll', 'nftables.masqueradeAll'];
@@ -53,8 +56,10 @@ const NO_EFFECT = 'accepted; no effect here (kproxy run warns why)';
 
 /**
  * Every flag of kube-proxy's `--help` on Linux, read from kubernetes/kubernetes
- * cmd/kube-proxy/app/options.go (commit c57e1156, the 1.37 line) and component-base's logs/api/v1
- * and version/verflag flags, plus kproxy's own --node, --node-ip and --service-cluster-ip-range.
+ * cmd/kube-proxy/app/options.go at c57e1156 (the newest version found; its release not checked:
+ * it has --iptables-localhost-nodeports and processV1Alpha1Flags, so 1.31 or later), component-base's
+ * logs/api/v1 flags (-v, --vmodule, --logging-format, --log-*) and --version, plus klog's flags that
+ * kube-proxy dropped in 1.26 and kproxy's own --node, --node-ip and --service-cluster-ip-range.
  * A flag without `paths` or `ignored` is acted on by `kproxy run` itself.
  */
 export const PROXY_FLAGS: Readonly<Record<string, ProxyFlag>> = {
@@ -112,6 +117,12 @@ export const PROXY_FLAGS: Readonly<Record<string, ProxyFlag>> = {
     paths: ['serviceClusterIPRange'],
     keptWithConfig: true,
     help: "kproxy's own: service CIDRs, comma-separated, for a cluster without ServiceCIDR objects (nftables drops their unallocated IPs)",
+  },
+  'service-proxy-name': {
+    type: 'string',
+    paths: ['serviceProxyName'],
+    keptWithConfig: true,
+    help: "kproxy's own: serve only the Services labelled service.kubernetes.io/service-proxy-name=NAME (beside kube-proxy, which serves the unlabelled ones)",
   },
   'detect-local-mode': {
     type: 'string',
