@@ -15,7 +15,7 @@ const API_MAIN = join(REPO, 'harness/apiserver/main.ts');
 export const API = 'http://127.0.0.1:6443';
 const METRICS = 'http://127.0.0.1:10249/metrics';
 
-/** The daemon tests' configuration (test/daemon/daemon-netns.test.ts), with the default sync periods. */
+/** The daemon tests' configuration (test/daemon/daemon-netns.test.ts), with the default sync periods; JSON logs, which the benchmarks parse. */
 export const CONFIG = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: nftables
@@ -25,6 +25,8 @@ healthzBindAddress: 127.0.0.1:10256
 metricsBindAddress: 127.0.0.1:10249
 conntrack:
   maxPerCore: 0
+logging:
+  format: json
 `;
 
 /** Prints a page fetched with Node's fetch (no curl needed); exits 1 when it cannot. */

@@ -33,7 +33,7 @@ const KPROXY = join(REPO, 'bin/kproxy.ts');
 const API_MAIN = join(REPO, 'harness/apiserver/main.ts');
 const API_ADDRESS = '10.100.0.1';
 const API = `http://${API_ADDRESS}:6443`;
-const SYNCED = '"msg":"rules synced"';
+const SYNCED = '"rules synced"';
 /**
  * How long a node's kproxy gets for one sync of the lab's few services, the first one included
  * (adoption, backend choice): about a second idle, several seconds on a loaded machine with every

@@ -213,7 +213,7 @@ function syncedAfter(command: string): string {
   return (
     // journalctl --since counts whole seconds: count from the next one, in which the command starts.
     `since=$(($(date +%s) + 1)); sleep 1; ${command} || exit 1; for i in $(seq 120); do ` +
-    `sudo journalctl -u kproxy --since "@$since" -o cat | grep -q '"msg":"rules synced"' && exit 0; sleep 0.5; done; ` +
+    `sudo journalctl -u kproxy --since "@$since" -o cat | grep -q '"rules synced"' && exit 0; sleep 0.5; done; ` +
     'echo "kproxy did not sync within a minute" >&2; exit 1'
   );
 }

@@ -3,7 +3,6 @@
 // Nothing else is touched. Run it after stopping the daemon: the daemon leaves its rules on stop.
 import { existsSync } from 'node:fs';
 import type { ParseArgsOptionsConfig } from 'node:util';
-import { pino } from 'pino';
 import type { DataplaneMode } from '../../contract/dataplane.ts';
 import { NetlinkIpvsClient } from '../../dataplanes/ipvs/ipvs-client.ts';
 import type { VirtualService } from '../../dataplanes/ipvs/virtual-servers.ts';
@@ -15,6 +14,7 @@ import {
 import { createLiveDataplane, LIVE_MODES } from '../daemon/live-dataplanes.ts';
 import { commandFlags, usageError } from './command-flags.ts';
 import type { CliIO } from './io.ts';
+import { createLogger } from './logger.ts';
 
 const CLEANUP_OPTIONS: ParseArgsOptionsConfig = {
   mode: { type: 'string' },
@@ -58,7 +58,7 @@ export async function cleanupCommand(
     );
   }
   const commands = runner ?? execaRunner();
-  const logger = pino({ level: 'warn' }, { write: (line: string) => io.stderr.write(line) });
+  const logger = createLogger('text', 'warn', io.stderr);
   try {
     for (const each of mode ? [mode as DataplaneMode] : LIVE_MODES) {
       const dataplane = await createLiveDataplane(each, { logger, runner: commands });

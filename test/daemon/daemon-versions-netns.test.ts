@@ -45,7 +45,7 @@ for (const mode of modesHere().filter((m) => m !== 'ipvs')) {
       await c.write('POST', ENDPOINT_SLICES, webSlice([pods[0]!.ipv4]));
       const daemon = c.startDaemon();
       t.after(() => daemon.kill());
-      await daemon.waitFor('"msg":"rules synced"', SYNC_DEADLINE_MS);
+      await daemon.waitFor('"rules synced"', SYNC_DEADLINE_MS);
 
       for (const [step, minor] of MINORS.entries()) {
         if (step > 0) {
