@@ -216,3 +216,32 @@ test("k3s's kube-proxy arguments: a bare --healthz-bind-address IP gets the port
   assert.equal(c.conntrack.tcpCloseWaitTimeoutMs, 0);
   assert.equal(c.nodeName, 'node-1');
 });
+
+test("usernetes' rootless kube-proxy: its heredoc file through --config, conntrack left to the host, extra flags ignored as kube-proxy ignores them", async () => {
+  const script = await fixture('usernetes-boot-kube-proxy.sh');
+  const vars = (text: string) =>
+    text.replaceAll('$XDG_CONFIG_HOME', '/home/u/.config').replaceAll('$XDG_RUNTIME_DIR', '/run/user/1000');
+  const file = vars(/<<EOF\n([\s\S]*?)\nEOF\n/.exec(script)![1]!);
+  const words = vars(script.replace(/\\\n/g, ' '))
+    .split('\n')
+    .find((line) => line.startsWith('exec '))!
+    .trim()
+    .split(/\s+/);
+  // "$@": the arguments usernetes was started with; here, one a user might add.
+  const args = [...words.slice(words.indexOf('kube-proxy') + 1, -1), '--conntrack-min=0'];
+  assert.deepEqual(args, [
+    '--config',
+    '/run/user/1000/usernetes/kube-proxy-config.yaml',
+    '--conntrack-min=0',
+  ]);
+  const { config: c, warnings } = await config(args, `${file}\nhostnameOverride: node-1\n`);
+  assert.equal(c.mode, 'iptables');
+  assert.equal(c.clientConnection.kubeconfig, '/home/u/.config/usernetes/node/kube-proxy.kubeconfig');
+  assert.equal(c.conntrack.maxPerCore, 0);
+  assert.equal(c.conntrack.tcpEstablishedTimeoutMs, 0);
+  assert.equal(c.conntrack.tcpCloseWaitTimeoutMs, 0);
+  assert.equal(c.conntrack.min, 131072, '--conntrack-min is ignored beside --config');
+  assert.deepEqual(warnings, [
+    '--conntrack-min is ignored: --config is given, and kube-proxy then reads the file instead',
+  ]);
+});
