@@ -4,7 +4,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { availableParallelism, hostname } from 'node:os';
 import type { ParseArgsOptionsConfig } from 'node:util';
-import type { Logger } from 'pino';
+import { type DestinationStream, type Logger, pino } from 'pino';
 import { systemClock } from '../../contract/base/clock.ts';
 import type { DataplaneMode, LiveDataplane } from '../../contract/dataplane.ts';
 import type { NfacctCounters } from '../../dataplanes/iptables/nfacct.ts';
@@ -22,7 +22,7 @@ import {
   openIptablesCounters,
   type PacketCount,
 } from '../daemon/nfacct-packet-metrics.ts';
-import { applyOomScoreAdj } from '../daemon/oom-score-adj.ts';
+import { OtherModesCleanup } from '../daemon/other-modes-cleanup.ts';
 import { applyRouteLocalnet } from '../daemon/route-localnet.ts';
 import { KubeClient } from '../kube/client.ts';
 import { formatConfigError } from '../kube/connection.ts';
@@ -34,7 +34,6 @@ import { cleanupCommand } from './cleanup.ts';
 import { commandFlags, usageError } from './command-flags.ts';
 import { flagLines } from './help.ts';
 import type { CliIO } from './io.ts';
-import { createLogger } from './logger.ts';
 import { printVersion } from './version.ts';
 
 const RUN_OPTIONS: ParseArgsOptionsConfig = {
@@ -135,8 +134,8 @@ export async function runCommand(
     return loaded.usage ? 2 : 1;
   }
   const { config } = loaded;
-  // On stdout, in kube-proxy's format: journald (or the container runtime) collects the lines.
-  const logger = createLogger(config.logging.format, logLevel(config.logging.verbosity), io.stdout);
+  // JSON lines on stdout: journald (or the container runtime) collects them.
+  const logger = pino({ level: logLevel(config.logging.verbosity) }, io.stdout as DestinationStream);
   logger.info({ mode: config.mode, reason: modeReason(config, flags) }, `proxy mode ${config.mode}`);
   for (const warning of read.warnings) logger.warn(warning);
   // The config file's fields that do nothing here, and kube-proxy's lenient decoding: said once, at start.
@@ -177,9 +176,6 @@ async function runLocked(
   fail: (message: string) => number,
   initOnly: boolean,
 ): Promise<number> {
-  const oom = await applyOomScoreAdj(config.oomScoreAdj, environment.procRoot);
-  if (oom.applied && oom.from !== oom.to) logger.info({ from: oom.from, to: oom.to }, 'set oom_score_adj');
-  if (!oom.applied) logger.warn({ reason: oom.reason }, `oomScoreAdj ${oom.to} not applied`);
   const sysctls = await applyConntrackSysctls(config.conntrack, {
     procRoot: environment.procRoot,
     sysRoot: environment.sysRoot,
@@ -196,7 +192,23 @@ async function runLocked(
   if (initOnly) return 0;
   const makeDataplane =
     environment.dataplane ?? ((mode, log) => createLiveDataplane(mode, { logger: log, ipvs: config.ipvs }));
-  const dataplane = await makeDataplane(config.mode, logger);
+  // Another mode's leftovers go once this mode's first full sync has committed (other-modes-cleanup.ts).
+  const dataplane = new OtherModesCleanup(
+    await makeDataplane(config.mode, logger),
+    () =>
+      Promise.all(
+        LIVE_MODES.filter((mode) => mode !== config.mode).map((mode) => makeDataplane(mode, logger)),
+      ),
+    {
+      removed: (mode, what) =>
+        logger.info({ mode, removed: what }, 'removed what an earlier run in another mode left'),
+      failed: (error) =>
+        logger.warn(
+          { err: error },
+          'could not remove what an earlier run in another mode left; trying again after the next full sync',
+        ),
+    },
+  );
   const nfacctPackets =
     config.mode === 'iptables'
       ? await openIptablesCounters(environment.nfacct, ({ counter, metric }, reason) =>

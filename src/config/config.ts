@@ -65,6 +65,8 @@ export interface ProxyConfig {
   readonly clusterCIDRs: readonly string[];
   /** --service-cluster-ip-range: the service CIDRs when the cluster has no ServiceCIDR object. */
   readonly serviceCIDRs: readonly string[];
+  /** --service-proxy-name: serve only the Services labelled with it; "" = kube-proxy's selection. */
+  readonly serviceProxyName: string;
   readonly detectLocalMode: DetectLocalMode;
   readonly detectLocal: { readonly bridgeInterface: string; readonly interfaceNamePrefix: string };
   /** CIDRs, or ["primary"]; empty = every local address. */
@@ -197,6 +199,7 @@ export function resolveProxyConfig(
     ),
     clusterCIDRs: get.list('clusterCIDR').map((cidr) => canonicalCIDR(cidr)!),
     serviceCIDRs: get.list('serviceClusterIPRange').map((cidr) => canonicalCIDR(cidr)!),
+    serviceProxyName: get.string('serviceProxyName', ''),
     detectLocalMode: get.string('detectLocalMode', 'ClusterCIDR') as DetectLocalMode,
     detectLocal: {
       bridgeInterface: get.string('detectLocal.bridgeInterface', ''),

@@ -2,6 +2,7 @@
 // --node-ip and --service-cluster-ip-range. Each flag sets config field paths, checked like the
 // file's fields, or has no effect here and says why (kube-proxy-precedence.ts warns).
 import type { ParseArgsOptionsConfig } from 'node:util';
+import { proxyNameProblem } from '../model/proxy-labels.ts';
 import {
   CONFIG_FIELDS,
   checkCIDR,
@@ -42,6 +43,8 @@ export const FLAG_ONLY_FIELDS: ReadonlyMap<string, FieldSpec> = new Map<string, 
   ['master', { type: 'string' }],
   // kproxy's own (kube-proxy reads ServiceCIDR objects only); kube-apiserver's flag name and format.
   ['serviceClusterIPRange', { type: 'list', check: checkCIDR }],
+  // kproxy's own: kube-proxy serves only Services without the label.
+  ['serviceProxyName', { type: 'string', check: proxyNameProblem }],
 ]);
 
 const MASQUERADE_ALL = ['masqueradeAll', 'iptables.masqueradeAll', 'nftables.masqueradeAll'];
@@ -114,6 +117,12 @@ export const PROXY_FLAGS: Readonly<Record<string, ProxyFlag>> = {
     paths: ['serviceClusterIPRange'],
     keptWithConfig: true,
     help: "kproxy's own: service CIDRs, comma-separated, for a cluster without ServiceCIDR objects (nftables drops their unallocated IPs)",
+  },
+  'service-proxy-name': {
+    type: 'string',
+    paths: ['serviceProxyName'],
+    keptWithConfig: true,
+    help: "kproxy's own: serve only the Services labelled service.kubernetes.io/service-proxy-name=NAME (beside kube-proxy, which serves the unlabelled ones)",
   },
   'detect-local-mode': {
     type: 'string',

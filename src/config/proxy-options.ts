@@ -14,6 +14,7 @@ export function toProxyOptions(config: ProxyConfig): ProxyOptions {
         : config.detectLocalMode,
     clusterCIDRs: config.clusterCIDRs,
     serviceCIDRs: config.serviceCIDRs,
+    ...(config.serviceProxyName ? { serviceProxyName: config.serviceProxyName } : {}),
     bridgeInterface: config.detectLocal.bridgeInterface || undefined,
     interfaceNamePrefix: config.detectLocal.interfaceNamePrefix || undefined,
     masqueradeAll: config.masqueradeAll,

@@ -88,6 +88,7 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
       } else logger.info('API server reachable again');
     }),
     nodeName: config.nodeName,
+    ...(config.serviceProxyName ? { proxyName: config.serviceProxyName } : {}),
     logger,
     metrics: createInformerMetrics(metrics.registry),
     ...(deps.informerBackoff ? { backoff: deps.informerBackoff } : {}),

@@ -43,7 +43,12 @@ export function buildProxyState(input: ModelInput, options: ProxyOptions): Model
   const serviceCIDRs = serviceCIDRsOf(input.serviceCIDRs ?? [], options.serviceCIDRs ?? [], problems);
   const settings = nodeSettingsByFamily(options, input.node, problems, serviceCIDRs);
   const services = uniqueServices(input.services, problems);
-  const slicesByService = indexSlicesByService(input.endpointSlices, options.nodeName, problems);
+  const slicesByService = indexSlicesByService(
+    input.endpointSlices,
+    options.nodeName,
+    problems,
+    options.serviceProxyName,
+  );
   const zone = input.node?.metadata.labels?.[ZONE_LABEL] ?? '';
 
   const state: { [F in IPFamily]?: ProxyState } = {};
@@ -61,7 +66,14 @@ export function buildProxyState(input: ModelInput, options: ProxyOptions): Model
       const since = serviceSince(service);
       // A later entry with the same key wins, as in the ModelCache.
       const ofService = new Map<ServicePortKey, ServicePort>();
-      for (const port of serviceStatePorts(service, slices, family, options.nodeName, zone))
+      for (const port of serviceStatePorts(
+        service,
+        slices,
+        family,
+        options.nodeName,
+        zone,
+        options.serviceProxyName,
+      ))
         ofService.set(port.key, port);
       for (const port of ofService.values()) {
         asked.set(port.key, port);

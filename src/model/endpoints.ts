@@ -70,8 +70,12 @@ const NO_NAMES: readonly string[] = [];
  * The "namespace/name" of the Service a slice belongs to; undefined for a slice kube-proxy's
  * informer would not see, or one that names no service (a problem).
  */
-export function sliceOwner(metadata: ObjectMeta, problems: Problem[]): string | undefined {
-  if (excludedByLabels(metadata)) return undefined;
+export function sliceOwner(
+  metadata: ObjectMeta,
+  problems: Problem[],
+  proxyName?: string,
+): string | undefined {
+  if (excludedByLabels(metadata, proxyName)) return undefined;
   const serviceName = metadata.labels?.[SERVICE_NAME_LABEL];
   if (serviceName === undefined || serviceName === '') {
     problems.push({
@@ -167,10 +171,11 @@ export function indexSlicesByService(
   slices: readonly EndpointSlice[],
   nodeName: string,
   problems: Problem[],
+  proxyName?: string,
 ): SlicesByService {
   const index = new Map<string, SliceEndpoints[]>();
   for (const slice of slices) {
-    const owner = sliceOwner(slice.metadata, problems);
+    const owner = sliceOwner(slice.metadata, problems, proxyName);
     if (owner === undefined) continue;
     const record = sliceEndpoints(slice, owner, nodeName, problems);
     const group = index.get(owner);

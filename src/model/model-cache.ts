@@ -87,7 +87,7 @@ export class ModelCache {
     const previous = this.#slices.get(key);
     this.#dropSlice(key);
     const problems: Problem[] = [];
-    const built = sliceOwner(slice.metadata, problems);
+    const built = sliceOwner(slice.metadata, problems, this.#options.serviceProxyName);
     if (built !== undefined) {
       // One string for all of a service's slices (#servicesUnderSliceKeys).
       const owner =
@@ -194,6 +194,7 @@ export class ModelCache {
           family,
           options.nodeName,
           zone,
+          options.serviceProxyName,
         );
         return { ports: fresh, since: serviceSince(service) };
       });

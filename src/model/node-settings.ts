@@ -13,6 +13,8 @@ export type DetectLocalMode = LocalTrafficDetector['mode'];
 export interface ProxyOptions {
   /** hostname-override: endpoints with this nodeName are local. */
   readonly nodeName: string;
+  /** --service-proxy-name: serve only the Services labelled with it (proxy-labels.ts). */
+  readonly serviceProxyName?: string;
   /** From flags; when empty, taken from the Node object (InternalIP first, then ExternalIP). */
   readonly nodeIPs: readonly string[];
   readonly detectLocalMode: DetectLocalMode;

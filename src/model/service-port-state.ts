@@ -23,8 +23,10 @@ export function serviceStatePorts(
   family: IPFamily,
   nodeName: string,
   zone: string,
+  /** --service-proxy-name (proxy-labels.ts). */
+  proxyName?: string,
 ): ServicePort[] {
-  const bases = servicePortsOfFamily(service, family);
+  const bases = servicePortsOfFamily(service, family, proxyName);
   if (bases.length === 0) return [];
   // Port by port: only one port's candidates exist at a time, however many ports the service has.
   const sources = slicePortsByKey(slices, family);

@@ -19,9 +19,13 @@ const DEFAULT_AFFINITY_TIMEOUT_SECONDS = 10800;
  * The service ports of `family`, one per spec.ports entry, or none when the service is not proxied
  * (headless, ExternalName, excluded by label) or has no cluster IP of that family.
  */
-export function servicePortsOfFamily(service: Service, family: IPFamily): ServicePortBase[] {
+export function servicePortsOfFamily(
+  service: Service,
+  family: IPFamily,
+  proxyName?: string,
+): ServicePortBase[] {
   const spec = service.spec;
-  if (spec.type === 'ExternalName' || excludedByLabels(service.metadata)) return [];
+  if (spec.type === 'ExternalName' || excludedByLabels(service.metadata, proxyName)) return [];
   const clusterIP = clusterIPOfFamily(spec, family);
   if (clusterIP === undefined) return [];
 

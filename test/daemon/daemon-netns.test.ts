@@ -24,6 +24,7 @@ import {
   KPROXY,
   NODE_BIN,
   NODE_PORT,
+  ownRules,
   STOP_DEADLINE_MS,
   SYNC_DEADLINE_MS,
   syncCount,
@@ -33,27 +34,6 @@ import {
 
 const HEALTH_CHECK_PORT = 32000;
 
-/** kproxy's rules for `mode` in the node namespace, as the kernel lists them: '' when there are none. */
-async function ownRules(c: Cluster, mode: string): Promise<string> {
-  const list = async (tool: string, args: string[]) =>
-    (await c.topo.lab.exec(c.nodeNs, tool, args, { reject: false })).stdout;
-  const nftTables = async () =>
-    (await list('nft', ['list', 'tables']))
-      .split('\n')
-      .filter((line) => line.includes('kproxy'))
-      .join('\n');
-  if (mode === 'nftables') return nftTables();
-  // IPVS: virtual servers (kproxy's are the only ones in a lab namespace) and the companion table.
-  if (mode === 'ipvs') return `${(await list('ipvsadm', ['-Sn'])).trim()}\n${await nftTables()}`.trim();
-  const saved = await Promise.all(
-    ['iptables-nft-save', 'iptables-legacy-save'].map((tool) => list(tool, [])),
-  );
-  return saved
-    .flatMap((text) => text.split('\n'))
-    .filter((line) => line.includes('KPROXY-'))
-    .join('\n');
-}
-
 for (const mode of modesHere()) {
   describe(`kproxy run end to end (${mode})`, () => {
     test('services created, changed and deleted: rules and real connections follow; health and metrics served', async (t) => {
@@ -61,7 +41,7 @@ for (const mode of modesHere()) {
       const c = await cluster(t, mode);
       const [pod0, pod1] = c.topo.nodes[0]!.pods;
       const daemon = c.startDaemon();
-      await daemon.waitFor('"rules synced"', SYNC_DEADLINE_MS);
+      await daemon.waitFor('"msg":"rules synced"', SYNC_DEADLINE_MS);
 
       await c.write('POST', SERVICES, webService());
       await c.write('POST', ENDPOINT_SLICES, webSlice([pod0!.ipv4, pod1!.ipv4]));
@@ -159,7 +139,7 @@ for (const mode of modesHere()) {
       await c.write('POST', SERVICES, webService());
       await c.write('POST', ENDPOINT_SLICES, webSlice([pod0!.ipv4]));
       const first = c.startDaemon();
-      await first.waitFor('"rules synced"', SYNC_DEADLINE_MS);
+      await first.waitFor('"msg":"rules synced"', SYNC_DEADLINE_MS);
       await eventually('the NodePort answers', async () =>
         (await backends(c, c.topo.client.ns, c.topo.nodes[0]!.ipv4, NODE_PORT, 2)).has(pod0!.name),
       );
@@ -169,7 +149,7 @@ for (const mode of modesHere()) {
       assert.equal(held.backend, pod0!.name);
       // SIGTERM: a clean stop that leaves the rules.
       assert.deepEqual(await first.stop(STOP_DEADLINE_MS), CLEAN_EXIT, first.output());
-      assert.match(first.output(), /"stopped; rules left in place"/);
+      assert.match(first.output(), /"msg":"stopped; rules left in place"/);
       assert.ok(await held.alive(), `the held connection echoes while kproxy is down: ${holder.output()}`);
       const whileDown = await c.topo.connect(c.topo.client.ns, 'tcp', c.topo.nodes[0]!.ipv4, NODE_PORT, {
         count: 3,
@@ -181,7 +161,7 @@ for (const mode of modesHere()) {
       );
 
       const second = c.startDaemon();
-      await second.waitFor('"rules synced"', SYNC_DEADLINE_MS);
+      await second.waitFor('"msg":"rules synced"', SYNC_DEADLINE_MS);
       assert.ok(await held.alive(), `the held connection survived the restart: ${holder.output()}`);
       await held.close();
       assert.deepEqual(await second.stop(STOP_DEADLINE_MS), CLEAN_EXIT, second.output());
@@ -194,7 +174,7 @@ for (const mode of modesHere()) {
       await c.write('POST', SERVICES, webService());
       await c.write('POST', ENDPOINT_SLICES, webSlice([pod0!.ipv4]));
       const daemon = c.startDaemon();
-      await daemon.waitFor('"rules synced"', SYNC_DEADLINE_MS);
+      await daemon.waitFor('"msg":"rules synced"', SYNC_DEADLINE_MS);
       await eventually('pod 0 answers', async () =>
         (await backends(c, c.nodeNs, CLUSTER_IP, 80, 2)).has(pod0!.name),
       );

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sampleEndpointSlice, sampleNode, sampleService } from '../../harness/apiserver/sample-objects.ts';
+import type { EchoOutcome } from '../../harness/echo-client.ts';
 import { allowance } from '../../harness/emulation.ts';
 import { Lab, type LabProcess } from '../../harness/netns.ts';
 import { Topology, tally } from '../../harness/topology.ts';
@@ -81,7 +82,8 @@ export interface Cluster {
   ): Promise<void>;
   /** GET inside the node namespace: status code and body. */
   get(url: string): Promise<{ status: number; body: string }>;
-  startDaemon(): LabProcess;
+  /** `kproxy run` in the cluster's mode, or in `mode`. */
+  startDaemon(mode?: string): LabProcess;
   /** An outage as the daemon sees it: its connections to the API server are reset, ours are not. */
   blockApi(blocked: boolean): Promise<void>;
 }
@@ -98,7 +100,10 @@ export async function cluster(
   t.after(() => lab.destroy());
   const dir = await mkdtemp(join(tmpdir(), 'kproxy-e2e-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
-  await writeFile(join(dir, 'config.yaml'), config(mode));
+  // One config per mode: a run in another mode than the cluster's is started with its own.
+  for (const each of new Set([mode, 'iptables', 'nftables', 'ipvs'])) {
+    await writeFile(join(dir, `config-${each}.yaml`), config(each));
+  }
   const topo = await Topology.create(lab, { podsPerNode: [2] });
   const nodeNs = topo.nodes[0]!.ns;
   for (const pod of topo.nodes[0]!.pods) await topo.startEcho(pod, { tcp: [8080] });
@@ -138,12 +143,12 @@ export async function cluster(
       const lines = result.stdout.split('\n');
       return { status: Number(lines.pop()), body: lines.join('\n') };
     },
-    startDaemon() {
+    startDaemon(other = mode) {
       return lab.spawn(nodeNs, NODE_BIN, [
         KPROXY,
         'run',
         '--config',
-        join(dir, 'config.yaml'),
+        join(dir, `config-${other}.yaml`),
         '--master',
         API,
       ]);
@@ -162,9 +167,70 @@ export async function cluster(
   return c;
 }
 
-export const syncCount = (daemon: LabProcess) => daemon.output().split('"rules synced"').length - 1;
+export const syncCount = (daemon: LabProcess) => daemon.output().split('"msg":"rules synced"').length - 1;
 
 /** Which backends answered `count` probes (short timeouts: for use inside eventually()). */
 export async function backends(c: Cluster, fromNs: string, host: string, port: number, count = 12) {
   return tally(await c.topo.connect(fromNs, 'tcp', host, port, { count, timeoutMs: PROBE_TIMEOUT_MS }));
+}
+
+/** kproxy's rules for `mode` in the node namespace, as the kernel lists them: '' when there are none. */
+export async function ownRules(c: Cluster, mode: string): Promise<string> {
+  const list = async (tool: string, args: string[]) =>
+    (await c.topo.lab.exec(c.nodeNs, tool, args, { reject: false })).stdout;
+  const nftTables = async () =>
+    (await list('nft', ['list', 'tables']))
+      .split('\n')
+      .filter((line) => line.includes('kproxy'))
+      .join('\n');
+  if (mode === 'nftables') return nftTables();
+  // IPVS: virtual servers (kproxy's are the only ones in a lab namespace) and the companion table.
+  if (mode === 'ipvs') return `${(await list('ipvsadm', ['-Sn'])).trim()}\n${await nftTables()}`.trim();
+  const saved = await Promise.all(
+    ['iptables-nft-save', 'iptables-legacy-save'].map((tool) => list(tool, [])),
+  );
+  return saved
+    .flatMap((text) => text.split('\n'))
+    .filter((line) => line.includes('KPROXY-'))
+    .join('\n');
+}
+
+/** Where a steady client connects: from a namespace to host:port. */
+export interface SteadyTarget {
+  readonly fromNs: string;
+  readonly proto: 'tcp' | 'udp';
+  readonly host: string;
+  readonly port: number;
+}
+
+/** New connections per second and target while a rule set is replaced: the issue's 20 and more. */
+export const STEADY_PER_SECOND = 25;
+
+/**
+ * Opens a new connection (or sends a datagram from a new socket) to each target every
+ * 1/STEADY_PER_SECOND s, each answered within ANSWER_TIMEOUT_MS or failed, until stop(), which
+ * resolves with every attempt's outcome by target.
+ */
+export function steadyClient(c: Cluster, targets: readonly SteadyTarget[]) {
+  const attempts = targets.map(() => [] as Promise<EchoOutcome[]>[]);
+  const timer = setInterval(() => {
+    targets.forEach((target, i) => {
+      attempts[i]!.push(c.topo.connect(target.fromNs, target.proto, target.host, target.port));
+    });
+  }, 1000 / STEADY_PER_SECOND);
+  return {
+    /** Attempts started so far, per target. */
+    started: () => attempts[0]!.length,
+    async stop(): Promise<EchoOutcome[][]> {
+      clearInterval(timer);
+      return Promise.all(attempts.map(async (each) => (await Promise.all(each)).flat()));
+    },
+  };
+}
+
+/** The attempts of one steady target that failed, as "error:<code> xN" (empty when none did). */
+export function failures(outcomes: readonly EchoOutcome[]): string[] {
+  return [...tally(outcomes)]
+    .filter(([name]) => name.startsWith('error:'))
+    .map(([name, n]) => `${name} x${n}`);
 }

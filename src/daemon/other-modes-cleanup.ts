@@ -1,0 +1,75 @@
+// kproxy run in one mode removes what a run in another mode left (the daemon leaves its rules on
+// stop, so switching --proxy-mode leaves the old mode's rules loaded), as kube-proxy removes the
+// other modes' leftovers at start. Only AFTER the running mode's first full sync has committed:
+// the new rules take effect before the old ones go, so no new connection meets a node with
+// neither (docs/architecture.md, "Switching modes"). The modes own disjoint objects (nft tables
+// kproxy and kproxy-ipvs, KPROXY-* iptables chains, the kproxy-ipvs0 link and the virtual servers
+// on its addresses), so no mode's cleanup touches the running one's rules.
+import type { LiveDataplane, SyncKind, SyncOutcome } from '../../contract/dataplane.ts';
+import type { DualStackState, ServicePortKey } from '../../contract/proxy-state.ts';
+
+export interface OtherModesCleanupLog {
+  /** What one other mode's cleanup removed (never called for a mode that had nothing). */
+  removed(mode: string, what: readonly string[]): void;
+  /** A cleanup failed; it is tried again after the next full sync. */
+  failed(error: unknown): void;
+}
+
+/** `dataplane`, whose first committed full sync is followed by every other mode's cleanup. */
+export class OtherModesCleanup implements LiveDataplane {
+  readonly #dataplane: LiveDataplane;
+  readonly #others: () => Promise<readonly LiveDataplane[]>;
+  readonly #log: OtherModesCleanupLog;
+  #done = false;
+
+  constructor(
+    dataplane: LiveDataplane,
+    others: () => Promise<readonly LiveDataplane[]>,
+    log: OtherModesCleanupLog,
+  ) {
+    this.#dataplane = dataplane;
+    this.#others = others;
+    this.#log = log;
+  }
+
+  get mode() {
+    return this.#dataplane.mode;
+  }
+
+  start(): Promise<void> {
+    return this.#dataplane.start();
+  }
+
+  async sync(
+    state: DualStackState,
+    kind: SyncKind,
+    changed?: ReadonlySet<ServicePortKey>,
+  ): Promise<SyncOutcome> {
+    const outcome = await this.#dataplane.sync(state, kind, changed);
+    // A full sync replaced whatever the running mode had: from here its rules serve every Service.
+    if (!this.#done && outcome.kind === 'full') {
+      try {
+        for (const other of await this.#others()) {
+          const removed = await other.cleanup();
+          if (removed.length > 0) this.#log.removed(other.mode, removed);
+        }
+        this.#done = true;
+      } catch (error) {
+        this.#log.failed(error);
+      }
+    }
+    return outcome;
+  }
+
+  intact(): Promise<boolean> {
+    return this.#dataplane.intact();
+  }
+
+  settled(): Promise<void> {
+    return this.#dataplane.settled?.() ?? Promise.resolve();
+  }
+
+  cleanup(): Promise<readonly string[]> {
+    return this.#dataplane.cleanup();
+  }
+}
