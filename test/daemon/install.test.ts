@@ -60,7 +60,8 @@ describe('kproxy install --root', { concurrency: true }, () => {
     for (const path of [
       'bin/kproxy.js',
       'src/cli/main.js',
-      'dataplanes/shared/dataplane.js',
+      'contract/dataplane.js',
+      'dataplanes/nftables/build.js',
       'examples/cluster.yaml',
       'node_modules/pino/package.json',
     ]) {
