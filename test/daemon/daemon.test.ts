@@ -197,6 +197,54 @@ describe('daemon against the stand-in API server', () => {
     assert.match(String((line?.err as { stack?: string } | undefined)?.stack), /^TypeError: Cannot read/);
   });
 
+  test("a dashboard's series: there before the first sync, and changes pending until a sync programs them", async (t) => {
+    const metrics = new ProxyMetrics('nftables', { processMetrics: false });
+    const value = async (name: string, labels: Record<string, string> = {}) => {
+      const found = (await metrics.registry.getMetricsAsJSON())
+        .flatMap((m) =>
+          m.values.map((v) => ({ ...v, name: (v as { metricName?: string }).metricName ?? m.name })),
+        )
+        .find((v) => v.name === name && Object.entries(labels).every(([k, l]) => v.labels[k] === l));
+      return found?.value ?? assert.fail(`no ${name} ${JSON.stringify(labels)}`);
+    };
+    const r = await run(t, (api) => api.faults.stallNext(3, 300), metrics);
+    assert.equal(r.dataplane.syncs.length, 0, 'the API server has not answered yet');
+    const ip_family = 'IPv4';
+    assert.equal(await value('kubeproxy_sync_proxy_rules_duration_seconds_count', { ip_family }), 0);
+    assert.equal(
+      await value('kubeproxy_network_programming_duration_seconds_bucket', { ip_family, le: '+Inf' }),
+      0,
+    );
+    assert.equal(await value('kubeproxy_sync_proxy_rules_endpoint_changes_pending'), 0);
+    await eventually('first sync', () => r.dataplane.syncs.length > 0);
+    assert.ok((await value('kubeproxy_sync_proxy_rules_duration_seconds_count', { ip_family })) >= 1);
+    assert.ok((await value('kubeproxy_sync_proxy_rules_endpoint_changes_total')) >= 1, 'the slice listed');
+    await eventually(
+      'the listed objects programmed',
+      async () => (await value('kubeproxy_sync_proxy_rules_service_changes_pending')) === 0,
+    );
+
+    // The kernel refuses every sync: a new service stays pending, and is counted.
+    r.dataplane.failNext = Number.POSITIVE_INFINITY;
+    const total = await value('kubeproxy_sync_proxy_rules_service_changes_total');
+    r.api.state.apply(SERVICES, sampleService('default', 'db', { clusterIP: '10.96.0.11' }));
+    await eventually(
+      'db received',
+      async () => (await value('kubeproxy_sync_proxy_rules_service_changes_total')) === total + 1,
+    );
+    await eventually(
+      'a sync refused',
+      async () => (await value('kubeproxy_sync_proxy_rules_nftables_sync_failures_total', { ip_family })) > 0,
+    );
+    assert.equal(await value('kubeproxy_sync_proxy_rules_service_changes_pending'), 1);
+    r.dataplane.failNext = 0;
+    await eventually(
+      'db programmed',
+      async () => (await value('kubeproxy_sync_proxy_rules_service_changes_pending')) === 0,
+    );
+    assert.ok(portKeys(r).includes('default/db:80/TCP'));
+  });
+
   test('/healthz, /livez and /metrics are served with kube-proxy semantics', async (t) => {
     const r = await run(t);
     await eventually('first sync', () => r.dataplane.syncs.length > 0);
