@@ -4,7 +4,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { availableParallelism, hostname } from 'node:os';
 import type { ParseArgsOptionsConfig } from 'node:util';
-import { type DestinationStream, type Logger, pino } from 'pino';
+import type { Logger } from 'pino';
 import { systemClock } from '../../contract/base/clock.ts';
 import type { DataplaneMode, LiveDataplane } from '../../contract/dataplane.ts';
 import type { NfacctCounters } from '../../dataplanes/iptables/nfacct.ts';
@@ -22,6 +22,7 @@ import {
   openIptablesCounters,
   type PacketCount,
 } from '../daemon/nfacct-packet-metrics.ts';
+import { applyOomScoreAdj } from '../daemon/oom-score-adj.ts';
 import { OtherModesCleanup } from '../daemon/other-modes-cleanup.ts';
 import { applyRouteLocalnet } from '../daemon/route-localnet.ts';
 import { KubeClient } from '../kube/client.ts';
@@ -34,6 +35,7 @@ import { cleanupCommand } from './cleanup.ts';
 import { commandFlags, usageError } from './command-flags.ts';
 import { flagLines } from './help.ts';
 import type { CliIO } from './io.ts';
+import { createLogger } from './logger.ts';
 import { printVersion } from './version.ts';
 
 const RUN_OPTIONS: ParseArgsOptionsConfig = {
@@ -134,8 +136,8 @@ export async function runCommand(
     return loaded.usage ? 2 : 1;
   }
   const { config } = loaded;
-  // JSON lines on stdout: journald (or the container runtime) collects them.
-  const logger = pino({ level: logLevel(config.logging.verbosity) }, io.stdout as DestinationStream);
+  // On stdout, in kube-proxy's format: journald (or the container runtime) collects the lines.
+  const logger = createLogger(config.logging.format, logLevel(config.logging.verbosity), io.stdout);
   logger.info({ mode: config.mode, reason: modeReason(config, flags) }, `proxy mode ${config.mode}`);
   for (const warning of read.warnings) logger.warn(warning);
   // The config file's fields that do nothing here, and kube-proxy's lenient decoding: said once, at start.
@@ -176,6 +178,9 @@ async function runLocked(
   fail: (message: string) => number,
   initOnly: boolean,
 ): Promise<number> {
+  const oom = await applyOomScoreAdj(config.oomScoreAdj, environment.procRoot);
+  if (oom.applied && oom.from !== oom.to) logger.info({ from: oom.from, to: oom.to }, 'set oom_score_adj');
+  if (!oom.applied) logger.warn({ reason: oom.reason }, `oomScoreAdj ${oom.to} not applied`);
   const sysctls = await applyConntrackSysctls(config.conntrack, {
     procRoot: environment.procRoot,
     sysRoot: environment.sysRoot,

@@ -41,7 +41,7 @@ for (const mode of modesHere()) {
       const c = await cluster(t, mode);
       const [pod0, pod1] = c.topo.nodes[0]!.pods;
       const daemon = c.startDaemon();
-      await daemon.waitFor('"msg":"rules synced"', SYNC_DEADLINE_MS);
+      await daemon.waitFor('"rules synced"', SYNC_DEADLINE_MS);
 
       await c.write('POST', SERVICES, webService());
       await c.write('POST', ENDPOINT_SLICES, webSlice([pod0!.ipv4, pod1!.ipv4]));
@@ -139,7 +139,7 @@ for (const mode of modesHere()) {
       await c.write('POST', SERVICES, webService());
       await c.write('POST', ENDPOINT_SLICES, webSlice([pod0!.ipv4]));
       const first = c.startDaemon();
-      await first.waitFor('"msg":"rules synced"', SYNC_DEADLINE_MS);
+      await first.waitFor('"rules synced"', SYNC_DEADLINE_MS);
       await eventually('the NodePort answers', async () =>
         (await backends(c, c.topo.client.ns, c.topo.nodes[0]!.ipv4, NODE_PORT, 2)).has(pod0!.name),
       );
@@ -149,7 +149,7 @@ for (const mode of modesHere()) {
       assert.equal(held.backend, pod0!.name);
       // SIGTERM: a clean stop that leaves the rules.
       assert.deepEqual(await first.stop(STOP_DEADLINE_MS), CLEAN_EXIT, first.output());
-      assert.match(first.output(), /"msg":"stopped; rules left in place"/);
+      assert.match(first.output(), /"stopped; rules left in place"/);
       assert.ok(await held.alive(), `the held connection echoes while kproxy is down: ${holder.output()}`);
       const whileDown = await c.topo.connect(c.topo.client.ns, 'tcp', c.topo.nodes[0]!.ipv4, NODE_PORT, {
         count: 3,
@@ -161,7 +161,7 @@ for (const mode of modesHere()) {
       );
 
       const second = c.startDaemon();
-      await second.waitFor('"msg":"rules synced"', SYNC_DEADLINE_MS);
+      await second.waitFor('"rules synced"', SYNC_DEADLINE_MS);
       assert.ok(await held.alive(), `the held connection survived the restart: ${holder.output()}`);
       await held.close();
       assert.deepEqual(await second.stop(STOP_DEADLINE_MS), CLEAN_EXIT, second.output());
@@ -174,7 +174,7 @@ for (const mode of modesHere()) {
       await c.write('POST', SERVICES, webService());
       await c.write('POST', ENDPOINT_SLICES, webSlice([pod0!.ipv4]));
       const daemon = c.startDaemon();
-      await daemon.waitFor('"msg":"rules synced"', SYNC_DEADLINE_MS);
+      await daemon.waitFor('"rules synced"', SYNC_DEADLINE_MS);
       await eventually('pod 0 answers', async () =>
         (await backends(c, c.nodeNs, CLUSTER_IP, 80, 2)).has(pod0!.name),
       );

@@ -167,7 +167,7 @@ export async function cluster(
   return c;
 }
 
-export const syncCount = (daemon: LabProcess) => daemon.output().split('"msg":"rules synced"').length - 1;
+export const syncCount = (daemon: LabProcess) => daemon.output().split('"rules synced"').length - 1;
 
 /** Which backends answered `count` probes (short timeouts: for use inside eventually()). */
 export async function backends(c: Cluster, fromNs: string, host: string, port: number, count = 12) {

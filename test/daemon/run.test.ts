@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -116,7 +116,7 @@ describe('kproxy run', () => {
     assert.match(err(), /unknown flag: --no-such-flag/);
   });
 
-  test('runs until asked to stop, logs JSON, and a second instance on the node is refused', async (t) => {
+  test('runs until asked to stop, logs klog text, and a second instance on the node is refused', async (t) => {
     const api = await startApiServer();
     t.after(() => api.stop());
     api.state.apply(SERVICES, sampleService('default', 'web'));
@@ -136,7 +136,7 @@ describe('kproxy run', () => {
       .out()
       .split('\n')
       .find((line) => line.includes('"kproxy started"'));
-    const metricsUrl = (JSON.parse(started ?? '{}') as { metrics?: string }).metrics;
+    const metricsUrl = started?.match(/ metrics="([^"]+)"/)?.[1];
     const scraped = await (await fetch(`${metricsUrl}/metrics`)).text();
     assert.match(scraped, /^kubeproxy_iptables_localhost_nodeports_accepted_packets_total 5$/m);
     assert.match(scraped, /^kubeproxy_iptables_ct_state_invalid_dropped_packets_total 5$/m);
@@ -163,16 +163,21 @@ describe('kproxy run', () => {
 
     stop('SIGTERM');
     assert.equal(await running, 0);
-    const lines = first
-      .out()
-      .trim()
-      .split('\n')
-      .map((line) => JSON.parse(line) as Record<string, unknown>);
-    assert.ok(lines.some((l) => l.msg === 'kproxy started' && l.server === api.url));
-    assert.ok(lines.some((l) => l.msg === 'stopping' && l.signal === 'SIGTERM'));
-    assert.ok(
-      lines.some((l) => l.level === 20 && l.msg === 'effective configuration'),
+    // kube-proxy's default format: klog's header (severity, mmdd hh:mm:ss.uuuuuu, pid, file:line).
+    const out = first.out();
+    const header = `^I\\d{4} \\d\\d:\\d\\d:\\d\\d\\.\\d{6} +${process.pid} run\\.ts:\\d+\\] `;
+    assert.match(out, new RegExp(`${header}"kproxy started" .*server="${api.url}"`, 'm'));
+    assert.match(out, new RegExp(`${header}"stopping" signal="SIGTERM"$`, 'm'));
+    assert.match(
+      out,
+      new RegExp(`${header}"effective configuration" config=\\{`, 'm'),
       '--v 2 enables debug lines',
+    );
+    // This /proc has no oom_score_adj: said once, as a warning, and the daemon ran all the same.
+    assert.equal(
+      out.match(/^W.*"oomScoreAdj -999 not applied" reason=".*oom_score_adj: ENOENT"$/gm)?.length,
+      1,
+      out,
     );
     assert.equal(dataplane.cleanups, 0, 'rules stay after a stop');
     // The other two modes' leftovers were removed once, after the first full sync.
@@ -180,6 +185,41 @@ describe('kproxy run', () => {
       others.map((other) => other.cleanups),
       [1, 1],
     );
+  });
+
+  test('--logging-format json (logging.format): the JSON lines of component-base; oomScoreAdj written at start', async (t) => {
+    const api = await startApiServer();
+    t.after(() => api.stop());
+    api.state.apply(NODES, sampleNode('node-1'));
+    const ws = await workspace(t, `${CONFIG}logging:\n  format: json\n  verbosity: 2\noomScoreAdj: -500\n`);
+    await writeFile(join(ws.proc, 'self/oom_score_adj'), '0\n');
+    const dataplane = new RecordingDataplane();
+    const run = capture();
+    const { env, stop } = environment(ws.proc, dataplane);
+    const running = runCommand(['--config', ws.config, '--master', api.url], run.io, env);
+    t.after(() => stop('SIGTERM'));
+    await eventually('first sync', () => dataplane.syncs.length > 0);
+    stop('SIGTERM');
+    assert.equal(await running, 0);
+    assert.equal(await readFile(join(ws.proc, 'self/oom_score_adj'), 'utf8'), '-500\n');
+    const lines = run
+      .out()
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+    const line = (msg: string) =>
+      lines.find((l) => l.msg === msg) ?? assert.fail(`no "${msg}" in ${run.out()}`);
+    const started = line('kproxy started');
+    // component-base's keys first: ts (ms since the epoch, with a fraction), caller, msg, v.
+    assert.deepEqual(Object.keys(started).slice(0, 4), ['ts', 'caller', 'msg', 'v']);
+    // Milliseconds: seconds or microseconds would be off from now by a factor of 1,000.
+    assert.ok(Math.abs((started.ts as number) - Date.now()) < 60_000, 'ts is now, in milliseconds');
+    assert.match(started.caller as string, /^cli\/run\.ts:\d+$/);
+    assert.equal(started.v, 0);
+    assert.equal(started.server, api.url);
+    assert.equal(line('effective configuration').v, 2, 'debug lines are -v 2');
+    assert.deepEqual([line('set oom_score_adj').from, line('set oom_score_adj').to], [0, -500]);
+    assert.ok(!lines.some((l) => 'level' in l || 'time' in l || 'pid' in l), 'no pino keys left');
   });
 
   test('without nfacct in the kernel, localhost NodePorts are served uncounted and INVALID drops uncounted, each said in one line', async (t) => {
@@ -208,7 +248,7 @@ describe('kproxy run', () => {
         .split('\n')
         .filter((line) => line.includes(metric));
       assert.equal(said.length, 1, run.out());
-      assert.match(said[0]!, /"level":40.*"reason":"Request rejected: EOPNOTSUPP"/);
+      assert.match(said[0]!, /^W.* reason="Request rejected: EOPNOTSUPP"/);
     }
   });
 
