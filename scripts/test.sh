@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 debs=(nft:nftables iptables:iptables conntrack:conntrack nfacct:nfacct ip:iproute2 ipset:ipset
   socat:socat ruby:ruby shellcheck:shellcheck vagrant:vagrant kubectl:kubernetes-client
   /usr/share/vagrant-plugins/plugins.d/vagrant-libvirt.json:vagrant-libvirt
-  mmdebstrap:mmdebstrap systemd-nspawn:systemd-container)
+  mmdebstrap:mmdebstrap systemd-nspawn:systemd-container lintian:lintian)
 if [ "$(id -u)" = 0 ]; then
   installed() { if [[ "$1" == /* ]]; then [ -e "$1" ]; else command -v "$1" >/dev/null; fi; }
   need=()
@@ -41,7 +41,8 @@ biome check .
 # tests, one boot), on the network and disk (mmdebstrap), or on the clock (idle-health: three idle
 # daemons for 10 minutes, ~12 min). They run together beside the rest (which runs one file at a
 # time, node's default on 2 cores), not after it; their report comes at the end.
-aside=(test/in-vm.test.ts test/daemon/systemd-boot.test.ts test/daemon/idle-health.test.ts)
+aside=(test/in-vm.test.ts test/daemon/systemd-boot.test.ts test/daemon/idle-health.test.ts
+  test/daemon/deb-package.test.ts)
 mapfile -t rest < <(find test -name '*.test.ts' | sort | grep -vxF -f <(printf '%s\n' "${aside[@]}"))
 run_tests=(node --test --test-reporter=spec --test-timeout=600000)
 aside_log=$(mktemp)

