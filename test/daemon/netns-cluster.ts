@@ -82,8 +82,8 @@ export interface Cluster {
   ): Promise<void>;
   /** GET inside the node namespace: status code and body. */
   get(url: string): Promise<{ status: number; body: string }>;
-  /** `kproxy run` in the cluster's mode, or in `mode`. */
-  startDaemon(mode?: string): LabProcess;
+  /** `kproxy run` in the cluster's mode, or in `mode`, with more flags when given. */
+  startDaemon(mode?: string, flags?: readonly string[]): LabProcess;
   /** An outage as the daemon sees it: its connections to the API server are reset, ours are not. */
   blockApi(blocked: boolean): Promise<void>;
 }
@@ -143,7 +143,7 @@ export async function cluster(
       const lines = result.stdout.split('\n');
       return { status: Number(lines.pop()), body: lines.join('\n') };
     },
-    startDaemon(other = mode) {
+    startDaemon(other = mode, flags = []) {
       return lab.spawn(nodeNs, NODE_BIN, [
         KPROXY,
         'run',
@@ -151,6 +151,7 @@ export async function cluster(
         join(dir, `config-${other}.yaml`),
         '--master',
         API,
+        ...flags,
       ]);
     },
     async blockApi(blocked) {
