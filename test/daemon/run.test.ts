@@ -98,8 +98,10 @@ describe('kproxy run', () => {
     assert.deepEqual([0, 1, 2, 3, 4, 9].map(logLevel), ['info', 'info', 'debug', 'debug', 'trace', 'trace']);
   });
 
-  test('a config file with an unknown field is rejected at start, naming the field', async (t) => {
-    const ws = await workspace(t, `${CONFIG}iptable:\n  masqueradeBit: 14\n`);
+  // An unknown field loads leniently, as kube-proxy's loadConfig (test/config covers its warning);
+  // a field kube-proxy's validation refuses stops the start.
+  test('a config file with an invalid field is rejected at start, naming the file and the field', async (t) => {
+    const ws = await workspace(t, `${CONFIG}oomScoreAdj: 5000\n`);
     const { io, err } = capture();
     const code = await runCommand(
       ['--config', ws.config],
@@ -107,7 +109,7 @@ describe('kproxy run', () => {
       environment(ws.proc, new RecordingDataplane()).env,
     );
     assert.equal(code, 1);
-    assert.match(err(), /^kproxy run: .*config\.yaml: unknown field "iptable"/);
+    assert.match(err(), /^kproxy run: .*config\.yaml: oomScoreAdj: 5000 /);
   });
 
   test('an unknown flag is a usage error', async () => {
