@@ -197,6 +197,9 @@ test('adds, removes, a whole-set switch and eTP Local changes: O(change) element
     // Local by address, as a pod stays on its node: the first state too, or its first step would
     // also fill the Local keys, which the bound below does not count (seeds 1 and 2 did).
     const stateOf = (endpoints: readonly Endpoint[]) => {
+      // As the model gives them: unique by address, in address order (endpoint-slots.ts's input).
+      const addresses = endpoints.map((ep) => ep.ip);
+      assert.deepEqual(addresses, [...new Set(addresses)].sort(), `seed ${seed}: the model's order`);
       const local = endpoints
         .filter((ep) => Number(ep.ip.split('.')[3]) % 7 === 0)
         .map((ep) => ({ ...ep, isLocal: true }));
@@ -210,14 +213,23 @@ test('adds, removes, a whole-set switch and eTP Local changes: O(change) element
     };
     let cluster = pick();
     const history = new History(stateOf(cluster));
+    // The terminating endpoints' addresses, each new (10.245.0.1, 10.245.0.2, ...).
+    let terminated = 0;
     for (let step = 0; step < 30; step++) {
       const switching = step % 10 === 9;
       let next: Endpoint[];
       if (switching) {
-        // All ready endpoints gone: the model falls back to the terminating ones, a disjoint set.
-        next = cluster.map((ep) =>
-          endpoint(ep.ip.replace('10.244.0.', '10.244.9.'), 8080, { terminating: true }),
-        );
+        // All ready endpoints gone: the model falls back to the terminating ones, a disjoint set,
+        // unique and in address order as the model gives them. (Renaming 10.244.0.n to 10.244.9.n
+        // made two of one address at the second switch, and a Local list out of order, which the
+        // model never gives: the walk took them as gone and come, over the bound (seed 682).)
+        next = cluster
+          .map(() => {
+            const ip = `10.245.${Math.floor(terminated / 250)}.${(terminated % 250) + 1}`;
+            terminated++;
+            return endpoint(ip, 8080, { terminating: true });
+          })
+          .sort((a, b) => (a.ip < b.ip ? -1 : 1));
       } else {
         const gone = new Set(cluster.filter(() => random() < 0.02).map((ep) => ep.ip));
         const came = pool.filter(() => random() < 0.01).map((n) => `10.244.0.${n}`);
