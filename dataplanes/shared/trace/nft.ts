@@ -1,6 +1,8 @@
 // The nftables tracer: walks a packet through nft rule text (what kproxy renders, or what the
 // kernel lists) and reports every path with its probability. Only kproxy's tables are
 // evaluated; other tables hooked where the packet passes are named as not evaluated.
+
+import { addressBytes } from '../nft/element-encoding.ts';
 import {
   type Flow,
   type HookEvaluator,
@@ -9,6 +11,7 @@ import {
   walkHooks,
   withStep,
 } from './flow.ts';
+import { nftJhash } from './jhash.ts';
 import { valueMatches } from './match-value.ts';
 import { type NftClause, type NftExpr, type NftLookup, type ParsedRule, parseRule } from './nft-rule.ts';
 import {
@@ -34,6 +37,8 @@ interface Path {
 
 export interface NftTraceOptions {
   readonly host: TraceHost;
+  /** Evaluate other owners' tables too (`kproxy diff` asks which of their rules hit a Service). */
+  readonly foreignTables?: boolean;
   /** Extra work at a hook after the chains of a priority (IPVS hooks in between). */
   readonly extraHooks?: readonly {
     readonly hook: HookName;
@@ -82,7 +87,7 @@ class NftEvaluator {
       if (table.family !== this.family && table.family !== 'inet') continue;
       for (const chain of table.chains.values()) {
         if (chain.hook?.hook !== hook) continue;
-        if (!KPROXY_TABLES.has(table.name)) {
+        if (!KPROXY_TABLES.has(table.name) && this.options.foreignTables !== true) {
           this.skipped.add(`${table.family} ${table.name} ${chain.name} (${hook}): not kproxy's table`);
           continue;
         }
@@ -294,6 +299,13 @@ class NftEvaluator {
             parts: [...result.parts, String(n + expr.offset)],
           })),
         );
+      } else if (expr.kind === 'jhash') {
+        const address = this.field(expr.field, flow);
+        const value =
+          address === undefined
+            ? undefined
+            : String(nftJhash(addressBytes(address), expr.modulus, expr.seed, expr.offset));
+        results = results.map((result) => ({ ...result, parts: [...result.parts, value] }));
       } else {
         const value = expr.kind === 'literal' ? expr.text : this.field(expr.name, flow);
         results = results.map((result) => ({ ...result, parts: [...result.parts, value] }));
