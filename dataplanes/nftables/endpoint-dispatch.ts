@@ -4,10 +4,7 @@
 // endpoint count:
 //   backends-tcp-3: dnat to ip daddr . tcp dport . numgen random mod 3 map @backends-tcp
 // so the chain count is bounded by the number of distinct endpoint counts, not by services.
-// With the node's endpointHash 'source' (IPVS's sh) the index is a hash of the client address
-// instead, `jhash ip saddr mod 3 seed 0x6b70726f`: the seed is fixed, so every node and every
-// restart sends one client to the same index (the kernel would draw a seed at random).
-import type { Endpoint, NodeSettings, ServicePort } from '../../contract/proxy-state.ts';
+import type { Endpoint, ServicePort } from '../../contract/proxy-state.ts';
 import type { TrafficDecisions } from '../../contract/traffic-decisions.ts';
 import type { FamilySyntax } from '../shared/nft/family-syntax.ts';
 import type { RulesetBuilder } from '../shared/nft/ruleset.ts';
@@ -20,7 +17,6 @@ import type { DispatchTarget, L4Protocol } from './sets.ts';
 export interface PortWrite {
   readonly builder: RulesetBuilder;
   readonly syntax: FamilySyntax;
-  readonly node: NodeSettings;
   readonly sp: ServicePort;
   /** The port's protocol in nft's words. */
   readonly proto: L4Protocol;
@@ -46,7 +42,7 @@ export interface DispatchKey {
  * affinity maps and the key to an affinity count chain instead (affinity.ts).
  */
 export function addDispatch(w: PortWrite, key: DispatchKey): void {
-  const { builder, sp, proto } = w;
+  const { builder, syntax, sp, proto } = w;
   const { target, address, port, endpoints } = key;
   if (endpoints.length === 0) throw new Error(`dispatch of ${sp.key} without endpoints`);
   const prefix = address === undefined ? '' : `${address} . `;
@@ -58,33 +54,27 @@ export function addDispatch(w: PortWrite, key: DispatchKey): void {
     return;
   }
   const backends = `${target.backendsMap}-${proto}`;
-  const chain = addCountChain(w, target, backends, endpoints.length);
+  const chain = addCountChain(builder, syntax, target, backends, proto, endpoints.length);
   builder.addElement(target.dispatchMap, { key: element, value: `goto ${chain}`, comment });
   forEachIndex(endpoints, key.indexes, (ep, i) => {
     builder.addElement(backends, { key: `${prefix}${port} . ${i}`, value: `${ep.ip} . ${ep.port}` });
   });
 }
 
-/** The seed of the source hash: "kpro". */
-export const SOURCE_HASH_SEED = '0x6b70726f';
-
 function addCountChain(
-  { builder, syntax, node, proto }: PortWrite,
+  builder: RulesetBuilder,
+  syntax: FamilySyntax,
   target: DispatchTarget,
   backends: string,
+  proto: L4Protocol,
   count: number,
 ): string {
   const name = `${backends}-${count}`;
   const key = target.nodePort ? `${proto} dport` : `${syntax.ip} daddr . ${proto} dport`;
-  const index =
-    node.endpointHash === 'source'
-      ? `jhash ${syntax.ip} saddr mod ${count} seed ${SOURCE_HASH_SEED}`
-      : `numgen random mod ${count}`;
-  const by = node.endpointHash === 'source' ? ', by client address' : '';
   builder.addChain({
     name,
-    comment: `dnat to one of ${count} endpoints of the key in @${backends}${by}`,
-    rules: [`dnat ${syntax.ip} to ${key} . ${index} map @${backends}`],
+    comment: `dnat to one of ${count} endpoints of the key in @${backends}`,
+    rules: [`dnat ${syntax.ip} to ${key} . numgen random mod ${count} map @${backends}`],
   });
   return name;
 }

@@ -32,7 +32,6 @@ import { FragmentIndex } from './fragment-index.ts';
 import { IntactSampler } from './intact-check.ts';
 import type { NftRunner } from './nft-runner.ts';
 import { incrementalPlanSteps, type NftPlan, planFull, planInPlace } from './planner.ts';
-import { type EndpointHash, endpointHashApplier } from './scheduler.ts';
 
 export type NftablesLog = DataplaneLog;
 
@@ -53,8 +52,6 @@ export interface NftablesDataplaneOptions {
    * process's network namespace; absent: every transaction goes to nft whole.
    */
   readonly elements?: NetlinkElementWriter;
-  /** How endpoints are picked (scheduler.ts); absent: at random. */
-  readonly endpointHash?: EndpointHash;
 }
 
 interface CommittedRecord {
@@ -128,11 +125,9 @@ export class NftablesDataplane implements LiveDataplane {
   readonly #sampler = new IntactSampler();
   readonly #coldStartChunk: number;
   readonly #elements: NetlinkElementWriter | undefined;
-  readonly #withEndpointHash: (state: DualStackState) => DualStackState;
 
   constructor(options: NftablesDataplaneOptions) {
     this.#nft = options.nft;
-    this.#withEndpointHash = endpointHashApplier(options.endpointHash);
     this.#elements = options.elements;
     this.#log = options.log ?? (() => {});
     this.#conntrack = new UdpConntrackReconciler(options.commands, this.#log);
@@ -175,11 +170,10 @@ export class NftablesDataplane implements LiveDataplane {
   }
 
   async sync(
-    modelState: DualStackState,
+    state: DualStackState,
     kind: SyncKind,
     changed?: ReadonlySet<ServicePortKey>,
   ): Promise<SyncOutcome> {
-    const state = this.#withEndpointHash(modelState);
     const record = this.#record;
     let ran: SyncKind | undefined;
     try {

@@ -12,6 +12,7 @@ Usage: kproxy COMMAND [flags]
 Commands:
   render     print the rules for cluster objects read from files (dry run)
   trace      follow one packet through the rules: chains, matches, endpoint (see kproxy trace --help)
+  diff       what this node's kernel holds against the render, per Service (see kproxy diff --help)
   run        run the node proxy daemon (see kproxy run --help)
   cleanup    remove kproxy's rules (--kube-proxy: also kube-proxy's leftovers)
   install    install kproxy, its systemd unit and /etc/kproxy/config.yaml
@@ -96,5 +97,19 @@ or not understood, are listed as not evaluated.
   --local ADDRESS                            also an address of this node (repeatable); the node's
                                              IPs come from --node-ip / the configuration, or the
                                              kernel with --live
+  --json                                     the report as JSON
+`;
+
+export const DIFF_USAGE = `Usage: kproxy diff --mode nftables (--input PATH... | --example) [--json] [render's flags]
+
+Compares what kproxy would install for these objects (the render) with what this node's kernel
+holds now, per Service port: pieces missing, extra or different (a map element dropped or holding
+another endpoint, a flushed chain, a rule added inside kproxy's chains). Rules of other tables are
+listed as foreign and judged only by what they do: those that drop or reject a Service's packets
+(traced through both) are named with the Services they hit. Tables this nft cannot list are named
+as not read. Exit status: 0 equal, 1 drift, 2 error.
+
+  --mode MODE                                nftables (iptables and ipvs: not yet)
+  --input PATH, --example                    the objects, as for kproxy render (--config, --node-ip, ...)
   --json                                     the report as JSON
 `;

@@ -10,6 +10,7 @@ type Command = (args: readonly string[], io: CliIO) => Promise<number>;
 const COMMANDS: Readonly<Record<string, Command>> = {
   render: async (args, io) => (await import('./render.ts')).renderCommand(args, io),
   trace: async (args, io) => (await import('./trace.ts')).traceCommand(args, io),
+  diff: async (args, io) => (await import('./diff.ts')).diffCommand(args, io),
   run: async (args, io) => (await import('./run.ts')).runCommand(args, io),
   cleanup: async (args, io) => (await import('./cleanup.ts')).cleanupCommand(args, io),
   install: async (args, io) => (await import('./install.ts')).installCommand(args, io),

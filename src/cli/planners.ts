@@ -5,10 +5,7 @@ import type { ProxyConfig } from '../config/config.ts';
 type PlannerLoader = (config: ProxyConfig) => Promise<DataplanePlanner<unknown>>;
 
 const PLANNERS: Record<ProxyConfig['mode'], PlannerLoader> = {
-  nftables: async (config) =>
-    (await import('../../dataplanes/nftables/planner.ts')).createNftablesPlanner({
-      scheduler: config.ipvs.scheduler,
-    }),
+  nftables: async () => (await import('../../dataplanes/nftables/planner.ts')).nftablesPlanner,
   iptables: async () => (await import('../../dataplanes/iptables/planner.ts')).iptablesPlanner,
   ipvs: async (config) =>
     (await import('../../dataplanes/ipvs/planner.ts')).createIpvsPlanner({

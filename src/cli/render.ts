@@ -115,7 +115,8 @@ export async function renderCommand(args: readonly string[], io: CliIO): Promise
   return 0;
 }
 
-async function renderRequest(values: FlagValues): Promise<RenderRequest | Failure> {
+/** The request render's flags make (also `kproxy diff`'s: the same objects, config and families). */
+export async function renderRequest(values: FlagValues): Promise<RenderRequest | Failure> {
   const usage = (message: string): Failure => ({ exitCode: 2, message });
   const mode = values.mode ?? values['proxy-mode'];
   if (values['proxy-mode'] !== undefined && mode !== values['proxy-mode']) {

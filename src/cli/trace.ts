@@ -80,10 +80,14 @@ export function traceRuleText(
 }
 
 /** Reads what the kernel holds for `mode`, in the text form traceRuleText reads. */
-export function readLiveRules(mode: TraceMode, runner: CommandRunner): Promise<string> {
+export function readLiveRules(
+  mode: TraceMode,
+  runner: CommandRunner,
+  onUnreadable?: (reason: string) => void,
+): Promise<string> {
   if (mode === 'iptables') return readLiveIptablesRules(runner);
   if (mode === 'ipvs') return readLiveIpvsRules(runner);
-  return readLiveNftRuleset(runner);
+  return readLiveNftRuleset(runner, onUnreadable);
 }
 
 export interface TraceDependencies {
@@ -128,7 +132,7 @@ export async function traceCommand(
   try {
     if (live) {
       const runner = dependencies.runner ?? execaRunner();
-      text = await readLiveRules(mode, runner);
+      text = await readLiveRules(mode, runner, (reason) => io.stderr.write(`warning: not read: ${reason}\n`));
       localAddresses = await readLocalAddresses(runner);
     } else {
       const output = await renderedRules(args, replay(), mode);

@@ -16,15 +16,9 @@ export interface LiveDataplaneOptions {
 type Factory = (options: LiveDataplaneOptions) => Promise<LiveDataplane>;
 
 const FACTORIES: Record<DataplaneMode, Factory> = {
-  async nftables({ logger, runner, ipvs }) {
+  async nftables({ logger, runner }) {
     const { buildNftablesDataplane } = await import('../../dataplanes/nftables/build.ts');
-    return buildNftablesDataplane({
-      runner,
-      log: logTo(logger, 'nftables'),
-      // ipvs.scheduler's nftables counterpart (dataplanes/nftables/scheduler.ts).
-      scheduler: ipvs?.scheduler,
-      warn: (message) => logger.child({ dataplane: 'nftables' }).warn(message),
-    });
+    return buildNftablesDataplane({ runner, log: logTo(logger, 'nftables') });
   },
   async iptables({ logger, runner }) {
     const { buildIptablesDataplane } = await import('../../dataplanes/iptables/build.ts');

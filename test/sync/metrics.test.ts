@@ -4,8 +4,7 @@ import { CommandTimeoutError } from '../../contract/dataplane-error.ts';
 import type { DualStackState } from '../../contract/proxy-state.ts';
 import { IptablesCommandError } from '../../dataplanes/iptables/live.ts';
 import { endpoint, localEndpoint, proxyState, servicePort } from '../../harness/proxy-states.ts';
-import { ProxyMetrics } from '../../src/sync/metrics.ts';
-import { StateCounter } from '../../src/sync/state-counts.ts';
+import { countNoLocalEndpoints, ProxyMetrics } from '../../src/sync/metrics.ts';
 
 async function value(
   metrics: ProxyMetrics,
@@ -32,12 +31,7 @@ const synced = (kind: 'full' | 'incremental', startedAt: number, durationMs: num
     durationMs,
   }) as const;
 
-/** What the daemon does with each state it hands to the dataplane. */
-function stateBuilt(metrics: ProxyMetrics, state: DualStackState): void {
-  metrics.noLocalEndpointsCounted(new StateCounter().update(state).noLocal);
-}
-
-describe('the no-local-endpoints count', () => {
+describe('countNoLocalEndpoints', () => {
   test('counts Local policies without a local endpoint, per family and per policy', () => {
     const remote = [endpoint('10.2.0.5', 80)];
     const remote6 = [endpoint('fd00:2::5', 80)];
@@ -52,7 +46,7 @@ describe('the no-local-endpoints count', () => {
       ]),
       IPv6: proxyState('IPv6', [servicePort('a6', { ...external, clusterEndpoints: remote6 })]),
     };
-    assert.deepEqual(new StateCounter().update(state).noLocal, {
+    assert.deepEqual(countNoLocalEndpoints(state), {
       IPv4: { internal: 2, external: 2 },
       IPv6: { internal: 0, external: 1 },
     });
@@ -65,14 +59,14 @@ describe('the no-local-endpoints count', () => {
         servicePort('b', { nodePort: 30080, externalPolicyLocal: true }),
       ]),
     };
-    assert.deepEqual(new StateCounter().update(state).noLocal, { IPv4: { internal: 0, external: 0 } });
+    assert.deepEqual(countNoLocalEndpoints(state), { IPv4: { internal: 0, external: 0 } });
   });
 });
 
 /** ProxyMetrics after a state of these families was built (the ip_family label's values). */
 function serving(mode: 'nftables' | 'iptables' | 'ipvs', families: readonly ('IPv4' | 'IPv6')[] = ['IPv4']) {
   const metrics = new ProxyMetrics(mode, { processMetrics: false });
-  stateBuilt(metrics, Object.fromEntries(families.map((f) => [f, proxyState(f, [])])));
+  metrics.stateBuilt(Object.fromEntries(families.map((f) => [f, proxyState(f, [])])));
   return metrics;
 }
 
@@ -236,10 +230,10 @@ describe('ProxyMetrics', () => {
   test('no-local-endpoint gauges follow the latest state', async () => {
     const metrics = new ProxyMetrics('nftables', { processMetrics: false });
     const remote = [endpoint('10.2.0.5', 80)];
-    stateBuilt(metrics, {
+    metrics.stateBuilt({
       IPv4: proxyState('IPv4', [servicePort('a', { internalPolicyLocal: true, hasEndpoints: true })]),
     });
-    stateBuilt(metrics, {
+    metrics.stateBuilt({
       IPv4: proxyState('IPv4', [
         servicePort('b', { nodePort: 30080, externalPolicyLocal: true, clusterEndpoints: remote }),
       ]),
@@ -253,7 +247,7 @@ describe('ProxyMetrics', () => {
     const metrics = new ProxyMetrics('nftables', { processMetrics: false });
     metrics.observe({ type: 'queued', at: 1_000 });
     const remote6 = [endpoint('fd00:2::5', 80)];
-    stateBuilt(metrics, {
+    metrics.stateBuilt({
       IPv4: proxyState('IPv4', []),
       IPv6: proxyState('IPv6', [
         servicePort('b', { nodePort: 30080, externalPolicyLocal: true, clusterEndpoints: remote6 }),

@@ -65,30 +65,4 @@ export const goldenStates: Record<string, DualStackState> = {
       { serviceCIDRs: ['fd00:96::/112'] },
     ),
   },
-  // ipvs.scheduler sh: the endpoint index is a jhash of the client address (scheduler.ts).
-  'source-hash-dual-stack': {
-    IPv4: proxyState(
-      'IPv4',
-      [
-        servicePort('web', { clusterIP: '10.96.0.40', nodePort: 30040, clusterEndpoints: pods }),
-        servicePort('local', {
-          clusterIP: '10.96.0.41',
-          nodePort: 30041,
-          externalPolicyLocal: true,
-          clusterEndpoints: pods,
-        }),
-      ],
-      { endpointHash: 'source' },
-    ),
-    IPv6: proxyState(
-      'IPv6',
-      [
-        servicePort('web', {
-          clusterIP: 'fd00:96::40',
-          clusterEndpoints: [endpoint('fd00:244:2::10'), localEndpoint('fd00:244:1::10')],
-        }),
-      ],
-      { endpointHash: 'source' },
-    ),
-  },
 };

@@ -1,0 +1,189 @@
+// `kproxy diff --mode nftables` against a real kernel: the example's render loaded into a network
+// namespace, then tampered with as an operator or another tool would; each change is reported as
+// the piece it is, with the Service port it belongs to, and a node in sync reports equal (exit 0).
+import assert from 'node:assert/strict';
+import { after, before, beforeEach, describe, test } from 'node:test';
+import { type CommandRunner, execaRunner } from '../../dataplanes/shared/command-runner.ts';
+import type { DriftReport } from '../../dataplanes/shared/drift/drift-report.ts';
+import { Lab } from '../../harness/netns.ts';
+import { diffCommand } from '../../src/cli/diff.ts';
+import { renderCommand } from '../../src/cli/render.ts';
+import { captureIO } from './capture-io.ts';
+
+const isRoot = process.getuid?.() === 0;
+const ROOT_REASON = 'needs root: network namespaces and nft (run the suite as root)';
+if (!isRoot) process.stderr.write(`SKIPPED kproxy diff kernel tests: ${ROOT_REASON}\n`);
+
+describe('kproxy diff (nftables) on a real kernel', { skip: isRoot ? false : ROOT_REASON }, () => {
+  let lab: Lab;
+  let runner: CommandRunner;
+  let script: string;
+
+  async function nft(...args: string[]): Promise<void> {
+    const result = await runner.run('nft', args);
+    assert.equal(result.exitCode, 0, `nft ${args.join(' ')}: ${result.stderr}`);
+  }
+
+  async function diff(json = true): Promise<{ code: number; report: DriftReport; text: string }> {
+    const captured = captureIO();
+    const code = await diffCommand(['--example', ...(json ? ['--json'] : [])], captured.io, { runner });
+    assert.notEqual(code, 2, captured.stderr());
+    return { code, report: json ? JSON.parse(captured.stdout()) : undefined!, text: captured.stdout() };
+  }
+
+  before(async () => {
+    lab = new Lab('diff');
+    const ns = await lab.addNetns('node');
+    runner = execaRunner(['ip', 'netns', 'exec', ns]);
+    const captured = captureIO();
+    assert.equal(await renderCommand(['--example', '--mode', 'nftables'], captured.io), 0);
+    script = captured.stdout();
+  });
+  after(() => lab?.destroy());
+
+  // The render replaces the table whole (add, delete, add): every case starts from a node in sync.
+  beforeEach(async () => {
+    const loaded = await runner.run('nft', ['-f', '-'], script);
+    assert.equal(loaded.exitCode, 0, loaded.stderr);
+  });
+
+  test('a node in sync reports equal, exit 0', async () => {
+    const { code, text } = await diff(false);
+    assert.equal(code, 0);
+    assert.match(text, /the kernel holds what kproxy would install/);
+  });
+
+  test('a flushed chain: each of its rules missing, node-wide', async () => {
+    await nft('flush', 'chain', 'ip', 'kproxy', 'cluster-ips-check');
+    const { code, report } = await diff();
+    assert.equal(code, 1);
+    assert.deepEqual(
+      report.pieces.map((p) => [p.kind, p.where, p.service, p.text]),
+      [
+        ['missing', 'ip kproxy chain cluster-ips-check', '(node-wide)', 'ip daddr @cluster-ips reject'],
+        ['missing', 'ip kproxy chain cluster-ips-check', '(node-wide)', 'ip daddr 10.96.0.0/12 drop'],
+      ],
+    );
+  });
+
+  test('a deleted map element: missing, for its Service port (the protocol from the map)', async () => {
+    await nft('delete', 'element', 'ip', 'kproxy', 'backends-tcp', '{ 10.96.0.10 . 53 . 1 }');
+    const { code, report } = await diff();
+    assert.equal(code, 1);
+    assert.deepEqual(report.pieces, [
+      {
+        kind: 'missing',
+        service: 'kube-system/kube-dns:53/TCP',
+        where: 'ip kproxy map backends-tcp',
+        text: '10.96.0.10 . 53 . 1 : 10.244.2.12 . 53',
+      },
+    ]);
+  });
+
+  test('an element sending to an endpoint that is gone: different, with what kproxy would hold', async () => {
+    await nft('delete', 'element', 'ip', 'kproxy', 'backends-tcp', '{ 10.96.10.10 . 80 . 0 }');
+    await nft(
+      'add',
+      'element',
+      'ip',
+      'kproxy',
+      'backends-tcp',
+      '{ 10.96.10.10 . 80 . 0 : 10.244.9.9 . 8080 }',
+    );
+    const { report } = await diff();
+    assert.deepEqual(report.pieces, [
+      {
+        kind: 'different',
+        service: 'default/web:80/TCP',
+        where: 'ip kproxy map backends-tcp',
+        text: '10.96.10.10 . 80 . 0 : 10.244.9.9 . 8080',
+        expected: '10.96.10.10 . 80 . 0 : 10.244.1.13 . 8080',
+      },
+    ]);
+  });
+
+  test('a rule someone added inside our chain: extra', async () => {
+    await nft('insert', 'rule', 'ip', 'kproxy', 'services', 'ip', 'daddr', '10.96.0.99', 'accept');
+    const { code, report } = await diff();
+    assert.equal(code, 1);
+    assert.deepEqual(
+      report.pieces.map((p) => [p.kind, p.where, p.text]),
+      [['extra', 'ip kproxy chain services', 'ip daddr 10.96.0.99 accept']],
+    );
+  });
+
+  test('a foreign DROP before ours is named with the Service it hits; a harmless rule is listed, not judged', async () => {
+    await nft('add', 'table', 'ip', 'guard');
+    try {
+      await nft('add', 'chain', 'ip', 'guard', 'pre', '{ type filter hook prerouting priority raw ; }');
+      await nft(
+        'add',
+        'rule',
+        'ip',
+        'guard',
+        'pre',
+        'ip',
+        'daddr',
+        '10.96.10.10',
+        'tcp',
+        'dport',
+        '80',
+        'drop',
+      );
+      await nft('add', 'rule', 'ip', 'guard', 'pre', 'tcp', 'dport', '22', 'accept');
+      const { code, report } = await diff();
+      assert.equal(code, 1, 'a foreign rule dropping a Service is drift');
+      assert.deepEqual(report.pieces, []);
+      assert.deepEqual(report.foreign, [
+        {
+          where: 'ip guard chain pre (prerouting)',
+          text: 'ip daddr 10.96.10.10 tcp dport 80 drop',
+          hits: ['default/web:80/TCP'],
+        },
+        { where: 'ip guard chain pre (prerouting)', text: 'tcp dport 22 accept', hits: [] },
+      ]);
+      await nft('delete', 'rule', 'ip', 'guard', 'pre', 'handle', await handleOf('guard', 'pre', 'drop'));
+      assert.equal((await diff()).code, 0, 'a foreign rule that hits no Service is not drift');
+    } finally {
+      await runner.run('nft', ['delete', 'table', 'ip', 'guard']);
+    }
+  });
+
+  test("another mode's leftovers: the iptables mode's chains and jump, the ipvs mode's table", async () => {
+    const iptables = (...args: string[]) => runner.run('iptables-nft', ['-t', 'nat', ...args]);
+    try {
+      assert.equal((await iptables('-N', 'KPROXY-SERVICES')).exitCode, 0);
+      assert.equal((await iptables('-A', 'PREROUTING', '-j', 'KPROXY-SERVICES')).exitCode, 0);
+      await nft('add', 'table', 'ip', 'kproxy-ipvs');
+      const { code, report } = await diff();
+      assert.equal(code, 1);
+      assert.deepEqual(
+        report.pieces.map((p) => [p.kind, p.where]).sort(),
+        [
+          ['extra', 'ip nat chain PREROUTING'],
+          ['extra', 'ip nat chain KPROXY-SERVICES'],
+          ['extra', 'ip kproxy-ipvs'],
+        ].sort(),
+      );
+      assert.deepEqual(report.foreign, [], "leftovers are kproxy's, not foreign");
+    } finally {
+      await runner.run('nft', ['delete', 'table', 'ip', 'nat']);
+      await runner.run('nft', ['delete', 'table', 'ip', 'kproxy-ipvs']);
+    }
+  });
+
+  test('a missing table: everything of it missing in one piece', async () => {
+    await nft('delete', 'table', 'ip6', 'kproxy');
+    const { code, report } = await diff();
+    assert.equal(code, 1);
+    assert.deepEqual(report.pieces, [
+      { kind: 'missing', service: '(node-wide)', where: 'ip6 kproxy', text: 'table ip6 kproxy' },
+    ]);
+  });
+
+  /** The handle of the rule of `chain` whose text ends in `verdict`. */
+  async function handleOf(table: string, chain: string, verdict: string): Promise<string> {
+    const listed = await runner.run('nft', ['-a', 'list', 'chain', 'ip', table, chain]);
+    return listed.stdout.match(new RegExp(`${verdict} # handle (\\d+)`))![1]!;
+  }
+});
