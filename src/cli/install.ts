@@ -121,6 +121,9 @@ export async function install(root: string): Promise<string[]> {
   // The configuration is root's, readable by the service's group: kproxy cannot rewrite it.
   const config = join(root, CONFIG_PATH);
   const configDir = join(config, '..');
+  // Only /etc/kproxy is 0750: a recursive mkdir would give the same mode to an /etc it creates
+  // (a package build's), which a tarball extracted over / would then impose on the node's /etc.
+  await mkdir(join(configDir, '..'), { recursive: true });
   await mkdir(configDir, { recursive: true, mode: 0o750 });
   if (gid !== undefined) await chown(configDir, 0, gid);
   try {
