@@ -85,7 +85,8 @@ describe('kproxy install --root', { concurrency: true }, () => {
     assert.equal((await stat(join(root, COMMAND_PATH))).mode & 0o777, 0o755);
 
     const unit = await readFile(join(root, UNIT_PATH), 'utf8');
-    assert.match(unit, new RegExp(`run --config ${CONFIG_PATH}$`, 'm'));
+    // The operator's extra flags (KPROXY_ARGS, /etc/default/kproxy) follow the config.
+    assert.match(unit, new RegExp(`run --config ${CONFIG_PATH} \\$KPROXY_ARGS$`, 'm'));
 
     const configText = await readFile(join(root, CONFIG_PATH), 'utf8');
     const loaded = await loadProxyConfig(
