@@ -117,8 +117,9 @@ describe('the kproxy .deb', { concurrency: true }, () => {
     const root = join(dir, 'root');
     const [deb, seconds] = await Promise.all([builtPackage(), makeDebianRoot(root)]);
     process.stderr.write(`deb-package: mmdebstrap took ${seconds.toFixed(0)} s\n`);
-    await copyFile(deb, join(root, 'tmp/kproxy.deb'));
-    await copyFile(await repackNewer(deb, dir), join(root, 'tmp/kproxy-newer.deb'));
+    // /var/tmp: the booted container's /tmp is a fresh tmpfs over the root's.
+    await copyFile(deb, join(root, 'var/tmp/kproxy.deb'));
+    await copyFile(await repackNewer(deb, dir), join(root, 'var/tmp/kproxy-newer.deb'));
 
     const lab = new Lab('deb');
     cleanups.unshift(() => lab.destroy());
@@ -157,7 +158,7 @@ describe('the kproxy .deb', { concurrency: true }, () => {
 
     // Install: a node without node, npm or git gets the user, the unit (not enabled) and the command.
     assert.equal((await machine.run('sh', ['-c', 'command -v node npm git'], false)).stdout, '');
-    await apt(machine, 'install', '/tmp/kproxy.deb');
+    await apt(machine, 'install', '/var/tmp/kproxy.deb');
     assert.equal((await machine.run('kproxy', ['--version'])).stdout.trim(), `kproxy ${VERSION}`);
     assert.match((await machine.run('id', [SERVICE_USER])).stdout, /\(kproxy\)/);
     assert.equal((await machine.run('systemctl', ['is-enabled', 'kproxy'], false)).stdout.trim(), 'disabled');
@@ -188,7 +189,7 @@ describe('the kproxy .deb', { concurrency: true }, () => {
 
     // Upgrade: the operator's config is kept as it is, the running kproxy restarted on the new build.
     const before = await synced();
-    await apt(machine, 'install', '/tmp/kproxy-newer.deb');
+    await apt(machine, 'install', '/var/tmp/kproxy-newer.deb');
     assert.equal((await machine.run('kproxy', ['--version'])).stdout.trim(), `kproxy ${VERSION}`);
     assert.match(
       (await machine.run('dpkg-query', ['-W', 'kproxy'])).stdout,
