@@ -125,6 +125,14 @@ export interface NodeSettings {
    */
   readonly conntrackTCPLiberal?: boolean;
   /**
+   * How the nftables mode picks an endpoint without session affinity: absent = at random (numgen);
+   * 'source' = by a hash of the client address (IPVS's sh: one client, one endpoint while the
+   * endpoint set is unchanged); 'consistent' = the client address hashed into a Maglev table of the
+   * endpoints (IPVS's mh: a client keeps its endpoint across most endpoint changes). Only the
+   * nftables mode sets it (its --ipvs-scheduler counterpart).
+   */
+  readonly endpointHash?: 'source' | 'consistent';
+  /**
    * The cluster's service CIDRs of this family, sorted (ServiceCIDR objects, else the
    * --service-cluster-ip-range fallback): traffic to an address in them that no Service holds is
    * dropped (nftables, as kube-proxy). Cluster-wide rather than the node's, but like the node's

@@ -7,20 +7,33 @@ import { TABLE } from '../shared/nft/transaction.ts';
 import { familySets } from './base-objects.ts';
 import { NftablesDataplane } from './live.ts';
 import { commandNftRunner } from './nft-runner.ts';
+import { schedulerChoice } from './scheduler.ts';
 
 export interface NftablesBuildOptions {
   /** How nft and conntrack are run; the real tools in this process' namespace by default. */
   readonly runner?: CommandRunner;
   readonly log: DataplaneLog;
+  /** kube-proxy's ipvs.scheduler: its nftables counterpart (scheduler.ts); absent or rr: at random. */
+  readonly scheduler?: string;
+  /** Where a scheduler without a counterpart is said, once at start; `log` when absent. */
+  readonly warn?: DataplaneLog;
 }
 
-export function buildNftablesDataplane({ runner, log }: NftablesBuildOptions): LiveDataplane {
+export function buildNftablesDataplane({
+  runner,
+  log,
+  scheduler,
+  warn,
+}: NftablesBuildOptions): LiveDataplane {
   const commands = runner ?? execaRunner();
+  const choice = schedulerChoice(scheduler);
+  if (choice.warning) (warn ?? log)(`nftables: ${choice.warning}`);
   return new NftablesDataplane({
     nft: commandNftRunner(commands),
     commands,
     // Elements by netlink only where nft runs: the socket lives in this process' namespace.
     elements: runner === undefined ? NetlinkElementWriter.open(TABLE, familySets) : undefined,
     log,
+    endpointHash: choice.endpointHash,
   });
 }

@@ -32,6 +32,7 @@ import { FragmentIndex } from './fragment-index.ts';
 import { IntactSampler } from './intact-check.ts';
 import type { NftRunner } from './nft-runner.ts';
 import { incrementalPlanSteps, type NftPlan, planFull, planInPlace } from './planner.ts';
+import { type EndpointHash, endpointHashApplier } from './scheduler.ts';
 
 export type NftablesLog = DataplaneLog;
 
@@ -52,6 +53,8 @@ export interface NftablesDataplaneOptions {
    * process's network namespace; absent: every transaction goes to nft whole.
    */
   readonly elements?: NetlinkElementWriter;
+  /** How endpoints are picked (scheduler.ts); absent: at random. */
+  readonly endpointHash?: EndpointHash;
 }
 
 interface CommittedRecord {
@@ -125,9 +128,11 @@ export class NftablesDataplane implements LiveDataplane {
   readonly #sampler = new IntactSampler();
   readonly #coldStartChunk: number;
   readonly #elements: NetlinkElementWriter | undefined;
+  readonly #withEndpointHash: (state: DualStackState) => DualStackState;
 
   constructor(options: NftablesDataplaneOptions) {
     this.#nft = options.nft;
+    this.#withEndpointHash = endpointHashApplier(options.endpointHash);
     this.#elements = options.elements;
     this.#log = options.log ?? (() => {});
     this.#conntrack = new UdpConntrackReconciler(options.commands, this.#log);
@@ -170,10 +175,11 @@ export class NftablesDataplane implements LiveDataplane {
   }
 
   async sync(
-    state: DualStackState,
+    modelState: DualStackState,
     kind: SyncKind,
     changed?: ReadonlySet<ServicePortKey>,
   ): Promise<SyncOutcome> {
+    const state = this.#withEndpointHash(modelState);
     const record = this.#record;
     let ran: SyncKind | undefined;
     try {

@@ -34,6 +34,7 @@ import {
   updatedSlots,
 } from './endpoint-slots.ts';
 import { FragmentIndex, type FragmentPlan } from './fragment-index.ts';
+import { endpointHashApplier, schedulerChoice } from './scheduler.ts';
 
 export type NftPlanKind = 'cold-start' | 'one-transaction' | 'in-place' | 'fragments' | 'diff';
 
@@ -81,15 +82,26 @@ export interface IncrementalPlanOptions {
 
 const MODEL_FAMILY: Readonly<Record<NftFamily, IPFamily>> = { ip: 'IPv4', ip6: 'IPv6' };
 
-export const nftablesPlanner: DataplanePlanner<NftPlan> = {
-  mode: 'nftables',
-  planFull: (state) => planFull(state),
-  planIncremental: (prev, next) => runAll(incrementalPlanSteps(prev, next)),
-  inputs: (plan) => planInputs(plan, false),
-  render: (plan) => printInputs(planInputs(plan, false)),
-  chunkInputs: (plan) => planInputs(plan, true),
-  renderChunks: (plan) => printInputs(planInputs(plan, true)),
-};
+export interface NftablesPlannerOptions {
+  /** kube-proxy's ipvs.scheduler: its nftables counterpart (scheduler.ts); absent or rr: at random. */
+  readonly scheduler?: string;
+}
+
+/** The planner render uses; the live dataplane given the same scheduler sends what it prints. */
+export function createNftablesPlanner(options: NftablesPlannerOptions = {}): DataplanePlanner<NftPlan> {
+  const withHash = endpointHashApplier(schedulerChoice(options.scheduler).endpointHash);
+  return {
+    mode: 'nftables',
+    planFull: (state) => planFull(withHash(state)),
+    planIncremental: (prev, next) => runAll(incrementalPlanSteps(withHash(prev), withHash(next))),
+    inputs: (plan) => planInputs(plan, false),
+    render: (plan) => printInputs(planInputs(plan, false)),
+    chunkInputs: (plan) => planInputs(plan, true),
+    renderChunks: (plan) => printInputs(planInputs(plan, true)),
+  };
+}
+
+export const nftablesPlanner: DataplanePlanner<NftPlan> = createNftablesPlanner();
 
 /** The full sync of an empty node. */
 export function planFull(state: DualStackState, options: FullPlanOptions = {}): NftPlan {

@@ -145,7 +145,7 @@ export function addServicePort(
   const decisions = trafficDecisions(sp);
   const proto = sp.protocol.toLowerCase() as L4Protocol;
   const sets = slottedSets(sp, decisions, slots);
-  const w: PortWrite = { builder, syntax, sp, proto, decisions, sets, indexes };
+  const w: PortWrite = { builder, syntax, node, sp, proto, decisions, sets, indexes };
   addClusterIP(w);
   for (const ip of sp.externalIPs) addExternalKey(w, EXTERNAL_ADDRESS, ip, sp.port, 'external IP');
   for (const ip of sp.loadBalancerIPs) addExternalKey(w, EXTERNAL_ADDRESS, ip, sp.port, 'load balancer IP');

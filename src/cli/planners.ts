@@ -5,7 +5,10 @@ import type { ProxyConfig } from '../config/config.ts';
 type PlannerLoader = (config: ProxyConfig) => Promise<DataplanePlanner<unknown>>;
 
 const PLANNERS: Record<ProxyConfig['mode'], PlannerLoader> = {
-  nftables: async () => (await import('../../dataplanes/nftables/planner.ts')).nftablesPlanner,
+  nftables: async (config) =>
+    (await import('../../dataplanes/nftables/planner.ts')).createNftablesPlanner({
+      scheduler: config.ipvs.scheduler,
+    }),
   iptables: async () => (await import('../../dataplanes/iptables/planner.ts')).iptablesPlanner,
   ipvs: async (config) =>
     (await import('../../dataplanes/ipvs/planner.ts')).createIpvsPlanner({

@@ -16,9 +16,15 @@ export interface LiveDataplaneOptions {
 type Factory = (options: LiveDataplaneOptions) => Promise<LiveDataplane>;
 
 const FACTORIES: Record<DataplaneMode, Factory> = {
-  async nftables({ logger, runner }) {
+  async nftables({ logger, runner, ipvs }) {
     const { buildNftablesDataplane } = await import('../../dataplanes/nftables/build.ts');
-    return buildNftablesDataplane({ runner, log: logTo(logger, 'nftables') });
+    return buildNftablesDataplane({
+      runner,
+      log: logTo(logger, 'nftables'),
+      // ipvs.scheduler's nftables counterpart (dataplanes/nftables/scheduler.ts).
+      scheduler: ipvs?.scheduler,
+      warn: (message) => logger.child({ dataplane: 'nftables' }).warn(message),
+    });
   },
   async iptables({ logger, runner }) {
     const { buildIptablesDataplane } = await import('../../dataplanes/iptables/build.ts');

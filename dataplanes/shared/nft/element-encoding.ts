@@ -258,6 +258,11 @@ function ipv6PrefixBytes(text: string, end: 'first' | 'last'): Uint8Array {
   return bytes;
 }
 
+/** An IPv4 or IPv6 address's bytes in network order, as a register holds `ip saddr`. */
+export function addressBytes(text: string): Uint8Array {
+  return text.includes(':') ? ipv6Bytes(text) : ipv4Bytes(text);
+}
+
 function ipv4Bytes(text: string): Uint8Array {
   const value = ipv4Value(text, 'first');
   return Uint8Array.of(value >>> 24, (value >>> 16) & 0xff, (value >>> 8) & 0xff, value & 0xff);

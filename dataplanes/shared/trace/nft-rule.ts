@@ -2,11 +2,19 @@
 // kproxy writes (and nft lists back); anything else makes the rule `unknown`, never a guess.
 import { type NftElement, parseElements, unquote } from './nft-ruleset.ts';
 
-/** A value the packet carries, or numgen's random number. */
+/** A value the packet carries, numgen's random number, or a jhash of an address the packet carries. */
 export type NftExpr =
   | { readonly kind: 'field'; readonly name: string }
   | { readonly kind: 'literal'; readonly text: string }
-  | { readonly kind: 'numgen'; readonly modulus: number; readonly offset: number };
+  | { readonly kind: 'numgen'; readonly modulus: number; readonly offset: number }
+  | {
+      readonly kind: 'jhash';
+      /** The hashed field: an address (ip saddr, ip6 saddr, ...). */
+      readonly field: string;
+      readonly modulus: number;
+      readonly seed: number;
+      readonly offset: number;
+    };
 
 export type NftLookup =
   | { readonly kind: 'set'; readonly name: string }
@@ -201,6 +209,7 @@ function readExpr(reader: RuleReader): NftExpr {
     }
     return { kind: 'numgen', modulus, offset };
   }
+  if (first === 'jhash') return readJhash(reader);
   if (first === 'ct' && reader.peek() === 'original') {
     // ct original ip daddr / ct original proto-dst: the connection's destination before any NAT.
     reader.next();
@@ -220,6 +229,25 @@ function readExpr(reader: RuleReader): NftExpr {
   const second = reader.next();
   if (!FIELDS[first]?.includes(second)) throw new UnknownRule(`selector ${first} ${second}`);
   return { kind: 'field', name: `${first} ${second}` };
+}
+
+/** `jhash <address field> mod N [seed S] [offset O]`; only an address is hashed in kproxy's rules. */
+function readJhash(reader: RuleReader): NftExpr {
+  const field = readExpr(reader);
+  if (field.kind !== 'field' || !/^ip6? (saddr|daddr)$/.test(field.name))
+    throw new UnknownRule('jhash of a non-address');
+  reader.expect('mod');
+  const modulus = Number(reader.next());
+  // Without a seed the kernel draws one at random: not predictable, so not traced.
+  if (reader.peek() !== 'seed') throw new UnknownRule('jhash without a seed');
+  reader.next();
+  const seed = Number(reader.next());
+  let offset = 0;
+  if (reader.peek() === 'offset') {
+    reader.next();
+    offset = Number(reader.next());
+  }
+  return { kind: 'jhash', field: field.name, modulus, seed, offset };
 }
 
 function readConcat(reader: RuleReader): NftExpr[] {
@@ -256,7 +284,7 @@ function readValueConcat(reader: RuleReader): NftExpr[] {
 /** Payload fields the tracer can rewrite (`… set …`). */
 const WRITABLE_FIELD = /^(ip6? (daddr|saddr)|(th|tcp|udp|sctp) (dport|sport))$/;
 
-const SELECTOR_STARTS = new Set([...Object.keys(FIELDS), 'numgen', 'fib']);
+const SELECTOR_STARTS = new Set([...Object.keys(FIELDS), 'numgen', 'jhash', 'fib']);
 
 function readMatch(reader: RuleReader): NftClause {
   const left = readConcat(reader);

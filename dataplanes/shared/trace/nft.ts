@@ -1,6 +1,8 @@
 // The nftables tracer: walks a packet through nft rule text (what kproxy renders, or what the
 // kernel lists) and reports every path with its probability. Only kproxy's tables are
 // evaluated; other tables hooked where the packet passes are named as not evaluated.
+
+import { addressBytes } from '../nft/element-encoding.ts';
 import {
   type Flow,
   type HookEvaluator,
@@ -9,6 +11,7 @@ import {
   walkHooks,
   withStep,
 } from './flow.ts';
+import { nftJhash } from './jhash.ts';
 import { valueMatches } from './match-value.ts';
 import { type NftClause, type NftExpr, type NftLookup, type ParsedRule, parseRule } from './nft-rule.ts';
 import {
@@ -296,6 +299,13 @@ class NftEvaluator {
             parts: [...result.parts, String(n + expr.offset)],
           })),
         );
+      } else if (expr.kind === 'jhash') {
+        const address = this.field(expr.field, flow);
+        const value =
+          address === undefined
+            ? undefined
+            : String(nftJhash(addressBytes(address), expr.modulus, expr.seed, expr.offset));
+        results = results.map((result) => ({ ...result, parts: [...result.parts, value] }));
       } else {
         const value = expr.kind === 'literal' ? expr.text : this.field(expr.name, flow);
         results = results.map((result) => ({ ...result, parts: [...result.parts, value] }));

@@ -65,4 +65,43 @@ export const goldenStates: Record<string, DualStackState> = {
       { serviceCIDRs: ['fd00:96::/112'] },
     ),
   },
+  // ipvs.scheduler sh: the endpoint index is a jhash of the client address (scheduler.ts).
+  'source-hash-dual-stack': {
+    IPv4: proxyState(
+      'IPv4',
+      [
+        servicePort('web', { clusterIP: '10.96.0.40', nodePort: 30040, clusterEndpoints: pods }),
+        servicePort('local', {
+          clusterIP: '10.96.0.41',
+          nodePort: 30041,
+          externalPolicyLocal: true,
+          clusterEndpoints: pods,
+        }),
+      ],
+      { endpointHash: 'source' },
+    ),
+    IPv6: proxyState(
+      'IPv6',
+      [
+        servicePort('web', {
+          clusterIP: 'fd00:96::40',
+          clusterEndpoints: [endpoint('fd00:244:2::10'), localEndpoint('fd00:244:1::10')],
+        }),
+      ],
+      { endpointHash: 'source' },
+    ),
+  },
+  // ipvs.scheduler mh: the client address hashed into the key's Maglev slots (maglev.ts).
+  'consistent-hash': ipv4(
+    [
+      servicePort('web', { clusterIP: '10.96.0.50', clusterEndpoints: pods }),
+      servicePort('dns', {
+        clusterIP: '10.96.0.53',
+        protocol: 'UDP',
+        port: 53,
+        clusterEndpoints: [pods[0]!],
+      }),
+    ],
+    { endpointHash: 'consistent' },
+  ),
 };
