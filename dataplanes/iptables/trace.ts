@@ -51,7 +51,17 @@ type Match =
 
 type Control = 'end' | 'accept' | 'stop';
 
-export function traceIptables(ruleset: IptablesRuleset, packet: TracePacket, host: TraceHost): TraceReport {
+export interface IptablesTraceOptions {
+  /** Evaluate other owners' rules in the built-in chains too (`kproxy diff` asks which hit a Service). */
+  readonly foreignRules?: boolean;
+}
+
+export function traceIptables(
+  ruleset: IptablesRuleset,
+  packet: TracePacket,
+  host: TraceHost,
+  options: IptablesTraceOptions = {},
+): TraceReport {
   const tables = ruleset[packetFamily(packet)];
   const skipped = new Set(ruleset.unknown.map((line) => `not understood: ${line}`));
   const evaluate: HookEvaluator = (hook, flow) =>
@@ -59,7 +69,7 @@ export function traceIptables(ruleset: IptablesRuleset, packet: TracePacket, hos
       (flows, tableName) => {
         const chain = tables.get(tableName)?.get(hook.toUpperCase());
         if (chain === undefined) return flows;
-        const walker = new ChainWalker(tables, tableName, hook, host, skipped);
+        const walker = new ChainWalker(tables, tableName, hook, host, skipped, options.foreignRules === true);
         return flows.flatMap((current) => (current.verdict ? [current] : walker.runBuiltIn(chain, current)));
       },
       [flow],
@@ -74,13 +84,22 @@ class ChainWalker {
   private readonly hook: HookName;
   private readonly host: TraceHost;
   private readonly skipped: Set<string>;
+  private readonly foreignRules: boolean;
 
-  constructor(tables: IptablesTables, table: string, hook: HookName, host: TraceHost, skipped: Set<string>) {
+  constructor(
+    tables: IptablesTables,
+    table: string,
+    hook: HookName,
+    host: TraceHost,
+    skipped: Set<string>,
+    foreignRules: boolean,
+  ) {
     this.tables = tables;
     this.table = table;
     this.hook = hook;
     this.host = host;
     this.skipped = skipped;
+    this.foreignRules = foreignRules;
   }
 
   runBuiltIn(chain: IptablesChain, flow: Flow): Flow[] {
@@ -108,7 +127,7 @@ class ChainWalker {
     const text = `-A ${name} ${words.map((word) => (/\s/.test(word) ? JSON.stringify(word) : word)).join(' ')}`;
     const continueWith = (current: Flow) => this.runRules(name, chain, index + 1, current);
     const rule = parseRule(words);
-    const theirs = BUILT_IN_CHAINS.has(name) && !OWN_CHAIN.test(rule?.target ?? '');
+    const theirs = !this.foreignRules && BUILT_IN_CHAINS.has(name) && !OWN_CHAIN.test(rule?.target ?? '');
     if (rule === undefined || theirs) {
       const reason = theirs ? "not kproxy's rule" : 'not understood';
       this.skipped.add(`${this.table}: ${text} (${reason})`);

@@ -15,6 +15,7 @@ import {
   NODE_WIDE,
   serviceOfText,
 } from '../shared/drift/drift-report.ts';
+import { foreignHits } from '../shared/drift/foreign-hits.ts';
 import { CANARY_SET, FAMILIES } from '../shared/nft/ruleset.ts';
 import { TABLE } from '../shared/nft/transaction.ts';
 import { KPROXY_TABLES, traceNftables } from '../shared/trace/nft.ts';
@@ -25,7 +26,6 @@ import {
   type NftTable,
   parseNftRuleset,
 } from '../shared/trace/nft-ruleset.ts';
-import type { TraceVia } from '../shared/trace/packet.ts';
 import { readForeignTables, readLiveKproxyTables } from './trace-live.ts';
 
 /** The render (`nft -f` script) as nft lists it, loaded in a network namespace of its own. */
@@ -143,10 +143,6 @@ function leftovers(foreign: NftRuleset): DriftPiece[] {
   return pieces;
 }
 
-/** A source no Service address or pod network uses (RFC 5737 / RFC 3849 documentation ranges). */
-const PROBE_SOURCE = { IPv4: '192.0.2.1', IPv6: '2001:db8::1' } as const;
-const PROBE_VIAS: readonly TraceVia[] = ['external', 'node'];
-
 /**
  * The foreign rules on hooks, each with the Service ports whose packets it drops or rejects: every
  * ClusterIP, external and LoadBalancer address of each port traced from outside and from the node
@@ -171,37 +167,14 @@ function judgeForeign(
     }
   if (rules.size === 0) return [];
   const combined = parseNftRuleset(`${liveText}\n${foreignText}`);
-  const host = { localAddresses };
-  for (const sp of servicePorts) {
-    const addresses = [sp.clusterIP, ...sp.externalIPs, ...sp.loadBalancerIPs].filter(Boolean);
-    for (const destination of addresses)
-      for (const via of PROBE_VIAS) {
-        const family = destination.includes(':') ? 'IPv6' : 'IPv4';
-        const packet = {
-          source:
-            via === 'node'
-              ? (localAddresses.find((a) => a.includes(':') === (family === 'IPv6')) ?? PROBE_SOURCE[family])
-              : PROBE_SOURCE[family],
-          sourcePort: 40000,
-          destination,
-          port: sp.port,
-          protocol: sp.protocol.toLowerCase() as 'tcp' | 'udp' | 'sctp',
-          via,
-        };
-        const report = traceNftables(combined, packet, { host, foreignTables: true });
-        for (const branch of report.branches) {
-          if (branch.outcome.kind !== 'drop' && branch.outcome.kind !== 'reject') continue;
-          const rule = branch.outcome.rule;
-          const step = [...branch.steps]
-            .reverse()
-            // The tracer names a verdict's rule "chain: rule".
-            .find((s) => s.kind === 'rule' && `${s.chain}: ${s.text}` === rule);
-          if (!step || KPROXY_TABLES.has(step.table.split(' ')[1] ?? '')) continue;
-          const where = `${step.table} chain ${step.chain} (${step.hook})`;
-          rules.get(`${where}\n${step.text}`)?.hits.add(sp.key);
-        }
-      }
-  }
+  const hits = foreignHits(
+    servicePorts,
+    localAddresses,
+    (packet) => traceNftables(combined, packet, { host: { localAddresses }, foreignTables: true }),
+    (step) => !KPROXY_TABLES.has(step.table.split(' ')[1] ?? ''),
+    (step) => `${step.table} chain ${step.chain} (${step.hook})\n${step.text}`,
+  );
+  for (const [key, rule] of rules) for (const service of hits.get(key) ?? []) rule.hits.add(service);
   return [...rules.values()].map(({ where, text, hits }) => ({ where, text, hits: [...hits].sort() }));
 }
 

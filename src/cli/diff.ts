@@ -3,6 +3,7 @@
 // 1 drift, 2 error.
 import type { ParseArgsOptionsConfig } from 'node:util';
 import type { ServicePort } from '../../contract/proxy-state.ts';
+import { iptablesDrift } from '../../dataplanes/iptables/drift.ts';
 import { nftablesDrift } from '../../dataplanes/nftables/drift.ts';
 import { type CommandRunner, execaRunner } from '../../dataplanes/shared/command-runner.ts';
 import { driftJson, driftText, inSync } from '../../dataplanes/shared/drift/drift-report.ts';
@@ -39,8 +40,9 @@ export async function diffCommand(
   if (typeof flags === 'number') return flags;
   const request = await renderRequest({ ...flags, mode: flags.mode ?? flags['proxy-mode'] ?? 'nftables' });
   if ('exitCode' in request) return usageError(io, 'diff', request.message);
-  if (request.config.mode !== 'nftables')
-    return usageError(io, 'diff', `--mode ${request.config.mode}: diff reads only the nftables mode yet`);
+  const mode = request.config.mode;
+  if (mode === 'ipvs')
+    return usageError(io, 'diff', '--mode ipvs: diff reads the nftables and iptables modes only yet');
   const fail = (message: string) => {
     io.stderr.write(`kproxy diff: ${message}\n`);
     return 2;
@@ -52,10 +54,7 @@ export async function diffCommand(
   const { state, warnings } = buildState(read.objects, config, request.families);
   for (const warning of warnings) io.stderr.write(`warning: ${warning}\n`);
   const planner = await loadPlanner(config);
-  const script = planner
-    .inputs(planner.planFull(state))
-    .map((input) => input.input)
-    .join('');
+  const inputs = planner.inputs(planner.planFull(state));
   const servicePorts: ServicePort[] = [
     ...(state.IPv4?.servicePorts.values() ?? []),
     ...(state.IPv6?.servicePorts.values() ?? []),
@@ -63,7 +62,14 @@ export async function diffCommand(
   const runner = dependencies.runner ?? execaRunner();
   try {
     const localAddresses = await readLocalAddresses(runner);
-    const report = await nftablesDrift(runner, { script, servicePorts, localAddresses });
+    const report =
+      mode === 'iptables'
+        ? await iptablesDrift(runner, { inputs, servicePorts, localAddresses })
+        : await nftablesDrift(runner, {
+            script: inputs.map((input) => input.input).join(''),
+            servicePorts,
+            localAddresses,
+          });
     io.stdout.write(flags.json === true ? driftJson(report) : driftText(report));
     return inSync(report) ? 0 : 1;
   } catch (error) {

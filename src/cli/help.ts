@@ -100,16 +100,16 @@ or not understood, are listed as not evaluated.
   --json                                     the report as JSON
 `;
 
-export const DIFF_USAGE = `Usage: kproxy diff --mode nftables (--input PATH... | --example) [--json] [render's flags]
+export const DIFF_USAGE = `Usage: kproxy diff --mode nftables|iptables (--input PATH... | --example) [--json] [render's flags]
 
 Compares what kproxy would install for these objects (the render) with what this node's kernel
 holds now, per Service port: pieces missing, extra or different (a map element dropped or holding
-another endpoint, a flushed chain, a rule added inside kproxy's chains). Rules of other tables are
-listed as foreign and judged only by what they do: those that drop or reject a Service's packets
-(traced through both) are named with the Services they hit. Tables this nft cannot list are named
-as not read. Exit status: 0 equal, 1 drift, 2 error.
+another endpoint, a flushed chain, a rule added inside kproxy's chains). Rules of other tables
+(iptables: the built-in chains' other rules) are listed as foreign and judged only by what they
+do: those that drop or reject a Service's packets (traced through both) are named with the
+Services they hit. Tables this nft cannot list are named as not read. Exit status: 0 equal, 1 drift, 2 error.
 
-  --mode MODE                                nftables (iptables and ipvs: not yet)
+  --mode MODE                                nftables (default) or iptables (ipvs: not yet)
   --input PATH, --example                    the objects, as for kproxy render (--config, --node-ip, ...)
   --json                                     the report as JSON
 `;

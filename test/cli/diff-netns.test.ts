@@ -1,6 +1,7 @@
-// `kproxy diff --mode nftables` against a real kernel: the example's render loaded into a network
-// namespace, then tampered with as an operator or another tool would; each change is reported as
-// the piece it is, with the Service port it belongs to, and a node in sync reports equal (exit 0).
+// `kproxy diff` (nftables and iptables modes) against a real kernel: the example's render loaded
+// into a network namespace, then tampered with as an operator or another tool would; each change
+// is reported as the piece it is, with the Service port it belongs to, and a node in sync reports
+// equal (exit 0).
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import { type CommandRunner, execaRunner } from '../../dataplanes/shared/command-runner.ts';
@@ -186,4 +187,112 @@ describe('kproxy diff (nftables) on a real kernel', { skip: isRoot ? false : ROO
     const listed = await runner.run('nft', ['-a', 'list', 'chain', 'ip', table, chain]);
     return listed.stdout.match(new RegExp(`${verdict} # handle (\\d+)`))![1]!;
   }
+});
+
+describe('kproxy diff (iptables) on a real kernel', { skip: isRoot ? false : ROOT_REASON }, () => {
+  let lab: Lab;
+  let runner: CommandRunner;
+  let script: string;
+
+  async function iptables(...args: string[]): Promise<void> {
+    const result = await runner.run('iptables', args);
+    assert.equal(result.exitCode, 0, `iptables ${args.join(' ')}: ${result.stderr}`);
+  }
+
+  async function diff(): Promise<{ code: number; report: DriftReport }> {
+    const captured = captureIO();
+    const code = await diffCommand(['--example', '--mode', 'iptables', '--json'], captured.io, { runner });
+    assert.notEqual(code, 2, captured.stderr());
+    return { code, report: JSON.parse(captured.stdout()) };
+  }
+
+  /** The nat chain whose rules carry `comment` (a Service port's KPROXY-SVC- chain). */
+  async function chainOf(comment: string): Promise<string> {
+    const saved = await runner.run('iptables-save', ['-t', 'nat']);
+    return saved.stdout.match(new RegExp(`-A (KPROXY-SVC-\\S+) .*--comment "${comment}`))![1]!;
+  }
+
+  before(async () => {
+    lab = new Lab('diff-ipt');
+    const captured = captureIO();
+    assert.equal(await renderCommand(['--example', '--mode', 'iptables', '--script'], captured.io), 0);
+    script = captured.stdout();
+  });
+  after(() => lab?.destroy());
+
+  // A namespace per case (a second load would append the built-in chains' jumps again): each
+  // case starts from a node in sync.
+  let cases = 0;
+  beforeEach(async () => {
+    runner = execaRunner(['ip', 'netns', 'exec', await lab.addNetns(`node-${cases++}`)]);
+    const loaded = await runner.run('sh', [], script);
+    assert.equal(loaded.exitCode, 0, loaded.stderr);
+  });
+
+  test('a node in sync reports equal, exit 0', async () => {
+    const { code, report } = await diff();
+    assert.equal(code, 0, JSON.stringify(report.pieces));
+  });
+
+  test('a flushed Service chain: its rules missing, each for its Service port', async () => {
+    await iptables('-t', 'nat', '-F', await chainOf('default/web:80/TCP'));
+    const { code, report } = await diff();
+    assert.equal(code, 1);
+    assert.ok(report.pieces.length >= 2);
+    for (const piece of report.pieces) {
+      assert.equal(piece.kind, 'missing');
+      assert.equal(piece.service, 'default/web:80/TCP');
+    }
+  });
+
+  test('a rule added inside our chain: extra', async () => {
+    const chain = await chainOf('default/web:80/TCP');
+    await iptables('-t', 'nat', '-I', chain, '-s', '10.9.9.9/32', '-j', 'RETURN');
+    const { report } = await diff();
+    assert.deepEqual(
+      report.pieces.map((p) => [p.kind, p.where, p.text]),
+      [['extra', `IPv4 nat chain ${chain}`, `-A ${chain} -s 10.9.9.9/32 -j RETURN`]],
+    );
+  });
+
+  test('a foreign DROP before ours is named with the Service it hits', async () => {
+    const rule = [
+      'PREROUTING',
+      '-d',
+      '10.96.10.10/32',
+      '-p',
+      'tcp',
+      '-m',
+      'tcp',
+      '--dport',
+      '80',
+      '-j',
+      'DROP',
+    ];
+    await iptables('-t', 'mangle', '-I', ...rule);
+    try {
+      const { code, report } = await diff();
+      assert.equal(code, 1);
+      assert.deepEqual(report.pieces, []);
+      assert.deepEqual(report.foreign, [
+        { where: 'IPv4 mangle chain PREROUTING', text: `-A ${rule.join(' ')}`, hits: ['default/web:80/TCP'] },
+      ]);
+    } finally {
+      await iptables('-t', 'mangle', '-D', ...rule);
+    }
+  });
+
+  test("the nftables mode's table left behind: extra", async () => {
+    await runner.run('nft', ['add', 'table', 'ip', 'kproxy']);
+    try {
+      const { code, report } = await diff();
+      assert.equal(code, 1);
+      assert.deepEqual(
+        report.pieces.map((p) => [p.kind, p.where]),
+        [['extra', 'ip kproxy']],
+      );
+    } finally {
+      await runner.run('nft', ['delete', 'table', 'ip', 'kproxy']);
+    }
+  });
 });

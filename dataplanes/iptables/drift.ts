@@ -1,0 +1,186 @@
+// `kproxy diff` for the iptables mode: kproxy's chains (KPROXY-*) and its jumps from the built-in
+// chains, as iptables-save lists them, against the render of the same objects; the other rules of
+// the built-in chains are foreign, judged by the tracer (../shared/drift/foreign-hits.ts).
+//
+// Both sides are compared as the same iptables-save prints them: the render is restored into a
+// network namespace of its own (unshare, with the nfacct objects its rules count in) and saved
+// back, so a rule the kernel spells differently from the input is not drift. Rules are compared
+// as a multiset per chain (a reordered chain is not reported).
+import type { IPFamily } from '../../contract/base/ip-family.ts';
+import type { ServicePort } from '../../contract/proxy-state.ts';
+import type { ToolInput } from '../../contract/tool-inputs.ts';
+import type { CommandRunner } from '../shared/command-runner.ts';
+import {
+  type DriftPiece,
+  type DriftReport,
+  type ForeignRule,
+  NODE_WIDE,
+  serviceOfText,
+} from '../shared/drift/drift-report.ts';
+import { foreignHits } from '../shared/drift/foreign-hits.ts';
+import { serviceOfComment } from '../shared/trace/flow.ts';
+import { KPROXY_TABLES } from '../shared/trace/nft.ts';
+import { chooseBackend, type IptablesBackend, iptablesTools } from './backend.ts';
+import { traceIptables } from './trace.ts';
+import { BUILT_IN_CHAINS, type IptablesTables, parseIptablesRuleset } from './trace-ruleset.ts';
+
+const FAMILIES: readonly IPFamily[] = ['IPv4', 'IPv6'];
+const OWN = /^KPROXY-/;
+
+/** One rule as iptables-save prints it, for a person. */
+function ruleText(chain: string, words: readonly string[]): string {
+  return `-A ${chain} ${words.map((word) => (/\s/.test(word) ? JSON.stringify(word) : word)).join(' ')}`;
+}
+
+function isOwnRule(words: readonly string[]): boolean {
+  return words.some((word) => OWN.test(word));
+}
+
+/** Restores `input` (and the nfacct commands) into a scratch namespace and saves it back. */
+async function savedRender(
+  runner: CommandRunner,
+  backend: IptablesBackend,
+  family: IPFamily,
+  nfacct: string,
+  input: string,
+): Promise<string> {
+  const { restore, save } = iptablesTools(backend, family);
+  const script = `${nfacct}${restore} --noflush <<'KPROXY_RENDER'\n${input}KPROXY_RENDER\n${save}\n`;
+  const result = await runner.run('unshare', ['--net', 'sh', '-e'], script);
+  if (result.exitCode !== 0)
+    throw new Error(`restoring the render into a scratch namespace: ${result.stderr.trim()}`);
+  return result.stdout;
+}
+
+function compareFamily(
+  family: IPFamily,
+  desired: IptablesTables,
+  live: IptablesTables,
+  servicePorts: readonly ServicePort[],
+): DriftPiece[] {
+  const pieces: DriftPiece[] = [];
+  for (const table of new Set([...desired.keys(), ...live.keys()])) {
+    const want = desired.get(table) ?? new Map();
+    const have = live.get(table) ?? new Map();
+    const where = `${family} ${table}`;
+    for (const chain of new Set([...want.keys(), ...have.keys()])) {
+      const builtIn = BUILT_IN_CHAINS.has(chain);
+      if (!builtIn && !OWN.test(chain)) continue;
+      if (!builtIn && (!want.has(chain) || !have.has(chain))) {
+        const kind = want.has(chain) ? 'missing' : 'extra';
+        pieces.push({ kind, service: NODE_WIDE, where: `${where} chain ${chain}`, text: `chain ${chain}` });
+        continue;
+      }
+      // In built-in chains only the jumps into kproxy's chains are kproxy's.
+      const ours = (rules: string[][] | undefined) =>
+        (rules ?? []).filter((words) => !builtIn || isOwnRule(words)).map((words) => ruleText(chain, words));
+      const remaining = new Map<string, number>();
+      for (const text of ours(have.get(chain)?.rules)) remaining.set(text, (remaining.get(text) ?? 0) + 1);
+      const piece = (kind: DriftPiece['kind'], text: string) =>
+        pieces.push({
+          kind,
+          service:
+            serviceOfComment(text.match(/--comment "?([^"]*)/)?.[1]) ?? serviceOfText(text, servicePorts),
+          where: `${where} chain ${chain}`,
+          text,
+        });
+      for (const text of ours(want.get(chain)?.rules)) {
+        const left = remaining.get(text) ?? 0;
+        if (left > 0) remaining.set(text, left - 1);
+        else piece('missing', text);
+      }
+      for (const [text, count] of remaining) for (let i = 0; i < count; i++) piece('extra', text);
+    }
+  }
+  return pieces;
+}
+
+/** The other owners' rules in the built-in chains, each with the Service ports it drops. */
+function judgeForeign(
+  liveText: string,
+  servicePorts: readonly ServicePort[],
+  localAddresses: readonly string[],
+): ForeignRule[] {
+  const live = parseIptablesRuleset(liveText);
+  const rules = new Map<string, { where: string; text: string; hits: Set<string> }>();
+  for (const family of FAMILIES)
+    for (const [table, chains] of live[family])
+      for (const [chain, { rules: list }] of chains) {
+        if (!BUILT_IN_CHAINS.has(chain)) continue;
+        for (const words of list) {
+          if (isOwnRule(words)) continue;
+          const text = ruleText(chain, words);
+          rules.set(`${table}\n${text}`, {
+            where: `${family} ${table} chain ${chain}`,
+            text,
+            hits: new Set(),
+          });
+        }
+      }
+  if (rules.size === 0) return [];
+  const hits = foreignHits(
+    servicePorts,
+    localAddresses,
+    (packet) => traceIptables(live, packet, { localAddresses }, { foreignRules: true }),
+    (step) => BUILT_IN_CHAINS.has(step.chain) && !OWN.test(step.text.split(' -j ')[1] ?? ''),
+    (step) => `${step.table}\n${step.text}`,
+  );
+  for (const [key, rule] of rules) for (const service of hits.get(key) ?? []) rule.hits.add(service);
+  return [...rules.values()].map(({ where, text, hits }) => ({ where, text, hits: [...hits].sort() }));
+}
+
+/** The nftables and ipvs modes' tables (`ip kproxy`, `ip6 kproxy-ipvs`, ...): extra here. */
+async function otherModesTables(
+  runner: CommandRunner,
+): Promise<{ pieces: DriftPiece[]; unreadable: string[] }> {
+  const listed = await runner.run('nft', ['list', 'tables']);
+  if (listed.exitCode !== 0) return { pieces: [], unreadable: [`nft list tables: ${listed.stderr.trim()}`] };
+  const pieces: DriftPiece[] = [];
+  for (const line of listed.stdout.split('\n')) {
+    const [word, family, name] = line.trim().split(/\s+/);
+    if (word !== 'table' || !KPROXY_TABLES.has(name ?? '')) continue;
+    const mode = name === 'kproxy' ? 'nftables' : 'ipvs';
+    const text = `table ${family} ${name}: the ${mode} mode's leftover`;
+    pieces.push({ kind: 'extra', service: NODE_WIDE, where: `${family} ${name}`, text });
+  }
+  return { pieces, unreadable: [] };
+}
+
+export interface IptablesDriftInput {
+  /** The render's inputs (planner.inputs of a full plan): nfacct commands, restore inputs. */
+  readonly inputs: readonly ToolInput[];
+  readonly servicePorts: readonly ServicePort[];
+  readonly localAddresses: readonly string[];
+}
+
+/** The iptables drift report, from the backend that holds kproxy's rules (as the daemon picks it). */
+export async function iptablesDrift(runner: CommandRunner, input: IptablesDriftInput): Promise<DriftReport> {
+  const { backend } = await chooseBackend(runner);
+  const nfacct = input.inputs
+    .filter((tool) => tool.command === undefined)
+    .map((tool) => tool.input)
+    .join('');
+  const pieces: DriftPiece[] = [];
+  let liveText = '';
+  for (const family of FAMILIES) {
+    const tool = family === 'IPv4' ? 'iptables-restore' : 'ip6tables-restore';
+    const restore = input.inputs.find((candidate) => candidate.command?.startsWith(tool));
+    const header = `# ${family === 'IPv4' ? 'iptables' : 'ip6tables'}-save\n`;
+    const saved = await runner.run(iptablesTools(backend, family).save, []);
+    if (saved.exitCode !== 0)
+      throw new Error(`${iptablesTools(backend, family).save}: ${saved.stderr.trim()}`);
+    liveText += header + saved.stdout;
+    const desired = restore
+      ? parseIptablesRuleset(header + (await savedRender(runner, backend, family, nfacct, restore.input)))
+      : parseIptablesRuleset('');
+    const live = parseIptablesRuleset(header + saved.stdout);
+    pieces.push(...compareFamily(family, desired[family], live[family], input.servicePorts));
+  }
+  const others = await otherModesTables(runner);
+  return {
+    mode: 'iptables',
+    pieces: [...pieces, ...others.pieces],
+    foreign: judgeForeign(liveText, input.servicePorts, input.localAddresses),
+    unreadable: others.unreadable,
+  };
+}
