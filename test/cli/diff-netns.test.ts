@@ -3,6 +3,7 @@
 // is reported as the piece it is, with the Service port it belongs to, and a node in sync reports
 // equal (exit 0).
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import { type CommandRunner, execaRunner } from '../../dataplanes/shared/command-runner.ts';
 import type { DriftReport } from '../../dataplanes/shared/drift/drift-report.ts';
@@ -170,6 +171,31 @@ describe('kproxy diff (nftables) on a real kernel', { skip: isRoot ? false : ROO
     } finally {
       await runner.run('nft', ['delete', 'table', 'ip', 'nat']);
       await runner.run('nft', ['delete', 'table', 'ip', 'kproxy-ipvs']);
+    }
+  });
+
+  test("the README's example output is what diff prints for its tampering", async () => {
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const shown = readme.match(/\$ kproxy diff --mode nftables --example\n([\s\S]*?)\$ echo \$\?\n1\n/)![1];
+    await nft('delete', 'element', 'ip', 'kproxy', 'backends-tcp', '{ 10.96.10.10 . 80 . 0 }');
+    await nft(
+      'add',
+      'element',
+      'ip',
+      'kproxy',
+      'backends-tcp',
+      '{ 10.96.10.10 . 80 . 0 : 10.244.9.9 . 8080 }',
+    );
+    await nft('flush', 'chain', 'ip', 'kproxy', 'cluster-ips-check');
+    await nft('add', 'table', 'ip', 'guard');
+    try {
+      await nft('add', 'chain', 'ip', 'guard', 'pre', '{ type filter hook prerouting priority raw ; }');
+      await nft('add', 'rule', 'ip', 'guard', 'pre', 'ip daddr 10.96.0.10 udp dport 53 drop');
+      const { code, text } = await diff(false);
+      assert.equal(code, 1);
+      assert.equal(text, shown);
+    } finally {
+      await runner.run('nft', ['delete', 'table', 'ip', 'guard']);
     }
   });
 
