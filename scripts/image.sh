@@ -13,10 +13,16 @@ tag=${version//+/_} # OCI tags have no "+"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# No systemd, no documentation: a container's root runs one process.
-mmdebstrap --mode=root --variant=minbase --include="$deb" --dpkgopt=force-unsafe-io \
+# No systemd, no documentation: a container's root runs one process. The .deb goes in by a hook,
+# installed by the root's own apt: given to mmdebstrap's --include, dpkg (chrooted) cannot see
+# the path apt hands it.
+name=$(basename "$deb")
+mmdebstrap --mode=root --variant=minbase --dpkgopt=force-unsafe-io \
   --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
-  --dpkgopt='path-exclude=/usr/share/locale/*' --customize-hook='rm -rf "$1"/var/lib/apt/lists/*' \
+  --dpkgopt='path-exclude=/usr/share/locale/*' \
+  --customize-hook="copy-in $deb /var/tmp" \
+  --customize-hook="chroot \"\$1\" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q /var/tmp/$name" \
+  --customize-hook="rm -rf \"\$1\"/var/tmp/$name \"\$1\"/var/lib/apt/lists/*" \
   bookworm "$work/root" http://deb.debian.org/debian
 
 umoci init --layout "$work/oci"
