@@ -10,6 +10,7 @@ import type { DriftReport } from '../../dataplanes/shared/drift/drift-report.ts'
 import { Lab } from '../../harness/netns.ts';
 import { diffCommand } from '../../src/cli/diff.ts';
 import { renderCommand } from '../../src/cli/render.ts';
+import { traceCommand } from '../../src/cli/trace.ts';
 import { captureIO } from './capture-io.ts';
 
 const isRoot = process.getuid?.() === 0;
@@ -196,6 +197,32 @@ describe('kproxy diff (nftables) on a real kernel', { skip: isRoot ? false : ROO
       assert.equal(text, shown);
     } finally {
       await runner.run('nft', ['delete', 'table', 'ip', 'guard']);
+    }
+  });
+
+  // nft 1.0.6 cannot list a table a newer nft wrote with expressions it does not know
+  // (kubernetes#136786); this nft cannot write one, so the real runner is wrapped to refuse the
+  // listing of one real table as that nft does, and only that.
+  test('a table nft cannot list is named as not read and stops neither diff nor trace --live', async () => {
+    await nft('add', 'table', 'ip', 'newer');
+    try {
+      const refusing: CommandRunner = {
+        run: (command, args, input) =>
+          command === 'nft' && args.join(' ') === 'list table ip newer'
+            ? Promise.resolve({ stdout: '', stderr: 'Error: unknown expression type', exitCode: 1 })
+            : runner.run(command, args, input),
+      };
+      const captured = captureIO();
+      assert.equal(await diffCommand(['--example', '--json'], captured.io, { runner: refusing }), 0);
+      const report: DriftReport = JSON.parse(captured.stdout());
+      assert.deepEqual(report.unreadable, ['table ip newer: Error: unknown expression type']);
+      const traced = captureIO();
+      const args = ['--live', '--from', '192.0.2.1', '--to', '10.96.10.10:80', '--local', '192.0.2.2'];
+      assert.equal(await traceCommand(args, traced.io, { runner: refusing }), 0);
+      assert.match(traced.stderr(), /warning: not read: table ip newer: Error: unknown expression type/);
+      assert.match(traced.stdout(), /DNAT to 10\.244\./);
+    } finally {
+      await runner.run('nft', ['delete', 'table', 'ip', 'newer']);
     }
   });
 
