@@ -88,7 +88,8 @@ or not understood, are listed as not evaluated.
   --input PATH, --example                    trace through the rules \`kproxy render\` prints for these
                                              objects (same flags as render: --config, --node-ip, ...)
   --live                                     trace through the rules this node's kernel holds now
-                                             (nft list ruleset, iptables-save, ipvsadm -Sn)
+                                             (nft tables one by one, iptables-save, ipvsadm -Sn);
+                                             a table nft cannot list is named in a warning
   --from ADDRESS[:PORT]                      the packet's source (port default 40000)
   --to ADDRESS:PORT[/PROTOCOL]               its destination (protocol default tcp)
   --via pod|node|external                    where it enters: a local pod or another machine
