@@ -15,7 +15,9 @@
 //   our tables, and the writer's fallback).
 // --wide: one Service with --endpoints endpoints (in slices of 100) instead of N services.
 //   node --expose-gc bench/nftables-speed.ts [--services 30000] [--endpoints 10] [--wide]
-//     [--changes 21] [--cold-start-chunk 100000]
+//     [--changes 21] [--cold-start-chunk 100000] [--scheduler sh|mh]
+// --scheduler: ipvs.scheduler's nftables counterpart (dataplanes/nftables/scheduler.ts) in the
+//   nft-text figures; the netlink figures are left out (their child runs the default).
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -25,6 +27,7 @@ import { coldStartTransactions } from '../dataplanes/nftables/cold-start.ts';
 import { desiredRuleset } from '../dataplanes/nftables/desired-ruleset.ts';
 import { NftablesDataplane } from '../dataplanes/nftables/live.ts';
 import { commandNftRunner } from '../dataplanes/nftables/nft-runner.ts';
+import { endpointHashApplier, schedulerChoice } from '../dataplanes/nftables/scheduler.ts';
 import { execaRunner } from '../dataplanes/shared/command-runner.ts';
 import { fullTransaction } from '../dataplanes/shared/nft/full-transaction.ts';
 import { Lab } from '../harness/netns.ts';
@@ -57,6 +60,7 @@ const { values } = parseArgs({
     changes: { type: 'string', default: '21' },
     connects: { type: 'string', default: '300' },
     'cold-start-chunk': { type: 'string', default: '100000' },
+    scheduler: { type: 'string' },
   },
 });
 const shape: ClusterShape = {
@@ -117,6 +121,8 @@ async function netlinkFigures(ns: string, bareMs: number): Promise<Record<string
 }
 
 const lab = new Lab(`bench-nft-${process.pid}`);
+const { endpointHash } = schedulerChoice(values.scheduler);
+const withHash = endpointHashApplier(endpointHash);
 const dir = mkdtempSync(join(tmpdir(), 'kproxy-bench-nft-'));
 try {
   let cluster: SyntheticCluster | undefined = shapedCluster(shape);
@@ -125,7 +131,7 @@ try {
   cluster = undefined;
   let state: DualStackState = {};
   const modelFullMs = await timeMs(() => {
-    state = model.update().state;
+    state = withHash(model.update().state);
   });
   const modelMemory = settledMemoryMiB();
 
@@ -135,7 +141,12 @@ try {
   const runner = execaRunner(['nsenter', `--net=/run/netns/${nodeNs}`]);
   const counted = new ElementCountingNftRunner(commandNftRunner(runner));
   const nft = new TimedNftRunner(counted);
-  const dataplane = new NftablesDataplane({ nft, commands: runner, coldStartChunk: COLD_START_CHUNK });
+  const dataplane = new NftablesDataplane({
+    nft,
+    commands: runner,
+    coldStartChunk: COLD_START_CHUNK,
+    endpointHash,
+  });
   const coldStartMs = await timeMs(async () => {
     await dataplane.start();
     await dataplane.sync(state, 'full');
@@ -174,7 +185,7 @@ try {
         model.setEndpointSlice(changedSlice(shape, run + 1));
         const update = model.update();
         modelMs = performance.now() - start;
-        const outcome = await dataplane.sync(update.state, 'incremental', update.changed);
+        const outcome = await dataplane.sync(withHash(update.state), 'incremental', update.changed);
         if (outcome.kind !== 'incremental') throw new Error('the endpoint change fell back to a full sync');
       }),
     );
@@ -192,12 +203,13 @@ try {
   }
 
   const connect = await firstLastConnectUs(lab, nodeNs, services, Number(values.connects));
-  const netlink = await netlinkFigures(await lab.addNetns('netlink'), bareMs);
+  const netlink = endpointHash ? {} : await netlinkFigures(await lab.addNetns('netlink'), bareMs);
 
   reportSection({
     services,
     endpointsPerService: endpoints,
     wide: shape.wide,
+    scheduler: values.scheduler ?? 'rr',
     modelFullMs: round(modelFullMs),
     bareLoadMs: round(bareMs),
     bareChunkedLoadMs: round(bareChunksMs),
