@@ -4,6 +4,8 @@
 // chains one input declares): first the jumps and the top-level chains' rules, which leaves the
 // service chains referenced only by each other; then the service chains, referrers before the
 // chains they jump to (FW → EXT → SVC/SVL → TEP); then the empty top-level chains.
+
+import { compareText } from '../../contract/base/compare-text.ts';
 import { jumpsInto, removalInput, restoreSection, savedChainNames } from '../shared/iptables-save.ts';
 import { ENDPOINT_CHAIN_PREFIX, isKproxyChain, isServiceChain } from './chain-names.ts';
 import type { IptablesTable } from './restore-plan.ts';
@@ -20,7 +22,7 @@ export function cleanupInputs(table: IptablesTable, saved: string, maxChains: nu
   if (ours.length === 0 && jumps.length === 0) return [];
   if (ours.length <= maxChains) return [removalInput(table, ours, jumps)];
   const topLevel = ours.filter((chain) => !isServiceChain(chain));
-  const services = ours.filter(isServiceChain).sort((a, b) => rank(a) - rank(b) || (a < b ? -1 : 1));
+  const services = ours.filter(isServiceChain).sort((a, b) => rank(a) - rank(b) || compareText(a, b));
   const inputs = [
     restoreSection(table, [...topLevel.map((c) => `:${c} - [0:0]`), ...jumps.map((j) => `-D${j.slice(2)}`)]),
   ];

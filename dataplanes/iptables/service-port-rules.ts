@@ -293,7 +293,7 @@ function endpointChoiceRules(
     // against the kernel's own O(n²) for xt_recent (each rule's list looked up by name in a list of
     // all of them, at load and per packet: 14 s of system time for one change). Doing the endpoint
     // chain's work in place instead (hairpin mark, DNAT with --update) avoided the walk but took a
-    // third recent rule per endpoint, and the kernel's time grew more (docs/benchmarks.md).
+    // third recent rule per endpoint, and the kernel's time grew more (docs/benchmarks-log.md).
     for (const { sep, note } of targets) {
       rules.push(`-A ${chain}${note} -m recent --name ${sep} --rcheck --seconds ${seconds} --reap -j ${sep}`);
     }

@@ -2,7 +2,7 @@
 //
 // Numbered in the model's order (address order) at every sync, one endpoint arriving or leaving
 // in the middle of a big set shifts every index after it: at one Service with 100,000 endpoints,
-// one change was ~48,000 element deletes and as many adds (docs/benchmarks.md). So an incremental
+// one change was ~48,000 element deletes and as many adds (docs/benchmarks-log.md). So an incremental
 // sync keeps each endpoint at its index (its slot): an arrival fills a hole or takes index N, a
 // departure's hole gets the last endpoint (swap-remove), and the count (`numgen ... mod N`) is the
 // key's one dispatch element. One endpoint added, removed or changed touches O(1) elements.

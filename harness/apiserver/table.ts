@@ -3,6 +3,7 @@
 // kube-apiserver's printers (pkg/printers/internalversion) for Services, EndpointSlices, Nodes and
 // ServiceCIDRs.
 
+import { compareText } from '../../contract/base/compare-text.ts';
 import type { ResourceType } from '../../src/kube/resources.ts';
 import type { StoredObject } from './state.ts';
 
@@ -213,7 +214,7 @@ function nodeAddress(o: Any, type: string): string {
 function selectorText(selector: Record<string, string> | undefined): string {
   return joinOr(
     Object.entries(selector ?? {})
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .sort(([a], [b]) => compareText(a, b))
       .map(([k, v]) => `${k}=${v}`),
     '<none>',
   );

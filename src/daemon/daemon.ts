@@ -181,7 +181,7 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
   // overlaps the API server's answer instead of delaying it. The loop starts once both are done.
   // Both start before the listeners accept: starting a tool is the start's longest synchronous
   // step (forking the process, tens of ms of the event loop's time), and a probe that comes
-  // meanwhile is better refused at once than held unanswered (docs/benchmarks.md, /healthz).
+  // meanwhile is better refused at once than held unanswered (docs/benchmarks-log.md, /healthz).
   const waiting = new AbortController();
   startAll(informers);
   logger.info({ mode: config.mode, node: config.nodeName }, 'waiting for informers to sync');

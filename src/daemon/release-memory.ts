@@ -5,7 +5,7 @@
 //
 // It is also the longest pause kproxy causes itself: full collections repeated while each frees
 // anything (seven after a 30k cold start: 0.4–0.9 s of main-thread CPU, /healthz unanswered
-// meanwhile; docs/benchmarks.md). So it runs only when the heap grew by more than that is worth
+// meanwhile; docs/benchmarks-log.md). So it runs only when the heap grew by more than that is worth
 // since it last ran: the full sync of a small cluster, or a periodic full resync that peaked
 // little, pays nothing.
 import v8 from 'node:v8';

@@ -12,8 +12,7 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, linearBuckets, Regist
 import type { IPFamily } from '../../contract/base/ip-family.ts';
 import type { DataplaneMode } from '../../contract/dataplane.ts';
 import { CommandTimeoutError, DataplaneError } from '../../contract/dataplane-error.ts';
-import type { DualStackState } from '../../contract/proxy-state.ts';
-import { type NoLocalEndpointsByFamily, StateCounter } from './state-counts.ts';
+import type { NoLocalEndpointsByFamily } from './state-counts.ts';
 import type { SyncLoopEvent } from './sync-loop.ts';
 
 /** kube-proxy's ExponentialBuckets(0.001, 2, 15). */
@@ -42,16 +41,6 @@ const FAILURE_COUNTER: Record<DataplaneMode, { readonly name: string; readonly h
     help: 'Cumulative proxy IPVS sync failures',
   },
 };
-
-/**
- * Service ports whose Local policy has no local endpoint, as kube-proxy counts them for
- * sync_proxy_rules_no_local_endpoints_total: per family the state serves and per traffic policy.
- * Only the traffic that is DROPped for it counts; a service with no endpoint anywhere is REJECTed.
- * The count of state-counts.ts, from a walk of every port.
- */
-export function countNoLocalEndpoints(state: DualStackState): NoLocalEndpointsByFamily {
-  return new StateCounter().update(state).noLocal;
-}
 
 /** When an endpoint change was triggered (ms since the epoch) and the family whose rules program it. */
 export interface ChangeTrigger {
@@ -313,13 +302,8 @@ export class ProxyMetrics {
     if (trigger) this.#pendingTriggers.push({ receivedAt, ...trigger });
   }
 
-  /** Called with each state handed to the dataplane. */
-  stateBuilt(state: DualStackState): void {
-    this.noLocalEndpointsCounted(countNoLocalEndpoints(state));
-  }
-
   /**
-   * stateBuilt for a caller that keeps the counts itself (the daemon, from the changed ports). The
+   * The no-local-endpoints counts of the state handed to the dataplane (state-counts.ts). The
    * families present are the ones the node serves from now on: the ip_family of what follows.
    */
   noLocalEndpointsCounted(byFamily: NoLocalEndpointsByFamily): void {

@@ -4,7 +4,8 @@ import { CommandTimeoutError } from '../../contract/dataplane-error.ts';
 import type { DualStackState } from '../../contract/proxy-state.ts';
 import { IptablesCommandError } from '../../dataplanes/iptables/live.ts';
 import { endpoint, localEndpoint, proxyState, servicePort } from '../../harness/proxy-states.ts';
-import { countNoLocalEndpoints, ProxyMetrics } from '../../src/sync/metrics.ts';
+import { ProxyMetrics } from '../../src/sync/metrics.ts';
+import { StateCounter } from '../../src/sync/state-counts.ts';
 
 async function value(
   metrics: ProxyMetrics,
@@ -31,7 +32,12 @@ const synced = (kind: 'full' | 'incremental', startedAt: number, durationMs: num
     durationMs,
   }) as const;
 
-describe('countNoLocalEndpoints', () => {
+/** What the daemon does with each state it hands to the dataplane. */
+function stateBuilt(metrics: ProxyMetrics, state: DualStackState): void {
+  metrics.noLocalEndpointsCounted(new StateCounter().update(state).noLocal);
+}
+
+describe('the no-local-endpoints count', () => {
   test('counts Local policies without a local endpoint, per family and per policy', () => {
     const remote = [endpoint('10.2.0.5', 80)];
     const remote6 = [endpoint('fd00:2::5', 80)];
@@ -46,7 +52,7 @@ describe('countNoLocalEndpoints', () => {
       ]),
       IPv6: proxyState('IPv6', [servicePort('a6', { ...external, clusterEndpoints: remote6 })]),
     };
-    assert.deepEqual(countNoLocalEndpoints(state), {
+    assert.deepEqual(new StateCounter().update(state).noLocal, {
       IPv4: { internal: 2, external: 2 },
       IPv6: { internal: 0, external: 1 },
     });
@@ -59,14 +65,14 @@ describe('countNoLocalEndpoints', () => {
         servicePort('b', { nodePort: 30080, externalPolicyLocal: true }),
       ]),
     };
-    assert.deepEqual(countNoLocalEndpoints(state), { IPv4: { internal: 0, external: 0 } });
+    assert.deepEqual(new StateCounter().update(state).noLocal, { IPv4: { internal: 0, external: 0 } });
   });
 });
 
 /** ProxyMetrics after a state of these families was built (the ip_family label's values). */
 function serving(mode: 'nftables' | 'iptables' | 'ipvs', families: readonly ('IPv4' | 'IPv6')[] = ['IPv4']) {
   const metrics = new ProxyMetrics(mode, { processMetrics: false });
-  metrics.stateBuilt(Object.fromEntries(families.map((f) => [f, proxyState(f, [])])));
+  stateBuilt(metrics, Object.fromEntries(families.map((f) => [f, proxyState(f, [])])));
   return metrics;
 }
 
@@ -230,10 +236,10 @@ describe('ProxyMetrics', () => {
   test('no-local-endpoint gauges follow the latest state', async () => {
     const metrics = new ProxyMetrics('nftables', { processMetrics: false });
     const remote = [endpoint('10.2.0.5', 80)];
-    metrics.stateBuilt({
+    stateBuilt(metrics, {
       IPv4: proxyState('IPv4', [servicePort('a', { internalPolicyLocal: true, hasEndpoints: true })]),
     });
-    metrics.stateBuilt({
+    stateBuilt(metrics, {
       IPv4: proxyState('IPv4', [
         servicePort('b', { nodePort: 30080, externalPolicyLocal: true, clusterEndpoints: remote }),
       ]),
@@ -247,7 +253,7 @@ describe('ProxyMetrics', () => {
     const metrics = new ProxyMetrics('nftables', { processMetrics: false });
     metrics.observe({ type: 'queued', at: 1_000 });
     const remote6 = [endpoint('fd00:2::5', 80)];
-    metrics.stateBuilt({
+    stateBuilt(metrics, {
       IPv4: proxyState('IPv4', []),
       IPv6: proxyState('IPv6', [
         servicePort('b', { nodePort: 30080, externalPolicyLocal: true, clusterEndpoints: remote6 }),

@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { DualStackState } from '../../contract/proxy-state.ts';
 import { ModelCache } from '../../src/model/model-cache.ts';
-import { countNoLocalEndpoints } from '../../src/sync/metrics.ts';
 import { StateCounter } from '../../src/sync/state-counts.ts';
 import { endpoint, options, service, slice, THIS_NODE } from '../model/fixtures.ts';
 
@@ -15,7 +14,7 @@ function recount(state: DualStackState) {
       endpoints += port.clusterEndpoints.length;
     }
   }
-  return { servicePorts, endpoints, noLocal: countNoLocalEndpoints(state) };
+  return { servicePorts, endpoints, noLocal: new StateCounter().update(state).noLocal };
 }
 
 describe('StateCounter', () => {

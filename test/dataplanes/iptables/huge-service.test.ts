@@ -28,7 +28,7 @@ import { RecordingRunner } from './recording-runner.ts';
  * plus the step in progress, plus a young-generation collection). CPU time rather than wall time,
  * so that the machine's other load (descheduling) does not count. The budget is the /healthz
  * target (100 ms), ten slices: planned in one go, this Service takes ~300 ms of CPU here
- * (1.4 s for 1,000 ports × 100 endpoints, docs/benchmarks.md).
+ * (1.4 s for 1,000 ports × 100 endpoints, docs/benchmarks-log.md).
  */
 const TURN_BUDGET_MS = 10 * SLICE_MS;
 

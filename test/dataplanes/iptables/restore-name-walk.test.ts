@@ -4,7 +4,7 @@
 // n jumps to chains that sort before it walked past all of them on each of its own rules: O(n²),
 // and one Service with 100,000 endpoints never finished its restore (SVC → SEP: 'E' < 'V'; 20,000
 // endpoints: 9.9 s against 1.2 s once the endpoint chains sort after it and its jumps come in
-// descending order, docs/benchmarks.md). The walk is counted here on the restore inputs kproxy
+// descending order, docs/benchmarks-log.md). The walk is counted here on the restore inputs kproxy
 // sends, so a plan that brings the quadratic walk back fails in milliseconds, without a kernel.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
