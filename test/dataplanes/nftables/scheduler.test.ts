@@ -3,9 +3,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { DualStackState, ProxyState } from '../../../contract/proxy-state.ts';
+import { buildNftablesDataplane } from '../../../dataplanes/nftables/build.ts';
 import { MAGLEV_SLOTS, maglevTable } from '../../../dataplanes/nftables/maglev.ts';
 import { createNftablesPlanner, nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
 import { endpointHashApplier, schedulerChoice } from '../../../dataplanes/nftables/scheduler.ts';
+import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { emptyNftRuleset } from '../../../dataplanes/shared/trace/nft-ruleset.ts';
 import { prng } from '../../support/prng.ts';
 import { seedsLine, testSeeds } from '../../support/seeds.ts';
@@ -104,4 +106,21 @@ test('mh: an endpoint leaving rewrites only the slots whose owner changed', () =
     `the ${changed} slots whose owner changed, of ${MAGLEV_SLOTS}`,
   );
   assert.ok(changed < MAGLEV_SLOTS / 4, `${changed} slots`);
+});
+
+test('the dataplane kproxy run builds warns once of a scheduler without a counterpart, and only then', () => {
+  for (const [scheduler, warnings] of [
+    ['wrr', 1],
+    ['lc', 1],
+    ['sh', 0],
+    ['mh', 0],
+    ['rr', 0],
+    [undefined, 0],
+  ] as const) {
+    const warned: string[] = [];
+    // A runner given: nothing opens a socket or runs a tool while building.
+    buildNftablesDataplane({ runner: execaRunner(), log: () => {}, scheduler, warn: (m) => warned.push(m) });
+    assert.equal(warned.length, warnings, `${scheduler}: ${warned.join()}`);
+    if (warnings) assert.match(warned[0]!, /no nftables counterpart.*picked at random/);
+  }
 });
