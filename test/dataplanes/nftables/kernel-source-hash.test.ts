@@ -3,7 +3,8 @@
 // rules; each lands on the endpoint `kproxy trace` predicts from the rendered rules and from the
 // kernel's (the kernel's jhash computed by dataplanes/shared/trace/jhash.ts), every connection of a
 // client on the same one, before and after an endpoint goes; with mh a client whose endpoint stays
-// keeps it unless the Maglev table moved its slot. No seed: the hash is deterministic.
+// keeps it unless the Maglev table moved its slot. Render, loaded alone, gives the live sync's
+// ruleset. No seed: the hash is deterministic.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { DualStackState } from '../../../contract/proxy-state.ts';
@@ -22,6 +23,7 @@ import { CLUSTER_CIDR_V4, type PodInfo, Topology } from '../../../harness/topolo
 import { readLiveRules, traceRuleText } from '../../../src/cli/trace.ts';
 import { checkFlow, comparable, inBatches } from '../../trace/flow-check.ts';
 import { endpoint, proxyState, servicePort } from './fixtures.ts';
+import { canonicalRuleset, nftLoad } from './kernel-support.ts';
 
 const isRoot = process.getuid?.() === 0;
 const ROOT_REASON = 'needs root: network namespaces and nft';
@@ -113,6 +115,13 @@ describe('nftables source and consistent hashing (ipvs.scheduler sh, mh) with re
     for (const source of sources) await lab.addAddress(topo.client.ns, 'eth0', `${source}/32`);
   });
 
+  /** What render prints for `state`, loaded into a namespace of its own, is what the live sync left on node-0. */
+  async function checkRenderIsLive(rendered: string, name: string): Promise<void> {
+    const ns = await lab.addNetns(name);
+    await nftLoad(lab, ns, rendered);
+    assert.deepEqual(await canonicalRuleset(lab, ns), await canonicalRuleset(lab, topo.nodes[0]!.ns));
+  }
+
   /** The live dataplane of node-0 as `kproxy run --ipvs-scheduler` builds it; it adopts what is there. */
   async function dataplaneWith(endpointHash: EndpointHash): Promise<NftablesDataplane> {
     const commands = execaRunner(['ip', 'netns', 'exec', topo.nodes[0]!.ns]);
@@ -128,6 +137,7 @@ describe('nftables source and consistent hashing (ipvs.scheduler sh, mh) with re
     const pods = topo.nodes.flatMap((n) => n.pods);
     const state = stateOf(pods);
     await dataplane.sync(state, 'full');
+    await checkRenderIsLive(planner.render(planner.planFull(state)), 'render-sh');
     const answered = await checkClients(planner.render(planner.planFull(state)));
     // The hash is deterministic: these 48 addresses are known to reach every one of the 4 pods.
     assert.deepEqual([...new Set(answered.values())].sort(), pods.map((p) => p.name).sort());
@@ -150,6 +160,7 @@ describe('nftables source and consistent hashing (ipvs.scheduler sh, mh) with re
     const pods = topo.nodes.flatMap((n) => n.pods);
     const state = stateOf(pods);
     await dataplane.sync(state, 'full');
+    await checkRenderIsLive(planner.render(planner.planFull(state)), 'render-mh');
     const first = await checkClients(planner.render(planner.planFull(state)));
     assert.deepEqual([...new Set(first.values())].sort(), pods.map((p) => p.name).sort());
 
