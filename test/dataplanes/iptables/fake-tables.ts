@@ -79,6 +79,11 @@ export class FakeTables {
     out.push('COMMIT', '');
     return out.join('\n');
   }
+
+  /** `iptables-save` without -t: every table the family holds, as the real one prints only those that exist. */
+  saveAll(family: IPFamily = 'IPv4'): string {
+    return [...this.ruleset[family].keys()].map((table) => this.save(table, family)).join('');
+  }
 }
 
 /** The kernel's check at commit: every jump names a built-in target or a chain of the table. */
@@ -108,7 +113,9 @@ export function fakeIptablesNode(): { runner: RecordingRunner; kernel: FakeTable
     }
     const args = call.args.filter((a) => a !== '-w');
     const table = args[args.indexOf('-t') + 1] as IptablesTable;
-    if (call.command.endsWith('-save')) return { stdout: kernel.save(table, family) };
+    if (call.command.endsWith('-save')) {
+      return { stdout: args.includes('-t') ? kernel.save(table, family) : kernel.saveAll(family) };
+    }
     if (args.includes('-C')) {
       const [from, ...spec] = args.slice(args.indexOf('-C') + 1);
       const rule = insertLine({ table, from: from!, spec }).replace(/^-I (\S+) 1 /, '-A $1 ');
