@@ -38,10 +38,10 @@ tsc -p tsconfig.json
 biome check .
 
 # Two lanes. The slowest files mostly wait: on the qemu VM's one emulated CPU (all the IPVS kernel
-# tests, one boot), on the network and disk (mmdebstrap), or on the clock (idle-health: three idle
+# tests, one boot), on the network and disk (mmdebstrap), or on the clock (ten-idle-minutes: three idle
 # daemons for 10 minutes, ~12 min). They run together beside the rest (which runs one file at a
 # time, node's default on 2 cores), not after it; their report comes at the end.
-aside=(test/in-vm.test.ts test/daemon/systemd-boot.test.ts test/daemon/idle-health.test.ts
+aside=(test/in-vm.test.ts test/daemon/systemd-boot.test.ts test/daemon/ten-idle-minutes.test.ts
   test/daemon/deb-package.test.ts)
 mapfile -t rest < <(find test -name '*.test.ts' | sort | grep -vxF -f <(printf '%s\n' "${aside[@]}"))
 run_tests=(node --test --test-reporter=spec --test-timeout=600000)
