@@ -5,10 +5,8 @@
 // its paths install, resetting a connection and shedding load with 429. RBAC forbids ServiceCIDRs
 // throughout (403 from 1.33, 404 before: a node-proxier role from before 1.33). After each upgrade
 // a change of web's endpoints must reach real connections and /healthz must be 200.
-// IPVS runs only in the qemu VM (test/in-vm.test.ts), where ten restarts under emulation would cost
-// minutes: there the walk stops at the minors where what kproxy meets changes (1.29: no
-// ServiceCIDRs, no watch-list; 1.32: watch-list; 1.33: ServiceCIDRs v1 and the faults; the newest);
-// daemon-versions.test.ts walks every minor with kproxy's model in-process.
+// IPVS runs it in the qemu VM (test/in-vm.test.ts); daemon-versions.test.ts walks the same minors
+// with kproxy's model in-process.
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -37,12 +35,6 @@ const UPGRADE_FAULTS = ['fail 503 2', 'reset 1', 'fail 429 1 1'];
  */
 const FOLLOW_DEADLINE_MS = BACKOFF_MAX_MS + SYNC_DEADLINE_MS;
 
-/** The minors a mode's daemon is walked through: all of them where a restart costs little. */
-function walkOf(mode: string): readonly string[] {
-  const turns = new Set(['1.29', '1.32', '1.33', MINORS.at(-1)]);
-  return mode === 'ipvs' ? MINORS.filter((minor) => turns.has(minor)) : MINORS;
-}
-
 for (const mode of modesHere()) {
   describe(`kproxy run while its API server is upgraded 1.29 -> 1.38 (${mode})`, () => {
     test('after each upgrade an endpoint change reaches real connections; /healthz 200; ServiceCIDRs forbidden', async (t) => {
@@ -55,7 +47,7 @@ for (const mode of modesHere()) {
       t.after(() => daemon.kill());
       await daemon.waitFor('"rules synced"', SYNC_DEADLINE_MS);
 
-      for (const [step, minor] of walkOf(mode).entries()) {
+      for (const [step, minor] of MINORS.entries()) {
         if (step > 0) {
           if (minor === '1.33')
             for (const fault of UPGRADE_FAULTS) {
