@@ -14,7 +14,13 @@ import type { BackoffOptions } from '../kube/backoff.ts';
 import { sliceChangeTrigger } from '../kube/change-trigger.ts';
 import type { KubeApi } from '../kube/client.ts';
 import { createInformerMetrics } from '../kube/informer-metrics.ts';
-import { createProxyInformers, startAll, stopAll, waitForAllSynced } from '../kube/proxy-informers.ts';
+import {
+  createProxyInformers,
+  type ProxyInformers,
+  startAll,
+  stopAll,
+  waitForAllSynced,
+} from '../kube/proxy-informers.ts';
 import { ModelCache } from '../model/model-cache.ts';
 import { ProxyMetrics } from '../sync/metrics.ts';
 import { logSyncEvent } from '../sync/sync-log.ts';
@@ -72,21 +78,10 @@ export type DaemonStart =
 export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
   const { config, logger, dataplane, clock } = deps;
   const metrics = deps.metrics ?? new ProxyMetrics(config.mode);
-  // kube-proxy's healthTimeout: a queued change not synced within two sync periods.
-  const health = new ProxyHealth(clock, 2 * config.syncPeriodMs, (report) => {
-    const endpoints = report.cause === 'node' ? '/healthz' : '/healthz and /livez';
-    if (report.failing) logger.warn({ cause: report.cause }, `${endpoints} answer 503: ${report.detail}`);
-    else logger.info({ cause: report.cause }, `${endpoints} no longer 503 for: ${report.detail}`);
-  });
+  const health = reportingHealth(config, clock, logger);
   registerHealthMetrics(metrics.registry, health);
   const informers = createProxyInformers({
-    api: trackApiContact(deps.api, clock, (event) => {
-      health.apiContact(event);
-      if (event.type === 'lost') {
-        const { resource, error } = event;
-        logger.warn({ resource, error }, 'lost contact with the API server; rules stay as they are');
-      } else logger.info('API server reachable again');
-    }),
+    api: contactTracked(deps.api, clock, health, logger),
     nodeName: config.nodeName,
     ...(config.serviceProxyName ? { proxyName: config.serviceProxyName } : {}),
     logger,
@@ -109,14 +104,7 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
   const closeListeners = () => Promise.all(listeners.map((l) => l.close()));
 
   const nfacctPackets = deps.nfacctPackets ?? new Map<NfacctPacketMetric, PacketCount>();
-  for (const [counted, packets] of nfacctPackets) {
-    registerNfacctPackets(metrics.registry, counted, packets, (error) =>
-      logger.warn(
-        { error: String(error), counter: counted.counter },
-        'nfacct packet count not read; the last one is served',
-      ),
-    );
-  }
+  registerNfacctMetrics(metrics, nfacctPackets, logger);
   // Fed by informer events, so a sync recomputes only the services that changed since the last one.
   const model = new ModelCache({
     ...toProxyOptions(config),
@@ -148,34 +136,7 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
   // the first sync does not happen in time (an API server that never answers, for one).
   loop.requestSync({ full: true });
 
-  informers.services.onChange((event) => {
-    if (event.type === 'delete') model.deleteService(event.object);
-    else model.setService(event.object);
-    metrics.serviceChanged(clock.now());
-    loop.requestSync();
-  });
-  informers.endpointSlices.onChange((event) => {
-    // Under the informer's key string: the model's record keeps it instead of one more (~1 MiB).
-    if (event.type === 'delete') model.deleteEndpointSlice(event.object, event.key);
-    else model.setEndpointSlice(event.object, event.key);
-    metrics.endpointSliceChanged(
-      clock.now(),
-      event.type === 'delete' ? undefined : sliceChangeTrigger(event.object),
-    );
-    loop.requestSync();
-  });
-  informers.node.onChange((event) => {
-    const node = event.type === 'delete' ? undefined : event.object;
-    health.nodeChanged(node);
-    // The node's addresses, pod CIDRs and zone feed every service's decisions; a heartbeat none.
-    if (model.setNode(node)) loop.requestSync({ full: true });
-  });
-  informers.serviceCIDRs.onChange((event) => {
-    // The service CIDRs are in every family's fixed rules (nftables' cluster-ips-check).
-    const changed =
-      event.type === 'delete' ? model.deleteServiceCIDR(event.object) : model.setServiceCIDR(event.object);
-    if (changed) loop.requestSync({ full: true });
-  });
+  feedModel(informers, model, loop, { metrics, health, clock });
 
   // The list starts before the adoption: reading the kernel's tables (nft, another process)
   // overlaps the API server's answer instead of delaying it. The loop starts once both are done.
@@ -265,4 +226,77 @@ async function listenOn(
     const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
     return { ok: false, error: `${field}: cannot listen on ${address}: ${code}` };
   }
+}
+
+/** kube-proxy's healthTimeout (a queued change not synced within two sync periods); each cause said once. */
+function reportingHealth(config: ProxyConfig, clock: Clock, logger: Logger): ProxyHealth {
+  return new ProxyHealth(clock, 2 * config.syncPeriodMs, (report) => {
+    const endpoints = report.cause === 'node' ? '/healthz' : '/healthz and /livez';
+    if (report.failing) logger.warn({ cause: report.cause }, `${endpoints} answer 503: ${report.detail}`);
+    else logger.info({ cause: report.cause }, `${endpoints} no longer 503 for: ${report.detail}`);
+  });
+}
+
+/** The informers' API, whose answers tell health whether the cluster is still followed. */
+function contactTracked(api: KubeApi, clock: Clock, health: ProxyHealth, logger: Logger): KubeApi {
+  return trackApiContact(api, clock, (event) => {
+    health.apiContact(event);
+    if (event.type === 'lost') {
+      const { resource, error } = event;
+      logger.warn({ resource, error }, 'lost contact with the API server; rules stay as they are');
+    } else logger.info('API server reachable again');
+  });
+}
+
+/** kube-proxy's nfacct packet counts as metrics, each read at a scrape. */
+function registerNfacctMetrics(
+  metrics: ProxyMetrics,
+  nfacctPackets: ReadonlyMap<NfacctPacketMetric, PacketCount>,
+  logger: Logger,
+): void {
+  for (const [counted, packets] of nfacctPackets) {
+    registerNfacctPackets(metrics.registry, counted, packets, (error) =>
+      logger.warn(
+        { error: String(error), counter: counted.counter },
+        'nfacct packet count not read; the last one is served',
+      ),
+    );
+  }
+}
+
+/** Informer events into the model, each asking the loop for a sync (full where every service's rules change). */
+function feedModel(
+  informers: ProxyInformers,
+  model: ModelCache,
+  loop: SyncLoop,
+  { metrics, health, clock }: { metrics: ProxyMetrics; health: ProxyHealth; clock: Clock },
+): void {
+  informers.services.onChange((event) => {
+    if (event.type === 'delete') model.deleteService(event.object);
+    else model.setService(event.object);
+    metrics.serviceChanged(clock.now());
+    loop.requestSync();
+  });
+  informers.endpointSlices.onChange((event) => {
+    // Under the informer's key string: the model's record keeps it instead of one more (~1 MiB).
+    if (event.type === 'delete') model.deleteEndpointSlice(event.object, event.key);
+    else model.setEndpointSlice(event.object, event.key);
+    metrics.endpointSliceChanged(
+      clock.now(),
+      event.type === 'delete' ? undefined : sliceChangeTrigger(event.object),
+    );
+    loop.requestSync();
+  });
+  informers.node.onChange((event) => {
+    const node = event.type === 'delete' ? undefined : event.object;
+    health.nodeChanged(node);
+    // The node's addresses, pod CIDRs and zone feed every service's decisions; a heartbeat none.
+    if (model.setNode(node)) loop.requestSync({ full: true });
+  });
+  informers.serviceCIDRs.onChange((event) => {
+    // The service CIDRs are in every family's fixed rules (nftables' cluster-ips-check).
+    const changed =
+      event.type === 'delete' ? model.deleteServiceCIDR(event.object) : model.setServiceCIDR(event.object);
+    if (changed) loop.requestSync({ full: true });
+  });
 }
