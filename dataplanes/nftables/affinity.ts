@@ -32,8 +32,8 @@ import {
 } from '../shared/nft/affinity.ts';
 import type { FamilySyntax } from '../shared/nft/family-syntax.ts';
 import type { ChainSpec, SetSpec } from '../shared/nft/transaction.ts';
-import type { DispatchKey, PortWrite } from './endpoint-dispatch.ts';
 import { forEachIndex } from './endpoint-slots.ts';
+import type { DispatchKey, PortWrite } from './port-write.ts';
 import { DISPATCH_TARGETS, type DispatchTarget, type L4Protocol, SETS } from './sets.ts';
 
 /** The service side of a new connection, from conntrack (the packet's header is scratch). */

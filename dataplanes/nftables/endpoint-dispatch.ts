@@ -11,40 +11,12 @@
 // (maglev.ts), and one chain per protocol hashes the client address into a slot:
 //   backends-tcp-consistent: dnat to ip daddr . tcp dport . jhash ip saddr mod 251 seed ... map @backends-tcp
 // An endpoint change rewrites only the slots whose owner changed (the fragment plan's diff).
-import type { Endpoint, NodeSettings, ServicePort } from '../../contract/proxy-state.ts';
-import type { TrafficDecisions } from '../../contract/traffic-decisions.ts';
-import type { FamilySyntax } from '../shared/nft/family-syntax.ts';
-import type { RulesetBuilder } from '../shared/nft/ruleset.ts';
 import { fitComment } from '../shared/nft/transaction.ts';
 import { addAffinityDispatch } from './affinity.ts';
-import { type EndpointIndexes, type EndpointSets, forEachIndex } from './endpoint-slots.ts';
+import { forEachIndex } from './endpoint-slots.ts';
 import { MAGLEV_SLOTS, maglevTable } from './maglev.ts';
-import type { DispatchTarget, L4Protocol } from './sets.ts';
-
-/** The service port being written into a family's ruleset: what each writer of its elements needs. */
-export interface PortWrite {
-  readonly builder: RulesetBuilder;
-  readonly syntax: FamilySyntax;
-  readonly node: NodeSettings;
-  readonly sp: ServicePort;
-  /** The port's protocol in nft's words. */
-  readonly proto: L4Protocol;
-  readonly decisions: TrafficDecisions;
-  /** Its endpoints, in slot order (endpoint-slots.ts). */
-  readonly sets: EndpointSets;
-  /** Only the endpoint elements at these indexes (those an endpoint change rewrites), else all. */
-  readonly indexes: EndpointIndexes | undefined;
-}
-
-/** A key of the port to send to one of `endpoints` (non-empty): `address` (absent for a node port) . proto . `port`. */
-export interface DispatchKey {
-  readonly target: DispatchTarget;
-  readonly address: string | undefined;
-  readonly port: number;
-  readonly endpoints: readonly Endpoint[];
-  /** Only the elements of the endpoints at these indexes, else all. */
-  readonly indexes: readonly number[] | undefined;
-}
+import type { DispatchKey, PortWrite } from './port-write.ts';
+import type { DispatchTarget } from './sets.ts';
 
 /**
  * Sends traffic for `key` to one of its endpoints. With ClientIP affinity the endpoints go to the

@@ -10,8 +10,9 @@ import type { FamilySyntax } from '../shared/nft/family-syntax.ts';
 import type { RulesetBuilder } from '../shared/nft/ruleset.ts';
 import { addFirewall, noEndpointVerdict } from '../shared/nft/service-rules.ts';
 import { type ElementSpec, fitComment } from '../shared/nft/transaction.ts';
-import { addDispatch, type PortWrite } from './endpoint-dispatch.ts';
+import { addDispatch } from './endpoint-dispatch.ts';
 import { type EndpointIndexes, type PortSlots, slottedSets } from './endpoint-slots.ts';
+import type { PortWrite } from './port-write.ts';
 import {
   CLUSTER,
   type DispatchTarget,
