@@ -36,4 +36,4 @@ umoci config --image "$work/oci:$tag" --architecture=amd64 --os=linux \
 umoci gc --layout "$work/oci"
 mkdir -p "$out"
 tar -C "$work/oci" -cf "$out/kproxy_${version}_amd64.oci.tar" .
-ls -l "$out/kproxy_${version}_amd64.oci.tar" | awk '{ printf "%s: %.1f MiB\n", $NF, $5 / 1048576 }'
+stat -c '%n %s' "$out/kproxy_${version}_amd64.oci.tar" | awk '{ printf "%s: %.1f MiB\n", $1, $2 / 1048576 }'

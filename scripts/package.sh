@@ -49,5 +49,5 @@ sed -e "s/@VERSION@/$version/" -e "s/@ARCH@/$arch/" -e "s/@INSTALLED_SIZE@/$inst
 compression=(-Zxz)
 if [ "$fast" = --fast ]; then compression=(-Zgzip -z1); fi
 dpkg-deb --root-owner-group "${compression[@]}" --build "$root" "$out/$name.deb" >/dev/null
-ls -l "$out/$name".* | awk '{ printf "%s: %.1f MiB\n", $NF, $5 / 1048576 }'
+stat -c '%n %s' "$out/$name".* | awk '{ printf "%s: %.1f MiB\n", $1, $2 / 1048576 }'
 echo "installed size: $((installed_kib / 1024)) MiB"
