@@ -69,7 +69,10 @@ nftables: a full sync on a node that already has kproxy's tables rewrites them i
   --strict                                   exit 1 (and print nothing) on any warning (an object
                                              skipped); notes (kinds kproxy does not read) pass
   --family ipv4|ipv6|both                    which families to render (default both)
-  --config FILE                              KubeProxyConfiguration file; flags override it
+  --config FILE                              KubeProxyConfiguration file, read as \`kproxy run\` reads
+                                             it: the flags bound to its fields are then ignored
+                                             (but -v, --hostname-override, --master), with run's
+                                             warnings on stderr; --mode still picks the mode
 
 kube-proxy flags (same meanings):
 ${proxyFlagLines}

@@ -6,7 +6,8 @@ import type { ParseArgsOptionsConfig } from 'node:util';
 import type { IPFamily } from '../../contract/base/ip-family.ts';
 import type { DualStackState } from '../../contract/proxy-state.ts';
 import { printInputs, SCRIPT_PREAMBLE, shellScript } from '../../contract/tool-inputs.ts';
-import { loadProxyConfig, type ProxyConfig } from '../config/config.ts';
+import type { ProxyConfig } from '../config/config.ts';
+import { type CommandLineConfigResult, loadCommandLineConfig } from '../config/kube-proxy-precedence.ts';
 import type { FlagValues } from '../config/proxy-flags.ts';
 import { PROXY_FLAG_OPTIONS } from '../config/proxy-flags.ts';
 import { toProxyOptions } from '../config/proxy-options.ts';
@@ -52,6 +53,8 @@ interface RenderRequest {
   readonly script: boolean;
   readonly families: readonly IPFamily[];
   readonly config: ProxyConfig;
+  /** What `kproxy run` logs at start for these flags and file, in its words (no-effect flags, ...). */
+  readonly configWarnings: readonly string[];
 }
 
 /** A reason to stop: 2 for a wrong command line, 1 for anything else the user can fix. */
@@ -79,7 +82,10 @@ export async function renderCommand(args: readonly string[], io: CliIO): Promise
   if (previous !== undefined && !previous.ok) return fail({ exitCode: 1, message: previous.error });
 
   const config = withRenderNodeName(request.config, request.example ? current.objects : []);
-  const warnings = [...(previous?.warnings ?? []), ...current.warnings].map(formatSourceWarning);
+  const warnings = [
+    ...request.configWarnings,
+    ...[...(previous?.warnings ?? []), ...current.warnings].map(formatSourceWarning),
+  ];
   const stateOf = (objects: readonly KubeObject[]) => {
     const built = buildState(objects, config, request.families);
     warnings.push(...built.warnings);
@@ -131,12 +137,7 @@ export async function renderRequest(values: FlagValues): Promise<RenderRequest |
   const families = FAMILY_FLAG[(values.family as string | undefined) ?? 'both'];
   if (families === undefined)
     return usage(`--family: ${JSON.stringify(values.family)} is not ipv4, ipv6 or both`);
-  // --example comes with its node's configuration (cluster CIDR, node IPs) unless --config is given.
-  const config = values.config ?? (example ? EXAMPLE_CONFIG_PATH : undefined);
-  const loaded = await loadProxyConfig(
-    { ...values, config, 'proxy-mode': mode },
-    { readFile: (path) => readFile(path, 'utf8'), hostname: hostname() },
-  );
+  const loaded = await loadRenderConfig(values);
   if (!loaded.ok) return { exitCode: loaded.usage ? 2 : 1, message: loaded.error };
   return {
     inputs,
@@ -147,7 +148,26 @@ export async function renderRequest(values: FlagValues): Promise<RenderRequest |
     script: values.script === true,
     families,
     config: loaded.config,
+    configWarnings: loaded.warnings,
   };
+}
+
+/**
+ * The configuration render shows, read as `kproxy run` reads these flags (with --config, the flags
+ * bound to the file's fields are ignored), except render's own choices: --mode/--proxy-mode pick the
+ * mode to render whatever the file says, and --example comes with its node's configuration (cluster
+ * CIDR, node IPs), under the flags, unless --config is given. Trace reads the node's IPs from it too.
+ */
+export function loadRenderConfig(values: FlagValues): Promise<CommandLineConfigResult> {
+  const { mode, 'proxy-mode': proxyMode, ...flags } = values;
+  return loadCommandLineConfig(
+    flags,
+    { readFile: (path) => readFile(path, 'utf8'), hostname: hostname() },
+    {
+      defaultConfig: values.example === true ? EXAMPLE_CONFIG_PATH : undefined,
+      mode: (mode ?? proxyMode) as string | undefined,
+    },
+  );
 }
 
 /**

@@ -8,9 +8,9 @@ import type { Logger } from 'pino';
 import { systemClock } from '../../contract/base/clock.ts';
 import type { DataplaneMode, LiveDataplane } from '../../contract/dataplane.ts';
 import type { NfacctCounters } from '../../dataplanes/iptables/nfacct.ts';
-import { loadProxyConfig, type ProxyConfig } from '../config/config.ts';
+import type { ProxyConfig } from '../config/config.ts';
 import { configYaml } from '../config/config-yaml.ts';
-import { kubeProxyFlags } from '../config/kube-proxy-precedence.ts';
+import { loadCommandLineConfig } from '../config/kube-proxy-precedence.ts';
 import { type FlagValues, PROXY_FLAGS, proxyFlagOptions } from '../config/proxy-flags.ts';
 import { toProxyOptions } from '../config/proxy-options.ts';
 import { applyConntrackSysctls } from '../daemon/conntrack-sysctls.ts';
@@ -124,23 +124,21 @@ export async function runCommand(
   const given = commandFlags(io, 'run', args, RUN_OPTIONS, RUN_USAGE);
   if (typeof given === 'number') return given;
   if (given.version === true) return printVersion(io);
-  const read = kubeProxyFlags(given);
-  if (!read.ok) return usageError(io, 'run', read.error);
-  const flags = read.values;
-  const loaded = await loadProxyConfig(flags, {
+  const loaded = await loadCommandLineConfig(given, {
     readFile: (path) => readFile(path, 'utf8'),
     hostname: hostname(),
   });
   if (!loaded.ok) {
+    if (loaded.usage) return usageError(io, 'run', loaded.error);
     io.stderr.write(`kproxy run: ${loaded.error}\n`);
-    return loaded.usage ? 2 : 1;
+    return 1;
   }
-  const { config } = loaded;
+  const { config, flags } = loaded;
   // On stdout, in kube-proxy's format: journald (or the container runtime) collects the lines.
   const logger = createLogger(config.logging.format, logLevel(config.logging.verbosity), io.stdout);
   logger.info({ mode: config.mode, reason: modeReason(config, flags) }, `proxy mode ${config.mode}`);
-  for (const warning of read.warnings) logger.warn(warning);
-  // The config file's fields that do nothing here, and kube-proxy's lenient decoding: said once, at start.
+  // Flags without effect or ignored, the file's fields that do nothing here, kube-proxy's lenient
+  // decoding: said once, at start (render, trace and diff print the same).
   for (const warning of loaded.warnings) logger.warn(warning);
   logger.debug({ config }, 'effective configuration');
   const writeTo = flags['write-config-to'];

@@ -1,8 +1,6 @@
 // `kproxy trace`: one packet through kproxy's rules (rendered from cluster objects, or read back
 // from this node's kernel with --live): the hooks and chains it meets, the rules and map
 // elements that match (with their Service port), and where it ends.
-import { readFile } from 'node:fs/promises';
-import { hostname } from 'node:os';
 import type { ParseArgsOptionsConfig } from 'node:util';
 import { canonicalIP } from '../../contract/base/ip-address.ts';
 import { DataplaneError } from '../../contract/dataplane-error.ts';
@@ -25,18 +23,17 @@ import type {
 } from '../../dataplanes/shared/trace/packet.ts';
 import { isLocalAddress } from '../../dataplanes/shared/trace/packet.ts';
 import { reportJson, reportText } from '../../dataplanes/shared/trace/report.ts';
-import { loadProxyConfig } from '../config/config.ts';
 import type { FlagValues } from '../config/proxy-flags.ts';
 import { PROXY_FLAG_OPTIONS } from '../config/proxy-flags.ts';
 import { toProxyOptions } from '../config/proxy-options.ts';
 import { nodeSettingsByFamily } from '../model/node-settings.ts';
 import { groupObjects } from '../sources/cluster-objects.ts';
-import { EXAMPLE_CLUSTER_PATH, EXAMPLE_CONFIG_PATH } from '../sources/example-cluster.ts';
+import { EXAMPLE_CLUSTER_PATH } from '../sources/example-cluster.ts';
 import { readObjects } from '../sources/read-objects.ts';
 import { commandFlags, usageError } from './command-flags.ts';
 import { TRACE_USAGE } from './help.ts';
 import { type CliIO, readAllText } from './io.ts';
-import { renderCommand } from './render.ts';
+import { loadRenderConfig, renderCommand } from './render.ts';
 
 export type TraceMode = 'nftables' | 'iptables' | 'ipvs';
 
@@ -194,11 +191,7 @@ function withoutTraceFlags(args: readonly string[]): string[] {
  */
 async function configuredNodeIPs(flags: FlagValues, io: CliIO): Promise<string[]> {
   const example = flags.example === true;
-  const config = flags.config ?? (example ? EXAMPLE_CONFIG_PATH : undefined);
-  const loaded = await loadProxyConfig(
-    { ...flags, config },
-    { readFile: (path) => readFile(path, 'utf8'), hostname: hostname() },
-  );
+  const loaded = await loadRenderConfig(flags);
   if (!loaded.ok) return [];
   const inputs = [
     ...((flags.input as string[] | undefined) ?? []),

@@ -5,6 +5,7 @@
 // here (their field's FieldSpec is inert, or klog's removed flags) are dropped too. Each dropped flag
 // gives one warning that says why.
 import { canonicalIP, familyOf } from '../../contract/base/ip-address.ts';
+import { type ConfigEnvironment, loadProxyConfig, type ProxyConfig } from './config.ts';
 import { CONFIG_FIELDS, inertValueMatters } from './config-fields.ts';
 import { type FlagValues, PROXY_FLAGS } from './proxy-flags.ts';
 
@@ -65,4 +66,45 @@ function withPortIfBare(address: string, port: number): string {
   const ip = canonicalIP(address);
   if (ip === undefined) return address;
   return familyOf(ip) === 'IPv6' ? `[${address}]:${port}` : `${address}:${port}`;
+}
+
+export type CommandLineConfigResult =
+  | {
+      readonly ok: true;
+      readonly config: ProxyConfig;
+      /** The flags kube-proxy's precedence kept (run reads --write-config-to, --cleanup, ... there). */
+      readonly flags: FlagValues;
+      /** What `kproxy run` logs at start, in its order: the flags' warnings, then the file's. */
+      readonly warnings: readonly string[];
+    }
+  | { readonly ok: false; readonly error: string; readonly usage: boolean };
+
+/**
+ * A command line's configuration as `kproxy run` reads it, for run and for the commands that show
+ * what run would apply (render, trace, diff), so their warnings are run's, word for word.
+ * `render`: render's own choices, none of them kube-proxy flags: a config file read when --config
+ * is not given (--example's), with every flag over it; and the mode to render, over the file's.
+ */
+export async function loadCommandLineConfig(
+  values: FlagValues,
+  env: ConfigEnvironment,
+  render: { readonly defaultConfig?: string | undefined; readonly mode?: string | undefined } = {},
+): Promise<CommandLineConfigResult> {
+  const read = kubeProxyFlags(values);
+  if (!read.ok) return { ...read, usage: true };
+  const flags = {
+    ...read.values,
+    ...(read.values.config === undefined && render.defaultConfig !== undefined
+      ? { config: render.defaultConfig }
+      : {}),
+    ...(render.mode !== undefined ? { 'proxy-mode': render.mode } : {}),
+  };
+  const loaded = await loadProxyConfig(flags, env);
+  if (!loaded.ok) return loaded;
+  return {
+    ok: true,
+    config: loaded.config,
+    flags: read.values,
+    warnings: [...read.warnings, ...loaded.warnings],
+  };
 }

@@ -52,7 +52,7 @@ const MASQUERADE_ALL = ['masqueradeAll', 'iptables.masqueradeAll', 'nftables.mas
 const DURATION: FieldSpec = { type: 'duration' };
 const KLOG_REMOVED =
   'a klog flag kube-proxy dropped in 1.26 (kube-proxy 1.37 refuses it); kproxy logs to stdout, one line at a time';
-const NO_EFFECT = 'accepted; no effect here (kproxy run warns why)';
+const NO_EFFECT = 'accepted; no effect here (a warning says why)';
 
 /**
  * Every flag of kube-proxy's `--help` on Linux, read from kubernetes/kubernetes
