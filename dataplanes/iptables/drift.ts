@@ -12,15 +12,21 @@ import type { ToolInput } from '../../contract/tool-inputs.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import {
   type DriftPiece,
+  type DriftReader,
   type DriftReport,
   type ForeignRule,
+  judged,
+  multisetDifference,
   NODE_WIDE,
   serviceOfText,
+  servicePortsOf,
 } from '../shared/drift/drift-report.ts';
 import { foreignHits } from '../shared/drift/foreign-hits.ts';
 import { serviceOfComment } from '../shared/trace/flow.ts';
+import { readLocalAddresses } from '../shared/trace/live-host.ts';
 import { KPROXY_TABLES } from '../shared/trace/nft.ts';
 import { chooseBackend, type IptablesBackend, iptablesTools } from './backend.ts';
+import { iptablesPlanner } from './planner.ts';
 import { traceIptables } from './trace.ts';
 import { BUILT_IN_CHAINS, type IptablesTables, parseIptablesRuleset } from './trace-ruleset.ts';
 
@@ -74,8 +80,6 @@ function compareFamily(
       // In built-in chains only the jumps into kproxy's chains are kproxy's.
       const ours = (rules: string[][] | undefined) =>
         (rules ?? []).filter((words) => !builtIn || isOwnRule(words)).map((words) => ruleText(chain, words));
-      const remaining = new Map<string, number>();
-      for (const text of ours(have.get(chain)?.rules)) remaining.set(text, (remaining.get(text) ?? 0) + 1);
       const piece = (kind: DriftPiece['kind'], text: string) =>
         pieces.push({
           kind,
@@ -84,12 +88,12 @@ function compareFamily(
           where: `${where} chain ${chain}`,
           text,
         });
-      for (const text of ours(want.get(chain)?.rules)) {
-        const left = remaining.get(text) ?? 0;
-        if (left > 0) remaining.set(text, left - 1);
-        else piece('missing', text);
-      }
-      for (const [text, count] of remaining) for (let i = 0; i < count; i++) piece('extra', text);
+      const { missing, extra } = multisetDifference(
+        ours(want.get(chain)?.rules),
+        ours(have.get(chain)?.rules),
+      );
+      for (const text of missing) piece('missing', text);
+      for (const text of extra) piece('extra', text);
     }
   }
   return pieces;
@@ -102,7 +106,7 @@ function judgeForeign(
   localAddresses: readonly string[],
 ): ForeignRule[] {
   const live = parseIptablesRuleset(liveText);
-  const rules = new Map<string, { where: string; text: string; hits: Set<string> }>();
+  const rules = new Map<string, { where: string; text: string }>();
   for (const family of FAMILIES)
     for (const [table, chains] of live[family])
       for (const [chain, { rules: list }] of chains) {
@@ -110,11 +114,7 @@ function judgeForeign(
         for (const words of list) {
           if (isOwnRule(words)) continue;
           const text = ruleText(chain, words);
-          rules.set(`${table}\n${text}`, {
-            where: `${family} ${table} chain ${chain}`,
-            text,
-            hits: new Set(),
-          });
+          rules.set(`${table}\n${text}`, { where: `${family} ${table} chain ${chain}`, text });
         }
       }
   if (rules.size === 0) return [];
@@ -125,8 +125,7 @@ function judgeForeign(
     (step) => BUILT_IN_CHAINS.has(step.chain) && !OWN.test(step.text.split(' -j ')[1] ?? ''),
     (step) => `${step.table}\n${step.text}`,
   );
-  for (const [key, rule] of rules) for (const service of hits.get(key) ?? []) rule.hits.add(service);
-  return [...rules.values()].map(({ where, text, hits }) => ({ where, text, hits: [...hits].sort() }));
+  return judged(rules, hits);
 }
 
 /** The nftables and ipvs modes' tables (`ip kproxy`, `ip6 kproxy-ipvs`, ...): extra here. */
@@ -183,4 +182,14 @@ export async function iptablesDrift(runner: CommandRunner, input: IptablesDriftI
     foreign: judgeForeign(liveText, input.servicePorts, input.localAddresses),
     unreadable: others.unreadable,
   };
+}
+
+/** The iptables mode's reader: planFull's inputs for each state against the kernel. */
+export function iptablesDriftReader(runner: CommandRunner): DriftReader {
+  return async (state) =>
+    iptablesDrift(runner, {
+      inputs: iptablesPlanner.inputs(iptablesPlanner.planFull(state)),
+      servicePorts: servicePortsOf(state),
+      localAddresses: await readLocalAddresses(runner),
+    });
 }

@@ -2,9 +2,11 @@
 // it, and nothing outside this folder needs to know its parts.
 import type { DataplaneLog, LiveDataplane } from '../../contract/dataplane.ts';
 import { type CommandRunner, execaRunner } from '../shared/command-runner.ts';
+import type { DriftReader } from '../shared/drift/drift-report.ts';
 import { NetlinkElementWriter } from '../shared/nft/netlink-elements.ts';
 import { TABLE } from '../shared/nft/transaction.ts';
 import { familySets } from './base-objects.ts';
+import { nftablesDriftReader } from './drift.ts';
 import { NftablesDataplane } from './live.ts';
 import { commandNftRunner } from './nft-runner.ts';
 import { schedulerChoice } from './scheduler.ts';
@@ -36,4 +38,12 @@ export function buildNftablesDataplane({
     log,
     endpointHash: choice.endpointHash,
   });
+}
+
+/** What `kproxy diff` and the daemon's integrity checks compare (drift.ts), with the same options. */
+export function buildNftablesDriftReader({
+  runner,
+  scheduler,
+}: Pick<NftablesBuildOptions, 'runner' | 'scheduler'>): DriftReader {
+  return nftablesDriftReader(runner ?? execaRunner(), scheduler);
 }

@@ -10,14 +10,19 @@ import type { ServicePort } from '../../contract/proxy-state.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import {
   type DriftPiece,
+  type DriftReader,
   type DriftReport,
   type ForeignRule,
+  judged,
+  multisetDifference,
   NODE_WIDE,
   serviceOfText,
+  servicePortsOf,
 } from '../shared/drift/drift-report.ts';
 import { foreignHits } from '../shared/drift/foreign-hits.ts';
 import { CANARY_SET, FAMILIES } from '../shared/nft/ruleset.ts';
 import { TABLE } from '../shared/nft/transaction.ts';
+import { readLocalAddresses } from '../shared/trace/live-host.ts';
 import { KPROXY_TABLES, traceNftables } from '../shared/trace/nft.ts';
 import {
   elementKey,
@@ -26,6 +31,8 @@ import {
   type NftTable,
   parseNftRuleset,
 } from '../shared/trace/nft-ruleset.ts';
+import { createNftablesPlanner } from './planner.ts';
+import { INDEXED_MAPS } from './sets.ts';
 import { readForeignTables, readLiveKproxyTables } from './trace-live.ts';
 
 /** The render (`nft -f` script) as nft lists it, loaded in a network namespace of its own. */
@@ -75,15 +82,12 @@ function compareTable(
       piece(want ? 'missing' : 'extra', `chain ${name}`, `chain ${name}`, name);
       continue;
     }
-    const remaining = new Map<string, number>();
-    for (const rule of have.rules) remaining.set(rule.text, (remaining.get(rule.text) ?? 0) + 1);
-    for (const rule of want.rules) {
-      const left = remaining.get(rule.text) ?? 0;
-      if (left > 0) remaining.set(rule.text, left - 1);
-      else piece('missing', `chain ${name}`, rule.text, name);
-    }
-    for (const [text, count] of remaining)
-      for (let i = 0; i < count; i++) piece('extra', `chain ${name}`, text, name);
+    const { missing, extra } = multisetDifference(
+      want.rules.map((rule) => rule.text),
+      have.rules.map((rule) => rule.text),
+    );
+    for (const text of missing) piece('missing', `chain ${name}`, text, name);
+    for (const text of extra) piece('extra', `chain ${name}`, text, name);
   }
   for (const name of new Set([...desired.sets.keys(), ...live.sets.keys()])) {
     const want = desired.sets.get(name);
@@ -94,18 +98,76 @@ function compareTable(
       continue;
     }
     if (!comparesElements(want)) continue;
-    const held = new Map(have.elements.map((element) => [elementKey(element), element]));
-    for (const element of want.elements) {
-      const key = elementKey(element);
-      const found = held.get(key);
-      held.delete(key);
-      if (!found) piece('missing', `${kind} ${name}`, elementText(element), name);
-      else if (elementText(found) !== elementText(element))
-        piece('different', `${kind} ${name}`, elementText(found), name, elementText(element));
+    const at = `${kind} ${name}`;
+    const report = (kind: DriftPiece['kind'], text: string, expected?: string) =>
+      piece(kind, at, text, name, expected);
+    if (!INDEXED_MAPS.has(name)) {
+      compareElements(want.elements, have.elements, report);
+      continue;
     }
-    for (const element of held.values()) piece('extra', `${kind} ${name}`, elementText(element), name);
+    const held = byDispatchKey(have.elements);
+    for (const [key, group] of byDispatchKey(want.elements)) {
+      compareIndexed(group, held.get(key) ?? [], report);
+      held.delete(key);
+    }
+    for (const group of held.values()) for (const element of group) report('extra', elementText(element));
   }
   return pieces;
+}
+
+/** Elements by key: missing, extra, or different (the key held with another value). */
+function compareElements(
+  want: readonly NftElement[],
+  have: readonly NftElement[],
+  report: (kind: DriftPiece['kind'], text: string, expected?: string) => void,
+): void {
+  const held = new Map(have.map((element) => [elementKey(element), element]));
+  for (const element of want) {
+    const key = elementKey(element);
+    const found = held.get(key);
+    held.delete(key);
+    if (!found) report('missing', elementText(element));
+    else if (elementText(found) !== elementText(element))
+      report('different', elementText(found), elementText(element));
+  }
+  for (const element of held.values()) report('extra', elementText(element));
+}
+
+/** An indexed map's elements by their key without the index: one group per dispatch key. */
+function byDispatchKey(elements: readonly NftElement[]): Map<string, NftElement[]> {
+  const groups = new Map<string, NftElement[]>();
+  for (const element of elements) {
+    const key = element.key.slice(0, -1).join(' . ');
+    const group = groups.get(key) ?? [];
+    group.push(element);
+    groups.set(key, group);
+  }
+  return groups;
+}
+
+/**
+ * One dispatch key's elements of an indexed map: after incremental syncs an endpoint may hold
+ * another index than the render gives it (its slot, endpoint-slots.ts), so the endpoints are
+ * compared as a multiset, and only those unmatched by key (a changed endpoint shows as different,
+ * a deleted one as missing).
+ */
+function compareIndexed(
+  want: readonly NftElement[],
+  have: readonly NftElement[],
+  report: (kind: DriftPiece['kind'], text: string, expected?: string) => void,
+): void {
+  const endpointOf = (element: NftElement) => (element.value ?? []).join(' . ');
+  const { missing, extra } = multisetDifference(want.map(endpointOf), have.map(endpointOf));
+  const unmatched = (elements: readonly NftElement[], values: readonly string[]) => {
+    const left = new Map<string, number>();
+    for (const value of values) left.set(value, (left.get(value) ?? 0) + 1);
+    return elements.filter((element) => {
+      const count = left.get(endpointOf(element)) ?? 0;
+      if (count > 0) left.set(endpointOf(element), count - 1);
+      return count > 0;
+    });
+  };
+  compareElements(unmatched(want, missing), unmatched(have, extra), report);
 }
 
 /**
@@ -155,14 +217,14 @@ function judgeForeign(
   servicePorts: readonly ServicePort[],
   localAddresses: readonly string[],
 ): ForeignRule[] {
-  const rules = new Map<string, { where: string; text: string; hits: Set<string> }>();
+  const rules = new Map<string, { where: string; text: string }>();
   for (const table of foreign.tables.values())
     for (const chain of table.chains.values()) {
       if (!chain.hook) continue;
       for (const rule of chain.rules) {
         if (isLeftover(table, chain.name, rule.text)) continue;
         const where = `${table.family} ${table.name} chain ${chain.name} (${chain.hook.hook})`;
-        rules.set(`${where}\n${rule.text}`, { where, text: rule.text, hits: new Set() });
+        rules.set(`${where}\n${rule.text}`, { where, text: rule.text });
       }
     }
   if (rules.size === 0) return [];
@@ -174,8 +236,7 @@ function judgeForeign(
     (step) => !KPROXY_TABLES.has(step.table.split(' ')[1] ?? ''),
     (step) => `${step.table} chain ${step.chain} (${step.hook})\n${step.text}`,
   );
-  for (const [key, rule] of rules) for (const service of hits.get(key) ?? []) rule.hits.add(service);
-  return [...rules.values()].map(({ where, text, hits }) => ({ where, text, hits: [...hits].sort() }));
+  return judged(rules, hits);
 }
 
 export interface NftDriftInput {
@@ -211,4 +272,18 @@ export async function nftablesDrift(runner: CommandRunner, input: NftDriftInput)
     foreign: judgeForeign(live.text, foreign.text, others, input.servicePorts, input.localAddresses),
     unreadable: [...live.unreadable, ...foreign.unreadable],
   };
+}
+
+/** The nftables mode's reader: planFull's script for each state (ipvs.scheduler's) against the kernel. */
+export function nftablesDriftReader(runner: CommandRunner, scheduler: string | undefined): DriftReader {
+  const planner = createNftablesPlanner({ scheduler });
+  return async (state) =>
+    nftablesDrift(runner, {
+      script: planner
+        .inputs(planner.planFull(state))
+        .map((input) => input.input)
+        .join(''),
+      servicePorts: servicePortsOf(state),
+      localAddresses: await readLocalAddresses(runner),
+    });
 }

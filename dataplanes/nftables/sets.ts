@@ -94,6 +94,18 @@ export const ALL_SETS: readonly NftSet[] = [
   ]),
 ];
 
+/**
+ * Maps keyed by a key and an endpoint's index in it (key . index -> endpoint): after incremental
+ * syncs an index holds the endpoint its slot gives it (endpoint-slots.ts), not the model's order.
+ */
+export const INDEXED_MAPS: ReadonlySet<string> = new Set(
+  DISPATCH_TARGETS.flatMap((t) => [
+    ...L4_PROTOCOLS.map((proto) => `${t.backendsMap}-${proto}`),
+    t.affinityMap,
+    `${t.affinityMap}-ips`,
+  ]),
+);
+
 /** The claim group of each claimed set. */
 export const CLAIM_GROUPS: ReadonlyMap<string, ClaimGroup> = new Map(
   ALL_SETS.flatMap((set) => (set.role.kind === 'claimed' ? [[set.name, set.role.group] as const] : [])),

@@ -2,18 +2,14 @@
 // objects, per Service port (the model: dataplanes/shared/drift/drift-report.ts). Exit 0 equal,
 // 1 drift, 2 error.
 import type { ParseArgsOptionsConfig } from 'node:util';
-import type { ServicePort } from '../../contract/proxy-state.ts';
-import { iptablesDrift } from '../../dataplanes/iptables/drift.ts';
-import { nftablesDrift } from '../../dataplanes/nftables/drift.ts';
 import { type CommandRunner, execaRunner } from '../../dataplanes/shared/command-runner.ts';
 import { driftJson, driftText, inSync } from '../../dataplanes/shared/drift/drift-report.ts';
-import { readLocalAddresses } from '../../dataplanes/shared/trace/live-host.ts';
 import { PROXY_FLAG_OPTIONS } from '../config/proxy-flags.ts';
+import { createDriftReader } from '../daemon/live-dataplanes.ts';
 import { formatSourceWarning, readObjects } from '../sources/read-objects.ts';
 import { commandFlags, usageError } from './command-flags.ts';
 import { DIFF_USAGE } from './help.ts';
 import { type CliIO, readAllText } from './io.ts';
-import { loadPlanner } from './planners.ts';
 import { buildState, renderRequest, withRenderNodeName } from './render.ts';
 
 const DIFF_OPTIONS: ParseArgsOptionsConfig = {
@@ -41,8 +37,6 @@ export async function diffCommand(
   const request = await renderRequest({ ...flags, mode: flags.mode ?? flags['proxy-mode'] ?? 'nftables' });
   if ('exitCode' in request) return usageError(io, 'diff', request.message);
   const mode = request.config.mode;
-  if (mode === 'ipvs')
-    return usageError(io, 'diff', '--mode ipvs: diff reads the nftables and iptables modes only yet');
   const fail = (message: string) => {
     io.stderr.write(`kproxy diff: ${message}\n`);
     return 2;
@@ -54,23 +48,14 @@ export async function diffCommand(
   const config = withRenderNodeName(request.config, request.example ? read.objects : []);
   const { state, warnings } = buildState(read.objects, config, request.families);
   for (const warning of warnings) io.stderr.write(`warning: ${warning}\n`);
-  const planner = await loadPlanner(config);
-  const inputs = planner.inputs(planner.planFull(state));
-  const servicePorts: ServicePort[] = [
-    ...(state.IPv4?.servicePorts.values() ?? []),
-    ...(state.IPv6?.servicePorts.values() ?? []),
-  ];
-  const runner = dependencies.runner ?? execaRunner();
+  const compare = await createDriftReader(mode, {
+    runner: dependencies.runner ?? execaRunner(),
+    ipvs: config.ipvs,
+  });
+  if (!compare)
+    return usageError(io, 'diff', `--mode ${mode}: diff reads the nftables and iptables modes only yet`);
   try {
-    const localAddresses = await readLocalAddresses(runner);
-    const report =
-      mode === 'iptables'
-        ? await iptablesDrift(runner, { inputs, servicePorts, localAddresses })
-        : await nftablesDrift(runner, {
-            script: inputs.map((input) => input.input).join(''),
-            servicePorts,
-            localAddresses,
-          });
+    const report = await compare(state);
     io.stdout.write(flags.json === true ? driftJson(report) : driftText(report));
     return inSync(report) ? 0 : 1;
   } catch (error) {

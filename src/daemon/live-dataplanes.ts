@@ -3,6 +3,7 @@
 import type { Logger } from 'pino';
 import type { DataplaneLog, DataplaneMode, LiveDataplane } from '../../contract/dataplane.ts';
 import type { CommandRunner } from '../../dataplanes/shared/command-runner.ts';
+import type { DriftReader } from '../../dataplanes/shared/drift/drift-report.ts';
 import type { IpvsConfig } from '../config/config.ts';
 
 export interface LiveDataplaneOptions {
@@ -62,4 +63,26 @@ export function createLiveDataplane(
   options: LiveDataplaneOptions,
 ): Promise<LiveDataplane> {
   return FACTORIES[mode](options);
+}
+
+type DriftFactory = (options: Omit<LiveDataplaneOptions, 'logger'>) => Promise<DriftReader>;
+
+/** The modes whose rules `kproxy diff` and the daemon's integrity checks compare. */
+const DRIFT_FACTORIES: Partial<Record<DataplaneMode, DriftFactory>> = {
+  async nftables({ runner, ipvs }) {
+    const { buildNftablesDriftReader } = await import('../../dataplanes/nftables/build.ts');
+    return buildNftablesDriftReader({ runner, scheduler: ipvs?.scheduler });
+  },
+  async iptables({ runner }) {
+    const { buildIptablesDriftReader } = await import('../../dataplanes/iptables/build.ts');
+    return buildIptablesDriftReader({ runner });
+  },
+};
+
+/** The mode's drift reader (drift-report.ts); undefined for a mode not compared yet. */
+export async function createDriftReader(
+  mode: DataplaneMode,
+  options: Omit<LiveDataplaneOptions, 'logger'> = {},
+): Promise<DriftReader | undefined> {
+  return DRIFT_FACTORIES[mode]?.(options);
 }

@@ -2,7 +2,7 @@
 // that differ, each with the Service port it belongs to, the rules of other owners that change a
 // Service's packets, and what could not be read. `kproxy diff` prints it; each dataplane's reader
 // fills it (dataplanes/<mode>/drift.ts).
-import type { ServicePort } from '../../../contract/proxy-state.ts';
+import type { DualStackState, ServicePort } from '../../../contract/proxy-state.ts';
 
 export type DriftKind = 'missing' | 'extra' | 'different';
 export const DRIFT_KINDS: readonly DriftKind[] = ['missing', 'extra', 'different'];
@@ -34,6 +34,49 @@ export interface DriftReport {
   readonly foreign: readonly ForeignRule[];
   /** What could not be read, and why: the comparison covers everything else. */
   readonly unreadable: readonly string[];
+}
+
+/**
+ * Compares the kernel with what kproxy would install for `state`: each mode's drift.ts builds one
+ * (through its build.ts), for `kproxy diff` and the daemon's integrity checks alike.
+ */
+export type DriftReader = (state: DualStackState) => Promise<DriftReport>;
+
+/** Every Service port of both families, as the readers attribute pieces to them. */
+export function servicePortsOf(state: DualStackState): ServicePort[] {
+  return [...(state.IPv4?.servicePorts.values() ?? []), ...(state.IPv6?.servicePorts.values() ?? [])];
+}
+
+/**
+ * Rules compared as a multiset (a reordered chain is not drift): what `want` holds that `have`
+ * lacks, and what `have` holds besides, each as often as it is missing or extra.
+ */
+export function multisetDifference(
+  want: readonly string[],
+  have: readonly string[],
+): { missing: string[]; extra: string[] } {
+  const remaining = new Map<string, number>();
+  for (const text of have) remaining.set(text, (remaining.get(text) ?? 0) + 1);
+  const missing: string[] = [];
+  for (const text of want) {
+    const left = remaining.get(text) ?? 0;
+    if (left > 0) remaining.set(text, left - 1);
+    else missing.push(text);
+  }
+  const extra = [...remaining].flatMap(([text, count]) => Array<string>(count).fill(text));
+  return { missing, extra };
+}
+
+/** The foreign rules found (keyed as `hits` is), each with the Service ports it drops, sorted. */
+export function judged(
+  rules: ReadonlyMap<string, { readonly where: string; readonly text: string }>,
+  hits: ReadonlyMap<string, ReadonlySet<string>>,
+): ForeignRule[] {
+  return [...rules].map(([key, { where, text }]) => ({
+    where,
+    text,
+    hits: [...(hits.get(key) ?? [])].sort(),
+  }));
 }
 
 /** Pieces that serve no single Service port (hook chains, shared dispatch chains, node sets). */
@@ -70,6 +113,11 @@ export function serviceOfText(text: string, servicePorts: readonly ServicePort[]
   return named.length === 1 ? named[0]!.key : NODE_WIDE;
 }
 
+/** One piece as a person reads it (what kproxy would hold instead aside). */
+export function pieceText(piece: DriftPiece): string {
+  return `${piece.kind} in ${piece.where}: ${piece.text}`;
+}
+
 /** The report as a person reads it: grouped by Service port. */
 export function driftText(report: DriftReport): string {
   const lines: string[] = [];
@@ -82,7 +130,7 @@ export function driftText(report: DriftReport): string {
   for (const [service, pieces] of [...byService].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
     lines.push(`${service}:`);
     for (const piece of pieces) {
-      lines.push(`  ${piece.kind} in ${piece.where}: ${piece.text}`);
+      lines.push(`  ${pieceText(piece)}`);
       if (piece.expected !== undefined) lines.push(`    kproxy would hold: ${piece.expected}`);
     }
   }
