@@ -212,3 +212,148 @@ test("minikube's kubeadm config (its v1.36 golden file): the KubeProxyConfigurat
   assert.equal(config.conntrack.tcpEstablishedTimeoutMs, 0);
   assert.equal(config.conntrack.tcpCloseWaitTimeoutMs, 0);
 });
+
+test("Talos' kube-proxy ConfigMap (its template's golden output): nftables, conntrack left to the host", async () => {
+  const configMap = parse(fixture('talos-kube-proxy-configmap.yaml')) as { data: Record<string, string> };
+  const { config, warnings } = await loadFile(
+    '/var/lib/kube-proxy/config.conf',
+    configMap.data['config.conf']!,
+  );
+  assert.deepEqual(warnings, []);
+  assert.equal(config.mode, 'nftables');
+  assert.equal(config.modeDefaulted, false);
+  assert.deepEqual(config.clusterCIDRs, ['10.244.0.0/16']);
+  assert.equal(config.clientConnection.kubeconfig, '/etc/kubernetes/kubeconfig');
+  // Talos sets maxPerCore 0 unless told otherwise: nf_conntrack_max stays as the host has it.
+  assert.equal(config.conntrack.maxPerCore, 0);
+  assert.equal(config.nftables.syncPeriodMs, 30 * SECOND);
+});
+
+test("Talos' in-cluster kubeconfig: the service-account CA and token, against https://localhost:6443", async () => {
+  const configMap = parse(fixture('talos-kubeconfig-in-cluster.yaml')) as { data: Record<string, string> };
+  const kubeconfig = configMap.data.kubeconfig!;
+  const dir = mkdtempSync(join(tmpdir(), 'kproxy-corpus-'));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+  const pki = makeTestPki();
+  after(() => rmSync(pki.dir, { recursive: true, force: true }));
+  writeFileSync(join(dir, 'ca.crt'), pki.caCert);
+  writeFileSync(join(dir, 'token'), 'talos-token\n');
+  writeFileSync(
+    join(dir, 'kubeconfig'),
+    kubeconfig.replaceAll('/var/run/secrets/kubernetes.io/serviceaccount/', `${dir}/`),
+  );
+  const loaded = await loadKubeconfig([join(dir, 'kubeconfig')]);
+  assert.ok(loaded.ok, !loaded.ok ? formatConfigError(loaded.error) : '');
+  assert.equal(loaded.connection.server, 'https://localhost:6443');
+  assert.equal(loaded.connection.ca, pki.caCert);
+  assert.equal(await loaded.connection.tokenSource?.token(), 'talos-token');
+});
+
+/** The lines of kubespray's template that are not Jinja statements or comments, `{{ ... }}` as a wildcard. */
+function templateLinePatterns(template: string): RegExp[] {
+  return template
+    .split('\n')
+    .filter((line) => !/^\s*\{[%#]/.test(line))
+    .map((line) => {
+      const parts = line.split(/\{\{.*?\}\}/).map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
+      return new RegExp(`^${parts.join('.*')}$`);
+    });
+}
+
+test("kubespray's KubeProxyConfiguration (its template rendered with its defaults): ipvs, protobuf and configSyncPeriod said to do nothing", async () => {
+  const template = fixture('kubespray-kubeadm-config.v1beta4.yaml.j2');
+  const document = template.slice(
+    template.indexOf('---\napiVersion: kubeproxy.config.k8s.io/v1alpha1\n'),
+    template.indexOf('{# DNS settings for kubelet #}'),
+  );
+  const rendered = fixture('kubespray-kube-proxy-config.rendered.yaml');
+  // Each rendered line is the next line of the template's document (or a later one: the skipped
+  // featureGates block), with its expressions filled in: the rendering is of this template.
+  const patterns = templateLinePatterns(document);
+  let next = 0;
+  for (const line of rendered.replace(/\n$/, '').split('\n')) {
+    while (next < patterns.length && !patterns[next]!.test(line)) next++;
+    assert.ok(next < patterns.length, `rendered line ${JSON.stringify(line)} is not the template's`);
+    next++;
+  }
+  const file = '/etc/kubernetes/kubeadm-config.yaml';
+  const { config, warnings } = await loadFile(file, rendered);
+  assert.deepEqual(warnings, [
+    `${file}: clientConnection.contentType: "application/vnd.kubernetes.protobuf" has no effect: kproxy always sends JSON`,
+    `${file}: configSyncPeriod: "15m0s" has no effect: kproxy's informers never relist on a timer; a watch that ends is resumed`,
+  ]);
+  assert.equal(config.mode, 'ipvs');
+  assert.equal(config.nodeName, 'node1', 'hostnameOverride: the inventory name');
+  assert.deepEqual(config.clusterCIDRs, ['10.233.64.0/18']);
+  // Empty template values are YAML nulls: kube-proxy's defaults.
+  assert.deepEqual(config.clientConnection, { kubeconfig: '', qps: 5, burst: 10 });
+  // Python's False, as Ansible renders a boolean, is a YAML boolean.
+  assert.equal(config.ipvs.strictARP, false);
+  assert.equal(config.masqueradeAll, false);
+  assert.equal(config.ipvs.scheduler, 'rr');
+  assert.equal(config.ipvs.minSyncPeriodMs, 0);
+  assert.equal(config.minSyncPeriodMs, 0, "ipvs mode's own minSyncPeriod: 0s stays 0");
+  assert.equal(
+    config.iptables.minSyncPeriodMs,
+    SECOND,
+    "the iptables section's 0s is kube-proxy's default, 1s",
+  );
+  assert.deepEqual(config.nodePortAddresses, []);
+  assert.equal(config.oomScoreAdj, -999);
+  assert.equal(config.conntrack.maxPerCore, 32768);
+});
+
+/** The KubeProxyConfiguration documents cluster-network-operator's tests expect it to write. */
+function openshiftConfigs(): string[] {
+  return [
+    ...fixture('openshift-cno-kube-proxy_test.go.txt').matchAll(
+      /MatchYAML\(`\n?(apiVersion: kubeproxy\.config\.k8s\.io\/v1alpha1\n[\s\S]*?)`\)\)/g,
+    ),
+  ].map((match) => match[1]!);
+}
+
+test("OpenShift's kube-proxy config (cluster-network-operator): every field serialized, nulls and Windows' section included", async () => {
+  const documents = openshiftConfigs();
+  assert.equal(documents.length, 3);
+  // The standalone kube-proxy's ConfigMap: the file /config/kube-proxy-config.yaml.
+  const file = '/config/kube-proxy-config.yaml';
+  const { config, warnings } = await loadFile(file, documents[2]!);
+  assert.deepEqual(warnings, [`${file}: ${BIND_HARD_FAIL}`]);
+  assert.equal(config.mode, 'iptables');
+  assert.deepEqual(config.clusterCIDRs, ['192.168.0.0/14']);
+  assert.equal(config.syncPeriodMs, 42 * SECOND);
+  // null and 0s are kube-proxy's defaults.
+  assert.equal(config.masqueradeBit, 14);
+  assert.equal(config.iptables.minSyncPeriodMs, SECOND);
+  assert.equal(config.conntrack.maxPerCore, 32 * 1024);
+  assert.equal(config.conntrack.tcpCloseWaitTimeoutMs, HOUR);
+  assert.equal(config.oomScoreAdj, -999);
+  assert.equal(config.healthzBindAddress, '0.0.0.0:10255');
+  assert.equal(config.metricsBindAddress, '0.0.0.0:29102');
+  // The two others are the operator's unit-test inputs with `mode: blah`: refused, as kube-proxy refuses them.
+  for (const document of documents.slice(0, 2)) {
+    const loaded = await loadProxyConfig(
+      { config: file },
+      { hostname: 'node-1', readFile: async () => document },
+    );
+    assert.ok(!loaded.ok);
+    assert.match(loaded.error, /^\/config\/kube-proxy-config\.yaml: mode: "blah" is not one of /);
+  }
+});
+
+test("Cluster API (CAREN's kubeadm customization): the KubeProxyConfiguration appended to kubeadm's config", async () => {
+  const page = fixture('capi-caren-kube-proxy-mode.md');
+  // The file's content as the KubeadmConfigSpec writes it: the block scalar under `content: |-`.
+  const spec = /```yaml\n(\s*spec:\n[\s\S]*?)\n\s*```/.exec(page)?.[1];
+  assert.ok(spec !== undefined);
+  const files = (
+    parse(spec.replace(/^ {4}/gm, '')) as {
+      spec: { template: { spec: { kubeadmConfigSpec: { files: { path: string; content: string }[] } } } };
+    }
+  ).spec.template.spec.kubeadmConfigSpec.files;
+  assert.equal(files[0]!.path, '/etc/kubernetes/kubeproxy-config.yaml');
+  const { config, warnings } = await loadFile(files[0]!.path, files[0]!.content);
+  assert.deepEqual(warnings, []);
+  assert.equal(config.mode, 'nftables');
+  assert.equal(config.modeDefaulted, false);
+});

@@ -245,3 +245,92 @@ test("usernetes' rootless kube-proxy: its heredoc file through --config, conntra
     '--conntrack-min is ignored: --config is given, and kube-proxy then reads the file instead',
   ]);
 });
+
+const configFile = (name: string) =>
+  readFile(new URL(`fixtures/config-files/${name}`, import.meta.url), 'utf8');
+
+test("Talos' kube-proxy DaemonSets (golden outputs): the flags-only one, and --config with --hostname-override", async () => {
+  const commandOf = async (name: string) =>
+    parse(await fixture(name)).spec.template.spec.containers[0].command as string[];
+  const [binary, ...args] = await commandOf('talos-kube-proxy-daemonset.yaml');
+  assert.equal(binary, '/usr/local/bin/kube-proxy');
+  const flagsOnly = await config(args);
+  assert.deepEqual(flagsOnly.warnings, []);
+  assert.equal(flagsOnly.config.mode, 'iptables');
+  assert.equal(flagsOnly.config.modeDefaulted, false);
+
+  const [, ...withConfig] = await commandOf('talos-kube-proxy-daemonset-with-config.yaml');
+  assert.deepEqual(withConfig, [
+    '--config=/var/lib/kube-proxy/config.conf',
+    '--hostname-override=$(NODE_NAME)',
+  ]);
+  // The ConfigMap Talos mounts there (config-files/talos-kube-proxy-configmap.yaml); $(NODE_NAME) as the kubelet expands it.
+  const file = parse(await configFile('talos-kube-proxy-configmap.yaml')).data['config.conf'] as string;
+  const { config: c, warnings } = await config(
+    withConfig.map((arg) => arg.replace('$(NODE_NAME)', 'talos-worker-1')),
+    file,
+  );
+  assert.deepEqual(warnings, []);
+  assert.equal(c.mode, 'nftables');
+  assert.equal(c.nodeName, 'talos-worker-1');
+  assert.equal(c.conntrack.maxPerCore, 0);
+});
+
+test("OpenShift's standalone kube-proxy (cluster-network-operator): bash's exec line with the operator's config", async () => {
+  const manifest = await fixture('openshift-cno-bindata-kube-proxy.yaml');
+  const line = /- exec \/usr\/bin\/kube-proxy (.*)$/m.exec(manifest)?.[1];
+  // bash's "${K8S_NODE_NAME}", written so that it is not read as a template placeholder.
+  const nodeNameWord = `"$${'{'}K8S_NODE_NAME}"`;
+  assert.equal(line, `--config=/config/kube-proxy-config.yaml --hostname-override ${nodeNameWord}`);
+  // bash's words, with K8S_NODE_NAME (spec.nodeName) expanded and the quotes removed.
+  const args = line.replace(nodeNameWord, 'Master-0.ocp.example').split(' ');
+  // The file the operator writes into that ConfigMap, as its own test expects it (config-files/).
+  const expected = [
+    ...(await configFile('openshift-cno-kube-proxy_test.go.txt')).matchAll(
+      /MatchYAML\(`\n?(apiVersion: kubeproxy\.config\.k8s\.io\/v1alpha1\n[\s\S]*?)`\)\)/g,
+    ),
+  ].map((match) => match[1]!);
+  const { config: c, warnings } = await config(args, expected[2]);
+  assert.deepEqual(warnings, []);
+  assert.equal(c.mode, 'iptables');
+  assert.equal(c.nodeName, 'master-0.ocp.example');
+  assert.equal(c.syncPeriodMs, 42_000);
+});
+
+test("AKS's managed kube-proxy (ps on a node): pods found by interface prefix, conntrack left to the host", async () => {
+  const transcript = await fixture('aks-node-kube-proxy.md');
+  const line = /^root .* kube-proxy (--.*)$/m.exec(transcript)?.[1];
+  assert.ok(line !== undefined);
+  const { config: c, warnings } = await config(line.split(' '));
+  assert.deepEqual(warnings, []);
+  assert.equal(c.detectLocalMode, 'InterfaceNamePrefix');
+  assert.equal(c.detectLocal.interfaceNamePrefix, 'azv');
+  assert.deepEqual(c.clusterCIDRs, ['10.244.0.0/16']);
+  assert.equal(c.conntrack.maxPerCore, 0);
+  assert.equal(c.metricsBindAddress, '0.0.0.0:10249');
+  assert.equal(c.logging.verbosity, 3);
+  assert.equal(c.mode, 'nftables', "no mode: kproxy's default (AKS's kube-proxy runs iptables)");
+  assert.equal(c.modeDefaulted, true);
+});
+
+test("EKS's Bottlerocket advice: the conntrack flags it adds beside --config are ignored, as kube-proxy ignores them", async () => {
+  const page = await fixture('eks-launch-node-bottlerocket.adoc');
+  const block = /\[source,yaml[^\]]*\]\n----\n( +containers:\n[\s\S]*?)\n----\n/.exec(page)?.[1];
+  assert.ok(block !== undefined);
+  const [binary, ...args] = parse(block).containers[0].command as string[];
+  assert.equal(binary, 'kube-proxy');
+  assert.deepEqual(args, [
+    '--v=2',
+    '--config=/var/lib/kube-proxy-config/config',
+    '--conntrack-max-per-core=0',
+    '--conntrack-min=0',
+  ]);
+  // EKS's kube-proxy-config file is not in the page; the corpus' minimal one stands in for it.
+  const { config: c, warnings } = await config(args);
+  assert.deepEqual(warnings, [
+    '--conntrack-max-per-core is ignored: --config is given, and kube-proxy then reads the file instead',
+    '--conntrack-min is ignored: --config is given, and kube-proxy then reads the file instead',
+  ]);
+  assert.equal(c.conntrack.maxPerCore, 32768, "the file's (default), not the flag's 0");
+  assert.equal(c.logging.verbosity, 2);
+});
