@@ -16,7 +16,7 @@ import { toProxyOptions } from '../config/proxy-options.ts';
 import { applyConntrackSysctls } from '../daemon/conntrack-sysctls.ts';
 import { startDaemon } from '../daemon/daemon.ts';
 import { acquireInstanceLock } from '../daemon/instance-lock.ts';
-import { createLiveDataplane, LIVE_MODES } from '../daemon/live-dataplanes.ts';
+import { createDriftReader, createLiveDataplane, LIVE_MODES } from '../daemon/live-dataplanes.ts';
 import {
   type NfacctPacketMetric,
   openIptablesCounters,
@@ -245,6 +245,8 @@ async function runLocked(
     dataplane,
     clock: systemClock,
     nfacctPackets,
+    // The kernel's rules are compared only where the kernel's dataplane programs them.
+    drift: environment.dataplane ? undefined : await createDriftReader(config.mode, { ipvs: config.ipvs }),
   });
   if (!started.ok) {
     await client.close();

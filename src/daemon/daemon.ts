@@ -8,6 +8,7 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../../contract/base/clock.ts';
 import type { LiveDataplane } from '../../contract/dataplane.ts';
+import type { DriftReader } from '../../dataplanes/shared/drift/drift-report.ts';
 import type { ProxyConfig } from '../config/config.ts';
 import { toProxyOptions } from '../config/proxy-options.ts';
 import type { BackoffOptions } from '../kube/backoff.ts';
@@ -27,6 +28,7 @@ import { logSyncEvent } from '../sync/sync-log.ts';
 import { SyncLoop } from '../sync/sync-loop.ts';
 import { SyncStep } from '../sync/sync-step.ts';
 import { trackApiContact } from './api-contact.ts';
+import { DriftWatch } from './drift-watch.ts';
 import { healthHandler, ProxyHealth } from './health.ts';
 import { HealthCheckNodePorts } from './health-check-node-ports.ts';
 import { registerHealthMetrics } from './health-metrics.ts';
@@ -58,6 +60,8 @@ export interface DaemonDeps {
    * nfacct): only those are counted by rules, and their metrics served.
    */
   readonly nfacctPackets?: ReadonlyMap<NfacctPacketMetric, PacketCount>;
+  /** What an integrity check that found damage compares (`kproxy diff`'s comparison), if the mode has one. */
+  readonly drift?: DriftReader;
 }
 
 export interface Daemon {
@@ -112,18 +116,20 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
     invalidDropsCounter: nfacctPackets.has(INVALID_DROPPED_PACKETS),
   });
   const syncer = new SyncStep({ model, dataplane, healthChecks: healthCheckPorts, metrics, logger });
+  const drift = new DriftWatch({ mode: config.mode, read: deps.drift, registry: metrics.registry, logger });
 
   capHeapGrowth();
   const releaseMemory = heapReleaser();
   const loop = new SyncLoop({
     clock,
-    syncer,
+    syncer: drift.watching(syncer, () => syncer.applied),
     minSyncPeriodMs: config.minSyncPeriodMs,
     syncPeriodMs: config.syncPeriodMs,
     fullSyncPeriodMs: config.fullSyncPeriodMs,
     onEvent: (event) => {
       metrics.observe(event);
       health.observe(event);
+      drift.observe(event);
       logSyncEvent(logger, event, syncer.summary);
       // A full sync's peak leaves free heap pages mapped: give them back (release-memory.ts, only
       // when the heap grew by what that pause is worth), once the work it left to the background is done too.

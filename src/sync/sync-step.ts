@@ -70,6 +70,11 @@ export class SyncStep implements Syncer {
     return this.#summary;
   }
 
+  /** The state the dataplane was last asked for (what an integrity check compares the kernel with). */
+  get applied(): DualStackState {
+    return this.#applied;
+  }
+
   async sync(kind: SyncKind): Promise<SyncOutcome> {
     const update = await this.#update();
     // After a failed sync the loop asks for a full one, so an incremental sync always starts from
