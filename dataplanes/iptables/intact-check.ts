@@ -12,7 +12,7 @@
 import type { Steps } from '../../contract/base/work-slices.ts';
 import { isKproxyChain } from './chain-names.ts';
 import { jumpsOf } from './jump-rules.ts';
-import type { IptablesTable } from './restore-plan.ts';
+import type { IptablesTable } from './plan-types.ts';
 
 /** Share of the time a check may spend reading tables back (after a read of t, none for t × 9). */
 export const DEFAULT_DUMP_SHARE = 0.1;

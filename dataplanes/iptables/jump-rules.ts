@@ -13,15 +13,7 @@ import {
   POSTROUTING_CHAIN,
   SERVICES_CHAIN,
 } from './chain-names.ts';
-import type { IptablesTable } from './restore-plan.ts';
-
-export interface JumpRule {
-  readonly table: IptablesTable;
-  /** The built-in chain the jump sits in. */
-  readonly from: string;
-  /** The rule without "-A CHAIN", as iptables -C takes it (one argument per word). */
-  readonly spec: readonly string[];
-}
+import type { IptablesTable, JumpRule } from './plan-types.ts';
 
 const NEW = ['-m', 'conntrack', '--ctstate', 'NEW'];
 

@@ -24,17 +24,10 @@ import { chooseBackend, type IptablesBackend, type IptablesTools, iptablesTools 
 import { CANARY_CHAIN, isKproxyChain } from './chain-names.ts';
 import { cleanupInputs } from './cleanup-plan.ts';
 import { DumpPacer, savedTableDamage } from './intact-check.ts';
-import type { JumpRule } from './jump-rules.ts';
+import type { FamilyPlan, IptablesPlan, IptablesTable, JumpRule } from './plan-types.ts';
 import { fullPlanSteps, incrementalPlanSteps } from './planner.ts';
 import { NFT_CHAINS_PER_RESTORE, restorePartsOf } from './restore-chunks.ts';
-import {
-  applyRuleCounts,
-  FAMILIES,
-  type FamilyPlan,
-  type IptablesPlan,
-  type IptablesTable,
-  restoreInput,
-} from './restore-plan.ts';
+import { applyRuleCounts, FAMILIES, restoreInput } from './restore-plan.ts';
 
 export type IptablesLog = DataplaneLog;
 

@@ -15,18 +15,9 @@ import type { DualStackState, ProxyState } from '../../contract/proxy-state.ts';
 import { CANARY_CHAIN } from './chain-names.ts';
 import { familyContext } from './family-context.ts';
 import { jumpsOf } from './jump-rules.ts';
+import type { Chains, FamilyPlan, IptablesPlan, TableChanges } from './plan-types.ts';
 import { NFT_CHAINS_PER_RESTORE } from './restore-chunks.ts';
-import {
-  type Chains,
-  FAMILIES,
-  type FamilyPlan,
-  type IptablesPlan,
-  planInputs,
-  planInputsInParts,
-  renderPlan,
-  renderPlanInParts,
-  type TableChanges,
-} from './restore-plan.ts';
+import { FAMILIES, planInputs, planInputsInParts, renderPlan, renderPlanInParts } from './restore-plan.ts';
 import { appendSharedRules, emptySharedRules, ownChains } from './service-port-rules.ts';
 import { countsLocalhostNodePorts, type TopLevelChains, topLevelChains } from './top-level-chains.ts';
 

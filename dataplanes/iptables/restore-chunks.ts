@@ -9,7 +9,7 @@
 // every reference is valid after each.
 // iptables-legacy rewrites its whole table per input, so there one input stays best.
 import { isServiceChain, MARK_MASQ_CHAIN, MASQ_NOT_LOCAL_CHAIN } from './chain-names.ts';
-import type { Chains, FamilyPlan, TableChanges } from './restore-plan.ts';
+import type { Chains, FamilyPlan, TableChanges } from './plan-types.ts';
 
 /** Service chains per iptables-nft-restore input: about a hundred services. */
 export const NFT_CHAINS_PER_RESTORE = 1000;

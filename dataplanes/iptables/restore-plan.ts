@@ -2,36 +2,10 @@
 // Its text form (restoreInput) IS the restore input, the dry-run output and the golden files.
 import type { IPFamily } from '../../contract/base/ip-family.ts';
 import { printInputs, type ToolInput } from '../../contract/tool-inputs.ts';
-import { insertLine, type JumpRule } from './jump-rules.ts';
+import { insertLine } from './jump-rules.ts';
 import { NFACCT_INPUT } from './nfacct-objects.ts';
+import type { FamilyPlan, IptablesPlan } from './plan-types.ts';
 import { NFT_CHAINS_PER_RESTORE, restorePartCount, restoreParts } from './restore-chunks.ts';
-
-/** Chain name → rules, in declaration order. */
-export type Chains = ReadonlyMap<string, readonly string[]>;
-
-export type IptablesTable = 'filter' | 'nat' | 'mangle';
-
-export interface TableChanges {
-  readonly table: IptablesTable;
-  /** Chains rewritten: declared (which creates or flushes them), then filled with `rules`. */
-  readonly chains: Chains;
-  /** Chains removed: declared (flushed), then deleted with -X after every rule is in place. */
-  readonly deleted: readonly string[];
-  /** Jumps from built-in chains into ours, inserted at the chain's head once our chains are filled. */
-  readonly jumps: readonly JumpRule[];
-}
-
-export interface FamilyPlan {
-  readonly family: IPFamily;
-  /** Tables with something to do, in restore order (filter before nat, as kube-proxy). */
-  readonly tables: readonly TableChanges[];
-}
-
-export interface IptablesPlan {
-  readonly kind: 'full' | 'incremental';
-  readonly IPv4?: FamilyPlan;
-  readonly IPv6?: FamilyPlan;
-}
 
 export const FAMILIES: readonly IPFamily[] = ['IPv4', 'IPv6'];
 

@@ -16,7 +16,7 @@ import {
   SERVICES_CHAIN,
 } from './chain-names.ts';
 import type { FamilyContext } from './family-context.ts';
-import type { Chains } from './restore-plan.ts';
+import type { Chains } from './plan-types.ts';
 import { appendSharedRules, comment, emptySharedRules } from './service-port-rules.ts';
 
 export interface TopLevelChains {

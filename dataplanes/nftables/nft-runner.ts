@@ -1,30 +1,10 @@
 // Running nft behind a small interface: the live dataplane feeds it scripts and reads tables back;
 // unit tests swap in a recorder, kernel tests run it inside a throwaway namespace.
 
-import { DataplaneError } from '../../contract/dataplane-error.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import { type NftFamily, TABLE } from '../shared/nft/transaction.ts';
+import { NftError } from './nft-error.ts';
 import { fitsSession, NftSession } from './nft-session.ts';
-
-/** Why nft failed, so callers decide on a kind of failure rather than on message text. */
-export type NftErrorKind = 'not-found' | 'exists' | 'busy' | 'other';
-
-export class NftError extends DataplaneError {
-  readonly kind: NftErrorKind;
-  readonly stderr: string;
-  constructor(what: string, stderr: string) {
-    super(`nft ${what} failed: ${stderr.trim()}`);
-    this.name = 'NftError';
-    this.stderr = stderr;
-    this.kind = /No such file or directory/.test(stderr)
-      ? 'not-found'
-      : /File exists/.test(stderr)
-        ? 'exists'
-        : /Device or resource busy/.test(stderr)
-          ? 'busy'
-          : 'other';
-  }
-}
 
 export interface NftRunner {
   /** Runs one script as one transaction (`nft -f -`); throws NftError when nft refuses it. */

@@ -22,7 +22,7 @@
 // parent-death signal, and a transaction that does not come back in time kills the session.
 import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import { CommandTimeoutError } from '../../contract/dataplane-error.ts';
-import { NftError } from './nft-runner.ts';
+import { NftError } from './nft-error.ts';
 
 /** POSIX's bound on an atomic pipe write; Linux's value, the size of a page. */
 const PIPE_BUF = 4096;

@@ -77,3 +77,50 @@ test('no import runs back up between the parts of the tree', () => {
   assert.ok(checked > 500, `only ${checked} imports read: is the pattern still right?`);
   assert.deepEqual(wrong, []);
 });
+
+/** Tarjan's strongly connected components of `edges`, those with more than one file. */
+function circles(edges: ReadonlyMap<string, readonly string[]>): string[][] {
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const found: string[][] = [];
+  const visit = (file: string): void => {
+    index.set(file, index.size);
+    low.set(file, index.get(file)!);
+    stack.push(file);
+    onStack.add(file);
+    for (const next of edges.get(file) ?? []) {
+      if (!index.has(next)) {
+        visit(next);
+        low.set(file, Math.min(low.get(file)!, low.get(next)!));
+      } else if (onStack.has(next)) low.set(file, Math.min(low.get(file)!, index.get(next)!));
+    }
+    if (low.get(file) !== index.get(file)) return;
+    const component: string[] = [];
+    let top: string;
+    do {
+      top = stack.pop()!;
+      onStack.delete(top);
+      component.push(top);
+    } while (top !== file);
+    if (component.length > 1) found.push(component.sort());
+  };
+  for (const file of [...edges.keys()].sort()) if (!index.has(file)) visit(file);
+  return found;
+}
+
+// A circle, even of type imports, means two modules are one job split in two, or share a piece
+// that belongs in a third: either way a reader cannot read one without the other.
+test('no two modules import each other, directly or around a circle', () => {
+  const edges = new Map<string, string[]>();
+  for (const top of ['bin', 'contract', 'src', 'dataplanes']) {
+    for (const file of sourceFiles(top)) {
+      const targets = [...readFileSync(join(ROOT, file), 'utf8').matchAll(IMPORT)].map(([, specifier]) =>
+        normalize(join(dirname(file), specifier!)),
+      );
+      edges.set(file, targets);
+    }
+  }
+  assert.deepEqual(circles(edges), []);
+});

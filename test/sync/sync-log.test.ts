@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { CommandTimeoutError } from '../../contract/dataplane-error.ts';
-import { NftError } from '../../dataplanes/nftables/nft-runner.ts';
+import { NftError } from '../../dataplanes/nftables/nft-error.ts';
 import { logSyncEvent } from '../../src/sync/sync-log.ts';
 import type { SyncLoopEvent } from '../../src/sync/sync-loop.ts';
 import { capturedLogger } from '../support/captured-logger.ts';

@@ -8,7 +8,7 @@
 
 import type { IPFamily } from '../../../contract/base/ip-family.ts';
 import { insertLine } from '../../../dataplanes/iptables/jump-rules.ts';
-import type { IptablesTable } from '../../../dataplanes/iptables/restore-plan.ts';
+import type { IptablesTable } from '../../../dataplanes/iptables/plan-types.ts';
 import {
   applyIptablesRestore,
   BUILT_IN_CHAINS,

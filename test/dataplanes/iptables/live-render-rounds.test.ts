@@ -8,8 +8,9 @@ import { changedServicePorts } from '../../../contract/changed-service-ports.ts'
 import type { DualStackState } from '../../../contract/proxy-state.ts';
 import type { IptablesBackend } from '../../../dataplanes/iptables/backend.ts';
 import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
+import type { IptablesPlan } from '../../../dataplanes/iptables/plan-types.ts';
 import { iptablesPlanner } from '../../../dataplanes/iptables/planner.ts';
-import { type IptablesPlan, renderPlanInParts } from '../../../dataplanes/iptables/restore-plan.ts';
+import { renderPlanInParts } from '../../../dataplanes/iptables/restore-plan.ts';
 import { ROUND_HEADER, renderSince } from '../../../src/cli/render-rounds.ts';
 import { prng } from '../../support/prng.ts';
 import { seedsLine, testSeeds } from '../../support/seeds.ts';

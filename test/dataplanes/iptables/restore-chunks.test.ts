@@ -2,9 +2,10 @@
 //   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/iptables/restore-chunks.test.ts --name 'small parts'
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { FamilyPlan } from '../../../dataplanes/iptables/plan-types.ts';
 import { planFamilyFull, planFamilyIncremental } from '../../../dataplanes/iptables/planner.ts';
 import { restoreParts } from '../../../dataplanes/iptables/restore-chunks.ts';
-import { type FamilyPlan, restoreInput } from '../../../dataplanes/iptables/restore-plan.ts';
+import { restoreInput } from '../../../dataplanes/iptables/restore-plan.ts';
 import { prng } from '../../support/prng.ts';
 import { seedsLine, testSeeds } from '../../support/seeds.ts';
 import { FakeTables } from './fake-tables.ts';

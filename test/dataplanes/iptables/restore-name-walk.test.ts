@@ -10,9 +10,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { loadedModel } from '../../../bench/bench-model.ts';
 import { changedSlice, shapedCluster } from '../../../bench/synthetic-cluster.ts';
+import type { FamilyPlan } from '../../../dataplanes/iptables/plan-types.ts';
 import { planFamilyFull, planFamilyIncremental } from '../../../dataplanes/iptables/planner.ts';
 import { restoreParts } from '../../../dataplanes/iptables/restore-chunks.ts';
-import { type FamilyPlan, restoreInput } from '../../../dataplanes/iptables/restore-plan.ts';
+import { restoreInput } from '../../../dataplanes/iptables/restore-plan.ts';
 
 /** List nodes iptables-nft-restore visits for the chain names `input` mentions, per line. */
 function nameWalkPerLine(input: string): number {

@@ -18,7 +18,7 @@ import {
   type VirtualService,
   virtualServerKey,
 } from '../../../dataplanes/ipvs/virtual-servers.ts';
-import { NftError } from '../../../dataplanes/nftables/nft-runner.ts';
+import { NftError } from '../../../dataplanes/nftables/nft-error.ts';
 import type { CommandResult, CommandRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { FakeNft } from '../nftables/fake-nft.ts';
 

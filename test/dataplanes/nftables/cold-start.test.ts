@@ -7,7 +7,8 @@ import type { DualStackState, ProxyState } from '../../../contract/proxy-state.t
 import { coldStartTransactions } from '../../../dataplanes/nftables/cold-start.ts';
 import { desiredRuleset } from '../../../dataplanes/nftables/desired-ruleset.ts';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
-import { NftError, type NftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
+import { NftError } from '../../../dataplanes/nftables/nft-error.ts';
+import type { NftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
 import { fullTransaction } from '../../../dataplanes/shared/nft/full-transaction.ts';
 import { emptyNftRuleset } from '../../../dataplanes/shared/trace/nft-ruleset.ts';
 import { prng } from '../../support/prng.ts';

@@ -7,7 +7,8 @@
 // check (`nft -c`, the intact check), which answers as the kernel: refused only with another value. Its state
 // is the ruleset the tracer walks, so a test asks it what happens to a packet; dump() compares
 // states; the listings the live dataplane reads (adoption, canary, `nft -c`) come from that state.
-import { NftError, type NftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
+import { NftError } from '../../../dataplanes/nftables/nft-error.ts';
+import type { NftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
 import { TABLE } from '../../../dataplanes/shared/nft/transaction.ts';
 import { traceNftables } from '../../../dataplanes/shared/trace/nft.ts';
 import {

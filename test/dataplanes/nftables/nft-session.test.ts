@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { CommandTimeoutError } from '../../../contract/dataplane-error.ts';
-import { NftError } from '../../../dataplanes/nftables/nft-runner.ts';
+import { NftError } from '../../../dataplanes/nftables/nft-error.ts';
 import { fitsSession, NftSession, oneLine } from '../../../dataplanes/nftables/nft-session.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { NftTransaction } from '../../../dataplanes/shared/nft/transaction.ts';

@@ -1,6 +1,7 @@
 // A recording NftRunner for unit tests: keeps every script, fails on demand, and answers the
 // listings with canned JSON.
-import { NftError, type NftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
+import { NftError } from '../../../dataplanes/nftables/nft-error.ts';
+import type { NftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
 import type { CommandResult, CommandRunner } from '../../../dataplanes/shared/command-runner.ts';
 import type { NftFamily } from '../../../dataplanes/shared/nft/transaction.ts';
 
