@@ -213,7 +213,11 @@ function keptMatchKey(portName: string, protocol: string): string {
   return flat;
 }
 
-/** The candidates of one service port; `whole` when one slice alone provided them: its own array. */
+/**
+ * The candidates of one service port; `whole`, when there is one, is an array already made of
+ * exactly their endpoints in their order: one slice's own array when it alone provided them, or
+ * the one a kept merge makes (candidate-merges.ts).
+ */
 export interface PortCandidates {
   readonly candidates: readonly CandidateEndpoint[];
   readonly whole: readonly Endpoint[] | undefined;
@@ -249,25 +253,41 @@ export function slicePortsByKey(
 
 /** The candidates of one port from its sources (slicePortsByKey), sorted by ip then port. */
 export function portCandidates(sources: readonly SlicePortSource[]): PortCandidates {
+  return {
+    candidates: oneOfEach(sortedCandidates(sources)),
+    whole: sources.length === 1 ? sources[0]!.port.endpoints : undefined,
+  };
+}
+
+/** Every candidate of `sources`, sorted by ip then port, the copies of one in source order. */
+export function sortedCandidates(sources: readonly SlicePortSource[]): CandidateEndpoint[] {
   const all: CandidateEndpoint[] = [];
-  for (const { port, hints } of sources) {
-    // An index loop: entries() makes a pair per endpoint, hundreds of thousands at a cold start.
-    const { endpoints } = port;
-    for (let i = 0; i < endpoints.length; i++) all.push(candidateOf(endpoints[i]!, hints?.[i]));
-  }
-  // Sorted, then one per ip:port: the copies of one are adjacent, in slice order (the sort is
-  // stable), which a map keyed by an "ip|port" string per endpoint found at ~1.5 us each (150 ms
-  // per change of a Service with 100,000 endpoints). Each source is sorted already: the sort
-  // merges runs.
+  for (const source of sources) sourceCandidates(source, all);
+  // Sorted, then one per ip:port (oneOfEach): the copies of one are adjacent, in slice order (the
+  // sort is stable), which a map keyed by an "ip|port" string per endpoint found at ~1.5 us each
+  // (150 ms per change of a Service with 100,000 endpoints). Each source is sorted already: the
+  // sort merges runs.
   all.sort(compareCandidates);
+  return all;
+}
+
+/** The candidates of one source, in its order (address order), pushed onto `into`. */
+export function sourceCandidates({ port, hints }: SlicePortSource, into: CandidateEndpoint[]): void {
+  // An index loop: entries() makes a pair per endpoint, hundreds of thousands at a cold start.
+  const { endpoints } = port;
+  for (let i = 0; i < endpoints.length; i++) into.push(candidateOf(endpoints[i]!, hints?.[i]));
+}
+
+/** One candidate per ip:port of `sorted` (sortedCandidates), the preferred copy of each. */
+function oneOfEach(sorted: readonly CandidateEndpoint[]): CandidateEndpoint[] {
   const candidates: CandidateEndpoint[] = [];
-  for (const candidate of all) {
+  for (const candidate of sorted) {
     const last = candidates[candidates.length - 1];
     if (last === undefined || compareCandidates(last, candidate) !== 0) candidates.push(candidate);
     else if (preference(candidate.endpoint) > preference(last.endpoint))
       candidates[candidates.length - 1] = candidate;
   }
-  return { candidates, whole: sources.length === 1 ? sources[0]!.port.endpoints : undefined };
+  return candidates;
 }
 
 function candidateOf(endpoint: Endpoint, hints: EndpointHints | undefined): CandidateEndpoint {
@@ -289,6 +309,6 @@ function preference(endpoint: Pick<Endpoint, 'terminating' | 'ready'>): number {
   return (endpoint.terminating ? 0 : 2) + (endpoint.ready ? 1 : 0);
 }
 
-function compareCandidates(a: CandidateEndpoint, b: CandidateEndpoint): number {
+export function compareCandidates(a: CandidateEndpoint, b: CandidateEndpoint): number {
   return compareText(a.ip, b.ip) || a.endpoint.port - b.endpoint.port;
 }

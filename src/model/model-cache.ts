@@ -22,6 +22,7 @@ import {
 } from '../kube/objects.ts';
 import { conflictProblems, serviceOfPort, serviceSince } from './address-claims.ts';
 import { serviceKey } from './build-state.ts';
+import { CandidateMerges } from './candidate-merges.ts';
 import { type SliceEndpoints, sliceEndpoints, sliceKey, sliceOwner } from './endpoints.ts';
 import { FamilyPorts } from './family-ports.ts';
 import { type NodeSettingsByFamily, nodeSettingsByFamily, type ProxyOptions } from './node-settings.ts';
@@ -49,6 +50,8 @@ export class ModelCache {
   readonly #sliceProblems = new Map<string, readonly Problem[]>();
   /** Service "namespace/name" → the records of its slices. */
   readonly #slicesOfService = new SlicesOfService();
+  /** The candidates of ports with several slices, merged into at a change of one. */
+  readonly #candidateMerges = new CandidateMerges();
   #node: Node | undefined;
   /** The cluster's ServiceCIDR objects by name. */
   readonly #serviceCIDRs = new Map<string, ServiceCIDR>();
@@ -187,14 +190,20 @@ export class ModelCache {
       const ports = this.#ports[family];
       const updates = yield* ports.update(dirty, (key) => {
         const service = this.#services.get(key);
-        if (service === undefined) return undefined;
-        const fresh = serviceStatePorts(
-          service,
-          this.#slicesOfService.of(key),
-          family,
-          options.nodeName,
-          zone,
-          options.serviceProxyName,
+        if (service === undefined) {
+          this.#candidateMerges.forget(key);
+          return undefined;
+        }
+        const fresh = this.#candidateMerges.ofService(key, family, (candidatesOf) =>
+          serviceStatePorts(
+            service,
+            this.#slicesOfService.of(key),
+            family,
+            options.nodeName,
+            zone,
+            options.serviceProxyName,
+            candidatesOf,
+          ),
         );
         return { ports: fresh, since: serviceSince(service) };
       });

@@ -4,6 +4,7 @@
 import type { IPFamily } from '../../contract/base/ip-family.ts';
 import type { ServicePort } from '../../contract/proxy-state.ts';
 import type { Service } from '../kube/objects.ts';
+import type { CandidatesOf } from './candidate-merges.ts';
 import { categorizeEndpoints, type EndpointSelection } from './endpoint-selection.ts';
 import {
   type PortCandidates,
@@ -25,14 +26,17 @@ export function serviceStatePorts(
   zone: string,
   /** --service-proxy-name (proxy-labels.ts). */
   proxyName?: string,
+  /** The incremental model's kept candidates (candidate-merges.ts); else made from the slices. */
+  candidatesOf: CandidatesOf = (_, sources) => portCandidates(sources),
 ): ServicePort[] {
   const bases = servicePortsOfFamily(service, family, proxyName);
   if (bases.length === 0) return [];
   // Port by port: only one port's candidates exist at a time, however many ports the service has.
   const sources = slicePortsByKey(slices, family);
   return bases.map((base) => {
-    const ofPort = sources.get(portMatchKey(base.portName, base.protocol));
-    const found = ofPort ? portCandidates(ofPort) : NO_CANDIDATES;
+    const matchKey = portMatchKey(base.portName, base.protocol);
+    const ofPort = sources.get(matchKey);
+    const found = ofPort ? candidatesOf(matchKey, ofPort) : NO_CANDIDATES;
     return servicePort(base, categorizeEndpoints(found, base, nodeName, zone));
   });
 }

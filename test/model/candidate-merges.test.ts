@@ -1,0 +1,148 @@
+// The kept candidate lists of ports with several slices (src/model/candidate-merges.ts): after any
+// sequence of slice changes, a port's candidates are those made from scratch from its slices.
+// Sweep its seeds:
+//   nice -n 10 node scripts/sweep-seeds.ts test/model/candidate-merges.test.ts
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { EndpointSlice } from '../../src/kube/objects.ts';
+import { CandidateMerges } from '../../src/model/candidate-merges.ts';
+import {
+  type PortCandidates,
+  portCandidates,
+  type SliceEndpoints,
+  type SlicePortSource,
+  sliceEndpoints,
+  slicePortsByKey,
+} from '../../src/model/endpoints.ts';
+import { prng } from '../support/prng.ts';
+import { testSeeds } from '../support/seeds.ts';
+import { endpoint, slice, THIS_NODE } from './fixtures.ts';
+
+const SERVICE = 'default/web';
+const MATCH_KEY = 'http/TCP';
+
+/** Whole numbers in [0, n) from the shared seeded source, so a failing seed can be replayed. */
+function random(seed: number): (n: number) => number {
+  const next = prng(seed);
+  return (n) => Math.floor(next() * n);
+}
+
+/**
+ * A slice of up to 8 endpoints from `pool` addresses: a small pool makes copies of one address in
+ * two slices (the lists that are rebuilt), a large one few. Its port is 8080 or 8081, so one
+ * address may serve under two ports.
+ */
+function randomSlice(pick: (n: number) => number, name: string, pool: number): EndpointSlice {
+  const endpoints = Array.from({ length: pick(9) }, () =>
+    endpoint(`10.244.${pick(2)}.${1 + pick(pool)}`, {
+      ready: [true, true, false][pick(3)]!,
+      terminating: pick(5) === 0,
+      nodeName: [THIS_NODE, 'node-2'][pick(2)]!,
+      ...(pick(6) === 0 && { zones: [['zone-a', 'zone-b'][pick(2)]!] }),
+    }),
+  );
+  return slice('web', endpoints, { name, ports: [{ name: 'http', port: 8080 + pick(2), protocol: 'TCP' }] });
+}
+
+function sourcesOf(records: ReadonlyMap<string, SliceEndpoints>): readonly SlicePortSource[] {
+  const inNameOrder = [...records.values()].sort((a, b) => (a.key < b.key ? -1 : 1));
+  return slicePortsByKey(inNameOrder, 'IPv4').get(MATCH_KEY) ?? [];
+}
+
+function candidatesOf(
+  merges: CandidateMerges,
+  sources: readonly SlicePortSource[],
+): PortCandidates | undefined {
+  return merges.ofService(SERVICE, 'IPv4', (candidates) =>
+    sources.length === 0 ? undefined : candidates(MATCH_KEY, sources),
+  );
+}
+
+/** What a consumer reads: each candidate, and its endpoint by identity (dataplanes compare pointers). */
+function assertSame(
+  found: PortCandidates | undefined,
+  expected: PortCandidates | undefined,
+  where: string,
+): void {
+  assert.deepEqual(found?.candidates, expected?.candidates, where);
+  found?.candidates.forEach((c, i) => {
+    assert.equal(c.endpoint, expected!.candidates[i]!.endpoint, `${where}: endpoint ${i} by identity`);
+  });
+  if (found?.whole !== undefined)
+    assert.deepEqual(
+      found.whole,
+      found.candidates.map((c) => c.endpoint),
+      `${where}: whole`,
+    );
+}
+
+describe('CandidateMerges', () => {
+  it('gives the candidates made from scratch after random slice changes, merging most of them', () => {
+    const seeds = testSeeds({ first: 1, count: 40 });
+    let merged = 0;
+    let steps = 0;
+    for (const seed of seeds) {
+      const pick = random(seed);
+      const pool = [6, 60, 250][pick(3)]!;
+      const merges = new CandidateMerges();
+      const records = new Map<string, SliceEndpoints>();
+      let last: PortCandidates | undefined;
+      for (let step = 0; step < 30; step++) {
+        const name = `web-${pick(8)}`;
+        const key = `default/${name}`;
+        const what = pick(10);
+        if (what < 2) records.delete(key);
+        else if (what < 3) merges.forget(SERVICE);
+        else {
+          const record = sliceEndpoints(
+            randomSlice(pick, name, pool),
+            SERVICE,
+            THIS_NODE,
+            [],
+            key,
+            records.get(key),
+          );
+          records.set(key, record);
+        }
+        const sources = sourcesOf(records);
+        const found = candidatesOf(merges, sources);
+        const where = `seed ${seed}, step ${step}, ${sources.length} sources`;
+        assertSame(found, sources.length === 0 ? undefined : portCandidates(sources), where);
+        // A merge keeps the candidate objects of the slices it did not touch.
+        const kept = new Set(last?.candidates);
+        if (sources.length > 1 && found!.candidates.some((c) => kept.has(c))) merged++;
+        steps++;
+        last = found;
+      }
+    }
+    assert.ok(merged > steps / 4, `merged ${merged} of ${steps} steps`);
+  });
+
+  it('merges one changed slice of a wide port, keeping every other candidate', () => {
+    const merges = new CandidateMerges();
+    const records = new Map<string, SliceEndpoints>();
+    const wide = (s: number, moved: boolean) =>
+      slice(
+        'web',
+        Array.from({ length: 20 }, (_, j) => endpoint(`10.${s}.0.${j === 0 && moved ? 200 : j + 1}`)),
+        { name: `web-${s}` },
+      );
+    for (let s = 0; s < 50; s++)
+      records.set(
+        `default/web-${s}`,
+        sliceEndpoints(wide(s, false), SERVICE, THIS_NODE, [], `default/web-${s}`),
+      );
+    const before = candidatesOf(merges, sourcesOf(records))!;
+    const previous = records.get('default/web-7');
+    records.set(
+      'default/web-7',
+      sliceEndpoints(wide(7, true), SERVICE, THIS_NODE, [], 'default/web-7', previous),
+    );
+    const sources = sourcesOf(records);
+    const after = candidatesOf(merges, sources)!;
+    assertSame(after, portCandidates(sources), 'after the change');
+    const kept = new Set(before.candidates);
+    assert.equal(after.candidates.filter((c) => kept.has(c)).length, 50 * 20 - 20);
+    assert.ok(after.candidates.some((c) => c.ip === '10.7.0.200'));
+  });
+});
