@@ -12,7 +12,7 @@
 
 import { type CommandRunner, IPTABLES_WAIT } from './command-runner.ts';
 import { existingIptablesTables } from './existing-iptables-tables.ts';
-import { jumpsInto, removalInput, savedChainNames } from './iptables-save.ts';
+import { removalInputs } from './iptables-save.ts';
 
 const KUBE_PROXY_CHAINS = new Set([
   'KUBE-SERVICES',
@@ -78,6 +78,8 @@ export interface VirtualServiceTable<S> {
 export interface LeftoverOptions<S> {
   /** The IPVS table when ip_vs is loaded, else undefined (nothing of IPVS is touched). */
   readonly openIpvs?: () => Promise<VirtualServiceTable<S> | undefined>;
+  /** Per-service chains per iptables-nft-restore input (KUBE_PROXY_CHAINS_PER_RESTORE by default). */
+  readonly nftChainsPerRestore?: number;
 }
 
 /** The comment of the one rule kube-proxy (1.28+) keeps in filter's KUBE-FIREWALL. */
@@ -94,17 +96,33 @@ export function isKubeProxyChain(chain: string): boolean {
   return KUBE_PROXY_CHAINS.has(chain) || KUBE_PROXY_CHAIN_PREFIXES.some((prefix) => chain.startsWith(prefix));
 }
 
+/** kube-proxy's per-service chains, each before the chains it may jump to (FW → EXT → XLB → SVC/SVL → SEP). */
+const KUBE_PROXY_REFERRER_ORDER = [
+  'KUBE-FW-',
+  'KUBE-EXT-',
+  'KUBE-XLB-',
+  'KUBE-SVC-',
+  'KUBE-SVL-',
+  'KUBE-SEP-',
+];
+
 /**
- * The iptables-restore --noflush input that removes kube-proxy's chains from one table given its
- * iptables-save output: jump rules from other chains first, then the chains (flushed, deleted).
- * Empty when there is nothing of kube-proxy's.
+ * Per-service chains per iptables-nft-restore input, as kproxy's own restores measured it
+ * (dataplanes/iptables/restore-chunks.ts): one input for kube-proxy's 110k chains at 10k services
+ * ran over 7.5 min (docs/benchmarks.md, "Takeover from kube-proxy", has the pieces' figure).
  */
-export function leftoverRestoreInput(table: string, saved: string): string {
+export const KUBE_PROXY_CHAINS_PER_RESTORE = 1000;
+
+/**
+ * The iptables-restore --noflush inputs that remove kube-proxy's chains from one table given its
+ * iptables-save output, in parts of at most maxChains per-service chains (removalInputs): jump
+ * rules from other chains first, then the chains (flushed, deleted). None when there is nothing
+ * of kube-proxy's.
+ */
+export function leftoverRestoreInputs(table: string, saved: string, maxChains: number): string[] {
   const firewall = table === 'filter' && isKubeProxyFirewall(saved);
   const owned = (chain: string) => isKubeProxyChain(chain) || (firewall && chain === FIREWALL_CHAIN);
-  const chains = savedChainNames(saved).filter(owned);
-  const jumps = jumpsInto(saved, owned);
-  return chains.length === 0 && jumps.length === 0 ? '' : removalInput(table, chains, jumps);
+  return removalInputs(table, saved, owned, KUBE_PROXY_REFERRER_ORDER, maxChains);
 }
 
 /** filter's KUBE-FIREWALL is kube-proxy's when its only rule is kube-proxy's localnet drop. */
@@ -137,35 +155,44 @@ export async function removeKubeProxyLeftovers<S>(
     if (deleted.exitCode !== 0) throw new Error(`ip link delete ${KUBE_IPVS_LINK}: ${deleted.stderr.trim()}`);
     removed.push(`link ${KUBE_IPVS_LINK}`);
   }
-  removed.push(...(await removeIptablesChains(runner)));
+  removed.push(
+    ...(await removeIptablesChains(runner, options.nftChainsPerRestore ?? KUBE_PROXY_CHAINS_PER_RESTORE)),
+  );
   removed.push(...(await removeIpsets(runner)));
   removed.push(...(await removeNfacctObjects(runner)));
-  // The table names only: listing kube-proxy's table prints all of it (44 MB at 10k services).
-  const tables = await runner.run('nft', ['list', 'tables']);
+  // Deleted without listing first: nft 1.0.6's `list tables` reads every table whole (over 3.5
+  // min beside kproxy's iptables-nft rules for 10k services, against 6 s for this delete); a
+  // table that is not there is the delete's ENOENT. No nft tool (127): kube-proxy's nftables mode,
+  // which runs nft, cannot have run here.
   for (const family of ['ip', 'ip6']) {
-    if (tables.exitCode !== 0 || !tables.stdout.split('\n').includes(`table ${family} kube-proxy`)) continue;
     const deleted = await runner.run('nft', ['delete', 'table', family, 'kube-proxy']);
-    if (deleted.exitCode !== 0)
+    if (deleted.exitCode === 0) removed.push(`nft table ${family} kube-proxy`);
+    else if (deleted.exitCode !== 127 && !/No such file or directory/.test(deleted.stderr))
       throw new Error(`nft delete table ${family} kube-proxy: ${deleted.stderr.trim()}`);
-    removed.push(`nft table ${family} kube-proxy`);
   }
   return removed;
 }
 
-async function removeIptablesChains(runner: CommandRunner): Promise<string[]> {
+async function removeIptablesChains(runner: CommandRunner, nftChainsPerRestore: number): Promise<string[]> {
   const removed: string[] = [];
   for (const tool of IPTABLES_TOOLS) {
+    // iptables-legacy rewrites its whole table per input: there one input is cheapest.
+    const maxChains = tool.endsWith('-nft') ? nftChainsPerRestore : Number.POSITIVE_INFINITY;
     // Only the tables the backend holds: asking for one by name would create it.
     const tables = await existingIptablesTables(runner, `${tool}-save`);
     for (const table of IPTABLES_TABLES) {
       const saved = tables.get(table);
       if (saved === undefined) continue;
-      const input = leftoverRestoreInput(table, saved);
-      if (input === '') continue;
-      const restored = await runner.run(`${tool}-restore`, ['--noflush', ...IPTABLES_WAIT], input);
-      if (restored.exitCode !== 0) throw new Error(`${tool}-restore (${table}): ${restored.stderr.trim()}`);
-      const count = input.split('\n').filter((line) => line.startsWith('-X ')).length;
-      removed.push(`${tool} ${table}: ${count} kube-proxy chain(s)`);
+      const inputs = leftoverRestoreInputs(table, saved, maxChains);
+      for (const input of inputs) {
+        const restored = await runner.run(`${tool}-restore`, ['--noflush', ...IPTABLES_WAIT], input);
+        if (restored.exitCode !== 0) throw new Error(`${tool}-restore (${table}): ${restored.stderr.trim()}`);
+      }
+      const count = inputs
+        .join('')
+        .split('\n')
+        .filter((line) => line.startsWith('-X ')).length;
+      if (inputs.length > 0) removed.push(`${tool} ${table}: ${count} kube-proxy chain(s)`);
     }
   }
   return removed;

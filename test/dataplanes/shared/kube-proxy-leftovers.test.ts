@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
 import { describe, test } from 'node:test';
 import type { CommandRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import {
   isKubeProxyChain,
   isKubeProxyIpset,
-  leftoverRestoreInput,
+  leftoverRestoreInputs,
   removeKubeProxyLeftovers,
 } from '../../../dataplanes/shared/kube-proxy-leftovers.ts';
 import { Lab, requireRoot } from '../../../harness/netns.ts';
@@ -27,9 +28,9 @@ const IPVS_NAT = `*nat
 COMMIT
 `;
 
-/** A runner that finds nothing (no link, no ipset, no nft table, no iptables). */
+/** A runner that finds nothing (no link, no ipset, no nft, no iptables): none of the tools is there. */
 const emptyHost: CommandRunner = {
-  run: async () => ({ stdout: '', stderr: 'not found', exitCode: 1 }),
+  run: async () => ({ stdout: '', stderr: 'not found', exitCode: 127 }),
 };
 
 /** What kube-proxy (iptables mode) and kubelet leave in nat, in iptables-save form. */
@@ -80,8 +81,7 @@ describe('kube-proxy leftovers', () => {
   });
 
   test('the restore input removes the jumps into kube-proxy chains, then the chains, and nothing else', () => {
-    assert.equal(
-      leftoverRestoreInput('nat', NAT),
+    assert.deepEqual(leftoverRestoreInputs('nat', NAT, Number.POSITIVE_INFINITY), [
       [
         '*nat',
         ':KUBE-MARK-MASQ - [0:0]',
@@ -102,8 +102,8 @@ describe('kube-proxy leftovers', () => {
         'COMMIT',
         '',
       ].join('\n'),
-    );
-    assert.equal(leftoverRestoreInput('nat', '*nat\n:PREROUTING ACCEPT [0:0]\nCOMMIT\n'), '');
+    ]);
+    assert.deepEqual(leftoverRestoreInputs('nat', '*nat\n:PREROUTING ACCEPT [0:0]\nCOMMIT\n', 1), []);
   });
 
   test('kproxy cleanup --kube-proxy on a real kernel: kube-proxy and kproxy rules go, kubelet’s stay', async (t) => {
@@ -139,6 +139,45 @@ describe('kube-proxy leftovers', () => {
     assert.match(tables, /table ip other/);
   });
 
+  test('kube-proxy chains go in pieces on a real kernel: each piece restores, and the last leaves none', async (t) => {
+    if (!requireRoot(t)) return;
+    // Upstream's own rules (TestOverallIPTablesRules: 16 per-service chains in nat) and two of the
+    // jumps kube-proxy adds from built-in chains; pieces of 2 per-service chains make 10 inputs.
+    const upstream = await readFile(
+      new URL('fixtures/kube-proxy/iptables-overall.restore', import.meta.url),
+      'utf8',
+    );
+    const lab = new Lab(`kpieces${process.pid % 1000}`);
+    t.after(() => lab.destroy());
+    const ns = await lab.addNetns('node');
+    // Its rules count in kube-proxy's nfacct objects, which kube-proxy makes at start.
+    for (const name of ['ct_state_invalid_dropped_pkts', 'localhost_nps_accepted_pkts'])
+      await lab.exec(ns, 'nfacct', ['add', name]);
+    await lab.exec(ns, 'iptables-nft-restore', [], { input: upstream });
+    for (const chain of ['PREROUTING', 'OUTPUT'])
+      await lab.exec(ns, 'iptables-nft', ['-t', 'nat', '-I', chain, '-j', 'KUBE-SERVICES']);
+    await lab.exec(ns, 'iptables-nft', ['-t', 'nat', '-N', 'SITE-NAT']);
+    await lab.exec(ns, 'iptables-nft', ['-t', 'nat', '-A', 'OUTPUT', '-j', 'SITE-NAT']);
+    const saved = async () => (await lab.exec(ns, 'iptables-nft-save', ['-t', 'nat'])).stdout;
+
+    const pieces = leftoverRestoreInputs('nat', await saved(), 2);
+    assert.equal(pieces.length, 10);
+    const declared = (piece: string) => piece.split('\n').filter((line) => line.startsWith(':')).length;
+    for (const piece of pieces.slice(1, -1)) assert.ok(declared(piece) <= 2, piece);
+    // The kernel refuses to delete a chain a rule still jumps to: each piece must leave every reference valid.
+    for (const piece of pieces) {
+      const restored = await execaRunner(['ip', 'netns', 'exec', ns]).run(
+        'iptables-nft-restore',
+        ['--noflush'],
+        piece,
+      );
+      assert.equal(restored.exitCode, 0, `${piece}\n${restored.stderr}`);
+    }
+    const after = await saved();
+    assert.doesNotMatch(after, /KUBE-/);
+    assert.match(after, /-A OUTPUT -j SITE-NAT/);
+  });
+
   test("filter's KUBE-FIREWALL goes with its comment-less jumps when it holds only kube-proxy's localnet drop", () => {
     const filter = (firewallRule: string) =>
       [
@@ -155,8 +194,7 @@ describe('kube-proxy leftovers', () => {
     // kube-proxy 1.28+ (upstream's TestOverallIPTablesRules, fixtures/kube-proxy).
     const kubeProxys =
       '-A KUBE-FIREWALL -m comment --comment "block incoming localnet connections" -d 127.0.0.0/8 ! -s 127.0.0.0/8 -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP';
-    assert.equal(
-      leftoverRestoreInput('filter', filter(kubeProxys)),
+    assert.deepEqual(leftoverRestoreInputs('filter', filter(kubeProxys), Number.POSITIVE_INFINITY), [
       [
         '*filter',
         ':KUBE-FIREWALL - [0:0]',
@@ -166,12 +204,12 @@ describe('kube-proxy leftovers', () => {
         'COMMIT',
         '',
       ].join('\n'),
-    );
+    ]);
     // kubelet before 1.28 filled it with its mark-drop rule: kubelet's, it stays.
     const kubelets =
       '-A KUBE-FIREWALL -m comment --comment "kubernetes firewall for dropping marked packets" -m mark --mark 0x8000/0x8000 -j DROP';
-    assert.equal(leftoverRestoreInput('filter', filter(kubelets)), '');
-    assert.equal(leftoverRestoreInput('nat', filter(kubeProxys).replace('*filter', '*nat')), '');
+    assert.deepEqual(leftoverRestoreInputs('filter', filter(kubelets), 1), []);
+    assert.deepEqual(leftoverRestoreInputs('nat', filter(kubeProxys).replace('*filter', '*nat'), 1), []);
   });
 
   test('kube-proxy IPVS ipsets are recognised in both families; other KUBE-* sets are not', () => {
