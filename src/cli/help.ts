@@ -104,7 +104,7 @@ or not understood, are listed as not evaluated.
   --json                                     the report as JSON
 `;
 
-export const DIFF_USAGE = `Usage: kproxy diff --mode nftables|iptables (--input PATH... | --example) [--json] [render's flags]
+export const DIFF_USAGE = `Usage: kproxy diff --mode nftables|iptables (--input PATH... | --example | --live-api) [--json] [render's flags]
 
 Compares what kproxy would install for these objects (the render) with what this node's kernel
 holds now, per Service port: pieces missing, extra or different (a map element dropped or holding
@@ -115,5 +115,8 @@ Services they hit. Tables this nft cannot list are named as not read. Exit statu
 
   --mode MODE                                nftables (default) or iptables (ipvs: not yet)
   --input PATH, --example                    the objects, as for kproxy render (--config, --node-ip, ...)
+  --live-api                                 the objects listed from the cluster as kproxy run lists them
+                                             (--kubeconfig, --master, --config's clientConnection; this
+                                             node: --hostname-override or the hostname)
   --json                                     the report as JSON
 `;

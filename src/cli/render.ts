@@ -42,7 +42,7 @@ export const FAMILY_FLAG: Readonly<Record<string, readonly IPFamily[]>> = {
   both: ['IPv4', 'IPv6'],
 };
 
-interface RenderRequest {
+export interface RenderRequest {
   readonly inputs: readonly string[];
   readonly since: readonly string[];
   readonly example: boolean;
@@ -133,7 +133,11 @@ export async function renderRequest(values: FlagValues): Promise<RenderRequest |
     ...((values.input as string[] | undefined) ?? []),
     ...(example ? [EXAMPLE_CLUSTER_PATH] : []),
   ];
-  if (inputs.length === 0) return usage('no input: give --input PATH (repeatable, - for stdin) or --example');
+  // diff's --live-api lists the objects from the cluster instead (render has no such flag).
+  const live = values['live-api'] === true;
+  if (live && inputs.length > 0) return usage('--live-api reads the cluster: give no --input or --example');
+  if (inputs.length === 0 && !live)
+    return usage('no input: give --input PATH (repeatable, - for stdin) or --example');
   const families = FAMILY_FLAG[(values.family as string | undefined) ?? 'both'];
   if (families === undefined)
     return usage(`--family: ${JSON.stringify(values.family)} is not ipv4, ipv6 or both`);

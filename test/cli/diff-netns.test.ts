@@ -4,13 +4,23 @@
 // equal (exit 0).
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, beforeEach, describe, test } from 'node:test';
+import { parse } from 'yaml';
 import { type CommandRunner, execaRunner } from '../../dataplanes/shared/command-runner.ts';
 import type { DriftReport } from '../../dataplanes/shared/drift/drift-report.ts';
+import { standInKubeconfig } from '../../harness/apiserver/kubeconfig.ts';
+import { sampleService } from '../../harness/apiserver/sample-objects.ts';
+import { type StandInApiServer, startApiServer } from '../../harness/apiserver/server.ts';
 import { Lab } from '../../harness/netns.ts';
 import { diffCommand } from '../../src/cli/diff.ts';
 import { renderCommand } from '../../src/cli/render.ts';
 import { traceCommand } from '../../src/cli/trace.ts';
+import { RESOURCE_TYPES, SERVICES } from '../../src/kube/resources.ts';
+import { EXAMPLE_CLUSTER_PATH, EXAMPLE_CONFIG_PATH } from '../../src/sources/example-cluster.ts';
+import { freePort } from '../support/free-port.ts';
 import { captureIO } from './capture-io.ts';
 
 const isRoot = process.getuid?.() === 0;
@@ -362,5 +372,89 @@ describe('kproxy diff (iptables) on a real kernel', { skip: isRoot ? false : ROO
     } finally {
       await runner.run('nft', ['delete', 'table', 'ip', 'kproxy']);
     }
+  });
+});
+
+// --live-api: the objects listed from a cluster (the stand-in API server, on this process'
+// loopback) as kproxy run lists them; the kernel is a namespace holding the example's render.
+describe('kproxy diff --live-api on a real kernel', { skip: isRoot ? false : ROOT_REASON }, () => {
+  let lab: Lab;
+  let runner: CommandRunner;
+  let api: StandInApiServer;
+  /** The example's configuration, its kubeconfig the stand-in's. */
+  let config: string;
+  let dir: string;
+
+  async function diff(...more: string[]): Promise<{ code: number; report: DriftReport; stderr: string }> {
+    const captured = captureIO();
+    const args = ['--live-api', '--config', config, '--json', ...more];
+    const code = await diffCommand(['--hostname-override', 'node-1', ...args], captured.io, { runner });
+    assert.notEqual(code, 2, captured.stderr());
+    return { code, report: JSON.parse(captured.stdout()), stderr: captured.stderr() };
+  }
+
+  before(async () => {
+    lab = new Lab('diff-api');
+    runner = execaRunner(['ip', 'netns', 'exec', await lab.addNetns('node')]);
+    const captured = captureIO();
+    assert.equal(await renderCommand(['--example', '--mode', 'nftables'], captured.io), 0);
+    const loaded = await runner.run('nft', ['-f', '-'], captured.stdout());
+    assert.equal(loaded.exitCode, 0, loaded.stderr);
+    api = await startApiServer({ port: await freePort() });
+    const list = parse(readFileSync(EXAMPLE_CLUSTER_PATH, 'utf8')) as { items: { kind: string }[] };
+    for (const item of list.items) api.state.apply(RESOURCE_TYPES.find((r) => r.kind === item.kind)!, item);
+    dir = await mkdtemp(join(tmpdir(), 'kproxy-diff-'));
+    const kubeconfig = join(dir, 'kubeconfig');
+    await writeFile(kubeconfig, standInKubeconfig(api.url));
+    config = join(dir, 'config.yaml');
+    const example = readFileSync(EXAMPLE_CONFIG_PATH, 'utf8');
+    await writeFile(
+      config,
+      example.replace('kubeconfig: /etc/kproxy/kubeconfig', `kubeconfig: ${kubeconfig}`),
+    );
+  });
+  after(async () => {
+    await rm(dir, { recursive: true, force: true });
+    await api?.stop();
+    await lab?.destroy();
+  });
+
+  test("the cluster's objects, listed as the daemon lists them: equal to the example's render", async () => {
+    const { code, report } = await diff();
+    assert.equal(code, 0, JSON.stringify(report.pieces));
+  });
+
+  test('a Service created in the cluster and not in the kernel: its pieces missing, named for it', async () => {
+    api.state.apply(SERVICES, sampleService('default', 'new', { clusterIP: '10.96.77.77' }));
+    try {
+      const { code, report } = await diff();
+      assert.equal(code, 1);
+      assert.ok(report.pieces.length > 0);
+      for (const piece of report.pieces) {
+        assert.equal(piece.kind, 'missing', JSON.stringify(piece));
+        assert.match(piece.text, /10\.96\.77\.77/, JSON.stringify(piece));
+      }
+      // Pieces that name the port are the Service port's; its ClusterIP alone (cluster-ips) is not.
+      assert.ok(report.pieces.some((piece) => piece.service === 'default/new:80/TCP'));
+    } finally {
+      api.state.delete(SERVICES, 'default', 'new');
+    }
+  });
+
+  test('an API server that does not answer: exit 2 naming it, after the deadline', async () => {
+    const captured = captureIO();
+    const args = ['--live-api', '--master', 'http://127.0.0.1:1', '--hostname-override', 'node-1'];
+    const code = await diffCommand(args, captured.io, { runner, liveApiDeadlineMs: 2_000 });
+    assert.equal(code, 2);
+    assert.match(
+      captured.stderr(),
+      /kproxy diff: http:\/\/127\.0\.0\.1:1: not every list answered within 2 s/,
+    );
+  });
+
+  test('--live-api with --example is a usage error', async () => {
+    const captured = captureIO();
+    assert.equal(await diffCommand(['--live-api', '--example'], captured.io, { runner }), 2);
+    assert.match(captured.stderr(), /--live-api reads the cluster: give no --input or --example/);
   });
 });
