@@ -76,13 +76,15 @@ export function categorizeEndpoints(
 
 /**
  * Serving candidates that neither set holds; undefined when none. Most ports have none: their
- * Cluster set is every serving candidate, which one count tells without a set.
+ * Cluster set is every candidate, or every serving one, which one count tells without a set.
  */
 function servingOutside(
   candidates: readonly CandidateEndpoint[],
   clusterEndpoints: readonly Endpoint[],
   localEndpoints: readonly Endpoint[],
 ): readonly Endpoint[] | undefined {
+  // Without a pass: a Service with 100,000 endpoints walks them at each change of one.
+  if (clusterEndpoints.length === candidates.length) return undefined;
   let serving = 0;
   for (const { endpoint } of candidates) if (isServing(endpoint)) serving++;
   if (serving === clusterEndpoints.length) return undefined;
