@@ -14,8 +14,13 @@
 // that is five minutes of a daemon's life; 0 with --wide, whose changes take far longer): a daemon
 // runs optimised code for all but its first changes after a start, while the first ones run code
 // still interpreted or tiering up (their median is reported beside it).
+// Then (not with --wide) the changes that change the count (synthetic-cluster.ts's changePairs:
+// an endpoint added and removed, one ready -> terminating and back, a Service scaled 1 -> 0 and
+// back), --kind-changes of each, each kind's median end to end and its transactions' beside it,
+// and its ratio to the replaced endpoint's median (issue 33: each < 0.5 ms at 30k, whatever the
+// counts of the other Services).
 //     [--services 30000] [--endpoints 10] [--wide] [--changes 21] [--warmup N] [--skip-bare]
-//     [--send-buffer N]
+//     [--send-buffer N] [--kind-changes 7]
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,9 +35,16 @@ import { execaRunner } from '../dataplanes/shared/command-runner.ts';
 import { fullTransaction } from '../dataplanes/shared/nft/full-transaction.ts';
 import { NetlinkElementWriter } from '../dataplanes/shared/nft/netlink-elements.ts';
 import { TABLE } from '../dataplanes/shared/nft/transaction.ts';
+import type { EndpointSlice } from '../src/kube/objects.ts';
 import { loadedModel } from './bench-model.ts';
 import { ElementCountingNftRunner, median, reportSection, round, TimedNftRunner, timeMs } from './measure.ts';
-import { type ClusterShape, changedSlice, shapedCluster } from './synthetic-cluster.ts';
+import {
+  type ChangePair,
+  type ClusterShape,
+  changedSlice,
+  changePairs,
+  shapedCluster,
+} from './synthetic-cluster.ts';
 
 const { values } = parseArgs({
   options: {
@@ -44,6 +56,7 @@ const { values } = parseArgs({
     'skip-bare': { type: 'boolean', default: false },
     /** SO_SNDBUF to ask for (default: as much as the kernel gives; 212992 is Debian's wmem_max). */
     'send-buffer': { type: 'string' },
+    'kind-changes': { type: 'string', default: '7' },
   },
 });
 const shape: ClusterShape = {
@@ -121,28 +134,61 @@ try {
   const changeNetlinkElements: number[] = [];
   let changesByNft = 0;
   let changeOversize = 0;
-  for (let run = 0; run < warmup + measured; run++) {
+  /**
+   * One change to `slice` end to end, and what it sent: its transactions' time, nft calls,
+   * elements by netlink and by nft, batches too big for one datagram.
+   */
+  const change = async (slice: EndpointSlice) => {
     nft.reset();
     counted.elements = 0;
     Object.assign(stats, { ms: 0, elements: 0, oversize: 0 });
-    // The slice is the API server's side: built outside the timed change. Changes reach a daemon
-    // as separate events, never two in one turn of its event loop.
-    const slice = changedSlice(shape, run + 1);
+    // Changes reach a daemon as separate events, never two in one turn of its event loop.
     await setImmediate();
-    changeMs.push(
-      await timeMs(async () => {
-        model.setEndpointSlice(slice);
-        const update = model.update();
-        state = update.state;
-        const outcome = await dataplane.sync(update.state, 'incremental', update.changed);
-        if (outcome.kind !== 'incremental') throw new Error('the endpoint change fell back to a full sync');
-      }),
-    );
-    changeTransactionMs.push(nft.ms + stats.ms);
-    changeNftCalls.push(nft.calls);
-    changeNetlinkElements.push(stats.elements);
-    if (counted.elements > 0) changesByNft++;
-    changeOversize += stats.oversize;
+    const ms = await timeMs(async () => {
+      model.setEndpointSlice(slice);
+      const update = model.update();
+      state = update.state;
+      const outcome = await dataplane.sync(update.state, 'incremental', update.changed);
+      if (outcome.kind !== 'incremental') throw new Error('the endpoint change fell back to a full sync');
+    });
+    return {
+      ms,
+      transactionMs: nft.ms + stats.ms,
+      nftCalls: nft.calls,
+      netlinkElements: stats.elements,
+      nftElements: counted.elements,
+      oversize: stats.oversize,
+    };
+  };
+  for (let run = 0; run < warmup + measured; run++) {
+    // The slice is the API server's side: built outside the timed change.
+    const done = await change(changedSlice(shape, run + 1));
+    changeMs.push(done.ms);
+    changeTransactionMs.push(done.transactionMs);
+    changeNftCalls.push(done.nftCalls);
+    changeNetlinkElements.push(done.netlinkElements);
+    if (done.nftElements > 0) changesByNft++;
+    changeOversize += done.oversize;
+  }
+  const kindChanges = shape.wide || measured === 0 ? 0 : Number(values['kind-changes']);
+  const kinds: Record<string, number> = {};
+  const replacedMs = changeMs.length > 0 ? median(changeMs.slice(warmup)) : 0;
+  const record = (name: string, runs: readonly { ms: number; transactionMs: number }[]) => {
+    const ms = median(runs.map((r) => r.ms));
+    kinds[`endpointChange${name}MedianMs`] = round(ms, 3);
+    kinds[`endpointChange${name}TransactionMedianMs`] = round(median(runs.map((r) => r.transactionMs)), 3);
+    kinds[`endpointChange${name}Ratio`] = round(ms / replacedMs, 1);
+  };
+  for (const pair of kindChanges > 0 ? changePairs(shape) : ([] as ChangePair[])) {
+    await change(pair.from);
+    const there: Awaited<ReturnType<typeof change>>[] = [];
+    const back: Awaited<ReturnType<typeof change>>[] = [];
+    for (let run = 0; run < kindChanges; run++) {
+      there.push(await change(pair.to));
+      back.push(await change(pair.from));
+    }
+    record(pair.there, there);
+    record(pair.back, back);
   }
   elements.close();
   reportSection({
@@ -176,6 +222,8 @@ try {
           endpointChangeOversizeBatches: changeOversize,
         }),
     endpointChangeRuns: measured,
+    ...kinds,
+    ...(kindChanges > 0 ? { endpointChangeKindRuns: kindChanges } : {}),
   });
 } finally {
   rmSync(dir, { recursive: true, force: true });

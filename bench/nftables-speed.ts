@@ -48,6 +48,7 @@ import { firstLastConnectUs } from './service-latency.ts';
 import {
   type ClusterShape,
   changedSlice,
+  changePairs,
   type SyntheticCluster,
   shapedCluster,
 } from './synthetic-cluster.ts';
@@ -117,7 +118,18 @@ async function netlinkFigures(ns: string, bareMs: number): Promise<Record<string
     netlinkEndpointChangeElements: figures.endpointChangeNetlinkElements!,
     netlinkEndpointChangesByNft: figures.endpointChangesByNft!,
     netlinkEndpointChangeOversizeBatches: figures.endpointChangeOversizeBatches!,
+    ...countChangeFigures(figures),
   };
+}
+
+/** The count-changing kinds' figures of the child (changePairs), under the netlink prefix. */
+function countChangeFigures(figures: Record<string, number>): Record<string, number> {
+  if (shape.wide) return {};
+  const out: Record<string, number> = {};
+  for (const name of changePairs(shape).flatMap((pair) => [pair.there, pair.back]))
+    for (const figure of ['MedianMs', 'TransactionMedianMs', 'Ratio'])
+      out[`netlinkEndpointChange${name}${figure}`] = figures[`endpointChange${name}${figure}`]!;
+  return out;
 }
 
 const lab = new Lab(`bench-nft-${process.pid}`);

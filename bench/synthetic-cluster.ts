@@ -190,6 +190,45 @@ export function wideSlice(s: number, endpoints: number, nodes: number, variant =
   };
 }
 
+/**
+ * The changes of one endpoint a cluster makes all day besides a replaced one (issue 33), each a
+ * pair of states of the middle service's slice a section toggles between: `there` names the
+ * change from `from` to `to`, `back` the change back. Each changes the service's endpoint count.
+ */
+export interface ChangePair {
+  readonly there: string;
+  readonly back: string;
+  readonly from: EndpointSlice;
+  readonly to: EndpointSlice;
+}
+
+export function changePairs(shape: ClusterShape, nodes = 3): readonly ChangePair[] {
+  if (shape.wide) throw new Error('change pairs are of the N-services shape');
+  const middle = Math.floor(shape.services / 2);
+  const slice = (endpoints: number) => syntheticSlice(middle, endpoints, nodes);
+  const base = slice(shape.endpointsPerService);
+  const endpoints = base.endpoints!;
+  // An address past every service's (podIP numbers them i * E + j).
+  const added: EndpointSlice = {
+    ...base,
+    endpoints: [
+      ...endpoints,
+      { ...endpoints[0]!, addresses: [podIP(shape.services * shape.endpointsPerService)] },
+    ],
+  };
+  const terminating: EndpointSlice = {
+    ...base,
+    endpoints: endpoints.map((endpoint, j) =>
+      j === 0 ? { ...endpoint, conditions: { ready: false, serving: true, terminating: true } } : endpoint,
+    ),
+  };
+  return [
+    { there: 'Added', back: 'Removed', from: base, to: added },
+    { there: 'Terminating', back: 'Ready', from: base, to: terminating },
+    { there: 'ScaledTo0', back: 'ScaledTo1', from: slice(1), to: slice(0) },
+  ];
+}
+
 /** The shape a speed section measures: N services × E endpoints, or one Service with E (wide). */
 export interface ClusterShape {
   readonly services: number;
