@@ -22,9 +22,9 @@ import {
   servicePortsOf,
 } from '../shared/drift/drift-report.ts';
 import { foreignHits } from '../shared/drift/foreign-hits.ts';
+import { leftoverTables } from '../shared/drift/leftover-tables.ts';
 import { serviceOfComment } from '../shared/trace/flow.ts';
 import { readLocalAddresses } from '../shared/trace/live-host.ts';
-import { KPROXY_TABLES } from '../shared/trace/nft.ts';
 import { chooseBackend, type IptablesBackend, iptablesTools } from './backend.ts';
 import { iptablesPlanner } from './planner.ts';
 import { traceIptables } from './trace.ts';
@@ -128,23 +128,6 @@ function judgeForeign(
   return judged(rules, hits);
 }
 
-/** The nftables and ipvs modes' tables (`ip kproxy`, `ip6 kproxy-ipvs`, ...): extra here. */
-async function otherModesTables(
-  runner: CommandRunner,
-): Promise<{ pieces: DriftPiece[]; unreadable: string[] }> {
-  const listed = await runner.run('nft', ['list', 'tables']);
-  if (listed.exitCode !== 0) return { pieces: [], unreadable: [`nft list tables: ${listed.stderr.trim()}`] };
-  const pieces: DriftPiece[] = [];
-  for (const line of listed.stdout.split('\n')) {
-    const [word, family, name] = line.trim().split(/\s+/);
-    if (word !== 'table' || !KPROXY_TABLES.has(name ?? '')) continue;
-    const mode = name === 'kproxy' ? 'nftables' : 'ipvs';
-    const text = `table ${family} ${name}: the ${mode} mode's leftover`;
-    pieces.push({ kind: 'extra', service: NODE_WIDE, where: `${family} ${name}`, text });
-  }
-  return { pieces, unreadable: [] };
-}
-
 export interface IptablesDriftInput {
   /** The render's inputs (planner.inputs of a full plan): nfacct commands, restore inputs. */
   readonly inputs: readonly ToolInput[];
@@ -175,7 +158,7 @@ export async function iptablesDrift(runner: CommandRunner, input: IptablesDriftI
     const live = parseIptablesRuleset(header + saved.stdout);
     pieces.push(...compareFamily(family, desired[family], live[family], input.servicePorts));
   }
-  const others = await otherModesTables(runner);
+  const others = await leftoverTables(runner);
   return {
     mode: 'iptables',
     pieces: [...pieces, ...others.pieces],

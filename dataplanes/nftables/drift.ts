@@ -1,11 +1,7 @@
 // `kproxy diff` for the nftables mode: kproxy's tables as the kernel holds them against the
-// render of the same objects, and the other owners' rules that change a Service's packets.
-//
-// Both sides are compared as nft 1.0.6 lists them: the render is loaded into a network namespace
-// of its own (unshare: nothing else in it, gone when nft exits) and listed back, so a rule the
-// kernel spells differently from the script (`{ 10.96.0.0/12 }`, `3600s`) is not drift. The live
-// side is read table by table (trace-live.ts). Rules are compared as a multiset per chain (a
-// reordered chain is not reported).
+// render of the same objects (compared as ../shared/drift/nft-tables.ts says), and the other
+// owners' rules that change a Service's packets. The live side is read table by table
+// (trace-live.ts).
 import type { ServicePort } from '../../contract/proxy-state.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import {
@@ -14,161 +10,19 @@ import {
   type DriftReport,
   type ForeignRule,
   judged,
-  multisetDifference,
   NODE_WIDE,
-  serviceOfText,
   servicePortsOf,
 } from '../shared/drift/drift-report.ts';
 import { foreignHits } from '../shared/drift/foreign-hits.ts';
-import { CANARY_SET, FAMILIES } from '../shared/nft/ruleset.ts';
+import { compareTable, listRendered } from '../shared/drift/nft-tables.ts';
+import { FAMILIES } from '../shared/nft/ruleset.ts';
 import { TABLE } from '../shared/nft/transaction.ts';
 import { readLocalAddresses } from '../shared/trace/live-host.ts';
 import { KPROXY_TABLES, traceNftables } from '../shared/trace/nft.ts';
-import {
-  elementKey,
-  type NftElement,
-  type NftRuleset,
-  type NftTable,
-  parseNftRuleset,
-} from '../shared/trace/nft-ruleset.ts';
+import { type NftRuleset, type NftTable, parseNftRuleset } from '../shared/trace/nft-ruleset.ts';
 import { createNftablesPlanner } from './planner.ts';
 import { INDEXED_MAPS } from './sets.ts';
 import { readForeignTables, readLiveKproxyTables } from './trace-live.ts';
-
-/** The render (`nft -f` script) as nft lists it, loaded in a network namespace of its own. */
-export async function listRendered(runner: CommandRunner, script: string): Promise<string> {
-  const result = await runner.run('unshare', ['--net', 'sh', '-c', 'nft -f - && nft list ruleset'], script);
-  if (result.exitCode !== 0)
-    throw new Error(`loading the render into a scratch namespace: ${result.stderr.trim()}`);
-  return result.stdout;
-}
-
-/** Sets the kernel fills from packets (ClientIP affinity), and the sync's nonce: not the render's. */
-function comparesElements(set: { name: string; flags: readonly string[] }): boolean {
-  return set.name !== CANARY_SET && !set.flags.includes('dynamic');
-}
-
-const VERDICT = /^(goto|jump|accept|drop|return|continue)$/;
-
-function elementText({ key, value }: NftElement): string {
-  if (!value) return key.join(' . ');
-  return `${key.join(' . ')} : ${value.join(VERDICT.test(value[0] ?? '') ? ' ' : ' . ')}`;
-}
-
-/** Differences between one family's desired and live kproxy table. */
-function compareTable(
-  where: string,
-  desired: NftTable | undefined,
-  live: NftTable | undefined,
-  servicePorts: readonly ServicePort[],
-): DriftPiece[] {
-  if (desired === undefined && live === undefined) return [];
-  if (desired === undefined || live === undefined) {
-    return [{ kind: desired ? 'missing' : 'extra', service: NODE_WIDE, where, text: `table ${where}` }];
-  }
-  const pieces: DriftPiece[] = [];
-  const piece = (kind: DriftPiece['kind'], at: string, text: string, hint: string, expected?: string) =>
-    pieces.push({
-      kind,
-      service: serviceOfText(expected ?? text, servicePorts, hint),
-      where: `${where} ${at}`,
-      text,
-      ...(expected !== undefined && { expected }),
-    });
-  for (const name of new Set([...desired.chains.keys(), ...live.chains.keys()])) {
-    const want = desired.chains.get(name);
-    const have = live.chains.get(name);
-    if (!want || !have) {
-      piece(want ? 'missing' : 'extra', `chain ${name}`, `chain ${name}`, name);
-      continue;
-    }
-    const { missing, extra } = multisetDifference(
-      want.rules.map((rule) => rule.text),
-      have.rules.map((rule) => rule.text),
-    );
-    for (const text of missing) piece('missing', `chain ${name}`, text, name);
-    for (const text of extra) piece('extra', `chain ${name}`, text, name);
-  }
-  for (const name of new Set([...desired.sets.keys(), ...live.sets.keys()])) {
-    const want = desired.sets.get(name);
-    const have = live.sets.get(name);
-    const kind = (want ?? have)!.isMap ? 'map' : 'set';
-    if (!want || !have) {
-      piece(want ? 'missing' : 'extra', `${kind} ${name}`, `${kind} ${name}`, name);
-      continue;
-    }
-    if (!comparesElements(want)) continue;
-    const at = `${kind} ${name}`;
-    const report = (kind: DriftPiece['kind'], text: string, expected?: string) =>
-      piece(kind, at, text, name, expected);
-    if (!INDEXED_MAPS.has(name)) {
-      compareElements(want.elements, have.elements, report);
-      continue;
-    }
-    const held = byDispatchKey(have.elements);
-    for (const [key, group] of byDispatchKey(want.elements)) {
-      compareIndexed(group, held.get(key) ?? [], report);
-      held.delete(key);
-    }
-    for (const group of held.values()) for (const element of group) report('extra', elementText(element));
-  }
-  return pieces;
-}
-
-/** Elements by key: missing, extra, or different (the key held with another value). */
-function compareElements(
-  want: readonly NftElement[],
-  have: readonly NftElement[],
-  report: (kind: DriftPiece['kind'], text: string, expected?: string) => void,
-): void {
-  const held = new Map(have.map((element) => [elementKey(element), element]));
-  for (const element of want) {
-    const key = elementKey(element);
-    const found = held.get(key);
-    held.delete(key);
-    if (!found) report('missing', elementText(element));
-    else if (elementText(found) !== elementText(element))
-      report('different', elementText(found), elementText(element));
-  }
-  for (const element of held.values()) report('extra', elementText(element));
-}
-
-/** An indexed map's elements by their key without the index: one group per dispatch key. */
-function byDispatchKey(elements: readonly NftElement[]): Map<string, NftElement[]> {
-  const groups = new Map<string, NftElement[]>();
-  for (const element of elements) {
-    const key = element.key.slice(0, -1).join(' . ');
-    const group = groups.get(key) ?? [];
-    group.push(element);
-    groups.set(key, group);
-  }
-  return groups;
-}
-
-/**
- * One dispatch key's elements of an indexed map: after incremental syncs an endpoint may hold
- * another index than the render gives it (its slot, endpoint-slots.ts), so the endpoints are
- * compared as a multiset, and only those unmatched by key (a changed endpoint shows as different,
- * a deleted one as missing).
- */
-function compareIndexed(
-  want: readonly NftElement[],
-  have: readonly NftElement[],
-  report: (kind: DriftPiece['kind'], text: string, expected?: string) => void,
-): void {
-  const endpointOf = (element: NftElement) => (element.value ?? []).join(' . ');
-  const { missing, extra } = multisetDifference(want.map(endpointOf), have.map(endpointOf));
-  const unmatched = (elements: readonly NftElement[], values: readonly string[]) => {
-    const left = new Map<string, number>();
-    for (const value of values) left.set(value, (left.get(value) ?? 0) + 1);
-    return elements.filter((element) => {
-      const count = left.get(endpointOf(element)) ?? 0;
-      if (count > 0) left.set(endpointOf(element), count - 1);
-      return count > 0;
-    });
-  };
-  compareElements(unmatched(want, missing), unmatched(have, extra), report);
-}
 
 /**
  * Another kproxy mode's objects, as nft lists them: the IPVS mode's companion table
@@ -262,6 +116,7 @@ export async function nftablesDrift(runner: CommandRunner, input: NftDriftInput)
         desired.tables.get(`${family} ${TABLE}`),
         held.tables.get(`${family} ${TABLE}`),
         input.servicePorts,
+        INDEXED_MAPS,
       ),
     ),
     ...leftovers(others),
