@@ -13,6 +13,7 @@ import { compareText } from '../../contract/base/compare-text.ts';
 import type { IPFamily } from '../../contract/base/ip-family.ts';
 import type { Endpoint } from '../../contract/proxy-state.ts';
 import {
+  type CandidateCounts,
   type CandidateEndpoint,
   compareCandidates,
   type PortCandidates,
@@ -31,6 +32,7 @@ interface Merge {
   readonly candidates: readonly CandidateEndpoint[];
   /** Their endpoints in their order: the port's `whole` array. */
   readonly endpoints: readonly Endpoint[];
+  readonly counts: CandidateCounts;
 }
 
 export class CandidateMerges {
@@ -51,7 +53,7 @@ export class CandidateMerges {
       const merge = (kept && merged(kept, sources)) ?? rebuilt(sources);
       if (merge === undefined) return portCandidates(sources);
       now.set(matchKey, merge);
-      return { candidates: merge.candidates, whole: merge.endpoints };
+      return { candidates: merge.candidates, whole: merge.endpoints, counts: merge.counts };
     });
     if (now.size > 0) this.#kept.set(key, now);
     else this.#kept.delete(key);
@@ -69,7 +71,26 @@ function rebuilt(sources: readonly SlicePortSource[]): Merge | undefined {
   const candidates = sortedCandidates(sources);
   for (let i = 1; i < candidates.length; i++)
     if (compareCandidates(candidates[i - 1]!, candidates[i]!) === 0) return undefined;
-  return { sources, candidates, endpoints: candidates.map((c) => c.endpoint) };
+  return {
+    sources,
+    candidates,
+    endpoints: candidates.map((c) => c.endpoint),
+    counts: counted(candidates, { ready: 0, hinted: 0 }, 1),
+  };
+}
+
+/** `counts` with those of `candidates` added (`sign` 1) or taken out (-1). */
+function counted(
+  candidates: Iterable<CandidateEndpoint>,
+  counts: CandidateCounts,
+  sign: 1 | -1,
+): CandidateCounts {
+  let { ready, hinted } = counts;
+  for (const c of candidates) {
+    if (c.endpoint.ready) ready += sign;
+    if (c.zoneHints.length > 0 || c.nodeHints.length > 0) hinted += sign;
+  }
+  return { ready, hinted };
 }
 
 /**
@@ -94,6 +115,7 @@ function merged(kept: Merge, sources: readonly SlicePortSource[]): Merge | undef
     }
   }
   dropped.sort((a, b) => a - b);
+  const gone = dropped.map((at) => list[at]!);
   const arriving: CandidateEndpoint[] = [];
   for (const source of sources) if (!before.has(source.port)) sourceCandidates(source, arriving);
   arriving.sort(compareCandidates);
@@ -140,6 +162,7 @@ function merged(kept: Merge, sources: readonly SlicePortSource[]): Merge | undef
     sources,
     candidates: ([] as CandidateEndpoint[]).concat(...candidates),
     endpoints: ([] as Endpoint[]).concat(...endpoints),
+    counts: counted(arriving, counted(gone, kept.counts, -1), 1),
   };
 }
 

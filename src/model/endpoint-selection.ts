@@ -32,7 +32,7 @@ const NONE: EndpointSelection = {
 };
 
 export function categorizeEndpoints(
-  { candidates, whole }: PortCandidates,
+  { candidates, whole, counts }: PortCandidates,
   port: ServicePortBase,
   nodeName: string,
   zone: string,
@@ -44,10 +44,16 @@ export function categorizeEndpoints(
   let hasEndpoints = false;
 
   if (usesClusterEndpoints(port)) {
-    const mode = topologyMode(candidates, nodeName, zone);
-    clusterEndpoints = pick((c) => c.endpoint.ready && availableForTopology(c, mode, nodeName, zone));
-    // Topology was already ignored if it left no ready endpoint, so none is ready anywhere.
-    if (clusterEndpoints.length === 0) clusterEndpoints = pick((c) => isServingTerminating(c.endpoint));
+    if (counts?.ready === candidates.length && counts.hinted === 0 && whole !== undefined) {
+      // Every candidate ready and none hinted (topology mode None): all of them, told without a
+      // pass, as a Service with 100,000 endpoints would walk them twice at each change of one.
+      clusterEndpoints = whole;
+    } else {
+      const mode = topologyMode(candidates, nodeName, zone);
+      clusterEndpoints = pick((c) => c.endpoint.ready && availableForTopology(c, mode, nodeName, zone));
+      // Topology was already ignored if it left no ready endpoint, so none is ready anywhere.
+      if (clusterEndpoints.length === 0) clusterEndpoints = pick((c) => isServingTerminating(c.endpoint));
+    }
     hasEndpoints = clusterEndpoints.length > 0;
   }
 

@@ -221,6 +221,14 @@ function keptMatchKey(portName: string, protocol: string): string {
 export interface PortCandidates {
   readonly candidates: readonly CandidateEndpoint[];
   readonly whole: readonly Endpoint[] | undefined;
+  /** Known without a pass over them (a kept merge counts as it goes: candidate-merges.ts). */
+  readonly counts?: CandidateCounts;
+}
+
+/** How many candidates are ready, and how many have topology hints. */
+export interface CandidateCounts {
+  readonly ready: number;
+  readonly hinted: number;
 }
 
 /** One slice's endpoints for one port, with the slice's hints. */

@@ -4,7 +4,8 @@
 //   nice -n 10 node scripts/sweep-seeds.ts test/model/candidate-merges.test.ts
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { EndpointSlice } from '../../src/kube/objects.ts';
+import { decodeObject } from '../../src/kube/decode.ts';
+import type { EndpointSlice, KubeObject } from '../../src/kube/objects.ts';
 import { CandidateMerges } from '../../src/model/candidate-merges.ts';
 import {
   type PortCandidates,
@@ -14,9 +15,10 @@ import {
   sliceEndpoints,
   slicePortsByKey,
 } from '../../src/model/endpoints.ts';
+import { ModelCache } from '../../src/model/model-cache.ts';
 import { prng } from '../support/prng.ts';
 import { testSeeds } from '../support/seeds.ts';
-import { endpoint, slice, THIS_NODE } from './fixtures.ts';
+import { addresses, endpoint, node, options, service, slice, THIS_NODE } from './fixtures.ts';
 
 const SERVICE = 'default/web';
 const MATCH_KEY = 'http/TCP';
@@ -58,7 +60,10 @@ function candidatesOf(
   );
 }
 
-/** What a consumer reads: each candidate, and its endpoint by identity (dataplanes compare pointers). */
+/**
+ * What a consumer reads: each candidate, and its endpoint by identity (dataplanes compare
+ * pointers); the endpoints' array and the counts where given.
+ */
 function assertSame(
   found: PortCandidates | undefined,
   expected: PortCandidates | undefined,
@@ -73,6 +78,15 @@ function assertSame(
       found.whole,
       found.candidates.map((c) => c.endpoint),
       `${where}: whole`,
+    );
+  if (found?.counts !== undefined)
+    assert.deepEqual(
+      found.counts,
+      {
+        ready: found.candidates.filter((c) => c.endpoint.ready).length,
+        hinted: found.candidates.filter((c) => c.zoneHints.length + c.nodeHints.length > 0).length,
+      },
+      `${where}: counts`,
     );
 }
 
@@ -144,5 +158,37 @@ describe('CandidateMerges', () => {
     const kept = new Set(before.candidates);
     assert.equal(after.candidates.filter((c) => kept.has(c)).length, 50 * 20 - 20);
     assert.ok(after.candidates.some((c) => c.ip === '10.7.0.200'));
+  });
+
+  it('leaves a merged port whose every endpoint is ready and hinted to topology: its Cluster set is the zone of the node', () => {
+    const decoded = <T extends KubeObject>(raw: T): T => {
+      const result = decodeObject(raw);
+      if (result.kind !== 'object') assert.fail(`fixture does not decode: ${JSON.stringify(result)}`);
+      return result.object as T;
+    };
+    const cache = new ModelCache(options());
+    cache.setNode(decoded(node(THIS_NODE, { internalIPs: ['192.168.0.1'], zone: 'zone-a' })));
+    cache.setService(decoded(service('web', { clusterIP: '10.96.0.10' })));
+    const hinted = (name: string, zones: readonly [string, string][]) =>
+      decoded(
+        slice(
+          'web',
+          zones.map(([ip, zone]) => endpoint(ip, { ready: true, zones: [zone] })),
+          { name },
+        ),
+      );
+    cache.setEndpointSlice(
+      hinted('web-1', [
+        ['10.244.1.1', 'zone-a'],
+        ['10.244.1.2', 'zone-b'],
+      ]),
+    );
+    cache.setEndpointSlice(hinted('web-2', [['10.244.2.1', 'zone-b']]));
+    const cluster = () =>
+      addresses([...cache.update().state.IPv4!.servicePorts.values()][0]!.clusterEndpoints);
+    assert.deepEqual(cluster(), ['10.244.1.1:8080']);
+    // Merged into the kept list (web-1 unchanged).
+    cache.setEndpointSlice(hinted('web-2', [['10.244.2.1', 'zone-a']]));
+    assert.deepEqual(cluster(), ['10.244.1.1:8080', '10.244.2.1:8080']);
   });
 });
