@@ -17,6 +17,7 @@ import { applyConntrackSysctls } from '../daemon/conntrack-sysctls.ts';
 import { startDaemon } from '../daemon/daemon.ts';
 import { acquireInstanceLock } from '../daemon/instance-lock.ts';
 import { createDriftReader, createLiveDataplane, LIVE_MODES } from '../daemon/live-dataplanes.ts';
+import { explicitLoopbackFamilies, LOOPBACK, LocalhostNodePorts } from '../daemon/localhost-node-ports.ts';
 import {
   type NfacctPacketMetric,
   openIptablesCounters,
@@ -231,6 +232,19 @@ async function runLocked(
   for (const warning of connection.warnings ?? []) logger.warn(warning);
   const { qps, burst } = config.clientConnection;
   const metrics = new ProxyMetrics(config.mode);
+  const localhostFamilies =
+    config.mode === 'nftables' ? explicitLoopbackFamilies(config.nodePortAddresses) : [];
+  // nftables mode serves localhost node ports from userspace, as kube-proxy (localhost-node-ports.ts).
+  const localhost =
+    localhostFamilies.length > 0
+      ? new LocalhostNodePorts(dataplane, { logger, families: localhostFamilies, registry: metrics.registry })
+      : undefined;
+  if (localhost) {
+    logger.info(
+      { addresses: localhostFamilies.map((family) => LOOPBACK[family]) },
+      'localhost node ports: TCP NodePorts relayed from these addresses by a userspace forwarder',
+    );
+  }
   const client = new KubeClient(connection.connection, {
     env: environment.env,
     rateLimiter: new TokenBucket(qps, burst, systemClock),
@@ -242,13 +256,14 @@ async function runLocked(
     logger,
     api: client,
     metrics,
-    dataplane,
+    dataplane: localhost ?? dataplane,
     clock: systemClock,
     nfacctPackets,
     // The kernel's rules are compared only where the kernel's dataplane programs them.
     drift: environment.dataplane ? undefined : await createDriftReader(config.mode, { ipvs: config.ipvs }),
   });
   if (!started.ok) {
+    localhost?.close();
     await client.close();
     return fail(started.error);
   }
@@ -266,6 +281,7 @@ async function runLocked(
   const signal = await environment.shutdownRequested();
   logger.info({ signal }, 'stopping');
   await started.daemon.stop();
+  localhost?.close();
   await client.close();
   return 0;
 }

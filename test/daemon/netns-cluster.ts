@@ -41,7 +41,7 @@ export const CLEAN_EXIT = { code: 0, signal: null };
  */
 const PROBE_TIMEOUT_MS = 1000;
 
-function config(mode: string): string {
+function config(mode: string, extra: string): string {
   return `apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: ${mode}
@@ -53,7 +53,7 @@ syncPeriod: 1s
 minSyncPeriod: 100ms
 conntrack:
   maxPerCore: 0
-`;
+${extra}`;
 }
 
 /** web: ClusterIP and NodePort, port 80 → 8080 on the given pod IPs. */
@@ -90,11 +90,15 @@ export interface Cluster {
 
 let labs = 0;
 
-/** A lab node with two echo pods and the stand-in API server; `apiArgs` go to its main.ts. */
+/**
+ * A lab node with two echo pods and the stand-in API server; `apiArgs` go to its main.ts, and
+ * `configExtra` (KubeProxyConfiguration lines) to every config file.
+ */
 export async function cluster(
   t: { after(fn: () => Promise<void>): void },
   mode: string,
   apiArgs: readonly string[] = [],
+  configExtra = '',
 ): Promise<Cluster> {
   const lab = new Lab(`d${mode.slice(0, 3)}${++labs}`);
   t.after(() => lab.destroy());
@@ -102,7 +106,7 @@ export async function cluster(
   t.after(() => rm(dir, { recursive: true, force: true }));
   // One config per mode: a run in another mode than the cluster's is started with its own.
   for (const each of new Set([mode, 'iptables', 'nftables', 'ipvs'])) {
-    await writeFile(join(dir, `config-${each}.yaml`), config(each));
+    await writeFile(join(dir, `config-${each}.yaml`), config(each, configExtra));
   }
   const topo = await Topology.create(lab, { podsPerNode: [2] });
   const nodeNs = topo.nodes[0]!.ns;
