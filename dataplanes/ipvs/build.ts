@@ -2,8 +2,10 @@
 // and nothing outside this folder needs to know its parts.
 import type { DataplaneLog, LiveDataplane } from '../../contract/dataplane.ts';
 import { type CommandRunner, execaRunner } from '../shared/command-runner.ts';
+import type { DriftReader } from '../shared/drift/drift-report.ts';
 import { NetlinkElementWriter } from '../shared/nft/netlink-elements.ts';
 import { COMPANION_TABLE, companionSets } from './companion-ruleset.ts';
+import { ipvsDriftReader } from './drift.ts';
 import { NetlinkIpvsClient } from './ipvs-client.ts';
 import type { IpvsTimeouts } from './ipvs-messages.ts';
 import { IpvsDataplane } from './live.ts';
@@ -29,4 +31,12 @@ export function buildIpvsDataplane({ runner, log, ...ipvs }: IpvsBuildOptions): 
     elements: runner === undefined ? NetlinkElementWriter.open(COMPANION_TABLE, companionSets) : undefined,
     log,
   });
+}
+
+/** What `kproxy diff` and the daemon's integrity checks compare (drift.ts), with the same scheduler. */
+export function buildIpvsDriftReader({
+  runner,
+  scheduler,
+}: Pick<IpvsBuildOptions, 'runner' | 'scheduler'>): DriftReader {
+  return ipvsDriftReader(runner ?? execaRunner(), scheduler ?? 'rr');
 }

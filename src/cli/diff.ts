@@ -64,8 +64,6 @@ export async function diffCommand(
     runner: dependencies.runner ?? execaRunner(),
     ipvs: config.ipvs,
   });
-  if (!compare)
-    return usageError(io, 'diff', `--mode ${mode}: diff reads the nftables and iptables modes only yet`);
   try {
     const report = await compare(state);
     io.stdout.write(flags.json === true ? driftJson(report) : driftText(report));

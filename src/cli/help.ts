@@ -104,7 +104,7 @@ or not understood, are listed as not evaluated.
   --json                                     the report as JSON
 `;
 
-export const DIFF_USAGE = `Usage: kproxy diff --mode nftables|iptables (--input PATH... | --example | --live-api) [--json] [render's flags]
+export const DIFF_USAGE = `Usage: kproxy diff --mode nftables|iptables|ipvs (--input PATH... | --example | --live-api) [--json] [render's flags]
 
 Compares what kproxy would install for these objects (the render) with what this node's kernel
 holds now, per Service port: pieces missing, extra or different (a map element dropped or holding
@@ -113,7 +113,9 @@ another endpoint, a flushed chain, a rule added inside kproxy's chains). Rules o
 do: those that drop or reject a Service's packets (traced through both) are named with the
 Services they hit. Tables this nft cannot list are named as not read. Exit status: 0 equal, 1 drift, 2 error.
 
-  --mode MODE                                nftables (default) or iptables (ipvs: not yet)
+  --mode MODE                                nftables (default), iptables or ipvs (virtual servers,
+                                             real servers and weights, kproxy-ipvs0's addresses, the
+                                             companion table; foreign rules not judged there yet)
   --input PATH, --example                    the objects, as for kproxy render (--config, --node-ip, ...)
   --live-api                                 the objects listed from the cluster as kproxy run lists them
                                              (--kubeconfig, --master, --config's clientConnection; this

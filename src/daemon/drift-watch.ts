@@ -9,8 +9,9 @@
 //   another owner that drops a Service's packets (not kproxy's to repair).
 //
 // The comparison costs what `kproxy diff` does (the render listed back, kproxy's tables read) and
-// delays the repair by as much; it runs only when a check found damage. A mode without a reader
-// (IPVS) and a comparison that fails still count and log the repair, without the pieces.
+// delays the repair by as much; it runs only when a check found damage. A dataplane without a
+// reader (tests' stand-ins) and a comparison that fails still count and log the repair, without
+// the pieces.
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { DataplaneMode } from '../../contract/dataplane.ts';
@@ -89,7 +90,7 @@ export class DriftWatch {
 
   async #compare(state: DualStackState): Promise<Damage> {
     const { read, mode } = this.#options;
-    if (!read) return { unknown: `the ${mode} mode has no comparison (kproxy diff) yet` };
+    if (!read) return { unknown: `no comparison for this ${mode} dataplane (not the kernel's)` };
     try {
       const report = await read(state);
       this.#setPieces(report.pieces);

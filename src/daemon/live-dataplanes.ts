@@ -67,8 +67,8 @@ export function createLiveDataplane(
 
 type DriftFactory = (options: Omit<LiveDataplaneOptions, 'logger'>) => Promise<DriftReader>;
 
-/** The modes whose rules `kproxy diff` and the daemon's integrity checks compare. */
-const DRIFT_FACTORIES: Partial<Record<DataplaneMode, DriftFactory>> = {
+/** How each mode's rules are compared, for `kproxy diff` and the daemon's integrity checks. */
+const DRIFT_FACTORIES: Record<DataplaneMode, DriftFactory> = {
   async nftables({ runner, ipvs }) {
     const { buildNftablesDriftReader } = await import('../../dataplanes/nftables/build.ts');
     return buildNftablesDriftReader({ runner, scheduler: ipvs?.scheduler });
@@ -77,12 +77,16 @@ const DRIFT_FACTORIES: Partial<Record<DataplaneMode, DriftFactory>> = {
     const { buildIptablesDriftReader } = await import('../../dataplanes/iptables/build.ts');
     return buildIptablesDriftReader({ runner });
   },
+  async ipvs({ runner, ipvs }) {
+    const { buildIpvsDriftReader } = await import('../../dataplanes/ipvs/build.ts');
+    return buildIpvsDriftReader({ runner, scheduler: ipvs?.scheduler });
+  },
 };
 
-/** The mode's drift reader (drift-report.ts); undefined for a mode not compared yet. */
-export async function createDriftReader(
+/** The mode's drift reader (drift-report.ts). */
+export function createDriftReader(
   mode: DataplaneMode,
   options: Omit<LiveDataplaneOptions, 'logger'> = {},
-): Promise<DriftReader | undefined> {
-  return DRIFT_FACTORIES[mode]?.(options);
+): Promise<DriftReader> {
+  return DRIFT_FACTORIES[mode](options);
 }
