@@ -9,7 +9,7 @@
 // restart sends one client to the same index (the kernel would draw a seed at random). With
 // 'consistent' (IPVS's mh) the key has MAGLEV_SLOTS elements, slot -> endpoint by a Maglev table
 // (maglev.ts), and one chain per protocol hashes the client address into a slot:
-//   backends-tcp-consistent: dnat to ip daddr . tcp dport . jhash ip saddr mod 251 seed ... map @backends-tcp
+//   backends-tcp-consistent: dnat to ip daddr . tcp dport . jhash ip saddr mod 127 seed ... map @backends-tcp
 // An endpoint change rewrites only the slots whose owner changed (the fragment plan's diff).
 import { fitComment } from '../shared/nft/transaction.ts';
 import { addAffinityDispatch } from './affinity.ts';

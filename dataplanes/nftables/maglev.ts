@@ -12,10 +12,13 @@ import { compareText } from '../../contract/base/compare-text.ts';
 
 /**
  * Slots per key: a prime (Maglev needs M prime and above N). Each key costs M map elements, so M is
- * far below Cilium's 16,381; it still balances well while N is small beside it (each endpoint's share
- * is within one slot of M/N), and an endpoint set larger than M leaves endpoints without a slot.
+ * far below Cilium's 16,381: 127 is half of the 251 first used, 7.6 million elements at 30,000
+ * Services (two keys each) instead of 15, measured by bench/maglev-slots.ts (docs/benchmarks.md):
+ * the busiest endpoint holds at most 1.10× an even share up to 16 endpoints (251: 1.04×), and an
+ * endpoint leaving moves 7.6% of the others' clients on average (251: 5.3%). An endpoint set larger
+ * than M leaves endpoints without a slot.
  */
-export const MAGLEV_SLOTS = 251;
+export const MAGLEV_SLOTS = 127;
 
 /** The slots' owners: table[s] is an index into `names` (e.g. "10.244.1.10:8080"). */
 export function maglevTable(names: readonly string[], slots = MAGLEV_SLOTS): number[] {
