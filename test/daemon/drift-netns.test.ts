@@ -3,7 +3,8 @@
 // chain flushed); the integrity check finds it, and before the repair the comparison `kproxy diff`
 // prints names what differed: the drift gauge shows it, the repair counter counts the repair, one
 // log line names the Service port and what was repaired, and the rules are whole again.
-// Runs for the modes this kernel runs whose rules diff compares (nftables, iptables).
+// Runs for the modes this kernel runs, and in the qemu VM (test/in-vm.test.ts) for IPVS (a changed
+// weight).
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { DataplaneMode } from '../../contract/dataplane.ts';
@@ -23,19 +24,27 @@ import {
 } from './netns-cluster.ts';
 
 /**
- * The check runs every sync period; the gauge shows what the check found from then until the next
- * check, a period after it began (sync-loop.ts): 8 s leaves the test seconds after the repair's
- * log line (the comparison and the repair take ~1-2 s on a loaded 2-core machine) to scrape it.
+ * The check runs every sync period; the gauge shows what the check found from its comparison until
+ * the next check, a period after it began (sync-loop.ts): with 8 s, seconds for the scrapes (each
+ * well under a second on a loaded 2-core machine) after the comparison and the repair (~1-5 s).
  */
 const SYNC_PERIOD = '8s';
 /** Detection within two periods (the iptables check reads a table in one, compares it by the next). */
 const DETECTED_WITHIN_MS = 2 * 8_000 + SYNC_DEADLINE_MS;
 
-const TAMPER: Partial<Record<DataplaneMode, (c: Cluster) => Promise<{ where: string; text: RegExp }>>> = {
+/** What the tampering takes or changes, as the repair's log line names it. */
+interface Tampered {
+  readonly kind: 'missing' | 'different';
+  readonly where: string;
+  readonly text: RegExp;
+}
+
+const TAMPER: Record<DataplaneMode, (c: Cluster) => Promise<Tampered>> = {
   async nftables(c) {
     const element = `{ ${CLUSTER_IP} . 80 . 0 }`;
     await nodeCommand(c, 'nft', ['delete', 'element', 'ip', 'kproxy', 'backends-tcp', element]);
     return {
+      kind: 'missing',
       where: 'ip kproxy map backends-tcp',
       text: /10\.96\.0\.10 \. 80 \. 0 : 10\.\d+\.\d+\.\d+ \. 8080/,
     };
@@ -45,8 +54,18 @@ const TAMPER: Partial<Record<DataplaneMode, (c: Cluster) => Promise<{ where: str
     const chain = /-A (KPROXY-SVC-\S+) .*--comment "?default\/web:80\/TCP/.exec(saved)![1]!;
     await nodeCommand(c, 'iptables', ['-t', 'nat', '-F', chain]);
     return {
+      kind: 'missing',
       where: `IPv4 nat chain ${chain}`,
       text: /--comment "default\/web:80\/TCP -> 10\.\d+\.\d+\.\d+:8080" .* -j KPROXY-/,
+    };
+  },
+  async ipvs(c) {
+    const pod = c.topo.nodes[0]!.pods[0]!.ipv4;
+    await nodeCommand(c, 'ipvsadm', ['-e', '-t', `${CLUSTER_IP}:80`, '-r', `${pod}:8080`, '-m', '-w', '3']);
+    return {
+      kind: 'different',
+      where: `ipvs virtual server TCP ${CLUSTER_IP}:80`,
+      text: new RegExp(`-r ${pod.replaceAll('.', '\\.')}:8080 -m -w 3 \\(kproxy holds .* -w 1\\)$`),
     };
   },
 };
@@ -63,7 +82,7 @@ function sample(body: string, series: string): number | undefined {
   return line === undefined ? undefined : Number(line.slice(series.length + 1));
 }
 
-for (const mode of modesHere().filter((m) => TAMPER[m] !== undefined)) {
+for (const mode of modesHere()) {
   describe(`daemon drift report (${mode})`, () => {
     test('tampering under a running daemon: gauge, repair counter and a log line naming the Service', async (t) => {
       if (!requireRoot(t)) return;
@@ -85,23 +104,37 @@ for (const mode of modesHere().filter((m) => TAMPER[m] !== undefined)) {
       assert.equal(sample(before, repairs), 0);
       assert.equal(sample(before, gauge('missing')), 0);
 
+      // Scraped from the tampering on: the gauge shows the damage from the comparison (before the
+      // repair) until the next check, so the first scrape that shows it is within that window.
+      const drifted = (body: string) =>
+        ['missing', 'different'].some((kind) => (sample(body, gauge(kind)) ?? 0) > 0);
+      let seen: string | undefined;
+      const scraping = eventually(
+        'the drift gauge shows the damage',
+        async () => {
+          seen = await metrics();
+          return drifted(seen);
+        },
+        DETECTED_WITHIN_MS,
+      );
       const tampered = await TAMPER[mode]!(c);
       const line = await daemon.waitFor('"repaired drifted rules"', DETECTED_WITHIN_MS);
+      await scraping;
       const after = await metrics();
 
       assert.match(line, /^W\d{4} /, `a warning in klog's text format: ${line}`);
       assert.match(line, / service="default\/web:80\/TCP" /);
       const repaired = JSON.parse(/ repaired=(\[.*\])$/.exec(line)![1]!) as string[];
       assert.ok(repaired.length > 0);
-      for (const piece of repaired) assert.ok(piece.startsWith(`missing in ${tampered.where}: `), piece);
+      for (const piece of repaired)
+        assert.ok(piece.startsWith(`${tampered.kind} in ${tampered.where}: `), piece);
       assert.ok(
         repaired.some((piece) => tampered.text.test(piece)),
         `the piece taken away is named: ${repaired.join('; ')}`,
       );
       assert.equal(sample(after, repairs), 1);
-      assert.equal(sample(after, gauge('missing')), repaired.length, after);
-      assert.equal(sample(after, gauge('extra')), 0);
-      assert.equal(sample(after, gauge('different')), 0);
+      for (const kind of ['missing', 'extra', 'different'])
+        assert.equal(sample(seen!, gauge(kind)), kind === tampered.kind ? repaired.length : 0, seen);
       assert.equal(
         daemon.output().split('"repaired drifted rules"').length - 1,
         1,
@@ -114,7 +147,7 @@ for (const mode of modesHere().filter((m) => TAMPER[m] !== undefined)) {
       });
       await eventually(
         'the gauge back at 0 once a check finds the rules intact',
-        async () => sample(await metrics(), gauge('missing')) === 0,
+        async () => sample(await metrics(), gauge(tampered.kind)) === 0,
         DETECTED_WITHIN_MS,
       );
       assert.equal(sample(await metrics(), repairs), 1, 'one repair');
