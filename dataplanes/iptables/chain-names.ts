@@ -14,6 +14,12 @@ export const FIREWALL_CHAIN = 'KPROXY-PROXY-FIREWALL';
 /** kube-proxy's (and kubelet's) KUBE-FIREWALL: the martian-packet guard localhost node ports need. */
 export const LOCALNET_FIREWALL_CHAIN = 'KPROXY-FIREWALL';
 export const CANARY_CHAIN = 'KPROXY-PROXY-CANARY';
+/**
+ * The chains of KPROXY-SERVICES's dispatch tree, keyed by the low bits of the destination address
+ * (service-dispatch.ts): KPROXY-SVB-1-1F at the first level, KPROXY-SVB-2-3FF at the second. Sorting
+ * before KPROXY-SVC-, the chains the leaves jump to, as ENDPOINT_CHAIN_PREFIX explains.
+ */
+export const SERVICE_DISPATCH_CHAIN_PREFIX = 'KPROXY-SVB-';
 /** Only used when the local-traffic detector has several values (see local-traffic.ts). */
 export const MASQ_NOT_LOCAL_CHAIN = 'KPROXY-MASQ-NOT-LOCAL';
 /**
@@ -33,6 +39,7 @@ export const LOCALHOST_NODEPORTS_COUNTER = 'localhost_nps_accepted_pkts';
 export const ENDPOINT_CHAIN_PREFIX = 'KPROXY-TEP-';
 
 const SERVICE_CHAIN_PREFIXES = [
+  SERVICE_DISPATCH_CHAIN_PREFIX,
   'KPROXY-SVC-',
   'KPROXY-SVL-',
   'KPROXY-EXT-',
@@ -40,7 +47,10 @@ const SERVICE_CHAIN_PREFIXES = [
   ENDPOINT_CHAIN_PREFIX,
 ];
 
-/** A per-service-port or per-endpoint chain (the ones that come and go with services). */
+/**
+ * A per-service-port or per-endpoint chain, or a chain of KPROXY-SERVICES's dispatch tree: the ones
+ * that come and go with services, and that a large restore carries in parts (restore-chunks.ts).
+ */
 export function isServiceChain(chain: string): boolean {
   return SERVICE_CHAIN_PREFIXES.some((prefix) => chain.startsWith(prefix));
 }

@@ -4,8 +4,9 @@ import type { IPFamily } from '../../contract/base/ip-family.ts';
 import { printInputs, type ToolInput } from '../../contract/tool-inputs.ts';
 import { insertLine } from './jump-rules.ts';
 import { NFACCT_INPUT } from './nfacct-objects.ts';
-import type { FamilyPlan, IptablesPlan } from './plan-types.ts';
+import type { Chains, FamilyPlan, IptablesPlan } from './plan-types.ts';
 import { NFT_CHAINS_PER_RESTORE, restorePartCount, restoreParts } from './restore-chunks.ts';
+import { dispatchRulesInWriteOrder, isDispatchChain } from './service-dispatch.ts';
 
 export const FAMILIES: readonly IPFamily[] = ['IPv4', 'IPv6'];
 
@@ -19,16 +20,35 @@ export function restoreInput(plan: FamilyPlan): string {
     // names an input mentions from the head for each one (ENDPOINT_CHAIN_PREFIX), so each new name,
     // the smallest yet, is found at once; in plan order (hashed names) a part of n chains took n²/4.
     for (const chain of descending([...chains.keys(), ...deleted])) out.push(`:${chain} - [0:0]`);
-    // Back to front: a chain's rules before those of the chains that jump to it (each jumps only to
-    // chains after it). iptables-nft-restore --noflush walks a sorted list of the names the input
-    // has mentioned for each rule's chain (ENDPOINT_CHAIN_PREFIX): an endpoint chain's rules written
-    // after its SVC chain's would each walk past half of that Service's endpoints.
-    for (const rules of [...chains.values()].reverse()) for (const rule of rules) out.push(rule);
+    for (const rule of ruleLines(chains)) out.push(rule);
     for (const jump of jumps) out.push(insertLine(jump));
     for (const chain of deleted) out.push(`-X ${chain}`);
     out.push('COMMIT');
   }
   return out.length === 0 ? '' : `${out.join('\n')}\n`;
+}
+
+/**
+ * Back to front: a chain's rules before those of the chains that jump to it (each jumps only to
+ * chains after it). iptables-nft-restore --noflush walks a sorted list of the names the input
+ * has mentioned for each rule's chain (ENDPOINT_CHAIN_PREFIX): an endpoint chain's rules written
+ * after its SVC chain's would each walk past half of that Service's endpoints. The chains of the
+ * service dispatch tree (next to each other in a plan) are written together (dispatchRulesInWriteOrder).
+ */
+function* ruleLines(chains: Chains): Generator<string, void, void> {
+  let dispatch: string[] = [];
+  for (const [chain, rules] of [...chains].reverse()) {
+    if (isDispatchChain(chain)) {
+      for (const rule of rules) dispatch.push(rule);
+      continue;
+    }
+    if (dispatch.length > 0) {
+      yield* dispatchRulesInWriteOrder(dispatch);
+      dispatch = [];
+    }
+    yield* rules;
+  }
+  yield* dispatchRulesInWriteOrder(dispatch);
 }
 
 function descending(names: string[]): string[] {

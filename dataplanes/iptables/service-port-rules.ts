@@ -84,9 +84,18 @@ function noEndpointFilter(
     : { target: 'DROP', comment: `${sp.key} has no local endpoints` };
 }
 
+/**
+ * A service address rule of KPROXY-SERVICES in the nat table: its destination, which places it in
+ * the dispatch tree (service-dispatch.ts), and the rule without `-A CHAIN`.
+ */
+export interface ServiceAddressRule {
+  readonly destination: string;
+  readonly spec: string;
+}
+
 /** Lines a service port adds to the shared chains, per table and chain. */
 export interface SharedRules {
-  readonly nat: { readonly services: string[]; readonly nodePorts: string[] };
+  readonly nat: { readonly services: ServiceAddressRule[]; readonly nodePorts: string[] };
   readonly filter: {
     readonly services: string[];
     readonly externalServices: string[];
@@ -115,9 +124,10 @@ export function appendSharedRules(sp: ServicePort, out: SharedRules, countLocalh
   if (sp.clusterIP === '') {
     // No cluster IP: an older Service holds it (src/model/address-claims.ts).
   } else if (d.internalFilter === undefined) {
-    nat.services.push(
-      `-A ${SERVICES_CHAIN} ${comment(`${sp.key} cluster IP`)} ${d.proto} -d ${sp.clusterIP} ${dport} -j ${d.internalChain}`,
-    );
+    nat.services.push({
+      destination: sp.clusterIP,
+      spec: `${comment(`${sp.key} cluster IP`)} ${d.proto} -d ${sp.clusterIP} ${dport} -j ${d.internalChain}`,
+    });
   } else {
     filter.services.push(
       `-A ${SERVICES_CHAIN} ${comment(d.internalFilter.comment)} ${d.proto} -d ${sp.clusterIP} ${dport} -j ${d.internalFilter.target}`,
@@ -126,9 +136,10 @@ export function appendSharedRules(sp: ServicePort, out: SharedRules, countLocalh
 
   for (const ip of sp.externalIPs) {
     if (d.traffic.capturesExternal) {
-      nat.services.push(
-        `-A ${SERVICES_CHAIN} ${comment(`${sp.key} external IP`)} ${d.proto} -d ${ip} ${dport} -j ${d.names.external}`,
-      );
+      nat.services.push({
+        destination: ip,
+        spec: `${comment(`${sp.key} external IP`)} ${d.proto} -d ${ip} ${dport} -j ${d.names.external}`,
+      });
     }
     if (d.externalFilter) {
       filter.externalServices.push(
@@ -139,9 +150,10 @@ export function appendSharedRules(sp: ServicePort, out: SharedRules, countLocalh
 
   for (const ip of sp.loadBalancerIPs) {
     if (d.traffic.capturesExternal) {
-      nat.services.push(
-        `-A ${SERVICES_CHAIN} ${comment(`${sp.key} loadbalancer IP`)} ${d.proto} -d ${ip} ${dport} -j ${d.loadBalancerChain}`,
-      );
+      nat.services.push({
+        destination: ip,
+        spec: `${comment(`${sp.key} loadbalancer IP`)} ${d.proto} -d ${ip} ${dport} -j ${d.loadBalancerChain}`,
+      });
     }
     if (d.usesFirewallChain) {
       filter.firewall.push(

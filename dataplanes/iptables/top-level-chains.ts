@@ -17,6 +17,7 @@ import {
 } from './chain-names.ts';
 import type { FamilyContext } from './family-context.ts';
 import type { Chains } from './plan-types.ts';
+import { serviceDispatch } from './service-dispatch.ts';
 import { appendSharedRules, comment, emptySharedRules } from './service-port-rules.ts';
 
 export interface TopLevelChains {
@@ -36,30 +37,16 @@ export function topLevelChains(state: ProxyState, ctx: FamilyContext): TopLevelC
     [FIREWALL_CHAIN, shared.filter.firewall],
     [LOCALNET_FIREWALL_CHAIN, localnetFirewallRules(ctx)],
   ]);
+  const dispatch = serviceDispatch(ctx.family, shared.nat.services);
   const nat = new Map<string, readonly string[]>([
-    [SERVICES_CHAIN, [...byTargetDescending(shared.nat.services), ...nodePortJumps(ctx)]],
+    [SERVICES_CHAIN, [...dispatch.head, ...nodePortJumps(ctx)]],
+    ...dispatch.chains,
     [NODEPORTS_CHAIN, shared.nat.nodePorts],
     [POSTROUTING_CHAIN, postroutingRules(ctx)],
     [MARK_MASQ_CHAIN, [`-A ${MARK_MASQ_CHAIN} -j MARK --or-mark ${ctx.mark}`]],
   ]);
   if (ctx.localMatches.length > 1) nat.set(MASQ_NOT_LOCAL_CHAIN, masqueradeNotLocalRules(ctx));
   return { filter, nat };
-}
-
-/**
- * The service ports' rules of KPROXY-SERVICES in descending order of the chain each jumps to (they
- * match distinct destinations, so any order is the same ruleset; kube-proxy's follows a Go map's).
- * iptables-nft-restore --noflush (1.8.9) keeps the chain names an input mentions in a sorted list
- * walked from its head on each mention (ENDPOINT_CHAIN_PREFIX in chain-names.ts): in service order,
- * each jump walked past half the SVC chains named before it, O(n²) in the services (10,000: 25M
- * steps); in descending order each new name is the smallest yet, found at the head of its kind.
- */
-function byTargetDescending(rules: readonly string[]): string[] {
-  const target = (rule: string) => rule.slice(rule.lastIndexOf(' -j ') + 4);
-  return rules
-    .map((rule) => ({ rule, target: target(rule) }))
-    .sort((a, b) => (a.target < b.target ? 1 : a.target > b.target ? -1 : 0))
-    .map(({ rule }) => rule);
 }
 
 function postroutingRules(ctx: FamilyContext): string[] {

@@ -39,15 +39,27 @@ function scalar(text: string): Scalar | null {
   return value;
 }
 
-/** `address/bits` contains `actual` (same family only). */
+/**
+ * `address/bits`, or `address/mask` with the mask an address (iptables' any mask, e.g. the low bits
+ * `0.0.3.255/0.0.3.255`), contains `actual` (same family only).
+ */
 function prefixContains(pattern: string, actual: string): boolean {
   const slash = pattern.indexOf('/');
   const [network, value] = [scalar(pattern.slice(0, slash)), scalar(actual)];
-  const bits = Number(pattern.slice(slash + 1));
-  if (!network?.width || network.width !== value?.width || !(bits >= 0 && bits <= network.width))
-    return false;
-  const shift = BigInt(network.width - bits);
-  return network.value >> shift === value.value >> shift;
+  if (!network?.width || network.width !== value?.width) return false;
+  const mask = maskOf(pattern.slice(slash + 1), network.width);
+  return mask !== undefined && (network.value & mask) === (value.value & mask);
+}
+
+function maskOf(text: string, width: number): bigint | undefined {
+  // A bare number is a prefix length, though ipaddr.js would also read "16" as an IPv4 address.
+  if (/[.:]/.test(text)) {
+    const address = scalar(text);
+    return address?.width === width ? address.value : undefined;
+  }
+  const bits = Number(text);
+  if (!(Number.isInteger(bits) && bits >= 0 && bits <= width)) return undefined;
+  return ((1n << BigInt(bits)) - 1n) << BigInt(width - bits);
 }
 
 /** Normal form of a symbolic value: protocol numbers as names, lower case. */
