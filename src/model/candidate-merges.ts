@@ -16,6 +16,7 @@ import {
   type CandidateCounts,
   type CandidateEndpoint,
   compareCandidates,
+  oneOfEach,
   type PortCandidates,
   portCandidates,
   type SlicePortSource,
@@ -50,8 +51,13 @@ export class CandidateMerges {
     const result = build((matchKey, sources) => {
       if (sources.length < 2) return portCandidates(sources);
       const kept = before?.get(matchKey);
-      const merge = (kept && merged(kept, sources)) ?? rebuilt(sources);
-      if (merge === undefined) return portCandidates(sources);
+      let merge = kept && merged(kept, sources);
+      if (merge === undefined) {
+        const all = sortedCandidates(sources);
+        // Sorted once: a list with copies is made into the port's candidates as it is.
+        if (hasCopies(all)) return { candidates: oneOfEach(all), whole: undefined };
+        merge = listOf(sources, all);
+      }
       now.set(matchKey, merge);
       return { candidates: merge.candidates, whole: merge.endpoints, counts: merge.counts };
     });
@@ -66,11 +72,15 @@ export class CandidateMerges {
   }
 }
 
-/** The sources' list made from scratch, if it has one candidate per ip:port. */
-function rebuilt(sources: readonly SlicePortSource[]): Merge | undefined {
-  const candidates = sortedCandidates(sources);
-  for (let i = 1; i < candidates.length; i++)
-    if (compareCandidates(candidates[i - 1]!, candidates[i]!) === 0) return undefined;
+/** Whether `sorted` (sortedCandidates) holds two candidates of one ip:port. */
+function hasCopies(sorted: readonly CandidateEndpoint[]): boolean {
+  for (let i = 1; i < sorted.length; i++)
+    if (compareCandidates(sorted[i - 1]!, sorted[i]!) === 0) return true;
+  return false;
+}
+
+/** The kept list of `sources` whose candidates, sorted, are `candidates` (one per ip:port). */
+function listOf(sources: readonly SlicePortSource[], candidates: readonly CandidateEndpoint[]): Merge {
   return {
     sources,
     candidates,

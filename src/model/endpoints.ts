@@ -287,7 +287,7 @@ export function sourceCandidates({ port, hints }: SlicePortSource, into: Candida
 }
 
 /** One candidate per ip:port of `sorted` (sortedCandidates), the preferred copy of each. */
-function oneOfEach(sorted: readonly CandidateEndpoint[]): CandidateEndpoint[] {
+export function oneOfEach(sorted: readonly CandidateEndpoint[]): CandidateEndpoint[] {
   const candidates: CandidateEndpoint[] = [];
   for (const candidate of sorted) {
     const last = candidates[candidates.length - 1];
