@@ -334,3 +334,31 @@ test("EKS's Bottlerocket advice: the conntrack flags it adds beside --config are
   assert.equal(c.conntrack.maxPerCore, 32768, "the file's (default), not the flag's 0");
   assert.equal(c.logging.verbosity, 2);
 });
+
+test("GKE's kube-proxy static Pod (a 1.34 node): sh -c's words, its feature gates said to do nothing", async () => {
+  const pod = parse(await fixture('gke-node-kube-proxy-pod.yaml'));
+  const [shell, flag, script] = pod.spec.containers[0].command as string[];
+  assert.deepEqual([shell, flag], ['/bin/sh', '-c']);
+  // sh's words after `exec kube-proxy`, without the redirections of its output.
+  const words = script!.split(/\s+/).filter((word) => word !== '' && !/^\d?>/.test(word));
+  assert.deepEqual(words.slice(0, 2), ['exec', 'kube-proxy']);
+  const { config: c, warnings } = await config(words.slice(2));
+  assert.deepEqual(
+    warnings.map((warning) => warning.split(':')[0]),
+    ['--feature-gates has no effect'],
+  );
+  assert.equal(c.master, 'https://10.142.0.7');
+  assert.equal(c.clientConnection.kubeconfig, '/var/lib/kube-proxy/kubeconfig');
+  assert.deepEqual(c.clusterCIDRs, ['10.44.0.0/14']);
+  assert.equal(c.oomScoreAdj, -998);
+  assert.equal(c.logging.verbosity, 2);
+  assert.equal(c.detectLocalMode, 'NodeCIDR');
+  assert.equal(c.iptables.syncPeriodMs, 60_000);
+  assert.equal(c.iptables.minSyncPeriodMs, 10_000);
+  assert.equal(c.ipvs.syncPeriodMs, 60_000);
+  assert.equal(c.ipvs.minSyncPeriodMs, 10_000);
+  assert.equal(c.mode, 'nftables', "no mode: kproxy's default (GKE's kube-proxy runs iptables)");
+  // kube-proxy binds --iptables-sync-period and --iptables-min-sync-period to nftables' too.
+  assert.equal(c.syncPeriodMs, 60_000);
+  assert.equal(c.minSyncPeriodMs, 10_000);
+});
