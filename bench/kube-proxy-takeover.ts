@@ -8,13 +8,17 @@
 // section times both).
 //   node bench/kube-proxy-takeover.ts [--services 10000] [--endpoints 10]
 //     [--pairs iptables:iptables,iptables:nftables,nftables:iptables,nftables:nftables]
+//     [--pieces 1000] (kube-proxy's per-service chains per iptables-nft-restore when removing them)
 // (kube-proxy's mode:kproxy's mode; each step's time is printed on stderr as it ends).
 import { parseArgs } from 'node:util';
 import { IptablesDataplane } from '../dataplanes/iptables/live.ts';
 import { NftablesDataplane } from '../dataplanes/nftables/live.ts';
 import { commandNftRunner } from '../dataplanes/nftables/nft-runner.ts';
 import { execaRunner } from '../dataplanes/shared/command-runner.ts';
-import { removeKubeProxyLeftovers } from '../dataplanes/shared/kube-proxy-leftovers.ts';
+import {
+  KUBE_PROXY_CHAINS_PER_RESTORE,
+  removeKubeProxyLeftovers,
+} from '../dataplanes/shared/kube-proxy-leftovers.ts';
 import { Lab } from '../harness/netns.ts';
 import { loadedModel } from './bench-model.ts';
 import { kubeProxyIptablesRestore, kubeProxyNftChunks } from './kube-proxy-rulesets.ts';
@@ -25,6 +29,7 @@ const { values } = parseArgs({
   options: {
     services: { type: 'string', default: '10000' },
     endpoints: { type: 'string', default: '10' },
+    pieces: { type: 'string', default: String(KUBE_PROXY_CHAINS_PER_RESTORE) },
     pairs: {
       type: 'string',
       default: 'iptables:iptables,iptables:nftables,nftables:iptables,nftables:nftables',
@@ -43,7 +48,7 @@ const lines = (generated: Iterable<string>) => `${[...generated].join('\n')}\n`;
 const lab = new Lab(`bench-kptake-${process.pid}`);
 try {
   const state = loadedModel(shapedCluster(shape)).update().state;
-  const figures: Record<string, number> = { services, endpoints };
+  const figures: Record<string, number> = { services, endpoints, pieces: Number(values.pieces) };
   for (const [from, to] of pairs) {
     const ns = await lab.addNetns(`${from.slice(0, 3)}-${to.slice(0, 3)}`);
     const runner = execaRunner(['nsenter', `--net=/run/netns/${ns}`], { timeoutMs: () => TOOL_TIMEOUT_MS });
@@ -67,7 +72,9 @@ try {
     });
     await dataplane.settled?.();
     process.stderr.write(`kube-proxy ${from} -> kproxy ${to}: first sync ${round(syncMs, 0)} ms\n`);
-    const removeMs = await timeMs(() => removeKubeProxyLeftovers(runner));
+    const removeMs = await timeMs(() =>
+      removeKubeProxyLeftovers(runner, { nftChainsPerRestore: Number(values.pieces) }),
+    );
     figures[`${from}To${to}SyncMs`] = round(syncMs, 0);
     figures[`${from}To${to}LeftoversMs`] = round(removeMs, 0);
     process.stderr.write(
