@@ -2,10 +2,11 @@
 // (trace-live.ts: the dummy link's addresses, `ipvsadm -Sn`, the companion tables), against the
 // full plan of the same objects: each virtual server with its scheduler and persistence, each real
 // server with its weight, each address of kproxy-ipvs0, and the companion table compared as the
-// nftables mode's (../shared/drift/nft-tables.ts); the nftables mode's table left behind is extra.
+// nftables mode's (../shared/drift/nft-tables.ts); other kproxy modes' leftovers are extra, and
+// other owners' hook rules are judged by the IPVS tracer (../shared/drift/nft-foreign.ts).
 //
 // A real server the plan does not hold at weight 0 is draining (live.ts keeps it until its
-// connections end), not drift. Other owners' rules are not listed or judged in this mode yet.
+// connections end), not drift.
 import type { ServicePort } from '../../contract/proxy-state.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import {
@@ -16,15 +17,17 @@ import {
   serviceOfText,
   servicePortsOf,
 } from '../shared/drift/drift-report.ts';
-import { leftoverTables } from '../shared/drift/leftover-tables.ts';
+import { judgeNftForeign, nftLeftovers } from '../shared/drift/nft-foreign.ts';
 import { compareTable, listRendered } from '../shared/drift/nft-tables.ts';
 import { FAMILIES } from '../shared/nft/ruleset.ts';
+import { readLocalAddresses } from '../shared/trace/live-host.ts';
+import { readForeignTables } from '../shared/trace/nft-live.ts';
 import { parseNftRuleset } from '../shared/trace/nft-ruleset.ts';
 import { COMPANION_TABLE } from './companion-ruleset.ts';
 import { DUMMY_LINK, type IpvsDesired, type IpvsPlan } from './ipvs-plan.ts';
 import { ipvsadmLine } from './ipvs-render.ts';
 import { createIpvsPlanner } from './planner.ts';
-import { type IpvsVirtualServer, parseIpvsRuleset } from './trace.ts';
+import { type IpvsVirtualServer, parseIpvsRuleset, traceIpvs } from './trace.ts';
 import { readLiveIpvsRules } from './trace-live.ts';
 import { hostPort, type VirtualServer } from './virtual-servers.ts';
 
@@ -104,13 +107,16 @@ export interface IpvsDriftInput {
   /** The full plan of these objects. */
   readonly plan: Extract<IpvsPlan, { kind: 'full' }>;
   readonly servicePorts: readonly ServicePort[];
+  /** This node's addresses (traffic from the node itself is traced from one of them). */
+  readonly localAddresses: readonly string[];
 }
 
 /** The IPVS drift report: virtual servers, real servers, the link's addresses, the companion table. */
 export async function ipvsDrift(runner: CommandRunner, input: IpvsDriftInput): Promise<DriftReport> {
   const desiredCompanion = parseNftRuleset(await listRendered(runner, input.plan.nft.toString()));
   const live = parseIpvsRuleset(await readLiveIpvsRules(runner));
-  const others = await leftoverTables(runner, COMPANION_TABLE);
+  const foreign = await readForeignTables(runner, COMPANION_TABLE);
+  const others = parseNftRuleset(foreign.text);
   const pieces = [
     ...compareAddresses(input.plan.desired.boundAddresses, live.boundAddresses, input.servicePorts),
     ...compareVirtualServers(input.plan.desired, live.virtualServers, input.servicePorts),
@@ -122,9 +128,25 @@ export async function ipvsDrift(runner: CommandRunner, input: IpvsDriftInput): P
         input.servicePorts,
       ),
     ),
-    ...others.pieces,
+    ...nftLeftovers(others, COMPANION_TABLE),
   ];
-  return { mode: 'ipvs', pieces, foreign: [], unreadable: others.unreadable };
+  // IPVS and its companion with the other owners' tables, as packets meet them.
+  const combined = {
+    ...live,
+    companion: { ...live.companion, tables: new Map([...live.companion.tables, ...others.tables]) },
+  };
+  const { localAddresses } = input;
+  return {
+    mode: 'ipvs',
+    pieces,
+    foreign: judgeNftForeign(
+      others,
+      (packet) => traceIpvs(combined, packet, { localAddresses }, { foreignTables: true }),
+      input.servicePorts,
+      localAddresses,
+    ),
+    unreadable: foreign.unreadable,
+  };
 }
 
 /** The IPVS mode's reader: planFull of each state (ipvs.scheduler) against the kernel. */
@@ -133,6 +155,10 @@ export function ipvsDriftReader(runner: CommandRunner, scheduler: string): Drift
   return async (state) => {
     const plan = planner.planFull(state);
     if (plan.kind !== 'full') throw new Error('the IPVS planner made no full plan');
-    return ipvsDrift(runner, { plan, servicePorts: servicePortsOf(state) });
+    return ipvsDrift(runner, {
+      plan,
+      servicePorts: servicePortsOf(state),
+      localAddresses: await readLocalAddresses(runner),
+    });
   };
 }

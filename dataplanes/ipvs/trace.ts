@@ -110,7 +110,13 @@ function addVirtualServerLine(servers: Map<string, IpvsVirtualServer>, line: str
   return false;
 }
 
-export function traceIpvs(ruleset: IpvsRuleset, packet: TracePacket, host: TraceHost): TraceReport {
+/** `foreignTables`: the companion ruleset holds other owners' tables too, and they are evaluated. */
+export function traceIpvs(
+  ruleset: IpvsRuleset,
+  packet: TracePacket,
+  host: TraceHost,
+  options: { readonly foreignTables?: boolean } = {},
+): TraceReport {
   const withBound: TraceHost = { localAddresses: [...host.localAddresses, ...ruleset.boundAddresses] };
   const run = (hook: 'input' | 'output') => (flow: Flow) => ipvsLookup(ruleset, hook, flow);
   const report = traceNftables(
@@ -118,6 +124,7 @@ export function traceIpvs(ruleset: IpvsRuleset, packet: TracePacket, host: Trace
     packet,
     {
       host: withBound,
+      ...options,
       extraHooks: [
         { hook: 'input', priority: IPVS_INPUT_PRIORITY, run: run('input') },
         { hook: 'output', priority: IPVS_OUTPUT_PRIORITY, run: run('output') },

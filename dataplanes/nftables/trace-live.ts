@@ -6,12 +6,7 @@ import { DataplaneError } from '../../contract/dataplane-error.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import { FAMILIES } from '../shared/nft/ruleset.ts';
 import { TABLE } from '../shared/nft/transaction.ts';
-
-/** Listings read from the kernel, and what could not be read. */
-export interface NftListings {
-  readonly text: string;
-  readonly unreadable: readonly string[];
-}
+import { type NftListings, readForeignTables } from '../shared/trace/nft-live.ts';
 
 /** nft's answer when the table does not exist: nothing to read, not a failure. */
 const NO_TABLE = /No such file or directory/;
@@ -29,23 +24,6 @@ export async function readLiveKproxyTables(runner: CommandRunner): Promise<NftLi
   return { text, unreadable };
 }
 
-/** The other owners' tables (and other kproxy modes' leftovers), each listed alone: one nft cannot list is named, the rest are read. */
-export async function readForeignTables(runner: CommandRunner): Promise<NftListings> {
-  const tables = await runner.run('nft', ['list', 'tables']);
-  if (tables.exitCode !== 0) return { text: '', unreadable: [`nft list tables: ${tables.stderr.trim()}`] };
-  let text = '';
-  const unreadable: string[] = [];
-  for (const line of tables.stdout.split('\n')) {
-    const [word, family, name] = line.trim().split(/\s+/);
-    if (word !== 'table' || family === undefined || name === undefined || name === TABLE) continue;
-    const listed = await runner.run('nft', ['list', 'table', family, name]);
-    if (listed.exitCode === 0) text += listed.stdout;
-    else
-      unreadable.push(`table ${family} ${name}: ${listed.stderr.trim() || `nft exited ${listed.exitCode}`}`);
-  }
-  return { text, unreadable };
-}
-
 /**
  * kproxy's tables and the others, as one listing; `onUnreadable` hears each table not read. Fails
  * only when kproxy's own tables cannot be read.
@@ -56,7 +34,7 @@ export async function readLiveNftRuleset(
 ): Promise<string> {
   const own = await readLiveKproxyTables(runner);
   if (own.unreadable.length > 0) throw new DataplaneError(own.unreadable.join('; '));
-  const others = await readForeignTables(runner);
+  const others = await readForeignTables(runner, TABLE);
   for (const reason of others.unreadable) onUnreadable(reason);
   return own.text + others.text;
 }

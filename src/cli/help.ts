@@ -115,7 +115,7 @@ Services they hit. Tables this nft cannot list are named as not read. Exit statu
 
   --mode MODE                                nftables (default), iptables or ipvs (virtual servers,
                                              real servers and weights, kproxy-ipvs0's addresses, the
-                                             companion table; foreign rules not judged there yet)
+                                             companion table)
   --input PATH, --example                    the objects, as for kproxy render (--config, --node-ip, ...)
   --live-api                                 the objects listed from the cluster as kproxy run lists them
                                              (--kubeconfig, --master, --config's clientConnection; this

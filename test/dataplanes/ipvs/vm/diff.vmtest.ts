@@ -103,6 +103,35 @@ describe('kproxy diff (ipvs) on a kernel with ip_vs', () => {
     ]);
   });
 
+  test('a foreign DROP before IPVS is named with the Service it hits; a harmless rule is listed, not judged', async () => {
+    await sh(`nft add table ip guard
+      nft add chain ip guard pre '{ type filter hook prerouting priority raw ; }'
+      nft add rule ip guard pre ip daddr 10.96.10.10 tcp dport 80 drop
+      nft add rule ip guard pre tcp dport 22 accept`);
+    const { code, report } = await diff();
+    assert.equal(code, 1, 'a foreign rule dropping a Service is drift');
+    assert.deepEqual(report.pieces, []);
+    assert.deepEqual(report.foreign, [
+      {
+        where: 'ip guard chain pre (prerouting)',
+        text: 'ip daddr 10.96.10.10 tcp dport 80 drop',
+        hits: ['default/web:80/TCP'],
+      },
+      { where: 'ip guard chain pre (prerouting)', text: 'tcp dport 22 accept', hits: [] },
+    ]);
+  });
+
+  test("the iptables mode's chain and jump left behind (iptables-nft): extra, not foreign", async () => {
+    await sh('iptables-nft -t nat -N KPROXY-SERVICES; iptables-nft -t nat -A PREROUTING -j KPROXY-SERVICES');
+    const { code, report } = await diff();
+    assert.equal(code, 1);
+    assert.deepEqual(report.pieces.map((p) => [p.kind, p.where]).sort(), [
+      ['extra', 'ip nat chain KPROXY-SERVICES'],
+      ['extra', 'ip nat chain PREROUTING'],
+    ]);
+    assert.deepEqual(report.foreign, []);
+  });
+
   test("a flushed companion chain and the nftables mode's table left behind", async () => {
     const chain = 'nat-prerouting';
     await sh(`nft flush chain ip kproxy-ipvs ${chain}; nft add table ip kproxy`);
