@@ -22,7 +22,7 @@ import {
   servicePortsOf,
 } from '../shared/drift/drift-report.ts';
 import { foreignHits } from '../shared/drift/foreign-hits.ts';
-import { leftoverTables } from '../shared/drift/leftover-tables.ts';
+import { leftoverTables } from '../shared/drift/nft-foreign.ts';
 import { serviceOfComment } from '../shared/trace/flow.ts';
 import { readLocalAddresses } from '../shared/trace/live-host.ts';
 import { chooseBackend, type IptablesBackend, iptablesTools } from './backend.ts';

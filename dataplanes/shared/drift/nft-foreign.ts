@@ -1,7 +1,8 @@
-// What the other owners' nft tables hold, for the nft-based modes' drift readers (the nftables
-// mode's, the IPVS mode's): other kproxy modes' leftovers, extra whoever they served (`kproxy
-// cleanup` removes them), and the rules on hooks, each judged by the mode's tracer.
+// What the other owners' nft tables hold, for the drift readers: other kproxy modes' leftovers,
+// extra whoever they served (`kproxy cleanup` removes them; so does `kproxy run` after its first
+// full sync), and (nft-based modes) the rules on hooks, each judged by the mode's tracer.
 import type { ServicePort } from '../../../contract/proxy-state.ts';
+import type { CommandRunner } from '../command-runner.ts';
 import { KPROXY_TABLES } from '../trace/nft.ts';
 import type { NftRuleset, NftTable } from '../trace/nft-ruleset.ts';
 import type { TraceReport } from '../trace/outcome.ts';
@@ -78,4 +79,23 @@ export function judgeNftForeign(
     (step) => `${step.table} chain ${step.chain} (${step.hook})\n${step.text}`,
   );
   return judged(rules, hits);
+}
+
+/**
+ * The nft-based modes' tables as the iptables mode finds them (`nft list tables`, whose names are
+ * all it reads): each an extra piece.
+ */
+export async function leftoverTables(
+  runner: CommandRunner,
+): Promise<{ pieces: DriftPiece[]; unreadable: string[] }> {
+  const listed = await runner.run('nft', ['list', 'tables']);
+  if (listed.exitCode !== 0) return { pieces: [], unreadable: [`nft list tables: ${listed.stderr.trim()}`] };
+  const pieces: DriftPiece[] = [];
+  for (const line of listed.stdout.split('\n')) {
+    const [word, family, name = ''] = line.trim().split(/\s+/);
+    if (word !== 'table' || !KPROXY_TABLES.has(name)) continue;
+    const text = `table ${family} ${name}: the ${MODE_OF_TABLE[name]} mode's leftover`;
+    pieces.push({ kind: 'extra', service: NODE_WIDE, where: `${family} ${name}`, text });
+  }
+  return { pieces, unreadable: [] };
 }
