@@ -104,6 +104,35 @@ function ipvsRows(ipvs: Figures | undefined): BenchRow[] {
   ];
 }
 
+/**
+ * Issue 33's iptables targets, judged on the curve's points: connect latency at the largest size
+ * (kube-proxy's linear KUBE-SERVICES: 24 → 518 µs at 30k), and one change of the wide Service
+ * against a bare restore of the chains it changes, into the same kernel state.
+ */
+function iptablesCurveRows(iptables: Figures | undefined): BenchRow[] {
+  const sizes = Array.isArray(iptables?.sizes) ? (iptables.sizes as Figures[]) : [];
+  const largest = sizes
+    .filter((size) => size.wide !== true)
+    .sort((a, b) => (num(b, 'services') ?? 0) - (num(a, 'services') ?? 0))[0];
+  const wide = sizes.find((size) => size.wide === true);
+  const count = (f: Figures | undefined, key: string) => num(f, key)?.toLocaleString('en-US');
+  return [
+    ...ratioRow(
+      `iptables: connect latency, last vs first of ${count(largest, 'services')} services`,
+      num(largest, 'connectLastServiceUs'),
+      num(largest, 'connectFirstServiceUs'),
+      1.3,
+      (us) => `${us.toFixed(0)} µs`,
+    ),
+    ...ratioRow(
+      `iptables: one change of 1 Service × ${count(wide, 'endpointsPerService')} endpoints vs its changed chains only`,
+      num(wide, 'partialSyncMs'),
+      num(wide, 'bareChangedChainsRestoreMs'),
+      1,
+    ),
+  ];
+}
+
 function underRow(what: string, value: number | undefined, max: number, unit: 'ms' | 'MiB'): BenchRow[] {
   if (value === undefined) return [];
   const shown = unit === 'ms' ? ms(value) : `${value.toFixed(1)} MiB`;
@@ -229,6 +258,7 @@ export function benchRows({
       1.2,
     ),
     ...infoRow(`iptables: ... of which iptables processes`, num(iptables, 'partialSyncToolMs')),
+    ...iptablesCurveRows(iptables),
     ...infoRow(
       `iptables: changed chains into a flush-loaded table`,
       num(iptables, 'bareChangedChainsRestoreFlushLoadedMs'),

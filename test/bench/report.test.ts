@@ -35,6 +35,41 @@ describe('bench report', () => {
     );
   });
 
+  it("judges issue 33's iptables targets on the curve's points: connect latency at the largest size, the wide Service's change", () => {
+    const size = (services: number, first: number, last: number) => ({
+      services,
+      endpointsPerService: 10,
+      connectFirstServiceUs: first,
+      connectLastServiceUs: last,
+    });
+    const wide = {
+      services: 1,
+      endpointsPerService: 100000,
+      wide: true,
+      partialSyncMs: 5350,
+      bareChangedChainsRestoreMs: 2000,
+    };
+    const rows = benchRows({
+      iptables: {
+        services: 10000,
+        sizes: [size(1000, 50, 60), size(30000, 24, 518), size(10000, 50, 51), wide],
+      },
+    });
+    const connect = rows.find((r) => r.what.startsWith('iptables: connect latency'))!;
+    assert.equal(connect.what, 'iptables: connect latency, last vs first of 30,000 services');
+    assert.match(connect.measured, /^21\.58× \(518 µs vs 24 µs\)$/);
+    assert.equal(connect.ok, false); // > 1.3×
+    const change = rows.find((r) => r.what.startsWith('iptables: one change of 1 Service'))!;
+    assert.equal(
+      change.what,
+      'iptables: one change of 1 Service × 100,000 endpoints vs its changed chains only',
+    );
+    assert.equal(change.ok, false); // 2.68× > 1×
+    const flat = benchRows({ iptables: { sizes: [size(30000, 53, 55), { ...wide, partialSyncMs: 1900 }] } });
+    assert.equal(flat.find((r) => r.what.startsWith('iptables: connect latency'))!.ok, true);
+    assert.equal(flat.find((r) => r.what.startsWith('iptables: one change of 1 Service'))!.ok, true);
+  });
+
   it('judges nftables as the daemon runs it (elements by netlink), and says which path the elements took', () => {
     const nftables = {
       services: 30000,
