@@ -38,9 +38,14 @@ export function familyContext(state: ProxyState): FamilyContext {
 function hasMoreEndpointsThan(state: ProxyState, limit: number): boolean {
   let count = 0;
   for (const sp of state.servicePorts.values()) {
-    const cluster = new Set(sp.clusterEndpoints.map((e) => `${e.ip}:${e.port}`));
-    count += cluster.size + sp.localEndpoints.filter((e) => !cluster.has(`${e.ip}:${e.port}`)).length;
-    if (count > limit) return true;
+    // Counted one at a time, so a Service with 100,000 endpoints costs a thousand of them.
+    const seen = new Set<string>();
+    for (const list of [sp.clusterEndpoints, sp.localEndpoints])
+      for (const e of list) {
+        seen.add(`${e.ip}:${e.port}`);
+        if (count + seen.size > limit) return true;
+      }
+    count += seen.size;
   }
   return false;
 }

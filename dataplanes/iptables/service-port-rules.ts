@@ -200,23 +200,66 @@ export function appendSharedRules(sp: ServicePort, out: SharedRules, countLocalh
  * (FW → EXT → SVC/SVL → TEP), so a restore split into parts can create them back to front.
  */
 export function ownChains(sp: ServicePort, ctx: FamilyContext): Map<string, string[]> {
+  const chains = policyChains(sp, ctx);
+  for (const [chain, rules] of endpointChains(sp, ctx, locallyReachableEndpoints(sp)))
+    chains.set(chain, rules);
+  return chains;
+}
+
+/** The chains of ownChains that are not per endpoint: FW, EXT, SVC and SVL. */
+export function policyChains(
+  sp: ServicePort,
+  ctx: FamilyContext,
+  choices: { readonly cluster: boolean; readonly local: boolean } = { cluster: true, local: true },
+): Map<string, string[]> {
   const d = decide(sp);
   const chains = new Map<string, string[]>();
   if (d.usesFirewallChain) chains.set(d.names.firewall, firewallChainRules(d, ctx));
   if (d.traffic.capturesExternal) chains.set(d.names.external, externalChainRules(d, ctx));
   // A policy chain exists when its endpoint set does (the model leaves a set no traffic uses empty).
+  // Without its `choices`, it holds everything but the endpoint choice (diffServiceChains in planner.ts).
   if (sp.clusterEndpoints.length > 0)
-    chains.set(d.names.cluster, endpointChoiceRules(d, ctx, d.names.cluster, sp.clusterEndpoints));
+    chains.set(
+      d.names.cluster,
+      choices.cluster ? endpointChoiceRules(d, ctx, d.names.cluster, sp.clusterEndpoints) : [],
+    );
   if (sp.localEndpoints.length > 0)
-    chains.set(d.names.local, endpointChoiceRules(d, ctx, d.names.local, sp.localEndpoints));
+    chains.set(
+      d.names.local,
+      choices.local ? endpointChoiceRules(d, ctx, d.names.local, sp.localEndpoints) : [],
+    );
   // Internal traffic from outside the cluster is masqueraded first thing in its policy chain.
   if (d.traffic.internalEndpoints.length > 0)
     chains.get(d.internalChain)!.unshift(...internalMasqueradeRules(d, ctx));
-  for (const endpoint of locallyReachableEndpoints(sp)) {
+  return chains;
+}
+
+/**
+ * The per-endpoint chains of `endpoints` (some of locallyReachableEndpoints). A chain's name and
+ * rules depend on the endpoint's address and on the service port's key, protocol and affinity
+ * timeout (and ctx.largeCluster) only: sameEndpointChains says when two renders would agree.
+ */
+export function endpointChains(
+  sp: ServicePort,
+  ctx: FamilyContext,
+  endpoints: readonly Endpoint[],
+): Map<string, string[]> {
+  const d = decide(sp);
+  const chains = new Map<string, string[]>();
+  for (const endpoint of endpoints) {
     const chain = endpointChainName(sp, endpoint);
     chains.set(chain, endpointChainRules(d, ctx, chain, endpoint));
   }
   return chains;
+}
+
+/** Whether an endpoint at one address gets the same chain under `a` as under `b` (same ctx). */
+export function sameEndpointChains(a: ServicePort, b: ServicePort): boolean {
+  return (
+    a.key === b.key &&
+    a.protocol === b.protocol &&
+    trafficDecisions(a).affinitySeconds === trafficDecisions(b).affinitySeconds
+  );
 }
 
 function internalMasqueradeRules(d: Decisions, ctx: FamilyContext): string[] {

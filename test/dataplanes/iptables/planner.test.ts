@@ -197,6 +197,29 @@ test('an endpoint change rewrites only that service chain and deletes the old en
   assert.equal(text.split('\n').filter((l) => l.startsWith('-X KPROXY-TEP-')).length, 1);
 });
 
+test('a change of a wide Service rewrites its policy chain only when its endpoint set changed, and only the endpoint chains that came or went', () => {
+  const endpoints = Array.from({ length: 2000 }, (_, i) => endpoint(`10.244.${i >> 8}.${i & 255}`, 8080));
+  const wide = servicePort('wide', { clusterIP: '10.96.0.20', nodePort: 30020, clusterEndpoints: endpoints });
+  const before = proxyState('IPv4', [wide]);
+  const declared = (after: ServicePort) =>
+    incremental(before, withPort(before, after))
+      .split('\n')
+      .filter((l) => l.startsWith(':') || l.startsWith('-X'))
+      .map((l) => l.split(' ')[0]!.replace(/-[A-Z2-7]{16}$/, ''));
+  // One endpoint replaced: the SVC chain, the new endpoint's chain; the old one deleted.
+  const replaced = [...endpoints.slice(1), endpoint('10.244.99.1', 8080)];
+  assert.deepEqual(declared({ ...wide, clusterEndpoints: replaced }).sort(), [
+    '-X',
+    ':KPROXY-SVC',
+    ':KPROXY-TEP',
+    ':KPROXY-TEP',
+  ]);
+  // Its node port moved: the node port chains, not the SVC chain nor an endpoint chain.
+  assert.deepEqual(declared({ ...wide, nodePort: 30021 }).sort(), [':KPROXY-NODEPORTS']);
+  // The same endpoints in another order: nothing (the choice is in chain-name order).
+  assert.deepEqual(declared({ ...wide, clusterEndpoints: [...endpoints].reverse() }), []);
+});
+
 test('partial syncs on top of a full sync give the full sync of the last state (random sequences)', () => {
   const seeds = testSeeds();
   process.stdout.write(seedsLine('partial ≡ full', seeds));
