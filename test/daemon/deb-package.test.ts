@@ -7,7 +7,7 @@
 // Slow: the package build (tsc, ~140 MiB gzipped) and the root (minutes, debian-machine.ts): it
 // runs in the test script's second lane. Skipped LOUDLY without root, mmdebstrap or systemd-nspawn.
 import assert from 'node:assert/strict';
-import { copyFile, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -18,16 +18,18 @@ import { sampleEndpointSlice, sampleNode, sampleService } from '../../harness/ap
 import { Lab, requireRoot } from '../../harness/netns.ts';
 import { Topology } from '../../harness/topology.ts';
 import { CONFIG_PATH, SERVICE_USER } from '../../src/cli/install.ts';
-import { ENDPOINT_SLICES, NODES, objectPath, type ResourceType, SERVICES } from '../../src/kube/resources.ts';
-import { eventually } from './daemon-harness.ts';
-import { boot, type Machine, makeDebianRoot, missingTools } from './debian-machine.ts';
+import { ENDPOINT_SLICES, NODES, SERVICES } from '../../src/kube/resources.ts';
+import {
+  boot,
+  buildPackage,
+  type Machine,
+  makeDebianRoot,
+  missingTools,
+  standInApiServer,
+} from './debian-machine.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
-const API_MAIN = join(REPO, 'harness/apiserver/main.ts');
-const API_PORT = 6443;
 const CLUSTER_IP = '10.96.0.10';
-/** The first sync of one service, plus the unit's start (Node's start-up, the informers' lists). */
-const SYNC_DEADLINE_MS = 60_000;
 const VERSION = (JSON.parse(await readFile(join(REPO, 'package.json'), 'utf8')) as { version: string })
   .version;
 /** The "newer build" of the upgrade: the same tree repacked under a higher Debian version. */
@@ -44,20 +46,11 @@ clientConnection:
   kubeconfig: /etc/kproxy/kubeconfig
 `;
 
-/**
- * `npm run package` once for both tests, into a directory removed after them: --fast (gzip, no
- * tarball), the same tree as the release build's xz.
- */
+/** `npm run package` once for both tests, into a directory removed after them. */
 const packageDir = await mkdtemp(join(tmpdir(), 'kproxy-package-'));
 let built: Promise<string> | undefined;
 function builtPackage(): Promise<string> {
-  built ??= (async () => {
-    const result = await execa(join(REPO, 'scripts/package.sh'), [packageDir, '--fast'], { cwd: REPO });
-    process.stderr.write(`deb-package: ${result.stdout.replaceAll('\n', '; ')}\n`);
-    const deb = (await readdir(packageDir)).find((name) => name.endsWith('.deb'));
-    assert.equal(deb, `kproxy_${VERSION}_amd64.deb`);
-    return join(packageDir, deb);
-  })();
+  built ??= buildPackage(packageDir, 'deb-package');
   return built;
 }
 
@@ -99,10 +92,6 @@ describe('the kproxy .deb', { concurrency: true }, () => {
 
   test('apt install, enable, sync, upgrade keeping the config, remove, purge under systemd', {
     timeout: 30 * 60_000,
-    // Known failure, left visible: in a clean-clone run the upgrade's postinst restart of
-    // kproxy.service failed ("control process exited with error code"); it passed in the run that
-    // wrote it. Issue 31 stays open until the cause is found.
-    todo: 'upgrade: postinst restart of kproxy.service failed once in a clean-clone run (issue 31)',
   }, async (t) => {
     if (!requireRoot(t, 'mmdebstrap and systemd-nspawn')) return;
     const missing = await missingTools();
@@ -130,25 +119,10 @@ describe('the kproxy .deb', { concurrency: true }, () => {
     const topo = await Topology.create(lab, { podsPerNode: [1] });
     const node = topo.nodes[0]!;
     const [pod] = node.pods;
-    const api = lab.spawn(node.ns, process.execPath, [API_MAIN, '--port', String(API_PORT)]);
-    await api.waitFor('listening');
-    const apiUrl = `http://127.0.0.1:${API_PORT}`;
-    const post = async (resource: ResourceType, object: Record<string, unknown>) => {
-      const meta = object.metadata as { namespace?: string };
-      await lab.exec(node.ns, 'curl', [
-        '-sSf',
-        '-X',
-        'POST',
-        '-H',
-        'Content-Type: application/json',
-        '--data',
-        JSON.stringify(object),
-        `${apiUrl}${objectPath(resource, meta.namespace)}`,
-      ]);
-    };
-    await post(NODES, sampleNode('node-0', node.ipv4));
-    await post(SERVICES, sampleService('default', 'web', { clusterIP: CLUSTER_IP }));
-    await post(
+    const api = await standInApiServer(lab, node.ns);
+    await api.post(NODES, sampleNode('node-0', node.ipv4));
+    await api.post(SERVICES, sampleService('default', 'web', { clusterIP: CLUSTER_IP }));
+    await api.post(
       ENDPOINT_SLICES,
       sampleEndpointSlice('default', 'web-abc', {
         service: 'web',
@@ -170,29 +144,15 @@ describe('the kproxy .deb', { concurrency: true }, () => {
 
     // Enable, as the operator: a config and a kubeconfig readable by group kproxy.
     await writeFile(join(root, CONFIG_PATH), OPERATOR_CONFIG);
-    await writeFile(join(root, 'etc/kproxy/kubeconfig'), standInKubeconfig(apiUrl), { mode: 0o640 });
+    await writeFile(join(root, 'etc/kproxy/kubeconfig'), standInKubeconfig(api.url), { mode: 0o640 });
     await machine.run('chgrp', [SERVICE_USER, '/etc/kproxy/kubeconfig']);
     await machine.systemctl('enable', '--now', 'kproxy');
-    const synced = async () =>
-      (await machine.run('journalctl', ['-u', 'kproxy', '-o', 'cat'])).stdout.split('"rules synced"').length -
-      1;
-    const syncedOnce = (after: number) =>
-      eventually('rules synced by the service', async () => (await synced()) > after, SYNC_DEADLINE_MS).catch(
-        async (error: Error) => {
-          const status = await machine.run(
-            'systemctl',
-            ['status', '--no-pager', '-n', '30', 'kproxy'],
-            false,
-          );
-          throw new Error(`${error.message}\n${status.stdout}`);
-        },
-      );
-    await syncedOnce(0);
+    await machine.syncedAfter(0);
     assert.match(await kproxyTables(), /table ip kproxy/);
     const pid = await machine.systemctl('show', '--property=MainPID', '--value', 'kproxy');
 
     // Upgrade: the operator's config is kept as it is, the running kproxy restarted on the new build.
-    const before = await synced();
+    const before = await machine.syncs();
     await apt(machine, 'install', '/var/tmp/kproxy-newer.deb');
     assert.equal((await machine.run('kproxy', ['--version'])).stdout.trim(), `kproxy ${VERSION}`);
     assert.match(
@@ -202,7 +162,7 @@ describe('the kproxy .deb', { concurrency: true }, () => {
     assert.equal(await readFile(join(root, CONFIG_PATH), 'utf8'), OPERATOR_CONFIG);
     assert.equal((await machine.run('stat', ['-c', '%G', CONFIG_PATH])).stdout.trim(), SERVICE_USER);
     assert.notEqual(await machine.systemctl('show', '--property=MainPID', '--value', 'kproxy'), pid);
-    await syncedOnce(before);
+    await machine.syncedAfter(before);
     assert.equal(await machine.systemctl('is-enabled', 'kproxy'), 'enabled');
 
     // Remove: stopped, the rules left as any stop leaves them, the config kept.

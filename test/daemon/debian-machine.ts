@@ -2,12 +2,17 @@
 // the machinery of the tests that run kproxy under a real systemd as PID 1 (systemd-boot.test.ts,
 // the package's deb-package.test.ts). mmdebstrap, not debootstrap: apt fetches and dpkg unpacks in
 // batches, where debootstrap runs one download and dpkg call per package (on one busy 2-core
-// machine, not side by side: debootstrap 680 s, mmdebstrap 194 s).
+// machine, not side by side: debootstrap 680 s, mmdebstrap 194 s). Also what these tests share
+// around it: the package build and the stand-in API server in the node namespace.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { openSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { access, mkdir, readdir, readFile, rmdir } from 'node:fs/promises';
+import { join, relative } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
+import type { Lab } from '../../harness/netns.ts';
+import { objectPath, type ResourceType } from '../../src/kube/resources.ts';
 import { eventually } from './daemon-harness.ts';
 
 /** What a node has besides minbase: systemd, the tools kproxy runs, D-Bus for systemd-analyze. */
@@ -29,6 +34,13 @@ const BOOT_DEADLINE_MS = 120_000;
 /** systemd's own stop bound for the container: its units' TimeoutStopSec (kproxy's 30 s) + margin. */
 const POWEROFF_DEADLINE_MS = 60_000;
 
+const REPO = fileURLToPath(new URL('../../', import.meta.url));
+const API_MAIN = join(REPO, 'harness/apiserver/main.ts');
+const API_PORT = 6443;
+
+/** The first sync of one service, plus the unit's start (Node's start-up, the informers' lists). */
+const SYNC_DEADLINE_MS = 60_000;
+
 /** The tools these tests need and this machine lacks. */
 export async function missingTools(): Promise<string[]> {
   const missing: string[] = [];
@@ -47,13 +59,54 @@ export interface Machine {
     reject?: boolean,
   ): Promise<{ stdout: string; exitCode: number }>;
   systemctl(...args: string[]): Promise<string>;
+  /** How many times kproxy.service has logged "rules synced", in its journal. */
+  syncs(): Promise<number>;
+  /** Waits until kproxy.service has synced more than `after` times; fails with its status. */
+  syncedAfter(after: number): Promise<void>;
+}
+
+/** The stand-in API server as a node's kproxy reaches it, on the node namespace's loopback. */
+export interface StandInApi {
+  readonly url: string;
+  /** POSTs one object to it (curl, inside the node namespace). */
+  post(resource: ResourceType, object: Record<string, unknown>): Promise<void>;
+}
+
+/** The stand-in API server, a process in network namespace `netns`. */
+export async function standInApiServer(lab: Lab, netns: string): Promise<StandInApi> {
+  const api = lab.spawn(netns, process.execPath, [API_MAIN, '--port', String(API_PORT)]);
+  await api.waitFor('listening');
+  const url = `http://127.0.0.1:${API_PORT}`;
+  return {
+    url,
+    async post(resource, object) {
+      const meta = object.metadata as { namespace?: string };
+      await lab.exec(netns, 'curl', [
+        '-sSf',
+        '-X',
+        'POST',
+        '-H',
+        'Content-Type: application/json',
+        '--data',
+        JSON.stringify(object),
+        `${url}${objectPath(resource, meta.namespace)}`,
+      ]);
+    },
+  };
 }
 
 /** Boots `root` in network namespace `netns`; `cleanups` gets its power-off, run before the root is removed. */
 export async function boot(cleanups: (() => Promise<void>)[], root: string, netns: string, log: string) {
+  const cgroups = await ownCgroups(`kproxy-${netns}`);
+  // nspawn starts in them: it makes its "supervisor" and "payload" cgroups where it starts.
+  const joinCgroups = cgroups.map((dir) => `echo $$ > '${dir}/cgroup.procs' && `).join('');
   const nspawn: ChildProcess = spawn(
-    'systemd-nspawn',
+    'sh',
     [
+      '-c',
+      `${joinCgroups}exec "$@"`,
+      'sh',
+      'systemd-nspawn',
       '--directory',
       root,
       '--boot',
@@ -76,6 +129,7 @@ export async function boot(cleanups: (() => Promise<void>)[], root: string, netn
     // Killing the container's PID 1 ends its whole PID namespace.
     if (!done && pid1) process.kill(pid1, 'SIGKILL');
     await exited;
+    for (const dir of cgroups) await removeCgroup(dir);
   });
   await eventually(
     'the container’s PID 1',
@@ -105,6 +159,20 @@ export async function boot(cleanups: (() => Promise<void>)[], root: string, netn
     async systemctl(...args) {
       return (await machine.run('systemctl', args)).stdout.trim();
     },
+    async syncs() {
+      const journal = await machine.run('journalctl', ['-u', 'kproxy', '-o', 'cat']);
+      return journal.stdout.split('"rules synced"').length - 1;
+    },
+    async syncedAfter(after) {
+      await eventually(
+        'rules synced by the service',
+        async () => (await machine.syncs()) > after,
+        SYNC_DEADLINE_MS,
+      ).catch(async (error: Error) => {
+        const status = await machine.run('systemctl', ['status', '--no-pager', '-n', '30', 'kproxy'], false);
+        throw new Error(`${error.message}\n${status.stdout}`);
+      });
+    },
   };
   await eventually(
     'the container’s systemd reaches multi-user.target',
@@ -115,6 +183,62 @@ export async function boot(cleanups: (() => Promise<void>)[], root: string, netn
     BOOT_DEADLINE_MS,
   );
   return machine;
+}
+
+/**
+ * `npm run package` into `dir` (--fast: gzip, no tarball; the same tree as the release build's
+ * xz); returns the .deb's path. `test` names the test in the sizes it logs.
+ */
+export async function buildPackage(dir: string, test: string): Promise<string> {
+  const result = await execa(join(REPO, 'scripts/package.sh'), [dir, '--fast'], { cwd: REPO });
+  process.stderr.write(`${test}: ${result.stdout.replaceAll('\n', '; ')}\n`);
+  const { version } = JSON.parse(await readFile(join(REPO, 'package.json'), 'utf8')) as { version: string };
+  const deb = join(dir, `kproxy_${version}_amd64.deb`);
+  await access(deb);
+  return deb;
+}
+
+/**
+ * A cgroup of the container's own, `name` under this process's, in each hierarchy systemd places
+ * units in: cgroup v2's and, on a hybrid or legacy host (this one), v1's name=systemd. Without it,
+ * nspawn (no host systemd to register with) puts every container in <this cgroup>/payload, and
+ * two booted at once (the test script runs these tests side by side) share their units' cgroups:
+ * one's systemd removing kproxy.service's cgroup at a stop or restart fails the other's start of
+ * it ("Control process exited, code=exited, status=219/CGROUP"; the deb test's upgrade saw it as
+ * "the control process exited with error code" while the systemd-boot test restarted kproxy).
+ */
+async function ownCgroups(name: string): Promise<string[]> {
+  const memberships = (await readFile('/proc/self/cgroup', 'utf8')).split('\n');
+  const dirs: string[] = [];
+  for (const line of (await readFile('/proc/self/mountinfo', 'utf8')).split('\n')) {
+    // "<id> <parent> <dev> <root> <mount point> <options> ... - <type> <source> <super options>"
+    const [mount, filesystem] = line.split(' - ');
+    const [, , , mountRoot, mountPoint] = mount?.split(' ') ?? [];
+    const [type, , options] = filesystem?.split(' ') ?? [];
+    if (mountRoot === undefined || mountPoint === undefined) continue;
+    // /proc/self/cgroup: "0::<path>" for v2, "<id>:name=systemd:<path>" for v1's.
+    const controller =
+      type === 'cgroup2'
+        ? ''
+        : type === 'cgroup' && options?.split(',').includes('name=systemd')
+          ? 'name=systemd'
+          : undefined;
+    const membership = memberships.find((entry) => entry.split(':')[1] === controller);
+    if (controller === undefined || membership === undefined) continue;
+    const path = membership.split(':').slice(2).join(':');
+    const dir = join(mountPoint, relative(mountRoot, path), name);
+    await mkdir(dir);
+    dirs.push(dir);
+  }
+  return dirs;
+}
+
+/** Removes a cgroup the container has left, and the ones nspawn and its systemd made in it. */
+async function removeCgroup(dir: string): Promise<void> {
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    if (entry.isDirectory()) await removeCgroup(join(dir, entry.name));
+  }
+  await rmdir(dir);
 }
 
 /** A fresh Debian 12 root at `root` (minutes: ~90 packages downloaded and unpacked); returns the seconds it took. */

@@ -12,7 +12,6 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 import { standInKubeconfig } from '../../harness/apiserver/kubeconfig.ts';
 import { sampleEndpointSlice, sampleNode, sampleService } from '../../harness/apiserver/sample-objects.ts';
@@ -27,17 +26,12 @@ import {
   NODE_PATH,
   SERVICE_USER,
 } from '../../src/cli/install.ts';
-import { ENDPOINT_SLICES, NODES, objectPath, type ResourceType, SERVICES } from '../../src/kube/resources.ts';
+import { ENDPOINT_SLICES, NODES, SERVICES } from '../../src/kube/resources.ts';
 import { eventually } from './daemon-harness.ts';
-import { boot, makeDebianRoot, missingTools } from './debian-machine.ts';
+import { boot, makeDebianRoot, missingTools, standInApiServer } from './debian-machine.ts';
 
-const REPO = fileURLToPath(new URL('../../', import.meta.url));
-const API_MAIN = join(REPO, 'harness/apiserver/main.ts');
-const API_PORT = 6443;
 const CLUSTER_IP = '10.96.0.10';
 const NODE_PORT = 30080;
-/** The first sync of one service, plus the unit's start (Node's start-up, the informers' lists). */
-const SYNC_DEADLINE_MS = 60_000;
 /** The score `systemd-analyze security` gives a well-confined service ("OK" is up to 4.9). */
 const MAX_EXPOSURE = 2.0;
 
@@ -78,29 +72,14 @@ describe('kproxy.service under systemd as PID 1 (mmdebstrap + systemd-nspawn)', 
     const node = topo.nodes[0]!;
     const [pod] = node.pods;
     await topo.startEcho(pod!, { tcp: [8080] });
-    const api = lab.spawn(node.ns, process.execPath, [API_MAIN, '--port', String(API_PORT)]);
-    await api.waitFor('listening');
-    const apiUrl = `http://127.0.0.1:${API_PORT}`;
-    const post = async (resource: ResourceType, object: Record<string, unknown>) => {
-      const meta = object.metadata as { namespace?: string };
-      await lab.exec(node.ns, 'curl', [
-        '-sSf',
-        '-X',
-        'POST',
-        '-H',
-        'Content-Type: application/json',
-        '--data',
-        JSON.stringify(object),
-        `${apiUrl}${objectPath(resource, meta.namespace)}`,
-      ]);
-    };
+    const api = await standInApiServer(lab, node.ns);
     const service = sampleService('default', 'web', { clusterIP: CLUSTER_IP });
     const spec = service.spec as { type: string; ports: Record<string, unknown>[] };
     spec.type = 'NodePort';
     spec.ports[0]!.nodePort = NODE_PORT;
-    await post(NODES, sampleNode('node-0', node.ipv4));
-    await post(SERVICES, service);
-    await post(
+    await api.post(NODES, sampleNode('node-0', node.ipv4));
+    await api.post(SERVICES, service);
+    await api.post(
       ENDPOINT_SLICES,
       sampleEndpointSlice('default', 'web-abc', {
         service: 'web',
@@ -136,20 +115,12 @@ clientConnection:
   kubeconfig: /etc/kproxy/kubeconfig
 `,
     );
-    await writeFile(join(root, '/etc/kproxy/kubeconfig'), standInKubeconfig(apiUrl), { mode: 0o640 });
+    await writeFile(join(root, '/etc/kproxy/kubeconfig'), standInKubeconfig(api.url), { mode: 0o640 });
     await machine.run('chgrp', [SERVICE_USER, '/etc/kproxy/kubeconfig']);
 
     await machine.systemctl('daemon-reload');
     await machine.systemctl('enable', '--now', 'kproxy');
-    const synced = async () =>
-      (await machine.run('journalctl', ['-u', 'kproxy', '-o', 'cat'])).stdout.split('"rules synced"').length -
-      1;
-    await eventually('rules synced by the service', async () => (await synced()) > 0, SYNC_DEADLINE_MS).catch(
-      async (error: Error) => {
-        const status = await machine.run('systemctl', ['status', '--no-pager', '-n', '30', 'kproxy'], false);
-        throw new Error(`${error.message}\n${status.stdout}`);
-      },
-    );
+    await machine.syncedAfter(0);
 
     // Unprivileged, with exactly its two capabilities, ambient (inherited by nft, iptables, ...).
     const pid = await machine.systemctl('show', '--property=MainPID', '--value', 'kproxy');
@@ -177,9 +148,9 @@ clientConnection:
     const held = heldConnection(holder.output, () => holder.kill());
     assert.equal(held.backend, pod!.name);
 
-    const before = await synced();
+    const before = await machine.syncs();
     await machine.systemctl('restart', 'kproxy');
-    await eventually('a sync after the restart', async () => (await synced()) > before, SYNC_DEADLINE_MS);
+    await machine.syncedAfter(before);
     assert.notEqual(await machine.systemctl('show', '--property=MainPID', '--value', 'kproxy'), pid);
     assert.ok(await held.alive(), `the held connection survived the restart: ${holder.output()}`);
 
