@@ -122,7 +122,7 @@ export const PROXY_FLAGS: Readonly<Record<string, ProxyFlag>> = {
     type: 'string',
     paths: ['serviceProxyName'],
     keptWithConfig: true,
-    help: "kproxy's own: serve only the Services labelled service.kubernetes.io/service-proxy-name=NAME (beside kube-proxy, which serves the unlabelled ones)",
+    help: "kproxy's own: serve only the Services labelled service.kubernetes.io/service-proxy-name=NAME (beside kube-proxy, which serves the unlabelled ones), and those labelled kproxy/handover=NAME while they move (README)",
   },
   'detect-local-mode': {
     type: 'string',

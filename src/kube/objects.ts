@@ -131,6 +131,8 @@ export interface ObjectHead {
 export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
 /** Services and slices with this label belong to another proxy. */
 export const SERVICE_PROXY_NAME_LABEL = 'service.kubernetes.io/service-proxy-name';
+/** kproxy's own: with --service-proxy-name NAME, a Service labelled NAME is served too (src/model/proxy-labels.ts). */
+export const HANDOVER_LABEL = 'kproxy/handover';
 /** Headless services carry this label on their slices. */
 export const HEADLESS_LABEL = 'service.kubernetes.io/headless';
 /** The EndpointSlice annotation that network_programming_duration_seconds is measured from. */
@@ -144,6 +146,7 @@ export const ZONE_LABEL = 'topology.kubernetes.io/zone';
 export const READ_LABELS: readonly string[] = [
   SERVICE_NAME_LABEL,
   SERVICE_PROXY_NAME_LABEL,
+  HANDOVER_LABEL,
   HEADLESS_LABEL,
   ZONE_LABEL,
 ];

@@ -1,6 +1,6 @@
 // The informers a proxy needs, with kube-proxy's server-side selectors: Services and
-// EndpointSlices that no other proxy claims (or, with a proxy name, only those claiming us;
-// headless services' slices never), this node's own Node object, and the cluster's ServiceCIDRs
+// EndpointSlices that no other proxy claims, headless ones never (with a proxy name, every
+// Service and every slice but headless ones: the model picks ours), this node's own Node object, and the cluster's ServiceCIDRs
 // (optional: a server before 1.33 does not serve them, and kproxy then runs without).
 // The stores keep only the resourceVersions of Services and EndpointSlices: the model keeps what
 // it needs from each event (Services whole, slices as records), and a second copy of 30,000 slices
@@ -24,12 +24,24 @@ import {
 import { ENDPOINT_SLICES, NODES, SERVICE_CIDRS, SERVICES } from './resources.ts';
 import { VersionStore } from './store.ts';
 
-export function serviceLabelSelector(proxyName?: string): string {
-  return proxyName ? `${SERVICE_PROXY_NAME_LABEL}=${proxyName}` : `!${SERVICE_PROXY_NAME_LABEL}`;
+/** kube-proxy's selector, for Services and slices alike: claimed by no proxy, not headless. */
+const KUBE_PROXY_SELECTOR = `!${SERVICE_PROXY_NAME_LABEL},!${HEADLESS_LABEL}`;
+
+/**
+ * With a proxy name, none: the model picks ours by either of two labels (proxy name or handover,
+ * src/model/proxy-labels.ts), which one selector cannot ask for.
+ */
+export function serviceLabelSelector(proxyName?: string): string | undefined {
+  return proxyName ? undefined : KUBE_PROXY_SELECTOR;
 }
 
+/** With a proxy name, only not headless: a slice is ours when its Service is, whatever its labels. */
 export function endpointSliceLabelSelector(proxyName?: string): string {
-  return `${serviceLabelSelector(proxyName)},!${HEADLESS_LABEL}`;
+  return proxyName ? `!${HEADLESS_LABEL}` : KUBE_PROXY_SELECTOR;
+}
+
+function optionalSelector(labelSelector: string | undefined): { labelSelector?: string } {
+  return labelSelector === undefined ? {} : { labelSelector };
 }
 
 export function nodeFieldSelector(nodeName: string): string {
@@ -68,7 +80,7 @@ export function createProxyInformers(options: ProxyInformersOptions): ProxyInfor
       ...common,
       store: new VersionStore('Service'),
       resource: SERVICES,
-      labelSelector: serviceLabelSelector(options.proxyName),
+      ...optionalSelector(serviceLabelSelector(options.proxyName)),
     }),
     endpointSlices: new Informer<EndpointSlice, ObjectHead>({
       ...common,

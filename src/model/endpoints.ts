@@ -20,7 +20,7 @@ import {
   SERVICE_NAME_LABEL,
 } from '../kube/objects.ts';
 import { PackedEndpoint } from './packed-endpoint.ts';
-import { excludedByLabels } from './proxy-labels.ts';
+import { sliceExcluded } from './proxy-labels.ts';
 
 /** An endpoint with the topology hints that decide whether Cluster traffic from this node may use it. */
 export interface CandidateEndpoint {
@@ -75,7 +75,7 @@ export function sliceOwner(
   problems: Problem[],
   proxyName?: string,
 ): string | undefined {
-  if (excludedByLabels(metadata, proxyName)) return undefined;
+  if (sliceExcluded(metadata, proxyName)) return undefined;
   const serviceName = metadata.labels?.[SERVICE_NAME_LABEL];
   if (serviceName === undefined || serviceName === '') {
     problems.push({

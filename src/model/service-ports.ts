@@ -7,7 +7,7 @@ import { familyOf } from '../../contract/base/ip-address.ts';
 import type { IPFamily } from '../../contract/base/ip-family.ts';
 import type { Protocol, ServicePort } from '../../contract/proxy-state.ts';
 import type { Service, ServiceSpec } from '../kube/objects.ts';
-import { excludedByLabels } from './proxy-labels.ts';
+import { serviceExcluded } from './proxy-labels.ts';
 
 /** A ServicePort before endpoints are categorised for it. */
 export type ServicePortBase = Omit<ServicePort, 'clusterEndpoints' | 'localEndpoints' | 'hasEndpoints'>;
@@ -25,7 +25,7 @@ export function servicePortsOfFamily(
   proxyName?: string,
 ): ServicePortBase[] {
   const spec = service.spec;
-  if (spec.type === 'ExternalName' || excludedByLabels(service.metadata, proxyName)) return [];
+  if (spec.type === 'ExternalName' || serviceExcluded(service.metadata, proxyName)) return [];
   const clusterIP = clusterIPOfFamily(spec, family);
   if (clusterIP === undefined) return [];
 

@@ -10,6 +10,7 @@ import { PROXY_FLAG_OPTIONS } from '../../src/config/proxy-flags.ts';
 import { toProxyOptions } from '../../src/config/proxy-options.ts';
 import { decodeObject } from '../../src/kube/decode.ts';
 import type { EndpointSlice, KubeObject, Service } from '../../src/kube/objects.ts';
+import { HANDOVER_LABEL as HANDOVER } from '../../src/kube/objects.ts';
 import { ModelCache } from '../../src/model/model-cache.ts';
 import { proxyNameProblem } from '../../src/model/proxy-labels.ts';
 import { build, endpoint, options, service, slice } from './fixtures.ts';
@@ -72,6 +73,50 @@ describe('which Services a proxy name selects', () => {
     const moved = decodeObject(OBJECTS[2]!) as { object: Service };
     cache.setService({ ...moved.object, metadata: { ...moved.object.metadata, labels: {} } });
     assert.deepEqual(served(cache.update().state.IPv4?.servicePorts), ['default/plain:80/TCP → 10.244.1.1']);
+  });
+
+  it('a Service labelled for a handover is served with the name, at every step of the move', () => {
+    const cache = new ModelCache(options({ serviceProxyName: 'kproxy' }));
+    // The slice keeps no proxy label throughout: the EndpointSlice controller copies the Service's
+    // labels only later, and a slice is ours when its Service is.
+    cache.setEndpointSlice(slice('web', [endpoint('10.244.1.9')]));
+    const steps: [string, Record<string, string>, string[]][] = [
+      ['kube-proxy’s alone', {}, []],
+      ['handover added', { [HANDOVER]: 'kproxy' }, ['default/web:80/TCP → 10.244.1.9']],
+      [
+        'proxy name moved',
+        { [HANDOVER]: 'kproxy', [PROXY_NAME]: 'kproxy' },
+        ['default/web:80/TCP → 10.244.1.9'],
+      ],
+      ['handover removed', { [PROXY_NAME]: 'kproxy' }, ['default/web:80/TCP → 10.244.1.9']],
+      [
+        'back: handover added',
+        { [HANDOVER]: 'kproxy', [PROXY_NAME]: 'kproxy' },
+        ['default/web:80/TCP → 10.244.1.9'],
+      ],
+      ['back: proxy name removed', { [HANDOVER]: 'kproxy' }, ['default/web:80/TCP → 10.244.1.9']],
+      ['back: handover removed', {}, []],
+      ['a handover for another proxy', { [HANDOVER]: 'cilium' }, []],
+    ];
+    for (const [step, labels, want] of steps) {
+      // Decoded as the informer decodes it: decoding keeps only the labels kproxy reads.
+      const decoded = decodeObject(service('web', { clusterIP: '10.96.0.9' }, { labels }));
+      assert.equal(decoded.kind, 'object');
+      cache.setService((decoded as { object: Service }).object);
+      assert.deepEqual(served(cache.update().state.IPv4?.servicePorts), want, step);
+    }
+  });
+
+  it('without a name, the handover label changes nothing: kube-proxy’s selection', () => {
+    const objects = [service('web', { clusterIP: '10.96.0.9' }, { labels: { [HANDOVER]: 'kproxy' } })];
+    assert.deepEqual(
+      served(build([...objects, slice('web', [endpoint('10.244.1.9')])]).state.IPv4?.servicePorts),
+      ['default/web:80/TCP → 10.244.1.9'],
+    );
+    const claimed = slice('web', [endpoint('10.244.1.9')], named('cilium'));
+    assert.deepEqual(served(build([...objects, claimed]).state.IPv4?.servicePorts), [
+      'default/web:80/TCP → ',
+    ]);
   });
 });
 
