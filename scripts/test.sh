@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole suite: set-up on a fresh machine, type check, lint, unit and golden tests (shellcheck and
 # `vagrant validate` among them), and (as root) the kernel tests in throwaway network namespaces and
-# the IPVS tests in a qemu VM, and the unit under systemd in a Debian root made by mmdebstrap (systemd-nspawn).
+# the IPVS tests in a qemu VM, the unit under systemd in a Debian root made by mmdebstrap (systemd-nspawn),
+# and the container image run by runc.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,7 +12,7 @@ cd "$(dirname "$0")/.."
 debs=(nft:nftables iptables:iptables conntrack:conntrack nfacct:nfacct ip:iproute2 ipset:ipset
   socat:socat ruby:ruby shellcheck:shellcheck vagrant:vagrant kubectl:kubernetes-client
   /usr/share/vagrant-plugins/plugins.d/vagrant-libvirt.json:vagrant-libvirt
-  mmdebstrap:mmdebstrap systemd-nspawn:systemd-container lintian:lintian)
+  mmdebstrap:mmdebstrap systemd-nspawn:systemd-container lintian:lintian umoci:umoci runc:runc)
 if [ "$(id -u)" = 0 ]; then
   installed() { if [[ "$1" == /* ]]; then [ -e "$1" ]; else command -v "$1" >/dev/null; fi; }
   need=()
@@ -38,11 +39,12 @@ tsc -p tsconfig.json
 biome check .
 
 # Two lanes. The slowest files mostly wait: on the qemu VM's one emulated CPU (all the IPVS kernel
-# tests, one boot), on the network and disk (mmdebstrap), or on the clock (ten-idle-minutes: three idle
-# daemons for 10 minutes, ~12 min). They run together beside the rest (which runs one file at a
-# time, node's default on 2 cores), not after it; their report comes at the end.
+# tests, one boot), on the network and disk (mmdebstrap: the Debian roots and the image's), or on the
+# clock (ten-idle-minutes: three idle daemons for 10 minutes, ~12 min). They run together beside the
+# rest (which runs one file at a time, node's default on 2 cores), not after it; their report comes
+# at the end.
 aside=(test/in-vm.test.ts test/daemon/systemd-boot.test.ts test/daemon/ten-idle-minutes.test.ts
-  test/daemon/deb-package.test.ts)
+  test/daemon/deb-package.test.ts test/daemon/image.test.ts)
 mapfile -t rest < <(find test -name '*.test.ts' | sort | grep -vxF -f <(printf '%s\n' "${aside[@]}"))
 run_tests=(node --test --test-reporter=spec --test-timeout=600000)
 aside_log=$(mktemp)

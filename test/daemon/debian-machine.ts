@@ -2,8 +2,9 @@
 // the machinery of the tests that run kproxy under a real systemd as PID 1 (systemd-boot.test.ts,
 // the package's deb-package.test.ts). mmdebstrap, not debootstrap: apt fetches and dpkg unpacks in
 // batches, where debootstrap runs one download and dpkg call per package (on one busy 2-core
-// machine, not side by side: debootstrap 680 s, mmdebstrap 194 s). Also what these tests share
-// around it: the package build and the stand-in API server in the node namespace.
+// machine, not side by side: debootstrap 680 s, mmdebstrap 194 s). Also what these tests and the
+// image's (image.test.ts) share around it: the package build and the stand-in API server in the
+// node namespace.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { openSync } from 'node:fs';
 import { access, mkdir, readdir, readFile, rmdir } from 'node:fs/promises';
@@ -11,6 +12,7 @@ import { join, relative } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
+import type { TestPki } from '../../harness/apiserver/certs.ts';
 import type { Lab } from '../../harness/netns.ts';
 import { objectPath, type ResourceType } from '../../src/kube/resources.ts';
 import { eventually } from './daemon-harness.ts';
@@ -72,17 +74,34 @@ export interface StandInApi {
   post(resource: ResourceType, object: Record<string, unknown>): Promise<void>;
 }
 
-/** The stand-in API server, a process in network namespace `netns`. */
-export async function standInApiServer(lab: Lab, netns: string): Promise<StandInApi> {
-  const api = lab.spawn(netns, process.execPath, [API_MAIN, '--port', String(API_PORT)]);
+/**
+ * The stand-in API server, a process in network namespace `netns`: plain HTTP, or HTTPS with
+ * `pki`'s server certificate, asking for `token` when given.
+ */
+export async function standInApiServer(
+  lab: Lab,
+  netns: string,
+  options: { readonly pki?: TestPki; readonly token?: string } = {},
+): Promise<StandInApi> {
+  const { pki, token } = options;
+  const serve = [
+    ...(pki ? ['--tls-cert', join(pki.dir, 'server.crt'), '--tls-key', join(pki.dir, 'server.key')] : []),
+    ...(token ? ['--token', token] : []),
+  ];
+  const api = lab.spawn(netns, process.execPath, [API_MAIN, '--port', String(API_PORT), ...serve]);
   await api.waitFor('listening');
-  const url = `http://127.0.0.1:${API_PORT}`;
+  const url = `${pki ? 'https' : 'http'}://127.0.0.1:${API_PORT}`;
+  const client = [
+    ...(pki ? ['--cacert', pki.files.caCert] : []),
+    ...(token ? ['-H', `Authorization: Bearer ${token}`] : []),
+  ];
   return {
     url,
     async post(resource, object) {
       const meta = object.metadata as { namespace?: string };
       await lab.exec(netns, 'curl', [
         '-sSf',
+        ...client,
         '-X',
         'POST',
         '-H',
