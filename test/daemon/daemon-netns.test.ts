@@ -19,7 +19,6 @@ import {
   backends,
   CLEAN_EXIT,
   CLUSTER_IP,
-  type Cluster,
   cluster,
   KPROXY,
   NODE_BIN,
