@@ -20,9 +20,10 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { IPFamily } from '../../contract/base/ip-family.ts';
-import type { LiveDataplane, SyncKind, SyncOutcome } from '../../contract/dataplane.ts';
+import type { LiveDataplane } from '../../contract/dataplane.ts';
 import type { DualStackState, Endpoint, ServicePortKey } from '../../contract/proxy-state.ts';
 import { cidrContains } from '../../dataplanes/shared/cidr.ts';
+import { SyncFollower } from './sync-follower.ts';
 
 /** The address each family's listeners bind, as kube-proxy's. */
 export const LOOPBACK: Readonly<Record<IPFamily, string>> = { IPv4: '127.0.0.1', IPv6: '::1' };
@@ -104,15 +105,14 @@ const endpointKey = (endpoint: Pick<Endpoint, 'ip' | 'port'>) => `${endpoint.ip}
  * The forwarder, following each sync of the dataplane it wraps: `dataplane` brings the kernel to
  * the state, then the listeners follow the same state.
  */
-export class LocalhostNodePorts implements LiveDataplane {
-  readonly #dataplane: LiveDataplane;
+export class LocalhostNodePorts extends SyncFollower {
   readonly #options: LocalhostNodePortsOptions;
   readonly #listeners = new Map<string, Listener>();
   readonly #listenerCount: Gauge<'ip_family'>;
   readonly #failures: Counter<'ip_family'>;
 
   constructor(dataplane: LiveDataplane, options: LocalhostNodePortsOptions) {
-    this.#dataplane = dataplane;
+    super(dataplane);
     this.#options = options;
     const registers = [options.registry];
     this.#listenerCount = new Gauge({
@@ -134,34 +134,8 @@ export class LocalhostNodePorts implements LiveDataplane {
     }
   }
 
-  get mode() {
-    return this.#dataplane.mode;
-  }
-
-  start(): Promise<void> {
-    return this.#dataplane.start();
-  }
-
-  async sync(
-    state: DualStackState,
-    kind: SyncKind,
-    changed?: ReadonlySet<ServicePortKey>,
-  ): Promise<SyncOutcome> {
-    const outcome = await this.#dataplane.sync(state, kind, changed);
-    await this.update(localhostTargets(state, this.#options.families));
-    return outcome;
-  }
-
-  intact(): Promise<boolean> {
-    return this.#dataplane.intact();
-  }
-
-  settled(): Promise<void> {
-    return this.#dataplane.settled?.() ?? Promise.resolve();
-  }
-
-  cleanup(): Promise<readonly string[]> {
-    return this.#dataplane.cleanup();
+  protected afterSync(state: DualStackState): Promise<void> {
+    return this.update(localhostTargets(state, this.#options.families));
   }
 
   /** Opens, retargets and closes listeners so that exactly `targets` listen. */

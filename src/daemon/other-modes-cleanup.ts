@@ -5,8 +5,9 @@
 // neither (docs/architecture.md, "Switching modes"). The modes own disjoint objects (nft tables
 // kproxy and kproxy-ipvs, KPROXY-* iptables chains, the kproxy-ipvs0 link and the virtual servers
 // on its addresses), so no mode's cleanup touches the running one's rules.
-import type { LiveDataplane, SyncKind, SyncOutcome } from '../../contract/dataplane.ts';
-import type { DualStackState, ServicePortKey } from '../../contract/proxy-state.ts';
+import type { LiveDataplane, SyncOutcome } from '../../contract/dataplane.ts';
+import type { DualStackState } from '../../contract/proxy-state.ts';
+import { SyncFollower } from './sync-follower.ts';
 
 export interface OtherModesCleanupLog {
   /** What one other mode's cleanup removed (never called for a mode that had nothing). */
@@ -16,8 +17,7 @@ export interface OtherModesCleanupLog {
 }
 
 /** `dataplane`, whose first committed full sync is followed by every other mode's cleanup. */
-export class OtherModesCleanup implements LiveDataplane {
-  readonly #dataplane: LiveDataplane;
+export class OtherModesCleanup extends SyncFollower {
   readonly #others: () => Promise<readonly LiveDataplane[]>;
   readonly #log: OtherModesCleanupLog;
   #done = false;
@@ -27,49 +27,22 @@ export class OtherModesCleanup implements LiveDataplane {
     others: () => Promise<readonly LiveDataplane[]>,
     log: OtherModesCleanupLog,
   ) {
-    this.#dataplane = dataplane;
+    super(dataplane);
     this.#others = others;
     this.#log = log;
   }
 
-  get mode() {
-    return this.#dataplane.mode;
-  }
-
-  start(): Promise<void> {
-    return this.#dataplane.start();
-  }
-
-  async sync(
-    state: DualStackState,
-    kind: SyncKind,
-    changed?: ReadonlySet<ServicePortKey>,
-  ): Promise<SyncOutcome> {
-    const outcome = await this.#dataplane.sync(state, kind, changed);
+  protected async afterSync(_state: DualStackState, outcome: SyncOutcome): Promise<void> {
     // A full sync replaced whatever the running mode had: from here its rules serve every Service.
-    if (!this.#done && outcome.kind === 'full') {
-      try {
-        for (const other of await this.#others()) {
-          const removed = await other.cleanup();
-          if (removed.length > 0) this.#log.removed(other.mode, removed);
-        }
-        this.#done = true;
-      } catch (error) {
-        this.#log.failed(error);
+    if (this.#done || outcome.kind !== 'full') return;
+    try {
+      for (const other of await this.#others()) {
+        const removed = await other.cleanup();
+        if (removed.length > 0) this.#log.removed(other.mode, removed);
       }
+      this.#done = true;
+    } catch (error) {
+      this.#log.failed(error);
     }
-    return outcome;
-  }
-
-  intact(): Promise<boolean> {
-    return this.#dataplane.intact();
-  }
-
-  settled(): Promise<void> {
-    return this.#dataplane.settled?.() ?? Promise.resolve();
-  }
-
-  cleanup(): Promise<readonly string[]> {
-    return this.#dataplane.cleanup();
   }
 }
