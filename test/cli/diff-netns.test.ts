@@ -32,6 +32,19 @@ describe('kproxy diff (nftables) on a real kernel', { skip: isRoot ? false : ROO
   let runner: CommandRunner;
   let script: string;
 
+  /** web's first endpoint slot sent to an address no endpoint has (10.244.9.9). */
+  async function pointWebAtGoneEndpoint(): Promise<void> {
+    await nft('delete', 'element', 'ip', 'kproxy', 'backends-tcp', '{ 10.96.10.10 . 80 . 0 }');
+    await nft(
+      'add',
+      'element',
+      'ip',
+      'kproxy',
+      'backends-tcp',
+      '{ 10.96.10.10 . 80 . 0 : 10.244.9.9 . 8080 }',
+    );
+  }
+
   async function nft(...args: string[]): Promise<void> {
     const result = await runner.run('nft', args);
     assert.equal(result.exitCode, 0, `nft ${args.join(' ')}: ${result.stderr}`);
@@ -109,15 +122,7 @@ describe('kproxy diff (nftables) on a real kernel', { skip: isRoot ? false : ROO
   });
 
   test('an element sending to an endpoint that is gone: different, with what kproxy would hold', async () => {
-    await nft('delete', 'element', 'ip', 'kproxy', 'backends-tcp', '{ 10.96.10.10 . 80 . 0 }');
-    await nft(
-      'add',
-      'element',
-      'ip',
-      'kproxy',
-      'backends-tcp',
-      '{ 10.96.10.10 . 80 . 0 : 10.244.9.9 . 8080 }',
-    );
+    await pointWebAtGoneEndpoint();
     const { report } = await diff();
     assert.deepEqual(report.pieces, [
       {
@@ -203,15 +208,7 @@ describe('kproxy diff (nftables) on a real kernel', { skip: isRoot ? false : ROO
   test("the README's example output is what diff prints for its tampering", async () => {
     const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
     const shown = readme.match(/\$ kproxy diff --mode nftables --example\n([\s\S]*?)\$ echo \$\?\n1\n/)![1];
-    await nft('delete', 'element', 'ip', 'kproxy', 'backends-tcp', '{ 10.96.10.10 . 80 . 0 }');
-    await nft(
-      'add',
-      'element',
-      'ip',
-      'kproxy',
-      'backends-tcp',
-      '{ 10.96.10.10 . 80 . 0 : 10.244.9.9 . 8080 }',
-    );
+    await pointWebAtGoneEndpoint();
     await nft('flush', 'chain', 'ip', 'kproxy', 'cluster-ips-check');
     await nft('add', 'table', 'ip', 'guard');
     try {
