@@ -1,12 +1,14 @@
 // Sweeps a seeded test file over a range of seeds, many per process (test/support/seeds.ts):
 //
-//   nice -n 10 node scripts/sweep-seeds.ts <file.test.ts> [--first 1] [--count 2000] [--batch 100] [--name <pattern>]
+//   nice -n 10 node scripts/sweep-seeds.ts <file.test.ts> [--first 1] [--count 2000] [--batch 100] [--jobs 1] [--name <pattern>]
 //
-// runs `node --test <file>` with KPROXY_SEED=<batch's first> KPROXY_SEEDS=<batch> for each batch in
-// turn (--name: only the tests whose names match, node's --test-name-pattern). A failing batch is run
-// again one seed at a time, so that the report names every failing seed, not only the first. Exit 1
-// when any seed failed. Kernel tests need root, as under `npm test`.
-import { spawnSync } from 'node:child_process';
+// runs `node --test <file>` with KPROXY_SEED=<batch's first> KPROXY_SEEDS=<batch> for each batch,
+// --jobs batches at once (more than the cores only pays for tests that mostly wait on clocks; kernel
+// tests may run side by side: harness/netns.ts names every namespace after its process). --name: only
+// the tests whose names match, node's --test-name-pattern. A failing batch is run again one seed at a
+// time, so that the report names every failing seed, not only the first. Exit 1 when any seed
+// failed. Kernel tests need root, as under `npm test`.
+import { spawn } from 'node:child_process';
 import { parseArgs } from 'node:util';
 
 const { values, positionals } = parseArgs({
@@ -15,47 +17,81 @@ const { values, positionals } = parseArgs({
     first: { type: 'string', default: '1' },
     count: { type: 'string', default: '2000' },
     batch: { type: 'string', default: '100' },
+    jobs: { type: 'string', default: '1' },
     name: { type: 'string' },
   },
 });
-const [file] = positionals;
-if (file === undefined || positionals.length > 1) {
-  process.stderr.write('usage: sweep-seeds.ts <file.test.ts> [--first N] [--count N] [--batch N] [--name pattern]\n');
+const [first, count, batch, jobs] = [values.first, values.count, values.batch, values.jobs].map(Number) as [
+  number,
+  number,
+  number,
+  number,
+];
+if (
+  positionals.length !== 1 ||
+  !Number.isSafeInteger(first) ||
+  ![count, batch, jobs].every((n) => Number.isSafeInteger(n) && n >= 1)
+) {
+  process.stderr.write(
+    'usage: sweep-seeds.ts <file.test.ts> [--first N] [--count N] [--batch N] [--jobs N] [--name pattern]\n',
+  );
   process.exit(2);
 }
-const first = Number(values.first);
-const count = Number(values.count);
-const batch = Number(values.batch);
+const file = positionals[0]!;
 
 /** Runs the file for `n` seeds from `from`; its output when it failed. */
-function run(from: number, n: number): string | undefined {
-  const args = ['--test', '--test-reporter=spec', ...(values.name ? [`--test-name-pattern=${values.name}`] : []), file];
-  const result = spawnSync(process.execPath, args, {
+function run(from: number, n: number): Promise<string | undefined> {
+  const args = [
+    '--test',
+    '--test-reporter=spec',
+    ...(values.name ? [`--test-name-pattern=${values.name}`] : []),
+    file,
+  ];
+  const child = spawn(process.execPath, args, {
     env: { ...process.env, KPROXY_SEED: String(from), KPROXY_SEEDS: String(n) },
-    encoding: 'utf8',
-    maxBuffer: 256 * 1024 * 1024,
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
-  return result.status === 0 ? undefined : `${result.stdout}${result.stderr}`;
+  let output = '';
+  child.stdout.setEncoding('utf8').on('data', (text: string) => (output += text));
+  child.stderr.setEncoding('utf8').on('data', (text: string) => (output += text));
+  return new Promise((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (status) => resolve(status === 0 ? undefined : output));
+  });
 }
 
-const failed: number[] = [];
-const start = Date.now();
-for (let from = first; from < first + count; from += batch) {
-  const n = Math.min(batch, first + count - from);
+/** Sweeps one batch; the seeds that failed in it. */
+async function sweep(from: number, n: number): Promise<number[]> {
   const batchStart = Date.now();
-  const output = run(from, n);
+  const output = await run(from, n);
   const took = `${((Date.now() - batchStart) / 1000).toFixed(1)} s`;
   if (output === undefined) {
     process.stdout.write(`seeds ${from}..${from + n - 1}: pass (${took})\n`);
-    continue;
+    return [];
   }
   process.stdout.write(`seeds ${from}..${from + n - 1}: FAIL (${took})\n${output.slice(-6000)}\n`);
+  const failed: number[] = [];
   for (let seed = from; seed < from + n; seed++) {
-    if (n > 1 && run(seed, 1) === undefined) continue;
+    if (n > 1 && (await run(seed, 1)) === undefined) continue;
     failed.push(seed);
     process.stdout.write(`seed ${seed}: FAIL (KPROXY_SEED=${seed} node --test ${file})\n`);
   }
+  return failed;
 }
+
+const batches: [number, number][] = [];
+for (let from = first; from < first + count; from += batch)
+  batches.push([from, Math.min(batch, first + count - from)]);
+const start = Date.now();
+const failed: number[] = [];
+// Each worker takes the next batch when its own is done.
+await Promise.all(
+  Array.from({ length: jobs }, async () => {
+    for (let next = batches.shift(); next !== undefined; next = batches.shift())
+      failed.push(...(await sweep(...next)));
+  }),
+);
+failed.sort((a, b) => a - b);
 const minutes = ((Date.now() - start) / 60_000).toFixed(1);
 process.stdout.write(
   `${file}: ${count} seeds from ${first} in ${minutes} min: ${failed.length === 0 ? 'none failed' : `FAILED: ${failed.join(', ')}`}\n`,
