@@ -89,4 +89,35 @@ export interface LiveDataplane {
    * empty when nothing of it was there.
    */
   cleanup(): Promise<readonly string[]>;
+  /**
+   * What cleanup() would remove now, as commands of the node's own tools, changing nothing: what
+   * cleanup() itself runs (IPVS's virtual servers aside, which it removes over netlink), and what
+   * `kproxy cleanup --script` writes for a purge of the package, which runs after kproxy is gone.
+   */
+  cleanupCommands(): Promise<readonly CleanupCommand[]>;
+}
+
+/** A tool run: `command args`, `input` on its stdin. */
+export interface ToolRun {
+  readonly command: string;
+  readonly args: readonly string[];
+  /** Complete lines, each ending in "\n". */
+  readonly input?: string;
+}
+
+/** A check before a removal: the run succeeds and, when given, prints the line `printsLine`. */
+export interface ToolCheck extends ToolRun {
+  readonly printsLine?: string;
+}
+
+/** One removal of cleanup()'s. */
+export interface CleanupCommand extends ToolRun {
+  /** What it removes, as cleanup() reports it; the parts of one large removal share it. */
+  readonly what: string;
+  /**
+   * What holds while the object is there as the command expects it. cleanup() runs the command
+   * straight after reading the kernel; a later run (a purge) checks these first, since the kernel
+   * may have changed since (a reboot, an operator), and never creates what it would delete.
+   */
+  readonly when: readonly ToolCheck[];
 }

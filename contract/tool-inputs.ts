@@ -20,8 +20,19 @@ export function printInputs(inputs: readonly ToolInput[]): string {
 /** The first lines of a `render --script` output: any failed step stops the script. */
 export const SCRIPT_PREAMBLE = '#!/bin/sh\nset -e\n';
 
-/** Ends each here-document; quoted in its opening line, so the shell expands nothing in the input. */
+/** Ends each here-document. */
 const HEREDOC_END = 'KPROXY_INPUT_END';
+
+/**
+ * `input` (complete lines) as a here-document: the redirection that ends its command's line, and
+ * the lines that follow that line. The delimiter is quoted, so the shell expands nothing in it.
+ */
+export function hereDocument(input: string): { readonly redirection: string; readonly lines: string } {
+  // A rule or comment line equal to the delimiter would end the input early: a bug, not a user error.
+  if (input.split('\n').includes(HEREDOC_END)) throw new Error(`input holds the line ${HEREDOC_END}`);
+  if (!input.endsWith('\n')) throw new Error('input does not end in a newline');
+  return { redirection: `<<'${HEREDOC_END}'`, lines: `${input}${HEREDOC_END}\n` };
+}
 
 /**
  * The inputs as POSIX shell commands (without SCRIPT_PREAMBLE, which a script has once): each under
@@ -32,9 +43,8 @@ export function shellScript(inputs: readonly ToolInput[]): string {
     .map(({ title, command, input }) => {
       const comment = title === undefined ? '' : `# ${title}\n`;
       if (input === '' || command === undefined) return comment + input;
-      // A rule or comment line equal to the delimiter would end the input early: a bug, not a user error.
-      if (input.split('\n').includes(HEREDOC_END)) throw new Error(`input holds the line ${HEREDOC_END}`);
-      return `${comment}${command} <<'${HEREDOC_END}'\n${input}${HEREDOC_END}\n`;
+      const { redirection, lines } = hereDocument(input);
+      return `${comment}${command} ${redirection}\n${lines}`;
     })
     .join('');
 }

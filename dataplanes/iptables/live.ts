@@ -8,6 +8,7 @@
 import type { IPFamily } from '../../contract/base/ip-family.ts';
 import { runInSlices } from '../../contract/base/work-slices.ts';
 import type {
+  CleanupCommand,
   DataplaneLog,
   IptablesRuleCount,
   LiveDataplane,
@@ -16,10 +17,11 @@ import type {
 } from '../../contract/dataplane.ts';
 import { DataplaneError } from '../../contract/dataplane-error.ts';
 import type { DualStackState, ServicePortKey } from '../../contract/proxy-state.ts';
+import { removedObjects, runRemoval } from '../shared/cleanup-commands.ts';
 import { type CommandRunner, IPTABLES_WAIT } from '../shared/command-runner.ts';
 import { UdpConntrackReconciler } from '../shared/conntrack/udp-conntrack-reconciler.ts';
 import { existingIptablesTables } from '../shared/existing-iptables-tables.ts';
-import { savedChainNames } from '../shared/iptables-save.ts';
+import { firstChainLine, savedChainNames } from '../shared/iptables-save.ts';
 import { chooseBackend, type IptablesBackend, type IptablesTools, iptablesTools } from './backend.ts';
 import { CANARY_CHAIN, isKproxyChain } from './chain-names.ts';
 import { cleanupInputs } from './cleanup-plan.ts';
@@ -174,20 +176,9 @@ export class IptablesDataplane implements LiveDataplane {
    * a backend already holds are read (existing-iptables-tables.ts), so none is created.
    */
   async cleanup(): Promise<readonly string[]> {
-    const removed: string[] = [];
-    for (const backend of ['nft', 'legacy'] as const) {
-      const maxChains = backend === 'nft' ? this.#nftChainsPerRestore : Number.POSITIVE_INFINITY;
-      for (const family of FAMILIES) {
-        const tools = iptablesTools(backend, family);
-        const tables = await existingIptablesTables(this.#runner, tools.save);
-        for (const table of TABLES) {
-          const inputs = cleanupInputs(table, tables.get(table) ?? '', maxChains);
-          for (const input of inputs) await this.#restore(tools.restore, input);
-          const chains = savedChainNames(tables.get(table) ?? '').filter(isKproxyChain).length;
-          if (inputs.length > 0) removed.push(`${tools.iptables} ${table}: ${chains} kproxy chain(s)`);
-        }
-      }
-    }
+    const commands = await this.cleanupCommands();
+    for (const command of commands) await runRemoval(this.#runner, command);
+    const removed = removedObjects(commands);
     for (const family of FAMILIES) {
       this.#natChains.set(family, new Set());
       this.#ruleCounts.delete(family);
@@ -196,6 +187,32 @@ export class IptablesDataplane implements LiveDataplane {
     this.#tampered = undefined;
     this.#committed = undefined;
     return removed;
+  }
+
+  /** The restore inputs of cleanup(), each for a table its backend holds (checked again by a purge). */
+  async cleanupCommands(): Promise<readonly CleanupCommand[]> {
+    const commands: CleanupCommand[] = [];
+    for (const backend of ['nft', 'legacy'] as const) {
+      const maxChains = backend === 'nft' ? this.#nftChainsPerRestore : Number.POSITIVE_INFINITY;
+      for (const family of FAMILIES) {
+        const tools = iptablesTools(backend, family);
+        const tables = await existingIptablesTables(this.#runner, tools.save);
+        for (const table of TABLES) {
+          const saved = tables.get(table) ?? '';
+          const chains = savedChainNames(saved).filter(isKproxyChain).length;
+          const what = `${tools.iptables} ${table}: ${chains} kproxy chain(s)`;
+          for (const input of cleanupInputs(table, saved, maxChains)) {
+            // A restore naming a table creates it when it is not there (legacy: modprobe and all),
+            // and a chain it flushes when that is gone.
+            const when = [`*${table}`, firstChainLine(input)].flatMap((printsLine) =>
+              printsLine === undefined ? [] : [{ command: tools.save, args: [], printsLine }],
+            );
+            commands.push({ what, command: tools.restore, args: RESTORE_FLAGS, input, when });
+          }
+        }
+      }
+    }
+    return commands;
   }
 
   async #tryIncremental(committed: DualStackState, state: DualStackState): Promise<boolean> {

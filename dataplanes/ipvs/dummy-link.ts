@@ -2,6 +2,7 @@
 // the node accepts packets for them and IPVS sees them in LOCAL_IN. Driven with `ip` through the
 // command runner (its -batch input is what the plan renders).
 
+import type { CleanupCommand } from '../../contract/dataplane.ts';
 import { DataplaneError } from '../../contract/dataplane-error.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import { DUMMY_LINK } from './ipvs-plan.ts';
@@ -20,12 +21,18 @@ async function ip(runner: CommandRunner, args: readonly string[], input?: string
   return result.stdout;
 }
 
-export async function linkExists(runner: CommandRunner): Promise<boolean> {
-  return (await runner.run('ip', ['link', 'show', 'dev', DUMMY_LINK])).exitCode === 0;
-}
+const SHOW_LINK = ['link', 'show', 'dev', DUMMY_LINK];
 
-export async function deleteLink(runner: CommandRunner): Promise<void> {
-  if (await linkExists(runner)) await ip(runner, ['link', 'del', DUMMY_LINK]);
+/** The link's deletion (its addresses go with it), while it exists. */
+export const LINK_DELETION: CleanupCommand = {
+  what: `link ${DUMMY_LINK}`,
+  command: 'ip',
+  args: ['link', 'del', DUMMY_LINK],
+  when: [{ command: 'ip', args: SHOW_LINK }],
+};
+
+export async function linkExists(runner: CommandRunner): Promise<boolean> {
+  return (await runner.run('ip', SHOW_LINK)).exitCode === 0;
 }
 
 interface IpAddressJson {

@@ -3,6 +3,7 @@
 // `ip -batch` lines, the virtual servers as `ipvsadm --restore` lines (the live dataplane sends the
 // same operations over netlink), the companion table as an `nft -f` script, and last (incremental)
 // the addresses that go away, once nothing serves them.
+import type { CleanupCommand } from '../../contract/dataplane.ts';
 import { printInputs, type ToolInput } from '../../contract/tool-inputs.ts';
 import { DUMMY_LINK, type IpvsOp, type IpvsPlan } from './ipvs-plan.ts';
 import { hostPort, type RealServer, type VirtualService } from './virtual-servers.ts';
@@ -40,6 +41,19 @@ export function ipvsadmLine(op: IpvsOp): string {
     case 'delete-server':
       return `-d ${serviceArgs(op.service)} -r ${hostPort(op.server.address, op.server.port)}`;
   }
+}
+
+/**
+ * The removal of one virtual server by ipvsadm, while ipvsadm lists it: cleanup's command for a
+ * purge (cleanup() itself removes it over netlink, ipvsadm being only recommended).
+ */
+export function ipvsadmDeletion(service: VirtualService, what: string): CleanupCommand {
+  return {
+    what,
+    command: 'ipvsadm',
+    args: ipvsadmLine({ op: 'delete-service', service }).split(' '),
+    when: [{ command: 'ipvsadm', args: ['-L', '-n', ...serviceArgs(service).split(' ')] }],
+  };
 }
 
 /** `ip -batch` line for an address of the dummy link. */

@@ -7,9 +7,16 @@
 // incremental sync the kernel refuses (dataplane-error.ts) falls back to a full one.
 import { compareText } from '../../contract/base/compare-text.ts';
 import { runInSlices } from '../../contract/base/work-slices.ts';
-import type { DataplaneLog, LiveDataplane, SyncKind, SyncOutcome } from '../../contract/dataplane.ts';
+import type {
+  CleanupCommand,
+  DataplaneLog,
+  LiveDataplane,
+  SyncKind,
+  SyncOutcome,
+} from '../../contract/dataplane.ts';
 import { DataplaneError } from '../../contract/dataplane-error.ts';
 import type { DualStackState, ServicePortKey } from '../../contract/proxy-state.ts';
+import { checksHold, nftTableDeletion, removedObjects, runRemoval } from '../shared/cleanup-commands.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import { deleteConntrackEntries } from '../shared/conntrack/conntrack-tool.ts';
 import { UdpConntrackReconciler } from '../shared/conntrack/udp-conntrack-reconciler.ts';
@@ -18,7 +25,7 @@ import { type NetlinkElementWriter, writeTransaction } from '../shared/nft/netli
 import { FAMILIES as NFT_FAMILIES } from '../shared/nft/ruleset.ts';
 import { COMPANION_TABLE } from './companion-ruleset.ts';
 import { DrainingServers } from './draining-servers.ts';
-import { boundAddresses, CommandError, changeAddresses, deleteLink, linkExists } from './dummy-link.ts';
+import { boundAddresses, CommandError, changeAddresses, LINK_DELETION, linkExists } from './dummy-link.ts';
 import {
   boundAddressDamage,
   RealServerTurns,
@@ -28,7 +35,8 @@ import {
 import { type IpvsClient, IpvsError } from './ipvs-client.ts';
 import { diffAddresses } from './ipvs-diff.ts';
 import type { IpvsTimeouts } from './ipvs-messages.ts';
-import { DUMMY_LINK, FAMILIES, type IpvsDesired, type IpvsOp, type IpvsPlan } from './ipvs-plan.ts';
+import { FAMILIES, type IpvsDesired, type IpvsOp, type IpvsPlan } from './ipvs-plan.ts';
+import { ipvsadmDeletion } from './ipvs-render.ts';
 import { ownedVirtualServer, recordedNodePortAddresses } from './ownership.ts';
 import {
   companionDesired,
@@ -126,6 +134,11 @@ function updateRecord(record: IpvsRecord, change: IpvsIncremental): void {
   }
   for (const address of change.plan.addresses.add) bound.splice(sortedIndex(bound, address), 0, address);
   record.objects += change.plan.addresses.add.length - change.plan.addresses.delete.length;
+}
+
+/** What cleanup reports of the virtual servers it removes. */
+function servicesRemoved(services: readonly VirtualService[]): string {
+  return `IPVS: ${services.length} virtual service(s)`;
 }
 
 /** Where `item` is or would go in the sorted `items` (binary search). */
@@ -356,30 +369,13 @@ export class IpvsDataplane implements LiveDataplane {
    * addresses, or made by us), the link and the nft tables.
    */
   async cleanup(): Promise<readonly string[]> {
-    const removed: string[] = [];
-    // Read before the companion tables (which record the node-port addresses) go.
-    const ours = await this.#recordedAddresses();
-    // No address of ours and no server made by this process: nothing of ours in IPVS, which is
-    // then not even opened (opening it may load ip_vs).
-    if (ours.size > 0 || this.#owned.size > 0) {
-      const client = await this.#ensureClient().catch((err: unknown) => {
-        // Without ip_vs there are no virtual servers to remove; the link and tables still go.
-        if (err instanceof IpvsError && err.code === 'unavailable') return undefined;
-        throw err;
-      });
-      const services = ((await client?.listServices()) ?? []).filter((s) => this.#isOurs(s, ours));
-      for (const service of services) await client!.deleteService(service);
-      if (services.length > 0) removed.push(`IPVS: ${services.length} virtual service(s)`);
-    }
-    if (await linkExists(this.#runner)) {
-      await deleteLink(this.#runner);
-      removed.push(`link ${DUMMY_LINK}`);
-    }
-    for (const family of ['ip', 'ip6']) {
-      // Fails, changing nothing, when the table is not there.
-      const deleted = await this.#runner.run('nft', ['delete', 'table', family, COMPANION_TABLE]);
-      if (deleted.exitCode === 0) removed.push(`nft table ${family} ${COMPANION_TABLE}`);
-    }
+    const { services, client, commands } = await this.#cleanupPlan();
+    for (const service of services) await client!.deleteService(service);
+    for (const command of commands) await runRemoval(this.#runner, command);
+    const removed = [
+      ...(services.length > 0 ? [servicesRemoved(services)] : []),
+      ...removedObjects(commands),
+    ];
     this.#owned.clear();
     this.#draining.clear();
     this.#record = undefined;
@@ -387,6 +383,47 @@ export class IpvsDataplane implements LiveDataplane {
     this.#client?.close();
     this.#client = undefined;
     return removed;
+  }
+
+  async cleanupCommands(): Promise<readonly CleanupCommand[]> {
+    const opened = this.#client === undefined;
+    const { services, commands } = await this.#cleanupPlan();
+    // A socket this read opened would keep `kproxy cleanup --script` from exiting.
+    if (opened) {
+      this.#client?.close();
+      this.#client = undefined;
+    }
+    const what = servicesRemoved(services);
+    return [...services.map((service) => ipvsadmDeletion(service, what)), ...commands];
+  }
+
+  /** Our virtual servers (and the open client that lists them), then the link's and the tables' deletions. */
+  async #cleanupPlan(): Promise<{
+    services: VirtualService[];
+    client: IpvsClient | undefined;
+    commands: CleanupCommand[];
+  }> {
+    // Read before the companion tables (which record the node-port addresses) go.
+    const ours = await this.#recordedAddresses();
+    let services: VirtualService[] = [];
+    let client: IpvsClient | undefined;
+    // No address of ours and no server made by this process: nothing of ours in IPVS, which is
+    // then not even opened (opening it may load ip_vs).
+    if (ours.size > 0 || this.#owned.size > 0) {
+      client = await this.#ensureClient().catch((err: unknown) => {
+        // Without ip_vs there are no virtual servers to remove; the link and tables still go.
+        if (err instanceof IpvsError && err.code === 'unavailable') return undefined;
+        throw err;
+      });
+      services = ((await client?.listServices()) ?? []).filter((s) => this.#isOurs(s, ours));
+    }
+    const commands: CleanupCommand[] = [];
+    if (await linkExists(this.#runner)) commands.push(LINK_DELETION);
+    for (const family of ['ip', 'ip6']) {
+      const deletion = nftTableDeletion(family, COMPANION_TABLE);
+      if (await checksHold(this.#runner, deletion.when)) commands.push(deletion);
+    }
+    return { services, client, commands };
   }
 
   /** The addresses an earlier run left its virtual servers on: the link's and the node-port ones. */

@@ -12,9 +12,16 @@
 
 import type { IPFamily } from '../../contract/base/ip-family.ts';
 import { runInSlices, Slicer } from '../../contract/base/work-slices.ts';
-import type { DataplaneLog, LiveDataplane, SyncKind, SyncOutcome } from '../../contract/dataplane.ts';
+import type {
+  CleanupCommand,
+  DataplaneLog,
+  LiveDataplane,
+  SyncKind,
+  SyncOutcome,
+} from '../../contract/dataplane.ts';
 import { DataplaneError } from '../../contract/dataplane-error.ts';
 import type { DualStackState, ServicePortKey } from '../../contract/proxy-state.ts';
+import { type NftTableDeletion, nftTableDeletion, removedObjects } from '../shared/cleanup-commands.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import { UdpConntrackReconciler } from '../shared/conntrack/udp-conntrack-reconciler.ts';
 import {
@@ -228,18 +235,24 @@ export class NftablesDataplane implements LiveDataplane {
   }
 
   async cleanup(): Promise<readonly string[]> {
-    // Only a table that exists: `nft -c` accepts its deletion exactly then, and creates nothing.
-    const removed: string[] = [];
-    for (const family of FAMILIES) {
-      const deletion = `delete table ${family} ${TABLE}\n`;
-      if (!(await this.#nft.check(deletion))) continue;
-      await this.#nft.run(deletion);
-      removed.push(`nft table ${family} ${TABLE}`);
-    }
+    const commands = await this.#tableDeletions();
+    for (const command of commands) await this.#nft.run(command.input);
+    const removed = removedObjects(commands);
     this.#record = undefined;
     this.#nonce = undefined;
     this.#noTables = true;
     return removed;
+  }
+
+  cleanupCommands(): Promise<readonly CleanupCommand[]> {
+    return this.#tableDeletions();
+  }
+
+  /** Our tables' deletions, of those that exist. */
+  async #tableDeletions(): Promise<NftTableDeletion[]> {
+    const deletions = FAMILIES.map((family) => nftTableDeletion(family, TABLE));
+    const exist = await Promise.all(deletions.map((deletion) => this.#nft.check(deletion.input)));
+    return deletions.filter((_, i) => exist[i]);
   }
 
   /** An incremental sync planned from the record; undefined when only a full sync will do. */

@@ -12,6 +12,18 @@ export function savedChainNames(saved: string): string[] {
     .map((line) => line.slice(1).split(' ')[0]!);
 }
 
+/**
+ * The first chain a removal input (removalInputs) flushes or deletes: while its removal has work
+ * to do, the table's save declares it with this line (a chain of ours has no policy or counters).
+ */
+export function firstChainLine(input: string): string | undefined {
+  for (const line of input.split('\n')) {
+    if (line.startsWith(':')) return line;
+    if (line.startsWith('-X ')) return `:${line.slice(3)} - [0:0]`;
+  }
+  return undefined;
+}
+
 /** The rules (iptables-save "-A" lines) of chains not `owned` that jump or go to an owned chain. */
 export function jumpsInto(saved: string, owned: (chain: string) => boolean): string[] {
   return saved.split('\n').filter((line) => {

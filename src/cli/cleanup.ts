@@ -1,9 +1,11 @@
-// `kproxy cleanup [--mode M] [--kube-proxy]`: removes the rules kproxy owns (every mode this build
-// can program, or only M), and with --kube-proxy also what an upstream kube-proxy left behind.
-// Nothing else is touched. Run it after stopping the daemon: the daemon leaves its rules on stop.
+// `kproxy cleanup [--mode M] [--kube-proxy | --script]`: removes the rules kproxy owns (every mode
+// this build can program, or only M), and with --kube-proxy also what an upstream kube-proxy left
+// behind. Nothing else is touched. Run it after stopping the daemon: the daemon leaves its rules on
+// stop. With --script it removes nothing and prints the same removals as a shell script that needs
+// nothing of kproxy's (cleanup-script.ts), which the package's purge runs once kproxy is gone.
 import { existsSync } from 'node:fs';
 import type { ParseArgsOptionsConfig } from 'node:util';
-import type { DataplaneMode } from '../../contract/dataplane.ts';
+import type { CleanupCommand, DataplaneMode } from '../../contract/dataplane.ts';
 import { NetlinkIpvsClient } from '../../dataplanes/ipvs/ipvs-client.ts';
 import type { VirtualService } from '../../dataplanes/ipvs/virtual-servers.ts';
 import { type CommandRunner, execaRunner } from '../../dataplanes/shared/command-runner.ts';
@@ -12,6 +14,7 @@ import {
   type VirtualServiceTable,
 } from '../../dataplanes/shared/kube-proxy-leftovers.ts';
 import { createLiveDataplane, LIVE_MODES } from '../daemon/live-dataplanes.ts';
+import { cleanupScript } from './cleanup-script.ts';
 import { commandFlags, usageError } from './command-flags.ts';
 import type { CliIO } from './io.ts';
 import { createLogger } from './logger.ts';
@@ -19,10 +22,11 @@ import { createLogger } from './logger.ts';
 const CLEANUP_OPTIONS: ParseArgsOptionsConfig = {
   mode: { type: 'string' },
   'kube-proxy': { type: 'boolean' },
+  script: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 };
 
-export const CLEANUP_USAGE = `Usage: kproxy cleanup [--mode MODE] [--kube-proxy]
+export const CLEANUP_USAGE = `Usage: kproxy cleanup [--mode MODE] [--kube-proxy | --script]
 
 Removes every rule kproxy owns (nft tables "kproxy", iptables KPROXY-* chains, IPVS mode's
 kproxy-ipvs0 link, virtual servers and "kproxy-ipvs" tables), for MODE only when given
@@ -31,6 +35,11 @@ nft "kube-proxy" tables, KUBE-* chains (not kubelet's) of iptables-nft and iptab
 its IPVS mode's kube-ipvs0 link and ipsets and, when ip_vs is loaded, every IPVS virtual service
 (as kube-proxy's own cleanup does). Only what exists is touched (no iptables backend's table is
 created to be emptied), and only what was removed is printed. Stop the daemon first.
+
+With --script, removes nothing: prints a POSIX shell script that removes what kproxy's own rules
+are now with the node's tools (nft, iptables-*-restore, ip; ipvsadm for IPVS virtual servers),
+each removal only while its checks hold and reported when it fails or lacks its tool. The
+package's removal writes it to /var/lib/kproxy/purge.sh, and a purge runs it.
 `;
 
 /** This network namespace's IPVS table, when ip_vs is loaded (opening it would load the module). */
@@ -57,9 +66,21 @@ export async function cleanupCommand(
       `--mode: ${JSON.stringify(mode)} is not one of ${LIVE_MODES.join(', ')}`,
     );
   }
+  if (flags.script && flags['kube-proxy']) {
+    return usageError(io, 'cleanup', '--script covers kproxy’s own rules only, not --kube-proxy');
+  }
   const commands = runner ?? execaRunner();
   const logger = createLogger('text', 'warn', io.stderr);
   try {
+    if (flags.script) {
+      const removals: CleanupCommand[] = [];
+      for (const each of mode ? [mode as DataplaneMode] : LIVE_MODES) {
+        const dataplane = await createLiveDataplane(each, { logger, runner: commands });
+        removals.push(...(await dataplane.cleanupCommands()));
+      }
+      io.stdout.write(cleanupScript(removals));
+      return 0;
+    }
     for (const each of mode ? [mode as DataplaneMode] : LIVE_MODES) {
       const dataplane = await createLiveDataplane(each, { logger, runner: commands });
       const removed = await dataplane.cleanup();

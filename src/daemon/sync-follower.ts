@@ -1,7 +1,7 @@
 // Work of the daemon's own that follows the dataplane's syncs (another mode's cleanup, the
 // localhost node port forwarder): it wraps the live dataplane, so whoever syncs it (the sync step)
 // needs to know nothing of it, and it sees each sync's state and outcome once the kernel has them.
-import type { LiveDataplane, SyncKind, SyncOutcome } from '../../contract/dataplane.ts';
+import type { CleanupCommand, LiveDataplane, SyncKind, SyncOutcome } from '../../contract/dataplane.ts';
 import type { DualStackState, ServicePortKey } from '../../contract/proxy-state.ts';
 
 /** `dataplane`, with afterSync run when each of its syncs has returned, before its caller sees it. */
@@ -43,5 +43,9 @@ export abstract class SyncFollower implements LiveDataplane {
 
   cleanup(): Promise<readonly string[]> {
     return this.#dataplane.cleanup();
+  }
+
+  cleanupCommands(): Promise<readonly CleanupCommand[]> {
+    return this.#dataplane.cleanupCommands();
   }
 }

@@ -1,7 +1,7 @@
 // Shared pieces of the daemon tests: a config from YAML text, a dataplane that records what it is
 // asked to do, and polling for a condition (no timed assertions: only a generous upper bound).
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { LiveDataplane, SyncKind, SyncOutcome } from '../../contract/dataplane.ts';
+import type { CleanupCommand, LiveDataplane, SyncKind, SyncOutcome } from '../../contract/dataplane.ts';
 import { DataplaneError } from '../../contract/dataplane-error.ts';
 import type { DualStackState } from '../../contract/proxy-state.ts';
 import { allowance } from '../../harness/emulation.ts';
@@ -63,6 +63,10 @@ export class RecordingDataplane implements LiveDataplane {
 
   async cleanup(): Promise<readonly string[]> {
     this.cleanups++;
+    return [];
+  }
+
+  async cleanupCommands(): Promise<readonly CleanupCommand[]> {
     return [];
   }
 

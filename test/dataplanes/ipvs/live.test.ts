@@ -287,6 +287,36 @@ test('a restart adopts node-port virtual servers on a node address the node no l
   assert.ok(!kernel.services.has('TCP 10.100.0.12:30080'), kernel.ipvs().join('\n'));
 });
 
+test('a fresh process lists cleanup as ipvsadm, ip and nft commands, ours only, and changes nothing', async () => {
+  const { kernel, dp } = setup();
+  await dp.start();
+  await dp.sync(ipv4([web()]), 'full');
+  await kernel.client().addService(foreign);
+  const before = [kernel.ipvs(), kernel.link, kernel.tables];
+  const fresh = new IpvsDataplane({ runner: kernel.runner(), openClient: async () => kernel.client() });
+  const commands = await fresh.cleanupCommands();
+  assert.deepEqual(
+    commands.map((c) => [c.what, [c.command, ...c.args].join(' ')]),
+    [
+      ['IPVS: 2 virtual service(s)', 'ipvsadm -D -t 10.100.0.11:30080'],
+      ['IPVS: 2 virtual service(s)', 'ipvsadm -D -t 10.96.0.10:80'],
+      ['link kproxy-ipvs0', 'ip link del kproxy-ipvs0'],
+      ['nft table ip kproxy-ipvs', 'nft -f -'],
+    ],
+  );
+  assert.deepEqual(commands[0]!.when, [
+    { command: 'ipvsadm', args: ['-L', '-n', '-t', '10.100.0.11:30080'] },
+  ]);
+  assert.deepEqual([kernel.ipvs(), kernel.link, kernel.tables], before);
+  // What cleanup() then reports: the same objects.
+  assert.deepEqual(await fresh.cleanup(), [
+    'IPVS: 2 virtual service(s)',
+    'link kproxy-ipvs0',
+    'nft table ip kproxy-ipvs',
+  ]);
+  assert.deepEqual([...kernel.services.keys()], ['TCP 192.168.50.1:80']);
+});
+
 test('cleanup on a kernel without ip_vs still removes the link and the companion tables', async () => {
   const kernel = new FakeKernel();
   kernel.link = true;
