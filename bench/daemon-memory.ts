@@ -236,7 +236,9 @@ try {
 
   // The cold start's aftermath (fragment indexes, memory given back) is within the idle time.
   await sleep(IDLE_SECONDS * 1000);
-  await probe.kill();
+  // stop, not kill: the probe prints its answers (one line, ~100 per second probed) on SIGTERM, and
+  // kill's 2-s grace cut that line short at load ~40. The bound is the run's own.
+  await probe.stop(TIMEOUT_MS);
   const probed = probe.output();
   const healthz = healthzFigures(probed, syncedAt);
   if (values.probes !== undefined) {
