@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { sampleEndpointSlice, sampleService } from '../../harness/apiserver/sample-objects.ts';
 import { type StandInApiServer, startApiServer } from '../../harness/apiserver/server.ts';
+import { allowance } from '../../harness/emulation.ts';
 import type { EndpointSlice, Service } from '../../src/kube/objects.ts';
 import { endpointSliceLabelSelector, serviceLabelSelector } from '../../src/kube/proxy-informers.ts';
 import { ENDPOINT_SLICES, type ResourceType, SERVICES } from '../../src/kube/resources.ts';
@@ -21,6 +22,13 @@ import {
   TEST_HEADERS_TIMEOUT_MS,
 } from './harness.ts';
 
+/**
+ * How long the informers may take to catch up with the server, and to show each injected fault:
+ * a bound on a hang at the design load, where a seed's run takes seconds. Stretched on a busier
+ * host, where every page of a relist can outlast the 500 ms headers timeout and is retried (seed
+ * 191 at load ~40 caught up 32 s after its writes stopped).
+ */
+const CATCH_UP_MS = allowance(30_000);
 const PROXY_NAME_LABEL = 'service.kubernetes.io/service-proxy-name';
 const HEADLESS_LABEL = 'service.kubernetes.io/headless';
 
@@ -131,7 +139,7 @@ for (const watchList of [true, false]) {
             storeContents(slices.informer),
             expectedStore(server, ENDPOINT_SLICES, selectSlice),
           );
-        }, 30_000);
+        }, CATCH_UP_MS);
         // Every change reached the listeners: what they were told equals the store, key by key.
         assert.deepEqual(new Map(services.delivered), storeContents(services.informer));
         assert.deepEqual(new Map(slices.delivered), storeContents(slices.informer));
@@ -155,7 +163,7 @@ for (const watchList of [true, false]) {
               `seed ${seed}: fault "${expected.name}" shows in ${expected.metric}{reason="${expected.reason}"}`,
             );
           }
-        }, 30_000);
+        }, CATCH_UP_MS);
       } finally {
         await services.close();
         await slices.close();
