@@ -4,8 +4,8 @@
 // ClusterIP masquerade decisions hold for real packets. The live dataplane sends exactly these
 // scripts (live-render.test.ts); the IPVS and dummy-link parts need ip_vs and dummy links, which
 // only the VM has (vm/live.vmtest.ts).
-// Sweep its seeds (as root):
-//   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/ipvs/companion-kernel.test.ts --name 'render --since steps'
+// Sweep its seeds (as root; the two seeded tests, or one with --name 'render --since steps' or 'by netlink'):
+//   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/ipvs/companion-kernel.test.ts --name 'render --since steps|by netlink'
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -60,21 +60,33 @@ test('the rendered companion table loads with nft -f; render --since steps end w
 
 test('incremental companion transactions with their elements by netlink leave what nft text leaves', async (t) => {
   if (!requireRoot(t, 'network namespaces and nft')) return;
+  // Seed s: the states of seeds s..s+5, the first's table then five incremental steps.
+  const seeds = testSeeds({ first: 21 });
+  process.stdout.write(seedsLine('ipvs companion transactions by netlink', seeds));
   const lab = new Lab('ipvs-companion-nl');
   t.after(() => lab.destroy());
   const main = fileURLToPath(new URL('./companion-netlink-main.ts', import.meta.url));
-  const seeds = ['21', '22', '23', '24', '25', '26'];
-  const run = async (mode: 'netlink' | 'text') => {
-    const ns = await lab.addNetns(mode);
-    const { stdout } = await lab.exec(ns, process.execPath, [main, mode, ...seeds]);
-    return { ns, batches: (JSON.parse(stdout.trim().split('\n').at(-1)!) as { batches: number }).batches };
+  const netlinkNs = await lab.addNetns('netlink');
+  const textNs = await lab.addNetns('text');
+  const run = async (ns: string, mode: 'netlink' | 'text', states: string[]) => {
+    // Emptied first: a sweep's seeds share the namespaces.
+    await lab.exec(ns, 'nft', ['flush', 'ruleset']);
+    const { stdout } = await lab.exec(ns, process.execPath, [main, mode, ...states]);
+    return (JSON.parse(stdout.trim().split('\n').at(-1)!) as { batches: number }).batches;
   };
-  const netlink = await run('netlink');
-  const text = await run('text');
-  // Most steps split (element changes, new ClientIP chains before them, dropped ones after).
-  assert.ok(netlink.batches >= 3, `${netlink.batches} batches of ${seeds.length - 1} steps`);
-  assert.equal(text.batches, 0);
-  assert.deepEqual(await canonicalRuleset(lab, netlink.ns), await canonicalRuleset(lab, text.ns));
+  for (const seed of seeds) {
+    const states = Array.from({ length: 6 }, (_, i) => String(seed + i));
+    const netlink = await run(netlinkNs, 'netlink', states);
+    const text = await run(textNs, 'text', states);
+    // Most steps split (element changes, new ClientIP chains before them, dropped ones after).
+    assert.ok(netlink >= 3, `seed ${seed}: ${netlink} batches of ${states.length - 1} steps`);
+    assert.equal(text, 0, `seed ${seed}`);
+    assert.deepEqual(
+      await canonicalRuleset(lab, netlinkNs),
+      await canonicalRuleset(lab, textNs),
+      `seed ${seed}`,
+    );
+  }
 });
 
 // Without ip_vs nothing DNATs, so node-0 routes the ClusterIP on to the client, which holds it:

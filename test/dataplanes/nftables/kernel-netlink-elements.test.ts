@@ -5,6 +5,8 @@
 // source ranges, element comments), through cold starts in pieces and incremental syncs; and a
 // batch the kernel refuses is refused whole, its error naming the element. The dataplane as the
 // daemon makes it cuts a cold start into the pieces render --chunks prints.
+// Sweep the random states (as root):
+//   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/nftables/kernel-netlink-elements.test.ts --name 'random states'
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -12,6 +14,7 @@ import { COLD_START_CHUNK } from '../../../dataplanes/nftables/cold-start-chunk.
 import { ELEMENT_BYTES_BOUND } from '../../../dataplanes/nftables/live.ts';
 import { nftablesPlanner, planFull } from '../../../dataplanes/nftables/planner.ts';
 import { Lab } from '../../../harness/netns.ts';
+import { seedsLine, testSeeds } from '../../support/seeds.ts';
 import { goldenStates } from './golden-states.ts';
 import { canonicalRuleset, nftLoad } from './kernel-support.ts';
 
@@ -47,21 +50,40 @@ describe('netlink element writer on the kernel', {
   });
 
   test('random states: a cold start in pieces, then incremental syncs, equal the same syncs by nft', async () => {
-    const seeds = ['11', '12', '13', '14', '15'];
+    // Seed s: the states of seeds s..s+4, the first's cold start then four incremental syncs.
+    const seeds = testSeeds({ first: 11 });
+    process.stdout.write(seedsLine('netlink element writer, random states', seeds));
     const written = await lab.addNetns('w-random');
     const loaded = await lab.addNetns('l-random');
-    const { kinds, batches } = await inside(written, ['sync', ...seeds]);
-    assert.deepEqual(kinds, ['full', 'incremental', 'incremental', 'incremental', 'incremental']);
-    // Each incremental sync wrote its elements as one batch.
-    const counts = batches as number[];
-    assert.deepEqual(
-      counts.slice(1).map((n, i) => n - counts[i]!),
-      [1, 1, 1, 1],
-      `${counts}`,
-    );
-    // The same plans (endpoint slots included) by nft alone.
-    assert.deepEqual((await inside(loaded, ['sync-text', ...seeds])).batches, [0, 0, 0, 0, 0]);
-    assert.deepEqual(await canonicalRuleset(lab, written), await canonicalRuleset(lab, loaded));
+    for (const seed of seeds) {
+      const states = Array.from({ length: 5 }, (_, i) => String(seed + i));
+      // Emptied first: a sweep's seeds share the namespaces.
+      for (const ns of [written, loaded]) await lab.exec(ns, 'nft', ['flush', 'ruleset']);
+      const { kinds, batches } = await inside(written, ['sync', ...states]);
+      assert.deepEqual(
+        kinds,
+        ['full', 'incremental', 'incremental', 'incremental', 'incremental'],
+        `seed ${seed}`,
+      );
+      // Each incremental sync wrote its elements as one batch.
+      const counts = batches as number[];
+      assert.deepEqual(
+        counts.slice(1).map((n, i) => n - counts[i]!),
+        [1, 1, 1, 1],
+        `seed ${seed}: ${counts}`,
+      );
+      // The same plans (endpoint slots included) by nft alone.
+      assert.deepEqual(
+        (await inside(loaded, ['sync-text', ...states])).batches,
+        [0, 0, 0, 0, 0],
+        `seed ${seed}`,
+      );
+      assert.deepEqual(
+        await canonicalRuleset(lab, written),
+        await canonicalRuleset(lab, loaded),
+        `seed ${seed}`,
+      );
+    }
   });
 
   test('a batch over one datagram goes to nft whole; the next small one is a batch again', async () => {
