@@ -113,7 +113,7 @@ export interface IpvsDriftInput {
 
 /** The IPVS drift report: virtual servers, real servers, the link's addresses, the companion table. */
 export async function ipvsDrift(runner: CommandRunner, input: IpvsDriftInput): Promise<DriftReport> {
-  const desiredCompanion = parseNftRuleset(await listRendered(runner, input.plan.nft.toString()));
+  const desiredCompanion = await listRendered(runner, [input.plan.nft]);
   const live = parseIpvsRuleset(await readLiveIpvsRules(runner));
   const foreign = await readForeignTables(runner, COMPANION_TABLE);
   const others = parseNftRuleset(foreign.text);
@@ -123,7 +123,7 @@ export async function ipvsDrift(runner: CommandRunner, input: IpvsDriftInput): P
     ...FAMILIES.flatMap((family) =>
       compareTable(
         `${family} ${COMPANION_TABLE}`,
-        desiredCompanion.tables.get(`${family} ${COMPANION_TABLE}`),
+        desiredCompanion.get(family),
         live.companion.tables.get(`${family} ${COMPANION_TABLE}`),
         input.servicePorts,
       ),

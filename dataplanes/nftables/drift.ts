@@ -8,7 +8,7 @@ import { type DriftReader, type DriftReport, servicePortsOf } from '../shared/dr
 import { judgeNftForeign, nftLeftovers } from '../shared/drift/nft-foreign.ts';
 import { compareTable, listRendered } from '../shared/drift/nft-tables.ts';
 import { FAMILIES } from '../shared/nft/ruleset.ts';
-import { TABLE } from '../shared/nft/transaction.ts';
+import { type NftTransaction, TABLE } from '../shared/nft/transaction.ts';
 import { readLocalAddresses } from '../shared/trace/live-host.ts';
 import { traceNftables } from '../shared/trace/nft.ts';
 import { readForeignTables } from '../shared/trace/nft-live.ts';
@@ -18,8 +18,8 @@ import { INDEXED_MAPS } from './sets.ts';
 import { readLiveKproxyTables } from './trace-live.ts';
 
 export interface NftDriftInput {
-  /** The render's `nft -f` script for these objects. */
-  readonly script: string;
+  /** The render of these objects: a full plan's transactions. */
+  readonly transactions: Iterable<NftTransaction | undefined>;
   readonly servicePorts: readonly ServicePort[];
   /** This node's addresses (traffic from the node itself is traced from one of them). */
   readonly localAddresses: readonly string[];
@@ -27,17 +27,16 @@ export interface NftDriftInput {
 
 /** The nftables drift report: kproxy's tables against the render, and foreign rules judged. */
 export async function nftablesDrift(runner: CommandRunner, input: NftDriftInput): Promise<DriftReport> {
-  const desiredText = await listRendered(runner, input.script);
+  const desired = await listRendered(runner, input.transactions);
   const live = await readLiveKproxyTables(runner);
   const foreign = await readForeignTables(runner, TABLE);
-  const desired = parseNftRuleset(desiredText);
   const held = parseNftRuleset(live.text);
   const others = parseNftRuleset(foreign.text);
   const pieces = [
     ...FAMILIES.flatMap((family) =>
       compareTable(
         `${family} ${TABLE}`,
-        desired.tables.get(`${family} ${TABLE}`),
+        desired.get(family),
         held.tables.get(`${family} ${TABLE}`),
         input.servicePorts,
         INDEXED_MAPS,
@@ -63,15 +62,12 @@ export async function nftablesDrift(runner: CommandRunner, input: NftDriftInput)
   };
 }
 
-/** The nftables mode's reader: planFull's script for each state (ipvs.scheduler's) against the kernel. */
+/** The nftables mode's reader: planFull's transactions for each state (ipvs.scheduler's) against the kernel. */
 export function nftablesDriftReader(runner: CommandRunner, scheduler: string | undefined): DriftReader {
   const planner = createNftablesPlanner({ scheduler });
   return async (state) =>
     nftablesDrift(runner, {
-      script: planner
-        .inputs(planner.planFull(state))
-        .map((input) => input.input)
-        .join(''),
+      transactions: planner.planFull(state).transactions(),
       servicePorts: servicePortsOf(state),
       localAddresses: await readLocalAddresses(runner),
     });

@@ -11,6 +11,7 @@ import type { DataplaneMode } from '../../contract/dataplane.ts';
 import { requireRoot } from '../../harness/netns.ts';
 import { modesHere } from '../../harness/vm.ts';
 import { ENDPOINT_SLICES, SERVICES } from '../../src/kube/resources.ts';
+import { metricSample } from '../support/metrics.ts';
 import { eventually } from './daemon-harness.ts';
 import {
   backends,
@@ -76,12 +77,6 @@ async function nodeCommand(c: Cluster, command: string, args: string[]): Promise
   return result.stdout;
 }
 
-/** The value of one sample of the daemon's metrics. */
-function sample(body: string, series: string): number | undefined {
-  const line = body.split('\n').find((l) => l.startsWith(`${series} `));
-  return line === undefined ? undefined : Number(line.slice(series.length + 1));
-}
-
 for (const mode of modesHere()) {
   describe(`daemon drift report (${mode})`, () => {
     test('tampering under a running daemon: gauge, repair counter and a log line naming the Service', async (t) => {
@@ -101,13 +96,13 @@ for (const mode of modesHere()) {
       const gauge = (kind: string) => `kproxy_sync_proxy_rules_drift{mode="${mode}",kind="${kind}"}`;
       const repairs = `kproxy_sync_proxy_rules_drift_repairs_total{mode="${mode}"}`;
       const before = await metrics();
-      assert.equal(sample(before, repairs), 0);
-      assert.equal(sample(before, gauge('missing')), 0);
+      assert.equal(metricSample(before, repairs), 0);
+      assert.equal(metricSample(before, gauge('missing')), 0);
 
       // Scraped from the tampering on: the gauge shows the damage from the comparison (before the
       // repair) until the next check, so the first scrape that shows it is within that window.
       const drifted = (body: string) =>
-        ['missing', 'different'].some((kind) => (sample(body, gauge(kind)) ?? 0) > 0);
+        ['missing', 'different'].some((kind) => (metricSample(body, gauge(kind)) ?? 0) > 0);
       let seen: string | undefined;
       const scraping = eventually(
         'the drift gauge shows the damage',
@@ -132,9 +127,9 @@ for (const mode of modesHere()) {
         repaired.some((piece) => tampered.text.test(piece)),
         `the piece taken away is named: ${repaired.join('; ')}`,
       );
-      assert.equal(sample(after, repairs), 1);
+      assert.equal(metricSample(after, repairs), 1);
       for (const kind of ['missing', 'extra', 'different'])
-        assert.equal(sample(seen!, gauge(kind)), kind === tampered.kind ? repaired.length : 0, seen);
+        assert.equal(metricSample(seen!, gauge(kind)), kind === tampered.kind ? repaired.length : 0, seen);
       assert.equal(
         daemon.output().split('"repaired drifted rules"').length - 1,
         1,
@@ -147,10 +142,10 @@ for (const mode of modesHere()) {
       });
       await eventually(
         'the gauge back at 0 once a check finds the rules intact',
-        async () => sample(await metrics(), gauge(tampered.kind)) === 0,
+        async () => metricSample(await metrics(), gauge(tampered.kind)) === 0,
         DETECTED_WITHIN_MS,
       );
-      assert.equal(sample(await metrics(), repairs), 1, 'one repair');
+      assert.equal(metricSample(await metrics(), repairs), 1, 'one repair');
       await daemon.stop(STOP_DEADLINE_MS);
     });
   });

@@ -1,20 +1,44 @@
 // kproxy's nftables tables (the nftables mode's, the IPVS mode's companion) compared with the
-// render: both as nft 1.0.6 lists them, the render loaded into a network namespace of its own
-// (unshare: nothing else in it, gone when nft exits), so a rule the kernel spells differently from
-// the script (`{ 10.96.0.0/12 }`, `3600s`) is not drift. Rules are compared as a multiset per
-// chain (a reordered chain is not reported).
+// render: both as nft 1.0.6 lists them, the render loaded as a scratch table beside the live ones
+// (../nft/scratch-table.ts: dormant, owned by the nft that lists it, gone when it exits), so a rule
+// the kernel spells differently from the script (`{ 10.96.0.0/12 }`, `3600s`) is not drift. Rules
+// are compared as a multiset per chain (a reordered chain is not reported).
+import { randomBytes } from 'node:crypto';
 import type { ServicePort } from '../../../contract/proxy-state.ts';
 import type { CommandRunner } from '../command-runner.ts';
 import { CANARY_SET } from '../nft/ruleset.ts';
-import { elementKey, type NftElement, type NftTable } from '../trace/nft-ruleset.ts';
+import { SCRATCH_TABLE_PREFIX, scratchTable } from '../nft/scratch-table.ts';
+import type { NftFamily, NftTransaction } from '../nft/transaction.ts';
+import { elementKey, type NftElement, type NftTable, parseNftRuleset } from '../trace/nft-ruleset.ts';
 import { type DriftPiece, multisetDifference, NODE_WIDE, serviceOfText } from './drift-report.ts';
 
-/** The render (`nft -f` script) as nft lists it, loaded in a network namespace of its own. */
-export async function listRendered(runner: CommandRunner, script: string): Promise<string> {
-  const result = await runner.run('unshare', ['--net', 'sh', '-c', 'nft -f - && nft list ruleset'], script);
-  if (result.exitCode !== 0)
-    throw new Error(`loading the render into a scratch namespace: ${result.stderr.trim()}`);
-  return result.stdout;
+/**
+ * One `nft -i` loads the scratch table and lists it: the table lives only as long as that nft's
+ * socket. The script is the runner's stdin file (never a pipe: command-runner.ts), which the shell
+ * keeps as fd 3 for nft to include while nft reads the commands from a pipe.
+ */
+const LOAD_AND_LIST = 'exec 3<&0; printf "%s\n" "$@" | nft -i';
+
+/** The render (a full plan's transactions) as the kernel lists it, by family: a scratch table's. */
+export async function listRendered(
+  runner: CommandRunner,
+  transactions: Iterable<NftTransaction | undefined>,
+): Promise<ReadonlyMap<NftFamily, NftTable>> {
+  const name = `${SCRATCH_TABLE_PREFIX}${process.pid}-${randomBytes(4).toString('hex')}`;
+  const { script, families } = scratchTable(transactions, name);
+  const commands = ['include "/proc/self/fd/3"', ...families.map((family) => `list table ${family} ${name}`)];
+  const result = await runner.run('sh', ['-c', LOAD_AND_LIST, 'sh', ...commands], script);
+  // nft -i goes on after a failed command and exits 0: any error text is the load's or a listing's.
+  if (result.exitCode !== 0 || result.stderr.trim() !== '')
+    throw new Error(`loading the render as scratch table ${name}: ${result.stderr.trim()}`);
+  const listed = parseNftRuleset(result.stdout);
+  const tables = new Map<NftFamily, NftTable>();
+  for (const family of families) {
+    const table = listed.tables.get(`${family} ${name}`);
+    if (!table) throw new Error(`scratch table ${family} ${name} was loaded but not listed`);
+    tables.set(family, table);
+  }
+  return tables;
 }
 
 /** Sets the kernel fills from packets (ClientIP affinity), and the sync's nonce: not the render's. */
