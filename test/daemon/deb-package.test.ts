@@ -3,7 +3,10 @@
 // as an operator: install (the kproxy user, the unit not enabled, `kproxy --version`), enable
 // against the stand-in API server until rules are synced, upgrade to a newer build (the config as
 // the operator left it, kproxy restarted), remove (stopped, the rules left as a stop leaves them,
-// the config kept), purge (the config and the rules gone). And lintian, where Debian has it.
+// the config kept), purge (the config and kproxy's rules gone, in nftables and in both iptables
+// backends, where a run in iptables mode left some; other owners' rules kept). The node's kernel
+// has no IPVS here: the purge's IPVS removals are test/cli/cleanup-script.test.ts's and the
+// dataplane's. And lintian, where Debian has it.
 // Slow: the package build (tsc, ~140 MiB gzipped) and the root (minutes, debian-machine.ts): it
 // runs in the test script's second lane. Skipped LOUDLY without root, mmdebstrap or systemd-nspawn.
 import assert from 'node:assert/strict';
@@ -13,9 +16,12 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
+import { IptablesDataplane } from '../../dataplanes/iptables/live.ts';
+import { execaRunner } from '../../dataplanes/shared/command-runner.ts';
 import { standInKubeconfig } from '../../harness/apiserver/kubeconfig.ts';
 import { sampleEndpointSlice, sampleNode, sampleService } from '../../harness/apiserver/sample-objects.ts';
 import { Lab, requireRoot } from '../../harness/netns.ts';
+import { endpoint, ipv4, servicePort } from '../../harness/proxy-states.ts';
 import { Topology } from '../../harness/topology.ts';
 import { CONFIG_PATH, SERVICE_USER } from '../../src/cli/install.ts';
 import { ENDPOINT_SLICES, NODES, SERVICES } from '../../src/kube/resources.ts';
@@ -165,16 +171,59 @@ describe('the kproxy .deb', { concurrency: true }, () => {
     await machine.syncedAfter(before);
     assert.equal(await machine.systemctl('is-enabled', 'kproxy'), 'enabled');
 
+    // What a run in iptables mode leaves (kproxy's own dataplane, in both backends: a node may have
+    // switched), and other owners' rules: an nft table and an iptables chain jumped to from the
+    // hooks kproxy's chains hang on.
+    const inNode = execaRunner(['ip', 'netns', 'exec', node.ns]);
+    const iptablesState = ipv4([
+      servicePort('web', { clusterIP: CLUSTER_IP, clusterEndpoints: [endpoint(pod!.ipv4)] }),
+    ]);
+    for (const backend of ['nft', 'legacy'] as const) {
+      const iptables = new IptablesDataplane({ runner: inNode, backend });
+      await iptables.start();
+      await iptables.sync(iptablesState, 'full');
+    }
+    await lab.exec(node.ns, 'nft', [
+      'add table ip foreign; add chain ip foreign c; add rule ip foreign c accept',
+    ]);
+    await lab.exec(node.ns, 'iptables-nft-restore', ['--noflush'], {
+      input: '*nat\n:FOREIGN - [0:0]\n-I PREROUTING 1 -j FOREIGN\n-A FOREIGN -j RETURN\nCOMMIT\n',
+    });
+    const iptablesKproxyLines = async () => {
+      const saves = ['iptables-nft-save', 'iptables-legacy-save'].map((save) => lab.exec(node.ns, save, []));
+      return (await Promise.all(saves))
+        .flatMap(({ stdout }) => stdout.split('\n'))
+        .filter((line) => line.includes('KPROXY'));
+    };
+    const foreignRules = async () => [
+      (await lab.exec(node.ns, 'nft', ['list', 'table', 'ip', 'foreign'])).stdout,
+      ...(await lab.exec(node.ns, 'iptables-nft-save', [])).stdout
+        .split('\n')
+        .filter((line) => !line.startsWith('#') && !line.includes('KPROXY'))
+        // A built-in chain's counters move with every packet.
+        .map((line) => line.replace(/ \[\d+:\d+\]$/, '')),
+    ];
+
     // Remove: stopped, the rules left as any stop leaves them, the config kept.
+    const iptablesLeft = await iptablesKproxyLines();
     await apt(machine, 'remove', 'kproxy');
     assert.equal((await machine.run('systemctl', ['is-active', 'kproxy'], false)).stdout.trim(), 'inactive');
     assert.match(await kproxyTables(), /table ip kproxy/);
+    assert.deepEqual(await iptablesKproxyLines(), iptablesLeft);
+    assert.ok(
+      iptablesLeft.some((line) => line.startsWith('-A PREROUTING')),
+      iptablesLeft.join('\n'),
+    );
     assert.equal(await readFile(join(root, CONFIG_PATH), 'utf8'), OPERATOR_CONFIG);
     assert.equal((await machine.run('test', ['-e', '/usr/lib/kproxy'], false)).exitCode, 1);
 
-    // Purge: the config (the kubeconfig with it) and the rules gone.
+    // Purge: the config (the kubeconfig with it) and kproxy's rules gone, nothing else.
+    const foreign = await foreignRules();
     await apt(machine, 'purge', 'kproxy');
     assert.equal((await machine.run('test', ['-e', '/etc/kproxy'], false)).exitCode, 1);
+    assert.equal((await machine.run('test', ['-e', '/var/lib/kproxy'], false)).exitCode, 1);
     assert.doesNotMatch(await kproxyTables(), /kproxy/);
+    assert.deepEqual(await iptablesKproxyLines(), []);
+    assert.deepEqual(await foreignRules(), foreign);
   });
 });
