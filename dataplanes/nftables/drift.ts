@@ -14,7 +14,8 @@ import { traceNftables } from '../shared/trace/nft.ts';
 import { readForeignTables } from '../shared/trace/nft-live.ts';
 import { parseNftRuleset } from '../shared/trace/nft-ruleset.ts';
 import { createNftablesPlanner } from './planner.ts';
-import { INDEXED_MAPS } from './sets.ts';
+import { schedulerChoice } from './scheduler.ts';
+import { indexedMaps } from './sets.ts';
 import { readLiveKproxyTables } from './trace-live.ts';
 
 export interface NftDriftInput {
@@ -23,6 +24,8 @@ export interface NftDriftInput {
   readonly servicePorts: readonly ServicePort[];
   /** This node's addresses (traffic from the node itself is traced from one of them). */
   readonly localAddresses: readonly string[];
+  /** The maps whose endpoints compare as a multiset per key (sets.ts). */
+  readonly indexedMaps: ReadonlySet<string>;
 }
 
 /** The nftables drift report: kproxy's tables against the render, and foreign rules judged. */
@@ -39,7 +42,7 @@ export async function nftablesDrift(runner: CommandRunner, input: NftDriftInput)
         desired.get(family),
         held.tables.get(`${family} ${TABLE}`),
         input.servicePorts,
-        INDEXED_MAPS,
+        input.indexedMaps,
       ),
     ),
     ...nftLeftovers(others, TABLE),
@@ -65,10 +68,12 @@ export async function nftablesDrift(runner: CommandRunner, input: NftDriftInput)
 /** The nftables mode's reader: planFull's transactions for each state (ipvs.scheduler's) against the kernel. */
 export function nftablesDriftReader(runner: CommandRunner, scheduler: string | undefined): DriftReader {
   const planner = createNftablesPlanner({ scheduler });
+  const indexed = indexedMaps(schedulerChoice(scheduler).endpointHash);
   return async (state) =>
     nftablesDrift(runner, {
       transactions: planner.planFull(state).transactions(),
       servicePorts: servicePortsOf(state),
       localAddresses: await readLocalAddresses(runner),
+      indexedMaps: indexed,
     });
 }

@@ -3,6 +3,7 @@
 // (cold-start.ts) and the fast path of incremental syncs (fragment-index.ts) take the lists they
 // need from the roles; base-objects.ts gives each set its type, the writers use these names.
 // test/dataplanes/nftables/sets.test.ts checks the roles against what service ports write.
+import type { NodeSettings } from '../../contract/proxy-state.ts';
 import { AFFINITY_CLIENTS } from '../shared/nft/affinity.ts';
 import { CANARY_SET } from '../shared/nft/ruleset.ts';
 import { FIREWALL_ALLOW, FIREWALL_IPS } from '../shared/nft/service-rules.ts';
@@ -97,14 +98,19 @@ export const ALL_SETS: readonly NftSet[] = [
 /**
  * Maps keyed by a key and an endpoint's index in it (key . index -> endpoint): after incremental
  * syncs an index holds the endpoint its slot gives it (endpoint-slots.ts), not the model's order.
+ * With Maglev tables (endpointHash 'consistent') the backends maps are keyed by Maglev slot instead,
+ * a function of the key's endpoints alone (maglev.ts) that every sync keeps slot for slot: two
+ * slots swapped there send clients elsewhere, so those maps are not among these.
  */
-export const INDEXED_MAPS: ReadonlySet<string> = new Set(
-  DISPATCH_TARGETS.flatMap((t) => [
-    ...L4_PROTOCOLS.map((proto) => `${t.backendsMap}-${proto}`),
-    t.affinityMap,
-    `${t.affinityMap}-ips`,
-  ]),
-);
+export function indexedMaps(endpointHash: NodeSettings['endpointHash']): ReadonlySet<string> {
+  return new Set(
+    DISPATCH_TARGETS.flatMap((t) => [
+      ...(endpointHash === 'consistent' ? [] : L4_PROTOCOLS.map((proto) => `${t.backendsMap}-${proto}`)),
+      t.affinityMap,
+      `${t.affinityMap}-ips`,
+    ]),
+  );
+}
 
 /** The claim group of each claimed set. */
 export const CLAIM_GROUPS: ReadonlyMap<string, ClaimGroup> = new Map(

@@ -9,8 +9,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import { parse } from 'yaml';
+import { MAGLEV_SLOTS } from '../../dataplanes/nftables/maglev.ts';
 import { type CommandRunner, execaRunner } from '../../dataplanes/shared/command-runner.ts';
 import type { DriftReport } from '../../dataplanes/shared/drift/drift-report.ts';
+import { parseNftRuleset } from '../../dataplanes/shared/trace/nft-ruleset.ts';
 import { standInKubeconfig } from '../../harness/apiserver/kubeconfig.ts';
 import { sampleService } from '../../harness/apiserver/sample-objects.ts';
 import { type StandInApiServer, startApiServer } from '../../harness/apiserver/server.ts';
@@ -119,6 +121,58 @@ describe('kproxy diff (nftables) on a real kernel', { skip: isRoot ? false : ROO
     );
     const { code, report } = await diff();
     assert.equal(code, 0, JSON.stringify(report.pieces));
+  });
+
+  // A Maglev table (ipvs.scheduler mh) is a function of its key's endpoints that every sync keeps
+  // slot for slot (maglev.ts): two slots swapped send their clients to each other's endpoint.
+  test('Maglev slots (--ipvs-scheduler mh): in sync is equal, two slots swapped are different', async () => {
+    const mh = ['--example', '--mode', 'nftables', '--ipvs-scheduler', 'mh'];
+    const rendered = captureIO();
+    assert.equal(await renderCommand(mh, rendered.io), 0);
+    const loaded = await runner.run('nft', ['-f', '-'], rendered.stdout());
+    assert.equal(loaded.exitCode, 0, loaded.stderr);
+    const diffMh = async () => {
+      const captured = captureIO();
+      const code = await diffCommand([...mh, '--json'], captured.io, { runner });
+      assert.notEqual(code, 2, captured.stderr());
+      return { code, report: JSON.parse(captured.stdout()) as DriftReport };
+    };
+    assert.deepEqual((await diffMh()).report.pieces, []);
+
+    const listed = await runner.run('nft', ['list', 'map', 'ip', 'kproxy', 'backends-tcp']);
+    const elements = parseNftRuleset(listed.stdout)
+      .tables.get('ip kproxy')
+      ?.sets.get('backends-tcp')?.elements;
+    const web = (elements ?? []).filter((e) => e.key.slice(0, 2).join(' . ') === '10.96.10.10 . 80');
+    assert.equal(web.length, MAGLEV_SLOTS, listed.stdout);
+    const a = web[0]!;
+    const b = web.find((e) => e.value?.join(' . ') !== a.value?.join(' . '))!;
+    const text = (key: readonly string[], value: readonly string[] | undefined) =>
+      `${key.join(' . ')} : ${value?.join(' . ')}`;
+    await nft(
+      'delete',
+      'element',
+      'ip',
+      'kproxy',
+      'backends-tcp',
+      `{ ${a.key.join(' . ')}, ${b.key.join(' . ')} }`,
+    );
+    await nft(
+      'add',
+      'element',
+      'ip',
+      'kproxy',
+      'backends-tcp',
+      `{ ${text(a.key, b.value)}, ${text(b.key, a.value)} }`,
+    );
+    const { code, report } = await diffMh();
+    assert.equal(code, 1);
+    const where = 'ip kproxy map backends-tcp';
+    const service = 'default/web:80/TCP';
+    assert.deepEqual(report.pieces, [
+      { kind: 'different', service, where, text: text(a.key, b.value), expected: text(a.key, a.value) },
+      { kind: 'different', service, where, text: text(b.key, a.value), expected: text(b.key, b.value) },
+    ]);
   });
 
   test('an element sending to an endpoint that is gone: different, with what kproxy would hold', async () => {
