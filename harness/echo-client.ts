@@ -1,12 +1,14 @@
 // Client for the echo server, run inside a client namespace:
 //   node harness/echo-client.ts tcp|udp HOST PORT [--count N] [--timeout MS] [--source IP]
-//   node harness/echo-client.ts tcp HOST PORT --hold
+//   node harness/echo-client.ts tcp|udp HOST PORT --hold
 //   node harness/echo-client.ts --serve
 // Makes N sequential connections (or datagrams, each from a new socket) and prints one JSON line per
 // attempt: the server's EchoReply, or {"error":"ECONNREFUSED"|"timeout"|...} — so a test counts
 // which backends answered and sees refusals and drops, all from one process start.
 // --hold keeps ONE TCP connection: it prints the greeting, then sends "tick N" every 100 ms and
-// prints {"echo":"tick N"} per echoed line, or {"error":...} once the connection breaks.
+// prints {"echo":"tick N"} per echoed line, or {"error":...} once the connection breaks. With udp it
+// keeps ONE socket (one flow: the same source port throughout), sends "tick N" every 100 ms and
+// prints each answer, the server's reply line, so a test sees which backend answered each tick.
 // --serve stays up and takes probes as JSON lines on stdin (a ProbeRequest each), answering each with
 // one line {"id":N,"outcomes":[...]}: one long-lived process per namespace instead of a node start per
 // probe (seconds each under the VM's emulation). Probes run concurrently, attempts within one in turn.
@@ -95,6 +97,19 @@ function hold(host: string, port: number): void {
   socket.on('end', () => fail('closed'));
 }
 
+function holdUdp(host: string, port: number): void {
+  const socket = createSocket(host.includes(':') ? 'udp6' : 'udp4');
+  let tick = 0;
+  socket.on('message', (msg) =>
+    process.stdout.write(`${firstLine(msg.toString('utf8')) ?? JSON.stringify({ error: 'garbled' })}\n`),
+  );
+  socket.on('error', (err: NodeJS.ErrnoException) => {
+    process.stdout.write(`${JSON.stringify({ error: err.code ?? err.message })}\n`);
+    process.exit(1);
+  });
+  socket.bind(0, () => setInterval(() => socket.send(`tick ${tick++}\n`, port, host), HOLD_TICK_MS));
+}
+
 /** One probe for --serve: `count` attempts, each bounded by `timeoutMs`. */
 export interface ProbeRequest {
   readonly id: number;
@@ -150,7 +165,7 @@ async function main(): Promise<void> {
     throw new Error('usage: echo-client.ts tcp|udp HOST PORT [--count N] [--timeout MS] [--source IP]');
   }
   if (values.hold) {
-    hold(host, Number(port));
+    (proto === 'tcp' ? hold : holdUdp)(host, Number(port));
     return;
   }
   const probe: Omit<ProbeRequest, 'id'> = {

@@ -171,9 +171,17 @@ export class Topology {
     return prober;
   }
 
-  /** Opens one long-lived TCP connection (echo-client --hold); its output shows whether it still echoes. */
-  async holdConnection(fromNs: string, host: string, port: number): Promise<LabProcess> {
-    const args = [join(HARNESS_DIR, 'echo-client.ts'), 'tcp', host, String(port), '--hold'];
+  /**
+   * Opens one long-lived TCP connection, or one UDP flow (echo-client --hold); its output shows
+   * whether it still echoes, and for UDP which backend answered each tick.
+   */
+  async holdConnection(
+    fromNs: string,
+    host: string,
+    port: number,
+    proto: 'tcp' | 'udp' = 'tcp',
+  ): Promise<LabProcess> {
+    const args = [join(HARNESS_DIR, 'echo-client.ts'), proto, host, String(port), '--hold'];
     const proc = this.lab.spawn(fromNs, process.execPath, args);
     await proc.waitFor('"name"');
     return proc;
