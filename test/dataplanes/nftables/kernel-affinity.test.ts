@@ -24,7 +24,11 @@ const isRoot = process.getuid?.() === 0;
 const ROOT_REASON = 'needs root: network namespaces and nft';
 if (!isRoot) process.stderr.write(`SKIPPED nftables affinity tests: ${ROOT_REASON}\n`);
 
-/** The short timeout under test; the kernel expires an element within a jiffy of it. */
+/**
+ * The short timeout under test; the kernel expires an element within a jiffy of it. A client's
+ * element must still be listed after its connections: an nft process start, ~20 ms of CPU and a
+ * few wake-ups, ~0.2 s at the design load (harness/emulation.ts; ~1.4 s seen at load 53).
+ */
 const SHORT_TIMEOUT_S = 2;
 /** The wait past the short timeout: its expiry, plus a margin for a loaded machine. */
 const PAST_TIMEOUT_MS = SHORT_TIMEOUT_S * 1000 + 1500;
@@ -200,7 +204,11 @@ describe('nftables ClientIP affinity with real packets', { skip: isRoot ? false 
       ),
     );
     await stickyEndpoint('10.96.0.31', 80, 2);
-    assert.match(await listClients(), /10\.96\.0\.31 \. tcp \. 80 \. [0-9.]+ timeout \S+ expires [0-2]s/);
+    // nft prints what is left as "1s984ms", "2s" or, past a second, "624ms".
+    assert.match(
+      await listClients(),
+      /10\.96\.0\.31 \. tcp \. 80 \. [0-9.]+ timeout 2s expires (?:[0-2]s|(?:1s)?\d+ms)[,\s]/,
+    );
     await sleep(PAST_TIMEOUT_MS);
     assert.doesNotMatch(await listClients(), /10\.96\.0\.31 \. tcp \. 80/);
   });
