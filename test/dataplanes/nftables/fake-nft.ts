@@ -58,11 +58,69 @@ const hookOf = (chain: NftChain) => JSON.stringify([chain.hook, chain.policy]);
 const declarationOf = ({ elements: _, comment: __, ...declaration }: NftSet) => JSON.stringify(declaration);
 
 /**
+ * A copy of a ruleset that shares what a transaction leaves alone: a table, chain or set is copied
+ * when a command first touches it (a copy of the whole ruleset per script was most of a seeded
+ * test's time). Neither ruleset is changed after its transaction, so sharing is safe.
+ */
+class CopyOnWrite {
+  readonly next: NftRuleset;
+  readonly #owned = new Set<object>();
+
+  constructor(ruleset: NftRuleset) {
+    this.next = { tables: new Map(ruleset.tables), unknown: [...ruleset.unknown] };
+  }
+
+  /** Makes what `command` may change this transaction's own. */
+  own(command: NftCommand): void {
+    if (command.object === 'unknown' || command.object === 'listing') return;
+    const key = `${command.family} ${command.table}`;
+    const shared = this.next.tables.get(key);
+    if (shared === undefined) return;
+    const table = this.#ownTable(key, shared);
+    if (command.object === 'table') {
+      // A flush empties every chain and set of the table.
+      if (command.verb === 'flush') {
+        for (const name of table.chains.keys()) this.#ownChain(table, name);
+        for (const name of table.sets.keys()) this.#ownSet(table, name);
+      }
+      return;
+    }
+    if (command.object === 'chain' || command.object === 'rule') this.#ownChain(table, command.name);
+    else this.#ownSet(table, command.name);
+  }
+
+  #ownTable(key: string, table: NftTable): NftTable {
+    if (this.#owned.has(table)) return table;
+    const copy = { ...table, chains: new Map(table.chains), sets: new Map(table.sets) };
+    this.#owned.add(copy);
+    this.next.tables.set(key, copy);
+    return copy;
+  }
+
+  #ownChain(table: NftTable, name: string): void {
+    const chain = table.chains.get(name);
+    if (chain === undefined || this.#owned.has(chain)) return;
+    const copy = { ...chain, rules: [...chain.rules] };
+    this.#owned.add(copy);
+    table.chains.set(name, copy);
+  }
+
+  #ownSet(table: NftTable, name: string): void {
+    const set = table.sets.get(name);
+    if (set === undefined || this.#owned.has(set)) return;
+    const copy = { ...set, elements: [...set.elements] };
+    this.#owned.add(copy);
+    table.sets.set(name, copy);
+  }
+}
+
+/**
  * One transaction on a copy of `ruleset`: the state after it, or NftError and no change.
  * `checking`: as `nft -c` answers, adding an element that exists with the same value is a no-op.
  */
 export function applyScript(ruleset: NftRuleset, script: string, checking = false): NftRuleset {
-  const next = structuredClone(ruleset);
+  const copy = new CopyOnWrite(ruleset);
+  const { next } = copy;
   // Element keys per set, built when a set is first touched: membership at any size.
   const keys = new Map<NftSet, Set<string>>();
   const keysOf = (set: NftSet) => {
@@ -72,6 +130,8 @@ export function applyScript(ruleset: NftRuleset, script: string, checking = fals
   };
   for (const command of parseNftCommands(script)) {
     if (checking && existingElements(next, command)) continue;
+    // Before check: it indexes a set's keys by the set object it will change.
+    copy.own(command);
     check(next, command, keysOf);
     applyNftCommand(next, command);
   }
