@@ -5,7 +5,10 @@
 // stand-in API server as its comment says; the hostPaths), privileged, and the host's network: a
 // lab node's namespace stands in for the node's. The kubelet's part is the service account's token
 // and CA, mounted where it mounts them. The daemon syncs its rules into that namespace and serves
-// /healthz; without CAP_NET_ADMIN, which nothing else grants it, it does not.
+// /healthz, and the Service answers from its pod, on its cluster IP and on the node's address (a
+// NodePort for local endpoints only: its endpoint is local when kproxy runs under the node name
+// the manifest passes); without CAP_NET_ADMIN, which nothing else grants it, it does not. The
+// image's own entrypoint (a one-off pod's, `ctr run`'s) runs kproxy.
 // Slow (the package, then a Debian root for the image: minutes): it runs in the test script's
 // second lane. Skipped LOUDLY without root, mmdebstrap, umoci or runc.
 import assert from 'node:assert/strict';
@@ -31,9 +34,16 @@ const CLUSTER_IP = '10.96.0.10';
 const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 /** kube-proxy's health port, kproxy's default healthzBindAddress (the ConfigMap sets none). */
 const HEALTHZ = 'http://127.0.0.1:10256/healthz';
+/** The web Service's node port. */
+const NODE_PORT = 30080;
 /** The first sync of one service, plus Node's start-up and the informers' lists. */
 const SYNC_DEADLINE_MS = 60_000;
 
+interface ServiceSpec {
+  type: string;
+  externalTrafficPolicy?: string;
+  ports: Record<string, unknown>[];
+}
 interface EnvVar {
   readonly name: string;
   readonly value?: string;
@@ -203,6 +213,16 @@ describe('the OCI image as deploy/daemonset.yaml runs it (runc, in a lab node na
     const bundle = join(dir, 'bundle');
     await execa('umoci', ['unpack', '--image', `${layout}:${version.replaceAll('+', '_')}`, bundle]);
     const base = JSON.parse(await readFile(join(bundle, 'config.json'), 'utf8')) as RuntimeConfig;
+    // The image's own entrypoint, as a one-off pod or `ctr run IMAGE ID ARGS` uses it: kproxy.
+    const own = structuredClone(base);
+    own.process.args = [...base.process.args, '--version'];
+    own.process.terminal = false;
+    await writeFile(join(bundle, 'config.json'), JSON.stringify(own));
+    const versionRun = await execa('runc', ['run', '--bundle', bundle, `kproxy-version-${process.pid}`], {
+      reject: false,
+      stdin: 'ignore',
+    });
+    assert.equal(versionRun.stdout.trim(), `kproxy ${version}`, versionRun.stderr);
 
     const pod = (
       parse(await readFile(join(REPO, 'deploy/daemonset.yaml'), 'utf8')) as {
@@ -218,12 +238,19 @@ describe('the OCI image as deploy/daemonset.yaml runs it (runc, in a lab node na
     cleanups.unshift(() => lab.destroy());
     const topo = await Topology.create(lab, { podsPerNode: [1] });
     const labNode = topo.nodes[0]!;
+    await topo.startEcho(labNode.pods[0]!, { tcp: [8080] });
     const pki = makeTestPki();
     cleanups.unshift(async () => pki.remove());
     const token = 'kproxy-service-account-token';
     const api = await standInApiServer(lab, labNode.ns, { pki, token });
     await api.post(NODES, sampleNode(NODE_NAME, labNode.ipv4));
-    await api.post(SERVICES, sampleService('default', 'web', { clusterIP: CLUSTER_IP }));
+    // A NodePort Service for external traffic to local endpoints only: its endpoint is local (on
+    // node-0) only when kproxy runs as node-0, the name the manifest passes it.
+    const web = sampleService('default', 'web', { clusterIP: CLUSTER_IP }) as { spec: ServiceSpec };
+    web.spec.type = 'NodePort';
+    web.spec.externalTrafficPolicy = 'Local';
+    web.spec.ports = web.spec.ports.map((port) => ({ ...port, nodePort: NODE_PORT }));
+    await api.post(SERVICES, web);
     await api.post(
       ENDPOINT_SLICES,
       sampleEndpointSlice('default', 'web-abc', {
@@ -332,5 +359,22 @@ describe('the OCI image as deploy/daemonset.yaml runs it (runc, in a lab node na
     await eventually('/healthz answers 200', async () => (await healthz()) === '200', SYNC_DEADLINE_MS);
     const list = (await lab.exec(labNode.ns, 'nft', ['list', 'table', 'ip', 'kproxy'])).stdout;
     assert.match(list, new RegExp(CLUSTER_IP.replaceAll('.', '\\.')));
+    // What a user sees: the Service answers from its pod, on its cluster IP from the node and on the
+    // node's address from outside.
+    const answeredBy = async (from: string, host: string, port: number) =>
+      (await topo.connect(from, 'tcp', host, port)).map((outcome) =>
+        'name' in outcome ? outcome.name : outcome.error,
+      );
+    await eventually(
+      'the NodePort answers from the pod',
+      async () => {
+        const answers = await answeredBy(topo.client.ns, labNode.ipv4, NODE_PORT);
+        return answers.join() === labNode.pods[0]!.name;
+      },
+      SYNC_DEADLINE_MS,
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}\n${daemon.output()}`);
+    });
+    assert.deepEqual(await answeredBy(labNode.ns, CLUSTER_IP, 80), [labNode.pods[0]!.name]);
   });
 });
