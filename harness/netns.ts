@@ -55,9 +55,9 @@ export interface LabProcess {
 export const KILL_GRACE_MS = 2_000;
 
 /**
- * waitFor's default: a Node process in a namespace printing its first line (e.g. "ready"). That is
- * ~0.3 s on an idle machine and a few seconds with CPU hogs beside it; the deadline bounds a hang
- * (stretched in the emulated VM).
+ * waitFor's default: a Node process in a namespace printing its first line (e.g. "ready"): 0.2-0.6 s
+ * of CPU measured (the echo client up to the stand-in API server), so up to ~3 s at the design load
+ * (harness/emulation.ts); the deadline bounds a hang, stretched by the one factor.
  */
 export const START_DEADLINE_MS = allowance(10_000);
 
