@@ -6,9 +6,13 @@
 // --jobs batches at once (more than the cores only pays for tests that mostly wait on clocks; kernel
 // tests may run side by side: harness/netns.ts names every namespace after its process). --name: only
 // the tests whose names match, node's --test-name-pattern. A failing batch is run again one seed at a
-// time, so that the report names every failing seed, not only the first. Exit 1 when any seed
-// failed. Kernel tests need root, as under `npm test`.
+// time, so that the report names every failing seed, not only the first; a failing run's whole
+// output is kept in the temporary directory. Exit 1 when any seed failed. Kernel tests need root,
+// as under `npm test`.
 import { spawn } from 'node:child_process';
+import { writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
 import { parseArgs } from 'node:util';
 
 const { values, positionals } = parseArgs({
@@ -60,6 +64,13 @@ function run(from: number, n: number): Promise<string | undefined> {
   });
 }
 
+/** Keeps a failing run's whole output (a large assertion diff leaves only its tail in the report). */
+async function keep(from: number, n: number, output: string): Promise<string> {
+  const saved = join(tmpdir(), `sweep-${basename(file)}-${from}-${n}.log`);
+  await writeFile(saved, output);
+  return saved;
+}
+
 /** Sweeps one batch; the seeds that failed in it. */
 async function sweep(from: number, n: number): Promise<number[]> {
   const batchStart = Date.now();
@@ -69,12 +80,15 @@ async function sweep(from: number, n: number): Promise<number[]> {
     process.stdout.write(`seeds ${from}..${from + n - 1}: pass (${took})\n`);
     return [];
   }
-  process.stdout.write(`seeds ${from}..${from + n - 1}: FAIL (${took})\n${output.slice(-6000)}\n`);
+  const saved = await keep(from, n, output);
+  process.stdout.write(`seeds ${from}..${from + n - 1}: FAIL (${took}; ${saved})\n${output.slice(-6000)}\n`);
   const failed: number[] = [];
   for (let seed = from; seed < from + n; seed++) {
-    if (n > 1 && (await run(seed, 1)) === undefined) continue;
+    const alone = n > 1 ? await run(seed, 1) : output;
+    if (alone === undefined) continue;
     failed.push(seed);
-    process.stdout.write(`seed ${seed}: FAIL (KPROXY_SEED=${seed} node --test ${file})\n`);
+    const where = n > 1 ? await keep(seed, 1, alone) : saved;
+    process.stdout.write(`seed ${seed}: FAIL (KPROXY_SEED=${seed} node --test ${file}; ${where})\n`);
   }
   return failed;
 }
