@@ -44,15 +44,20 @@ export function ipvsadmLine(op: IpvsOp): string {
 }
 
 /**
- * The removal of one virtual server by ipvsadm, while ipvsadm lists it: cleanup's command for a
- * purge (cleanup() itself removes it over netlink, ipvsadm being only recommended).
+ * The removal of one virtual server by ipvsadm, while ip_vs is loaded (ipvsadm would load it, as
+ * opening IPVS would: after a reboot there is nothing to remove) and ipvsadm lists the server:
+ * cleanup's command for a purge (cleanup() itself removes it over netlink, ipvsadm being only
+ * recommended).
  */
 export function ipvsadmDeletion(service: VirtualService, what: string): CleanupCommand {
   return {
     what,
     command: 'ipvsadm',
     args: ipvsadmLine({ op: 'delete-service', service }).split(' '),
-    when: [{ command: 'ipvsadm', args: ['-L', '-n', ...serviceArgs(service).split(' ')] }],
+    when: [
+      { command: 'test', args: ['-e', '/proc/net/ip_vs'] },
+      { command: 'ipvsadm', args: ['-L', '-n', ...serviceArgs(service).split(' ')] },
+    ],
   };
 }
 

@@ -305,6 +305,7 @@ test('a fresh process lists cleanup as ipvsadm, ip and nft commands, ours only, 
     ],
   );
   assert.deepEqual(commands[0]!.when, [
+    { command: 'test', args: ['-e', '/proc/net/ip_vs'] },
     { command: 'ipvsadm', args: ['-L', '-n', '-t', '10.100.0.11:30080'] },
   ]);
   assert.deepEqual([kernel.ipvs(), kernel.link, kernel.tables], before);
