@@ -244,7 +244,8 @@ export function applyNftCommand(ruleset: NftRuleset, command: NftCommand): void 
         return;
       }
       if (!removes) {
-        set.elements.push(...command.elements);
+        // One by one: a spread of a large map's elements (300k at 30k services) overflows the stack.
+        for (const element of command.elements) set.elements.push(element);
         return;
       }
       const keys = new Set(command.elements.map(elementKey));
@@ -327,7 +328,8 @@ function setOf(name: string, isMap: boolean, clauses: readonly string[][]): NftS
     else if (first === 'timeout') timeout = nftSeconds(second ?? '');
     else if (first === 'size') size = Number(second);
     else if (first === 'comment') comment = unquote(second ?? '');
-    else if (first === 'elements') elements.push(...parseElements(braced(clause)));
+    else if (first === 'elements')
+      for (const element of parseElements(braced(clause))) elements.push(element);
   }
   return {
     name,
