@@ -7,6 +7,7 @@
 // dataplane makes (iptables -C/-S, iptables-save) are answered from that state.
 
 import type { IPFamily } from '../../../contract/base/ip-family.ts';
+import type { IptablesBackend } from '../../../dataplanes/iptables/backend.ts';
 import { insertLine } from '../../../dataplanes/iptables/jump-rules.ts';
 import type { IptablesTable } from '../../../dataplanes/iptables/plan-types.ts';
 import {
@@ -99,13 +100,19 @@ function checkReferences(name: string, table: ReadonlyMap<string, IptablesChain>
 }
 
 /**
- * A node for the live dataplane: a recording runner whose restores change `kernel` (both
- * families) and whose reads (iptables -C/-S, iptables-save) it answers.
+ * A node for the live dataplane: a recording runner whose restores change `kernel`, the tables of
+ * `backend` (both families), and whose reads (iptables -C/-S, iptables-save) it answers. The other
+ * backend's tools see tables of their own, as on a real node: a cleanup reads both backends before
+ * it removes anything, so one set of tables answering both made it remove kproxy's jumps twice.
  */
-export function fakeIptablesNode(): { runner: RecordingRunner; kernel: FakeTables } {
-  const kernel = new FakeTables();
+export function fakeIptablesNode(backend: IptablesBackend = 'nft'): {
+  runner: RecordingRunner;
+  kernel: FakeTables;
+} {
+  const kernels = { nft: new FakeTables(), legacy: new FakeTables() };
   const runner = new RecordingRunner((call: RecordedCall) => {
     if (call.command === 'conntrack') return undefined;
+    const kernel = kernels[/^ip6?tables-legacy\b/.test(call.command) ? 'legacy' : 'nft'];
     const family: IPFamily = call.command.startsWith('ip6') ? 'IPv6' : 'IPv4';
     if (call.command.endsWith('-restore')) {
       kernel.restore(call.input, family);
@@ -128,5 +135,5 @@ export function fakeIptablesNode(): { runner: RecordingRunner; kernel: FakeTable
     }
     throw new Error(`fake node: unexpected ${call.command} ${call.args.join(' ')}`);
   });
-  return { runner, kernel };
+  return { runner, kernel: kernels[backend] };
 }

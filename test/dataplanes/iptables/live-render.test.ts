@@ -120,7 +120,7 @@ test('a later full sync inserts no jump that is already there, and leaves one of
 });
 
 test('a full sync after someone removed one jump inserts just that one', async () => {
-  const { runner, kernel } = fakeIptablesNode();
+  const { runner, kernel } = fakeIptablesNode('legacy');
   const dataplane = new IptablesDataplane({ runner, backend: 'legacy' });
   const state = SCENARIOS['cluster-ip']!;
   await dataplane.sync(state, 'full');

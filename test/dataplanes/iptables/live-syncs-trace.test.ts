@@ -27,7 +27,7 @@ test('after random live syncs of every kind, the fake iptables treats every pack
     stepKinds: ['incremental', 'incremental', 'incremental', 'full', 'restart', 'cold-start'],
     node(sequence) {
       const backend = sequence % 2 === 0 ? 'nft' : 'legacy';
-      const { runner, kernel } = fakeIptablesNode();
+      const { runner, kernel } = fakeIptablesNode(backend);
       return {
         label: backend,
         dataplane: () =>
