@@ -17,18 +17,20 @@ import { availableParallelism, loadavg } from 'node:os';
 export const DESIGN_LOAD_PER_CORE = 5;
 
 /**
- * How many times slower than the design load this machine is, from the load average when the test
- * file starts (the larger of the 1- and 5-minute ones: a load that has just dipped comes back).
+ * How many times slower than the machine the deadlines were made for, never below 1: KPROXY_SLOWDOWN
+ * when set (the VM's), else the host's load per core over the design load's, from the load average
+ * when the test file starts (the larger of the 1- and 5-minute ones: a load that has just dipped
+ * comes back).
  */
-function busyHost(): number {
-  const [oneMinute = 0, fiveMinutes = 0] = loadavg();
-  return Math.max(oneMinute, fiveMinutes) / availableParallelism() / DESIGN_LOAD_PER_CORE;
+export function slowdownOf(env: string | undefined, load: readonly number[], cores: number): number {
+  const factor = Number(env);
+  if (env !== undefined && Number.isFinite(factor)) return Math.max(1, factor);
+  const [oneMinute = 0, fiveMinutes = 0] = load;
+  return Math.max(1, Math.max(oneMinute, fiveMinutes) / cores / DESIGN_LOAD_PER_CORE);
 }
 
-const factor = Number(process.env.KPROXY_SLOWDOWN);
-
-/** How many times slower than the machine the deadlines were made for: 1 at or below the design load. */
-export const SLOWDOWN = Math.max(1, Number.isFinite(factor) ? factor : busyHost());
+/** This process's slowdown (slowdownOf): 1 at or below the design load outside the VM. */
+export const SLOWDOWN = slowdownOf(process.env.KPROXY_SLOWDOWN, loadavg(), availableParallelism());
 
 /** A deadline made for the design load, stretched for emulation or a busier host. */
 export function allowance(ms: number): number {
