@@ -34,17 +34,15 @@ describe('kproxy diff (nftables) on a real kernel', { skip: isRoot ? false : ROO
   let runner: CommandRunner;
   let script: string;
 
+  /** Replaces elements of kproxy's backends-tcp map: `keys` deleted, then `elements` added. */
+  async function rewriteBackends(keys: string, elements: string): Promise<void> {
+    await nft('delete', 'element', 'ip', 'kproxy', 'backends-tcp', `{ ${keys} }`);
+    await nft('add', 'element', 'ip', 'kproxy', 'backends-tcp', `{ ${elements} }`);
+  }
+
   /** web's first endpoint slot sent to an address no endpoint has (10.244.9.9). */
-  async function pointWebAtGoneEndpoint(): Promise<void> {
-    await nft('delete', 'element', 'ip', 'kproxy', 'backends-tcp', '{ 10.96.10.10 . 80 . 0 }');
-    await nft(
-      'add',
-      'element',
-      'ip',
-      'kproxy',
-      'backends-tcp',
-      '{ 10.96.10.10 . 80 . 0 : 10.244.9.9 . 8080 }',
-    );
+  function pointWebAtGoneEndpoint(): Promise<void> {
+    return rewriteBackends('10.96.10.10 . 80 . 0', '10.96.10.10 . 80 . 0 : 10.244.9.9 . 8080');
   }
 
   async function nft(...args: string[]): Promise<void> {
@@ -111,13 +109,9 @@ describe('kproxy diff (nftables) on a real kernel', { skip: isRoot ? false : ROO
   // The daemon's incremental syncs keep each endpoint at its slot (endpoint-slots.ts): the same
   // endpoints at other indexes are what kproxy holds, not drift.
   test('endpoints at other indexes of their key than the render gives them: equal', async () => {
-    const backends = ['ip', 'kproxy', 'backends-tcp'];
-    await nft('delete', 'element', ...backends, '{ 10.96.0.10 . 53 . 0, 10.96.0.10 . 53 . 1 }');
-    await nft(
-      'add',
-      'element',
-      ...backends,
-      '{ 10.96.0.10 . 53 . 0 : 10.244.2.12 . 53, 10.96.0.10 . 53 . 1 : 10.244.1.11 . 53 }',
+    await rewriteBackends(
+      '10.96.0.10 . 53 . 0, 10.96.0.10 . 53 . 1',
+      '10.96.0.10 . 53 . 0 : 10.244.2.12 . 53, 10.96.0.10 . 53 . 1 : 10.244.1.11 . 53',
     );
     const { code, report } = await diff();
     assert.equal(code, 0, JSON.stringify(report.pieces));
@@ -149,21 +143,9 @@ describe('kproxy diff (nftables) on a real kernel', { skip: isRoot ? false : ROO
     const b = web.find((e) => e.value?.join(' . ') !== a.value?.join(' . '))!;
     const text = (key: readonly string[], value: readonly string[] | undefined) =>
       `${key.join(' . ')} : ${value?.join(' . ')}`;
-    await nft(
-      'delete',
-      'element',
-      'ip',
-      'kproxy',
-      'backends-tcp',
-      `{ ${a.key.join(' . ')}, ${b.key.join(' . ')} }`,
-    );
-    await nft(
-      'add',
-      'element',
-      'ip',
-      'kproxy',
-      'backends-tcp',
-      `{ ${text(a.key, b.value)}, ${text(b.key, a.value)} }`,
+    await rewriteBackends(
+      `${a.key.join(' . ')}, ${b.key.join(' . ')}`,
+      `${text(a.key, b.value)}, ${text(b.key, a.value)}`,
     );
     const { code, report } = await diffMh();
     assert.equal(code, 1);
