@@ -33,10 +33,15 @@ export function buildIpvsDataplane({ runner, log, ...ipvs }: IpvsBuildOptions): 
   });
 }
 
-/** What `kproxy diff` and the daemon's integrity checks compare (drift.ts), with the same scheduler. */
+/**
+ * What `kproxy diff` and the daemon's integrity checks compare (drift.ts), with the same scheduler;
+ * `dataplane`, the daemon's, tells its draining real servers from ones someone added at weight 0.
+ */
 export function buildIpvsDriftReader({
   runner,
   scheduler,
-}: Pick<IpvsBuildOptions, 'runner' | 'scheduler'>): DriftReader {
-  return ipvsDriftReader(runner ?? execaRunner(), scheduler ?? 'rr');
+  dataplane,
+}: Pick<IpvsBuildOptions, 'runner' | 'scheduler'> & { readonly dataplane?: LiveDataplane }): DriftReader {
+  const drains = dataplane instanceof IpvsDataplane ? dataplane.drains.bind(dataplane) : undefined;
+  return ipvsDriftReader(runner ?? execaRunner(), scheduler ?? 'rr', drains);
 }

@@ -28,7 +28,10 @@ interface Draining {
   readonly server: RealServer;
 }
 
-function drainKey(service: VirtualService, server: Pick<RealServer, 'address' | 'port'>): string {
+function drainKey(
+  service: Pick<VirtualService, 'protocol' | 'address' | 'port'>,
+  server: Pick<RealServer, 'address' | 'port'>,
+): string {
   return `${virtualServerKey(service)}|${realServerKey(server)}`;
 }
 
@@ -46,6 +49,14 @@ export class DrainingServers {
 
   get size(): number {
     return this.#draining.size;
+  }
+
+  /** Whether `server` of `service` is at weight 0 because this record drains it. */
+  has(
+    service: Pick<VirtualService, 'protocol' | 'address' | 'port'>,
+    server: Pick<RealServer, 'address' | 'port'>,
+  ): boolean {
+    return this.#draining.has(drainKey(service, server));
   }
 
   /** Forgets every server: what drains is re-decided from a dump (a full sync) or nothing is ours. */

@@ -6,7 +6,9 @@
 // other owners' hook rules are judged by the IPVS tracer (../shared/drift/nft-foreign.ts).
 //
 // A real server the plan does not hold at weight 0 is draining (live.ts keeps it until its
-// connections end), not drift.
+// connections end), not drift, when the running dataplane's record says it drains it; without one
+// (`kproxy diff`, another process), any such server is taken for draining: the kernel holds nothing
+// that tells kproxy's from one someone added at weight 0.
 import type { ServicePort } from '../../contract/proxy-state.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import {
@@ -29,18 +31,25 @@ import { ipvsadmLine } from './ipvs-render.ts';
 import { createIpvsPlanner } from './planner.ts';
 import { type IpvsVirtualServer, parseIpvsRuleset, traceIpvs } from './trace.ts';
 import { readLiveIpvsRules } from './trace-live.ts';
-import { hostPort, type VirtualServer } from './virtual-servers.ts';
+import { hostPort, type RealServer, type VirtualServer } from './virtual-servers.ts';
 
 /** How `ipvsadm -Sn` keys a virtual server (trace.ts). */
 function listedKey(vs: Pick<VirtualServer, 'protocol' | 'address' | 'port'>): string {
   return `${vs.protocol.toLowerCase()} ${vs.address} ${vs.port}`;
 }
 
+/** Whether the running dataplane drains `server` of `service` (live.ts drains()). */
+export type DrainingCheck = (
+  service: Pick<VirtualServer, 'protocol' | 'address' | 'port'>,
+  server: Pick<RealServer, 'address' | 'port'>,
+) => boolean;
+
 /** The virtual servers and their real servers, want against have. */
-function compareVirtualServers(
+export function compareVirtualServers(
   desired: IpvsDesired,
   live: ReadonlyMap<string, IpvsVirtualServer>,
   servicePorts: readonly ServicePort[],
+  drains: DrainingCheck = () => true,
 ): DriftPiece[] {
   const pieces: DriftPiece[] = [];
   const held = new Map(live);
@@ -72,7 +81,7 @@ function compareVirtualServers(
       if (have === undefined) piece('missing', want);
       else if (have.weight !== rs.weight) piece('different', have.line.trim(), want);
     }
-    for (const rs of servers.values()) if (rs.weight !== 0) piece('extra', rs.line.trim());
+    for (const rs of servers.values()) if (rs.weight !== 0 || !drains(vs, rs)) piece('extra', rs.line.trim());
   }
   for (const vs of held.values()) {
     const service = serviceOfText(`${vs.address} ${vs.port}`, servicePorts, vs.protocol);
@@ -109,6 +118,8 @@ export interface IpvsDriftInput {
   readonly servicePorts: readonly ServicePort[];
   /** This node's addresses (traffic from the node itself is traced from one of them). */
   readonly localAddresses: readonly string[];
+  /** The running dataplane's draining record; absent: every weight-0 server the plan lacks drains. */
+  readonly drains?: DrainingCheck;
 }
 
 /** The IPVS drift report: virtual servers, real servers, the link's addresses, the companion table. */
@@ -119,7 +130,7 @@ export async function ipvsDrift(runner: CommandRunner, input: IpvsDriftInput): P
   const others = parseNftRuleset(foreign.text);
   const pieces = [
     ...compareAddresses(input.plan.desired.boundAddresses, live.boundAddresses, input.servicePorts),
-    ...compareVirtualServers(input.plan.desired, live.virtualServers, input.servicePorts),
+    ...compareVirtualServers(input.plan.desired, live.virtualServers, input.servicePorts, input.drains),
     ...FAMILIES.flatMap((family) =>
       compareTable(
         `${family} ${COMPANION_TABLE}`,
@@ -150,7 +161,11 @@ export async function ipvsDrift(runner: CommandRunner, input: IpvsDriftInput): P
 }
 
 /** The IPVS mode's reader: planFull of each state (ipvs.scheduler) against the kernel. */
-export function ipvsDriftReader(runner: CommandRunner, scheduler: string): DriftReader {
+export function ipvsDriftReader(
+  runner: CommandRunner,
+  scheduler: string,
+  drains?: DrainingCheck,
+): DriftReader {
   const planner = createIpvsPlanner({ scheduler });
   return async (state) => {
     const plan = planner.planFull(state);
@@ -159,6 +174,7 @@ export function ipvsDriftReader(runner: CommandRunner, scheduler: string): Drift
       plan,
       servicePorts: servicePortsOf(state),
       localAddresses: await readLocalAddresses(runner),
+      ...(drains && { drains }),
     });
   };
 }

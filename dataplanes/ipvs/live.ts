@@ -50,7 +50,14 @@ import { reconcileServers, reconcileServices } from './reconcile.ts';
 import { removedServerFlows } from './removed-server-flows.ts';
 import { IPVS_COMMANDS_PER_SEND, IPVS_SENDS_IN_FLIGHT, runsOf, sendInWindow } from './request-window.ts';
 import { SharingIndex } from './sharing-index.ts';
-import { type VirtualServer, type VirtualService, virtualServerKey } from './virtual-servers.ts';
+import {
+  type RealServer,
+  type VirtualServer,
+  type VirtualService,
+  virtualServerKey,
+} from './virtual-servers.ts';
+
+type DrainedServer = Pick<RealServer, 'address' | 'port'>;
 
 export type IpvsLog = DataplaneLog;
 
@@ -220,6 +227,11 @@ export class IpvsDataplane implements LiveDataplane {
   /** Real servers waiting for their connections to end (for tests and logs). */
   get draining(): number {
     return this.#draining.size;
+  }
+
+  /** Whether this dataplane holds `server` of `service` at weight 0 to drain it (drift.ts asks). */
+  drains(service: Pick<VirtualService, 'protocol' | 'address' | 'port'>, server: DrainedServer): boolean {
+    return this.#draining.has(service, server);
   }
 
   async start(): Promise<void> {

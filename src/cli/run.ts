@@ -196,9 +196,10 @@ async function runLocked(
   if (initOnly) return 0;
   const makeDataplane =
     environment.dataplane ?? ((mode, log) => createLiveDataplane(mode, { logger: log, ipvs: config.ipvs }));
+  const own = await makeDataplane(config.mode, logger);
   // Another mode's leftovers go once this mode's first full sync has committed (other-modes-cleanup.ts).
   const dataplane = new OtherModesCleanup(
-    await makeDataplane(config.mode, logger),
+    own,
     () =>
       Promise.all(
         LIVE_MODES.filter((mode) => mode !== config.mode).map((mode) => makeDataplane(mode, logger)),
@@ -260,7 +261,9 @@ async function runLocked(
     clock: systemClock,
     nfacctPackets,
     // The kernel's rules are compared only where the kernel's dataplane programs them.
-    drift: environment.dataplane ? undefined : await createDriftReader(config.mode, { ipvs: config.ipvs }),
+    drift: environment.dataplane
+      ? undefined
+      : await createDriftReader(config.mode, { ipvs: config.ipvs, dataplane: own }),
   });
   if (!started.ok) {
     localhost?.close();

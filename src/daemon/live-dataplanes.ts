@@ -65,7 +65,12 @@ export function createLiveDataplane(
   return FACTORIES[mode](options);
 }
 
-type DriftFactory = (options: Omit<LiveDataplaneOptions, 'logger'>) => Promise<DriftReader>;
+export interface DriftReaderOptions extends Omit<LiveDataplaneOptions, 'logger'> {
+  /** The daemon's own dataplane of the mode, whose record tells what it keeps on purpose (IPVS draining). */
+  readonly dataplane?: LiveDataplane;
+}
+
+type DriftFactory = (options: DriftReaderOptions) => Promise<DriftReader>;
 
 /** How each mode's rules are compared, for `kproxy diff` and the daemon's integrity checks. */
 const DRIFT_FACTORIES: Record<DataplaneMode, DriftFactory> = {
@@ -77,16 +82,16 @@ const DRIFT_FACTORIES: Record<DataplaneMode, DriftFactory> = {
     const { buildIptablesDriftReader } = await import('../../dataplanes/iptables/build.ts');
     return buildIptablesDriftReader({ runner });
   },
-  async ipvs({ runner, ipvs }) {
+  async ipvs({ runner, ipvs, dataplane }) {
     const { buildIpvsDriftReader } = await import('../../dataplanes/ipvs/build.ts');
-    return buildIpvsDriftReader({ runner, scheduler: ipvs?.scheduler });
+    return buildIpvsDriftReader({ runner, scheduler: ipvs?.scheduler, dataplane });
   },
 };
 
 /** The mode's drift reader (drift-report.ts). */
 export function createDriftReader(
   mode: DataplaneMode,
-  options: Omit<LiveDataplaneOptions, 'logger'> = {},
+  options: DriftReaderOptions = {},
 ): Promise<DriftReader> {
   return DRIFT_FACTORIES[mode](options);
 }

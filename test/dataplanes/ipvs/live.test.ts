@@ -4,9 +4,12 @@ import {
   DRAIN_SWEEP_BIG_SERVICE_MS,
   DRAIN_SWEEP_EVERY_SYNC_MAX,
 } from '../../../dataplanes/ipvs/draining-servers.ts';
+import { compareVirtualServers, type DrainingCheck } from '../../../dataplanes/ipvs/drift.ts';
 import { IpvsError } from '../../../dataplanes/ipvs/ipvs-client.ts';
 import { IpvsDataplane } from '../../../dataplanes/ipvs/live.ts';
+import { createIpvsPlanner } from '../../../dataplanes/ipvs/planner.ts';
 import type { VirtualService } from '../../../dataplanes/ipvs/virtual-servers.ts';
+import { servicePortsOf } from '../../../dataplanes/shared/drift/drift-report.ts';
 import { endpoint, ipv4, localEndpoint, servicePort } from '../../../harness/proxy-states.ts';
 import { FakeConntrack } from '../shared/conntrack/fake-conntrack.ts';
 import { FakeKernel } from './fake-kernel.ts';
@@ -400,4 +403,24 @@ test('a removed SCTP or UDP real server loses its conntrack entries once (SCTP: 
     outcome.conntrack.map((r) => [r.family, r.deleted]),
     [['IPv4', 1]],
   );
+});
+
+test('drift: a weight-0 real server the plan lacks reads as draining only when the dataplane drains it', async () => {
+  const { kernel, dp } = setup();
+  await dp.start();
+  await dp.sync(ipv4([web()]), 'full');
+  kernel.setConnections('TCP 10.96.0.10:80', '10.244.2.10:8080', 1, 0);
+  await dp.sync(ipv4([web([b])]), 'incremental');
+  const clusterIP: VirtualService = { ...foreign, address: '10.96.0.10', scheduler: 'rr' };
+  await kernel.client().addServer(clusterIP, { address: '10.244.9.9', port: 8080, weight: 0 });
+  const state = ipv4([web([b])]);
+  const plan = createIpvsPlanner({ scheduler: 'rr' }).planFull(state);
+  assert.equal(plan.kind, 'full');
+  const held = kernel.traceRuleset().virtualServers;
+  const extra = (drains?: DrainingCheck) =>
+    compareVirtualServers(plan.desired, held, servicePortsOf(state), drains).map((p) => [p.kind, p.text]);
+  // The daemon's dataplane knows what it drains: the one someone added is extra.
+  assert.deepEqual(extra(dp.drains.bind(dp)), [['extra', '-a -t 10.96.0.10:80 -r 10.244.9.9:8080 -m -w 0']]);
+  // Without that record (kproxy diff), both read as draining.
+  assert.deepEqual(extra(), []);
 });
