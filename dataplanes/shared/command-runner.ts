@@ -45,10 +45,16 @@ export function commandTimeoutMs(command: string): number {
   // The cold-start transaction takes ~10 s at 30k services x 10 endpoints (docs/benchmarks-log.md);
   // listing a set or map of that size takes well under a second.
   if (tool === 'nft') return 120_000;
+  // The drift check's one `nft -i` under `sh` (drift/nft-tables.ts) loads the render and lists it
+  // back: at 30k services x 10 endpoints on a 2-core host at load ~48, 161 s (the load alone 37 s,
+  // listing kproxy's live table alone 118 s: nft 1.0.6 lists large maps slowly); a stuck one only
+  // delays a repair already decided.
+  if (tool === 'sh') return 300_000;
   // A bare flushing iptables-nft-restore of 10k services takes ~25 s (docs/benchmarks-log.md);
   // kproxy splits larger ones into parts, iptables-legacy is faster; -save reads one table. Both
-  // also wait up to 5 s for the xtables lock (IPTABLES_WAIT).
-  if (/^ip6?tables-.*(restore|save)$/.test(tool)) return 120_000;
+  // also wait up to 5 s for the xtables lock (IPTABLES_WAIT). The iptables drift check restores
+  // and saves the render under `unshare` (iptables/drift.ts): as one restore.
+  if (/^ip6?tables-.*(restore|save)$/.test(tool) || tool === 'unshare') return 120_000;
   // IPVS mode binds every service address to its dummy link in one `ip -batch`, quadratic in the
   // kernel (each add walks the link's address list): 30,000 addresses took 17.8 s on a 2-core host
   // at load 2.4, 1.7 s for 10,000 (docs/benchmarks-log.md, the IPVS section).
