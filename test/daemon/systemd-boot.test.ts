@@ -2,7 +2,9 @@
 // `systemd-nspawn -b` inside the node namespace of a lab topology (so the container's kproxy
 // programs that namespace and nothing of the host's). There, as an operator would: `kproxy install`
 // (creates the kproxy user), `systemctl enable --now kproxy` against the stand-in API server,
-// rules synced by the unprivileged service and real connections through them, a restart keeps an
+// rules synced by the unprivileged service and real connections through them, a map element deleted
+// under it is reported by the drift gauge, repaired, counted and logged with its Service (the unit
+// allows no scratch namespace: the comparison must work without one), a restart keeps an
 // established connection, a stop leaves the rules, `kproxy cleanup` removes them, and
 // `systemd-analyze security` scores the unit at most 2.0.
 // Slow (~90 packages downloaded and unpacked: minutes; debian-machine.ts), and nothing is cached
@@ -27,6 +29,7 @@ import {
   SERVICE_USER,
 } from '../../src/cli/install.ts';
 import { ENDPOINT_SLICES, NODES, SERVICES } from '../../src/kube/resources.ts';
+import { metricSample } from '../support/metrics.ts';
 import { eventually } from './daemon-harness.ts';
 import { boot, makeDebianRoot, missingTools, standInApiServer } from './debian-machine.ts';
 
@@ -34,6 +37,14 @@ const CLUSTER_IP = '10.96.0.10';
 const NODE_PORT = 30080;
 /** The score `systemd-analyze security` gives a well-confined service ("OK" is up to 4.9). */
 const MAX_EXPOSURE = 2.0;
+/**
+ * The integrity check runs every sync period and the drift gauge shows what it found until the
+ * next check a period later (sync-loop.ts): 8 s leaves seconds for the scrapes after the comparison
+ * and the repair (~1-5 s on a loaded 2-core machine), as drift-netns.test.ts measured.
+ */
+const SYNC_PERIOD_S = 8;
+/** The check that finds the damage runs within a period; its comparison and repair, within a sync's deadline. */
+const DRIFT_DEADLINE_MS = 2 * SYNC_PERIOD_S * 1000 + 60_000;
 
 describe('kproxy.service under systemd as PID 1 (mmdebstrap + systemd-nspawn)', () => {
   // debootstrap alone took ~6-11 min on a busy 2-core machine (mmdebstrap ~3): the bound keeps
@@ -109,7 +120,7 @@ kind: KubeProxyConfiguration
 mode: nftables
 hostnameOverride: node-0
 clusterCIDR: 10.244.0.0/16
-syncPeriod: 1s
+syncPeriod: ${SYNC_PERIOD_S}s
 minSyncPeriod: 100ms
 clientConnection:
   kubeconfig: /etc/kproxy/kubeconfig
@@ -147,6 +158,59 @@ clientConnection:
     const holder = await topo.holdConnection(topo.client.ns, node.ipv4, NODE_PORT);
     const held = heldConnection(holder.output, () => holder.kill());
     assert.equal(held.backend, pod!.name);
+
+    // An endpoint's map element deleted under the service: the check finds it, the comparison
+    // names it (the gauge, before the repair), the repair is counted and logged with the Service.
+    const metrics = async () =>
+      (await lab.exec(node.ns, 'curl', ['-sSf', 'http://127.0.0.1:10249/metrics'])).stdout;
+    const missingGauge = 'kproxy_sync_proxy_rules_drift{mode="nftables",kind="missing"}';
+    const repairs = 'kproxy_sync_proxy_rules_drift_repairs_total{mode="nftables"}';
+    assert.equal(metricSample(await metrics(), repairs), 0);
+    let drifted = '';
+    const scraping = eventually(
+      'the drift gauge shows the deleted element',
+      async () => {
+        drifted = await metrics();
+        return (metricSample(drifted, missingGauge) ?? 0) > 0;
+      },
+      DRIFT_DEADLINE_MS,
+    );
+    await lab.exec(node.ns, 'nft', [
+      'delete',
+      'element',
+      'ip',
+      'kproxy',
+      'backends-tcp',
+      `{ ${CLUSTER_IP} . 80 . 0 }`,
+    ]);
+    const journal = async () => (await machine.run('journalctl', ['-u', 'kproxy', '-o', 'cat'])).stdout;
+    await eventually(
+      'the repair is logged',
+      async () =>
+        /repaired drifted rules|repaired rules the integrity check found damaged/.test(await journal()),
+      DRIFT_DEADLINE_MS,
+    );
+    const repairLine = (await journal()).split('\n').find((line) => /"repaired (drifted )?rules/.test(line));
+    assert.match(
+      repairLine!,
+      /"repaired drifted rules" .*service="default\/web:80\/TCP"/,
+      'compared, not unknown',
+    );
+    assert.match(repairLine!, /missing in ip kproxy map backends-tcp: 10\.96\.0\.10 \. 80 \. 0 : /);
+    await scraping;
+    assert.equal(metricSample(drifted, missingGauge), 1, drifted);
+    assert.equal(metricSample(await metrics(), repairs), 1);
+    assert.equal(
+      metricSample(await metrics(), 'kproxy_sync_proxy_rules_drift{mode="nftables",kind="extra"}'),
+      0,
+    );
+    // Logged once the repairing sync is done: the element is back.
+    assert.match(
+      (await lab.exec(node.ns, 'nft', ['list', 'map', 'ip', 'kproxy', 'backends-tcp'])).stdout,
+      /10\.96\.0\.10 \. 80 \. 0 : /,
+    );
+    // The check's scratch tables die with the nft that made them: none is left in the node.
+    assert.doesNotMatch((await lab.exec(node.ns, 'nft', ['list', 'tables'])).stdout, /kproxy-drift/);
 
     const before = await machine.syncs();
     await machine.systemctl('restart', 'kproxy');
