@@ -82,8 +82,9 @@ function randomFault(server: StandInApiServer, random: () => number, allowRetryA
     ['drop watches', () => (server.faults.dropWatches() > 0 ? undefined : 'drop watches (none open)')],
     ['500', () => void server.faults.failNext(1 + Math.floor(random() * 3), 500)],
     ['429', () => void server.faults.failNext(1, 429, allowRetryAfter ? 1 : 0)],
-    // Past the client's headers timeout: the request fails as if the server hung.
-    ['stall', () => void server.faults.stallNext(1, TEST_HEADERS_TIMEOUT_MS + 200)],
+    // Well past the client's headers timeout, so the client's timer fires first even when timers run
+    // late (200 ms past it was not enough at load ~45: seed 1508): it fails as if the server hung.
+    ['stall', () => void server.faults.stallNext(1, 2 * TEST_HEADERS_TIMEOUT_MS)],
     ['compact', () => void server.faults.compact()],
     ['410', () => void server.faults.expireNext(1)],
     ['garbage', () => void server.faults.writeToWatches('{"type":"MODIFIED","object":\n')],
