@@ -39,17 +39,28 @@ export function boundAddressDamage(bound: readonly string[], record: IpvsDesired
 }
 
 /**
- * The first recorded real server of `service` the kernel lacks or weighs otherwise. Real servers
- * the record does not hold (draining at weight 0, until their connections end) are not looked at.
+ * The first real server of `service` the kernel lacks, weighs otherwise than the record, or holds
+ * besides it: a server the record does not hold is kproxy's only at weight 0 while this dataplane
+ * drains it (until its connections end); any other sends the Service's clients somewhere of
+ * someone else's choosing.
  */
-export function realServerDamage(service: VirtualServer, listed: readonly RealServer[]): string | undefined {
+export function realServerDamage(
+  service: VirtualServer,
+  listed: readonly RealServer[],
+  drains: (server: RealServer) => boolean,
+): string | undefined {
   const kernel = new Map(listed.map((server) => [realServerKey(server), server]));
+  const where = (server: RealServer) =>
+    `real server ${realServerKey(server)} of ${virtualServerKey(service)}`;
   for (const server of service.realServers) {
     const found = kernel.get(realServerKey(server));
-    const where = `real server ${realServerKey(server)} of ${virtualServerKey(service)}`;
-    if (found === undefined) return `${where} is missing`;
+    kernel.delete(realServerKey(server));
+    if (found === undefined) return `${where(server)} is missing`;
     if (found.weight !== server.weight)
-      return `${where} has weight ${found.weight}, ${server.weight} committed`;
+      return `${where(server)} has weight ${found.weight}, ${server.weight} committed`;
+  }
+  for (const server of kernel.values()) {
+    if (server.weight !== 0 || !drains(server)) return `${where(server)} was added (weight ${server.weight})`;
   }
   return undefined;
 }

@@ -355,7 +355,8 @@ export class IpvsDataplane implements LiveDataplane {
       boundAddressDamage(await boundAddresses(this.#runner), record);
     if (damage !== undefined) return damage;
     for (const service of this.#realServerTurns.next(record)) {
-      const found = realServerDamage(service, await client.listServers(service));
+      const listed = await client.listServers(service);
+      const found = realServerDamage(service, listed, (server) => this.#draining.has(service, server));
       if (found !== undefined) return found;
     }
     return undefined;

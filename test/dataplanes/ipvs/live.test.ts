@@ -253,6 +253,28 @@ for (const { what, tamper } of [
   });
 }
 
+test('intact() notices a real server someone added, at any weight, and not one it drains itself', async () => {
+  const { kernel, dp } = setup();
+  const clusterIP: VirtualService = { ...foreign, address: '10.96.0.10', scheduler: 'rr' };
+  const added = (weight: number) =>
+    kernel.client().addServer(clusterIP, { address: '10.244.9.9', port: 8080, weight });
+  await dp.start();
+  await dp.sync(ipv4([web()]), 'full');
+  kernel.setConnections('TCP 10.96.0.10:80', '10.244.2.10:8080', 1, 0);
+  await dp.sync(ipv4([web([b])]), 'incremental');
+  assert.ok(kernel.ipvs().includes('TCP 10.96.0.10:80 -> 10.244.2.10:8080 w=0'));
+  assert.equal(await dp.intact(), true, 'its own draining server is no damage');
+  for (const weight of [1, 0]) {
+    await added(weight);
+    assert.equal(await dp.intact(), false, `a server added at weight ${weight}`);
+    // The full sync drains it as it drains what it does not know (no connection: gone at the next).
+    assert.equal((await dp.sync(ipv4([web([b])]), 'incremental')).kind, 'full');
+    assert.equal(await dp.intact(), true);
+    await dp.sync(ipv4([web([b])]), 'incremental');
+    assert.ok(!kernel.ipvs().some((l) => l.includes('10.244.9.9')), kernel.ipvs().join('\n'));
+  }
+});
+
 test('cleanup removes our virtual servers, the link and the companion tables, and nothing else', async () => {
   const { kernel, dp } = setup();
   await dp.start();
