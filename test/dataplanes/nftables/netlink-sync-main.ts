@@ -5,6 +5,7 @@
 //                                            randomState(SEED1), then incremental syncs to the
 //                                            service ports of the rest (on the first's node)
 //   node netlink-sync-main.ts sync-text SEED...  the same syncs, every transaction by nft
+//                                            (both print, per incremental sync, whether it changes anything)
 //   node netlink-sync-main.ts golden NAME    full sync of a golden state, in pieces of 2 elements
 //   node netlink-sync-main.ts refuse         a batch the kernel refuses; prints its error (JSON)
 //   node netlink-sync-main.ts daemon-cold-start [SNDBUF]  the dataplane as the daemon makes it
@@ -79,7 +80,12 @@ if (mode === 'sync' || mode === 'sync-text' || mode === 'golden' || mode === 'ov
     kinds.push((await dataplane.sync(state, i === 0 ? 'full' : 'incremental')).kind);
     batches.push(elements.batches);
   }
-  process.stdout.write(`${JSON.stringify({ kinds, batches, maxBytes: elements.maxBytes })}\n`);
+  // Per sync after the first: whether render --since prints anything for it (a state drawn equal
+  // to the one before changes nothing, so nothing is written).
+  const changes = states
+    .slice(1)
+    .map((state, i) => nftablesPlanner.render(nftablesPlanner.planIncremental(states[i]!, state)) !== '');
+  process.stdout.write(`${JSON.stringify({ kinds, batches, changes, maxBytes: elements.maxBytes })}\n`);
 } else if (mode === 'daemon-cold-start') {
   const pods = (i: number) =>
     Array.from({ length: 10 }, (_, j) => endpoint(`10.${100 + (i >> 8)}.${i & 255}.${j}`));
