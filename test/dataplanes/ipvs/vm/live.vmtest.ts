@@ -18,6 +18,7 @@ import type { EchoOutcome } from '../../../../harness/echo-client.ts';
 import { Lab } from '../../../../harness/netns.ts';
 import { endpoint, ipv4, localEndpoint, proxyState, servicePort } from '../../../../harness/proxy-states.ts';
 import { tally } from '../../../../harness/topology.ts';
+import { cleanupScript } from '../../../../src/cli/cleanup-script.ts';
 import { Prober } from './prober.ts';
 
 const HARNESS = join(import.meta.dirname, '../../../../harness');
@@ -341,6 +342,26 @@ test('IPVS dataplane: real packets, incremental ≡ full, cleanup', async (t) =>
       await fresh.cleanup();
     }
   });
+
+  // What the package's purge runs once kproxy is gone (packaging/debian/prerm, postrm).
+  await t.test(
+    "the purge's script (kproxy cleanup --script) removes it all with the node's own tools",
+    async () => {
+      const fresh = dataplane();
+      await fresh.start();
+      await fresh.sync(stateB(), 'full');
+      const script = cleanupScript(await dataplane().cleanupCommands());
+      const purged = await execa('sh', [], { input: script, reject: false, all: true });
+      assert.equal(purged.exitCode, 0, purged.all);
+      assert.match(purged.all, /removed /);
+      assert.equal((await execa('ipvsadm', ['-Sn'])).stdout.trim(), '');
+      assert.notEqual((await execa('ip', ['link', 'show', 'kproxy-ipvs0'], { reject: false })).exitCode, 0);
+      assert.doesNotMatch((await execa('nft', ['list', 'tables'])).stdout, /kproxy-ipvs/);
+      const again = await execa('sh', [], { input: script, reject: false, all: true });
+      assert.equal(again.exitCode, 0, again.all);
+      assert.doesNotMatch(again.all, /removed /, 'a second run finds nothing to remove');
+    },
+  );
 
   await t.test(
     'render of B loaded with ip -batch, ipvsadm --restore and nft -f leaves what a full sync does',
