@@ -1,8 +1,8 @@
-// Kernel test files run inside the qemu VM (harness/vm.ts): the files written for the VM, and the
-// files that run once per mode, for the modes this kernel cannot run (IPVS without ip_vs). One test
-// here, passing when each file ran all its tests there and none failed. Few boots, since under TCG a
-// boot and the first start of each node program (cold compile cache) cost minutes; more than one,
-// since one emulated CPU running them all was the suite's long pole.
+// Kernel test files run inside the qemu VM (harness/vm.ts), ALL in one boot: the files written for
+// the VM, and the files that run once per mode, for the modes this kernel cannot run (IPVS without
+// ip_vs). One test here, passing when each file ran all its tests there and none failed. One boot
+// for all, since under TCG a boot and the first start of each node program (cold compile cache)
+// cost minutes.
 import assert from 'node:assert/strict';
 import { join, matchesGlob, relative } from 'node:path';
 import { test } from 'node:test';
@@ -50,59 +50,36 @@ function countsOf(run: Readonly<Record<string, TestCounts>>, files: VmTestFiles)
 }
 
 /**
- * Registers the test that runs `boots` in the qemu VM: each inner list in its own boot, all boots at
- * once, each file of a boot in order. The one emulated CPU is the VM's long pole, so its files are
- * split across boots of one CPU each (a machine's second core then works for them while the host's
- * own tests wait on the kernel or the clock). `budgetMs` per entry is how long it may take there
- * (each ~10-15× as long as on the host, harness/emulation.ts): a boot's deadline is its files' sum
- * plus a boot, and bounds a hang.
+ * Registers the test that runs `files` in one VM boot, in order. `budgetMs` per entry is how long
+ * it may take there (each ~10-15× as long as on the host, harness/emulation.ts): the deadline of
+ * the run is their sum plus a boot, and bounds a hang.
  */
-export function testFilesInVm(what: string, boots: readonly (readonly VmTestFiles[])[]): void {
+export function testFilesInVm(what: string, files: readonly VmTestFiles[]): void {
   const modes = modesForVm();
   const only = process.env[ONLY_ENV];
-  const plans = boots
-    .map((files) =>
-      files
-        .filter((f) => f.kind === 'vm-only' || modes.length > 0)
-        .filter((f) => only === undefined || matchesGlob(only, pathOf(f))),
-    )
-    .filter((files) => files.length > 0)
-    .map((files) => ({ files, deadlineMs: BOOT_MS + files.reduce((sum, f) => sum + f.budgetMs, 0) }));
+  const chosen = files
+    .filter((f) => f.kind === 'vm-only' || modes.length > 0)
+    .filter((f) => only === undefined || matchesGlob(only, pathOf(f)));
+  const deadlineMs = BOOT_MS + chosen.reduce((sum, f) => sum + f.budgetMs, 0);
   test(`${what}: inside the qemu VM${modes.length ? ` (${modes.join(', ')})` : ''}`, {
-    timeout: Math.max(0, ...plans.map((p) => p.deadlineMs)) + 60_000,
+    timeout: deadlineMs + 60_000,
   }, async (t) => {
     if (!requireRoot(t, 'booting the qemu VM (qemu, apt)')) return;
-    const boots = await Promise.all(
-      plans.map(async ({ files, deadlineMs }, i) => ({
-        files,
-        name: `boot ${i + 1} of ${plans.length}`,
-        run: await runNodeTestsInVm(only === undefined ? files.map(pathOf) : [only], {
-          modes,
-          timeoutMs: deadlineMs,
-        }),
-      })),
-    );
-    for (const { run, name } of boots) {
-      t.diagnostic(`${name}: the VM run took ${Math.round(run.durationMs / 1000)} s, boot included`);
-      for (const [file, report] of Object.entries(run.files))
-        t.diagnostic(`${relative(REPO, file)}: ${Math.round(report.wallMs / 1000)} s in the VM`);
-    }
-    for (const { run, files, name } of boots) {
-      assert.equal(
-        run.exitCode,
-        0,
-        `the tests of ${name} failed in the VM (exit ${run.exitCode}):\n${run.output}`,
-      );
-      for (const entry of files) {
-        const counts = countsOf(run.files, entry);
-        const where = `${pathOf(entry)} in the VM: ${JSON.stringify(counts)}\n${run.output}`;
-        assert.equal(counts.fail, 0, where);
-        // A todo test (a known bug pinned) counts as run.
-        const ran = counts.pass + counts.todo;
-        if (entry.kind === 'per-mode') assert.equal(ran, entry.testsPerMode * modes.length, where);
-        // One file of the glob alone (ONLY_ENV) runs some of its tests.
-        else assert.ok(ran >= (only === undefined ? entry.atLeast : 1), where);
-      }
+    const files = only === undefined ? chosen.map(pathOf) : [only];
+    const run = await runNodeTestsInVm(files, { modes, timeoutMs: deadlineMs });
+    t.diagnostic(`the VM run took ${Math.round(run.durationMs / 1000)} s, boot included`);
+    for (const [file, report] of Object.entries(run.files))
+      t.diagnostic(`${relative(REPO, file)}: ${Math.round(report.wallMs / 1000)} s in the VM`);
+    assert.equal(run.exitCode, 0, `the tests failed in the VM (exit ${run.exitCode}):\n${run.output}`);
+    for (const entry of chosen) {
+      const counts = countsOf(run.files, entry);
+      const where = `${pathOf(entry)} in the VM: ${JSON.stringify(counts)}\n${run.output}`;
+      assert.equal(counts.fail, 0, where);
+      // A todo test (a known bug pinned) counts as run.
+      const ran = counts.pass + counts.todo;
+      if (entry.kind === 'per-mode') assert.equal(ran, entry.testsPerMode * modes.length, where);
+      // One file of the glob alone (ONLY_ENV) runs some of its tests.
+      else assert.ok(ran >= (only === undefined ? entry.atLeast : 1), where);
     }
   });
 }

@@ -38,8 +38,8 @@ echo "test: node $(node --version), $(tsc --version)"
 tsc -p tsconfig.json
 biome check .
 
-# Two lanes. The slowest files mostly wait: on the qemu VM's emulated CPUs (all the IPVS kernel
-# tests, two boots of one CPU at once), on the network and disk (mmdebstrap: the Debian roots and the image's), or on the
+# Two lanes. The slowest files mostly wait: on the qemu VM's one emulated CPU (all the IPVS kernel
+# tests, one boot), on the network and disk (mmdebstrap: the Debian roots and the image's), or on the
 # clock (ten-idle-minutes: three idle daemons for 10 minutes, ~12 min). They run together beside the
 # rest (which runs one file at a time, node's default on 2 cores), not after it; their report comes
 # at the end.
