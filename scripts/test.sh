@@ -39,17 +39,18 @@ tsc -p tsconfig.json
 biome check .
 
 # Two lanes. The slowest files mostly wait: on the qemu VM's one emulated CPU (all the IPVS kernel
-# tests, one boot), on the network and disk (mmdebstrap: the Debian roots and the image's), or on the
-# clock (ten-idle-minutes: three idle daemons for 10 minutes, ~12 min). They run together beside the
-# rest (which runs one file at a time, node's default on 2 cores), not after it; their report comes
-# at the end.
+# tests, one boot: the long pole, ~15-20 min), on the network and disk (mmdebstrap: the Debian roots
+# and the image's), or on the clock (ten-idle-minutes: three idle daemons for 10 minutes, ~12 min).
+# They run together beside the rest (which runs one file at a time, node's default on 2 cores), not
+# after it; their report comes at the end. All of them start at once: node starts a lane's files in
+# path order, so with fewer slots than files test/in-vm.test.ts started last, ~4 min late.
 aside=(test/in-vm.test.ts test/daemon/systemd-boot.test.ts test/daemon/ten-idle-minutes.test.ts
   test/daemon/deb-package.test.ts test/daemon/image.test.ts)
 mapfile -t rest < <(find test -name '*.test.ts' | sort | grep -vxF -f <(printf '%s\n' "${aside[@]}"))
 run_tests=(node --test --test-reporter=spec --test-timeout=600000)
 aside_log=$(mktemp)
 # $! is node's own PID (not a subshell's), so the trap below stops the lane if this script ends early.
-"${run_tests[@]}" --test-concurrency=3 "${aside[@]}" >"$aside_log" 2>&1 &
+"${run_tests[@]}" --test-concurrency="${#aside[@]}" "${aside[@]}" >"$aside_log" 2>&1 &
 aside_pid=$!
 trap 'kill "$aside_pid" 2>/dev/null || true; rm -f "$aside_log"' EXIT
 echo "test: ${#rest[@]} files here; ${aside[*]} beside them (reported at the end)"
