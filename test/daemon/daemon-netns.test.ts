@@ -2,7 +2,8 @@
 // namespace, talking to the stand-in API server (a process on that namespace's loopback), with
 // pods running echo servers. Services change through the API → rules follow → real connections
 // follow; health and metrics are scraped; a restart under traffic keeps established connections;
-// an API server outage keeps the rules, turns /healthz 503, and recovery resyncs.
+// an API server outage keeps the rules, turns /healthz 503, and recovery resyncs (not in IPVS:
+// the test says why).
 // Runs for every mode this build can program: here for those this kernel runs, and this same file
 // inside the qemu VM (test/in-vm.test.ts) for the others (IPVS, on a kernel without ip_vs).
 import assert from 'node:assert/strict';
@@ -166,49 +167,54 @@ for (const mode of modesHere()) {
       assert.deepEqual(await second.stop(STOP_DEADLINE_MS), CLEAN_EXIT, second.output());
     });
 
-    test('an API server outage keeps the rules, turns /healthz 503, and recovery resyncs', async (t) => {
-      if (!requireRoot(t)) return;
-      const c = await cluster(t, mode);
-      const [pod0, pod1] = c.topo.nodes[0]!.pods;
-      await c.write('POST', SERVICES, webService());
-      await c.write('POST', ENDPOINT_SLICES, webSlice([pod0!.ipv4]));
-      const daemon = c.startDaemon();
-      await daemon.waitFor('"rules synced"', SYNC_DEADLINE_MS);
-      await eventually('pod 0 answers', async () =>
-        (await backends(c, c.nodeNs, CLUSTER_IP, 80, 2)).has(pod0!.name),
-      );
+    // What an outage asks of the dataplane (its rules kept while the server is gone, a resync after)
+    // is the sync loop's, the same in every mode; the version walk (daemon-versions-netns.test.ts)
+    // takes the IPVS node's server away too (a restart, a 503, a reset, a 429) and checks a change
+    // gets through after. So IPVS, emulated in the VM at ~100 s a test, does not run this one.
+    if (mode !== 'ipvs')
+      test('an API server outage keeps the rules, turns /healthz 503, and recovery resyncs', async (t) => {
+        if (!requireRoot(t)) return;
+        const c = await cluster(t, mode);
+        const [pod0, pod1] = c.topo.nodes[0]!.pods;
+        await c.write('POST', SERVICES, webService());
+        await c.write('POST', ENDPOINT_SLICES, webSlice([pod0!.ipv4]));
+        const daemon = c.startDaemon();
+        await daemon.waitFor('"rules synced"', SYNC_DEADLINE_MS);
+        await eventually('pod 0 answers', async () =>
+          (await backends(c, c.nodeNs, CLUSTER_IP, 80, 2)).has(pod0!.name),
+        );
 
-      await c.blockApi(true);
-      // The health timeout is 2 × syncPeriod = 2 s after the contact is lost (a bookmark a second).
-      await eventually(
-        'healthz 503 during the outage',
-        async () => (await c.get('http://127.0.0.1:10256/healthz')).status === 503,
-      );
-      assert.deepEqual(
-        [...(await backends(c, c.nodeNs, CLUSTER_IP, 80, 4)).keys()],
-        [pod0!.name],
-        'rules stay',
-      );
+        await c.blockApi(true);
+        // The health timeout is 2 × syncPeriod = 2 s after the contact is lost (a bookmark a second).
+        await eventually(
+          'healthz 503 during the outage',
+          async () => (await c.get('http://127.0.0.1:10256/healthz')).status === 503,
+        );
+        assert.deepEqual(
+          [...(await backends(c, c.nodeNs, CLUSTER_IP, 80, 4)).keys()],
+          [pod0!.name],
+          'rules stay',
+        );
 
-      // The cluster moves on while the node cannot see it: web now on pod 1.
-      await c.write('PUT', ENDPOINT_SLICES, webSlice([pod1!.ipv4]));
-      const before = syncCount(daemon);
-      await c.blockApi(false);
-      // The informers retry with capped backoff: the next attempt may be BACKOFF_MAX_MS away.
-      await eventually(
-        'a resync after recovery',
-        () => syncCount(daemon) > before,
-        BACKOFF_MAX_MS + SYNC_DEADLINE_MS,
-      );
-      await eventually('pod 1 answers after recovery', async () => {
-        const seen = await backends(c, c.nodeNs, CLUSTER_IP, 80, 4);
-        return seen.size === 1 && seen.has(pod1!.name);
+        // The cluster moves on while the node cannot see it: web now on pod 1.
+        await c.write('PUT', ENDPOINT_SLICES, webSlice([pod1!.ipv4]));
+        const before = syncCount(daemon);
+        await c.blockApi(false);
+        // The informers retry with capped backoff: the next attempt may be BACKOFF_MAX_MS away.
+        await eventually(
+          'a resync after recovery',
+          () => syncCount(daemon) > before,
+          BACKOFF_MAX_MS + SYNC_DEADLINE_MS,
+        );
+        await eventually('pod 1 answers after recovery', async () => {
+          const seen = await backends(c, c.nodeNs, CLUSTER_IP, 80, 4);
+          return seen.size === 1 && seen.has(pod1!.name);
+        });
+        await eventually(
+          'healthz 200 again',
+          async () => (await c.get('http://127.0.0.1:10256/healthz')).status === 200,
+        );
+        await daemon.kill();
       });
-      await eventually(
-        'healthz 200 again',
-        async () => (await c.get('http://127.0.0.1:10256/healthz')).status === 200,
-      );
-      await daemon.kill();
-    });
   });
 }
