@@ -2,10 +2,11 @@
 // chains, as iptables-save lists them, against the render of the same objects; the other rules of
 // the built-in chains are foreign, judged by the tracer (../shared/drift/foreign-hits.ts).
 //
-// Both sides are compared as the same iptables-save prints them: the render is restored into a
-// network namespace of its own (unshare, with the nfacct objects its rules count in) and saved
-// back, so a rule the kernel spells differently from the input is not drift. Rules are compared
-// as a multiset per chain (a reordered chain is not reported).
+// Both sides are compared as iptables-save prints them: each rule of the render is put in its
+// spelling by saved-spelling.ts, so a rule the kernel spells differently from the input is not
+// drift. Nothing is restored for the comparison (it once went into a scratch network namespace,
+// which the packaged unit may not make): the check runs with CAP_NET_ADMIN alone. Rules are
+// compared as a multiset per chain (a reordered chain is not reported).
 import type { IPFamily } from '../../contract/base/ip-family.ts';
 import type { ServicePort } from '../../contract/proxy-state.ts';
 import type { ToolInput } from '../../contract/tool-inputs.ts';
@@ -25,8 +26,9 @@ import { foreignHits } from '../shared/drift/foreign-hits.ts';
 import { leftoverTables } from '../shared/drift/nft-foreign.ts';
 import { serviceOfComment } from '../shared/trace/flow.ts';
 import { readLocalAddresses } from '../shared/trace/live-host.ts';
-import { chooseBackend, type IptablesBackend, iptablesTools } from './backend.ts';
+import { chooseBackend, iptablesTools } from './backend.ts';
 import { iptablesPlanner } from './planner.ts';
+import { savedSpelling } from './saved-spelling.ts';
 import { traceIptables } from './trace.ts';
 import { BUILT_IN_CHAINS, type IptablesTables, parseIptablesRuleset } from './trace-ruleset.ts';
 
@@ -42,20 +44,15 @@ function isOwnRule(words: readonly string[]): boolean {
   return words.some((word) => OWN.test(word));
 }
 
-/** Restores `input` (and the nfacct commands) into a scratch namespace and saves it back. */
-async function savedRender(
-  runner: CommandRunner,
-  backend: IptablesBackend,
-  family: IPFamily,
-  nfacct: string,
-  input: string,
-): Promise<string> {
-  const { restore, save } = iptablesTools(backend, family);
-  const script = `${nfacct}${restore} --noflush <<'KPROXY_RENDER'\n${input}KPROXY_RENDER\n${save}\n`;
-  const result = await runner.run('unshare', ['--net', 'sh', '-e'], script);
-  if (result.exitCode !== 0)
-    throw new Error(`restoring the render into a scratch namespace: ${result.stderr.trim()}`);
-  return result.stdout;
+/** The render's tables of `family`, each rule as iptables-save would list it once restored. */
+function savedRender(family: IPFamily, input: string): IptablesTables {
+  const tables = parseIptablesRuleset(`# ${family === 'IPv4' ? 'iptables' : 'ip6tables'}-save\n${input}`)[
+    family
+  ];
+  for (const chains of tables.values())
+    for (const chain of chains.values())
+      chain.rules = chain.rules.map((words) => savedSpelling(family, words));
+  return tables;
 }
 
 function compareFamily(
@@ -129,7 +126,7 @@ function judgeForeign(
 }
 
 export interface IptablesDriftInput {
-  /** The render's inputs (planner.inputs of a full plan): nfacct commands, restore inputs. */
+  /** The render's inputs (planner.inputs of a full plan): its restore inputs are compared. */
   readonly inputs: readonly ToolInput[];
   readonly servicePorts: readonly ServicePort[];
   readonly localAddresses: readonly string[];
@@ -138,10 +135,6 @@ export interface IptablesDriftInput {
 /** The iptables drift report, from the backend that holds kproxy's rules (as the daemon picks it). */
 export async function iptablesDrift(runner: CommandRunner, input: IptablesDriftInput): Promise<DriftReport> {
   const { backend } = await chooseBackend(runner);
-  const nfacct = input.inputs
-    .filter((tool) => tool.command === undefined)
-    .map((tool) => tool.input)
-    .join('');
   const pieces: DriftPiece[] = [];
   let liveText = '';
   for (const family of FAMILIES) {
@@ -152,11 +145,9 @@ export async function iptablesDrift(runner: CommandRunner, input: IptablesDriftI
     if (saved.exitCode !== 0)
       throw new Error(`${iptablesTools(backend, family).save}: ${saved.stderr.trim()}`);
     liveText += header + saved.stdout;
-    const desired = restore
-      ? parseIptablesRuleset(header + (await savedRender(runner, backend, family, nfacct, restore.input)))
-      : parseIptablesRuleset('');
+    const desired = savedRender(family, restore?.input ?? '');
     const live = parseIptablesRuleset(header + saved.stdout);
-    pieces.push(...compareFamily(family, desired[family], live[family], input.servicePorts));
+    pieces.push(...compareFamily(family, desired, live[family], input.servicePorts));
   }
   const others = await leftoverTables(runner);
   return {

@@ -52,9 +52,8 @@ export function commandTimeoutMs(command: string): number {
   if (tool === 'sh') return 300_000;
   // A bare flushing iptables-nft-restore of 10k services takes ~25 s (docs/benchmarks-log.md);
   // kproxy splits larger ones into parts, iptables-legacy is faster; -save reads one table. Both
-  // also wait up to 5 s for the xtables lock (IPTABLES_WAIT). The iptables drift check restores
-  // and saves the render under `unshare` (iptables/drift.ts): as one restore.
-  if (/^ip6?tables-.*(restore|save)$/.test(tool) || tool === 'unshare') return 120_000;
+  // also wait up to 5 s for the xtables lock (IPTABLES_WAIT).
+  if (/^ip6?tables-.*(restore|save)$/.test(tool)) return 120_000;
   // IPVS mode binds every service address to its dummy link in one `ip -batch`, quadratic in the
   // kernel (each add walks the link's address list): 30,000 addresses took 17.8 s on a 2-core host
   // at load 2.4, 1.7 s for 10,000 (docs/benchmarks-log.md, the IPVS section).

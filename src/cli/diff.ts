@@ -31,7 +31,7 @@ const DIFF_OPTIONS: ParseArgsOptionsConfig = {
 };
 
 export interface DiffDependencies {
-  /** Runs nft, unshare and ip (tests: inside their network namespace). */
+  /** Runs nft, iptables-save, ipvsadm and ip (tests: inside their network namespace). */
   readonly runner?: CommandRunner;
   /** How long --live-api waits for the lists (LIVE_API_DEADLINE_MS; tests: shorter). */
   readonly liveApiDeadlineMs?: number;
