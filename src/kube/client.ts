@@ -4,12 +4,12 @@
 // failure comes back as a classified ApiError value (HTTP status with reason and Retry-After,
 // network, or no credentials), so the informer decides by kind, not by message text.
 
-import { Agent, type Dispatcher, ProxyAgent } from 'undici';
 import type { ClusterConnection } from './connection.ts';
 import { proxyFor } from './proxy-env.ts';
 import type { TokenBucket } from './rate-limiter.ts';
 import { collectionPath, type ResourceType } from './resources.ts';
 import type { ApiRequestObserver } from './rest-client-metrics.ts';
+import { Agent, type Dispatcher, ProxyAgent } from './undici-dispatchers.ts';
 
 export type ApiError =
   | {
