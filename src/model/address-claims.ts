@@ -13,7 +13,7 @@ import { compareText } from '../../contract/base/compare-text.ts';
 import { flatText } from '../../contract/base/flat-text.ts';
 import { objectRef, type Problem } from '../../contract/base/problem.ts';
 import type { ServicePort } from '../../contract/proxy-state.ts';
-import type { Service } from '../kube/objects.ts';
+import type { ProxiedService } from './kept-service.ts';
 
 type ClaimKind = 'cluster IP' | 'external IP' | 'load balancer IP' | 'node port' | 'health check node port';
 
@@ -35,7 +35,7 @@ interface Claimant {
 }
 
 /** Creation time of a Service for ordering claims; Infinity when it carries none. */
-export function serviceSince(service: Service): number {
+export function serviceSince(service: Pick<ProxiedService, 'metadata'>): number {
   return service.metadata.creationTimestamp ?? Number.POSITIVE_INFINITY;
 }
 

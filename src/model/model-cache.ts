@@ -25,6 +25,7 @@ import { serviceKey } from './build-state.ts';
 import { CandidateMerges } from './candidate-merges.ts';
 import { type SliceEndpoints, sliceEndpoints, sliceKey, sliceOwner } from './endpoints.ts';
 import { FamilyPorts } from './family-ports.ts';
+import { keptService, type ProxiedService } from './kept-service.ts';
 import { type NodeSettingsByFamily, nodeSettingsByFamily, type ProxyOptions } from './node-settings.ts';
 import { serviceCIDRsOf } from './service-cidrs.ts';
 import { serviceStatePorts } from './service-port-state.ts';
@@ -43,7 +44,8 @@ const FAMILIES: readonly IPFamily[] = ['IPv4', 'IPv6'];
 
 export class ModelCache {
   readonly #options: ProxyOptions;
-  #services = new Map<string, Service>();
+  /** What the model reads of each Service (kept-service.ts). */
+  #services = new Map<string, ProxiedService>();
   /** The records of the slices that belong to a service, by slice key. */
   readonly #slices = new Map<string, SliceEndpoints>();
   /** Only slices with problems, so collecting them does not walk every slice. */
@@ -72,7 +74,7 @@ export class ModelCache {
     const built = serviceKey(service);
     // Its slices' owner when they came first: one string for both maps (#servicesUnderSliceKeys).
     const key = this.#slicesOfService.ownerOf(built) ?? built;
-    this.#services.set(key, service);
+    this.#services.set(key, keptService(service));
     this.#dirty.add(key);
   }
 
@@ -240,8 +242,8 @@ export class ModelCache {
    * take their keys from it: the cold start's first update shares them whatever order the
    * objects came in. (Re-keying one entry at a time grew the map by as much as it saved.)
    */
-  #servicesUnderSliceKeys(): Map<string, Service> {
-    const services = new Map<string, Service>();
+  #servicesUnderSliceKeys(): Map<string, ProxiedService> {
+    const services = new Map<string, ProxiedService>();
     for (const [key, service] of this.#services)
       services.set(this.#slicesOfService.ownerOf(key) ?? key, service);
     return services;

@@ -25,7 +25,7 @@ import {
  * us: without a proxy name, labelled for any proxy (kube-proxy never sees it); with one, labelled
  * with that name neither as its proxy nor for a handover.
  */
-export function serviceExcluded(metadata: ObjectMeta, proxyName?: string): boolean {
+export function serviceExcluded(metadata: Pick<ObjectMeta, 'labels'>, proxyName?: string): boolean {
   const labels = metadata.labels ?? {};
   if (HEADLESS_LABEL in labels) return true;
   return proxyName === undefined

@@ -3,7 +3,6 @@
 
 import type { IPFamily } from '../../contract/base/ip-family.ts';
 import type { ServicePort } from '../../contract/proxy-state.ts';
-import type { Service } from '../kube/objects.ts';
 import type { CandidatesOf } from './candidate-merges.ts';
 import { categorizeEndpoints, type EndpointSelection } from './endpoint-selection.ts';
 import {
@@ -13,13 +12,14 @@ import {
   type SliceEndpoints,
   slicePortsByKey,
 } from './endpoints.ts';
+import type { ProxiedService } from './kept-service.ts';
 import { type ServicePortBase, servicePortsOfFamily } from './service-ports.ts';
 
 const NO_CANDIDATES: PortCandidates = { candidates: [], whole: undefined };
 
 /** `slices` are the records of the service's own slices, in slice-name order. */
 export function serviceStatePorts(
-  service: Service,
+  service: ProxiedService,
   slices: readonly SliceEndpoints[],
   family: IPFamily,
   nodeName: string,

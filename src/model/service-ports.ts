@@ -6,7 +6,7 @@ import { flatText } from '../../contract/base/flat-text.ts';
 import { familyOf } from '../../contract/base/ip-address.ts';
 import type { IPFamily } from '../../contract/base/ip-family.ts';
 import type { Protocol, ServicePort } from '../../contract/proxy-state.ts';
-import type { Service, ServiceSpec } from '../kube/objects.ts';
+import type { ProxiedService, ProxiedServiceSpec } from './kept-service.ts';
 import { serviceExcluded } from './proxy-labels.ts';
 
 /** A ServicePort before endpoints are categorised for it. */
@@ -20,7 +20,7 @@ const DEFAULT_AFFINITY_TIMEOUT_SECONDS = 10800;
  * (headless, ExternalName, excluded by label) or has no cluster IP of that family.
  */
 export function servicePortsOfFamily(
-  service: Service,
+  service: ProxiedService,
   family: IPFamily,
   proxyName?: string,
 ): ServicePortBase[] {
@@ -71,7 +71,7 @@ export function servicePortsOfFamily(
  * This family's cluster IP; undefined for headless services, services without one and services of
  * the other family only. clusterIPs is authoritative; clusterIP alone is what older objects carry.
  */
-function clusterIPOfFamily(spec: ServiceSpec, family: IPFamily): string | undefined {
+function clusterIPOfFamily(spec: ProxiedServiceSpec, family: IPFamily): string | undefined {
   const ips =
     spec.clusterIPs !== undefined && spec.clusterIPs.length > 0 ? spec.clusterIPs : [spec.clusterIP ?? ''];
   if (ips[0] === 'None' || ips[0] === '') return undefined;
@@ -79,7 +79,7 @@ function clusterIPOfFamily(spec: ServiceSpec, family: IPFamily): string | undefi
 }
 
 /** kube-proxy's ExternallyAccessible for the service as a whole (any family). */
-function externallyAccessibleService(spec: ServiceSpec): boolean {
+function externallyAccessibleService(spec: ProxiedServiceSpec): boolean {
   const type = spec.type ?? 'ClusterIP';
   return (
     type === 'LoadBalancer' ||
@@ -89,7 +89,7 @@ function externallyAccessibleService(spec: ServiceSpec): boolean {
 }
 
 /** Ingress IPs of this family that route to the node as VIPs: not ipMode Proxy, not hostname-only. */
-function loadBalancerIPs(service: Service, family: IPFamily): readonly string[] {
+function loadBalancerIPs(service: ProxiedService, family: IPFamily): readonly string[] {
   const ips: string[] = [];
   for (const ingress of service.status?.loadBalancer?.ingress ?? []) {
     if (ingress.ip === undefined || ingress.ip === '') continue;
