@@ -29,7 +29,7 @@ import { DumpPacer, savedTableDamage } from './intact-check.ts';
 import type { FamilyPlan, IptablesPlan, IptablesTable, JumpRule } from './plan-types.ts';
 import { fullPlanSteps, incrementalPlanSteps } from './planner.ts';
 import { NFT_CHAINS_PER_RESTORE, restorePartsOf } from './restore-chunks.ts';
-import { applyRuleCounts, FAMILIES, restoreInput } from './restore-plan.ts';
+import { FAMILIES, RuleCounts, restoreInput } from './restore-plan.ts';
 
 export type IptablesLog = DataplaneLog;
 
@@ -68,8 +68,8 @@ export class IptablesDataplane implements LiveDataplane {
   readonly #conntrack: UdpConntrackReconciler;
   /** Per family, the nat chains we own (so a full sync can delete the stale ones). */
   readonly #natChains = new Map<IPFamily, Set<string>>();
-  /** Per family, rules per "table/chain" (for the rule-count metrics). */
-  readonly #ruleCounts = new Map<IPFamily, Map<string, number>>();
+  /** Per family, rules per "table/chain" (the rule-count metrics, the tables read back). */
+  readonly #ruleCounts = new Map<IPFamily, RuleCounts>();
   readonly #dumps: DumpPacer;
   /** Tables being read back, started by intact() (intact-check.ts); settled() waits for them. */
   #reading: Promise<void> | undefined;
@@ -158,7 +158,7 @@ export class IptablesDataplane implements LiveDataplane {
         // A read that fails (a timeout) is tried again at its next turn.
         const saved = await this.#dumps.timed(key, () => this.#save(family, table)).catch(() => undefined);
         if (saved === undefined) return;
-        const damage = await runInSlices(savedTableDamage(table, saved, counts));
+        const damage = await runInSlices(savedTableDamage(table, saved, counts.byChain));
         // A sync since the read began: the tables may be another record's.
         if (generation !== this.#generation) return;
         if (damage === undefined) continue;
@@ -259,7 +259,7 @@ export class IptablesDataplane implements LiveDataplane {
       IPv4: await forThisKernel(plan.IPv4),
       IPv6: await forThisKernel(plan.IPv6),
     };
-    for (const family of FAMILIES) this.#ruleCounts.set(family, new Map());
+    for (const family of FAMILIES) this.#ruleCounts.set(family, new RuleCounts());
     await this.#apply(withStale);
     for (const family of FAMILIES) {
       if (state[family] === undefined && this.#natChains.get(family)?.size) {
@@ -322,8 +322,8 @@ export class IptablesDataplane implements LiveDataplane {
       for (const chain of t.deleted) owned.delete(chain);
     }
     this.#natChains.set(plan.family, owned);
-    const counts = this.#ruleCounts.get(plan.family) ?? new Map<string, number>();
-    applyRuleCounts(counts, plan);
+    const counts = this.#ruleCounts.get(plan.family) ?? new RuleCounts();
+    counts.apply(plan);
     this.#ruleCounts.set(plan.family, counts);
   }
 
@@ -375,17 +375,13 @@ export class IptablesDataplane implements LiveDataplane {
 
   #rulesByTable(): IptablesRuleCount[] {
     return [...this.#ruleCounts].flatMap(([family, counts]) =>
-      TABLES.map((table) => ({
-        family,
-        table,
-        rules: [...counts].reduce((sum, [key, n]) => (key.startsWith(`${table}/`) ? sum + n : sum), 0),
-      })),
+      TABLES.map((table) => ({ family, table, rules: counts.total(table) })),
     );
   }
 
   #objectCount(): number {
     let total = 0;
-    for (const counts of this.#ruleCounts.values()) for (const n of counts.values()) total += n;
+    for (const counts of this.#ruleCounts.values()) for (const table of TABLES) total += counts.total(table);
     return total;
   }
 }

@@ -205,6 +205,12 @@ test('the rule count follows incremental syncs', async () => {
   assert.equal(grown.objectCount - full.objectCount, 7);
   const fresh = await new IptablesDataplane({ runner, backend: 'nft' }).sync(two, 'full');
   assert.equal(grown.objectCount, fresh.objectCount);
+  assert.deepEqual(grown.iptablesRules, fresh.iptablesRules);
+  // Back: the Service's chains deleted, its lines gone from the tree (the totals are kept as
+  // chains change, not summed again: a deleted chain must take its rules with it).
+  const shrunk = await dataplane.sync(one, 'incremental');
+  assert.equal(shrunk.objectCount, full.objectCount);
+  assert.deepEqual(shrunk.iptablesRules, full.iptablesRules);
 });
 
 test('UDP flows to a removed endpoint are deleted from conntrack after the sync; a restart keeps healthy ones', async () => {
