@@ -5,8 +5,9 @@
 // rules synced by the unprivileged service and real connections through them, a map element deleted
 // under it is reported by the drift gauge, repaired, counted and logged with its Service (the unit
 // allows no scratch namespace: the comparison must work without one), a restart keeps an
-// established connection, a stop leaves the rules, `kproxy cleanup` removes them, and
-// `systemd-analyze security` scores the unit at most 2.0.
+// established connection, a stop leaves the rules, `kproxy cleanup` removes them; then the same in
+// the iptables mode for a flushed Service chain; and `systemd-analyze security` scores the unit at
+// most 2.0.
 // Slow (~90 packages downloaded and unpacked: minutes; debian-machine.ts), and nothing is cached
 // outside the test's temporary directory. Skipped LOUDLY without root, mmdebstrap or systemd-nspawn.
 import assert from 'node:assert/strict';
@@ -45,6 +46,20 @@ const MAX_EXPOSURE = 2.0;
 const SYNC_PERIOD_S = 8;
 /** The check that finds the damage runs within a period; its comparison and repair, within a sync's deadline. */
 const DRIFT_DEADLINE_MS = 2 * SYNC_PERIOD_S * 1000 + 60_000;
+
+/** The operator's configuration for `mode`. */
+function configuration(mode: 'nftables' | 'iptables'): string {
+  return `apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: ${mode}
+hostnameOverride: node-0
+clusterCIDR: 10.244.0.0/16
+syncPeriod: ${SYNC_PERIOD_S}s
+minSyncPeriod: 100ms
+clientConnection:
+  kubeconfig: /etc/kproxy/kubeconfig
+`;
+}
 
 describe('kproxy.service under systemd as PID 1 (mmdebstrap + systemd-nspawn)', () => {
   // debootstrap alone took ~6-11 min on a busy 2-core machine (mmdebstrap ~3): the bound keeps
@@ -113,19 +128,7 @@ describe('kproxy.service under systemd as PID 1 (mmdebstrap + systemd-nspawn)', 
     await machine.run(COMMAND_PATH, ['version']);
 
     // The operator's part: a configuration and a kubeconfig readable by group kproxy.
-    await writeFile(
-      join(root, CONFIG_PATH),
-      `apiVersion: kubeproxy.config.k8s.io/v1alpha1
-kind: KubeProxyConfiguration
-mode: nftables
-hostnameOverride: node-0
-clusterCIDR: 10.244.0.0/16
-syncPeriod: ${SYNC_PERIOD_S}s
-minSyncPeriod: 100ms
-clientConnection:
-  kubeconfig: /etc/kproxy/kubeconfig
-`,
-    );
+    await writeFile(join(root, CONFIG_PATH), configuration('nftables'));
     await writeFile(join(root, '/etc/kproxy/kubeconfig'), standInKubeconfig(api.url), { mode: 0o640 });
     await machine.run('chgrp', [SERVICE_USER, '/etc/kproxy/kubeconfig']);
 
@@ -233,6 +236,46 @@ clientConnection:
 
     await machine.run(COMMAND_PATH, ['cleanup']);
     assert.doesNotMatch((await lab.exec(node.ns, 'nft', ['list', 'tables'])).stdout, /kproxy/);
+
+    // The iptables mode under the same unit: its comparison needs no scratch namespace either (the
+    // render respelled as iptables-save lists it): a flushed Service chain is reported rule by rule,
+    // repaired and logged with its Service.
+    await writeFile(join(root, CONFIG_PATH), configuration('iptables'));
+    const iptablesStart = await machine.syncs();
+    await machine.systemctl('start', 'kproxy');
+    await machine.syncedAfter(iptablesStart);
+    const save = async () => (await machine.run('iptables-save', ['-t', 'nat'])).stdout;
+    const saved = await save();
+    const chain = /^-A (KPROXY-SVC-\S+) .*--comment "default\/web:80\/TCP cluster IP"/m.exec(saved)?.[1];
+    assert.ok(chain, saved);
+    const rulesOf = (text: string) => text.split('\n').filter((line) => line.startsWith(`-A ${chain} `));
+    const chainRules = rulesOf(saved).length;
+    assert.ok(chainRules > 0, saved);
+    const iptablesMissing = 'kproxy_sync_proxy_rules_drift{mode="iptables",kind="missing"}';
+    let iptablesDrifted = '';
+    const iptablesScraping = eventually(
+      'the drift gauge shows the flushed chain',
+      async () => {
+        iptablesDrifted = await metrics();
+        return (metricSample(iptablesDrifted, iptablesMissing) ?? 0) > 0;
+      },
+      DRIFT_DEADLINE_MS,
+    );
+    await machine.run('iptables', ['-t', 'nat', '-F', chain]);
+    await iptablesScraping;
+    assert.equal(metricSample(iptablesDrifted, iptablesMissing), chainRules, iptablesDrifted);
+    const flushedLine = (text: string) =>
+      text.split('\n').find((line) => line.includes(`missing in IPv4 nat chain ${chain}: `));
+    await eventually(
+      'the repair is logged',
+      async () => flushedLine(await journal()) !== undefined,
+      DRIFT_DEADLINE_MS,
+    );
+    assert.match(flushedLine(await journal())!, /"repaired drifted rules" .*service="default\/web:80\/TCP"/);
+    assert.equal(rulesOf(await save()).length, chainRules, 'the chain is whole again');
+    await machine.systemctl('stop', 'kproxy');
+    await machine.run(COMMAND_PATH, ['cleanup']);
+    assert.doesNotMatch(await save(), /KPROXY/);
 
     const security = await machine.run(
       'systemd-analyze',
