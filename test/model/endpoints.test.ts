@@ -6,6 +6,7 @@ import {
   portCandidates,
   type SliceEndpoints,
   sliceEndpoints,
+  slicePorts,
   slicePortsByKey,
 } from '../../src/model/endpoints.ts';
 
@@ -259,7 +260,7 @@ describe("a slice's record", () => {
       THIS_NODE,
       [],
     );
-    const [port] = record.ports;
+    const [port] = slicePorts(record);
     assert.deepEqual(
       port!.endpoints.map((e) => [e.ip, e.port, e.isLocal, e.terminating]),
       [
@@ -279,9 +280,9 @@ describe("a slice's record", () => {
       [],
     );
     const found = httpCandidates([record]);
-    assert.equal(found.whole, record.ports[0]!.endpoints);
+    assert.equal(found.whole, slicePorts(record)[0]!.endpoints);
     const selection = categorizeEndpoints(found, portOf(one, WEB), THIS_NODE, '');
-    assert.equal(selection.clusterEndpoints, record.ports[0]!.endpoints);
+    assert.equal(selection.clusterEndpoints, slicePorts(record)[0]!.endpoints);
     assert.deepEqual(addresses(selection.clusterEndpoints), ['10.244.1.5:8080', '10.244.2.5:8080']);
 
     const other = sliceEndpoints(
