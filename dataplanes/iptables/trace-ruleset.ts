@@ -1,5 +1,5 @@
 // iptables-restore input (what `render` prints) or iptables-save output (what the kernel holds)
-// → tables, chains and rule arguments per family, for the tracer. Applies -A/-I/-D/-N/-X/-F in
+// → tables, chains and rule arguments per family, for the tracer. Applies -A/-I/-R/-D/-N/-X/-F in
 // order, so `-I INPUT 1` lines end up where the kernel puts them; the tests' fake kernel applies
 // the restores the live dataplane sends with the same code (refusing what the kernel refuses).
 import { isNfacctCommand } from './nfacct-objects.ts';
@@ -57,12 +57,29 @@ export interface RestoreOptions {
    * the line is then applied leniently. Without it, lines not understood go to `unknown`.
    */
   readonly refuse?: (line: string, reason: string) => void;
+  /**
+   * The backend whose refusals `refuse` hears. iptables-nft-restore 1.8.9 does not see the rules of
+   * a chain the same input declared: a numbered -R or -D of it fails (RULE_REPLACE failed: No such
+   * file or directory, or a crash), and `-I CHAIN N` (N > 1) is checked against the rules the chain
+   * held before and lands at its head; and -R of a rule the same input added (by -A, -I or -R)
+   * crashes it. iptables-legacy-restore applies them all; on nft they are refused here, so that
+   * kproxy never sends one.
+   */
+  readonly backend?: 'nft' | 'legacy';
+}
+
+/** A rule number as iptables takes it (1 is the first rule); undefined for anything else. */
+function ruleNumber(word: string | undefined): number | undefined {
+  return word !== undefined && /^[1-9]\d*$/.test(word) ? Number(word) : undefined;
 }
 
 /**
  * Applies restore input to `ruleset` as `iptables-restore --noflush` does (kproxy never restores
- * without it): a declared chain is created or flushed, -A appends, -I inserts, -D deletes the
- * rule, -N creates, -X deletes, -F flushes; built-in chains exist without being declared.
+ * without it): a declared chain is created or flushed, -A appends, -I inserts (at a number up to
+ * one past the last rule), -R replaces the rule at a number, -D deletes the rule given or at a
+ * number, -N creates, -X deletes, -F flushes; built-in chains exist without being declared. Each
+ * line sees the rules as the lines before it left them (iptables 1.8.9, both backends: a number
+ * names a rule after the earlier -I and -D of the same input).
  */
 export function applyIptablesRestore(
   ruleset: IptablesRuleset,
@@ -86,6 +103,25 @@ export function applyIptablesRestore(
     if (!table!.has(name) && !BUILT_IN_CHAINS.has(name)) options.refuse?.(line, `no chain ${name}`);
     return chainOf(name);
   };
+  /** Chains the current table's lines declared (iptables-nft refuses numbered edits of them). */
+  const declared = new Set<string>();
+  /** The rule number of a numbered -I/-R/-D line; refused: 0, or past what the chain holds. */
+  const numbered = (word: string | undefined, line: string, limit: number) => {
+    const at = ruleNumber(word);
+    if (at === undefined) options.refuse?.(line, `invalid rule number ${word}`);
+    else if (at > limit) options.refuse?.(line, 'index too big');
+    else return at;
+    return undefined;
+  };
+  /** Rules this input added (iptables-nft cannot replace one). */
+  const added = new WeakSet<string[]>();
+  const notDeclaredOnNft = (name: string, line: string) => {
+    if (options.backend === 'nft' && declared.has(name))
+      options.refuse?.(
+        line,
+        `iptables-nft-restore misapplies a numbered edit of ${name}, declared in the same input`,
+      );
+  };
   for (const raw of text.split('\n')) {
     const line = raw.trim();
     if (line === '' || line === 'COMMIT') continue;
@@ -98,6 +134,7 @@ export function applyIptablesRestore(
       const name = line.slice(1);
       table = ruleset[family].get(name) ?? new Map();
       ruleset[family].set(name, table);
+      declared.clear();
       continue;
     }
     if (table === undefined) {
@@ -109,6 +146,7 @@ export function applyIptablesRestore(
       const [name, policy] = line.slice(1).split(' ');
       const chain = chainOf(name!);
       chain.rules = [];
+      declared.add(name!);
       if (policy !== '-' && policy !== undefined) chain.policy = policy;
       continue;
     }
@@ -118,10 +156,29 @@ export function applyIptablesRestore(
       else notUnderstood(line);
       continue;
     }
-    if (command === '-A' || command === '--append') existing(name, line).rules.push(rest);
-    else if (command === '-I' || command === '--insert') {
-      const position = /^\d+$/.test(rest[0] ?? '') ? Number(rest.shift()) : 1;
-      existing(name, line).rules.splice(position - 1, 0, rest);
+    if (command === '-A' || command === '--append') {
+      existing(name, line).rules.push(rest);
+      added.add(rest);
+    } else if (command === '-I' || command === '--insert') {
+      const word = /^\d+$/.test(rest[0] ?? '') ? rest.shift() : '1';
+      if (word !== '1') notDeclaredOnNft(name, line);
+      const chain = existing(name, line);
+      const at = numbered(word, line, chain.rules.length + 1);
+      if (at !== undefined) chain.rules.splice(at - 1, 0, rest);
+      added.add(rest);
+    } else if (command === '-R' || command === '--replace') {
+      notDeclaredOnNft(name, line);
+      const chain = existing(name, line);
+      const at = numbered(rest.shift(), line, chain.rules.length);
+      if (at !== undefined && options.backend === 'nft' && added.has(chain.rules[at - 1]!))
+        options.refuse?.(line, 'iptables-nft-restore crashes replacing a rule the same input added');
+      if (at !== undefined) chain.rules[at - 1] = rest;
+      added.add(rest);
+    } else if ((command === '-D' || command === '--delete') && rest.length === 1) {
+      notDeclaredOnNft(name, line);
+      const chain = existing(name, line);
+      const at = numbered(rest[0], line, chain.rules.length);
+      if (at !== undefined) chain.rules.splice(at - 1, 1);
     } else if (command === '-D' || command === '--delete') {
       const chain = existing(name, line);
       const at = chain.rules.findIndex((rule) => rule.join(' ') === rest.join(' '));

@@ -2,7 +2,8 @@
 // sends with the tracer's parser (dataplanes/iptables/trace-ruleset.ts: one parser, not a
 // second), all-or-nothing, and refuses what the kernel would: a rule into a chain that neither
 // exists nor is built in, deleting a rule or chain that is not there, a jump to a missing chain
-// (so a chain still referenced cannot be deleted), a line it does not understand. Its state is
+// (so a chain still referenced cannot be deleted), a numbered -I/-R/-D out of range or one its
+// backend misapplies (numbered-edits-kernel.test.ts), a line it does not understand. Its state is
 // the ruleset the tracer walks, so a test asks it what happens to a packet; the reads the live
 // dataplane makes (iptables -C/-S, iptables-save) are answered from that state.
 
@@ -28,12 +29,19 @@ function saveLine(chain: string, words: readonly string[]): string {
 
 export class FakeTables {
   ruleset: IptablesRuleset = emptyIptablesRuleset();
+  /** Whose refusals it models (they differ on numbered edits: trace-ruleset.ts). */
+  readonly backend: IptablesBackend;
+
+  constructor(backend: IptablesBackend = 'nft') {
+    this.backend = backend;
+  }
 
   /** One iptables-restore --noflush run: the state after it, or an Error and no change. */
   restore(input: string, family: IPFamily = 'IPv4'): void {
     const next: IptablesRuleset = { ...structuredClone(this.ruleset), unknown: [] };
     applyIptablesRestore(next, input, {
       family,
+      backend: this.backend,
       refuse: (line, reason) => {
         throw new Error(`restore: ${reason}: ${line}`);
       },
@@ -109,7 +117,7 @@ export function fakeIptablesNode(backend: IptablesBackend = 'nft'): {
   runner: RecordingRunner;
   kernel: FakeTables;
 } {
-  const kernels = { nft: new FakeTables(), legacy: new FakeTables() };
+  const kernels = { nft: new FakeTables('nft'), legacy: new FakeTables('legacy') };
   const runner = new RecordingRunner((call: RecordedCall) => {
     if (call.command === 'conntrack') return undefined;
     const kernel = kernels[/^ip6?tables-legacy\b/.test(call.command) ? 'legacy' : 'nft'];
