@@ -35,8 +35,8 @@ interface Claimant {
 }
 
 /** Creation time of a Service for ordering claims; Infinity when it carries none. */
-export function serviceSince(service: Pick<ProxiedService, 'metadata'>): number {
-  return service.metadata.creationTimestamp ?? Number.POSITIVE_INFINITY;
+export function serviceSince(service: Pick<ProxiedService, 'creationTimestamp'>): number {
+  return service.creationTimestamp ?? Number.POSITIVE_INFINITY;
 }
 
 /** "namespace/name" of the Service a port belongs to (serviceKey in build-state.ts). */

@@ -16,6 +16,7 @@ import {
 } from '../kube/objects.ts';
 import { ClaimIndex, conflictProblems, serviceOfPort, serviceSince } from './address-claims.ts';
 import { indexSlicesByService } from './endpoints.ts';
+import { keptService } from './kept-service.ts';
 import { nodeSettingsByFamily, type ProxyOptions } from './node-settings.ts';
 import { serviceCIDRsOf } from './service-cidrs.ts';
 import { serviceStatePorts } from './service-port-state.ts';
@@ -53,7 +54,9 @@ export function buildProxyState(input: ModelInput, options: ProxyOptions): Model
 
   const state: { [F in IPFamily]?: ProxyState } = {};
   const claimsByFamily: ClaimIndex[] = [];
-  const sinceOf = new Map(services.map((service) => [serviceKey(service), serviceSince(service)]));
+  // What the incremental model keeps of each (kept-service.ts), so both read the same fields.
+  const kept = services.map((service) => ({ key: serviceKey(service), service: keptService(service) }));
+  const sinceOf = new Map(kept.map(({ key, service }) => [key, serviceSince(service)]));
   const sinceOfPort = (port: ServicePort) => sinceOf.get(serviceOfPort(port)) ?? Number.POSITIVE_INFINITY;
   for (const family of ['IPv4', 'IPv6'] as const) {
     const node = settings[family];
@@ -61,8 +64,8 @@ export function buildProxyState(input: ModelInput, options: ProxyOptions): Model
     const asked = new Map<ServicePortKey, ServicePort>();
     const claims = new ClaimIndex(sinceOfPort);
     const noneTouched = new Set<string>();
-    for (const service of services) {
-      const slices = slicesByService.get(serviceKey(service)) ?? [];
+    for (const { key, service } of kept) {
+      const slices = slicesByService.get(key) ?? [];
       const since = serviceSince(service);
       // A later entry with the same key wins, as in the ModelCache.
       const ofService = new Map<ServicePortKey, ServicePort>();

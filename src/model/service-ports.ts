@@ -6,7 +6,7 @@ import { flatText } from '../../contract/base/flat-text.ts';
 import { familyOf } from '../../contract/base/ip-address.ts';
 import type { IPFamily } from '../../contract/base/ip-family.ts';
 import type { Protocol, ServicePort } from '../../contract/proxy-state.ts';
-import type { ProxiedService, ProxiedServiceSpec } from './kept-service.ts';
+import type { ProxiedService } from './kept-service.ts';
 import { serviceExcluded } from './proxy-labels.ts';
 
 /** A ServicePort before endpoints are categorised for it. */
@@ -24,36 +24,37 @@ export function servicePortsOfFamily(
   family: IPFamily,
   proxyName?: string,
 ): ServicePortBase[] {
-  const spec = service.spec;
-  if (spec.type === 'ExternalName' || serviceExcluded(service.metadata, proxyName)) return [];
-  const clusterIP = clusterIPOfFamily(spec, family);
+  if (service.type === 'ExternalName' || serviceExcluded(service, proxyName)) return [];
+  const clusterIP = clusterIPOfFamily(service, family);
   if (clusterIP === undefined) return [];
 
-  const namespace = service.metadata.namespace ?? 'default';
-  const name = service.metadata.name;
-  const type = spec.type ?? 'ClusterIP';
+  const namespace = service.namespace ?? 'default';
+  const name = service.name;
+  const type = service.type ?? 'ClusterIP';
   const hasNodePorts = type === 'NodePort' || type === 'LoadBalancer';
-  const externalPolicyLocal = externallyAccessibleService(spec) && spec.externalTrafficPolicy === 'Local';
+  const externalPolicyLocal =
+    externallyAccessibleService(service) && service.externalTrafficPolicy === 'Local';
   const shared = {
     namespace,
     name,
     clusterIP,
-    externalIPs: ofFamily(spec.externalIPs ?? [], family),
+    externalIPs: ofFamily(service.externalIPs ?? [], family),
     loadBalancerIPs: type === 'LoadBalancer' ? loadBalancerIPs(service, family) : NO_ADDRESSES,
-    loadBalancerSourceRanges: ofFamily(spec.loadBalancerSourceRanges ?? [], family),
+    loadBalancerSourceRanges: ofFamily(service.loadBalancerSourceRanges ?? [], family),
     externalPolicyLocal,
-    internalPolicyLocal: spec.internalTrafficPolicy === 'Local',
-    healthCheckNodePort: type === 'LoadBalancer' && externalPolicyLocal ? (spec.healthCheckNodePort ?? 0) : 0,
+    internalPolicyLocal: service.internalTrafficPolicy === 'Local',
+    healthCheckNodePort:
+      type === 'LoadBalancer' && externalPolicyLocal ? (service.healthCheckNodePort ?? 0) : 0,
   };
   const affinity =
-    spec.sessionAffinity === 'ClientIP'
+    service.sessionAffinity === 'ClientIP'
       ? {
           timeoutSeconds:
-            spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_AFFINITY_TIMEOUT_SECONDS,
+            service.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_AFFINITY_TIMEOUT_SECONDS,
         }
       : undefined;
 
-  return (spec.ports ?? []).map((port) => {
+  return (service.ports ?? []).map((port) => {
     const protocol = (port.protocol ?? 'TCP') as Protocol;
     const base: ServicePortBase = {
       key: flatText(namespace, '/', name, ':', String(port.port), '/', protocol),
@@ -71,20 +72,22 @@ export function servicePortsOfFamily(
  * This family's cluster IP; undefined for headless services, services without one and services of
  * the other family only. clusterIPs is authoritative; clusterIP alone is what older objects carry.
  */
-function clusterIPOfFamily(spec: ProxiedServiceSpec, family: IPFamily): string | undefined {
+function clusterIPOfFamily(service: ProxiedService, family: IPFamily): string | undefined {
   const ips =
-    spec.clusterIPs !== undefined && spec.clusterIPs.length > 0 ? spec.clusterIPs : [spec.clusterIP ?? ''];
+    service.clusterIPs !== undefined && service.clusterIPs.length > 0
+      ? service.clusterIPs
+      : [service.clusterIP ?? ''];
   if (ips[0] === 'None' || ips[0] === '') return undefined;
   return ips.find((ip) => ip !== '' && familyOf(ip) === family);
 }
 
 /** kube-proxy's ExternallyAccessible for the service as a whole (any family). */
-function externallyAccessibleService(spec: ProxiedServiceSpec): boolean {
-  const type = spec.type ?? 'ClusterIP';
+function externallyAccessibleService(service: ProxiedService): boolean {
+  const type = service.type ?? 'ClusterIP';
   return (
     type === 'LoadBalancer' ||
     type === 'NodePort' ||
-    (type === 'ClusterIP' && (spec.externalIPs?.length ?? 0) > 0)
+    (type === 'ClusterIP' && (service.externalIPs?.length ?? 0) > 0)
   );
 }
 
