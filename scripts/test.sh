@@ -44,8 +44,9 @@ biome check .
 # They run together beside the rest (which runs one file at a time, node's default on 2 cores), not
 # after it; their report comes at the end. All of them start at once: node starts a lane's files in
 # path order, so with fewer slots than files test/in-vm.test.ts started last, ~4 min late.
+# health-idle waits on the clock too (~30 s of three health timeouts), with no kernel state.
 aside=(test/in-vm.test.ts test/daemon/systemd-boot.test.ts test/daemon/ten-idle-minutes.test.ts
-  test/daemon/deb-package.test.ts test/daemon/image.test.ts)
+  test/daemon/deb-package.test.ts test/daemon/image.test.ts test/daemon/health-idle.test.ts)
 mapfile -t rest < <(find test -name '*.test.ts' | sort | grep -vxF -f <(printf '%s\n' "${aside[@]}"))
 run_tests=(node --test --test-reporter=spec --test-timeout=600000)
 aside_log=$(mktemp)
