@@ -7,6 +7,11 @@
 // none), in that namespace. Beside each, the path its elements took: a transaction the writer
 // cannot split, or whose batch exceeds one datagram, goes to nft whole (netlink-elements.ts), so
 // the elements nft wrote are counted, and the batches too big.
+// Last, the kernel's floor for that cold start (issue 33): the table deleted, the same steps again
+// with nothing of kproxy's in between: its nft scripts by nft, and its element batches, already
+// encoded, sent as they are by the netlink socket alone (netlink-socket.ts: it numbers the
+// messages in place and waits for the acknowledgement). The cold start's ratio to it is kproxy's
+// own cost: the model's state, planning, encoding and the reads of adoption.
 // --wide: one Service with --endpoints endpoints (in slices of 100) instead of N services.
 // The median is of the last --changes changes, after --warmup more (default 3,000: V8 optimises a
 // function with TurboFan after --invocation-count-for-turbofan calls, 3,000 in Node 24, and the
@@ -30,10 +35,15 @@ import type { DualStackState } from '../contract/proxy-state.ts';
 import { familySets } from '../dataplanes/nftables/base-objects.ts';
 import { desiredRuleset } from '../dataplanes/nftables/desired-ruleset.ts';
 import { NftablesDataplane } from '../dataplanes/nftables/live.ts';
-import { commandNftRunner } from '../dataplanes/nftables/nft-runner.ts';
+import { commandNftRunner, type NftRunner } from '../dataplanes/nftables/nft-runner.ts';
 import { execaRunner } from '../dataplanes/shared/command-runner.ts';
+import {
+  type NetlinkDatagram,
+  NetlinkSocket,
+  openNetfilterNetlink,
+} from '../dataplanes/shared/netlink-socket.ts';
 import { fullTransaction } from '../dataplanes/shared/nft/full-transaction.ts';
-import { NetlinkElementWriter } from '../dataplanes/shared/nft/netlink-elements.ts';
+import { NetlinkElementWriter, SEND_BUFFER } from '../dataplanes/shared/nft/netlink-elements.ts';
 import { TABLE } from '../dataplanes/shared/nft/transaction.ts';
 import type { EndpointSlice } from '../src/kube/objects.ts';
 import { loadedModel } from './bench-model.ts';
@@ -91,6 +101,48 @@ function writerStats(writer: NetlinkElementWriter) {
   return stats;
 }
 
+/** A step of the cold start as the kernel met it: an nft script, or an element batch. */
+type ColdStartStep = { readonly nft: string } | { readonly batch: NetlinkDatagram };
+
+/**
+ * Records the steps that change the kernel, in order, while `recording`: the scripts `nft` runs
+ * (not its listings) and the batches `writer` sends.
+ */
+function recordSteps(nft: NftRunner, writer: NetlinkElementWriter) {
+  const steps = { recording: true, list: [] as ColdStartStep[] };
+  const run = nft.run.bind(nft);
+  nft.run = async (script) => {
+    if (steps.recording) steps.list.push({ nft: script });
+    await run(script);
+  };
+  const write = writer.write.bind(writer);
+  writer.write = async (split, batch) => {
+    if (steps.recording) steps.list.push({ batch: batch.datagram });
+    await write(split, batch);
+  };
+  return steps;
+}
+
+/** The steps again, bare: nft for the scripts, the socket alone for the batches (sendBuffer as the writer's). */
+async function replay(
+  steps: readonly ColdStartStep[],
+  nft: NftRunner,
+  sendBuffer: number | undefined,
+): Promise<number> {
+  const socket = new NetlinkSocket(openNetfilterNetlink(sendBuffer ?? SEND_BUFFER), 120_000);
+  try {
+    return await timeMs(async () => {
+      for (const step of steps) {
+        if ('nft' in step) await nft.run(step.nft);
+        else if ((await socket.send(step.batch)).refused.size > 0)
+          throw new Error('the floor: a batch was refused');
+      }
+    });
+  } finally {
+    socket.close();
+  }
+}
+
 /** V8's `--invocation-count-for-turbofan` default (`node --v8-options`). */
 const TURBOFAN_INVOCATIONS = 3000;
 
@@ -118,11 +170,13 @@ try {
   const counted = new ElementCountingNftRunner(commandNftRunner(runner));
   counted.counting = true;
   const nft = new TimedNftRunner(counted);
+  const steps = recordSteps(nft, elements);
   const dataplane = new NftablesDataplane({ nft, commands: runner, elements });
   const coldStartMs = await timeMs(async () => {
     await dataplane.start();
     await dataplane.sync(state, 'full');
   });
+  steps.recording = false;
   const coldStart = { nftMs: nft.ms, nftElements: counted.elements, ...stats, batches: elements.batches };
   await dataplane.settled();
   // One endpoint of the middle service (slice) toggles between two pod IPs, as in nftables-speed.ts.
@@ -191,6 +245,13 @@ try {
     record(pair.back, back);
   }
   elements.close();
+  for (const family of ['ip', 'ip6']) await runner.run('nft', ['delete', 'table', family, TABLE]);
+  globalThis.gc?.();
+  const floorMs = await replay(
+    steps.list,
+    commandNftRunner(runner),
+    sendBuffer === undefined ? undefined : Number(sendBuffer),
+  );
   reportSection({
     services: shape.services,
     endpointsPerService: shape.endpointsPerService,
@@ -200,6 +261,8 @@ try {
       ? {}
       : { bareLoadMs: round(bareMs), coldStartRatio: round(coldStartMs / bareMs, 2) }),
     coldStartMs: round(coldStartMs),
+    kernelFloorMs: round(floorMs),
+    coldStartFloorRatio: round(coldStartMs / floorMs, 2),
     coldStartNftMs: round(coldStart.nftMs),
     coldStartBatches: coldStart.batches,
     coldStartBatchMs: round(coldStart.ms),

@@ -102,6 +102,7 @@ async function netlinkFigures(ns: string, bareMs: number): Promise<Record<string
   return {
     netlinkColdStartMs: figures.coldStartMs!,
     netlinkColdStartRatio: round(figures.coldStartMs! / bareMs, 2),
+    netlinkKernelFloorMs: figures.kernelFloorMs!,
     netlinkBatches: figures.coldStartBatches!,
     netlinkColdStartBatchMs: figures.coldStartBatchMs!,
     netlinkColdStartNftMs: figures.coldStartNftMs!,

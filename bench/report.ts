@@ -174,6 +174,13 @@ export function benchRows({
       num(nftables, 'bareLoadMs'),
       0.5,
     ),
+    // The same nft scripts and element batches, already encoded, sent with nothing in between.
+    ...ratioRow(
+      `nft: ... vs the kernel's floor (its steps again, bare)`,
+      num(nftables, 'netlinkColdStartMs'),
+      num(nftables, 'netlinkKernelFloorMs'),
+      1.5,
+    ),
     ...infoRow(`nft: bare nft -f in the cold-start transactions`, num(nftables, 'bareChunkedLoadMs')),
     ...underRow(
       `nft: one endpoint change end to end, elements by netlink (median, warm)`,

@@ -79,6 +79,7 @@ describe('bench report', () => {
       endpointChangeMedianMs: 2.2,
       endpointChangeToolMedianMs: 1.4,
       netlinkColdStartMs: 2400,
+      netlinkKernelFloorMs: 1500,
       netlinkColdStartElements: 330_000,
       netlinkColdStartNftElements: 0,
       netlinkEndpointChangeMedianMs: 0.45,
@@ -92,6 +93,10 @@ describe('bench report', () => {
     assert.match(cold.what, /^nft: \.\.\. vs bare nft -f/);
     assert.match(cold.measured, /^0\.30× \(2\.40 s vs 8\.00 s\)$/);
     assert.equal(cold.ok, true); // ≤ 0.5×
+    const floor = rows[rows.indexOf(cold) + 1]!;
+    assert.equal(floor.what, "nft: ... vs the kernel's floor (its steps again, bare)");
+    assert.match(floor.measured, /^1\.60× \(2\.40 s vs 1\.50 s\)$/);
+    assert.equal(floor.ok, false); // > 1.5×
     assert.equal(row('nft: one endpoint change end to end, elements by netlink')?.ok, true); // < 0.5 ms
     assert.match(row('nft: ... vs its element batch')!.measured, /^2\.25× \(0\.45 ms vs 0\.20 ms\)$/);
     assert.equal(row('nft: ... elements nft wrote')!.measured, 'cold start 0 of 330,000; 0 of 21 changes');

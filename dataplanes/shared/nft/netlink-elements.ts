@@ -28,7 +28,7 @@ import { type NftFamily, type NftOp, NftTransaction, type SetSpec } from './tran
 export type TableSets = (syntax: FamilySyntax) => readonly SetSpec[];
 
 /** Asked of the kernel; it gives at most twice net.core.wmem_max (Debian's default: 416 KiB). */
-const SEND_BUFFER = 64 << 20;
+export const SEND_BUFFER = 64 << 20;
 /** A big batch commits in seconds; this only ends a stuck socket. */
 const ANSWER_TIMEOUT_MS = 120_000;
 
