@@ -84,14 +84,6 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
   const metrics = deps.metrics ?? new ProxyMetrics(config.mode);
   const health = reportingHealth(config, clock, logger);
   registerHealthMetrics(metrics.registry, health);
-  const informers = createProxyInformers({
-    api: contactTracked(deps.api, clock, health, logger),
-    nodeName: config.nodeName,
-    ...(config.serviceProxyName ? { proxyName: config.serviceProxyName } : {}),
-    logger,
-    metrics: createInformerMetrics(metrics.registry),
-    ...(deps.informerBackoff ? { backoff: deps.informerBackoff } : {}),
-  });
   // Refused requests are counted, and logged only at debug: a flood must not flood the log.
   const refusals = (listener: string): ListenOptions => ({
     onRefused: (refusal) => {
@@ -114,6 +106,16 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
     ...toProxyOptions(config),
     localhostNodePortsCounter: nfacctPackets.has(LOCALHOST_NODEPORT_PACKETS),
     invalidDropsCounter: nfacctPackets.has(INVALID_DROPPED_PACKETS),
+  });
+  const informers = createProxyInformers({
+    api: contactTracked(deps.api, clock, health, logger),
+    nodeName: config.nodeName,
+    ...(config.serviceProxyName ? { proxyName: config.serviceProxyName } : {}),
+    logger,
+    metrics: createInformerMetrics(metrics.registry),
+    ...(deps.informerBackoff ? { backoff: deps.informerBackoff } : {}),
+    // The Services' store keeps the model's key strings: one per Service.
+    serviceKeyOf: (key) => model.serviceKeyOf(key),
   });
   const syncer = new SyncStep({ model, dataplane, healthChecks: healthCheckPorts, metrics, logger });
   const drift = new DriftWatch({ mode: config.mode, read: deps.drift, registry: metrics.registry, logger });
@@ -279,7 +281,7 @@ function feedModel(
 ): void {
   informers.services.onChange((event) => {
     if (event.type === 'delete') model.deleteService(event.object);
-    else model.setService(event.object);
+    else model.setService(event.object, event.key);
     metrics.serviceChanged(clock.now());
     loop.requestSync();
   });

@@ -3,7 +3,7 @@
 // Service and every slice but headless ones: the model picks ours), this node's own Node object, and the cluster's ServiceCIDRs
 // (optional: a server before 1.33 does not serve them, and kproxy then runs without).
 // The stores keep only the resourceVersions of Services and EndpointSlices: the model keeps what
-// it needs from each event (Services whole, slices as records), and a second copy of 30,000 slices
+// it needs from each event (what it reads of Services, slices as records), and a second copy of 30,000 slices
 // would cost more than the model itself.
 
 import type { Logger } from 'pino';
@@ -57,6 +57,8 @@ export interface ProxyInformersOptions {
   readonly metrics: InformerMetrics;
   readonly backoff?: BackoffOptions;
   readonly watchList?: boolean;
+  /** The string to keep for a Service's "namespace/name" key: the model's (ModelCache.serviceKeyOf). */
+  readonly serviceKeyOf?: (key: string) => string;
 }
 
 export interface ProxyInformers {
@@ -78,7 +80,7 @@ export function createProxyInformers(options: ProxyInformersOptions): ProxyInfor
   return {
     services: new Informer<Service, ObjectHead>({
       ...common,
-      store: new VersionStore('Service'),
+      store: new VersionStore('Service', options.serviceKeyOf),
       resource: SERVICES,
       ...optionalSelector(serviceLabelSelector(options.proxyName)),
     }),

@@ -55,8 +55,8 @@ export function buildProxyState(input: ModelInput, options: ProxyOptions): Model
   const state: { [F in IPFamily]?: ProxyState } = {};
   const claimsByFamily: ClaimIndex[] = [];
   // What the incremental model keeps of each (kept-service.ts), so both read the same fields.
-  const kept = services.map((service) => ({ key: serviceKey(service), service: keptService(service) }));
-  const sinceOf = new Map(kept.map(({ key, service }) => [key, serviceSince(service)]));
+  const kept = services.map((service) => keptService(service, serviceKey(service)));
+  const sinceOf = new Map(kept.map((service) => [service.key, serviceSince(service)]));
   const sinceOfPort = (port: ServicePort) => sinceOf.get(serviceOfPort(port)) ?? Number.POSITIVE_INFINITY;
   for (const family of ['IPv4', 'IPv6'] as const) {
     const node = settings[family];
@@ -64,8 +64,8 @@ export function buildProxyState(input: ModelInput, options: ProxyOptions): Model
     const asked = new Map<ServicePortKey, ServicePort>();
     const claims = new ClaimIndex(sinceOfPort);
     const noneTouched = new Set<string>();
-    for (const { key, service } of kept) {
-      const slices = slicesByService.get(key) ?? [];
+    for (const service of kept) {
+      const slices = slicesByService.get(service.key) ?? [];
       const since = serviceSince(service);
       // A later entry with the same key wins, as in the ModelCache.
       const ofService = new Map<ServicePortKey, ServicePort>();

@@ -45,7 +45,7 @@ const FAMILIES: readonly IPFamily[] = ['IPv4', 'IPv6'];
 export class ModelCache {
   readonly #options: ProxyOptions;
   /** What the model reads of each Service (kept-service.ts). */
-  #services = new Map<string, ProxiedService>();
+  readonly #services = new Map<string, ProxiedService>();
   /** The records of the slices that belong to a service, by slice key. */
   readonly #slices = new Map<string, SliceEndpoints>();
   /** Only slices with problems, so collecting them does not walk every slice. */
@@ -70,12 +70,20 @@ export class ModelCache {
     this.#options = options;
   }
 
-  setService(service: Service): void {
-    const built = serviceKey(service);
-    // Its slices' owner when they came first: one string for both maps (#servicesUnderSliceKeys).
-    const key = this.#slicesOfService.ownerOf(built) ?? built;
-    this.#services.set(key, keptService(service));
-    this.#dirty.add(key);
+  /** `key`: its serviceKey, the informer's string when it passes it (one string for both). */
+  setService(service: Service, key = serviceKey(service)): void {
+    const shared = this.serviceKeyOf(key);
+    this.#services.set(shared, keptService(service, shared));
+    this.#dirty.add(shared);
+  }
+
+  /**
+   * The string the model holds for service key `key` (its slices' owner, or its Service's), else
+   * `key` itself: one "namespace/name" string per Service for the model's maps, its slices and the
+   * informer's store, which keeps this one (proxy-informers.ts), whichever object came first.
+   */
+  serviceKeyOf(key: string): string {
+    return this.#slicesOfService.ownerOf(key) ?? this.#services.get(key)?.key ?? key;
   }
 
   deleteService(service: { readonly metadata: ObjectMeta }): void {
@@ -94,9 +102,8 @@ export class ModelCache {
     const problems: Problem[] = [];
     const built = sliceOwner(slice.metadata, problems, this.#options.serviceProxyName);
     if (built !== undefined) {
-      // One string for all of a service's slices (#servicesUnderSliceKeys).
-      const owner =
-        built === previous?.owner ? previous.owner : (this.#slicesOfService.ownerOf(built) ?? built);
+      // One string for all of a service's slices and its Service (serviceKeyOf).
+      const owner = built === previous?.owner ? previous.owner : this.serviceKeyOf(built);
       // Its unchanged endpoints keep their objects (endpoints.ts).
       const record = sliceEndpoints(slice, owner, this.#options.nodeName, problems, key, previous);
       // Under the record's own key: one "namespace/name" string per slice.
@@ -174,10 +181,8 @@ export class ModelCache {
     this.#all = false;
     const changed = new Set<ServicePortKey>();
     if (full) {
-      // Each of these walks every service (tens of ms at 30k): a pause may come between them.
+      // It walks every service (tens of ms at 30k): a pause comes after it.
       this.#recomputeSettings(changed);
-      yield;
-      this.#services = this.#servicesUnderSliceKeys();
       yield;
     }
     // Taken now: what is fed while the update pauses is dirty for the next one.
@@ -233,20 +238,6 @@ export class ModelCache {
     this.#slices.delete(key);
     this.#slicesOfService.delete(record);
     this.#dirty.add(record.owner);
-  }
-
-  /**
-   * The services map rebuilt with each Service under its slices' owner string: a Service's key
-   * and its slices' owner are equal strings built apart (a second one per service is ~1 MiB at
-   * 30k), and a Map hands back no key to share. Done at a full update, before the published ports
-   * take their keys from it: the cold start's first update shares them whatever order the
-   * objects came in. (Re-keying one entry at a time grew the map by as much as it saved.)
-   */
-  #servicesUnderSliceKeys(): Map<string, ProxiedService> {
-    const services = new Map<string, ProxiedService>();
-    for (const [key, service] of this.#services)
-      services.set(this.#slicesOfService.ownerOf(key) ?? key, service);
-    return services;
   }
 
   /** Services the next update recomputes may already be new here: their claims are re-added then. */

@@ -27,3 +27,20 @@ test('VersionStore gives back each resourceVersion exactly, whether kept as a nu
   assert.equal(store.set('ns/none', slice('none', undefined)), undefined);
   assert.equal(store.get('ns/none')?.metadata.resourceVersion, '');
 });
+
+test('VersionStore keeps the string keyOf gives for a key it does not hold yet, and asks for it once', () => {
+  const asked: string[] = [];
+  // A consumer's equal string, told apart here by a marker only a real keyOf would not add.
+  const store = new VersionStore('EndpointSlice', (key) => {
+    asked.push(key);
+    return `${key}#consumer`;
+  });
+  store.set('ns/a', slice('a', '1'));
+  store.set('ns/a#consumer', slice('a', '2'));
+  assert.deepEqual(asked, ['ns/a']);
+  assert.deepEqual([...store.keys()], ['ns/a#consumer']);
+  assert.equal(store.get('ns/a#consumer')?.metadata.resourceVersion, '2');
+  store.delete('ns/a#consumer');
+  store.set('ns/a', slice('a', '3'));
+  assert.deepEqual(asked, ['ns/a', 'ns/a']);
+});

@@ -1,13 +1,15 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Service } from '../../src/kube/objects.ts';
+import { serviceKey } from '../../src/model/build-state.ts';
 import { keptService, type ProxiedService } from '../../src/model/kept-service.ts';
 import { servicePortsOfFamily } from '../../src/model/service-ports.ts';
 import { service } from './fixtures.ts';
 
 /** Every field of the decoded Service, side by side: what the model would read without the copy. */
 function whole(service: Service): ProxiedService {
-  return { ...service.metadata, ...service.spec, ...(service.status && { status: service.status }) };
+  const key = serviceKey(service);
+  return { key, ...service.metadata, ...service.spec, ...(service.status && { status: service.status }) };
 }
 
 describe('keptService', () => {
@@ -47,7 +49,7 @@ describe('keptService', () => {
   };
   for (const [why, svc] of Object.entries(cases)) {
     it(`gives the ports of the decoded Service: ${why}`, () => {
-      const kept = keptService(svc);
+      const kept = keptService(svc, serviceKey(svc));
       for (const family of ['IPv4', 'IPv6'] as const) {
         assert.deepEqual(
           servicePortsOfFamily(kept, family),
@@ -69,7 +71,7 @@ describe('keptService', () => {
       ...svc,
       metadata: { ...svc.metadata, resourceVersion: '42', creationTimestamp: 1700000000 },
     };
-    const kept = keptService(decoded);
+    const kept = keptService(decoded, 'default/web');
     assert.equal(kept.creationTimestamp, 1700000000);
     assert.equal('resourceVersion' in kept, false);
     assert.equal(kept.clusterIPs, undefined);
