@@ -13,7 +13,7 @@
 //   it fails with CommandTimeoutError; the sync loop logs and counts it and retries.
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { open, unlink } from 'node:fs/promises';
+import { type FileHandle, open, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { execa } from 'execa';
@@ -33,6 +33,12 @@ export interface CommandRunner {
   run(command: string, args: readonly string[], input?: string): Promise<CommandResult>;
   /** Starts a long-lived `command args` with piped stdio (e.g. `nft -i`), where supported. */
   spawn?(command: string, args: readonly string[]): ChildProcessWithoutNullStreams;
+  /**
+   * As run, without input, stdout written to `output` (an open file) rather than returned, where
+   * supported: for listings of megabytes that nft 1.0.6 writes unbuffered, a write per element,
+   * which into a pipe took 2.5 times as long as into a file (kproxy's table at 30k services).
+   */
+  runToFile?(command: string, args: readonly string[], output: FileHandle): Promise<CommandResult>;
 }
 
 /**
@@ -43,12 +49,12 @@ export interface CommandRunner {
 export function commandTimeoutMs(command: string): number {
   const tool = basename(command);
   // The cold-start transaction takes ~10 s at 30k services x 10 endpoints (docs/benchmarks-log.md);
-  // listing a set or map of that size takes well under a second.
+  // listing a small set or map of that size well under a second (the whole table: listingTimeoutMs).
   if (tool === 'nft') return 120_000;
-  // The drift check's one `nft -i` under `sh` (drift/nft-tables.ts) loads the render and lists it
-  // back: at 30k services x 10 endpoints on a 2-core host at load ~48, 161 s (the load alone 37 s,
-  // listing kproxy's live table alone 118 s: nft 1.0.6 lists large maps slowly); a stuck one only
-  // delays a repair already decided.
+  // The drift check's one `nft -i` under `sh` (drift/nft-tables.ts) loads and lists what of the
+  // render the kernel does not list alike: little, unless the table is gone or flushed; then all
+  // of it, which at 30k services x 10 endpoints on a 2-core host at load ~48 took 161 s (the load
+  // alone 37 s); a stuck one only delays a repair already decided.
   if (tool === 'sh') return 300_000;
   // A bare flushing iptables-nft-restore of 10k services takes ~25 s (docs/benchmarks-log.md);
   // kproxy splits larger ones into parts, iptables-legacy is faster; -save reads one table. Both
@@ -65,13 +71,23 @@ export function commandTimeoutMs(command: string): number {
 }
 
 /**
+ * How long a listing into a file (runToFile) may run: nft 1.0.6 listing kproxy's table at 30k
+ * services x 10 endpoints into a file took 19.7 s of CPU (10.5 user, 9.2 system; 78.6 s at load
+ * ~14 on 2 cores). At the design load (harness/emulation.ts: 5 runnable tasks a core, a fifth of a
+ * core each) that is ~100 s, with the tests' margin of 2: 200 s. nft's 120 s would cut it short.
+ */
+export function listingTimeoutMs(command: string): number {
+  return Math.max(commandTimeoutMs(command), 200_000);
+}
+
+/**
  * kube-proxy's `--wait 5`, for every iptables tool: wait at most 5 s for the xtables lock (held by
  * kubelet, a CNI plugin, ...), then fail. A sync that fails on it is retried; waiting for ever is not.
  */
 export const IPTABLES_WAIT: readonly string[] = ['--wait', '5'];
 
 export interface ExecaRunnerOptions {
-  /** Per command (default commandTimeoutMs); tests shorten it. */
+  /** Per command (default commandTimeoutMs, listingTimeoutMs for runToFile); tests shorten it. */
   readonly timeoutMs?: (command: string) => number;
 }
 
@@ -81,6 +97,7 @@ export interface ExecaRunnerOptions {
  */
 export function execaRunner(prefix: readonly string[] = [], options: ExecaRunnerOptions = {}): CommandRunner {
   const timeoutOf = options.timeoutMs ?? commandTimeoutMs;
+  const listingTimeoutOf = options.timeoutMs ?? listingTimeoutMs;
   const argv = (command: string, args: readonly string[]) => [
     'setpriv',
     '--pdeathsig',
@@ -90,38 +107,47 @@ export function execaRunner(prefix: readonly string[] = [], options: ExecaRunner
     command,
     ...args,
   ];
+  // execa takes any file descriptor for stdin or stdout (the child inherits it); its types list
+  // only some, hence the casts.
+  const execute = async (
+    command: string,
+    args: readonly string[],
+    stdin: number | 'ignore',
+    stdout: number | 'pipe' = 'pipe',
+  ) => {
+    const [file, ...rest] = argv(command, args);
+    const timeout = stdout === 'pipe' ? timeoutOf(command) : listingTimeoutOf(command);
+    const result = await execa(file!, rest, {
+      stdin: stdin as 'ignore',
+      stdout: stdout as 'pipe',
+      reject: false,
+      stripFinalNewline: false,
+      encoding: 'utf8',
+      timeout,
+      // setpriv and `ip netns exec` exec the tool in place: this kills the tool itself.
+      killSignal: 'SIGKILL',
+    });
+    if (result.timedOut) throw new CommandTimeoutError(command, timeout, [command, ...args].join(' '));
+    if (result.failed && result.exitCode === undefined) {
+      // Not a non-zero exit but a spawn failure (missing binary): report it like one.
+      return { stdout: '', stderr: result.shortMessage ?? `cannot run ${file}`, exitCode: 127 };
+    }
+    return {
+      stdout: stdout === 'pipe' ? String(result.stdout) : '',
+      stderr: String(result.stderr),
+      exitCode: result.exitCode ?? 0,
+    };
+  };
   return {
     async run(command, args, input = '') {
-      const [file, ...rest] = argv(command, args);
-      const timeout = timeoutOf(command);
       const stdin = input === '' ? undefined : await scriptFile(input);
-      // execa takes any file descriptor as stdin (the child inherits it); its types list only 0 and
-      // 3-9, hence the cast.
-      const stdinOption = (stdin?.fd ?? 'ignore') as 'ignore';
       try {
-        const result = await execa(file!, rest, {
-          stdin: stdinOption,
-          reject: false,
-          stripFinalNewline: false,
-          encoding: 'utf8',
-          timeout,
-          // setpriv and `ip netns exec` exec the tool in place: this kills the tool itself.
-          killSignal: 'SIGKILL',
-        });
-        if (result.timedOut) throw new CommandTimeoutError(command, timeout, [command, ...args].join(' '));
-        if (result.failed && result.exitCode === undefined) {
-          // Not a non-zero exit but a spawn failure (missing binary): report it like one.
-          return { stdout: '', stderr: result.shortMessage ?? `cannot run ${file}`, exitCode: 127 };
-        }
-        return {
-          stdout: String(result.stdout),
-          stderr: String(result.stderr),
-          exitCode: result.exitCode ?? 0,
-        };
+        return await execute(command, args, stdin?.fd ?? 'ignore');
       } finally {
         await stdin?.close();
       }
     },
+    runToFile: (command, args, output) => execute(command, args, 'ignore', output.fd),
     spawn(command, args) {
       const [file, ...rest] = argv(command, args);
       return spawn(file!, rest, { stdio: 'pipe' });
