@@ -4,6 +4,7 @@
 import type { ServicePort } from '../../../contract/proxy-state.ts';
 import type { CommandRunner } from '../command-runner.ts';
 import { KPROXY_TABLES } from '../trace/nft.ts';
+import { listTableNames } from '../trace/nft-live.ts';
 import type { NftRuleset, NftTable } from '../trace/nft-ruleset.ts';
 import type { TraceReport } from '../trace/outcome.ts';
 import type { TracePacket } from '../trace/packet.ts';
@@ -82,18 +83,17 @@ export function judgeNftForeign(
 }
 
 /**
- * The nft-based modes' tables as the iptables mode finds them (`nft list tables`, whose names are
- * all it reads): each an extra piece.
+ * The nft-based modes' tables as the iptables mode finds them (listTableNames: their names are all
+ * it reads): each an extra piece.
  */
 export async function leftoverTables(
   runner: CommandRunner,
 ): Promise<{ pieces: DriftPiece[]; unreadable: string[] }> {
-  const listed = await runner.run('nft', ['list', 'tables']);
-  if (listed.exitCode !== 0) return { pieces: [], unreadable: [`nft list tables: ${listed.stderr.trim()}`] };
+  const names = await listTableNames(runner);
+  if ('error' in names) return { pieces: [], unreadable: [names.error] };
   const pieces: DriftPiece[] = [];
-  for (const line of listed.stdout.split('\n')) {
-    const [word, family, name = ''] = line.trim().split(/\s+/);
-    if (word !== 'table' || !KPROXY_TABLES.has(name)) continue;
+  for (const { family, name } of names.tables) {
+    if (!KPROXY_TABLES.has(name)) continue;
     const text = `table ${family} ${name}: the ${MODE_OF_TABLE[name]} mode's leftover`;
     pieces.push({ kind: 'extra', service: NODE_WIDE, where: `${family} ${name}`, text });
   }
