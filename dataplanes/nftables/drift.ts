@@ -1,22 +1,20 @@
 // `kproxy diff` for the nftables mode: kproxy's tables as the kernel holds them against the
 // render of the same objects (compared as ../shared/drift/nft-tables.ts says), and the other
-// owners' rules that change a Service's packets. The live side is read table by table
-// (trace-live.ts).
+// owners' rules that change a Service's packets. The live side is read table by table: kproxy's
+// as it streams, the others' (kilobytes) whole.
 import type { ServicePort } from '../../contract/proxy-state.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import { type DriftReader, type DriftReport, servicePortsOf } from '../shared/drift/drift-report.ts';
 import { judgeNftForeign, nftLeftovers } from '../shared/drift/nft-foreign.ts';
-import { compareTable, listRendered } from '../shared/drift/nft-tables.ts';
-import { FAMILIES } from '../shared/nft/ruleset.ts';
+import { compareWithRender } from '../shared/drift/nft-tables.ts';
 import { type NftTransaction, TABLE } from '../shared/nft/transaction.ts';
 import { readLocalAddresses } from '../shared/trace/live-host.ts';
 import { traceNftables } from '../shared/trace/nft.ts';
 import { readForeignTables } from '../shared/trace/nft-live.ts';
-import { parseNftRuleset } from '../shared/trace/nft-ruleset.ts';
+import { type NftRuleset, parseNftRuleset } from '../shared/trace/nft-ruleset.ts';
 import { createNftablesPlanner } from './planner.ts';
 import { schedulerChoice } from './scheduler.ts';
 import { indexedMaps } from './sets.ts';
-import { readLiveKproxyTables } from './trace-live.ts';
 
 export interface NftDriftInput {
   /** The render of these objects: a full plan's transactions. */
@@ -30,38 +28,34 @@ export interface NftDriftInput {
 
 /** The nftables drift report: kproxy's tables against the render, and foreign rules judged. */
 export async function nftablesDrift(runner: CommandRunner, input: NftDriftInput): Promise<DriftReport> {
-  const desired = await listRendered(runner, input.transactions);
-  const live = await readLiveKproxyTables(runner);
+  const own = await compareWithRender(runner, { table: TABLE, ...input });
   const foreign = await readForeignTables(runner, TABLE);
-  const held = parseNftRuleset(live.text);
   const others = parseNftRuleset(foreign.text);
-  const pieces = [
-    ...FAMILIES.flatMap((family) =>
-      compareTable(
-        `${family} ${TABLE}`,
-        desired.get(family),
-        held.tables.get(`${family} ${TABLE}`),
-        input.servicePorts,
-        input.indexedMaps,
-      ),
-    ),
-    ...nftLeftovers(others, TABLE),
-  ];
-  const combined = parseNftRuleset(`${live.text}\n${foreign.text}`);
+  // kproxy's tables in full, parsed, only when a foreign rule is to be traced through them.
+  let combined: NftRuleset | undefined;
+  const withOthers = (): NftRuleset => {
+    const live = own.live();
+    return {
+      tables: new Map([...live.tables, ...others.tables]),
+      unknown: [...live.unknown, ...others.unknown],
+    };
+  };
   return {
     mode: 'nftables',
-    pieces,
+    pieces: [...own.pieces, ...nftLeftovers(others, TABLE)],
     foreign: judgeNftForeign(
       others,
-      (packet) =>
-        traceNftables(combined, packet, {
+      (packet) => {
+        combined ??= withOthers();
+        return traceNftables(combined, packet, {
           host: { localAddresses: input.localAddresses },
           foreignTables: true,
-        }),
+        });
+      },
       input.servicePorts,
       input.localAddresses,
     ),
-    unreadable: [...live.unreadable, ...foreign.unreadable],
+    unreadable: [...own.unreadable, ...foreign.unreadable],
   };
 }
 

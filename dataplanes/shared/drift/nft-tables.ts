@@ -3,14 +3,33 @@
 // (../nft/scratch-table.ts: dormant, owned by the nft that lists it, gone when it exits), so a rule
 // the kernel spells differently from the script (`{ 10.96.0.0/12 }`, `3600s`) is not drift. Rules
 // are compared as a multiset per chain (a reordered chain is not reported).
+//
+// At scale (compareWithRender) the elements, nearly all of the tables (~450,000 at 30,000
+// Services × 10 endpoints), are not listed back: the live tables are read as they stream
+// (streamed-listing.ts) and each rendered element spelled exactly as the kernel lists one is that
+// one (the kernel lists what it was given in one spelling, so the scratch table would list it so
+// too). Only the rest goes into the scratch table: the elements no listed one spells alike, and of
+// an indexed map every dispatch key either side has such an element under, whole; interval sets
+// (the kernel may list ranges merged) go in whole. What compareTable is given is thus what it would
+// find different in the whole, and it reports the same pieces.
 import { randomBytes } from 'node:crypto';
 import type { ServicePort } from '../../../contract/proxy-state.ts';
 import type { CommandRunner } from '../command-runner.ts';
-import { CANARY_SET } from '../nft/ruleset.ts';
+import { CANARY_SET, FAMILIES } from '../nft/ruleset.ts';
 import { SCRATCH_TABLE_PREFIX, scratchTable } from '../nft/scratch-table.ts';
-import type { NftFamily, NftTransaction } from '../nft/transaction.ts';
-import { elementKey, type NftElement, type NftTable, parseNftRuleset } from '../trace/nft-ruleset.ts';
+import { type ElementSpec, type NftFamily, NftTransaction, type SetSpec } from '../nft/transaction.ts';
+import {
+  elementKey,
+  type NftElement,
+  type NftRuleset,
+  type NftTable,
+  parseElements,
+  parseNftRuleset,
+  tokenize,
+} from '../trace/nft-ruleset.ts';
 import { type DriftPiece, multisetDifference, NODE_WIDE, serviceOfText } from './drift-report.ts';
+import { elementText, listedElementText } from './listed-elements.ts';
+import { type StreamedTables, streamTables } from './streamed-listing.ts';
 
 /**
  * One `nft -i` loads the scratch table and lists it: the table lives only as long as that nft's
@@ -44,13 +63,6 @@ export async function listRendered(
 /** Sets the kernel fills from packets (ClientIP affinity), and the sync's nonce: not the render's. */
 function comparesElements(set: { name: string; flags: readonly string[] }): boolean {
   return set.name !== CANARY_SET && !set.flags.includes('dynamic');
-}
-
-const VERDICT = /^(goto|jump|accept|drop|return|continue)$/;
-
-function elementText({ key, value }: NftElement): string {
-  if (!value) return key.join(' . ');
-  return `${key.join(' . ')} : ${value.join(VERDICT.test(value[0] ?? '') ? ' ' : ' . ')}`;
 }
 
 /**
@@ -170,4 +182,151 @@ function compareIndexed(
     });
   };
   compareElements(unmatched(want, missing), unmatched(have, extra), report);
+}
+
+export interface RenderComparison {
+  readonly pieces: DriftPiece[];
+  readonly unreadable: readonly string[];
+  /** kproxy's tables as the kernel holds them, every element included (for the tracer). */
+  readonly live: () => NftRuleset;
+}
+
+export interface RenderComparisonInput {
+  /** kproxy's table name in each family. */
+  readonly table: string;
+  /** The render: a full plan's transactions (only tables, sets, chains, rules, added elements). */
+  readonly transactions: Iterable<NftTransaction | undefined>;
+  readonly servicePorts: readonly ServicePort[];
+  /** The maps whose endpoints compare as a multiset per key (compareTable). */
+  readonly indexedMaps: ReadonlySet<string>;
+}
+
+/** compareTable of each family's live table against the render's, as the file's header says. */
+export async function compareWithRender(
+  runner: CommandRunner,
+  input: RenderComparisonInput,
+): Promise<RenderComparison> {
+  const listed = await streamTables(runner, input.table, FAMILIES);
+  const unmatched = unmatchedRender(input.transactions, listed, input.table);
+  widenIndexedMaps(unmatched, listed, input.indexedMaps);
+  const desired = await listRendered(runner, [unmatched]);
+  const held = liveTables(listed, 'unmatched');
+  return {
+    pieces: FAMILIES.flatMap((family) =>
+      compareTable(
+        `${family} ${input.table}`,
+        desired.get(family),
+        held.tables.get(`${family} ${input.table}`),
+        input.servicePorts,
+        input.indexedMaps,
+      ),
+    ),
+    unreadable: listed.unreadable,
+    live: () => liveTables(listed, 'all'),
+  };
+}
+
+/** An element as the render writes it, spelled as listedElementText spells a listed one. */
+function renderedText(element: ElementSpec): string {
+  return element.value === undefined ? element.key : `${element.key} : ${element.value}`;
+}
+
+/**
+ * The render without the elements the kernel lists exactly so (each matched with that listed
+ * one). Interval sets keep all of theirs.
+ */
+function unmatchedRender(
+  transactions: Iterable<NftTransaction | undefined>,
+  listed: StreamedTables,
+  table: string,
+): NftTransaction {
+  const kept = new NftTransaction(table);
+  const declared = new Map<string, SetSpec>();
+  for (const tx of transactions)
+    for (const op of tx?.ops ?? []) {
+      if (op.object === 'table' && op.verb === 'delete')
+        for (const [key, elements] of listed.elements)
+          if (key.startsWith(`${op.family} `)) elements.unmatchAll();
+      if (op.object === 'set' && op.verb === 'add') declared.set(`${op.family} ${op.set.name}`, op.set);
+      if (op.object !== 'element') {
+        kept.push(op);
+        continue;
+      }
+      if (op.verb !== 'add') throw new Error(`the render deletes elements of ${op.set}: not a full plan`);
+      const key = `${op.family} ${op.set}`;
+      // A set the render never declared would fail to load: left whole for the scratch table to say so.
+      const spec = declared.get(key);
+      const whole = spec === undefined || (spec.flags ?? []).includes('interval');
+      const elements = whole ? undefined : listed.elements.get(key);
+      const left = elements
+        ? op.elements.filter((element) => elements.match(renderedText(element)) === 'none')
+        : op.elements;
+      if (left.length > 0) kept.push({ ...op, elements: left });
+    }
+  return kept;
+}
+
+/** `a . b . 3 : c` → `a . b`: an indexed map element's key without its index (byDispatchKey's). */
+function dispatchKeyOf(text: string): string {
+  const key = text.split(' : ')[0]!;
+  const last = key.lastIndexOf(' . ');
+  return last < 0 ? '' : key.slice(0, last);
+}
+
+/**
+ * Of each indexed map, every dispatch key with an element unmatched on either side compared
+ * whole, as compareIndexed compares it: its matched listed elements are unmatched again and given
+ * to the scratch table as they are spelled (the render's spelling: they matched it exactly).
+ */
+function widenIndexedMaps(
+  render: NftTransaction,
+  listed: StreamedTables,
+  indexedMaps: ReadonlySet<string>,
+): void {
+  const affected = new Map<string, Set<string>>();
+  const affect = (family: NftFamily, set: string, text: string) => {
+    const key = `${family} ${set}`;
+    const keys = affected.get(key) ?? new Set<string>();
+    affected.set(key, keys.add(dispatchKeyOf(text)));
+  };
+  for (const op of render.ops)
+    if (op.object === 'element' && indexedMaps.has(op.set))
+      for (const element of op.elements) affect(op.family, op.set, listedElementText(renderedText(element)));
+  for (const family of FAMILIES)
+    for (const set of indexedMaps) {
+      const elements = listed.elements.get(`${family} ${set}`);
+      if (!elements) continue;
+      for (let position = 0; position < elements.size; position++)
+        if (!elements.isMatched(position)) affect(family, set, elements.text(position));
+      const keys = affected.get(`${family} ${set}`);
+      if (!keys) continue;
+      const widened: ElementSpec[] = [];
+      for (let position = 0; position < elements.size; position++) {
+        if (!elements.isMatched(position)) continue;
+        const text = elements.text(position);
+        if (!keys.has(dispatchKeyOf(text))) continue;
+        elements.unmatch(position);
+        const [key, value] = text.split(' : ');
+        widened.push({ key: key!, ...(value !== undefined && { value }) });
+      }
+      if (widened.length > 0) render.addElements(family, set, widened);
+    }
+}
+
+/**
+ * The listed tables, parsed, with all their elements or those left to compare (unmatched, of sets
+ * whose elements are compared).
+ */
+function liveTables(listed: StreamedTables, which: 'all' | 'unmatched'): NftRuleset {
+  const ruleset = parseNftRuleset(listed.skeleton);
+  for (const [key, elements] of listed.elements) {
+    const [family, set] = key.split(' ');
+    const table = [...ruleset.tables.values()].find((t) => t.family === family);
+    const target = table?.sets.get(set!);
+    if (!target || (which === 'unmatched' && !comparesElements(target))) continue;
+    for (let position = 0; position < elements.size; position++)
+      if (which === 'all' || !elements.isMatched(position))
+        for (const element of parseElements(tokenize(elements.text(position)))) target.elements.push(element);
+  }
+  return ruleset;
 }
