@@ -13,11 +13,15 @@
 //   in a child inside a namespace of its own): the `netlink*` figures, the curve's nftables points;
 //   the in-process figures above are the nft-text path's (the daemon's full syncs on a node with
 //   our tables, and the writer's fallback).
+// - the drift check (issue 32: the daemon's when its integrity check finds damage, `kproxy diff`)
+//   against the bare load's namespace with one element deleted, against a bare `nft list ruleset`
+//   there;
 // --wide: one Service with --endpoints endpoints (in slices of 100) instead of N services.
 //   node --expose-gc bench/nftables-speed.ts [--services 30000] [--endpoints 10] [--wide]
 //     [--changes 21] [--cold-start-chunk 100000] [--scheduler sh|mh]
 // --scheduler: ipvs.scheduler's nftables counterpart (dataplanes/nftables/scheduler.ts) in the
 //   nft-text figures; the netlink figures are left out (their child runs the default).
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -25,6 +29,7 @@ import { parseArgs } from 'node:util';
 import type { DualStackState } from '../contract/proxy-state.ts';
 import { coldStartTransactions } from '../dataplanes/nftables/cold-start.ts';
 import { desiredRuleset } from '../dataplanes/nftables/desired-ruleset.ts';
+import { nftablesDriftReader } from '../dataplanes/nftables/drift.ts';
 import { NftablesDataplane } from '../dataplanes/nftables/live.ts';
 import { commandNftRunner } from '../dataplanes/nftables/nft-runner.ts';
 import { endpointHashApplier, schedulerChoice } from '../dataplanes/nftables/scheduler.ts';
@@ -51,6 +56,7 @@ import {
   changePairs,
   type SyntheticCluster,
   shapedCluster,
+  syntheticService,
 } from './synthetic-cluster.ts';
 
 const { values } = parseArgs({
@@ -131,6 +137,31 @@ function countChangeFigures(figures: Record<string, number>): Record<string, num
     for (const figure of ['MedianMs', 'TransactionMedianMs', 'Ratio'])
       out[`netlinkEndpointChange${name}${figure}`] = figures[`endpointChange${name}${figure}`]!;
   return out;
+}
+
+/**
+ * The drift check against `ns`, which holds `state`'s full ruleset, after the first Service's
+ * ClusterIP is deleted from @cluster-ips, and a bare `nft list ruleset` of `ns` (output discarded;
+ * both through nsenter, as the reader's tools run). Its memory is not this process's to judge (it
+ * holds the section's dataplane, model and garbage): docs/benchmarks.md has the daemon's.
+ */
+async function driftFigures(ns: string, state: DualStackState): Promise<Record<string, number>> {
+  const clusterIP = syntheticService(0).spec!.clusterIP!;
+  await lab.exec(ns, 'nft', ['delete', 'element', 'ip', 'kproxy', 'cluster-ips', `{ ${clusterIP} }`]);
+  const enter = `--net=/run/netns/${ns}`;
+  const bareListMs = await timeMs(
+    () =>
+      new Promise((resolve) =>
+        spawn('nsenter', [enter, 'nft', 'list', 'ruleset'], { stdio: 'ignore' }).once('close', resolve),
+      ),
+  );
+  const read = nftablesDriftReader(execaRunner(['nsenter', enter]), values.scheduler);
+  let pieces = 0;
+  const checkMs = await timeMs(async () => {
+    pieces = (await read(state)).pieces.length;
+  });
+  if (pieces !== 1) throw new Error(`the drift check found ${pieces} pieces, not the one deleted`);
+  return { driftCheckMs: round(checkMs), driftBareListMs: round(bareListMs) };
 }
 
 const lab = new Lab(`bench-nft-${process.pid}`);
@@ -217,6 +248,9 @@ try {
 
   const connect = await firstLastConnectUs(lab, nodeNs, services, Number(values.connects));
   const netlink = endpointHash ? {} : await netlinkFigures(await lab.addNetns('netlink'), bareMs);
+  // `state` is still what bareNs holds: the model's states are snapshots (the daemon compares the
+  // one it last synced).
+  const drift = await driftFigures(bareNs, state);
 
   reportSection({
     services,
@@ -249,6 +283,7 @@ try {
     rssModelMiB: modelMemory.rssMiB,
     ...connect,
     ...netlink,
+    ...drift,
   });
 } finally {
   await lab.destroy();

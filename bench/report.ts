@@ -182,6 +182,14 @@ export function benchRows({
       1.5,
     ),
     ...infoRow(`nft: bare nft -f in the cold-start transactions`, num(nftables, 'bareChunkedLoadMs')),
+    // What the daemon runs when its integrity check finds damage (one element deleted), against
+    // the listing it cannot do without.
+    ...ratioRow(
+      `nft: drift check vs bare nft list ruleset`,
+      num(nftables, 'driftCheckMs'),
+      num(nftables, 'driftBareListMs'),
+      2,
+    ),
     ...underRow(
       `nft: one endpoint change end to end, elements by netlink (median, warm)`,
       num(nftables, 'netlinkEndpointChangeMedianMs'),
