@@ -1,11 +1,13 @@
 // What an upstream kube-proxy leaves in the kernel, for `kproxy cleanup --kube-proxy` when a node
-// switches over: its nftables tables (`ip kube-proxy`, `ip6 kube-proxy`), its iptables chains
-// (both backends) with the rules in built-in chains that jump to them, and its IPVS mode's
-// leftovers in kube-proxy's own cleanup order: the virtual services (all of them, as kube-proxy's
-// cleanup flushes IPVS; only when ip_vs is loaded), the kube-ipvs0 link, then, once no iptables
-// rule refers to them, its ipsets and its nfacct objects. Only kube-proxy's own: the KUBE-* chains
-// kubelet owns (KUBE-MARK-DROP, KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT, and KUBE-FIREWALL as
-// kubelet before 1.28 filled it) and ipsets of other names (kube-router's KUBE-DST-*, ...) stay.
+// switches over: its iptables chains (both backends) with the rules in built-in chains that jump
+// to them and its nftables tables (`ip kube-proxy`, `ip6 kube-proxy`) first, so that every new
+// connection meets kproxy's rules; then its IPVS mode's virtual services (all of them, as
+// kube-proxy's cleanup flushes IPVS; only when ip_vs is loaded), once the connections IPVS
+// balances have drained (ipvs-drain.ts), and the kube-ipvs0 link, then the conntrack entries of
+// the connections that cut; then, once no iptables rule refers to them, its ipsets and its nfacct
+// objects. Only kube-proxy's own: the KUBE-* chains kubelet owns (KUBE-MARK-DROP,
+// KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT, and KUBE-FIREWALL as kubelet before 1.28 filled it) and
+// ipsets of other names (kube-router's KUBE-DST-*, ...) stay.
 // Since 1.28 kube-proxy makes filter's KUBE-FIREWALL itself, holding one rule (the localnet drop)
 // and jumped to from INPUT and OUTPUT without a comment; its own cleanup leaves both, this removes
 // them when the chain holds nothing but that rule.
@@ -13,6 +15,14 @@
 import { type CommandRunner, IPTABLES_WAIT } from './command-runner.ts';
 import { existingIptablesTables } from './existing-iptables-tables.ts';
 import { removalInputs } from './iptables-save.ts';
+import { connectionsTo, type IpvsConnection, type VirtualServiceKey } from './ipvs-connection-list.ts';
+import {
+  DEFAULT_IPVS_DRAIN_MS,
+  type DrainOptions,
+  deleteCutConntrackEntries,
+  drainIpvsConnections,
+  readIpvsConnections,
+} from './ipvs-drain.ts';
 
 const KUBE_PROXY_CHAINS = new Set([
   'KUBE-SERVICES',
@@ -69,15 +79,17 @@ export function isKubeProxyIpset(name: string): boolean {
 }
 
 /** The IPVS table, as far as the cleanup needs it (dataplanes/ipvs/ipvs-client.ts's IpvsClient). */
-export interface VirtualServiceTable<S> {
+export interface VirtualServiceTable<S extends VirtualServiceKey> {
   listServices(): Promise<S[]>;
   deleteService(service: S): Promise<void>;
   close(): void;
 }
 
-export interface LeftoverOptions<S> {
+export interface LeftoverOptions<S extends VirtualServiceKey> {
   /** The IPVS table when ip_vs is loaded, else undefined (nothing of IPVS is touched). */
   readonly openIpvs?: () => Promise<VirtualServiceTable<S> | undefined>;
+  /** The drain before the virtual services go: DEFAULT_IPVS_DRAIN_MS, nothing reported, by default. */
+  readonly drain?: Omit<DrainOptions, 'timeoutMs'> & { readonly timeoutMs?: number };
   /** Per-service chains per iptables-nft-restore input (KUBE_PROXY_CHAINS_PER_RESTORE by default). */
   readonly nftChainsPerRestore?: number;
 }
@@ -136,15 +148,46 @@ const IPTABLES_TABLES = ['nat', 'filter', 'mangle'];
 const IPTABLES_TOOLS = ['iptables-nft', 'ip6tables-nft', 'iptables-legacy', 'ip6tables-legacy'];
 
 /** Removes kube-proxy's leftovers (IPVS, both iptables backends, ipsets, nft); returns what it removed. */
-export async function removeKubeProxyLeftovers<S>(
+export async function removeKubeProxyLeftovers<S extends VirtualServiceKey>(
   runner: CommandRunner,
   options: LeftoverOptions<S> = {},
 ): Promise<string[]> {
   const removed: string[] = [];
+  // kube-proxy's rules first: its IPVS mode's nat KUBE-SERVICES accepts connections to its
+  // addresses (ending iptables' nat chain, so IPVS would balance them); without it every new
+  // connection is kproxy's from here on, and only those IPVS already balances are left to drain.
+  removed.push(
+    ...(await removeIptablesChains(runner, options.nftChainsPerRestore ?? KUBE_PROXY_CHAINS_PER_RESTORE)),
+  );
+  removed.push(...(await removeNftTables(runner)));
+  removed.push(...(await removeIpvsServices(runner, options)));
+  removed.push(...(await removeIpsets(runner)));
+  removed.push(...(await removeNfacctObjects(runner)));
+  return removed;
+}
+
+/**
+ * The virtual services once their connections drained, kube-ipvs0, then the conntrack entries of
+ * the connections IPVS still balanced when they went (read just before: exact tuples).
+ */
+async function removeIpvsServices<S extends VirtualServiceKey>(
+  runner: CommandRunner,
+  options: LeftoverOptions<S>,
+): Promise<string[]> {
+  const removed: string[] = [];
+  let cut: IpvsConnection[] = [];
   const ipvs = await options.openIpvs?.();
   if (ipvs !== undefined) {
     try {
       const services = await ipvs.listServices();
+      if (services.length > 0) {
+        const drain = options.drain ?? { report: () => {} };
+        await drainIpvsConnections(runner, services, {
+          ...drain,
+          timeoutMs: drain.timeoutMs ?? DEFAULT_IPVS_DRAIN_MS,
+        });
+        cut = connectionsTo(await readIpvsConnections(runner), services);
+      }
       for (const service of services) await ipvs.deleteService(service);
       if (services.length > 0) removed.push(`IPVS: ${services.length} virtual service(s)`);
     } finally {
@@ -156,15 +199,23 @@ export async function removeKubeProxyLeftovers<S>(
     if (deleted.exitCode !== 0) throw new Error(`ip link delete ${KUBE_IPVS_LINK}: ${deleted.stderr.trim()}`);
     removed.push(`link ${KUBE_IPVS_LINK}`);
   }
-  removed.push(
-    ...(await removeIptablesChains(runner, options.nftChainsPerRestore ?? KUBE_PROXY_CHAINS_PER_RESTORE)),
-  );
-  removed.push(...(await removeIpsets(runner)));
-  removed.push(...(await removeNfacctObjects(runner)));
-  // Deleted without listing first: nft 1.0.6's `list tables` reads every table whole (over 3.5
-  // min beside kproxy's iptables-nft rules for 10k services, against 6 s for this delete); a
-  // table that is not there is the delete's ENOENT. No nft tool (127): kube-proxy's nftables mode,
-  // which runs nft, cannot have run here.
+  if (cut.length > 0) {
+    const deleted = await deleteCutConntrackEntries(runner, cut);
+    removed.push(
+      `conntrack: ${deleted} entr${deleted === 1 ? 'y' : 'ies'} of ${cut.length} cut IPVS connection(s)`,
+    );
+  }
+  return removed;
+}
+
+/**
+ * Deleted without listing first: nft 1.0.6's `list tables` reads every table whole (over 3.5 min
+ * beside kproxy's iptables-nft rules for 10k services, against 6 s for this delete); a table that
+ * is not there is the delete's ENOENT. No nft tool (127): kube-proxy's nftables mode, which runs
+ * nft, cannot have run here.
+ */
+async function removeNftTables(runner: CommandRunner): Promise<string[]> {
+  const removed: string[] = [];
   for (const family of ['ip', 'ip6']) {
     const deleted = await runner.run('nft', ['delete', 'table', family, 'kube-proxy']);
     if (deleted.exitCode === 0) removed.push(`nft table ${family} kube-proxy`);

@@ -1,18 +1,22 @@
-// `kproxy cleanup [--mode M] [--kube-proxy | --script]`: removes the rules kproxy owns (every mode
-// this build can program, or only M), and with --kube-proxy also what an upstream kube-proxy left
-// behind. Nothing else is touched. Run it after stopping the daemon: the daemon leaves its rules on
-// stop. With --script it removes nothing and prints the same removals as a shell script that needs
-// nothing of kproxy's (cleanup-script.ts), which the package's purge runs once kproxy is gone.
+// `kproxy cleanup [--mode M] [--kube-proxy [--ipvs-drain-timeout D] | --script]`: removes the
+// rules kproxy owns (every mode this build can program, or only M), and with --kube-proxy also
+// what an upstream kube-proxy left behind (draining IPVS first, up to D). Nothing else is
+// touched. Run it after stopping the daemon: the daemon leaves its rules on stop. With --script it
+// removes nothing and prints the same removals as a shell script that needs nothing of kproxy's
+// (cleanup-script.ts), which the package's purge runs once kproxy is gone.
 import { existsSync } from 'node:fs';
 import type { ParseArgsOptionsConfig } from 'node:util';
 import type { CleanupCommand, DataplaneMode } from '../../contract/dataplane.ts';
 import { NetlinkIpvsClient } from '../../dataplanes/ipvs/ipvs-client.ts';
 import type { VirtualService } from '../../dataplanes/ipvs/virtual-servers.ts';
 import { type CommandRunner, execaRunner } from '../../dataplanes/shared/command-runner.ts';
+import type { VirtualServiceKey } from '../../dataplanes/shared/ipvs-connection-list.ts';
+import { DEFAULT_IPVS_DRAIN_MS } from '../../dataplanes/shared/ipvs-drain.ts';
 import {
   removeKubeProxyLeftovers,
   type VirtualServiceTable,
 } from '../../dataplanes/shared/kube-proxy-leftovers.ts';
+import { formatGoDuration, parseGoDuration } from '../config/go-duration.ts';
 import { createLiveDataplane, LIVE_MODES } from '../daemon/live-dataplanes.ts';
 import { cleanupScript } from './cleanup-script.ts';
 import { commandFlags, usageError } from './command-flags.ts';
@@ -22,11 +26,12 @@ import { createLogger } from './logger.ts';
 const CLEANUP_OPTIONS: ParseArgsOptionsConfig = {
   mode: { type: 'string' },
   'kube-proxy': { type: 'boolean' },
+  'ipvs-drain-timeout': { type: 'string' },
   script: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 };
 
-export const CLEANUP_USAGE = `Usage: kproxy cleanup [--mode MODE] [--kube-proxy | --script]
+export const CLEANUP_USAGE = `Usage: kproxy cleanup [--mode MODE] [--kube-proxy [--ipvs-drain-timeout DURATION] | --script]
 
 Removes every rule kproxy owns (nft tables "kproxy", iptables KPROXY-* chains, IPVS mode's
 kproxy-ipvs0 link, virtual servers and "kproxy-ipvs" tables), for MODE only when given
@@ -35,6 +40,17 @@ nft "kube-proxy" tables, KUBE-* chains (not kubelet's) of iptables-nft and iptab
 its IPVS mode's kube-ipvs0 link and ipsets and, when ip_vs is loaded, every IPVS virtual service
 (as kube-proxy's own cleanup does). Only what exists is touched (no iptables backend's table is
 created to be emptied), and only what was removed is printed. Stop the daemon first.
+
+kube-proxy's chains and tables go first, so that new connections meet kproxy's rules. Then, before
+the virtual services go, it waits while IPVS still balances a TCP or SCTP connection to one of them
+(not one in TIME_WAIT or CLOSE; UDP is not waited for, as kube-proxy's own graceful termination
+does not), printing what it waits for, at most --ipvs-drain-timeout (a Go duration; default
+${formatGoDuration(DEFAULT_IPVS_DRAIN_MS)}, long enough for connections that end by themselves:
+HTTP keep-alive idles out within 5-75 s in common servers and load balancers; what is still open
+then is a long-lived stream that would never end, and gets the reset it gets at any pod restart;
+0: no wait). Then the services and kube-ipvs0 go, and the conntrack entries of the connections IPVS
+still balanced (their exact tuples), so that a UDP flow, or a TCP connection held past the bound,
+meets kproxy's rules at its next packet (UDP balanced afresh, TCP reset) instead of being dropped.
 
 With --script, removes nothing: prints a POSIX shell script that removes what kproxy's own rules
 are now with the node's tools (nft, iptables-*-restore, ip; ipvsadm for IPVS virtual servers),
@@ -52,7 +68,7 @@ export async function cleanupCommand(
   io: CliIO,
   runner?: CommandRunner,
   /** IPVS is opened in this process's namespace: a runner into another one brings its own. */
-  openIpvs: () => Promise<VirtualServiceTable<unknown> | undefined> = runner === undefined
+  openIpvs: () => Promise<VirtualServiceTable<VirtualServiceKey> | undefined> = runner === undefined
     ? openIpvsIfLoaded
     : async () => undefined,
 ): Promise<number> {
@@ -68,6 +84,22 @@ export async function cleanupCommand(
   }
   if (flags.script && flags['kube-proxy']) {
     return usageError(io, 'cleanup', '--script covers kproxy’s own rules only, not --kube-proxy');
+  }
+  const drainText = flags['ipvs-drain-timeout'] as string | undefined;
+  const drainMs = drainText === undefined ? DEFAULT_IPVS_DRAIN_MS : parseGoDuration(drainText);
+  if (drainText !== undefined && !flags['kube-proxy']) {
+    return usageError(
+      io,
+      'cleanup',
+      '--ipvs-drain-timeout drains kube-proxy’s IPVS services: it needs --kube-proxy',
+    );
+  }
+  if (drainMs === undefined || drainMs < 0) {
+    return usageError(
+      io,
+      'cleanup',
+      `--ipvs-drain-timeout: ${JSON.stringify(drainText)} is not a duration of 0 or more`,
+    );
   }
   const commands = runner ?? execaRunner();
   const logger = createLogger('text', 'warn', io.stderr);
@@ -88,7 +120,10 @@ export async function cleanupCommand(
       if (removed.length === 0) io.stdout.write(`no kproxy ${each} rules found\n`);
     }
     if (flags['kube-proxy']) {
-      const removed = await removeKubeProxyLeftovers(commands, { openIpvs });
+      const removed = await removeKubeProxyLeftovers(commands, {
+        openIpvs,
+        drain: { timeoutMs: drainMs, report: (line) => io.stdout.write(`${line}\n`) },
+      });
       for (const what of removed) io.stdout.write(`removed ${what}\n`);
       if (removed.length === 0) io.stdout.write('no kube-proxy leftovers found\n');
     }

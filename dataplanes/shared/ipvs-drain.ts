@@ -1,0 +1,99 @@
+// The drain before kube-proxy's IPVS virtual services go (kube-proxy-leftovers.ts). A connection
+// IPVS balances keeps going through IPVS (its conntrack entry has no NAT, so kproxy's DNAT never
+// sees it) only while its virtual service is there and kube-ipvs0 holds the address: deleting the
+// service makes IPVS drop its packets, deleting the link routes them away, and the conntrack entry,
+// refreshed by each packet, keeps the flow from reaching kproxy's rules. So the cleanup waits while
+// IPVS balances a live TCP or SCTP connection (ipvs-connection-list.ts) to one of the services, up
+// to a bound, and once they are gone deletes the conntrack entries of those it cut: a UDP flow,
+// or a TCP connection held past the bound, meets kproxy's rules at its next packet (UDP is
+// balanced afresh, TCP is reset by the endpoint that has no such connection) instead of being
+// black-holed.
+import type { CommandRunner } from './command-runner.ts';
+import { deleteConntrackEntries } from './conntrack/conntrack-tool.ts';
+import {
+  connectionsTo,
+  conntrackFilterOf,
+  describeConnection,
+  type IpvsConnection,
+  isLive,
+  parseIpvsConnections,
+  type VirtualServiceKey,
+} from './ipvs-connection-list.ts';
+
+/** The default bound of the drain (`--ipvs-drain-timeout`); the CLI's usage text says why 2 min. */
+export const DEFAULT_IPVS_DRAIN_MS = 120_000;
+
+/** How often the connection list is read while draining. */
+const POLL_MS = 1_000;
+
+export interface DrainOptions {
+  /** How long to wait at most for live connections to end; 0 cuts them at once. */
+  readonly timeoutMs: number;
+  /** Told what the drain waits for, each time that changes, and how it ended. */
+  readonly report: (line: string) => void;
+  /** Test seams: the clock and the wait between reads. */
+  readonly now?: () => number;
+  readonly sleep?: (ms: number) => Promise<void>;
+}
+
+/** The IPVS connections of this namespace; none when ip_vs keeps no list (not loaded). */
+export async function readIpvsConnections(runner: CommandRunner): Promise<IpvsConnection[]> {
+  const listed = await runner.run('cat', ['/proc/net/ip_vs_conn']);
+  return listed.exitCode === 0 ? parseIpvsConnections(listed.stdout) : [];
+}
+
+/**
+ * Waits while IPVS balances a live connection to one of `services`, at most `timeoutMs`, reading
+ * the connection list every POLL_MS; returns whether they all ended.
+ */
+export async function drainIpvsConnections(
+  runner: CommandRunner,
+  services: readonly VirtualServiceKey[],
+  options: DrainOptions,
+): Promise<boolean> {
+  const now = options.now ?? (() => performance.now());
+  const sleep = options.sleep ?? ((ms: number) => new Promise((resolve) => setTimeout(resolve, ms)));
+  const started = now();
+  let waitingFor = '';
+  for (;;) {
+    const live = connectionsTo(await readIpvsConnections(runner), services).filter(isLive);
+    const elapsed = now() - started;
+    if (live.length === 0) {
+      if (waitingFor !== '') options.report(`IPVS drain: no live connection left after ${seconds(elapsed)}`);
+      return true;
+    }
+    if (elapsed >= options.timeoutMs) {
+      options.report(
+        `IPVS drain: ${live.length} connection(s) still live at the bound (${seconds(options.timeoutMs)}), cut`,
+      );
+      return false;
+    }
+    const listed = live.map(describeConnection).join('\n  ');
+    if (listed !== waitingFor) {
+      const left = seconds(options.timeoutMs - elapsed);
+      options.report(
+        `IPVS drain: waiting up to ${left} for ${live.length} connection(s) to end:\n  ${listed}`,
+      );
+      waitingFor = listed;
+    }
+    await sleep(Math.min(POLL_MS, options.timeoutMs - elapsed));
+  }
+}
+
+/**
+ * Deletes the conntrack entries of `cut` (the connections IPVS balanced when its services went),
+ * by exact tuple; returns how many went. One that ended meanwhile has none left, which is fine.
+ */
+export async function deleteCutConntrackEntries(
+  runner: CommandRunner,
+  cut: readonly IpvsConnection[],
+): Promise<number> {
+  let deleted = 0;
+  for (const connection of cut)
+    deleted += await deleteConntrackEntries(runner, conntrackFilterOf(connection));
+  return deleted;
+}
+
+function seconds(ms: number): string {
+  return `${(Math.max(0, ms) / 1000).toFixed(1)} s`;
+}

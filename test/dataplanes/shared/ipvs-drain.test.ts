@@ -1,0 +1,134 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { CommandResult, CommandRunner } from '../../../dataplanes/shared/command-runner.ts';
+import { drainIpvsConnections } from '../../../dataplanes/shared/ipvs-drain.ts';
+import { removeKubeProxyLeftovers } from '../../../dataplanes/shared/kube-proxy-leftovers.ts';
+
+const HEADER = 'Pro FromIP   FPrt ToIP     TPrt DestIP   DPrt State       Expires PEName PEData\n';
+/** 10.100.0.200:40000 -> 10.20.30.41:80 via 10.244.1.10:80, in `state`. */
+const tcp = (state: string) => `TCP 0A6400C8 9C40 0A141E29 0050 0AF4010A 0050 ${state}     899\n`;
+/** 10.100.0.200:54321 -> 10.20.30.42:53 via 10.244.1.11:53. */
+const UDP = 'UDP 0A6400C8 D431 0A141E2A 0035 0AF4010B 0035 UDP             299\n';
+const SERVICES = [
+  { protocol: 'TCP', address: '10.20.30.41', port: 80 },
+  { protocol: 'UDP', address: '10.20.30.42', port: 53 },
+];
+
+/**
+ * A node whose /proc/net/ip_vs_conn reads `lists` in turn (the last one from then on), with
+ * kube-ipvs0, nothing of iptables, ipset or nft, and conntrack deleting one entry per call.
+ * `calls` records every command in order.
+ */
+function node(lists: string[]) {
+  const calls: string[] = [];
+  const runner: CommandRunner = {
+    async run(command, args): Promise<CommandResult> {
+      calls.push([command, ...args].join(' '));
+      if (command === 'cat')
+        return { stdout: HEADER + (lists.length > 1 ? lists.shift()! : lists[0]!), stderr: '', exitCode: 0 };
+      if (command === 'ip') return { stdout: '', stderr: '', exitCode: 0 };
+      if (command === 'conntrack')
+        return {
+          stdout: '',
+          stderr: 'conntrack v1.4.7 (conntrack-tools): 1 flow entries have been deleted.\n',
+          exitCode: 0,
+        };
+      return { stdout: '', stderr: 'not found', exitCode: 127 };
+    },
+  };
+  return { runner, calls };
+}
+
+/** A clock the drain's sleeps advance. */
+function clock() {
+  let now = 0;
+  return {
+    now: () => now,
+    sleep: async (ms: number) => {
+      now += ms;
+    },
+  };
+}
+
+test('the drain waits while a TCP connection is live, says what for, and ends when it ends', async () => {
+  const { runner } = node([
+    tcp('ESTABLISHED') + UDP,
+    tcp('ESTABLISHED') + UDP,
+    tcp('FIN_WAIT') + UDP,
+    tcp('TIME_WAIT') + UDP,
+  ]);
+  const reported: string[] = [];
+  const ended = await drainIpvsConnections(runner, SERVICES, {
+    timeoutMs: 60_000,
+    report: (l) => reported.push(l),
+    ...clock(),
+  });
+  assert.equal(ended, true);
+  assert.deepEqual(reported, [
+    'IPVS drain: waiting up to 60.0 s for 1 connection(s) to end:\n  TCP 10.100.0.200:40000 -> 10.20.30.41:80 (10.244.1.10:80, ESTABLISHED)',
+    'IPVS drain: waiting up to 58.0 s for 1 connection(s) to end:\n  TCP 10.100.0.200:40000 -> 10.20.30.41:80 (10.244.1.10:80, FIN_WAIT)',
+    'IPVS drain: no live connection left after 3.0 s',
+  ]);
+});
+
+test('the drain does not wait for UDP, and stops at its bound', async () => {
+  const udpOnly: string[] = [];
+  assert.equal(
+    await drainIpvsConnections(node([UDP]).runner, SERVICES, {
+      timeoutMs: 60_000,
+      report: (l) => udpOnly.push(l),
+      ...clock(),
+    }),
+    true,
+  );
+  assert.deepEqual(udpOnly, []);
+  const reported: string[] = [];
+  const time = clock();
+  const ended = await drainIpvsConnections(node([tcp('ESTABLISHED')]).runner, SERVICES, {
+    timeoutMs: 2_500,
+    report: (l) => reported.push(l),
+    ...time,
+  });
+  assert.equal(ended, false);
+  assert.equal(time.now(), 2_500);
+  assert.equal(reported.at(-1), 'IPVS drain: 1 connection(s) still live at the bound (2.5 s), cut');
+});
+
+test('kube-proxy IPVS leftovers: rules first, then the drain, the services, kube-ipvs0, then the cut connections’ conntrack entries', async () => {
+  const { runner, calls } = node([tcp('ESTABLISHED') + UDP, tcp('ESTABLISHED') + UDP]);
+  const deleted: string[] = [];
+  const removed = await removeKubeProxyLeftovers(runner, {
+    openIpvs: async () => ({
+      listServices: async () => SERVICES,
+      deleteService: async (s) => {
+        calls.push(`delete service ${s.protocol} ${s.address}:${s.port}`);
+        deleted.push(s.address);
+      },
+      close: () => {},
+    }),
+    drain: { timeoutMs: 1_000, report: () => {}, ...clock() },
+  });
+  const order = calls.map((c) => c.split(' ').slice(0, 2).join(' '));
+  const first = (prefix: string) => order.findIndex((c) => c.startsWith(prefix));
+  const last = (prefix: string) => order.findLastIndex((c) => c.startsWith(prefix));
+  assert.ok(last('iptables-legacy-save') < first('nft delete'), calls.join('\n'));
+  assert.ok(last('nft delete') < first('cat /proc/net/ip_vs_conn'), calls.join('\n'));
+  assert.ok(last('cat') < first('delete service'), calls.join('\n'));
+  assert.ok(last('delete service') < first('ip link'), calls.join('\n'));
+  assert.ok(last('ip link') < first('conntrack -D'), calls.join('\n'));
+  assert.ok(last('conntrack') < first('ipset list'), calls.join('\n'));
+  // Both connections cut, each by its own tuple: the live TCP one and the UDP flow.
+  assert.deepEqual(
+    calls.filter((c) => c.startsWith('conntrack')),
+    [
+      'conntrack -D -p tcp --orig-src 10.100.0.200 --orig-dst 10.20.30.41 --orig-port-src 40000 --orig-port-dst 80 --reply-src 10.244.1.10 --reply-port-src 80',
+      'conntrack -D -p udp --orig-src 10.100.0.200 --orig-dst 10.20.30.42 --orig-port-src 54321 --orig-port-dst 53 --reply-src 10.244.1.11 --reply-port-src 53',
+    ],
+  );
+  assert.deepEqual(deleted, ['10.20.30.41', '10.20.30.42']);
+  assert.deepEqual(removed, [
+    'IPVS: 2 virtual service(s)',
+    'link kube-ipvs0',
+    'conntrack: 2 entries of 2 cut IPVS connection(s)',
+  ]);
+});
