@@ -97,11 +97,11 @@ function compareFamily(
 }
 
 /** The other owners' rules in the built-in chains, each with the Service ports it drops. */
-function judgeForeign(
+async function judgeForeign(
   liveText: string,
   servicePorts: readonly ServicePort[],
   localAddresses: readonly string[],
-): ForeignRule[] {
+): Promise<ForeignRule[]> {
   const live = parseIptablesRuleset(liveText);
   const rules = new Map<string, { where: string; text: string }>();
   for (const family of FAMILIES)
@@ -115,7 +115,7 @@ function judgeForeign(
         }
       }
   if (rules.size === 0) return [];
-  const hits = foreignHits(
+  const hits = await foreignHits(
     servicePorts,
     localAddresses,
     (packet) => traceIptables(live, packet, { localAddresses }, { foreignRules: true }),
@@ -153,7 +153,7 @@ export async function iptablesDrift(runner: CommandRunner, input: IptablesDriftI
   return {
     mode: 'iptables',
     pieces: [...pieces, ...others.pieces],
-    foreign: judgeForeign(liveText, input.servicePorts, input.localAddresses),
+    foreign: await judgeForeign(liveText, input.servicePorts, input.localAddresses),
     unreadable: others.unreadable,
   };
 }

@@ -150,7 +150,7 @@ export async function ipvsDrift(runner: CommandRunner, input: IpvsDriftInput): P
   return {
     mode: 'ipvs',
     pieces,
-    foreign: judgeNftForeign(
+    foreign: await judgeNftForeign(
       others,
       (packet) => traceIpvs(combined, packet, { localAddresses }, { foreignTables: true }),
       input.servicePorts,

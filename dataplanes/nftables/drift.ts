@@ -43,7 +43,7 @@ export async function nftablesDrift(runner: CommandRunner, input: NftDriftInput)
   return {
     mode: 'nftables',
     pieces: [...own.pieces, ...nftLeftovers(others, TABLE)],
-    foreign: judgeNftForeign(
+    foreign: await judgeNftForeign(
       others,
       (packet) => {
         combined ??= withOthers();

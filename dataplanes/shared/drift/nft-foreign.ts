@@ -50,12 +50,12 @@ export function nftLeftovers(foreign: NftRuleset, own: string): DriftPiece[] {
  * ClusterIP, external and LoadBalancer address of each port traced (`trace`: through kproxy's live
  * rules and the foreign tables together) from outside and from the node.
  */
-export function judgeNftForeign(
+export async function judgeNftForeign(
   foreign: NftRuleset,
   trace: (packet: TracePacket) => TraceReport,
   servicePorts: readonly ServicePort[],
   localAddresses: readonly string[],
-): ForeignRule[] {
+): Promise<ForeignRule[]> {
   const rules = new Map<string, { where: string; text: string }>();
   for (const table of foreign.tables.values())
     for (const chain of table.chains.values()) {
@@ -68,7 +68,7 @@ export function judgeNftForeign(
       }
     }
   if (rules.size === 0) return [];
-  const hits = foreignHits(
+  const hits = await foreignHits(
     servicePorts,
     localAddresses,
     trace,

@@ -81,3 +81,21 @@ export function valueMatches(pattern: string, actual: string): boolean {
   if (left && right) return left.value === right.value && left.width === right.width;
   return symbol(pattern) === symbol(actual);
 }
+
+/**
+ * Keys such that `pattern` and `actual` share one exactly when valueMatches(pattern, actual), for
+ * texts that are not prefixes or ranges (undefined: only a scan may compare those). A value is its
+ * number and width; a name is its lower case; a protocol's number is both (it equals its name).
+ * What lets set lookups find an element by key instead of comparing every one (element-index.ts).
+ */
+export function exactKeys(text: string): readonly string[] | undefined {
+  if (text.includes('/')) return undefined;
+  if (/^(.+?)-(.+)$/.test(text) && !/^[a-z]/i.test(text)) return undefined;
+  const lower = text.toLowerCase();
+  const value = scalar(text);
+  if (value === null) return [`=${lower}`];
+  const name = PROTOCOL_NUMBERS[lower];
+  return name === undefined
+    ? [`${value.width}:${value.value}`]
+    : [`${value.width}:${value.value}`, `=${name}`];
+}

@@ -3,6 +3,7 @@
 // evaluated; other tables hooked where the packet passes are named as not evaluated.
 
 import { addressBytes } from '../nft/element-encoding.ts';
+import { findElement } from './element-index.ts';
 import {
   type Flow,
   type HookEvaluator,
@@ -370,11 +371,7 @@ class NftEvaluator {
       return { matched: lookup.parts.every((pattern, i) => valueMatches(pattern, actual[i] ?? '')) };
     }
     const elements = lookup.kind === 'set' ? (table.sets.get(lookup.name)?.elements ?? []) : lookup.elements;
-    const element = elements.find(
-      (candidate) =>
-        candidate.key.length === values.length &&
-        candidate.key.every((pattern, i) => valueMatches(pattern, values[i]!)),
-    );
+    const element = findElement(elements, values);
     return element ? { matched: true, element } : { matched: false };
   }
 
