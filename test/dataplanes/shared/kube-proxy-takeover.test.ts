@@ -23,11 +23,11 @@ import type { DualStackState, ServicePort } from '../../../contract/proxy-state.
 import { buildIptablesDataplane } from '../../../dataplanes/iptables/build.ts';
 import { buildNftablesDataplane } from '../../../dataplanes/nftables/build.ts';
 import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
-import type { EchoOutcome } from '../../../harness/echo-client.ts';
 import type { EchoReply } from '../../../harness/echo-server.ts';
 import { allowance } from '../../../harness/emulation.ts';
 import { Lab, requireRoot } from '../../../harness/netns.ts';
 import { endpoint, ipv4, servicePort } from '../../../harness/proxy-states.ts';
+import { type Probe, probeUntilStopped } from '../../../harness/steady-probes.ts';
 import { ANSWER_TIMEOUT_MS, CLUSTER_CIDR_V4, Topology } from '../../../harness/topology.ts';
 import { cleanupCommand } from '../../../src/cli/cleanup.ts';
 
@@ -245,53 +245,29 @@ async function startNftablesKubeProxy(lab: Lab, ns: string, nodeIP: string, dump
   await lab.exec(ns, 'nft', ['-f', '-'], { input: declarationsFirst(await adapted(dump, nodeIP)) });
 }
 
-/** A probe's answer timeout: see probeUntilStopped. */
+/**
+ * A probe's answer timeout: ANSWER_TIMEOUT_MS, made for the design load, stretched on a busier host
+ * (harness/emulation.ts): at load ~48 on 2 cores one run in seven saw ~100 attempts to each target
+ * time out at once with the bare 5 s, the others none.
+ */
 const ANSWER_MS = allowance(ANSWER_TIMEOUT_MS);
 
-/**
- * Connections to every target, one per PROBE_EVERY_MS since the start, until stop(): their
- * outcomes. The count follows the clock, not the timer: a busy machine delays this process's
- * timers (load 19 on 2 cores gave 12-15 a second by ticks), so a late tick sends the ones due.
- * The connections are made by the client namespace's prober process, as they arrive. The test's
- * end stops it too, when an assertion failed first. Each has ANSWER_TIMEOUT_MS, made for the design
- * load, stretched on a busier host (harness/emulation.ts): at load ~48 on 2 cores one run in seven
- * saw ~100 attempts to each target time out at once with the bare 5 s, the others none.
- */
-function probeUntilStopped(t: TestContext, topology: Topology, targets: readonly Target[]) {
-  const started = performance.now();
-  let sent = 0;
-  const pending: Promise<[Target, EchoOutcome]>[] = [];
-  const send = () => {
-    for (const due = Math.floor((performance.now() - started) / PROBE_EVERY_MS); sent < due; sent++) {
-      for (const target of targets) {
-        pending.push(
-          topology
-            .connect(topology.client.ns, 'tcp', target.host, target.port, { timeoutMs: ANSWER_MS })
-            .then(([outcome]) => [target, outcome!] as [Target, EchoOutcome]),
-        );
-      }
-    }
-  };
-  const timer = setInterval(send, PROBE_EVERY_MS);
-  t.after(() => clearInterval(timer));
-  return async () => {
-    send();
-    clearInterval(timer);
-    return Promise.all(pending);
-  };
+/** The client's probes to `targets` at the test's pace until stop(). */
+function probing(t: TestContext, topology: Topology, targets: readonly Target[]) {
+  return probeUntilStopped(t, topology, targets, { everyMs: PROBE_EVERY_MS, answerMs: ANSWER_MS });
 }
 
 /**
  * What went wrong: failed connections, and answers to a Local-policy target from another pod than
  * LOCAL_POD or that did not see the client's own address (masqueraded).
  */
-function failures(outcomes: readonly [Target, EchoOutcome][], clientIP: string): string[] {
-  return outcomes
+function failures(probes: readonly Pick<Probe<Target>, 'target' | 'outcome'>[], clientIP: string): string[] {
+  return probes
     .filter(
-      ([target, o]) =>
+      ({ target, outcome: o }) =>
         'error' in o || (target.localOnly && (o.name !== LOCAL_POD || !o.peer.startsWith(`${clientIP}:`))),
     )
-    .map(([target, o]) => `${target.name}: ${JSON.stringify(o)}`);
+    .map(({ target, outcome }) => `${target.name}: ${JSON.stringify(outcome)}`);
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -362,7 +338,7 @@ for (const ruleSet of RULE_SETS) {
           }),
         );
         for (const { target, greeting } of held) {
-          if (target.localOnly) assert.deepEqual(failures([[target, greeting]], clientIP), []);
+          if (target.localOnly) assert.deepEqual(failures([{ target, outcome: greeting }], clientIP), []);
         }
         /** Each held connection still echoes: its ticks went on since `before` (lines per connection). */
         const ticks = () => held.map(({ proc }) => proc.output().split('\n').length);
@@ -378,7 +354,7 @@ for (const ruleSet of RULE_SETS) {
 
         // Takeover: kproxy's first sync, then kube-proxy's leftovers go. Each phase lasts
         // PHASE_MS, so that connections are probed before, between and after the steps.
-        let stop = probeUntilStopped(t, topology, probed);
+        let stop = probing(t, topology, probed);
         await sleep(PHASE_MS);
         const log = () => {};
         // kproxy run's iptables mode makes kube-proxy's nfacct objects at start where missing.
@@ -397,11 +373,11 @@ for (const ruleSet of RULE_SETS) {
           '--kube-proxy',
         ]);
         await sleep(PHASE_MS);
-        let outcomes = await stop();
-        assert.deepEqual(failures(outcomes, clientIP), [], 'no connection fails across the takeover');
+        let { probes } = await stop();
+        assert.deepEqual(failures(probes, clientIP), [], 'no connection fails across the takeover');
         // At the pace, across the three phases at least (the steps between them add more).
         for (const target of probed) {
-          const attempts = outcomes.filter(([each]) => each === target).length;
+          const attempts = probes.filter((probe) => probe.target === target).length;
           assert.ok(attempts >= Math.floor((3 * PHASE_MS) / PROBE_EVERY_MS), `${target.name}: ${attempts}`);
         }
 
@@ -424,14 +400,14 @@ for (const ruleSet of RULE_SETS) {
         await stillEchoing('echoes after the takeover');
 
         // The way back: kube-proxy starts (its full restore or transaction), then `kproxy cleanup`.
-        stop = probeUntilStopped(t, topology, probed);
+        stop = probing(t, topology, probed);
         await sleep(PHASE_MS);
         await kubeProxy.start(lab, node.ns, node.ipv4, ruleSet.dump);
         await sleep(PHASE_MS);
         await cleanup(['--mode', to]);
         await sleep(PHASE_MS);
-        outcomes = await stop();
-        assert.deepEqual(failures(outcomes, clientIP), [], 'no connection fails on the way back');
+        ({ probes } = await stop());
+        assert.deepEqual(failures(probes, clientIP), [], 'no connection fails on the way back');
         const afterRollback = await saved();
         assert.doesNotMatch(afterRollback, /KPROXY/);
         assert.doesNotMatch(await tables(), /kproxy/);

@@ -9,15 +9,15 @@
 // does), then `kproxy cleanup --kube-proxy --mode iptables` with its IPVS drain.
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
-import { after, before, type TestContext, test } from 'node:test';
+import { after, before, test } from 'node:test';
 import { buildNftablesDataplane } from '../../../../dataplanes/nftables/build.ts';
 import { type CommandRunner, execaRunner } from '../../../../dataplanes/shared/command-runner.ts';
 import type { VirtualServiceTable } from '../../../../dataplanes/shared/kube-proxy-leftovers.ts';
-import type { EchoOutcome } from '../../../../harness/echo-client.ts';
 import type { EchoReply } from '../../../../harness/echo-server.ts';
 import { allowance } from '../../../../harness/emulation.ts';
 import { Lab, type LabProcess } from '../../../../harness/netns.ts';
 import { endpoint, ipv4, servicePort } from '../../../../harness/proxy-states.ts';
+import { probeUntilStopped } from '../../../../harness/steady-probes.ts';
 import { ANSWER_TIMEOUT_MS, CLUSTER_CIDR_V4, Topology } from '../../../../harness/topology.ts';
 import { cleanupCommand } from '../../../../src/cli/cleanup.ts';
 
@@ -138,32 +138,6 @@ function kproxyState(nodeIP: string) {
   );
 }
 
-/** Probes every target once per PROBE_EVERY_MS since the start (by the clock) until stop(). */
-function probeUntilStopped(t: TestContext, topology: Topology, targets: readonly Target[]) {
-  const started = performance.now();
-  let sent = 0;
-  const pending: Promise<[Target, EchoOutcome, number]>[] = [];
-  const send = () => {
-    for (const due = Math.floor((performance.now() - started) / PROBE_EVERY_MS); sent < due; sent++) {
-      for (const target of targets) {
-        const at = performance.now();
-        pending.push(
-          topology
-            .connect(topology.client.ns, target.proto, target.host, target.port, { timeoutMs: ANSWER_MS })
-            .then(([outcome]) => [target, outcome!, performance.now() - at] as [Target, EchoOutcome, number]),
-        );
-      }
-    }
-  };
-  const timer = setInterval(send, PROBE_EVERY_MS);
-  t.after(() => clearInterval(timer));
-  return async () => {
-    send();
-    clearInterval(timer);
-    return { outcomes: await Promise.all(pending), seconds: (performance.now() - started) / 1000 };
-  };
-}
-
 /** `kproxy cleanup ARGS` in the node namespace, started now: its output so far, and its end. */
 function startCleanup(runner: CommandRunner, lab: Lab, ns: string, args: string[]) {
   let stdout = '';
@@ -255,7 +229,7 @@ test('kube-proxy IPVS → kproxy nftables: the drain keeps a held connection unt
     { name: 'NodePort', proto: 'tcp', host: node.ipv4, port: NODE_PORT },
     { name: 'UDP ClusterIP', proto: 'udp', host: UDP_CLUSTER_IP, port: 53 },
   ];
-  const stop = probeUntilStopped(t, topology, targets);
+  const stop = probeUntilStopped(t, topology, targets, { everyMs: PROBE_EVERY_MS, answerMs: ANSWER_MS });
   await sync();
   step('kproxy synced');
   const cleanup = startCleanup(runner, lab, node.ns, [
@@ -299,13 +273,13 @@ test('kube-proxy IPVS → kproxy nftables: the drain keeps a held connection unt
   const udpAtEnd = lines(udp).length;
   await sleep(1000);
   step('cleanup done; stopping the probes');
-  const { outcomes, seconds: probed } = await stop();
-  const failed = outcomes
-    .filter(([, o]) => 'error' in o)
-    .map(([target, o]) => `${target.name}: ${JSON.stringify(o)}`);
-  const slowest = Math.max(...outcomes.map(([, , ms]) => ms));
+  const { probes, seconds: probed } = await stop();
+  const failed = probes
+    .filter(({ outcome }) => 'error' in outcome)
+    .map(({ target, outcome }) => `${target.name}: ${JSON.stringify(outcome)}`);
+  const slowest = Math.max(...probes.map(({ ms }) => ms));
   t.diagnostic(
-    `${outcomes.length / targets.length} probes per target in ${probed.toFixed(1)} s (${(outcomes.length / targets.length / probed).toFixed(1)}/s), slowest answer ${slowest.toFixed(0)} ms`,
+    `${probes.length / targets.length} probes per target in ${probed.toFixed(1)} s (${(probes.length / targets.length / probed).toFixed(1)}/s), slowest answer ${slowest.toFixed(0)} ms`,
   );
   assert.deepEqual(failed, [], 'no probe fails across the takeover');
   // The UDP flow IPVS balanced answers after its conntrack entry went, now through kproxy's rules.
