@@ -5,11 +5,12 @@
 // its paths install, resetting a connection and shedding load with 429. RBAC forbids ServiceCIDRs
 // throughout (403 from 1.33, 404 before: a node-proxier role from before 1.33). After each upgrade
 // a change of web's endpoints must reach real connections and /healthz must be 200.
-// IPVS runs it in the qemu VM (test/in-vm.test.ts); daemon-versions.test.ts walks the same minors
-// with kproxy's model in-process.
+// IPVS runs it in the qemu VM (test/in-vm.test.ts), over three of the minors (minorsOf);
+// daemon-versions.test.ts walks the same minors with kproxy's model in-process.
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import type { DataplaneMode } from '../../contract/dataplane.ts';
 import { MINORS, type Minor } from '../../harness/apiserver/profiles.ts';
 import { requireRoot } from '../../harness/netns.ts';
 import { modesHere } from '../../harness/vm.ts';
@@ -40,7 +41,7 @@ const FOLLOW_DEADLINE_MS = BACKOFF_MAX_MS + SYNC_DEADLINE_MS;
  * a step, so it walks the oldest, the upgrade to 1.33 (the ServiceCIDR API and the faults) and the
  * newest.
  */
-function minorsOf(mode: string): readonly Minor[] {
+function minorsOf(mode: DataplaneMode): readonly Minor[] {
   return mode === 'ipvs' ? [MINORS[0], '1.33', MINORS.at(-1)!] : MINORS;
 }
 
