@@ -166,18 +166,23 @@ describe('kproxy.service under systemd as PID 1 (mmdebstrap + systemd-nspawn)', 
     // names it (the gauge, before the repair), the repair is counted and logged with the Service.
     const metrics = async () =>
       (await lab.exec(node.ns, 'curl', ['-sSf', 'http://127.0.0.1:10249/metrics'])).stdout;
+    /** Scrapes until `gauge` counts a missing piece: the scrape that did. */
+    const missingShown = async (what: string, gauge: string) => {
+      let shown = '';
+      await eventually(
+        what,
+        async () => {
+          shown = await metrics();
+          return (metricSample(shown, gauge) ?? 0) > 0;
+        },
+        DRIFT_DEADLINE_MS,
+      );
+      return shown;
+    };
     const missingGauge = 'kproxy_sync_proxy_rules_drift{mode="nftables",kind="missing"}';
     const repairs = 'kproxy_sync_proxy_rules_drift_repairs_total{mode="nftables"}';
     assert.equal(metricSample(await metrics(), repairs), 0);
-    let drifted = '';
-    const scraping = eventually(
-      'the drift gauge shows the deleted element',
-      async () => {
-        drifted = await metrics();
-        return (metricSample(drifted, missingGauge) ?? 0) > 0;
-      },
-      DRIFT_DEADLINE_MS,
-    );
+    const scraping = missingShown('the drift gauge shows the deleted element', missingGauge);
     await lab.exec(node.ns, 'nft', [
       'delete',
       'element',
@@ -200,7 +205,7 @@ describe('kproxy.service under systemd as PID 1 (mmdebstrap + systemd-nspawn)', 
       'compared, not unknown',
     );
     assert.match(repairLine!, /missing in ip kproxy map backends-tcp: 10\.96\.0\.10 \. 80 \. 0 : /);
-    await scraping;
+    const drifted = await scraping;
     assert.equal(metricSample(drifted, missingGauge), 1, drifted);
     assert.equal(metricSample(await metrics(), repairs), 1);
     assert.equal(
@@ -252,17 +257,9 @@ describe('kproxy.service under systemd as PID 1 (mmdebstrap + systemd-nspawn)', 
     const chainRules = rulesOf(saved).length;
     assert.ok(chainRules > 0, saved);
     const iptablesMissing = 'kproxy_sync_proxy_rules_drift{mode="iptables",kind="missing"}';
-    let iptablesDrifted = '';
-    const iptablesScraping = eventually(
-      'the drift gauge shows the flushed chain',
-      async () => {
-        iptablesDrifted = await metrics();
-        return (metricSample(iptablesDrifted, iptablesMissing) ?? 0) > 0;
-      },
-      DRIFT_DEADLINE_MS,
-    );
+    const iptablesScraping = missingShown('the drift gauge shows the flushed chain', iptablesMissing);
     await machine.run('iptables', ['-t', 'nat', '-F', chain]);
-    await iptablesScraping;
+    const iptablesDrifted = await iptablesScraping;
     assert.equal(metricSample(iptablesDrifted, iptablesMissing), chainRules, iptablesDrifted);
     const flushedLine = (text: string) =>
       text.split('\n').find((line) => line.includes(`missing in IPv4 nat chain ${chain}: `));
