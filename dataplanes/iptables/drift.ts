@@ -8,8 +8,8 @@
 // which the packaged unit may not make): the check runs with CAP_NET_ADMIN alone. Rules are
 // compared as a multiset per chain (a reordered chain is not reported).
 import type { IPFamily } from '../../contract/base/ip-family.ts';
+import { runInSlices, type Steps } from '../../contract/base/work-slices.ts';
 import type { ServicePort } from '../../contract/proxy-state.ts';
-import type { ToolInput } from '../../contract/tool-inputs.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import {
   type DriftPiece,
@@ -27,10 +27,19 @@ import { leftoverTables } from '../shared/drift/nft-foreign.ts';
 import { serviceOfComment } from '../shared/trace/flow.ts';
 import { readLocalAddresses } from '../shared/trace/live-host.ts';
 import { chooseBackend, iptablesTools } from './backend.ts';
-import { iptablesPlanner } from './planner.ts';
+import type { FamilyPlan, IptablesPlan } from './plan-types.ts';
+import { fullPlanSteps } from './planner.ts';
+import { NFT_CHAINS_PER_RESTORE, restorePartsOf } from './restore-chunks.ts';
+import { restoreInput } from './restore-plan.ts';
 import { savedSpelling } from './saved-spelling.ts';
 import { traceIptables } from './trace.ts';
-import { BUILT_IN_CHAINS, type IptablesTables, parseIptablesRuleset } from './trace-ruleset.ts';
+import {
+  applyIptablesRestoreSteps,
+  BUILT_IN_CHAINS,
+  emptyIptablesRuleset,
+  type IptablesRuleset,
+  type IptablesTables,
+} from './trace-ruleset.ts';
 
 const FAMILIES: readonly IPFamily[] = ['IPv4', 'IPv6'];
 const OWN = /^KPROXY-/;
@@ -44,29 +53,42 @@ function isOwnRule(words: readonly string[]): boolean {
   return words.some((word) => OWN.test(word));
 }
 
-/** The render's tables of `family`, each rule as iptables-save would list it once restored. */
-function savedRender(family: IPFamily, input: string): IptablesTables {
-  const tables = parseIptablesRuleset(`# ${family === 'IPv4' ? 'iptables' : 'ip6tables'}-save\n${input}`)[
-    family
-  ];
-  for (const chains of tables.values())
+/**
+ * The render's tables of `family`, each rule as iptables-save would list it once restored. Made in
+ * steps, from the restore inputs iptables-nft gets (applied in turn they leave what the whole
+ * input leaves), not from one text of the whole render: that is ~100 MB at 30,000 Services.
+ */
+function* savedRenderSteps(family: IPFamily, plan: FamilyPlan | undefined): Steps<IptablesTables> {
+  const ruleset = emptyIptablesRuleset();
+  for (const part of plan ? restorePartsOf(plan, NFT_CHAINS_PER_RESTORE) : [])
+    yield* applyIptablesRestoreSteps(ruleset, restoreInput(part), { family });
+  let spelled = 0;
+  for (const chains of ruleset[family].values())
     for (const chain of chains.values())
-      chain.rules = chain.rules.map((words) => savedSpelling(family, words));
-  return tables;
+      for (const [at, words] of chain.rules.entries()) {
+        chain.rules[at] = savedSpelling(family, words);
+        if (++spelled % STEP === 0) yield;
+      }
+  return ruleset[family];
 }
 
-function compareFamily(
+/** Rules spelled, or chains compared, between two steps. */
+const STEP = 256;
+
+function* compareFamilySteps(
   family: IPFamily,
   desired: IptablesTables,
   live: IptablesTables,
   servicePorts: readonly ServicePort[],
-): DriftPiece[] {
+): Steps<DriftPiece[]> {
   const pieces: DriftPiece[] = [];
+  let compared = 0;
   for (const table of new Set([...desired.keys(), ...live.keys()])) {
     const want = desired.get(table) ?? new Map();
     const have = live.get(table) ?? new Map();
     const where = `${family} ${table}`;
     for (const chain of new Set([...want.keys(), ...have.keys()])) {
+      if (++compared % STEP === 0) yield;
       const builtIn = BUILT_IN_CHAINS.has(chain);
       if (!builtIn && !OWN.test(chain)) continue;
       if (!builtIn && (!want.has(chain) || !have.has(chain))) {
@@ -98,11 +120,10 @@ function compareFamily(
 
 /** The other owners' rules in the built-in chains, each with the Service ports it drops. */
 async function judgeForeign(
-  liveText: string,
+  live: IptablesRuleset,
   servicePorts: readonly ServicePort[],
   localAddresses: readonly string[],
 ): Promise<ForeignRule[]> {
-  const live = parseIptablesRuleset(liveText);
   const rules = new Map<string, { where: string; text: string }>();
   for (const family of FAMILIES)
     for (const [table, chains] of live[family])
@@ -126,8 +147,8 @@ async function judgeForeign(
 }
 
 export interface IptablesDriftInput {
-  /** The render's inputs (planner.inputs of a full plan): its restore inputs are compared. */
-  readonly inputs: readonly ToolInput[];
+  /** A full plan of the render: its restore inputs are compared. */
+  readonly plan: IptablesPlan;
   readonly servicePorts: readonly ServicePort[];
   readonly localAddresses: readonly string[];
 }
@@ -136,33 +157,33 @@ export interface IptablesDriftInput {
 export async function iptablesDrift(runner: CommandRunner, input: IptablesDriftInput): Promise<DriftReport> {
   const { backend } = await chooseBackend(runner);
   const pieces: DriftPiece[] = [];
-  let liveText = '';
+  // Each family's parse and comparison in slices: at 30,000 Services they take seconds, which the
+  // daemon's event loop (/healthz, informer events) must not wait out.
+  const live = emptyIptablesRuleset();
   for (const family of FAMILIES) {
-    const tool = family === 'IPv4' ? 'iptables-restore' : 'ip6tables-restore';
-    const restore = input.inputs.find((candidate) => candidate.command?.startsWith(tool));
-    const header = `# ${family === 'IPv4' ? 'iptables' : 'ip6tables'}-save\n`;
-    const saved = await runner.run(iptablesTools(backend, family).save, []);
-    if (saved.exitCode !== 0)
-      throw new Error(`${iptablesTools(backend, family).save}: ${saved.stderr.trim()}`);
-    liveText += header + saved.stdout;
-    const desired = savedRender(family, restore?.input ?? '');
-    const live = parseIptablesRuleset(header + saved.stdout);
-    pieces.push(...compareFamily(family, desired, live[family], input.servicePorts));
+    const { save } = iptablesTools(backend, family);
+    const saved = await runner.run(save, []);
+    if (saved.exitCode !== 0) throw new Error(`${save}: ${saved.stderr.trim()}`);
+    await runInSlices(applyIptablesRestoreSteps(live, saved.stdout, { family }));
+    const desired = await runInSlices(savedRenderSteps(family, input.plan[family]));
+    pieces.push(
+      ...(await runInSlices(compareFamilySteps(family, desired, live[family], input.servicePorts))),
+    );
   }
   const others = await leftoverTables(runner);
   return {
     mode: 'iptables',
     pieces: [...pieces, ...others.pieces],
-    foreign: await judgeForeign(liveText, input.servicePorts, input.localAddresses),
+    foreign: await judgeForeign(live, input.servicePorts, input.localAddresses),
     unreadable: others.unreadable,
   };
 }
 
-/** The iptables mode's reader: planFull's inputs for each state against the kernel. */
+/** The iptables mode's reader: a full plan of each state (made in slices) against the kernel. */
 export function iptablesDriftReader(runner: CommandRunner): DriftReader {
   return async (state) =>
     iptablesDrift(runner, {
-      inputs: iptablesPlanner.inputs(iptablesPlanner.planFull(state)),
+      plan: await runInSlices(fullPlanSteps(state)),
       servicePorts: servicePortsOf(state),
       localAddresses: await readLocalAddresses(runner),
     });

@@ -78,6 +78,26 @@ export function traceIptables(
   return { mode: 'iptables', packet, branches, notEvaluated: [...skipped] };
 }
 
+/**
+ * Each rule's text and parse, kept with its words: `kproxy diff` traces every Service port through
+ * the same rules (60,000 traces at 30,000 Services), and parsing them again each time was most of
+ * a trace. Rule words are never changed in place (a replaced rule is a new array).
+ */
+const parsedRules = new WeakMap<
+  readonly string[],
+  { readonly text: string; readonly rule: Rule | undefined }
+>();
+
+function parsedRule(chain: string, words: readonly string[]): { text: string; rule: Rule | undefined } {
+  let parsed = parsedRules.get(words);
+  if (parsed === undefined) {
+    const text = `-A ${chain} ${words.map((word) => (/\s/.test(word) ? JSON.stringify(word) : word)).join(' ')}`;
+    parsed = { text, rule: parseRule(words) };
+    parsedRules.set(words, parsed);
+  }
+  return parsed;
+}
+
 class ChainWalker {
   private readonly tables: IptablesTables;
   private readonly table: string;
@@ -124,9 +144,8 @@ class ChainWalker {
   ): { flow: Flow; control: Control }[] {
     const words = chain.rules[index];
     if (words === undefined) return [{ flow, control: 'end' }];
-    const text = `-A ${name} ${words.map((word) => (/\s/.test(word) ? JSON.stringify(word) : word)).join(' ')}`;
+    const { text, rule } = parsedRule(name, words);
     const continueWith = (current: Flow) => this.runRules(name, chain, index + 1, current);
-    const rule = parseRule(words);
     const theirs = !this.foreignRules && BUILT_IN_CHAINS.has(name) && !OWN_CHAIN.test(rule?.target ?? '');
     if (rule === undefined || theirs) {
       const reason = theirs ? "not kproxy's rule" : 'not understood';

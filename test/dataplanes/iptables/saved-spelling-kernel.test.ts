@@ -212,7 +212,7 @@ for (const backend of ['nft', 'legacy'] as const) {
       // its state comes from files through the CLI, which test/cli/diff-netns.test.ts drives).
       if (state !== undefined) {
         const report = await iptablesDrift(execaRunner(['ip', 'netns', 'exec', ns]), {
-          inputs: iptablesPlanner.inputs(iptablesPlanner.planFull(state)),
+          plan: iptablesPlanner.planFull(state),
           servicePorts: servicePortsOf(state),
           localAddresses: [],
         });
