@@ -115,7 +115,7 @@ describe('the kproxy .deb', { concurrency: true }, () => {
     });
     const root = join(dir, 'root');
     const [deb, seconds] = await Promise.all([builtPackage(), makeDebianRoot(root)]);
-    process.stderr.write(`deb-package: mmdebstrap took ${seconds.toFixed(0)} s\n`);
+    process.stderr.write(`deb-package: the Debian root took ${seconds.toFixed(0)} s\n`);
     // /var/tmp: the booted container's /tmp is a fresh tmpfs over the root's.
     await copyFile(deb, join(root, 'var/tmp/kproxy.deb'));
     await copyFile(await repackNewer(deb, dir), join(root, 'var/tmp/kproxy-newer.deb'));

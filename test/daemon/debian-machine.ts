@@ -1,4 +1,5 @@
-// A Debian root made with mmdebstrap and booted with systemd-nspawn inside a lab network namespace:
+// A Debian root made with mmdebstrap (once, then kept: each test boots a copy of its own) and
+// booted with systemd-nspawn inside a lab network namespace:
 // the machinery of the tests that run kproxy under a real systemd as PID 1 (systemd-boot.test.ts,
 // the package's deb-package.test.ts). mmdebstrap, not debootstrap: apt fetches and dpkg unpacks in
 // batches, where debootstrap runs one download and dpkg call per package (on one busy 2-core
@@ -6,6 +7,7 @@
 // image's (image.test.ts) share around it: the package build and the stand-in API server in the
 // node namespace.
 import { type ChildProcess, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { openSync } from 'node:fs';
 import { access, mkdir, readdir, readFile, rmdir } from 'node:fs/promises';
 import { join, relative } from 'node:path';
@@ -260,18 +262,44 @@ async function removeCgroup(dir: string): Promise<void> {
   await rmdir(dir);
 }
 
-/** A fresh Debian 12 root at `root` (minutes: ~90 packages downloaded and unpacked); returns the seconds it took. */
+/**
+ * Where made roots are kept between runs, one per MMDEBSTRAP_ARGS (as scripts/ipvs-in-qemu.sh keeps
+ * its initrd): systemd-boot and deb-package start at once, and each root made by mmdebstrap cost
+ * ~180 s of the suite's busiest minutes.
+ */
+const ROOT_CACHE = '/var/cache/kproxy-test/debian-root';
+/** A kept root older than this is made again, so the tests meet bookworm's updates within a week. */
+const ROOT_MAX_AGE_DAYS = 7;
+const MMDEBSTRAP_ARGS = [
+  '--mode=root',
+  '--variant=minbase',
+  `--include=${PACKAGES.join(',')}`,
+  // A throwaway root: no fsync per file unpacked.
+  '--dpkgopt=force-unsafe-io',
+  'bookworm',
+];
+/**
+ * Run under the cache's lock: the first caller to find no fresh kept root makes one (under a
+ * temporary name, renamed when whole); each copies it to its own path. The copy is under the lock
+ * too, so a stale root is never replaced under a reader.
+ */
+const COPY_OF_KEPT = `set -e; kept=$1 days=$2 mirror=$3 root=$4; shift 4
+[ -n "$(find "$kept" -maxdepth 0 -mtime -"$days" 2>/dev/null)" ] ||
+  { rm -rf "$kept" "$kept.new" && mmdebstrap "$@" "$kept.new" "$mirror" && mv "$kept.new" "$kept"; }
+cp -a --reflink=auto "$kept" "$root"`;
+
+/**
+ * A fresh Debian 12 root at `root`: a copy of the kept one (~90 packages; made first when missing
+ * or stale, minutes), so every caller boots a pristine root; returns the seconds it took.
+ */
 export async function makeDebianRoot(root: string): Promise<number> {
   const started = Date.now();
-  await execa('mmdebstrap', [
-    '--mode=root',
-    '--variant=minbase',
-    `--include=${PACKAGES.join(',')}`,
-    // A throwaway root: no fsync per file unpacked.
-    '--dpkgopt=force-unsafe-io',
-    'bookworm',
-    root,
-    MIRROR,
-  ]);
+  const key = createHash('sha256')
+    .update(JSON.stringify([MMDEBSTRAP_ARGS, MIRROR]))
+    .digest('hex');
+  const kept = join(ROOT_CACHE, key.slice(0, 12));
+  await mkdir(ROOT_CACHE, { recursive: true });
+  const made = [kept, String(ROOT_MAX_AGE_DAYS), MIRROR, root, ...MMDEBSTRAP_ARGS];
+  await execa('flock', [`${kept}.lock`, 'sh', '-c', COPY_OF_KEPT, 'sh', ...made]);
   return (Date.now() - started) / 1000;
 }

@@ -8,8 +8,9 @@
 // established connection, a stop leaves the rules, `kproxy cleanup` removes them; then the same in
 // the iptables mode for a flushed Service chain; and `systemd-analyze security` scores the unit at
 // most 2.0.
-// Slow (~90 packages downloaded and unpacked: minutes; debian-machine.ts), and nothing is cached
-// outside the test's temporary directory. Skipped LOUDLY without root, mmdebstrap or systemd-nspawn.
+// Slow the first time (~90 packages downloaded and unpacked: minutes; debian-machine.ts keeps the
+// root for the deb test and later runs, each booting a copy of its own). Skipped LOUDLY without
+// root, mmdebstrap or systemd-nspawn.
 import assert from 'node:assert/strict';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -84,7 +85,7 @@ describe('kproxy.service under systemd as PID 1 (mmdebstrap + systemd-nspawn)', 
     const root = join(dir, 'root');
 
     const seconds = await makeDebianRoot(root);
-    process.stderr.write(`systemd-boot: mmdebstrap took ${seconds.toFixed(0)} s\n`);
+    process.stderr.write(`systemd-boot: the Debian root took ${seconds.toFixed(0)} s\n`);
 
     // The app as a package would ship it (no user: that is `kproxy install`'s job on the node),
     // hardlinked into the container's root.
