@@ -9,6 +9,7 @@
 // connections end), not drift, when the running dataplane's record says it drains it; without one
 // (`kproxy diff`, another process), any such server is taken for draining: the kernel holds nothing
 // that tells kproxy's from one someone added at weight 0.
+import { runInSlices } from '../../contract/base/work-slices.ts';
 import type { ServicePort } from '../../contract/proxy-state.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import {
@@ -22,9 +23,11 @@ import {
 import { judgeNftForeign, nftLeftovers } from '../shared/drift/nft-foreign.ts';
 import { compareTable, listRendered } from '../shared/drift/nft-tables.ts';
 import { FAMILIES } from '../shared/nft/ruleset.ts';
+import { indexRulesetSteps } from '../shared/trace/element-index.ts';
 import { readLocalAddresses } from '../shared/trace/live-host.ts';
 import { readForeignTables } from '../shared/trace/nft-live.ts';
 import { parseNftRuleset } from '../shared/trace/nft-ruleset.ts';
+import type { TracePacket } from '../shared/trace/packet.ts';
 import { COMPANION_TABLE } from './companion-ruleset.ts';
 import { DUMMY_LINK, type IpvsDesired, type IpvsPlan } from './ipvs-plan.ts';
 import { ipvsadmLine } from './ipvs-render.ts';
@@ -141,21 +144,20 @@ export async function ipvsDrift(runner: CommandRunner, input: IpvsDriftInput): P
     ),
     ...nftLeftovers(others, COMPANION_TABLE),
   ];
-  // IPVS and its companion with the other owners' tables, as packets meet them.
-  const combined = {
-    ...live,
-    companion: { ...live.companion, tables: new Map([...live.companion.tables, ...others.tables]) },
-  };
   const { localAddresses } = input;
+  // IPVS and its companion with the other owners' tables, as packets meet them, indexed in slices.
+  const tracer = async () => {
+    const combined = {
+      ...live,
+      companion: { ...live.companion, tables: new Map([...live.companion.tables, ...others.tables]) },
+    };
+    await runInSlices(indexRulesetSteps(combined.companion));
+    return (packet: TracePacket) => traceIpvs(combined, packet, { localAddresses }, { foreignTables: true });
+  };
   return {
     mode: 'ipvs',
     pieces,
-    foreign: await judgeNftForeign(
-      others,
-      (packet) => traceIpvs(combined, packet, { localAddresses }, { foreignTables: true }),
-      input.servicePorts,
-      localAddresses,
-    ),
+    foreign: await judgeNftForeign(others, tracer, input.servicePorts, localAddresses),
     unreadable: foreign.unreadable,
   };
 }

@@ -2,16 +2,19 @@
 // render of the same objects (compared as ../shared/drift/nft-tables.ts says), and the other
 // owners' rules that change a Service's packets. The live side is read table by table: kproxy's
 // as it streams, the others' (kilobytes) whole.
+import { runInSlices } from '../../contract/base/work-slices.ts';
 import type { ServicePort } from '../../contract/proxy-state.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
 import { type DriftReader, type DriftReport, servicePortsOf } from '../shared/drift/drift-report.ts';
 import { judgeNftForeign, nftLeftovers } from '../shared/drift/nft-foreign.ts';
 import { compareWithRender } from '../shared/drift/nft-tables.ts';
 import { type NftTransaction, TABLE } from '../shared/nft/transaction.ts';
+import { indexRulesetSteps } from '../shared/trace/element-index.ts';
 import { readLocalAddresses } from '../shared/trace/live-host.ts';
 import { traceNftables } from '../shared/trace/nft.ts';
 import { readForeignTables } from '../shared/trace/nft-live.ts';
 import { type NftRuleset, parseNftRuleset } from '../shared/trace/nft-ruleset.ts';
+import type { TracePacket } from '../shared/trace/packet.ts';
 import { createNftablesPlanner } from './planner.ts';
 import { schedulerChoice } from './scheduler.ts';
 import { indexedMaps } from './sets.ts';
@@ -31,30 +34,25 @@ export async function nftablesDrift(runner: CommandRunner, input: NftDriftInput)
   const own = await compareWithRender(runner, { table: TABLE, ...input });
   const foreign = await readForeignTables(runner, TABLE);
   const others = parseNftRuleset(foreign.text);
-  // kproxy's tables in full, parsed, only when a foreign rule is to be traced through them.
-  let combined: NftRuleset | undefined;
-  const withOthers = (): NftRuleset => {
-    const live = own.live();
-    return {
+  // kproxy's tables in full, parsed and indexed in slices, only when a foreign rule is to be traced
+  // through them.
+  const tracer = async () => {
+    const live = await own.live();
+    const combined: NftRuleset = {
       tables: new Map([...live.tables, ...others.tables]),
       unknown: [...live.unknown, ...others.unknown],
     };
+    await runInSlices(indexRulesetSteps(combined));
+    return (packet: TracePacket) =>
+      traceNftables(combined, packet, {
+        host: { localAddresses: input.localAddresses },
+        foreignTables: true,
+      });
   };
   return {
     mode: 'nftables',
     pieces: [...own.pieces, ...nftLeftovers(others, TABLE)],
-    foreign: await judgeNftForeign(
-      others,
-      (packet) => {
-        combined ??= withOthers();
-        return traceNftables(combined, packet, {
-          host: { localAddresses: input.localAddresses },
-          foreignTables: true,
-        });
-      },
-      input.servicePorts,
-      input.localAddresses,
-    ),
+    foreign: await judgeNftForeign(others, tracer, input.servicePorts, input.localAddresses),
     unreadable: [...own.unreadable, ...foreign.unreadable],
   };
 }

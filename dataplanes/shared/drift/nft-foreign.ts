@@ -47,12 +47,14 @@ export function nftLeftovers(foreign: NftRuleset, own: string): DriftPiece[] {
 
 /**
  * The foreign rules on hooks, each with the Service ports whose packets it drops or rejects: every
- * ClusterIP, external and LoadBalancer address of each port traced (`trace`: through kproxy's live
- * rules and the foreign tables together) from outside and from the node.
+ * ClusterIP, external and LoadBalancer address of each port traced (`tracer` makes the trace,
+ * through kproxy's live rules and the foreign tables together; asked only when there is a foreign
+ * rule to judge, since reading kproxy's tables whole for it costs seconds at 30,000 Services) from
+ * outside and from the node.
  */
 export async function judgeNftForeign(
   foreign: NftRuleset,
-  trace: (packet: TracePacket) => TraceReport,
+  tracer: () => Promise<(packet: TracePacket) => TraceReport>,
   servicePorts: readonly ServicePort[],
   localAddresses: readonly string[],
 ): Promise<ForeignRule[]> {
@@ -71,7 +73,7 @@ export async function judgeNftForeign(
   const hits = await foreignHits(
     servicePorts,
     localAddresses,
-    trace,
+    await tracer(),
     // Steps in nft tables ("ip guard") that are not kproxy's; IPVS's own steps name no family.
     (step) => {
       const name = step.table.split(' ')[1];

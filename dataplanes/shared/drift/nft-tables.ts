@@ -13,6 +13,7 @@
 // (the kernel may list ranges merged) go in whole. What compareTable is given is thus what it would
 // find different in the whole, and it reports the same pieces.
 import { randomBytes } from 'node:crypto';
+import { runInSlices, type Steps } from '../../../contract/base/work-slices.ts';
 import type { ServicePort } from '../../../contract/proxy-state.ts';
 import type { CommandRunner } from '../command-runner.ts';
 import { CANARY_SET, FAMILIES } from '../nft/ruleset.ts';
@@ -187,8 +188,8 @@ function compareIndexed(
 export interface RenderComparison {
   readonly pieces: DriftPiece[];
   readonly unreadable: readonly string[];
-  /** kproxy's tables as the kernel holds them, every element included (for the tracer). */
-  readonly live: () => NftRuleset;
+  /** kproxy's tables as the kernel holds them, every element included (for the tracer), parsed in slices. */
+  readonly live: () => Promise<NftRuleset>;
 }
 
 export interface RenderComparisonInput {
@@ -207,10 +208,12 @@ export async function compareWithRender(
   input: RenderComparisonInput,
 ): Promise<RenderComparison> {
   const listed = await streamTables(runner, input.table, FAMILIES);
-  const unmatched = unmatchedRender(input.transactions, listed, input.table);
-  widenIndexedMaps(unmatched, listed, input.indexedMaps);
+  // Each step over the whole render or listing in slices: the daemon's event loop (/healthz,
+  // informer events) must not wait out seconds of it at 30,000 Services.
+  const unmatched = await runInSlices(unmatchedRenderSteps(input.transactions, listed, input.table));
+  await runInSlices(widenIndexedMapsSteps(unmatched, listed, input.indexedMaps));
   const desired = await listRendered(runner, [unmatched]);
-  const held = liveTables(listed, 'unmatched');
+  const held = await runInSlices(liveTablesSteps(listed, 'unmatched'));
   return {
     pieces: FAMILIES.flatMap((family) =>
       compareTable(
@@ -222,7 +225,7 @@ export async function compareWithRender(
       ),
     ),
     unreadable: listed.unreadable,
-    live: () => liveTables(listed, 'all'),
+    live: () => runInSlices(liveTablesSteps(listed, 'all')),
   };
 }
 
@@ -235,14 +238,16 @@ function renderedText(element: ElementSpec): string {
  * The render without the elements the kernel lists exactly so (each matched with that listed
  * one). Interval sets keep all of theirs.
  */
-function unmatchedRender(
+function* unmatchedRenderSteps(
   transactions: Iterable<NftTransaction | undefined>,
   listed: StreamedTables,
   table: string,
-): NftTransaction {
+): Steps<NftTransaction> {
   const kept = new NftTransaction(table);
   const declared = new Map<string, SetSpec>();
-  for (const tx of transactions)
+  for (const tx of transactions) {
+    // The render pauses (undefined) while it builds: at 30,000 Services that is seconds.
+    if (tx === undefined) yield;
     for (const op of tx?.ops ?? []) {
       if (op.object === 'table' && op.verb === 'delete')
         for (const [key, elements] of listed.elements)
@@ -258,11 +263,18 @@ function unmatchedRender(
       const spec = declared.get(key);
       const whole = spec === undefined || (spec.flags ?? []).includes('interval');
       const elements = whole ? undefined : listed.elements.get(key);
-      const left = elements
-        ? op.elements.filter((element) => elements.match(renderedText(element)) === 'none')
-        : op.elements;
+      let left = op.elements;
+      if (elements) {
+        const unmatched: ElementSpec[] = [];
+        for (const [at, element] of op.elements.entries()) {
+          if ((at + 1) % ELEMENTS_PER_STEP === 0) yield;
+          if (elements.match(renderedText(element)) === 'none') unmatched.push(element);
+        }
+        left = unmatched;
+      }
       if (left.length > 0) kept.push({ ...op, elements: left });
     }
+  }
   return kept;
 }
 
@@ -278,11 +290,11 @@ function dispatchKeyOf(text: string): string {
  * whole, as compareIndexed compares it: its matched listed elements are unmatched again and given
  * to the scratch table as they are spelled (the render's spelling: they matched it exactly).
  */
-function widenIndexedMaps(
+function* widenIndexedMapsSteps(
   render: NftTransaction,
   listed: StreamedTables,
   indexedMaps: ReadonlySet<string>,
-): void {
+): Steps<void> {
   const affected = new Map<string, Set<string>>();
   const affect = (family: NftFamily, set: string, text: string) => {
     const key = `${family} ${set}`;
@@ -296,12 +308,15 @@ function widenIndexedMaps(
     for (const set of indexedMaps) {
       const elements = listed.elements.get(`${family} ${set}`);
       if (!elements) continue;
-      for (let position = 0; position < elements.size; position++)
+      for (let position = 0; position < elements.size; position++) {
+        if ((position + 1) % ELEMENTS_PER_STEP === 0) yield;
         if (!elements.isMatched(position)) affect(family, set, elements.text(position));
+      }
       const keys = affected.get(`${family} ${set}`);
       if (!keys) continue;
       const widened: ElementSpec[] = [];
       for (let position = 0; position < elements.size; position++) {
+        if ((position + 1) % ELEMENTS_PER_STEP === 0) yield;
         if (!elements.isMatched(position)) continue;
         const text = elements.text(position);
         if (!keys.has(dispatchKeyOf(text))) continue;
@@ -317,16 +332,22 @@ function widenIndexedMaps(
  * The listed tables, parsed, with all their elements or those left to compare (unmatched, of sets
  * whose elements are compared).
  */
-function liveTables(listed: StreamedTables, which: 'all' | 'unmatched'): NftRuleset {
+function* liveTablesSteps(listed: StreamedTables, which: 'all' | 'unmatched'): Steps<NftRuleset> {
   const ruleset = parseNftRuleset(listed.skeleton);
   for (const [key, elements] of listed.elements) {
     const [family, set] = key.split(' ');
     const table = [...ruleset.tables.values()].find((t) => t.family === family);
     const target = table?.sets.get(set!);
     if (!target || (which === 'unmatched' && !comparesElements(target))) continue;
-    for (let position = 0; position < elements.size; position++)
+    for (let position = 0; position < elements.size; position++) {
+      // All of them at 30,000 Services are ~450,000 elements: seconds of parsing.
+      if ((position + 1) % ELEMENTS_PER_STEP === 0) yield;
       if (which === 'all' || !elements.isMatched(position))
         for (const element of parseElements(tokenize(elements.text(position)))) target.elements.push(element);
+    }
   }
   return ruleset;
 }
+
+/** Listed elements parsed or looked at between two steps. */
+const ELEMENTS_PER_STEP = 256;

@@ -5,8 +5,9 @@
 // matches when the two share a key, so an element is filed under every combination of its parts'
 // keys and a packet looked up under each of its own); those with a prefix or range part are still
 // compared one by one, only those before the one found.
+import { runAll, type Steps } from '../../../contract/base/work-slices.ts';
 import { exactKeys, valueMatches } from './match-value.ts';
-import type { NftElement } from './nft-ruleset.ts';
+import type { NftElement, NftRuleset } from './nft-ruleset.ts';
 
 interface ElementIndex {
   /** What the elements were when indexed: the fake kernel's sets change in place (nft-ruleset.ts). */
@@ -67,12 +68,27 @@ function keyCombinations(parts: readonly string[]): string[] | undefined {
  * and deletions (nft-ruleset.ts): either changes the length or the last element.
  */
 function indexOf(elements: readonly NftElement[]): ElementIndex {
+  return keptIndex(elements) ?? runAll(buildIndexSteps(elements));
+}
+
+function keptIndex(elements: readonly NftElement[]): ElementIndex | undefined {
   const kept = indexes.get(elements);
-  if (kept && kept.length === elements.length && kept.first === elements[0] && kept.last === elements.at(-1))
-    return kept;
+  return kept &&
+    kept.length === elements.length &&
+    kept.first === elements[0] &&
+    kept.last === elements.at(-1)
+    ? kept
+    : undefined;
+}
+
+/** Elements indexed between two steps. */
+const ELEMENTS_PER_STEP = 256;
+
+function* buildIndexSteps(elements: readonly NftElement[]): Steps<ElementIndex> {
   const exact = new Map<string, number>();
   const scanned: number[] = [];
   for (const [at, element] of elements.entries()) {
+    if ((at + 1) % ELEMENTS_PER_STEP === 0) yield;
     const combinations = keyCombinations(element.key);
     if (combinations === undefined) scanned.push(at);
     else for (const key of combinations) if (!exact.has(key)) exact.set(key, at);
@@ -80,4 +96,16 @@ function indexOf(elements: readonly NftElement[]): ElementIndex {
   const index = { length: elements.length, first: elements[0], last: elements.at(-1), exact, scanned };
   indexes.set(elements, index);
   return index;
+}
+
+/**
+ * Indexes every set of `ruleset` large enough to be, in steps: at 30,000 Services that is ~450,000
+ * elements (seconds), which the daemon's drift check builds before its traces, in slices, rather
+ * than in the first trace's one turn (a set changed after it is indexed again at its next lookup).
+ */
+export function* indexRulesetSteps(ruleset: NftRuleset): Steps<void> {
+  for (const table of ruleset.tables.values())
+    for (const set of table.sets.values())
+      if (set.elements.length >= INDEXED_FROM && keptIndex(set.elements) === undefined)
+        yield* buildIndexSteps(set.elements);
 }
