@@ -33,6 +33,11 @@ if [ ! -x node_modules/.bin/node ] || [ package-lock.json -nt node_modules/.pack
   npm ci --no-audit --no-fund
 fi
 export PATH="$PWD/node_modules/.bin:$PATH"
+# One compile cache for every node process of the run (~200 test files, and the daemons, servers and
+# CLIs they start): each loads the same modules, stripped of their types and compiled once for all
+# instead of once a process (30% less CPU over test/cli, test/model and test/sources). npm ci empties
+# it; the VM's guests keep their own (harness/vm.ts).
+export NODE_COMPILE_CACHE="$PWD/node_modules/.cache/node-compile-cache"
 
 echo "test: node $(node --version), $(tsc --version)"
 tsc -p tsconfig.json
