@@ -48,3 +48,40 @@ export class Slicer {
     this.#start = performance.now();
   }
 }
+
+/** Items sorted between two steps of sortSteps (each run sorted at once, then merged in steps). */
+const SORTED_PER_STEP = 4096;
+
+/**
+ * `items` sorted (a new array; stable, as Array.prototype.sort) in steps: runs sorted at once, then
+ * merged pairwise. A sort of the 330,000 chain names of 30,000 Services takes seconds on a busy
+ * machine, too long for one turn of the daemon's event loop.
+ */
+export function* sortSteps<T>(items: readonly T[], compare: (a: T, b: T) => number): Steps<T[]> {
+  let from: T[] = [];
+  for (let start = 0; start < items.length; start += SORTED_PER_STEP) {
+    for (const item of items.slice(start, start + SORTED_PER_STEP).sort(compare)) from.push(item);
+    yield;
+  }
+  const n = from.length;
+  for (let width = SORTED_PER_STEP; width < n; width *= 2) {
+    const to: T[] = new Array<T>(n);
+    let written = 0;
+    for (let low = 0; low < n; low += 2 * width) {
+      const middle = Math.min(low + width, n);
+      const high = Math.min(low + 2 * width, n);
+      let left = low;
+      let right = middle;
+      for (let at = low; at < high; at++) {
+        // The left run's item first on ties: stable.
+        to[at] =
+          right >= high || (left < middle && compare(from[left]!, from[right]!) <= 0)
+            ? from[left++]!
+            : from[right++]!;
+        if (++written % SORTED_PER_STEP === 0) yield;
+      }
+    }
+    from = to;
+  }
+  return from;
+}

@@ -29,7 +29,7 @@ import { DumpPacer, savedTableDamage } from './intact-check.ts';
 import type { FamilyPlan, IptablesPlan, IptablesTable, JumpRule } from './plan-types.ts';
 import { fullPlanSteps, incrementalPlanSteps } from './planner.ts';
 import { NFT_CHAINS_PER_RESTORE, restorePartsOf } from './restore-chunks.ts';
-import { FAMILIES, RuleCounts, restoreInput } from './restore-plan.ts';
+import { FAMILIES, RuleCounts, restoreInputSteps } from './restore-plan.ts';
 
 export type IptablesLog = DataplaneLog;
 
@@ -305,7 +305,7 @@ export class IptablesDataplane implements LiveDataplane {
       const parts =
         this.#backend === 'nft' ? restorePartsOf(familyPlan, this.#nftChainsPerRestore) : [familyPlan];
       for (const part of parts) {
-        const input = restoreInput(part);
+        const input = await runInSlices(restoreInputSteps(part));
         if (input === '') continue;
         const tool = this.#tools(family).restore;
         const result = await this.#runner.run(tool, RESTORE_FLAGS, input);

@@ -1,6 +1,7 @@
 // The iptables plan: per family, what to feed iptables-restore --noflush, table by table.
 // Its text form (restoreInput) IS the restore input, the dry-run output and the golden files.
 import type { IPFamily } from '../../contract/base/ip-family.ts';
+import { runAll, type Steps, sortSteps } from '../../contract/base/work-slices.ts';
 import { printInputs, type ToolInput } from '../../contract/tool-inputs.ts';
 import { insertLine } from './jump-rules.ts';
 import { NFACCT_INPUT } from './nfacct-objects.ts';
@@ -12,20 +13,42 @@ export const FAMILIES: readonly IPFamily[] = ['IPv4', 'IPv6'];
 
 /** The exact iptables-restore input for one family; "" when there is nothing to do. */
 export function restoreInput(plan: FamilyPlan): string {
-  const out: string[] = [];
+  return runAll(restoreInputSteps(plan));
+}
+
+/** Lines written between two steps of restoreInputSteps. */
+const LINES_PER_STEP = 1024;
+
+/**
+ * restoreInput in steps: iptables-legacy gets a family's full sync as one input, ~100 MB at 30,000
+ * Services × 10 endpoints (seconds to write), which the daemon's event loop must not wait out.
+ */
+export function* restoreInputSteps(plan: FamilyPlan): Steps<string> {
+  // Written in pieces of LINES_PER_STEP lines, each joined as it fills: one join of ~1,000,000
+  // lines takes seconds too.
+  const pieces: string[] = [];
+  let lines: string[] = [];
+  const write = (line: string): boolean => {
+    if (lines.push(line) < LINES_PER_STEP) return false;
+    pieces.push(lines.join('\n'));
+    lines = [];
+    return true;
+  };
   for (const { table, chains, deleted, jumps } of plan.tables) {
     if (chains.size === 0 && deleted.length === 0 && jumps.length === 0) continue;
-    out.push(`*${table}`);
+    write(`*${table}`);
     // Declared in descending name order: iptables-nft-restore --noflush walks its sorted list of the
     // names an input mentions from the head for each one (ENDPOINT_CHAIN_PREFIX), so each new name,
     // the smallest yet, is found at once; in plan order (hashed names) a part of n chains took n²/4.
-    for (const chain of descending([...chains.keys(), ...deleted])) out.push(`:${chain} - [0:0]`);
-    for (const rule of ruleLines(chains)) out.push(rule);
-    for (const jump of jumps) out.push(insertLine(jump));
-    for (const chain of deleted) out.push(`-X ${chain}`);
-    out.push('COMMIT');
+    for (const chain of yield* sortSteps([...chains.keys(), ...deleted], descending))
+      if (write(`:${chain} - [0:0]`)) yield;
+    for (const rule of ruleLines(chains)) if (write(rule)) yield;
+    for (const jump of jumps) write(insertLine(jump));
+    for (const chain of deleted) write(`-X ${chain}`);
+    write('COMMIT');
   }
-  return out.length === 0 ? '' : `${out.join('\n')}\n`;
+  if (lines.length > 0) pieces.push(lines.join('\n'));
+  return pieces.length === 0 ? '' : `${pieces.join('\n')}\n`;
 }
 
 /**
@@ -51,8 +74,8 @@ function* ruleLines(chains: Chains): Generator<string, void, void> {
   yield* dispatchRulesInWriteOrder(dispatch);
 }
 
-function descending(names: string[]): string[] {
-  return names.sort((a, b) => (a < b ? 1 : a > b ? -1 : 0));
+function descending(a: string, b: string): number {
+  return a < b ? 1 : a > b ? -1 : 0;
 }
 
 /** The restore command per family, as the live dataplane runs it (--noflush: other chains stay). */
