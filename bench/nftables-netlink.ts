@@ -4,7 +4,8 @@
 // Measures the bare `nft -f` load of kproxy's full ruleset (unless --skip-bare: the sections that
 // start this, through bench/nftables-netlink-child.ts, measure it themselves or need none), then
 // kproxy's cold start with the writer, and one endpoint change end to end (median; --changes 0:
-// none), in that namespace. Beside each, the path its elements took: a transaction the writer
+// none; beside it the median of the process's CPU time over each change, which a busy machine
+// stretches less than wall time), in that namespace. Beside each, the path its elements took: a transaction the writer
 // cannot split, or whose batch exceeds one datagram, goes to nft whole (netlink-elements.ts), so
 // the elements nft wrote are counted, and the batches too big.
 // Last, the kernel's floor for that cold start (issue 33): the table deleted, the same steps again
@@ -16,7 +17,7 @@
 // The median is of the last --changes changes, after --warmup more (default 3,000: V8 optimises a
 // function with TurboFan after --invocation-count-for-turbofan calls, 3,000 in Node 24, and the
 // per-change functions are called at least once per change; at the churn section's 10 changes/s
-// that is five minutes of a daemon's life; 0 with --wide, whose changes take far longer): a daemon
+// that is five minutes of a daemon's life; --wide's too, its changes now a few ms): a daemon
 // runs optimised code for all but its first changes after a start, while the first ones run code
 // still interpreted or tiering up (their median is reported beside it).
 // Then (not with --wide) the changes that change the count (synthetic-cluster.ts's changePairs:
@@ -143,6 +144,11 @@ async function replay(
   }
 }
 
+/** User and system CPU time of a `process.cpuUsage` difference: on a busy machine, what wall time is not. */
+function cpuMs(used: NodeJS.CpuUsage): number {
+  return (used.user + used.system) / 1000;
+}
+
 /** V8's `--invocation-count-for-turbofan` default (`node --v8-options`). */
 const TURBOFAN_INVOCATIONS = 3000;
 
@@ -181,8 +187,9 @@ try {
   await dataplane.settled();
   // One endpoint of the middle service (slice) toggles between two pod IPs, as in nftables-speed.ts.
   const measured = Number(values.changes);
-  const warmup = measured === 0 ? 0 : Number(values.warmup ?? (shape.wide ? 0 : TURBOFAN_INVOCATIONS));
+  const warmup = measured === 0 ? 0 : Number(values.warmup ?? TURBOFAN_INVOCATIONS);
   const changeMs: number[] = [];
+  const changeCpuMs: number[] = [];
   const changeTransactionMs: number[] = [];
   const changeNftCalls: number[] = [];
   const changeNetlinkElements: number[] = [];
@@ -198,6 +205,7 @@ try {
     Object.assign(stats, { ms: 0, elements: 0, oversize: 0 });
     // Changes reach a daemon as separate events, never two in one turn of its event loop.
     await setImmediate();
+    const cpu = process.cpuUsage();
     const ms = await timeMs(async () => {
       model.setEndpointSlice(slice);
       const update = model.update();
@@ -207,6 +215,7 @@ try {
     });
     return {
       ms,
+      cpuMs: cpuMs(process.cpuUsage(cpu)),
       transactionMs: nft.ms + stats.ms,
       nftCalls: nft.calls,
       netlinkElements: stats.elements,
@@ -218,6 +227,7 @@ try {
     // The slice is the API server's side: built outside the timed change.
     const done = await change(changedSlice(shape, run + 1));
     changeMs.push(done.ms);
+    changeCpuMs.push(done.cpuMs);
     changeTransactionMs.push(done.transactionMs);
     changeNftCalls.push(done.nftCalls);
     changeNetlinkElements.push(done.netlinkElements);
@@ -277,6 +287,7 @@ try {
           endpointChangeMinMs: round(Math.min(...changeMs.slice(warmup)), 3),
           endpointChangeMaxMs: round(Math.max(...changeMs.slice(warmup)), 3),
           endpointChangeFirstMedianMs: round(median(changeMs.slice(0, measured)), 3),
+          endpointChangeCpuMedianMs: round(median(changeCpuMs.slice(warmup)), 3),
           endpointChangeWarmupRuns: warmup,
           endpointChangeTransactionMedianMs: round(median(changeTransactionMs.slice(warmup)), 3),
           endpointChangeNftCalls: median(changeNftCalls.slice(warmup)),

@@ -1,7 +1,8 @@
 // The service ports an incremental sync must touch between two states of one family.
 import { isDeepStrictEqual } from 'node:util';
+import { walkPaired } from './chunked-list.ts';
 import { candidateChanges } from './layered-port-map.ts';
-import type { ProxyState, ServicePort, ServicePortKey } from './proxy-state.ts';
+import type { EndpointList, ProxyState, ServicePort, ServicePortKey } from './proxy-state.ts';
 
 const NONE: ReadonlyMap<ServicePortKey, ServicePort> = new Map();
 
@@ -30,5 +31,34 @@ export function changedServicePorts(
 }
 
 function differs(old: ServicePort | undefined, port: ServicePort | undefined): boolean {
-  return old !== port && !isDeepStrictEqual(old, port);
+  if (old === port) return false;
+  return old === undefined || port === undefined || !sameServicePort(old, port);
+}
+
+const NO_LISTS = { clusterEndpoints: undefined, localEndpoints: undefined, otherServingEndpoints: undefined };
+
+/**
+ * Whether two service ports are equal in every field, their endpoint lists compared by content:
+ * an array and a ChunkedList, or two lists chunked apart, may hold the same endpoints, and lists
+ * that share chunks are compared past them.
+ */
+export function sameServicePort(a: ServicePort, b: ServicePort): boolean {
+  return (
+    sameEndpoints(a.clusterEndpoints, b.clusterEndpoints) &&
+    sameEndpoints(a.localEndpoints, b.localEndpoints) &&
+    sameEndpoints(a.otherServingEndpoints, b.otherServingEndpoints) &&
+    isDeepStrictEqual({ ...a, ...NO_LISTS }, { ...b, ...NO_LISTS })
+  );
+}
+
+function sameEndpoints(a: EndpointList | undefined, b: EndpointList | undefined): boolean {
+  if (a === b) return true;
+  if (a === undefined || b === undefined || a.length !== b.length) return false;
+  let same = true;
+  walkPaired(a, b, (x, y) => {
+    if (x === y || isDeepStrictEqual(x, y)) return 'both';
+    same = false;
+    return 'stop';
+  });
+  return same;
 }

@@ -7,6 +7,7 @@
 // port's traffic does with its endpoints is trafficDecisions (traffic-decisions.ts).
 
 import type { IPFamily } from './base/ip-family.ts';
+import type { ReadonlyList } from './chunked-list.ts';
 
 export type Protocol = 'TCP' | 'UDP' | 'SCTP';
 
@@ -23,6 +24,12 @@ export interface Endpoint {
   readonly serving: boolean;
   readonly terminating: boolean;
 }
+
+/**
+ * A port's endpoints: an array, or for a port with thousands a ChunkedList whose next version
+ * shares all but the chunks a change touched (chunked-list.ts). Read through ReadonlyList.
+ */
+export type EndpointList = ReadonlyList<Endpoint>;
 
 export interface SessionAffinity {
   readonly timeoutSeconds: number;
@@ -62,13 +69,13 @@ export interface ServicePort {
    * serving+terminating ones when none is ready. Empty when no traffic uses the Cluster policy.
    * Sorted by ip then port.
    */
-  readonly clusterEndpoints: readonly Endpoint[];
+  readonly clusterEndpoints: EndpointList;
   /**
    * Node-local endpoints for traffic under the Local policy: ready local ones, or local
    * serving+terminating ones when none is ready. Empty when no traffic uses the Local policy.
    * Sorted by ip then port.
    */
-  readonly localEndpoints: readonly Endpoint[];
+  readonly localEndpoints: EndpointList;
   /**
    * Some endpoint anywhere can serve this port. False → traffic is REJECTed; true with no
    * usable endpoint for a policy → that traffic is DROPped (kube-proxy's distinction).
@@ -79,7 +86,7 @@ export interface ServicePort {
    * node's topology, remote under a Local-only policy): no new flow goes to them, but the UDP flows
    * they already serve are kept, as kube-proxy's conntrack reconciler keeps them. Absent when none.
    */
-  readonly otherServingEndpoints?: readonly Endpoint[];
+  readonly otherServingEndpoints?: EndpointList;
 }
 
 /** How traffic from local pods is recognised (kube-proxy's detectLocalMode). */

@@ -5,7 +5,7 @@
 // Computed when a planner asks, not stored in ProxyState: it is a few comparisons on fields the
 // ServicePort already has, and an object per service port kept for the daemon's life would cost
 // memory at 30k services for nothing a planner cannot recompute in nanoseconds.
-import type { Endpoint, ServicePort } from './proxy-state.ts';
+import type { EndpointList, ServicePort } from './proxy-state.ts';
 
 /** Which of the service port's endpoint sets a kind of traffic uses. */
 export type EndpointPolicy = 'cluster' | 'local';
@@ -21,7 +21,7 @@ export interface TrafficDecisions {
   /** ClusterIP traffic: internalTrafficPolicy Local → 'local', else 'cluster'. */
   readonly internalPolicy: EndpointPolicy;
   /** The endpoints ClusterIP traffic is sent to; empty → `internalVerdict`. */
-  readonly internalEndpoints: readonly Endpoint[];
+  readonly internalEndpoints: EndpointList;
   /** Set exactly when `internalEndpoints` is empty. */
   readonly internalVerdict: NoEndpointVerdict | undefined;
   /** Traffic from outside to external IPs, LB IPs and node ports: externalTrafficPolicy Local → 'local'. */
@@ -31,7 +31,7 @@ export interface TrafficDecisions {
    * external IPs, LB IPs and node port (of this family) has no external traffic: no endpoints and
    * no verdict.
    */
-  readonly externalEndpoints: readonly Endpoint[];
+  readonly externalEndpoints: EndpointList;
   /**
    * Set when there is external traffic and `externalEndpoints` is empty. With 'drop', pod and host
    * traffic is still short-circuited (`shortCircuitsLocalTraffic`): the verdict is for what is not.
@@ -58,7 +58,7 @@ export interface TrafficDecisions {
   readonly affinitySeconds: number;
 }
 
-const NO_ENDPOINTS: readonly Endpoint[] = [];
+const NO_ENDPOINTS: EndpointList = [];
 
 /** Reachable through a node port, an external IP or a load balancer IP of this family. */
 export function externallyAccessible(
@@ -91,7 +91,7 @@ export function trafficDecisions(sp: ServicePort): TrafficDecisions {
 }
 
 /** The policy's endpoint set; none at all when the service has none anywhere. */
-function endpointsOf(sp: ServicePort, policy: EndpointPolicy): readonly Endpoint[] {
+function endpointsOf(sp: ServicePort, policy: EndpointPolicy): EndpointList {
   if (!sp.hasEndpoints) return NO_ENDPOINTS;
   return policy === 'local' ? sp.localEndpoints : sp.clusterEndpoints;
 }

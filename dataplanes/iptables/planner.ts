@@ -11,7 +11,13 @@
 import { runAll, type Steps } from '../../contract/base/work-slices.ts';
 import { changedServicePorts } from '../../contract/changed-service-ports.ts';
 import type { DataplanePlanner } from '../../contract/dataplane.ts';
-import type { DualStackState, Endpoint, ProxyState, ServicePort } from '../../contract/proxy-state.ts';
+import type {
+  DualStackState,
+  Endpoint,
+  EndpointList,
+  ProxyState,
+  ServicePort,
+} from '../../contract/proxy-state.ts';
 import { CANARY_CHAIN, endpointAddress, endpointChainName } from './chain-names.ts';
 import { type FamilyContext, familyContext } from './family-context.ts';
 import { jumpsOf } from './jump-rules.ts';
@@ -183,7 +189,7 @@ function diffServiceChains(
 }
 
 /** The same set of endpoint addresses. */
-function sameAddresses(a: readonly Endpoint[], b: readonly Endpoint[]): boolean {
+function sameAddresses(a: EndpointList, b: EndpointList): boolean {
   if (a.length !== b.length) return false;
   const addresses = new Set(a.map(endpointAddress));
   return (

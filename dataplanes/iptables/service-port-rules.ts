@@ -4,7 +4,7 @@
 // A service port contributes lines to the shared top-level chains (sharedRules) and owns its own
 // nat chains (ownChains: SVC/SVL/EXT/FW/TEP). The two are separate so an incremental plan can
 // rewrite the shared chains without rendering every service's own chains.
-import type { Endpoint, ServicePort } from '../../contract/proxy-state.ts';
+import type { Endpoint, EndpointList, ServicePort } from '../../contract/proxy-state.ts';
 import {
   type NoEndpointVerdict,
   type TrafficDecisions,
@@ -242,7 +242,7 @@ export function policyChains(
 export function endpointChains(
   sp: ServicePort,
   ctx: FamilyContext,
-  endpoints: readonly Endpoint[],
+  endpoints: EndpointList,
 ): Map<string, string[]> {
   const d = decide(sp);
   const chains = new Map<string, string[]>();
@@ -328,7 +328,7 @@ function endpointChoiceRules(
   d: Decisions,
   ctx: FamilyContext,
   chain: string,
-  endpoints: readonly Endpoint[],
+  endpoints: EndpointList,
 ): string[] {
   const { sp } = d;
   const rules: string[] = [];

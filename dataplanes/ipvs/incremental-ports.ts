@@ -14,6 +14,7 @@
 import { compareText } from '../../contract/base/compare-text.ts';
 import type {
   Endpoint,
+  EndpointList,
   Protocol,
   ProxyState,
   ServicePort,
@@ -164,11 +165,11 @@ function localKey(ep: Endpoint): string {
   return `${ep.ip}|${ep.port}`;
 }
 
-function localKeys(eps: readonly Endpoint[]): Set<string> {
+function localKeys(eps: EndpointList): Set<string> {
   return new Set(eps.filter((ep) => ep.isLocal).map(localKey));
 }
 
-function isLocalIn(list: readonly Endpoint[], ep: Endpoint): boolean {
+function isLocalIn(list: EndpointList, ep: Endpoint): boolean {
   return list.some(
     (other) => other === ep || (other.port === ep.port && other.isLocal && other.ip === ep.ip),
   );
@@ -183,13 +184,13 @@ const RESYNC_STEPS = 8;
  * added or removed shifts the rest by one), else both objects count as changed. An object the
  * walk passed by in both comes out on both sides: callers compare by value anyway.
  */
-function differentObjects(a: readonly Endpoint[], b: readonly Endpoint[]): [Endpoint[], Endpoint[]] {
+function differentObjects(a: EndpointList, b: EndpointList): [Endpoint[], Endpoint[]] {
   const onlyA: Endpoint[] = [];
   const onlyB: Endpoint[] = [];
   let i = 0;
   let j = 0;
   while (i < a.length && j < b.length) {
-    if (a[i] === b[j]) {
+    if (a.at(i) === b.at(j)) {
       i++;
       j++;
       continue;
@@ -198,19 +199,19 @@ function differentObjects(a: readonly Endpoint[], b: readonly Endpoint[]): [Endp
     search: for (let steps = 1; steps <= RESYNC_STEPS; steps++) {
       for (let x = 0; x <= steps; x++) {
         const y = steps - x;
-        if (i + x < a.length && j + y < b.length && a[i + x] === b[j + y]) {
+        if (i + x < a.length && j + y < b.length && a.at(i + x) === b.at(j + y)) {
           [di, dj] = [x, y];
           break search;
         }
       }
     }
-    for (let k = 0; k < di; k++) onlyA.push(a[i + k]!);
-    for (let k = 0; k < dj; k++) onlyB.push(b[j + k]!);
+    for (let k = 0; k < di; k++) onlyA.push(a.at(i + k)!);
+    for (let k = 0; k < dj; k++) onlyB.push(b.at(j + k)!);
     i += di;
     j += dj;
   }
-  for (; i < a.length; i++) onlyA.push(a[i]!);
-  for (; j < b.length; j++) onlyB.push(b[j]!);
+  for (; i < a.length; i++) onlyA.push(a.at(i)!);
+  for (; j < b.length; j++) onlyB.push(b.at(j)!);
   return [onlyA, onlyB];
 }
 

@@ -12,7 +12,7 @@
 import { compareText } from '../../contract/base/compare-text.ts';
 import { familyOf } from '../../contract/base/ip-address.ts';
 import type { IPFamily } from '../../contract/base/ip-family.ts';
-import type { Endpoint, Protocol, ProxyState, ServicePort } from '../../contract/proxy-state.ts';
+import type { EndpointList, Protocol, ProxyState, ServicePort } from '../../contract/proxy-state.ts';
 import { trafficDecisions } from '../../contract/traffic-decisions.ts';
 import { cidrContains } from '../shared/cidr.ts';
 import { familySyntax } from '../shared/nft/family-syntax.ts';
@@ -80,7 +80,7 @@ export function realServerKey(rs: Pick<RealServer, 'address' | 'port'>): string 
   return hostPort(rs.address, rs.port);
 }
 
-function realServers(endpoints: readonly Endpoint[]): RealServer[] {
+function realServers(endpoints: EndpointList): RealServer[] {
   return endpoints.map((ep) => ({ address: ep.ip, port: ep.port, weight: 1 }));
 }
 
@@ -102,7 +102,7 @@ export function ipvsFamilyServers(
 ): IpvsFamilyServers {
   const servers = new Map<string, VirtualServer>();
   const bound = new Set<string>();
-  const add = (sp: ServicePort, address: string, port: number, endpoints: readonly Endpoint[]): void => {
+  const add = (sp: ServicePort, address: string, port: number, endpoints: EndpointList): void => {
     const vs: VirtualServer = {
       family: state.family,
       protocol: sp.protocol,

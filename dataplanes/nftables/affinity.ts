@@ -206,8 +206,9 @@ export function addAffinityDispatch(w: PortWrite, dispatch: DispatchKey): string
   const timeouts = (address === undefined ? SETS.affinityNodePortTimeouts : SETS.affinityTimeouts).name;
   builder.addElement(timeouts, { key, value: `goto ${record.name}` });
   const map = target.affinityMap;
-  const onePort = endpoints.every((ep) => ep.port === endpoints[0]!.port);
-  if (onePort) builder.addElement(`${map}-ports`, { key, value: String(endpoints[0]!.port) });
+  const first = endpoints.at(0)!;
+  const onePort = endpoints.every((ep) => ep.port === first.port);
+  if (onePort) builder.addElement(`${map}-ports`, { key, value: String(first.port) });
   forEachIndex(endpoints, dispatch.indexes, (ep, i) => {
     builder.addElement(`${map}-ips`, { key: `${key} . ${i}`, value: ep.ip });
     if (!onePort) builder.addElement(map, { key: `${key} . ${i}`, value: `${ep.ip} . ${ep.port}` });

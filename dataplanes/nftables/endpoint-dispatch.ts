@@ -40,7 +40,7 @@ export function addDispatch(w: PortWrite, key: DispatchKey): void {
     builder.addElement(target.dispatchMap, { key: element, value: `goto ${chain}`, comment });
     const table = maglevTable(endpoints.map((ep) => `${ep.ip}:${ep.port}`));
     for (let slot = 0; slot < table.length; slot++) {
-      const ep = endpoints[table[slot]!]!;
+      const ep = endpoints.at(table[slot]!)!;
       builder.addElement(backends, { key: `${prefix}${port} . ${slot}`, value: `${ep.ip} . ${ep.port}` });
     }
     return;

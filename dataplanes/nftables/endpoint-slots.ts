@@ -13,7 +13,14 @@
 
 import { isDeepStrictEqual } from 'node:util';
 import { compareText } from '../../contract/base/compare-text.ts';
-import type { Endpoint, ProxyState, ServicePort, ServicePortKey } from '../../contract/proxy-state.ts';
+import { patchedList, sameItems, walkPaired } from '../../contract/chunked-list.ts';
+import type {
+  Endpoint,
+  EndpointList,
+  ProxyState,
+  ServicePort,
+  ServicePortKey,
+} from '../../contract/proxy-state.ts';
 import { type TrafficDecisions, trafficDecisions } from '../../contract/traffic-decisions.ts';
 
 /**
@@ -22,9 +29,9 @@ import { type TrafficDecisions, trafficDecisions } from '../../contract/traffic-
  * policy Local's own.
  */
 export interface EndpointSets {
-  readonly internal: readonly Endpoint[];
-  readonly cluster: readonly Endpoint[];
-  readonly external: readonly Endpoint[];
+  readonly internal: EndpointList;
+  readonly cluster: EndpointList;
+  readonly external: EndpointList;
 }
 
 /** A port's sets in slot order, where that is not the model's order. */
@@ -86,48 +93,44 @@ function compareEndpoints(a: Endpoint, b: Endpoint): number {
   return compareText(a.ip, b.ip) || a.port - b.port;
 }
 
-export function modelOrderChange(before: readonly Endpoint[], next: readonly Endpoint[]): ModelOrderChange {
+export function modelOrderChange(before: EndpointList, next: EndpointList): ModelOrderChange {
   const change = { gone: [] as Endpoint[], goneAt: [] as number[], came: [] as Endpoint[] };
   const replaced: (readonly [Endpoint, Endpoint])[] = [];
   const replacedAt: number[] = [];
   if (before === next) return { ...change, replaced, replacedAt };
-  let i = 0;
-  let j = 0;
   // Were the orders not sorted, an endpoint in both could come out as gone and come: still a
-  // right change, with more elements rewritten.
-  while (i < before.length || j < next.length) {
-    const a = before[i];
-    const b = next[j];
-    if (a === b) {
-      i++;
-      j++;
-    } else if (a === undefined) {
+  // right change, with more elements rewritten. Chunks both lists share are stepped over.
+  walkPaired(before, next, (a, b, i) => {
+    if (a === b) return 'both';
+    if (a === undefined) {
       change.came.push(b!);
-      j++;
-    } else if (b === undefined) {
-      change.gone.push(a);
-      change.goneAt.push(i++);
-    } else {
-      const order = compareEndpoints(a, b);
-      if (order === 0) {
-        replaced.push([a, b]);
-        replacedAt.push(i++);
-        j++;
-      } else if (order < 0) {
-        change.gone.push(a);
-        change.goneAt.push(i++);
-      } else {
-        change.came.push(b);
-        j++;
-      }
+      return 'b';
     }
-  }
+    if (b === undefined) {
+      change.gone.push(a);
+      change.goneAt.push(i);
+      return 'a';
+    }
+    const order = compareEndpoints(a, b);
+    if (order === 0) {
+      replaced.push([a, b]);
+      replacedAt.push(i);
+      return 'both';
+    }
+    if (order < 0) {
+      change.gone.push(a);
+      change.goneAt.push(i);
+      return 'a';
+    }
+    change.came.push(b);
+    return 'b';
+  });
   return { ...change, replaced, replacedAt };
 }
 
 /** A key's slot order after a change, and the indexes whose endpoint (address . port) may differ. */
 export interface SlotChange {
-  readonly order: readonly Endpoint[];
+  readonly order: EndpointList;
   /** Ascending; every index below both lengths whose element may differ, and those between them. */
   readonly changed: readonly number[];
 }
@@ -142,11 +145,13 @@ function range(from: number, to: number): number[] {
  * objects of the state before it; a caller whose equal states do not share objects (not the
  * ModelCache) hands over other, equal ones.
  */
-function positionsIn(order: readonly Endpoint[], endpoints: readonly Endpoint[]): number[] {
+function positionsIn(order: EndpointList, endpoints: readonly Endpoint[]): number[] {
   let at: Map<Endpoint, number> | undefined;
   if (endpoints.length > 16) {
     at = new Map();
-    for (let s = 0; s < order.length; s++) at.set(order[s]!, s);
+    order.forEach((o, s) => {
+      at!.set(o, s);
+    });
   }
   let byValue: Map<string, number> | undefined;
   return endpoints.map((ep) => {
@@ -166,15 +171,19 @@ function positionsIn(order: readonly Endpoint[], endpoints: readonly Endpoint[])
  * copy of the order when it changes), O(endpoints that came, went or changed).
  */
 export function assignSlots(
-  current: readonly Endpoint[],
-  before: readonly Endpoint[],
-  next: readonly Endpoint[],
+  current: EndpointList,
+  before: EndpointList,
+  next: EndpointList,
   change = modelOrderChange(before, next),
 ): SlotChange {
   if (current.length === 0) return { order: next, changed: range(0, next.length) };
   const { gone, came, replaced } = change;
   if (gone.length + came.length + replaced.length === 0) return { order: current, changed: [] };
-  const slots: (Endpoint | undefined)[] = current.slice();
+  // The slots are `current` under these writes (undefined: a hole), cut or grown to `length`:
+  // only the indexes a change touches are written, whatever the number of endpoints.
+  const writes = new Map<number, Endpoint | undefined>();
+  let length = current.length;
+  const slot = (i: number) => (writes.has(i) ? writes.get(i) : current.at(i));
   const same = current === before;
   const replacedAt = same
     ? change.replacedAt
@@ -187,41 +196,37 @@ export function assignSlots(
     throw new Error('endpoint slots: the slot order is not a permutation of the model order');
   // The same address and port in another object: the same element, at the same index.
   replaced.forEach(([, b], k) => {
-    slots[replacedAt[k]!] = b;
+    writes.set(replacedAt[k]!, b);
   });
-  for (const h of holes) slots[h] = undefined;
+  for (const h of holes) writes.set(h, undefined);
   const changed = new Set<number>();
   let h = 0;
   for (const ep of came) {
     if (h < holes.length) {
       changed.add(holes[h]!);
-      slots[holes[h++]!] = ep;
-    } else slots.push(ep);
+      writes.set(holes[h++]!, ep);
+    } else writes.set(length++, ep);
   }
   // Holes left (more left than came): each gets the last endpoint, lowest hole first.
   for (; h < holes.length; h++) {
-    while (slots.length > 0 && slots[slots.length - 1] === undefined) slots.pop();
-    if (holes[h]! >= slots.length) break;
+    while (length > 0 && slot(length - 1) === undefined) length--;
+    if (holes[h]! >= length) break;
     changed.add(holes[h]!);
-    slots[holes[h]!] = slots.pop();
+    writes.set(holes[h]!, slot(--length));
   }
-  const lengths = [current.length, slots.length];
+  const lengths = [current.length, length];
   for (const i of range(Math.min(...lengths), Math.max(...lengths))) changed.add(i);
-  return { order: slots as Endpoint[], changed: [...changed].sort((x, y) => x - y) };
-}
-
-function sameOrder(a: readonly Endpoint[], b: readonly Endpoint[]): boolean {
-  if (a === b) return true;
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
+  return {
+    order: patchedList(current, writes as ReadonlyMap<number, Endpoint>, length),
+    changed: [...changed].sort((x, y) => x - y),
+  };
 }
 
 /** modelOrderChange, walked once per pair of arrays: a port's roles and lists share arrays. */
-type Walks = (before: readonly Endpoint[], next: readonly Endpoint[]) => ModelOrderChange;
+type Walks = (before: EndpointList, next: EndpointList) => ModelOrderChange;
 
 function walks(): Walks {
-  const done: { before: readonly Endpoint[]; next: readonly Endpoint[]; change: ModelOrderChange }[] = [];
+  const done: { before: EndpointList; next: EndpointList; change: ModelOrderChange }[] = [];
   return (before, next) => {
     const walked = done.find((w) => w.before === before && w.next === next);
     if (walked) return walked.change;
@@ -264,9 +269,9 @@ export function nextPortSlots(
   const before = slottedSets(prev, dBefore, prevSlots);
   const d = trafficDecisions(next);
   const model = slottedSets(next, d, undefined);
-  const slots: { -readonly [R in keyof EndpointSets]?: readonly Endpoint[] } = {};
+  const slots: { -readonly [R in keyof EndpointSets]?: EndpointList } = {};
   const changed: { -readonly [R in keyof EndpointSets]?: readonly number[] } = {};
-  let last: { from: readonly Endpoint[]; to: readonly Endpoint[]; assigned: SlotChange } | undefined;
+  let last: { from: EndpointList; to: EndpointList; assigned: SlotChange } | undefined;
   for (const role of ROLES) {
     // The roles often share one set (internal and cluster, under policy Cluster): assigned once.
     const same = last !== undefined && last.from === before[role] && last.to === model[role];
@@ -274,7 +279,7 @@ export function nextPortSlots(
       ? last!.assigned
       : assignSlots(before[role], modelBefore[role], model[role], walk(modelBefore[role], model[role]));
     last = { from: before[role], to: model[role], assigned };
-    if (!sameOrder(assigned.order, model[role])) slots[role] = assigned.order;
+    if (!sameItems(assigned.order, model[role])) slots[role] = assigned.order;
     changed[role] = assigned.changed;
   }
   return {
@@ -363,7 +368,7 @@ function endpointChangesOf(
 }
 
 function onePort(sp: ServicePort): boolean {
-  const port = sp.clusterEndpoints[0]?.port ?? sp.localEndpoints[0]?.port;
+  const port = sp.clusterEndpoints.at(0)?.port ?? sp.localEndpoints.at(0)?.port;
   return [sp.clusterEndpoints, sp.localEndpoints].every((eps) => eps.every((ep) => ep.port === port));
 }
 
@@ -382,11 +387,10 @@ export function commitSlots(record: SlotRecord, updates: SlotUpdates): void {
 
 /** `each` of the endpoints at `indexes` (ascending; those past the end skipped), else of all. */
 export function forEachIndex(
-  endpoints: readonly Endpoint[],
+  endpoints: EndpointList,
   indexes: readonly number[] | undefined,
   each: (ep: Endpoint, i: number) => void,
 ): void {
-  // An index loop: entries() makes a pair per endpoint, hundreds of thousands at a cold start.
-  if (indexes === undefined) for (let i = 0; i < endpoints.length; i++) each(endpoints[i]!, i);
-  else for (const i of indexes) if (i < endpoints.length) each(endpoints[i]!, i);
+  if (indexes === undefined) endpoints.forEach(each);
+  else for (const i of indexes) if (i < endpoints.length) each(endpoints.at(i)!, i);
 }

@@ -1,7 +1,7 @@
 // What the nftables writers of one service port share: the port being written and a key of it to
 // dispatch. Its own module so that the dispatch (endpoint-dispatch.ts) and the affinity writers
 // (affinity.ts), which call each other's functions, do not import each other's types in a circle.
-import type { Endpoint, NodeSettings, ServicePort } from '../../contract/proxy-state.ts';
+import type { EndpointList, NodeSettings, ServicePort } from '../../contract/proxy-state.ts';
 import type { TrafficDecisions } from '../../contract/traffic-decisions.ts';
 import type { FamilySyntax } from '../shared/nft/family-syntax.ts';
 import type { RulesetBuilder } from '../shared/nft/ruleset.ts';
@@ -28,7 +28,7 @@ export interface DispatchKey {
   readonly target: DispatchTarget;
   readonly address: string | undefined;
   readonly port: number;
-  readonly endpoints: readonly Endpoint[];
+  readonly endpoints: EndpointList;
   /** Only the elements of the endpoints at these indexes, else all. */
   readonly indexes: readonly number[] | undefined;
 }

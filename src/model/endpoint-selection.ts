@@ -2,17 +2,18 @@
 // endpoints are used; when none is ready, serving+terminating ones are, decided separately for
 // Cluster and for Local traffic. Topology hints narrow Cluster traffic only.
 
-import type { Endpoint } from '../../contract/proxy-state.ts';
+import type { ReadonlyList } from '../../contract/chunked-list.ts';
+import type { Endpoint, EndpointList } from '../../contract/proxy-state.ts';
 import { externallyAccessible } from '../../contract/traffic-decisions.ts';
 import type { CandidateEndpoint, PortCandidates } from './endpoints.ts';
 import type { ServicePortBase } from './service-ports.ts';
 import { availableForTopology, topologyMode } from './topology.ts';
 
 export interface EndpointSelection {
-  readonly clusterEndpoints: readonly Endpoint[];
-  readonly localEndpoints: readonly Endpoint[];
+  readonly clusterEndpoints: EndpointList;
+  readonly localEndpoints: EndpointList;
   readonly hasEndpoints: boolean;
-  readonly otherServingEndpoints?: readonly Endpoint[];
+  readonly otherServingEndpoints?: EndpointList;
 }
 
 /** Internal traffic uses Cluster policy, or external traffic exists (eTP Local short-circuits through it). */
@@ -24,7 +25,7 @@ export function usesLocalEndpoints(port: ServicePortBase): boolean {
   return port.internalPolicyLocal || (port.externalPolicyLocal && externallyAccessible(port));
 }
 
-const NO_ENDPOINTS: readonly Endpoint[] = [];
+const NO_ENDPOINTS: EndpointList = [];
 const NONE: EndpointSelection = {
   clusterEndpoints: NO_ENDPOINTS,
   localEndpoints: NO_ENDPOINTS,
@@ -39,8 +40,8 @@ export function categorizeEndpoints(
 ): EndpointSelection {
   if (candidates.length === 0) return NONE;
   const pick = (keep: (candidate: CandidateEndpoint) => boolean) => picked(candidates, whole, keep);
-  let clusterEndpoints = NO_ENDPOINTS;
-  let localEndpoints = NO_ENDPOINTS;
+  let clusterEndpoints: EndpointList = NO_ENDPOINTS;
+  let localEndpoints: EndpointList = NO_ENDPOINTS;
   let hasEndpoints = false;
 
   if (usesClusterEndpoints(port)) {
@@ -85,10 +86,10 @@ export function categorizeEndpoints(
  * Cluster set is every candidate, or every serving one, which one count tells without a set.
  */
 function servingOutside(
-  candidates: readonly CandidateEndpoint[],
-  clusterEndpoints: readonly Endpoint[],
-  localEndpoints: readonly Endpoint[],
-): readonly Endpoint[] | undefined {
+  candidates: ReadonlyList<CandidateEndpoint>,
+  clusterEndpoints: EndpointList,
+  localEndpoints: EndpointList,
+): EndpointList | undefined {
   // Without a pass: a Service with 100,000 endpoints walks them at each change of one.
   if (clusterEndpoints.length === candidates.length) return undefined;
   let serving = 0;
@@ -115,10 +116,10 @@ function isServingTerminating(endpoint: Endpoint): boolean {
  * one slice, every endpoint kept: most ports), else an array of exactly their number.
  */
 function picked(
-  candidates: readonly CandidateEndpoint[],
-  whole: readonly Endpoint[] | undefined,
+  candidates: ReadonlyList<CandidateEndpoint>,
+  whole: EndpointList | undefined,
   keep: (candidate: CandidateEndpoint) => boolean,
-): readonly Endpoint[] {
+): EndpointList {
   let count = 0;
   for (const candidate of candidates) if (keep(candidate)) count++;
   if (count === 0) return NO_ENDPOINTS;

@@ -11,7 +11,8 @@ import { compareText } from '../../contract/base/compare-text.ts';
 import { flatText } from '../../contract/base/flat-text.ts';
 import type { IPFamily } from '../../contract/base/ip-family.ts';
 import { objectRef, type Problem } from '../../contract/base/problem.ts';
-import type { Endpoint } from '../../contract/proxy-state.ts';
+import type { ReadonlyList } from '../../contract/chunked-list.ts';
+import type { Endpoint, EndpointList } from '../../contract/proxy-state.ts';
 import {
   type EndpointHints,
   type EndpointSlice,
@@ -237,8 +238,8 @@ function keptMatchKey(portName: string, protocol: string): string {
  * the one a kept merge makes (candidate-merges.ts).
  */
 export interface PortCandidates {
-  readonly candidates: readonly CandidateEndpoint[];
-  readonly whole: readonly Endpoint[] | undefined;
+  readonly candidates: ReadonlyList<CandidateEndpoint>;
+  readonly whole: EndpointList | undefined;
   /** Known without a pass over them (a kept merge counts as it goes: candidate-merges.ts). */
   readonly counts?: CandidateCounts;
 }
@@ -265,14 +266,18 @@ export function slicePortsByKey(
   family: IPFamily,
 ): Map<string, SlicePortSource[]> {
   const byPort = new Map<string, SlicePortSource[]>();
+  const add = (port: SlicePortEndpoints, hints: SliceEndpoints['hints']) => {
+    const source = { port, hints };
+    const found = byPort.get(port.matchKey);
+    if (found === undefined) byPort.set(port.matchKey, [source]);
+    else found.push(source);
+  };
   for (const slice of slices) {
     if (slice.addressType !== family) continue;
-    for (const port of slicePorts(slice)) {
-      const source = { port, hints: slice.hints };
-      const found = byPort.get(port.matchKey);
-      if (found === undefined) byPort.set(port.matchKey, [source]);
-      else found.push(source);
-    }
+    // A one-port record is its port (slicePorts would make an array of it, a thousand a change
+    // of a Service with a thousand slices).
+    if ('ports' in slice) for (const port of slice.ports) add(port, slice.hints);
+    else add(slice, slice.hints);
   }
   return byPort;
 }

@@ -2,9 +2,10 @@
 // published, the ports it asks for while it is denied a claim, and who claims each address and
 // node port (address-claims.ts). An update moves the claims of the services that changed and
 // publishes what each service whose claims were touched now holds.
-import { isDeepStrictEqual } from 'node:util';
+
 import { compareText } from '../../contract/base/compare-text.ts';
 import type { Steps } from '../../contract/base/work-slices.ts';
+import { sameServicePort } from '../../contract/changed-service-ports.ts';
 import type { ServicePort, ServicePortKey } from '../../contract/proxy-state.ts';
 import { ClaimIndex } from './address-claims.ts';
 
@@ -133,7 +134,7 @@ function sharedPorts(old: PortsOfService, fresh: readonly ServicePort[]): PortsO
   // map() allocates the exact length (push over-allocates: 152 bytes for one port).
   return [...byKey.values()].map((port) => {
     const before = inOld(port.key);
-    return before !== undefined && isDeepStrictEqual(before, port) ? before : port;
+    return before !== undefined && sameServicePort(before, port) ? before : port;
   });
 }
 

@@ -10,6 +10,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { IPFamily } from '../../contract/base/ip-family.ts';
 import type { Problem } from '../../contract/base/problem.ts';
 import { runAll, runInSlices, SLICE_MS, type Steps } from '../../contract/base/work-slices.ts';
+import { CHUNKS } from '../../contract/chunked-list.ts';
 import { LayeredPortMap } from '../../contract/layered-port-map.ts';
 import type { DualStackState, NodeSettings, ProxyState, ServicePortKey } from '../../contract/proxy-state.ts';
 import {
@@ -53,7 +54,7 @@ export class ModelCache {
   /** Service "namespace/name" → the records of its slices. */
   readonly #slicesOfService = new SlicesOfService();
   /** The candidates of ports with several slices, merged into at a change of one. */
-  readonly #candidateMerges = new CandidateMerges();
+  readonly #candidateMerges: CandidateMerges;
   #node: Node | undefined;
   /** The cluster's ServiceCIDR objects by name. */
   readonly #serviceCIDRs = new Map<string, ServiceCIDR>();
@@ -66,8 +67,10 @@ export class ModelCache {
   readonly #ports: Record<IPFamily, FamilyPorts> = { IPv4: this.#newPorts(), IPv6: this.#newPorts() };
   #state: DualStackState = {};
 
-  constructor(options: ProxyOptions) {
+  /** `shape`: which endpoint lists are chunked (contract/chunked-list.ts; tests chunk small ones). */
+  constructor(options: ProxyOptions, shape = CHUNKS) {
     this.#options = options;
+    this.#candidateMerges = new CandidateMerges(shape);
   }
 
   /** `key`: its serviceKey, the informer's string when it passes it (one string for both). */

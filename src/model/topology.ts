@@ -1,6 +1,7 @@
 // Topology-aware routing for Cluster traffic, as kube-proxy's topologyModeFromHints decides it.
 // kube-proxy does not read spec.trafficDistribution itself: the EndpointSlice controller turns
 // PreferClose / PreferSameZone / PreferSameNode into the zone and node hints read here.
+import type { ReadonlyList } from '../../contract/chunked-list.ts';
 import type { CandidateEndpoint } from './endpoints.ts';
 
 export type TopologyMode = 'None' | 'PreferSameNode' | 'PreferSameZone';
@@ -11,7 +12,7 @@ export type TopologyMode = 'None' | 'PreferSameNode' | 'PreferSameZone';
  * node's zone; otherwise None (use every endpoint). Without ready endpoints hints do not matter.
  */
 export function topologyMode(
-  endpoints: readonly CandidateEndpoint[],
+  endpoints: ReadonlyList<CandidateEndpoint>,
   nodeName: string,
   zone: string,
 ): TopologyMode {

@@ -4,6 +4,7 @@
 //   nice -n 10 node scripts/sweep-seeds.ts test/model/candidate-merges.test.ts
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { CHUNKS, ChunkedList, type ChunkShape } from '../../contract/chunked-list.ts';
 import { decodeObject } from '../../src/kube/decode.ts';
 import type { EndpointSlice, KubeObject } from '../../src/kube/objects.ts';
 import { CandidateMerges } from '../../src/model/candidate-merges.ts';
@@ -21,6 +22,8 @@ import { testSeeds } from '../support/seeds.ts';
 import { addresses, endpoint, node, options, service, slice, THIS_NODE } from './fixtures.ts';
 
 const SERVICE = 'default/web';
+/** Chunks of three in lists past four: every merged list chunked, its edits splitting chunks. */
+const SMALL_CHUNKS: ChunkShape = { chunkedFrom: 4, chunk: 3 };
 const MATCH_KEY = 'http/TCP';
 
 /** Whole numbers in [0, n) from the shared seeded source, so a failing seed can be replayed. */
@@ -68,17 +71,24 @@ function assertSame(
   found: PortCandidates | undefined,
   expected: PortCandidates | undefined,
   where: string,
+  shape: ChunkShape = CHUNKS,
 ): void {
-  assert.deepEqual(found?.candidates, expected?.candidates, where);
+  assert.deepEqual(found && [...found.candidates], expected && [...expected.candidates], where);
   found?.candidates.forEach((c, i) => {
-    assert.equal(c.endpoint, expected!.candidates[i]!.endpoint, `${where}: endpoint ${i} by identity`);
+    assert.equal(c.endpoint, expected!.candidates.at(i)!.endpoint, `${where}: endpoint ${i} by identity`);
   });
   if (found?.whole !== undefined)
     assert.deepEqual(
-      found.whole,
+      [...found.whole],
       found.candidates.map((c) => c.endpoint),
       `${where}: whole`,
     );
+  for (const list of [found?.candidates, found?.whole])
+    if (list instanceof ChunkedList)
+      assert.ok(
+        list.chunks.every((chunk) => chunk.length > 0 && chunk.length <= 2 * shape.chunk),
+        `${where}: no chunk empty or past twice the size`,
+      );
   if (found?.counts !== undefined)
     assert.deepEqual(
       found.counts,
@@ -98,7 +108,9 @@ describe('CandidateMerges', () => {
     for (const seed of seeds) {
       const pick = random(seed);
       const pool = [6, 60, 250][pick(3)]!;
-      const merges = new CandidateMerges();
+      // Lists of a few are chunked at odd seeds, kept as arrays at even ones.
+      const shape = seed % 2 === 1 ? SMALL_CHUNKS : CHUNKS;
+      const merges = new CandidateMerges(shape);
       const records = new Map<string, SliceEndpoints>();
       let last: PortCandidates | undefined;
       for (let step = 0; step < 30; step++) {
@@ -121,7 +133,7 @@ describe('CandidateMerges', () => {
         const sources = sourcesOf(records);
         const found = candidatesOf(merges, sources);
         const where = `seed ${seed}, step ${step}, ${sources.length} sources`;
-        assertSame(found, sources.length === 0 ? undefined : portCandidates(sources), where);
+        assertSame(found, sources.length === 0 ? undefined : portCandidates(sources), where, shape);
         // A merge keeps the candidate objects of the slices it did not touch.
         const kept = new Set(last?.candidates);
         if (sources.length > 1 && found!.candidates.some((c) => kept.has(c))) merged++;
@@ -132,8 +144,9 @@ describe('CandidateMerges', () => {
     assert.ok(merged > steps / 4, `merged ${merged} of ${steps} steps`);
   });
 
-  it('merges one changed slice of a wide port, keeping every other candidate', () => {
-    const merges = new CandidateMerges();
+  it('merges one changed slice of a wide port, keeping every other candidate and chunk', () => {
+    const shape = { chunkedFrom: 100, chunk: 16 };
+    const merges = new CandidateMerges(shape);
     const records = new Map<string, SliceEndpoints>();
     const wide = (s: number, moved: boolean) =>
       slice(
@@ -154,10 +167,21 @@ describe('CandidateMerges', () => {
     );
     const sources = sourcesOf(records);
     const after = candidatesOf(merges, sources)!;
-    assertSame(after, portCandidates(sources), 'after the change');
+    assertSame(after, portCandidates(sources), 'after the change', shape);
     const kept = new Set(before.candidates);
     assert.equal(after.candidates.filter((c) => kept.has(c)).length, 50 * 20 - 20);
     assert.ok(after.candidates.some((c) => c.ip === '10.7.0.200'));
+    // The slice's 20 endpoints are together in address order: the lists copy the chunks they
+    // touch (one or two of 16, then a split) and share the ~60 others.
+    for (const [list, was] of [
+      [after.whole, before.whole],
+      [after.candidates, before.candidates],
+    ] as const) {
+      assert.ok(list instanceof ChunkedList && was instanceof ChunkedList);
+      const shared = new Set<unknown>(was.chunks);
+      const copied = list.chunks.filter((chunk) => !shared.has(chunk)).length;
+      assert.ok(copied <= 4, `${copied} of ${list.chunks.length} chunks copied`);
+    }
   });
 
   it('leaves a merged port whose every endpoint is ready and hinted to topology: its Cluster set is the zone of the node', () => {

@@ -119,8 +119,8 @@ describe('endpoints of a service port', () => {
       ]);
       const eps = portOf(out, WEB).clusterEndpoints;
       assert.equal(eps.length, 1);
-      assert.equal(eps[0]!.terminating, false);
-      assert.equal(eps[0]!.ready, true);
+      assert.equal(eps.at(0)!.terminating, false);
+      assert.equal(eps.at(0)!.ready, true);
     }
   });
 

@@ -2,7 +2,7 @@
 // path as the CLI and the daemon: decodeObject, then buildProxyState.
 import assert from 'node:assert/strict';
 import type { IPFamily } from '../../contract/base/ip-family.ts';
-import type { Endpoint, ServicePort } from '../../contract/proxy-state.ts';
+import type { EndpointList, ServicePort } from '../../contract/proxy-state.ts';
 import { decodeObject } from '../../src/kube/decode.ts';
 import type {
   EndpointSlice,
@@ -159,6 +159,6 @@ export function portOf(output: ModelOutput, key: string, family: IPFamily = 'IPv
 }
 
 /** "ip:port" of each endpoint, for compact assertions. */
-export function addresses(endpoints: readonly Endpoint[]): string[] {
+export function addresses(endpoints: EndpointList): string[] {
   return endpoints.map((ep) => (ep.ip.includes(':') ? `[${ep.ip}]:${ep.port}` : `${ep.ip}:${ep.port}`));
 }

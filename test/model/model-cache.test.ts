@@ -1,9 +1,10 @@
 // Sweep its seeds:
-//   nice -n 10 node scripts/sweep-seeds.ts test/model/model-cache.test.ts --name 'random change sequences'
+//   nice -n 10 node scripts/sweep-seeds.ts test/model/model-cache.test.ts --name 'random change sequences|many slices'
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { changedServicePorts } from '../../contract/changed-service-ports.ts';
-import type { DualStackState, ProxyState, ServicePortKey } from '../../contract/proxy-state.ts';
+import { ChunkedList } from '../../contract/chunked-list.ts';
+import type { DualStackState, ProxyState, ServicePort, ServicePortKey } from '../../contract/proxy-state.ts';
 import { decodeObject } from '../../src/kube/decode.ts';
 import type { EndpointSlice, KubeObject, Node, Service } from '../../src/kube/objects.ts';
 import { buildProxyState } from '../../src/model/build-state.ts';
@@ -12,6 +13,7 @@ import type { ProxyOptions } from '../../src/model/node-settings.ts';
 import { prng } from '../support/prng.ts';
 import { testSeeds } from '../support/seeds.ts';
 import { endpoint, node, options, service, slice, THIS_NODE } from './fixtures.ts';
+import { feed, WIDE_NODE, WideServiceChanges } from './wide-service-changes.ts';
 
 function decoded<T extends KubeObject>(raw: T): T {
   const result = decodeObject(raw);
@@ -111,10 +113,23 @@ function allChanged(prev: DualStackState, next: DualStackState): Set<ServicePort
   ]);
 }
 
-/** The state with each map as its entries in iteration order, so order is compared too. */
-function plain(state: DualStackState): unknown {
+/**
+ * The state with each map as its entries in iteration order, so order is compared too, and each
+ * endpoint list an array (a ChunkedList holds the same endpoints in chunks).
+ */
+export function plain(state: DualStackState): unknown {
+  const port = (sp: ServicePort) => ({
+    ...sp,
+    clusterEndpoints: [...sp.clusterEndpoints],
+    localEndpoints: [...sp.localEndpoints],
+    ...(sp.otherServingEndpoints && { otherServingEndpoints: [...sp.otherServingEndpoints] }),
+  });
   const family = (s: ProxyState | undefined) =>
-    s && { family: s.family, node: s.node, servicePorts: [...s.servicePorts] };
+    s && {
+      family: s.family,
+      node: s.node,
+      servicePorts: [...s.servicePorts].map(([key, sp]) => [key, port(sp)]),
+    };
   return { IPv4: family(state.IPv4), IPv6: family(state.IPv6) };
 }
 
@@ -129,7 +144,8 @@ describe('ModelCache', () => {
     for (const seed of seeds) {
       const pick = random(seed);
       const opts = options(DUAL_STACK);
-      const cache = new ModelCache(opts);
+      // Endpoint lists of a few are chunked at odd seeds (contract/chunked-list.ts).
+      const cache = new ModelCache(opts, seed % 2 === 1 ? { chunkedFrom: 2, chunk: 2 } : undefined);
       const services = new Map<string, Service>();
       const slices = new Map<string, EndpointSlice>();
       let thisNode: Node | undefined;
@@ -248,6 +264,35 @@ describe('ModelCache', () => {
     const second = cache.update();
     assert.equal(second.changed.size, 0);
     assert.equal(second.state.IPv4, first.state.IPv4);
+  });
+
+  it('a Service with many slices, its lists chunked: every state and changed set as built from scratch', () => {
+    let chunked = 0;
+    for (const seed of testSeeds({ first: 1, count: 20 })) {
+      const pick = random(seed);
+      const wide = new WideServiceChanges(pick);
+      const opts = options();
+      const cache = new ModelCache(opts, { chunkedFrom: 8, chunk: 4 });
+      cache.setNode(WIDE_NODE);
+      cache.setService(wide.service);
+      feed(cache, wide.initial());
+      let prev: DualStackState = {};
+      for (let step = 0; step < 80; step++) {
+        if (step > 0) feed(cache, wide.step());
+        const update = cache.update();
+        const expected = buildProxyState(
+          { services: [wide.service], endpointSlices: [...wide.slices.values()], node: WIDE_NODE },
+          opts,
+        );
+        const where = `seed ${seed}, step ${step}`;
+        assert.deepEqual(plain(update.state), plain(expected.state), where);
+        assert.deepEqual([...update.changed].sort(), [...allChanged(prev, expected.state)].sort(), where);
+        for (const sp of update.state.IPv4?.servicePorts.values() ?? [])
+          if (sp.clusterEndpoints instanceof ChunkedList) chunked++;
+        prev = expected.state;
+      }
+    }
+    assert.ok(chunked > 0, 'some lists were chunked');
   });
 
   it('recomputes everything when the node changes, and says so', () => {

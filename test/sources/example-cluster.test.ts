@@ -57,7 +57,7 @@ test('the example covers every service feature the README lists', async () => {
   assert.equal(port(v4, 'kube-system/kube-dns:53/UDP').protocol, 'UDP');
   assert.equal(port(v4, 'kube-system/kube-dns:53/TCP').protocol, 'TCP');
   assert.equal(port(v4, 'shop/frontend:80/TCP').nodePort, 30080);
-  assert.equal(port(v4, 'shop/api:8443/TCP').clusterEndpoints[0]?.port, 9443, 'named target port');
+  assert.equal(port(v4, 'shop/api:8443/TCP').clusterEndpoints.at(0)?.port, 9443, 'named target port');
   const storefront = port(v4, 'shop/storefront:443/TCP');
   assert.deepEqual(storefront.loadBalancerIPs, ['203.0.113.10']);
   assert.deepEqual(storefront.loadBalancerSourceRanges, ['198.51.100.0/24', '203.0.113.0/24']);

@@ -33,7 +33,7 @@ test('incremental restore input for an endpoint change matches its golden file',
       ...before.IPv4!,
       servicePorts: new Map(before.IPv4!.servicePorts).set(web.key, {
         ...web,
-        clusterEndpoints: web.clusterEndpoints.slice(0, 2),
+        clusterEndpoints: [...web.clusterEndpoints].slice(0, 2),
       }),
     },
   };

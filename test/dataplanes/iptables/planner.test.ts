@@ -67,7 +67,7 @@ test('localhost node ports (kube-proxy iptables): 127.0.0.1 jumps to the node po
     namespace: 'ns1',
     clusterIP: '10.96.0.20',
     nodePort: 30080,
-    clusterEndpoints: [web.clusterEndpoints[1]!],
+    clusterEndpoints: [web.clusterEndpoints.at(1)!],
   });
   const guard =
     /^-A KPROXY-FIREWALL .* -d 127\.0\.0\.0\/8 ! -s 127\.0\.0\.0\/8 -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP$/m;
@@ -187,7 +187,7 @@ test('an endpoint change rewrites only that service chain and deletes the old en
   const before = proxyState('IPv4', [web]);
   const after = withPort(before, {
     ...web,
-    clusterEndpoints: [web.clusterEndpoints[0]!, endpoint('10.244.2.99', 8080)],
+    clusterEndpoints: [web.clusterEndpoints.at(0)!, endpoint('10.244.2.99', 8080)],
   });
   const text = incremental(before, after);
   const declared = text.split('\n').filter((l) => l.startsWith(':'));

@@ -67,7 +67,10 @@ for (const family of ['IPv4', 'IPv6'] as const) {
         );
         assert.ok(entered.includes(target), `${destination} entered ${entered.join(' ')}, not ${target}`);
         const { outcome } = branch!;
-        assert.equal(outcome.kind === 'dnat' && outcome.endpoint, hostPort(sp.clusterEndpoints[0]!.ip, 8080));
+        assert.equal(
+          outcome.kind === 'dnat' && outcome.endpoint,
+          hostPort(sp.clusterEndpoints.at(0)!.ip, 8080),
+        );
       }
     }
     // What a packet walks past: KPROXY-SERVICES and a first-level chain, at most 32 jumps each (and

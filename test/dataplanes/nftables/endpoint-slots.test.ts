@@ -1,17 +1,20 @@
 // Endpoint slots (endpoint-slots.ts): an endpoint keeps its index across incremental syncs, so one
 // endpoint coming or going rewrites O(1) endpoint map elements whatever the key's size.
 // Sweep its seeds:
-//   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/nftables/endpoint-slots.test.ts --name 'random changes|whole-set switch'
+//   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/nftables/endpoint-slots.test.ts --name 'random changes|whole-set switch|many slices'
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { runAll } from '../../../contract/base/work-slices.ts';
-import type { DualStackState, Endpoint, ServicePort } from '../../../contract/proxy-state.ts';
+import type { DualStackState, Endpoint, EndpointList, ServicePort } from '../../../contract/proxy-state.ts';
 import { assignSlots, type SlotRecord } from '../../../dataplanes/nftables/endpoint-slots.ts';
 import { FragmentIndex } from '../../../dataplanes/nftables/fragment-index.ts';
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
 import { incrementalPlanSteps, nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
 import type { NftFamily } from '../../../dataplanes/shared/nft/transaction.ts';
 import { emptyNftRuleset } from '../../../dataplanes/shared/trace/nft-ruleset.ts';
+import { ModelCache } from '../../../src/model/model-cache.ts';
+import { options } from '../../model/fixtures.ts';
+import { feed, WIDE_NODE, WideServiceChanges } from '../../model/wide-service-changes.ts';
 import { prng } from '../../support/prng.ts';
 import { testSeeds } from '../../support/seeds.ts';
 import { applyScript, dump, dumpUpToNumbering, FakeNft } from './fake-nft.ts';
@@ -23,11 +26,10 @@ function eps(...ns: number[]): Endpoint[] {
   return ns.map((n) => endpoint(`10.244.0.${n}`)).sort((a, b) => (a.ip < b.ip ? -1 : 1));
 }
 
-const ips = (order: readonly Endpoint[]) => order.map((ep) => Number(ep.ip.split('.')[3]));
+const ips = (order: EndpointList) => order.map((ep) => Number(ep.ip.split('.')[3]));
 
 /** The slot order after a sync numbered `current` in the model's order (no slots kept). */
-const order = (current: readonly Endpoint[], next: readonly Endpoint[]) =>
-  assignSlots(current, current, next).order;
+const order = (current: EndpointList, next: EndpointList) => assignSlots(current, current, next).order;
 
 test('a new endpoint takes index N, whatever its address; the others keep theirs', () => {
   assert.deepEqual(ips(order(eps(10, 20, 30), eps(10, 15, 20, 30))), [10, 20, 30, 15]);
@@ -68,8 +70,8 @@ test('endpoints equal in address and port are matched one for one', () => {
 test('random changes: a permutation of the new set, rewriting at most 2 indexes per departure and 1 per arrival', () => {
   for (const seed of testSeeds({ first: 7 })) {
     const random = prng(seed);
-    let current: readonly Endpoint[] = [];
-    let model: readonly Endpoint[] = [];
+    let current: EndpointList = [];
+    let model: EndpointList = [];
     for (let step = 0; step < 300; step++) {
       const next = eps(...Array.from({ length: 40 }, (_, n) => n + 1).filter(() => random() < 0.7));
       const { order, changed } = assignSlots(current, model, next);
@@ -80,7 +82,7 @@ test('random changes: a permutation of the new set, rewriting at most 2 indexes 
       const came = [...after].filter((n) => !before.has(n)).length;
       const rewritten: number[] = [];
       for (let i = 0; i < Math.max(order.length, current.length); i++)
-        if (order[i]?.ip !== current[i]?.ip) rewritten.push(i);
+        if (order.at(i)?.ip !== current.at(i)?.ip) rewritten.push(i);
       assert.ok(
         rewritten.length <= 2 * gone + came,
         `seed ${seed}, step ${step}: ${rewritten.length} indexes for -${gone} +${came}`,
@@ -343,4 +345,32 @@ test("one endpoint change of a port with 10,000 endpoints builds the change's el
   );
   const full = applyScript(emptyNftRuleset(), nftablesPlanner.render(nftablesPlanner.planFull(next)));
   assert.deepEqual(dumpUpToNumbering(kernel), dumpUpToNumbering(full));
+});
+
+test('a Service with many slices through the ModelCache, its lists chunked: each step leaves the endpoints of a full sync', () => {
+  for (const seed of testSeeds({ first: 1, count: 3 })) {
+    const random = prng(seed);
+    const wide = new WideServiceChanges((n) => Math.floor(random() * n));
+    // Lists past 8 in chunks of 4: the model's lists and the slot orders made from them.
+    const cache = new ModelCache(options(), { chunkedFrom: 8, chunk: 4 });
+    cache.setNode(WIDE_NODE);
+    cache.setService(wide.service);
+    feed(cache, wide.initial());
+    const history = new History(cache.update().state);
+    for (let step = 1; step <= 40; step++) {
+      feed(cache, wide.step());
+      history.step(cache.update().state);
+      // A wrong step stays in the kernel: compared every fourth step, as the full render costs.
+      if (step % 4 !== 0) continue;
+      const full = applyScript(
+        emptyNftRuleset(),
+        nftablesPlanner.render(nftablesPlanner.planFull(history.state)),
+      );
+      assert.deepEqual(
+        dumpUpToNumbering(history.kernel),
+        dumpUpToNumbering(full),
+        `seed ${seed}, step ${step}`,
+      );
+    }
+  }
 });
