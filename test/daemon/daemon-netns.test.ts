@@ -7,7 +7,7 @@
 // Runs for every mode this build can program: here for those this kernel runs, and this same file
 // inside the qemu VM (test/in-vm.test.ts) for the others (IPVS, on a kernel without ip_vs).
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { after, afterEach, before, describe, test } from 'node:test';
 import { sampleEndpointSlice, sampleService } from '../../harness/apiserver/sample-objects.ts';
 import { requireRoot } from '../../harness/netns.ts';
 import { tally } from '../../harness/topology.ts';
@@ -20,6 +20,7 @@ import {
   backends,
   CLEAN_EXIT,
   CLUSTER_IP,
+  type Cluster,
   cluster,
   KPROXY,
   NODE_BIN,
@@ -34,13 +35,34 @@ import {
 
 const HEALTH_CHECK_PORT = 32000;
 
+const isRoot = process.getuid?.() === 0;
+
 for (const mode of modesHere()) {
   describe(`kproxy run end to end (${mode})`, () => {
+    // One node, API server and pair of echo pods for this mode's tests (node processes start slowly,
+    // 11-23 s each in the VM: a cluster starts three, its probers two more). Each test starts its
+    // own daemons and web; the node keeps the rules its last daemon left, as across any restart,
+    // and the next daemon's first sync is a full one that replaces them.
+    const cleanups: (() => Promise<void>)[] = [];
+    let c: Cluster;
+    before(async () => {
+      if (isRoot) c = await cluster({ after: (fn) => cleanups.unshift(fn) }, mode);
+    });
+    after(async () => {
+      for (const cleanup of cleanups) await cleanup();
+    });
+    // Also after a failure, so that it fails no other test (404 when the test deleted it itself).
+    afterEach(async () => {
+      if (!isRoot) return;
+      await c.write('DELETE', SERVICES, webService()).catch(() => {});
+      await c.write('DELETE', ENDPOINT_SLICES, webSlice([])).catch(() => {});
+    });
+
     test('services created, changed and deleted: rules and real connections follow; health and metrics served', async (t) => {
       if (!requireRoot(t)) return;
-      const c = await cluster(t, mode);
       const [pod0, pod1] = c.topo.nodes[0]!.pods;
       const daemon = c.startDaemon();
+      t.after(() => daemon.kill());
       await daemon.waitFor('"rules synced"', SYNC_DEADLINE_MS);
 
       await c.write('POST', SERVICES, webService());
@@ -134,17 +156,18 @@ for (const mode of modesHere()) {
 
     test('a restart under traffic keeps established connections; the rules stay while it is down', async (t) => {
       if (!requireRoot(t)) return;
-      const c = await cluster(t, mode);
       const [pod0] = c.topo.nodes[0]!.pods;
       await c.write('POST', SERVICES, webService());
       await c.write('POST', ENDPOINT_SLICES, webSlice([pod0!.ipv4]));
       const first = c.startDaemon();
+      t.after(() => first.kill());
       await first.waitFor('"rules synced"', SYNC_DEADLINE_MS);
       await eventually('the NodePort answers', async () =>
         (await backends(c, c.topo.client.ns, c.topo.nodes[0]!.ipv4, NODE_PORT, 2)).has(pod0!.name),
       );
 
       const holder = await c.topo.holdConnection(c.topo.client.ns, c.topo.nodes[0]!.ipv4, NODE_PORT);
+      t.after(() => holder.kill());
       const held = heldConnection(holder.output, () => holder.kill());
       assert.equal(held.backend, pod0!.name);
       // SIGTERM: a clean stop that leaves the rules.
@@ -161,6 +184,7 @@ for (const mode of modesHere()) {
       );
 
       const second = c.startDaemon();
+      t.after(() => second.kill());
       await second.waitFor('"rules synced"', SYNC_DEADLINE_MS);
       assert.ok(await held.alive(), `the held connection survived the restart: ${holder.output()}`);
       await held.close();
@@ -174,11 +198,11 @@ for (const mode of modesHere()) {
     if (mode !== 'ipvs')
       test('an API server outage keeps the rules, turns /healthz 503, and recovery resyncs', async (t) => {
         if (!requireRoot(t)) return;
-        const c = await cluster(t, mode);
         const [pod0, pod1] = c.topo.nodes[0]!.pods;
         await c.write('POST', SERVICES, webService());
         await c.write('POST', ENDPOINT_SLICES, webSlice([pod0!.ipv4]));
         const daemon = c.startDaemon();
+        t.after(() => daemon.kill());
         await daemon.waitFor('"rules synced"', SYNC_DEADLINE_MS);
         await eventually('pod 0 answers', async () =>
           (await backends(c, c.nodeNs, CLUSTER_IP, 80, 2)).has(pod0!.name),
@@ -214,7 +238,6 @@ for (const mode of modesHere()) {
           'healthz 200 again',
           async () => (await c.get('http://127.0.0.1:10256/healthz')).status === 200,
         );
-        await daemon.kill();
       });
   });
 }
