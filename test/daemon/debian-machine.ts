@@ -299,7 +299,7 @@ export async function makeDebianRoot(root: string): Promise<number> {
     .digest('hex');
   const kept = join(ROOT_CACHE, key.slice(0, 12));
   await mkdir(ROOT_CACHE, { recursive: true });
-  const made = [kept, String(ROOT_MAX_AGE_DAYS), MIRROR, root, ...MMDEBSTRAP_ARGS];
-  await execa('flock', [`${kept}.lock`, 'sh', '-c', COPY_OF_KEPT, 'sh', ...made]);
+  const args = [kept, String(ROOT_MAX_AGE_DAYS), MIRROR, root, ...MMDEBSTRAP_ARGS];
+  await execa('flock', [`${kept}.lock`, 'sh', '-c', COPY_OF_KEPT, 'sh', ...args]);
   return (Date.now() - started) / 1000;
 }
