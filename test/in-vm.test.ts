@@ -13,7 +13,8 @@ testFilesInVm('the kernel tests this kernel cannot run', [
   // writing their compile cache and a prober per namespace: the daemon file 5.5 min at load 5-8;
   // the VM tests 3.7 min at load 1-5 (live 2.0, trace-prediction 0.9, leftovers 0.8). Two boots
   // at once, one CPU each (a clean clone at load ~5, 6dffdab): each file took twice as long, the
-  // boots 963 and 1111 s against 942 s for one, and the host's lane 23.5 min against 16.2.
+  // boots 963 and 1111 s against 942 s for one, and the host's lane 23.5 min against 16.2. The
+  // daemon file with one cluster for its tests (7231182): 374 s against 503 s, both runs at once.
   { kind: 'vm-only', glob: 'test/dataplanes/ipvs/vm/*.vmtest.ts', atLeast: 10, budgetMs: 15 * 60_000 },
   // Two of its three tests: the outage test's dataplane part is every mode's (its comment says why).
   { kind: 'per-mode', path: 'test/daemon/daemon-netns.test.ts', testsPerMode: 2, budgetMs: 20 * 60_000 },
