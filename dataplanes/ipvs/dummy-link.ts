@@ -31,22 +31,19 @@ export const LINK_DELETION: CleanupCommand = {
   when: [{ command: 'ip', args: SHOW_LINK }],
 };
 
-export async function linkExists(runner: CommandRunner, link = DUMMY_LINK): Promise<boolean> {
-  return (await runner.run('ip', ['link', 'show', 'dev', link])).exitCode === 0;
+export async function linkExists(runner: CommandRunner): Promise<boolean> {
+  return (await runner.run('ip', SHOW_LINK)).exitCode === 0;
 }
 
 interface IpAddressJson {
   readonly addr_info?: readonly { readonly local?: string; readonly scope?: string }[];
 }
 
-/**
- * The addresses on the link (ours by default; none when it does not exist); link-local ones are
- * the kernel's.
- */
-export async function boundAddresses(runner: CommandRunner, link = DUMMY_LINK): Promise<string[]> {
-  if (!(await linkExists(runner, link))) return [];
+/** The addresses on the link (none when it does not exist); link-local ones are the kernel's. */
+export async function boundAddresses(runner: CommandRunner): Promise<string[]> {
+  if (!(await linkExists(runner))) return [];
   const links = JSON.parse(
-    (await ip(runner, ['-j', 'address', 'show', 'dev', link])) || '[]',
+    (await ip(runner, ['-j', 'address', 'show', 'dev', DUMMY_LINK])) || '[]',
   ) as IpAddressJson[];
   return links
     .flatMap((l) => l.addr_info ?? [])

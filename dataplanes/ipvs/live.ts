@@ -20,7 +20,6 @@ import { checksHold, nftTableDeletion, removedObjects, runRemoval } from '../sha
 import type { CommandRunner } from '../shared/command-runner.ts';
 import { deleteConntrackEntries } from '../shared/conntrack/conntrack-tool.ts';
 import { UdpConntrackReconciler } from '../shared/conntrack/udp-conntrack-reconciler.ts';
-import { type DrainBound, removeAfterDrain } from '../shared/ipvs-drain.ts';
 import { firstOfEachSet, intactCheckScript, intactValuesScript } from '../shared/nft/intact-check-script.ts';
 import { type NetlinkElementWriter, writeTransaction } from '../shared/nft/netlink-elements.ts';
 import { FAMILIES as NFT_FAMILIES } from '../shared/nft/ruleset.ts';
@@ -85,15 +84,7 @@ export interface IpvsDataplaneOptions {
   readonly elements?: NetlinkElementWriter;
   /** Milliseconds on a monotonic clock (performance.now); tests step it. */
   readonly now?: () => number;
-  /**
-   * cleanup()'s drain of the connections IPVS balances before its virtual servers go (ipvs-drain.ts):
-   * its default bound, told to the log, by default.
-   */
-  readonly drain?: DrainBound;
 }
-
-/** kube-proxy's IPVS mode's dummy link: while it is there, kube-proxy's IPVS mode holds the node. */
-const KUBE_IPVS_LINK = 'kube-ipvs0';
 
 /**
  * Per-namespace sysctls IPVS mode needs, as kube-proxy sets them: conntrack entries for IPVS
@@ -218,7 +209,6 @@ export class IpvsDataplane implements LiveDataplane {
   readonly #realServerTurns = new RealServerTurns();
   /** `conntrack -D` arguments for the flows of real servers deleted in this sync. */
   #flowsOfDeleted: string[][] = [];
-  readonly #drain: DrainBound;
 
   constructor(options: IpvsDataplaneOptions) {
     this.#runner = options.runner;
@@ -232,7 +222,6 @@ export class IpvsDataplane implements LiveDataplane {
     this.#excludeCIDRs = options.excludeCIDRs ?? [];
     this.#draining = new DrainingServers(options.now ?? (() => performance.now()));
     this.#elements = options.elements;
-    this.#drain = options.drain ?? { report: (line) => this.#log(line) };
   }
 
   /** Real servers waiting for their connections to end (for tests and logs). */
@@ -390,21 +379,15 @@ export class IpvsDataplane implements LiveDataplane {
 
   /**
    * Removes our virtual servers (ownership.ts: on the dummy link's or the recorded node-port
-   * addresses, or made by us), the link and the nft tables. The virtual servers go once the
-   * connections IPVS balances to them drained, at most the drain's bound, and the conntrack
-   * entries of those it cut after them (ipvs-drain.ts): another mode's rules, loaded first, take
-   * every new connection meanwhile, and a cut one meets them at its next packet.
+   * addresses, or made by us), the link and the nft tables.
    */
   async cleanup(): Promise<readonly string[]> {
     const { services, client, commands } = await this.#cleanupPlan();
-    const cut = await removeAfterDrain(this.#runner, services, this.#drain, async () => {
-      for (const service of services) await client!.deleteService(service);
-      for (const command of commands) await runRemoval(this.#runner, command);
-    });
+    for (const service of services) await client!.deleteService(service);
+    for (const command of commands) await runRemoval(this.#runner, command);
     const removed = [
       ...(services.length > 0 ? [servicesRemoved(services)] : []),
       ...removedObjects(commands),
-      ...cut,
     ];
     this.#owned.clear();
     this.#draining.clear();
@@ -446,15 +429,6 @@ export class IpvsDataplane implements LiveDataplane {
         throw err;
       });
       services = ((await client?.listServices()) ?? []).filter((s) => this.#isOurs(s, ours));
-      // kube-proxy's IPVS mode, started again, took the ones it serves over in place (same
-      // address, port and protocol) and deletes the others itself at its sync (its
-      // cleanLegacyService): deleting them here would cut its connections.
-      if (services.length > 0 && (await linkExists(this.#runner, KUBE_IPVS_LINK))) {
-        this.#log('IPVS virtual servers left to kube-proxy, whose kube-ipvs0 is on the node', {
-          count: services.length,
-        });
-        services = [];
-      }
     }
     const commands: CleanupCommand[] = [];
     if (await linkExists(this.#runner)) commands.push(LINK_DELETION);

@@ -1,5 +1,4 @@
-// The drain before IPVS virtual services go: kube-proxy's (kube-proxy-leftovers.ts) or kproxy's own
-// IPVS mode's when another mode or proxy took over (dataplanes/ipvs/live.ts cleanup). A connection
+// The drain before kube-proxy's IPVS virtual services go (kube-proxy-leftovers.ts). A connection
 // IPVS balances keeps going through IPVS (its conntrack entry has no NAT, so kproxy's DNAT never
 // sees it) only while its virtual service is there and kube-ipvs0 holds the address: deleting the
 // service makes IPVS drop its packets, deleting the link routes them away, and the conntrack entry,
@@ -10,7 +9,7 @@
 // balanced afresh, TCP is reset by the endpoint that has no such connection) instead of being
 // black-holed.
 import type { CommandRunner } from './command-runner.ts';
-import { deleteConntrackBatch } from './conntrack/conntrack-tool.ts';
+import { deleteConntrackEntries } from './conntrack/conntrack-tool.ts';
 import {
   connectionsTo,
   conntrackFilterOf,
@@ -20,9 +19,6 @@ import {
   parseIpvsConnections,
   type VirtualServiceKey,
 } from './ipvs-connection-list.ts';
-
-/** A drain's options with its bound (`--ipvs-drain-timeout`) DEFAULT_IPVS_DRAIN_MS when absent. */
-export type DrainBound = Omit<DrainOptions, 'timeoutMs'> & { readonly timeoutMs?: number };
 
 /** The default bound of the drain (`--ipvs-drain-timeout`); the CLI's usage text says why 2 min. */
 export const DEFAULT_IPVS_DRAIN_MS = 120_000;
@@ -86,39 +82,16 @@ export async function drainIpvsConnections(
 
 /**
  * Deletes the conntrack entries of `cut` (the connections IPVS balanced when its services went),
- * by exact tuple, in one run; returns how many went. One that ended meanwhile has none left, which
- * is fine.
+ * by exact tuple; returns how many went. One that ended meanwhile has none left, which is fine.
  */
-export function deleteCutConntrackEntries(
+export async function deleteCutConntrackEntries(
   runner: CommandRunner,
   cut: readonly IpvsConnection[],
 ): Promise<number> {
-  return deleteConntrackBatch(runner, cut.map(conntrackFilterOf));
-}
-
-/**
- * The drain, then `remove` (the virtual services and the link that holds their addresses), then
- * the conntrack entries of the connections IPVS still balanced to `services` when they went (read
- * just before `remove`: exact tuples). What it deleted, as cleanup reports it; none when it cut nothing.
- */
-export async function removeAfterDrain(
-  runner: CommandRunner,
-  services: readonly VirtualServiceKey[],
-  drain: DrainBound,
-  remove: () => Promise<void>,
-): Promise<string[]> {
-  let cut: IpvsConnection[] = [];
-  if (services.length > 0) {
-    await drainIpvsConnections(runner, services, {
-      ...drain,
-      timeoutMs: drain.timeoutMs ?? DEFAULT_IPVS_DRAIN_MS,
-    });
-    cut = connectionsTo(await readIpvsConnections(runner), services);
-  }
-  await remove();
-  if (cut.length === 0) return [];
-  const deleted = await deleteCutConntrackEntries(runner, cut);
-  return [`conntrack: ${deleted} entr${deleted === 1 ? 'y' : 'ies'} of ${cut.length} cut IPVS connection(s)`];
+  let deleted = 0;
+  for (const connection of cut)
+    deleted += await deleteConntrackEntries(runner, conntrackFilterOf(connection));
+  return deleted;
 }
 
 function seconds(ms: number): string {

@@ -2,8 +2,7 @@
 // switches over: its iptables chains (both backends) with the rules in built-in chains that jump
 // to them and its nftables tables (`ip kube-proxy`, `ip6 kube-proxy`) first, so that every new
 // connection meets kproxy's rules; then its IPVS mode's virtual services (all of them, as
-// kube-proxy's cleanup flushes IPVS, but those kproxy's IPVS mode took over in place; only when
-// ip_vs is loaded), once the connections IPVS
+// kube-proxy's cleanup flushes IPVS; only when ip_vs is loaded), once the connections IPVS
 // balances have drained (ipvs-drain.ts), and the kube-ipvs0 link, then the conntrack entries of
 // the connections that cut; then, once no iptables rule refers to them, its ipsets and its nfacct
 // objects. Only kube-proxy's own: the KUBE-* chains kubelet owns (KUBE-MARK-DROP,
@@ -16,8 +15,14 @@
 import { type CommandRunner, IPTABLES_WAIT } from './command-runner.ts';
 import { existingIptablesTables } from './existing-iptables-tables.ts';
 import { removalInputs } from './iptables-save.ts';
-import type { VirtualServiceKey } from './ipvs-connection-list.ts';
-import { type DrainBound, removeAfterDrain } from './ipvs-drain.ts';
+import { connectionsTo, type IpvsConnection, type VirtualServiceKey } from './ipvs-connection-list.ts';
+import {
+  DEFAULT_IPVS_DRAIN_MS,
+  type DrainOptions,
+  deleteCutConntrackEntries,
+  drainIpvsConnections,
+  readIpvsConnections,
+} from './ipvs-drain.ts';
 
 const KUBE_PROXY_CHAINS = new Set([
   'KUBE-SERVICES',
@@ -84,12 +89,7 @@ export interface LeftoverOptions<S extends VirtualServiceKey> {
   /** The IPVS table when ip_vs is loaded, else undefined (nothing of IPVS is touched). */
   readonly openIpvs?: () => Promise<VirtualServiceTable<S> | undefined>;
   /** The drain before the virtual services go: DEFAULT_IPVS_DRAIN_MS, nothing reported, by default. */
-  readonly drain?: DrainBound;
-  /**
-   * The virtual services kproxy's IPVS mode holds (on its kproxy-ipvs0's addresses): kube-proxy's
-   * that kproxy's took over in place (same address, port, protocol), which stay with their connections.
-   */
-  readonly kproxyOwns?: () => Promise<(service: S) => boolean>;
+  readonly drain?: Omit<DrainOptions, 'timeoutMs'> & { readonly timeoutMs?: number };
   /** Per-service chains per iptables-nft-restore input (KUBE_PROXY_CHAINS_PER_RESTORE by default). */
   readonly nftChainsPerRestore?: number;
 }
@@ -167,35 +167,43 @@ export async function removeKubeProxyLeftovers<S extends VirtualServiceKey>(
 }
 
 /**
- * kube-proxy's virtual services (not those kproxy's IPVS mode took over, `kproxyOwns`) once their
- * connections drained, kube-ipvs0, then the conntrack entries of the connections IPVS still
- * balanced when they went (ipvs-drain.ts removeAfterDrain).
+ * The virtual services once their connections drained, kube-ipvs0, then the conntrack entries of
+ * the connections IPVS still balanced when they went (read just before: exact tuples).
  */
 async function removeIpvsServices<S extends VirtualServiceKey>(
   runner: CommandRunner,
   options: LeftoverOptions<S>,
 ): Promise<string[]> {
   const removed: string[] = [];
+  let cut: IpvsConnection[] = [];
   const ipvs = await options.openIpvs?.();
-  try {
-    let services = (await ipvs?.listServices()) ?? [];
-    // Read only when there is IPVS to judge: it costs tool runs.
-    if (services.length > 0 && options.kproxyOwns !== undefined) {
-      const kproxyOwns = await options.kproxyOwns();
-      services = services.filter((service) => !kproxyOwns(service));
-    }
-    const cut = await removeAfterDrain(runner, services, options.drain ?? { report: () => {} }, async () => {
-      for (const service of services) await ipvs!.deleteService(service);
+  if (ipvs !== undefined) {
+    try {
+      const services = await ipvs.listServices();
+      if (services.length > 0) {
+        const drain = options.drain ?? { report: () => {} };
+        await drainIpvsConnections(runner, services, {
+          ...drain,
+          timeoutMs: drain.timeoutMs ?? DEFAULT_IPVS_DRAIN_MS,
+        });
+        cut = connectionsTo(await readIpvsConnections(runner), services);
+      }
+      for (const service of services) await ipvs.deleteService(service);
       if (services.length > 0) removed.push(`IPVS: ${services.length} virtual service(s)`);
-      if ((await runner.run('ip', ['link', 'show', KUBE_IPVS_LINK])).exitCode !== 0) return;
-      const deleted = await runner.run('ip', ['link', 'delete', KUBE_IPVS_LINK]);
-      if (deleted.exitCode !== 0)
-        throw new Error(`ip link delete ${KUBE_IPVS_LINK}: ${deleted.stderr.trim()}`);
-      removed.push(`link ${KUBE_IPVS_LINK}`);
-    });
-    removed.push(...cut);
-  } finally {
-    ipvs?.close();
+    } finally {
+      ipvs.close();
+    }
+  }
+  if ((await runner.run('ip', ['link', 'show', KUBE_IPVS_LINK])).exitCode === 0) {
+    const deleted = await runner.run('ip', ['link', 'delete', KUBE_IPVS_LINK]);
+    if (deleted.exitCode !== 0) throw new Error(`ip link delete ${KUBE_IPVS_LINK}: ${deleted.stderr.trim()}`);
+    removed.push(`link ${KUBE_IPVS_LINK}`);
+  }
+  if (cut.length > 0) {
+    const deleted = await deleteCutConntrackEntries(runner, cut);
+    removed.push(
+      `conntrack: ${deleted} entr${deleted === 1 ? 'y' : 'ies'} of ${cut.length} cut IPVS connection(s)`,
+    );
   }
   return removed;
 }

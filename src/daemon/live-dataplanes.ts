@@ -4,7 +4,6 @@ import type { Logger } from 'pino';
 import type { DataplaneLog, DataplaneMode, LiveDataplane } from '../../contract/dataplane.ts';
 import type { CommandRunner } from '../../dataplanes/shared/command-runner.ts';
 import type { DriftReader } from '../../dataplanes/shared/drift/drift-report.ts';
-import type { DrainBound } from '../../dataplanes/shared/ipvs-drain.ts';
 import type { IpvsConfig } from '../config/config.ts';
 
 export interface LiveDataplaneOptions {
@@ -13,8 +12,6 @@ export interface LiveDataplaneOptions {
   readonly runner?: CommandRunner;
   /** The ipvs section of the configuration; defaults (rr, kernel timeouts) when absent, e.g. for cleanup. */
   readonly ipvs?: IpvsConfig;
-  /** IPVS mode's cleanup drain (`kproxy cleanup --ipvs-drain-timeout`); its default bound, logged, when absent. */
-  readonly ipvsDrain?: DrainBound;
 }
 
 type Factory = (options: LiveDataplaneOptions) => Promise<LiveDataplane>;
@@ -34,7 +31,7 @@ const FACTORIES: Record<DataplaneMode, Factory> = {
     const { buildIptablesDataplane } = await import('../../dataplanes/iptables/build.ts');
     return buildIptablesDataplane({ runner, log: logTo(logger, 'iptables') });
   },
-  async ipvs({ logger, runner, ipvs, ipvsDrain }) {
+  async ipvs({ logger, runner, ipvs }) {
     const { buildIpvsDataplane } = await import('../../dataplanes/ipvs/build.ts');
     const seconds = (ms: number | undefined) => Math.round((ms ?? 0) / 1000);
     return buildIpvsDataplane({
@@ -48,7 +45,6 @@ const FACTORIES: Record<DataplaneMode, Factory> = {
         udpSeconds: seconds(ipvs?.udpTimeoutMs),
       },
       excludeCIDRs: ipvs?.excludeCIDRs ?? [],
-      drain: ipvsDrain,
     });
   },
 };

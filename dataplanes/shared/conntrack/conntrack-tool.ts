@@ -1,6 +1,5 @@
-// The `conntrack` calls kproxy makes: list one family's UDP flows, delete the entries one filter
-// matches, or those of many filters in one run. Each runs under the runner's timeout
-// (command-runner.ts).
+// The two `conntrack` calls kproxy makes: list one family's UDP flows, and delete the entries one
+// filter matches. Each runs under the runner's timeout (command-runner.ts).
 import type { IPFamily } from '../../../contract/base/ip-family.ts';
 import { DataplaneError } from '../../../contract/dataplane-error.ts';
 import type { CommandRunner } from '../command-runner.ts';
@@ -34,24 +33,4 @@ export async function deleteConntrackEntries(
   const deleted = /(\d+) flow entries have been deleted/.exec(result.stderr)?.[1];
   if (deleted === undefined) throw new ConntrackError(args, result.stderr);
   return Number(deleted);
-}
-
-/**
- * Deletes the entries of every filter in one `conntrack -R` run (its -D lines read from stdin): a
- * process per filter costs seconds in an emulated VM, and an IPVS drain may cut hundreds of UDP
- * flows. Returns how many entries went: it lists each it deleted, one a line (a filter that matched
- * nothing, a flow that ended meanwhile, lists none and is no failure).
- */
-export async function deleteConntrackBatch(
-  runner: CommandRunner,
-  filters: readonly (readonly string[])[],
-): Promise<number> {
-  if (filters.length === 0) return 0;
-  // Not `-`, which conntrack opens as /dev/stdin: a node's /dev may lack that link (the VM's
-  // devtmpfs has none); its target, the runner's input file, opens by this path.
-  const args = ['-R', '/proc/self/fd/0'];
-  const input = filters.map((filter) => `-D ${filter.join(' ')}\n`).join('');
-  const result = await runner.run('conntrack', args, input);
-  if (result.exitCode !== 0) throw new ConntrackError(args, result.stderr);
-  return result.stdout.split('\n').filter(Boolean).length;
 }

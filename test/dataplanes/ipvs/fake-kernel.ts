@@ -32,12 +32,6 @@ const MISSING = 'Error: No such file or directory';
 export class FakeKernel {
   readonly services = new Map<string, KernelService>();
   link = false;
-  /** kube-proxy's IPVS mode's link, there when a test says. */
-  kubeIpvsLink = false;
-  /** /proc/net/ip_vs_conn's entries (its header added), as a test sets them. */
-  connections: string[] = [];
-  /** The conntrack commands run, each as one line. */
-  readonly conntrack: string[] = [];
   readonly addresses = new Set<string>();
   /** The companion tables. */
   readonly nft = new FakeNft();
@@ -193,19 +187,7 @@ export class FakeKernel {
           this.sysctls.push(...args.filter((a) => a.includes('=')));
           return ok();
         }
-        if (command === 'conntrack') {
-          // -R's lines as commands of their own; it lists each entry it deleted, -D says how many.
-          const batch = args[0] === '-R' ? input.split('\n').filter(Boolean) : [];
-          this.conntrack.push(...(batch.length > 0 ? batch.map((l) => `conntrack ${l}`) : [line]));
-          const deleted =
-            args[0] === '-D' ? 'conntrack v1.4.7 (conntrack-tools): 1 flow entries have been deleted.\n' : '';
-          return { stdout: batch.map(() => 'deleted\n').join(''), stderr: deleted, exitCode: 0 };
-        }
-        if (line === 'ip link show dev kube-ipvs0') return this.kubeIpvsLink ? ok() : fail('does not exist');
-        if (line === 'cat /proc/net/ip_vs_conn') {
-          const header = 'Pro FromIP   FPrt ToIP     TPrt DestIP   DPrt State       Expires PEName PEData';
-          return ok([header, ...this.connections].map((l) => `${l}\n`).join(''));
-        }
+        if (command === 'conntrack') return ok();
         if (line === 'ip link show dev kproxy-ipvs0') return this.link ? ok() : fail('does not exist');
         if (line === 'ip link add kproxy-ipvs0 type dummy') {
           this.link = true;

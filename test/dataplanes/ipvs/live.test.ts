@@ -286,45 +286,6 @@ test('cleanup removes our virtual servers, the link and the companion tables, an
   assert.deepEqual(kernel.tables, []);
 });
 
-test('cleanup cuts the connections still live at its drain bound, then deletes their conntrack entries by tuple', async () => {
-  const kernel = new FakeKernel();
-  const reported: string[] = [];
-  const dp = new IpvsDataplane({
-    runner: kernel.runner(),
-    openClient: async () => kernel.client(),
-    drain: { timeoutMs: 0, report: (line) => reported.push(line) },
-  });
-  await dp.start();
-  await dp.sync(ipv4([web()]), 'full');
-  // 10.100.0.200:41000 -> 10.96.0.10:80 by 10.244.1.10:8080, and one to a foreign service.
-  kernel.connections = [
-    'TCP 0A6400C8 A028 0A60000A 0050 0AF4010A 1F90 ESTABLISHED     899',
-    'TCP 0A6400C8 A029 C0A83201 0050 0AF4010A 1F90 ESTABLISHED     899',
-  ];
-  await kernel.client().addService(foreign);
-  const removed = await dp.cleanup();
-  assert.match(reported.join('\n'), /1 connection\(s\) still live at the bound/);
-  assert.deepEqual(
-    kernel.conntrack.filter((l) => l.startsWith('conntrack -D')),
-    [
-      'conntrack -D -p tcp --orig-src 10.100.0.200 --orig-dst 10.96.0.10 --orig-port-src 41000 --orig-port-dst 80 --reply-src 10.244.1.10 --reply-port-src 8080',
-    ],
-  );
-  assert.match(removed.join('\n'), /of 1 cut IPVS connection/);
-  assert.deepEqual([...kernel.services.keys()], ['TCP 192.168.50.1:80']);
-});
-
-test('cleanup leaves the virtual servers to kube-proxy while its kube-ipvs0 is on the node', async () => {
-  const { kernel, dp } = setup();
-  await dp.start();
-  await dp.sync(ipv4([web()]), 'full');
-  kernel.kubeIpvsLink = true;
-  await dp.cleanup();
-  assert.deepEqual([...kernel.services.keys()].sort(), ['TCP 10.100.0.11:30080', 'TCP 10.96.0.10:80']);
-  assert.equal(kernel.link, false);
-  assert.deepEqual(kernel.tables, []);
-});
-
 test('a fresh process (kproxy cleanup) removes the node ports on node addresses too, from the companion record', async () => {
   const { kernel, dp } = setup();
   await dp.start();
