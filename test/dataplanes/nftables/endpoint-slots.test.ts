@@ -107,6 +107,10 @@ function service(cluster: readonly Endpoint[], local: readonly Endpoint[] = []):
   });
 }
 
+function fullSync(state: DualStackState) {
+  return applyScript(emptyNftRuleset(), nftablesPlanner.render(nftablesPlanner.planFull(state)));
+}
+
 /** Incremental plans from one full sync, slots carried as the live dataplane carries them. */
 class History {
   readonly slots = new Map<NftFamily, SlotRecord>();
@@ -115,7 +119,12 @@ class History {
 
   constructor(first: DualStackState) {
     this.state = first;
-    this.kernel = applyScript(emptyNftRuleset(), nftablesPlanner.render(nftablesPlanner.planFull(first)));
+    this.kernel = fullSync(first);
+  }
+
+  /** What a full sync of the current state leaves in an empty kernel. */
+  fullSync() {
+    return fullSync(this.state);
   }
 
   /** The script of the step to `next`, applied to the kernel. */
@@ -166,10 +175,7 @@ test('removing an endpoint from the middle rewrites its index and the count: the
     script,
     /\t10\.96\.0\.10 \. tcp \. 80 comment "default\/wide:80\/TCP" : goto backends-tcp-199,/,
   );
-  const full = applyScript(
-    emptyNftRuleset(),
-    nftablesPlanner.render(nftablesPlanner.planFull(history.state)),
-  );
+  const full = history.fullSync();
   assert.deepEqual(dumpUpToNumbering(history.kernel), dumpUpToNumbering(full));
   assert.notDeepEqual(dump(history.kernel), dump(full), 'the numbering came from history');
 });
@@ -184,10 +190,7 @@ test('a port left unchanged in other, equal objects (not the ModelCache), then c
   assert.equal(history.step(ipv4([service(copies())])), '', 'equal: nothing to send, the slots kept');
   // The kept slots hold the first objects; this change's model orders hold the copies.
   history.step(ipv4([service(copies().filter((ep) => ep.ip !== '10.244.0.20'))]));
-  const full = applyScript(
-    emptyNftRuleset(),
-    nftablesPlanner.render(nftablesPlanner.planFull(history.state)),
-  );
+  const full = history.fullSync();
   assert.deepEqual(dumpUpToNumbering(history.kernel), dumpUpToNumbering(full));
 });
 
@@ -239,10 +242,7 @@ test('adds, removes, a whole-set switch and eTP Local changes: O(change) element
         next = [...ipsNext].sort().map((ip) => endpoint(ip));
       }
       const script = history.step(stateOf(next));
-      const full = applyScript(
-        emptyNftRuleset(),
-        nftablesPlanner.render(nftablesPlanner.planFull(history.state)),
-      );
+      const full = history.fullSync();
       assert.deepEqual(
         dumpUpToNumbering(history.kernel),
         dumpUpToNumbering(full),
@@ -273,7 +273,7 @@ test('the intact check expects the numbering the incremental syncs left; a resta
   await live.settled();
   const next = ipv4([service(all.filter((ep) => ep.ip !== '10.244.0.3'))]);
   assert.equal((await live.sync(next, 'incremental')).kind, 'incremental');
-  const full = applyScript(emptyNftRuleset(), nftablesPlanner.render(nftablesPlanner.planFull(next)));
+  const full = fullSync(next);
   assert.notDeepEqual(dump(nft.ruleset), dump(full), 'index 2 holds the last endpoint');
   // The check names each element with its value: with address-order numbering it would fail.
   for (let i = 0; i < 3; i++) assert.equal(await live.intact(), true, `check ${i}`);
@@ -339,11 +339,8 @@ test("one endpoint change of a port with 10,000 endpoints builds the change's el
     script,
   );
   assert.match(script, /add element ip kproxy hairpin \{ 10\.245\.0\.1 \. 10\.245\.0\.1 \}/);
-  const kernel = applyScript(
-    applyScript(emptyNftRuleset(), nftablesPlanner.render(nftablesPlanner.planFull(first))),
-    script,
-  );
-  const full = applyScript(emptyNftRuleset(), nftablesPlanner.render(nftablesPlanner.planFull(next)));
+  const kernel = applyScript(fullSync(first), script);
+  const full = fullSync(next);
   assert.deepEqual(dumpUpToNumbering(kernel), dumpUpToNumbering(full));
 });
 
@@ -362,10 +359,7 @@ test('a Service with many slices through the ModelCache, its lists chunked: each
       history.step(cache.update().state);
       // A wrong step stays in the kernel: compared every fourth step, as the full render costs.
       if (step % 4 !== 0) continue;
-      const full = applyScript(
-        emptyNftRuleset(),
-        nftablesPlanner.render(nftablesPlanner.planFull(history.state)),
-      );
+      const full = history.fullSync();
       assert.deepEqual(
         dumpUpToNumbering(history.kernel),
         dumpUpToNumbering(full),
