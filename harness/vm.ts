@@ -4,7 +4,7 @@
 // the same files run there unchanged: the netns lab, a node test file. One boot per call: callers
 // run all their VM work in one command (TCG emulation makes a boot cost ~20-40 s).
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { glob, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
@@ -22,6 +22,8 @@ const VM_SCRIPT = join(REPO, 'scripts/ipvs-in-qemu.sh');
 const MODES_ENV = 'KPROXY_TEST_MODES';
 /** Node's compile cache for the guest: in the shared repository, ignored by git (entries are keyed by content). */
 const COMPILE_CACHE = join(REPO, '.vm-share/compile-cache');
+/** What the guest's node processes load besides the test files: every module of ours outside test/. */
+const GUEST_MODULES = '{bin,contract,dataplanes,harness,lab,src}/**/*.ts';
 /**
  * The slowdown the VM's deadlines get (harness/emulation.ts): the ~7-13× measured, rounded up to cover
  * first starts with a cold compile cache on a machine at the design load, times how much busier
@@ -111,6 +113,21 @@ export async function runInVm(command: string, args: readonly string[], options:
   }
 }
 
+/**
+ * Fills the guest's compile cache on the host (harness/warm-compile-cache.ts) with the modules of
+ * `files` (test files or globs, relative to the repository) and of GUEST_MODULES, so the guest's
+ * first processes do not strip and compile them under TCG: a clean clone has no .vm-share.
+ */
+async function warmGuestCompileCache(files: readonly string[]): Promise<void> {
+  const modules: string[] = [];
+  for (const pattern of [GUEST_MODULES, ...files])
+    for await (const file of glob(pattern, { cwd: REPO })) modules.push(join(REPO, file));
+  await execa(process.execPath, [join(REPO, 'harness/warm-compile-cache.ts'), ...modules], {
+    cwd: REPO,
+    env: { NODE_COMPILE_CACHE: COMPILE_CACHE },
+  });
+}
+
 export interface VmTestRun extends VmRun {
   /** Each test file's outcomes and time, by its absolute path (the same inside the VM); {} when none reported. */
   readonly files: Readonly<Record<string, FileReport>>;
@@ -128,6 +145,7 @@ export interface VmTestOptions extends VmOptions {
 export async function runNodeTestsInVm(files: readonly string[], options: VmTestOptions): Promise<VmTestRun> {
   const shareDir = await vmShareDir();
   try {
+    await warmGuestCompileCache(files);
     const counts = join(shareDir, 'counts.json');
     const run = await runInVm(
       process.execPath,
