@@ -40,8 +40,6 @@ export PATH="$PWD/node_modules/.bin:$PATH"
 export NODE_COMPILE_CACHE="$PWD/node_modules/.cache/node-compile-cache"
 
 echo "test: node $(node --version), $(tsc --version)"
-tsc -p tsconfig.json
-biome check .
 
 # Two lanes. The slowest files mostly wait: on the qemu VM's one emulated CPU (all the IPVS kernel
 # tests, one boot: the long pole, ~15-20 min), on the network and disk (mmdebstrap: the image's root,
@@ -51,16 +49,22 @@ biome check .
 # after it; their report comes at the end. All of them start at once: node starts a lane's files in
 # path order, so with fewer slots than files test/in-vm.test.ts started last, ~4 min late.
 # health-idle waits on the clock too (~30 s of three health timeouts), with no kernel state.
+# The lane beside starts before the type check and lint (~15 s at load 9), which the rest waits for.
 aside=(test/in-vm.test.ts test/daemon/systemd-boot.test.ts test/daemon/ten-idle-minutes.test.ts
   test/daemon/deb-package.test.ts test/daemon/image.test.ts test/daemon/health-idle.test.ts)
 mapfile -t rest < <(find test -name '*.test.ts' | sort | grep -vxF -f <(printf '%s\n' "${aside[@]}"))
 run_tests=(node --test --test-reporter=spec --test-timeout=600000)
 aside_log=$(mktemp)
-# $! is node's own PID (not a subshell's), so the trap below stops the lane if this script ends early.
-"${run_tests[@]}" --test-concurrency="${#aside[@]}" "${aside[@]}" >"$aside_log" 2>&1 &
+# In a process group of its own (setsid runs node as itself: $! is node's PID, the group's), so the
+# trap below stops the whole lane, the VM's qemu and the machines included, if this script ends
+# early (a type error, a lint finding).
+setsid -w "${run_tests[@]}" --test-concurrency="${#aside[@]}" "${aside[@]}" >"$aside_log" 2>&1 &
 aside_pid=$!
-trap 'kill "$aside_pid" 2>/dev/null || true; rm -f "$aside_log"' EXIT
-echo "test: ${#rest[@]} files here; ${aside[*]} beside them (reported at the end)"
+trap 'kill -- -"$aside_pid" 2>/dev/null || kill "$aside_pid" 2>/dev/null || true; rm -f "$aside_log"' EXIT
+echo "test: ${aside[*]} started beside the rest (reported at the end)"
+tsc -p tsconfig.json
+biome check .
+echo "test: ${#rest[@]} files here"
 status=0
 "${run_tests[@]}" "${rest[@]}" || status=$?
 aside_status=0
