@@ -2,7 +2,7 @@
 // read and compare as ratios, never assertions.
 import { performance } from 'node:perf_hooks';
 import type { NftRunner } from '../dataplanes/nftables/nft-runner.ts';
-import type { CommandResult, CommandRunner } from '../dataplanes/shared/command-runner.ts';
+import type { CommandResult, CommandRunner, ScriptInput } from '../dataplanes/shared/command-runner.ts';
 import type { NftFamily } from '../dataplanes/shared/nft/transaction.ts';
 
 /** Milliseconds `fn` took. */
@@ -71,7 +71,7 @@ export class TimedRunner implements CommandRunner {
     this.#inner = inner;
   }
 
-  async run(command: string, args: readonly string[], input?: string): Promise<CommandResult> {
+  async run(command: string, args: readonly string[], input?: ScriptInput): Promise<CommandResult> {
     const start = performance.now();
     try {
       return await this.#inner.run(command, args, input);

@@ -306,7 +306,7 @@ export class IptablesDataplane implements LiveDataplane {
         this.#backend === 'nft' ? restorePartsOf(familyPlan, this.#nftChainsPerRestore) : [familyPlan];
       for (const part of parts) {
         const input = await runInSlices(restoreInputSteps(part));
-        if (input === '') continue;
+        if (input.length === 0) continue;
         const tool = this.#tools(family).restore;
         const result = await this.#runner.run(tool, RESTORE_FLAGS, input);
         if (result.exitCode !== 0) throw new IptablesCommandError(tool, result.stderr);

@@ -13,24 +13,24 @@ export const FAMILIES: readonly IPFamily[] = ['IPv4', 'IPv6'];
 
 /** The exact iptables-restore input for one family; "" when there is nothing to do. */
 export function restoreInput(plan: FamilyPlan): string {
-  return runAll(restoreInputSteps(plan));
+  return runAll(restoreInputSteps(plan)).join('');
 }
 
 /** Lines written between two steps of restoreInputSteps. */
 const LINES_PER_STEP = 1024;
 
 /**
- * restoreInput in steps: iptables-legacy gets a family's full sync as one input, ~100 MB at 30,000
- * Services × 10 endpoints (seconds to write), which the daemon's event loop must not wait out.
+ * restoreInput in steps, and in pieces of LINES_PER_STEP lines that are the input joined (none
+ * when there is nothing to do): iptables-legacy gets a family's full sync as one input, ~100 MB at
+ * 30,000 Services × 10 endpoints, which the daemon must neither write nor join in one turn of its
+ * event loop (one join of ~1,000,000 lines takes seconds); the runner writes the pieces in turn.
  */
-export function* restoreInputSteps(plan: FamilyPlan): Steps<string> {
-  // Written in pieces of LINES_PER_STEP lines, each joined as it fills: one join of ~1,000,000
-  // lines takes seconds too.
+export function* restoreInputSteps(plan: FamilyPlan): Steps<string[]> {
   const pieces: string[] = [];
   let lines: string[] = [];
   const write = (line: string): boolean => {
     if (lines.push(line) < LINES_PER_STEP) return false;
-    pieces.push(lines.join('\n'));
+    pieces.push(`${lines.join('\n')}\n`);
     lines = [];
     return true;
   };
@@ -47,8 +47,8 @@ export function* restoreInputSteps(plan: FamilyPlan): Steps<string> {
     for (const chain of deleted) write(`-X ${chain}`);
     write('COMMIT');
   }
-  if (lines.length > 0) pieces.push(lines.join('\n'));
-  return pieces.length === 0 ? '' : `${pieces.join('\n')}\n`;
+  if (lines.length > 0) pieces.push(`${lines.join('\n')}\n`);
+  return pieces;
 }
 
 /**

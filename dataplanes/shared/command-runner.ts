@@ -25,12 +25,24 @@ export interface CommandResult {
   readonly exitCode: number;
 }
 
+/**
+ * A tool's stdin: one text, or pieces that are the text joined. A full sync's iptables-legacy input
+ * is ~100 MB at 30,000 Services: joined into one string, then encoded and written at once, it held
+ * the daemon's event loop for 1–2.6 s; in pieces each is written in its own turn.
+ */
+export type ScriptInput = string | readonly string[];
+
+/** The whole text of an input. */
+export function scriptText(input: ScriptInput = ''): string {
+  return typeof input === 'string' ? input : input.join('');
+}
+
 export interface CommandRunner {
   /**
    * Runs `command args` with `input` on stdin. Never throws for a non-zero exit: callers decide.
    * Throws CommandTimeoutError when the command ran out of time (it was killed).
    */
-  run(command: string, args: readonly string[], input?: string): Promise<CommandResult>;
+  run(command: string, args: readonly string[], input?: ScriptInput): Promise<CommandResult>;
   /** Starts a long-lived `command args` with piped stdio (e.g. `nft -i`), where supported. */
   spawn?(command: string, args: readonly string[]): ChildProcessWithoutNullStreams;
   /**
@@ -140,7 +152,8 @@ export function execaRunner(prefix: readonly string[] = [], options: ExecaRunner
   };
   return {
     async run(command, args, input = '') {
-      const stdin = input === '' ? undefined : await scriptFile(input);
+      const pieces = typeof input === 'string' ? [input] : input;
+      const stdin = pieces.every((piece) => piece === '') ? undefined : await scriptFile(pieces);
       try {
         return await execute(command, args, stdin?.fd ?? 'ignore');
       } finally {
@@ -156,15 +169,16 @@ export function execaRunner(prefix: readonly string[] = [], options: ExecaRunner
 }
 
 /**
- * `script` in a private file, opened for reading at its start and unlinked before a byte is
- * written, so nothing is left behind whatever happens next (SIGKILL included). Created
+ * The script's pieces in a private file, one after another, the event loop free between them;
+ * opened for reading at its start and unlinked before a byte is written, so nothing is left behind
+ * whatever happens next (SIGKILL included). Created
  * exclusively (O_EXCL, mode 0600) under the temporary directory: under the systemd unit that is
  * its PrivateTmp, writable despite ProtectSystem=strict and on disk rather than in memory like
  * /run (a full sync's script is tens of megabytes at 30k services), private to kproxy and removed
  * by systemd with the unit. A full disk is the node's trouble, not a bug in kproxy: it fails the
  * sync as a DataplaneError.
  */
-async function scriptFile(script: string) {
+async function scriptFile(pieces: readonly string[]) {
   const path = join(tmpdir(), `kproxy-${process.pid}-${randomBytes(8).toString('hex')}.script`);
   try {
     const writer = await open(path, 'wx', 0o600);
@@ -172,7 +186,8 @@ async function scriptFile(script: string) {
       const reader = await open(path, 'r');
       await unlink(path);
       try {
-        await writer.writeFile(script);
+        // writeFile writes from the file's position on, the whole piece (write may stop short).
+        for (const piece of pieces) await writer.writeFile(piece);
       } catch (error) {
         await reader.close();
         throw error;

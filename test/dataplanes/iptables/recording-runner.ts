@@ -1,5 +1,12 @@
 // A CommandRunner for unit tests: records every call and answers from a handler (default: success).
-import type { CommandResult, CommandRunner } from '../../../dataplanes/shared/command-runner.ts';
+
+import { setImmediate } from 'node:timers/promises';
+import {
+  type CommandResult,
+  type CommandRunner,
+  type ScriptInput,
+  scriptText,
+} from '../../../dataplanes/shared/command-runner.ts';
 
 export interface RecordedCall {
   readonly command: string;
@@ -21,9 +28,12 @@ export class RecordingRunner implements CommandRunner {
     this.#answer = answer;
   }
 
-  async run(command: string, args: readonly string[], input = ''): Promise<CommandResult> {
-    const call = { command, args, input };
+  async run(command: string, args: readonly string[], input: ScriptInput = ''): Promise<CommandResult> {
+    const call = { command, args, input: scriptText(input) };
     this.calls.push(call);
+    // A real tool's run ends in a later turn of the event loop (a child's exit): answering within
+    // the caller's turn would make a sync of many restores one turn, which no node ever sees.
+    await setImmediate();
     return { stdout: '', stderr: '', exitCode: 0, ...this.#answer(call) };
   }
 

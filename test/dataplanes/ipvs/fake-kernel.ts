@@ -19,7 +19,11 @@ import {
   virtualServerKey,
 } from '../../../dataplanes/ipvs/virtual-servers.ts';
 import { NftError } from '../../../dataplanes/nftables/nft-error.ts';
-import type { CommandResult, CommandRunner } from '../../../dataplanes/shared/command-runner.ts';
+import {
+  type CommandResult,
+  type CommandRunner,
+  scriptText,
+} from '../../../dataplanes/shared/command-runner.ts';
 import { FakeNft } from '../nftables/fake-nft.ts';
 
 interface KernelService {
@@ -181,7 +185,8 @@ export class FakeKernel {
     const ok = (stdout = ''): CommandResult => ({ stdout, stderr: '', exitCode: 0 });
     const fail = (stderr: string): CommandResult => ({ stdout: '', stderr, exitCode: 1 });
     return {
-      run: async (command, args, input = '') => {
+      run: async (command, args, pieces = '') => {
+        const input = scriptText(pieces);
         const line = [command, ...args].join(' ');
         if (command === 'sysctl') {
           this.sysctls.push(...args.filter((a) => a.includes('=')));

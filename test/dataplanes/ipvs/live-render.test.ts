@@ -12,7 +12,7 @@ import type { IpvsOp } from '../../../dataplanes/ipvs/ipvs-plan.ts';
 import { ipvsadmLine } from '../../../dataplanes/ipvs/ipvs-render.ts';
 import { IpvsDataplane } from '../../../dataplanes/ipvs/live.ts';
 import { ipvsPlanner } from '../../../dataplanes/ipvs/planner.ts';
-import type { CommandRunner } from '../../../dataplanes/shared/command-runner.ts';
+import { type CommandRunner, scriptText } from '../../../dataplanes/shared/command-runner.ts';
 import { prng } from '../../support/prng.ts';
 import { seedsLine, testSeeds } from '../../support/seeds.ts';
 import { goldenStates } from '../nftables/golden-states.ts';
@@ -44,7 +44,8 @@ function recordingNode(): { kernel: FakeKernel; dataplane: IpvsDataplane; sent: 
   const sent: Sent[] = [];
   const runner = kernel.runner();
   const recording: CommandRunner = {
-    run: (command, args, input = '') => {
+    run: (command, args, pieces = '') => {
+      const input = scriptText(pieces);
       const line = [command, ...args].join(' ');
       if (line === 'ip -batch -') sent.push({ tool: 'ip -batch', text: input });
       else if (line === 'nft -f -') sent.push({ tool: 'nft -f', text: input });

@@ -18,6 +18,22 @@ test("a script is the tool's stdin as a complete private file (mode 0600), alrea
   assert.equal(rest.join('\n'), script);
 });
 
+test('a script in pieces reaches the tool as the pieces joined, in order; empty pieces are no script', async () => {
+  // Pieces as restoreInputSteps makes them: lines, a piece each 1,024, past the size of one write.
+  const pieces = Array.from({ length: 40 }, (_, i) =>
+    `-A KPROXY-SVC-${i} -j KPROXY-SEP-é${i}\n`.repeat(1024),
+  );
+  pieces.splice(7, 0, '');
+  const result = await execaRunner().run('sh', ['-c', 'readlink /proc/self/fd/0; cat'], pieces);
+  const [path, ...rest] = result.stdout.split('\n');
+  assert.match(path!, /\.script \(deleted\)$/);
+  assert.equal(rest.join('\n'), pieces.join(''));
+  assert.equal(
+    (await execaRunner().run('sh', ['-c', 'readlink /proc/self/fd/0'], ['', ''])).stdout,
+    '/dev/null\n',
+  );
+});
+
 test('without a script the tool reads an empty stdin', async () => {
   assert.equal((await execaRunner().run('cat', [])).stdout, '');
 });
