@@ -15,6 +15,9 @@ testFilesInVm('the kernel tests this kernel cannot run', [
   // at once, one CPU each (a clean clone at load ~5, 6dffdab): each file took twice as long, the
   // boots 963 and 1111 s against 942 s for one, and the host's lane 23.5 min against 16.2. The
   // daemon file with one cluster for its tests (7231182): 374 s against 503 s, both runs at once.
+  // With the repository in the guest's page cache (ipvs-in-qemu.sh's cache=loose) and the guest's
+  // compile cache filled on the host: the whole run 940 s against 1,181 s, both at once at load 3-7
+  // (daemon file 170 against 214 s, netns lab 249 against 400).
   { kind: 'vm-only', glob: 'test/dataplanes/ipvs/vm/*.vmtest.ts', atLeast: 10, budgetMs: 15 * 60_000 },
   // Two of its three tests: the outage test's dataplane part is every mode's (its comment says why).
   { kind: 'per-mode', path: 'test/daemon/daemon-netns.test.ts', testsPerMode: 2, budgetMs: 20 * 60_000 },
