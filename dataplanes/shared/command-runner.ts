@@ -171,12 +171,11 @@ export function execaRunner(prefix: readonly string[] = [], options: ExecaRunner
 /**
  * The script's pieces in a private file, one after another, the event loop free between them;
  * opened for reading at its start and unlinked before a byte is written, so nothing is left behind
- * whatever happens next (SIGKILL included). Created
- * exclusively (O_EXCL, mode 0600) under the temporary directory: under the systemd unit that is
- * its PrivateTmp, writable despite ProtectSystem=strict and on disk rather than in memory like
- * /run (a full sync's script is tens of megabytes at 30k services), private to kproxy and removed
- * by systemd with the unit. A full disk is the node's trouble, not a bug in kproxy: it fails the
- * sync as a DataplaneError.
+ * whatever happens next (SIGKILL included). Created exclusively (O_EXCL, mode 0600) under the
+ * temporary directory: under the systemd unit that is its PrivateTmp, writable despite
+ * ProtectSystem=strict and on disk rather than in memory like /run (a full sync's script is tens of
+ * megabytes at 30k services), private to kproxy and removed by systemd with the unit. A full disk
+ * is the node's trouble, not a bug in kproxy: it fails the sync as a DataplaneError.
  */
 async function scriptFile(pieces: readonly string[]) {
   const path = join(tmpdir(), `kproxy-${process.pid}-${randomBytes(8).toString('hex')}.script`);

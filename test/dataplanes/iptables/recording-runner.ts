@@ -1,5 +1,4 @@
 // A CommandRunner for unit tests: records every call and answers from a handler (default: success).
-
 import { setImmediate } from 'node:timers/promises';
 import {
   type CommandResult,
