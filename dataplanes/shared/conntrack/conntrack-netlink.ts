@@ -1,0 +1,275 @@
+// Conntrack entries deleted by exact original tuple over ctnetlink (linux/netfilter/
+// nfnetlink_conntrack.h), for the connections IPVS balanced when kube-proxy's virtual services went
+// (ipvs-drain.ts). `conntrack -D` deletes through a filtered dump of the whole table, even for an
+// exact tuple: one per connection made it O(cut × table). Here the kernel looks each entry up by
+// its tuple (a hash lookup), many requests to a datagram: linear in the number cut.
+//
+// An entry goes only while its reply comes from the expected source (the IPVS real server): a
+// connection kproxy's DNAT made since, with the same original tuple, stays. So each entry is read
+// first (GET: the reply carries its reply tuple and id), then deleted by tuple and id (DELETE with
+// CTA_ID deletes only the entry of that id): one that ended and was made anew in between is not it.
+import ipaddr from 'ipaddr.js';
+import { canonicalIP } from '../../../contract/base/ip-address.ts';
+import { DataplaneError } from '../../../contract/dataplane-error.ts';
+import { parseAttributes } from '../netlink-attributes.ts';
+import {
+  errnoName,
+  type NetlinkAnswers,
+  NetlinkDatagram,
+  NetlinkSocket,
+  openNetfilterNetlink,
+} from '../netlink-socket.ts';
+
+/** NFNL_SUBSYS_CTNETLINK << 8 | IPCTNL_MSG_CT_GET / IPCTNL_MSG_CT_DELETE. */
+export const CT_GET = (1 << 8) | 1;
+export const CT_DELETE = (1 << 8) | 2;
+const AF_INET = 2;
+const AF_INET6 = 10;
+const NLA_F_NESTED = 0x8000;
+/** enum ctattr_type, ctattr_tuple, ctattr_ip, ctattr_l4proto. */
+const CTA_TUPLE_ORIG = 1;
+const CTA_TUPLE_REPLY = 2;
+const CTA_ID = 12;
+const CTA_TUPLE_IP = 1;
+const CTA_TUPLE_PROTO = 2;
+const CTA_IP_V4_SRC = 1;
+const CTA_IP_V4_DST = 2;
+const CTA_IP_V6_SRC = 3;
+const CTA_IP_V6_DST = 4;
+const CTA_PROTO_NUM = 1;
+const CTA_PROTO_SRC_PORT = 2;
+const CTA_PROTO_DST_PORT = 3;
+const ENOENT = 2;
+
+export interface ConntrackEndpoint {
+  readonly address: string;
+  readonly port: number;
+}
+
+/** One direction of an entry: IP protocol number (6 TCP, 17 UDP, 132 SCTP), source, destination. */
+export interface ConntrackTuple {
+  readonly protocol: number;
+  readonly source: ConntrackEndpoint;
+  readonly destination: ConntrackEndpoint;
+}
+
+/** An entry to delete: its original tuple, and the source its replies must come from. */
+export interface ExactEntry extends ConntrackTuple {
+  readonly replySource: ConntrackEndpoint;
+}
+
+/** An entry as a GET answers it. */
+export interface DecodedEntry {
+  readonly original: ConntrackTuple;
+  readonly reply: ConntrackTuple;
+  /** CTA_ID: which entry of that tuple it is (a new one of the same tuple has another). */
+  readonly id: number;
+}
+
+/** Deletes conntrack entries in some network namespace (the one its socket was opened in). */
+export interface ConntrackDeleter {
+  /** Deletes each entry whose reply source is its `replySource`; how many the kernel deleted. */
+  deleteEntries(entries: readonly ExactEntry[]): Promise<number>;
+}
+
+/** The kernel refused a request about an entry, or did not answer. */
+export class ConntrackNetlinkError extends DataplaneError {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConntrackNetlinkError';
+  }
+}
+
+/** "tcp 10.100.0.200:40000 -> 10.20.30.41:80 (replies from 10.244.1.10:80)". */
+export function describeEntry(entry: ExactEntry): string {
+  const name = PROTOCOL_NAMES.get(entry.protocol) ?? `protocol ${entry.protocol}`;
+  return `${name} ${hostPort(entry.source)} -> ${hostPort(entry.destination)} (replies from ${hostPort(entry.replySource)})`;
+}
+
+const PROTOCOL_NAMES = new Map([
+  [6, 'tcp'],
+  [17, 'udp'],
+  [132, 'sctp'],
+]);
+
+function hostPort({ address, port }: ConntrackEndpoint): string {
+  return address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`;
+}
+
+/**
+ * Appends a GET or DELETE of the entry whose original tuple is `tuple` (nfgenmsg: its family,
+ * version 0); a DELETE with `id` deletes only the entry of that id. Never a DELETE without a tuple:
+ * that flushes the table.
+ */
+export function writeEntryRequest(
+  datagram: NetlinkDatagram,
+  type: number,
+  tuple: ConntrackTuple,
+  id?: number,
+): void {
+  const source = ipaddr.parse(tuple.source.address).toByteArray();
+  const destination = ipaddr.parse(tuple.destination.address).toByteArray();
+  if (source.length !== destination.length) throw new Error(`mixed families in ${JSON.stringify(tuple)}`);
+  const v4 = source.length === 4;
+  datagram.message(type, v4 ? AF_INET : AF_INET6, 0);
+  const w = datagram.attributes;
+  const orig = w.begin(CTA_TUPLE_ORIG | NLA_F_NESTED);
+  const ip = w.begin(CTA_TUPLE_IP | NLA_F_NESTED);
+  w.bytes(v4 ? CTA_IP_V4_SRC : CTA_IP_V6_SRC, Uint8Array.from(source));
+  w.bytes(v4 ? CTA_IP_V4_DST : CTA_IP_V6_DST, Uint8Array.from(destination));
+  w.end(ip);
+  const proto = w.begin(CTA_TUPLE_PROTO | NLA_F_NESTED);
+  w.setU8(w.attribute(CTA_PROTO_NUM, 1), tuple.protocol);
+  w.be16(CTA_PROTO_SRC_PORT, tuple.source.port);
+  w.be16(CTA_PROTO_DST_PORT, tuple.destination.port);
+  w.end(proto);
+  w.end(orig);
+  if (id !== undefined) w.setU32BE(w.attribute(CTA_ID, 4), id);
+}
+
+function required(attributes: Map<number, Buffer>, type: number, what: string): Buffer {
+  const value = attributes.get(type);
+  if (value === undefined) throw new Error(`conntrack entry without ${what}`);
+  return value;
+}
+
+function decodeTuple(nested: Buffer): ConntrackTuple {
+  const attributes = parseAttributes(nested);
+  const ip = parseAttributes(required(attributes, CTA_TUPLE_IP, 'addresses'));
+  const proto = parseAttributes(required(attributes, CTA_TUPLE_PROTO, 'protocol'));
+  const v4 = ip.has(CTA_IP_V4_SRC);
+  const address = (type: number) => ipaddr.fromByteArray([...required(ip, type, 'an address')]).toString();
+  const port = (type: number) => required(proto, type, 'a port').readUInt16BE();
+  return {
+    protocol: required(proto, CTA_PROTO_NUM, 'a protocol number').readUInt8(),
+    source: {
+      address: address(v4 ? CTA_IP_V4_SRC : CTA_IP_V6_SRC),
+      port: port(CTA_PROTO_SRC_PORT),
+    },
+    destination: {
+      address: address(v4 ? CTA_IP_V4_DST : CTA_IP_V6_DST),
+      port: port(CTA_PROTO_DST_PORT),
+    },
+  };
+}
+
+/** A GET's reply, its payload after nfgenmsg (NetlinkAnswers.replies). */
+export function decodeEntry(body: Buffer): DecodedEntry {
+  const attributes = parseAttributes(body);
+  return {
+    original: decodeTuple(required(attributes, CTA_TUPLE_ORIG, 'an original tuple')),
+    reply: decodeTuple(required(attributes, CTA_TUPLE_REPLY, 'a reply tuple')),
+    id: required(attributes, CTA_ID, 'an id').readUInt32BE(),
+  };
+}
+
+function tupleKey({ protocol, source, destination }: ConntrackTuple): string {
+  return `${protocol} ${source.address} ${source.port} ${destination.address} ${destination.port}`;
+}
+
+function canonical(endpoint: ConntrackEndpoint): ConntrackEndpoint {
+  return { address: canonicalIP(endpoint.address) ?? endpoint.address, port: endpoint.port };
+}
+
+/**
+ * Requests per datagram. The kernel handles a datagram's requests within the one sendmsg, queueing
+ * each GET's reply (~1 KiB of receive buffer each once trimmed) before anything reads them; a reply
+ * that does not fit is lost (ENOBUFS, the whole datagram fails). 128 take ~130 KiB of the socket's
+ * buffer, 416 KiB where net.core.rmem_max is Linux's default.
+ */
+export const ENTRIES_PER_DATAGRAM = 128;
+/** Asked for the socket's receive buffer (the kernel gives at most twice net.core.rmem_max). */
+const SOCKET_BUFFER = 1 << 20;
+/**
+ * How long a datagram may go unanswered. The kernel answers it within the sendmsg, a hash lookup
+ * per request; no answer means a lost reply or a stuck kernel. As for IPVS (ipvs-client.ts), 10 s is
+ * far above any real answer on a loaded node.
+ */
+const REQUEST_TIMEOUT_MS = 10_000;
+
+async function answered(
+  socket: NetlinkSocket,
+  datagram: NetlinkDatagram,
+  what: string,
+  entries: readonly ExactEntry[],
+): Promise<NetlinkAnswers> {
+  try {
+    return await socket.send(datagram);
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    const which =
+      entries.length === 1
+        ? describeEntry(entries[0]!)
+        : `${entries.length} entries from ${describeEntry(entries[0]!)} on`;
+    throw new ConntrackNetlinkError(`conntrack ${what} of ${which}: ${message}`);
+  }
+}
+
+/** The requests of `entries` ENOENT answered (the entry is gone); any other refusal is thrown. */
+function missing(refused: ReadonlyMap<number, number>, what: string, entries: readonly ExactEntry[]): number {
+  for (const [index, errno] of refused) {
+    if (errno !== ENOENT)
+      throw new ConntrackNetlinkError(
+        `conntrack ${what} of ${describeEntry(entries[index]!)} refused: ${errnoName(errno)}`,
+      );
+  }
+  return refused.size;
+}
+
+/** Deletes `entries` through `socket` (its namespace's table); how many the kernel deleted. */
+export async function deleteExactEntries(
+  socket: NetlinkSocket,
+  entries: readonly ExactEntry[],
+): Promise<number> {
+  let deleted = 0;
+  // The first datagram holds one request: a socket without CAP_NET_ADMIN gets one refusal per
+  // datagram, for its first message (nfnetlink_rcv), and a datagram of more would wait for the rest.
+  for (let start = 0, size = 1; start < entries.length; start += size, size = ENTRIES_PER_DATAGRAM) {
+    const chunk = entries.slice(start, start + size).map((entry) => ({
+      ...entry,
+      source: canonical(entry.source),
+      destination: canonical(entry.destination),
+      replySource: canonical(entry.replySource),
+    }));
+    const get = new NetlinkDatagram();
+    for (const entry of chunk) writeEntryRequest(get, CT_GET, entry);
+    const read = await answered(socket, get, 'get', chunk);
+    missing(read.refused, 'get', chunk);
+    // A reply does not say which request it answers: its original tuple does.
+    const found = new Map(read.replies.map(decodeEntry).map((entry) => [tupleKey(entry.original), entry]));
+    const remove = new NetlinkDatagram();
+    const removing: ExactEntry[] = [];
+    for (const entry of chunk) {
+      const current = found.get(tupleKey(entry));
+      const from = current?.reply.source;
+      if (from?.address !== entry.replySource.address || from.port !== entry.replySource.port) continue;
+      writeEntryRequest(remove, CT_DELETE, entry, current!.id);
+      removing.push(entry);
+    }
+    if (removing.length === 0) continue;
+    const removed = await answered(socket, remove, 'delete', removing);
+    deleted += removing.length - missing(removed.refused, 'delete', removing);
+  }
+  return deleted;
+}
+
+/** A deleter on a ctnetlink socket opened, per call, in this process's network namespace. */
+export const netlinkConntrackDeleter: ConntrackDeleter = {
+  async deleteEntries(entries) {
+    if (entries.length === 0) return 0;
+    let socket: NetlinkSocket;
+    try {
+      socket = new NetlinkSocket(openNetfilterNetlink(SOCKET_BUFFER), REQUEST_TIMEOUT_MS);
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      throw new ConntrackNetlinkError(
+        `conntrack: no netfilter netlink socket (nfnetlink not loaded?): ${message}`,
+      );
+    }
+    try {
+      return await deleteExactEntries(socket, entries);
+    } finally {
+      socket.close();
+    }
+  },
+};
