@@ -31,8 +31,8 @@ export const LINK_DELETION: CleanupCommand = {
   when: [{ command: 'ip', args: SHOW_LINK }],
 };
 
-export async function linkExists(runner: CommandRunner): Promise<boolean> {
-  return (await runner.run('ip', SHOW_LINK)).exitCode === 0;
+export async function linkExists(runner: CommandRunner, link = DUMMY_LINK): Promise<boolean> {
+  return (await runner.run('ip', ['link', 'show', 'dev', link])).exitCode === 0;
 }
 
 interface IpAddressJson {

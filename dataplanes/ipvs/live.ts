@@ -86,6 +86,9 @@ export interface IpvsDataplaneOptions {
   readonly now?: () => number;
 }
 
+/** kube-proxy's IPVS mode's dummy link: while it is there, kube-proxy's IPVS mode holds the node. */
+const KUBE_IPVS_LINK = 'kube-ipvs0';
+
 /**
  * Per-namespace sysctls IPVS mode needs, as kube-proxy sets them: conntrack entries for IPVS
  * connections (so nf_nat can masquerade them), forwarding, and dropping connections whose real
@@ -429,6 +432,15 @@ export class IpvsDataplane implements LiveDataplane {
         throw err;
       });
       services = ((await client?.listServices()) ?? []).filter((s) => this.#isOurs(s, ours));
+      // kube-proxy's IPVS mode, started again, took the ones it serves over in place (same
+      // address, port and protocol) and deletes the others itself at its sync (its
+      // cleanLegacyService): deleting them here would cut its connections.
+      if (services.length > 0 && (await linkExists(this.#runner, KUBE_IPVS_LINK))) {
+        this.#log('IPVS virtual servers left to kube-proxy, whose kube-ipvs0 is on the node', {
+          count: services.length,
+        });
+        services = [];
+      }
     }
     const commands: CleanupCommand[] = [];
     if (await linkExists(this.#runner)) commands.push(LINK_DELETION);

@@ -60,8 +60,14 @@ export function parseIpvsConnections(text: string): IpvsConnection[] {
   return connections;
 }
 
-/** States in which a connection is over, or a template, not a connection (TCP, SCTP; UDP has one). */
-const ENDED_STATES = new Set(['TIME_WAIT', 'CLOSE', 'CLOSED', 'REJECTED', 'NONE', 'ASSURED']);
+/**
+ * States in which a connection is over, or a template, not a connection (TCP, SCTP; UDP has one),
+ * or not one to wait for: IPVS's TCP SYN_SENT (a SYN it saw going out, never a client's handshake
+ * into a virtual service, which is SYN_RECV) was seen in the VM for probes' entries that stayed
+ * through their 2-minute timeout while nftables DNATed every new connection, holding a drain to
+ * its bound; cutting one costs no established connection.
+ */
+const ENDED_STATES = new Set(['TIME_WAIT', 'CLOSE', 'CLOSED', 'REJECTED', 'NONE', 'ASSURED', 'SYN_SENT']);
 
 /**
  * Whether the drain waits for this connection: a TCP or SCTP connection that has not ended. UDP

@@ -36,6 +36,8 @@ const MISSING = 'Error: No such file or directory';
 export class FakeKernel {
   readonly services = new Map<string, KernelService>();
   link = false;
+  /** kube-proxy's IPVS mode's link, there when a test says. */
+  kubeIpvsLink = false;
   readonly addresses = new Set<string>();
   /** The companion tables. */
   readonly nft = new FakeNft();
@@ -193,6 +195,7 @@ export class FakeKernel {
           return ok();
         }
         if (command === 'conntrack') return ok();
+        if (line === 'ip link show dev kube-ipvs0') return this.kubeIpvsLink ? ok() : fail('does not exist');
         if (line === 'ip link show dev kproxy-ipvs0') return this.link ? ok() : fail('does not exist');
         if (line === 'ip link add kproxy-ipvs0 type dummy') {
           this.link = true;

@@ -286,6 +286,17 @@ test('cleanup removes our virtual servers, the link and the companion tables, an
   assert.deepEqual(kernel.tables, []);
 });
 
+test('cleanup leaves the virtual servers to kube-proxy while its kube-ipvs0 is on the node', async () => {
+  const { kernel, dp } = setup();
+  await dp.start();
+  await dp.sync(ipv4([web()]), 'full');
+  kernel.kubeIpvsLink = true;
+  await dp.cleanup();
+  assert.deepEqual([...kernel.services.keys()].sort(), ['TCP 10.100.0.11:30080', 'TCP 10.96.0.10:80']);
+  assert.equal(kernel.link, false);
+  assert.deepEqual(kernel.tables, []);
+});
+
 test('a fresh process (kproxy cleanup) removes the node ports on node addresses too, from the companion record', async () => {
   const { kernel, dp } = setup();
   await dp.start();

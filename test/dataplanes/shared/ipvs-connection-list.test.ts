@@ -35,7 +35,7 @@ test('the connection list: IPv4 hex and IPv6 %pI6 read as canonical addresses, p
   assert.equal(parseIpvsConnections('').length, 0);
 });
 
-test('live: TCP and SCTP until TIME_WAIT/CLOSE(D); UDP is never waited for; templates are not connections', () => {
+test('live: TCP and SCTP until TIME_WAIT/CLOSE(D), not SYN_SENT; UDP is never waited for; templates are not connections', () => {
   const states = parseIpvsConnections(LISTED).map((c) => [`${c.protocol} ${c.state}`, isLive(c)]);
   assert.deepEqual(states, [
     ['TCP ESTABLISHED', true],
@@ -46,6 +46,8 @@ test('live: TCP and SCTP until TIME_WAIT/CLOSE(D); UDP is never waited for; temp
     ['TCP SYN_RECV', true],
     ['SCTP CLOSED', false],
   ]);
+  // IPVS's SYN_SENT: not a client's handshake into a virtual service; not waited for.
+  assert.equal(isLive({ ...parseIpvsConnections(LISTED)[0]!, state: 'SYN_SENT' }), false);
 });
 
 test('the connections cut are those to the listed services, UDP included, ended ones and templates not', () => {
