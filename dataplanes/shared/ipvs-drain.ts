@@ -9,10 +9,9 @@
 // balanced afresh, TCP is reset by the endpoint that has no such connection) instead of being
 // black-holed.
 import type { CommandRunner } from './command-runner.ts';
-import { deleteConntrackEntries } from './conntrack/conntrack-tool.ts';
+import type { ConntrackDeleter, ExactEntry } from './conntrack/conntrack-netlink.ts';
 import {
   connectionsTo,
-  conntrackFilterOf,
   describeConnection,
   type IpvsConnection,
   isLive,
@@ -80,18 +79,39 @@ export async function drainIpvsConnections(
   }
 }
 
+/** IP protocol numbers of what IPVS balances. */
+const PROTOCOL_NUMBERS: ReadonlyMap<string, number> = new Map([
+  ['TCP', 6],
+  ['UDP', 17],
+  ['SCTP', 132],
+]);
+
+/**
+ * The conntrack entry of one IPVS connection (net.ipv4.vs.conntrack=1 gives each one): its
+ * original tuple, client to virtual service, deleted only while its replies come from the real
+ * server (IPVS rewrites the reply tuple to it). Never the destination alone: kproxy's rules DNAT
+ * new connections to the same Service addresses, and those entries must stay.
+ */
+export function conntrackEntryOf(connection: IpvsConnection): ExactEntry {
+  const protocol = PROTOCOL_NUMBERS.get(connection.protocol);
+  if (protocol === undefined) throw new Error(`IPVS connection of protocol ${connection.protocol}`);
+  return {
+    protocol,
+    source: connection.client,
+    destination: connection.virtual,
+    replySource: connection.server,
+  };
+}
+
 /**
  * Deletes the conntrack entries of `cut` (the connections IPVS balanced when its services went),
  * by exact tuple; returns how many went. One that ended meanwhile has none left, which is fine.
  */
-export async function deleteCutConntrackEntries(
-  runner: CommandRunner,
+export function deleteCutConntrackEntries(
+  deleter: ConntrackDeleter,
   cut: readonly IpvsConnection[],
 ): Promise<number> {
-  let deleted = 0;
-  for (const connection of cut)
-    deleted += await deleteConntrackEntries(runner, conntrackFilterOf(connection));
-  return deleted;
+  return deleter.deleteEntries(cut.map(conntrackEntryOf));
 }
 
 function seconds(ms: number): string {

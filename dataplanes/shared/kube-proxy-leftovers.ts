@@ -13,6 +13,7 @@
 // them when the chain holds nothing but that rule.
 
 import { type CommandRunner, IPTABLES_WAIT } from './command-runner.ts';
+import type { ConntrackDeleter } from './conntrack/conntrack-netlink.ts';
 import { existingIptablesTables } from './existing-iptables-tables.ts';
 import { removalInputs } from './iptables-save.ts';
 import { connectionsTo, type IpvsConnection, type VirtualServiceKey } from './ipvs-connection-list.ts';
@@ -88,6 +89,11 @@ export interface VirtualServiceTable<S extends VirtualServiceKey> {
 export interface LeftoverOptions<S extends VirtualServiceKey> {
   /** The IPVS table when ip_vs is loaded, else undefined (nothing of IPVS is touched). */
   readonly openIpvs?: () => Promise<VirtualServiceTable<S> | undefined>;
+  /**
+   * Deletes the conntrack entries of the connections IPVS balanced when its services went, in the
+   * namespace of the IPVS table: needed with openIpvs.
+   */
+  readonly conntrack?: ConntrackDeleter;
   /** The drain before the virtual services go: DEFAULT_IPVS_DRAIN_MS, nothing reported, by default. */
   readonly drain?: Omit<DrainOptions, 'timeoutMs'> & { readonly timeoutMs?: number };
   /** Per-service chains per iptables-nft-restore input (KUBE_PROXY_CHAINS_PER_RESTORE by default). */
@@ -200,7 +206,9 @@ async function removeIpvsServices<S extends VirtualServiceKey>(
     removed.push(`link ${KUBE_IPVS_LINK}`);
   }
   if (cut.length > 0) {
-    const deleted = await deleteCutConntrackEntries(runner, cut);
+    if (options.conntrack === undefined)
+      throw new Error('IPVS connections cut, and no conntrack deleter given');
+    const deleted = await deleteCutConntrackEntries(options.conntrack, cut);
     removed.push(
       `conntrack: ${deleted} entr${deleted === 1 ? 'y' : 'ies'} of ${cut.length} cut IPVS connection(s)`,
     );

@@ -10,9 +10,11 @@ import type { CleanupCommand, DataplaneMode } from '../../contract/dataplane.ts'
 import { NetlinkIpvsClient } from '../../dataplanes/ipvs/ipvs-client.ts';
 import type { VirtualService } from '../../dataplanes/ipvs/virtual-servers.ts';
 import { type CommandRunner, execaRunner } from '../../dataplanes/shared/command-runner.ts';
+import { netlinkConntrackDeleter } from '../../dataplanes/shared/conntrack/conntrack-netlink.ts';
 import type { VirtualServiceKey } from '../../dataplanes/shared/ipvs-connection-list.ts';
 import { DEFAULT_IPVS_DRAIN_MS } from '../../dataplanes/shared/ipvs-drain.ts';
 import {
+  type LeftoverOptions,
   removeKubeProxyLeftovers,
   type VirtualServiceTable,
 } from '../../dataplanes/shared/kube-proxy-leftovers.ts';
@@ -63,14 +65,20 @@ async function openIpvsIfLoaded(): Promise<VirtualServiceTable<VirtualService> |
   return existsSync('/proc/net/ip_vs') ? NetlinkIpvsClient.open() : undefined;
 }
 
+/** What the cleanup reaches by netlink rather than through the runner: IPVS and conntrack. */
+export type CleanupNetlink = Pick<LeftoverOptions<VirtualServiceKey>, 'openIpvs' | 'conntrack'>;
+
 export async function cleanupCommand(
   args: readonly string[],
   io: CliIO,
   runner?: CommandRunner,
-  /** IPVS is opened in this process's namespace: a runner into another one brings its own. */
-  openIpvs: () => Promise<VirtualServiceTable<VirtualServiceKey> | undefined> = runner === undefined
-    ? openIpvsIfLoaded
-    : async () => undefined,
+  /**
+   * By default in this process's namespace; a runner into another one brings its own (without
+   * them, IPVS is not touched).
+   */
+  netlink: CleanupNetlink = runner === undefined
+    ? { openIpvs: openIpvsIfLoaded, conntrack: netlinkConntrackDeleter }
+    : {},
 ): Promise<number> {
   const flags = commandFlags(io, 'cleanup', args, CLEANUP_OPTIONS, CLEANUP_USAGE);
   if (typeof flags === 'number') return flags;
@@ -121,7 +129,7 @@ export async function cleanupCommand(
     }
     if (flags['kube-proxy']) {
       const removed = await removeKubeProxyLeftovers(commands, {
-        openIpvs,
+        ...netlink,
         drain: { timeoutMs: drainMs, report: (line) => io.stdout.write(`${line}\n`) },
       });
       for (const what of removed) io.stdout.write(`removed ${what}\n`);

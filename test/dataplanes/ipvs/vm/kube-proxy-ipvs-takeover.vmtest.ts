@@ -15,6 +15,7 @@ import { type CommandRunner, execaRunner } from '../../../../dataplanes/shared/c
 import type { VirtualServiceTable } from '../../../../dataplanes/shared/kube-proxy-leftovers.ts';
 import type { EchoReply } from '../../../../harness/echo-server.ts';
 import { allowance } from '../../../../harness/emulation.ts';
+import { conntrackDeleterIn } from '../../../../harness/namespace-conntrack.ts';
 import { Lab, type LabProcess } from '../../../../harness/netns.ts';
 import { endpoint, ipv4, servicePort } from '../../../../harness/proxy-states.ts';
 import { probeUntilStopped } from '../../../../harness/steady-probes.ts';
@@ -95,6 +96,13 @@ async function startIpvsKubeProxy(lab: Lab, ns: string, nodeIP: string): Promise
   });
 }
 
+/**
+ * The cut connections' conntrack entries deleted by kproxy's netlink deleter in a child inside the
+ * node's namespace (the test process's socket would reach the VM's own table). A node start under
+ * TCG takes 5-15 s (harness/emulation.ts); the deletion itself milliseconds.
+ */
+const CONNTRACK_CHILD_MS = allowance(30_000);
+
 /** The node's IPVS table through ipvsadm (the test process cannot enter the namespace for netlink). */
 function ipvsadmTable(lab: Lab, ns: string): () => Promise<VirtualServiceTable<Service>> {
   return async () => ({
@@ -153,10 +161,15 @@ function startCleanup(runner: CommandRunner, lab: Lab, ns: string, args: string[
     stdin: (async function* () {})(),
   };
   const started = performance.now();
-  const done = cleanupCommand(args, io, runner, ipvsadmTable(lab, ns)).then((code) => {
-    assert.equal(code, 0, stderr);
-    return { stdout, seconds: (performance.now() - started) / 1000 };
-  });
+  const conntrack = conntrackDeleterIn(
+    execaRunner(['ip', 'netns', 'exec', ns], { timeoutMs: () => CONNTRACK_CHILD_MS }),
+  );
+  const done = cleanupCommand(args, io, runner, { openIpvs: ipvsadmTable(lab, ns), conntrack }).then(
+    (code) => {
+      assert.equal(code, 0, stderr);
+      return { stdout, seconds: (performance.now() - started) / 1000 };
+    },
+  );
   return { output: () => stdout, done };
 }
 
