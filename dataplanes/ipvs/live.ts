@@ -18,8 +18,10 @@ import { DataplaneError } from '../../contract/dataplane-error.ts';
 import type { DualStackState, ServicePortKey } from '../../contract/proxy-state.ts';
 import { checksHold, nftTableDeletion, removedObjects, runRemoval } from '../shared/cleanup-commands.ts';
 import type { CommandRunner } from '../shared/command-runner.ts';
+import type { ConntrackDeleter } from '../shared/conntrack/conntrack-netlink.ts';
 import { deleteConntrackEntries } from '../shared/conntrack/conntrack-tool.ts';
 import { UdpConntrackReconciler } from '../shared/conntrack/udp-conntrack-reconciler.ts';
+import { type DrainBound, removeAfterDrain } from '../shared/ipvs-drain.ts';
 import { firstOfEachSet, intactCheckScript, intactValuesScript } from '../shared/nft/intact-check-script.ts';
 import { type NetlinkElementWriter, writeTransaction } from '../shared/nft/netlink-elements.ts';
 import { FAMILIES as NFT_FAMILIES } from '../shared/nft/ruleset.ts';
@@ -84,6 +86,13 @@ export interface IpvsDataplaneOptions {
   readonly elements?: NetlinkElementWriter;
   /** Milliseconds on a monotonic clock (performance.now); tests step it. */
   readonly now?: () => number;
+  /**
+   * cleanup()'s drain of the connections IPVS balances before its virtual servers go (ipvs-drain.ts):
+   * its default bound, told to the log, by default.
+   */
+  readonly drain?: DrainBound;
+  /** Deletes the conntrack entries of the connections cleanup() cut, in this dataplane's namespace. */
+  readonly conntrack?: ConntrackDeleter;
 }
 
 /** kube-proxy's IPVS mode's dummy link: while it is there, kube-proxy's IPVS mode holds the node. */
@@ -212,6 +221,8 @@ export class IpvsDataplane implements LiveDataplane {
   readonly #realServerTurns = new RealServerTurns();
   /** `conntrack -D` arguments for the flows of real servers deleted in this sync. */
   #flowsOfDeleted: string[][] = [];
+  readonly #drain: DrainBound;
+  readonly #conntrackDeleter: ConntrackDeleter | undefined;
 
   constructor(options: IpvsDataplaneOptions) {
     this.#runner = options.runner;
@@ -225,6 +236,8 @@ export class IpvsDataplane implements LiveDataplane {
     this.#excludeCIDRs = options.excludeCIDRs ?? [];
     this.#draining = new DrainingServers(options.now ?? (() => performance.now()));
     this.#elements = options.elements;
+    this.#drain = options.drain ?? { report: (line) => this.#log(line) };
+    this.#conntrackDeleter = options.conntrack;
   }
 
   /** Real servers waiting for their connections to end (for tests and logs). */
@@ -382,15 +395,22 @@ export class IpvsDataplane implements LiveDataplane {
 
   /**
    * Removes our virtual servers (ownership.ts: on the dummy link's or the recorded node-port
-   * addresses, or made by us), the link and the nft tables.
+   * addresses, or made by us), the link and the nft tables. The virtual servers go once the
+   * connections IPVS balances to them drained, at most the drain's bound, and the conntrack
+   * entries of those it cut after them (ipvs-drain.ts): another mode's rules, loaded first, take
+   * every new connection meanwhile, and a cut one meets them at its next packet.
    */
   async cleanup(): Promise<readonly string[]> {
     const { services, client, commands } = await this.#cleanupPlan();
-    for (const service of services) await client!.deleteService(service);
-    for (const command of commands) await runRemoval(this.#runner, command);
+    const drained = { drain: this.#drain, conntrack: this.#conntrackDeleter };
+    const cut = await removeAfterDrain(this.#runner, services, drained, async () => {
+      for (const service of services) await client!.deleteService(service);
+      for (const command of commands) await runRemoval(this.#runner, command);
+    });
     const removed = [
       ...(services.length > 0 ? [servicesRemoved(services)] : []),
       ...removedObjects(commands),
+      ...cut,
     ];
     this.#owned.clear();
     this.#draining.clear();

@@ -1,4 +1,5 @@
-// The drain before kube-proxy's IPVS virtual services go (kube-proxy-leftovers.ts). A connection
+// The drain before IPVS virtual services go: kube-proxy's (kube-proxy-leftovers.ts) or kproxy's own
+// IPVS mode's when another mode or proxy took over (dataplanes/ipvs/live.ts cleanup). A connection
 // IPVS balances keeps going through IPVS (its conntrack entry has no NAT, so kproxy's DNAT never
 // sees it) only while its virtual service is there and kube-ipvs0 holds the address: deleting the
 // service makes IPVS drop its packets, deleting the link routes them away, and the conntrack entry,
@@ -24,6 +25,9 @@ export const DEFAULT_IPVS_DRAIN_MS = 120_000;
 
 /** How often the connection list is read while draining. */
 const POLL_MS = 1_000;
+
+/** A drain's options with its bound (`--ipvs-drain-timeout`) DEFAULT_IPVS_DRAIN_MS when absent. */
+export type DrainBound = Omit<DrainOptions, 'timeoutMs'> & { readonly timeoutMs?: number };
 
 export interface DrainOptions {
   /** How long to wait at most for live connections to end; 0 cuts them at once. */
@@ -112,6 +116,33 @@ export function deleteCutConntrackEntries(
   cut: readonly IpvsConnection[],
 ): Promise<number> {
   return deleter.deleteEntries(cut.map(conntrackEntryOf));
+}
+
+/**
+ * The drain, then `remove` (the virtual services and the link that holds their addresses), then
+ * the conntrack entries of the connections IPVS still balanced to `services` when they went (read
+ * just before `remove`: exact tuples), by `conntrack`, which works in the namespace of `services`.
+ * What it deleted, as cleanup reports it; none when it cut nothing.
+ */
+export async function removeAfterDrain(
+  runner: CommandRunner,
+  services: readonly VirtualServiceKey[],
+  { drain, conntrack }: { readonly drain: DrainBound; readonly conntrack: ConntrackDeleter | undefined },
+  remove: () => Promise<void>,
+): Promise<string[]> {
+  let cut: IpvsConnection[] = [];
+  if (services.length > 0) {
+    await drainIpvsConnections(runner, services, {
+      ...drain,
+      timeoutMs: drain.timeoutMs ?? DEFAULT_IPVS_DRAIN_MS,
+    });
+    cut = connectionsTo(await readIpvsConnections(runner), services);
+  }
+  await remove();
+  if (cut.length === 0) return [];
+  if (conntrack === undefined) throw new Error('IPVS connections cut, and no conntrack deleter given');
+  const deleted = await deleteCutConntrackEntries(conntrack, cut);
+  return [`conntrack: ${deleted} entr${deleted === 1 ? 'y' : 'ies'} of ${cut.length} cut IPVS connection(s)`];
 }
 
 function seconds(ms: number): string {

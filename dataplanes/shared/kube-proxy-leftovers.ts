@@ -2,11 +2,11 @@
 // switches over: its iptables chains (both backends) with the rules in built-in chains that jump
 // to them and its nftables tables (`ip kube-proxy`, `ip6 kube-proxy`) first, so that every new
 // connection meets kproxy's rules; then its IPVS mode's virtual services (all of them, as
-// kube-proxy's cleanup flushes IPVS; only when ip_vs is loaded), once the connections IPVS
-// balances have drained (ipvs-drain.ts), and the kube-ipvs0 link, then the conntrack entries of
-// the connections that cut; then, once no iptables rule refers to them, its ipsets and its nfacct
-// objects. Only kube-proxy's own: the KUBE-* chains kubelet owns (KUBE-MARK-DROP,
-// KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT, and KUBE-FIREWALL as kubelet before 1.28 filled it) and
+// kube-proxy's cleanup flushes IPVS, but those kproxy's IPVS mode took over in place; only when
+// ip_vs is loaded), once the connections IPVS balances have drained (ipvs-drain.ts), and the
+// kube-ipvs0 link, then the conntrack entries of the connections that cut; then, once no iptables
+// rule refers to them, its ipsets and its nfacct objects. Only kube-proxy's own: the KUBE-* chains
+// kubelet owns (KUBE-MARK-DROP, KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT, and KUBE-FIREWALL as kubelet before 1.28 filled it) and
 // ipsets of other names (kube-router's KUBE-DST-*, ...) stay.
 // Since 1.28 kube-proxy makes filter's KUBE-FIREWALL itself, holding one rule (the localnet drop)
 // and jumped to from INPUT and OUTPUT without a comment; its own cleanup leaves both, this removes
@@ -16,14 +16,8 @@ import { type CommandRunner, IPTABLES_WAIT } from './command-runner.ts';
 import type { ConntrackDeleter } from './conntrack/conntrack-netlink.ts';
 import { existingIptablesTables } from './existing-iptables-tables.ts';
 import { removalInputs } from './iptables-save.ts';
-import { connectionsTo, type IpvsConnection, type VirtualServiceKey } from './ipvs-connection-list.ts';
-import {
-  DEFAULT_IPVS_DRAIN_MS,
-  type DrainOptions,
-  deleteCutConntrackEntries,
-  drainIpvsConnections,
-  readIpvsConnections,
-} from './ipvs-drain.ts';
+import type { VirtualServiceKey } from './ipvs-connection-list.ts';
+import { type DrainBound, removeAfterDrain } from './ipvs-drain.ts';
 
 const KUBE_PROXY_CHAINS = new Set([
   'KUBE-SERVICES',
@@ -95,7 +89,12 @@ export interface LeftoverOptions<S extends VirtualServiceKey> {
    */
   readonly conntrack?: ConntrackDeleter;
   /** The drain before the virtual services go: DEFAULT_IPVS_DRAIN_MS, nothing reported, by default. */
-  readonly drain?: Omit<DrainOptions, 'timeoutMs'> & { readonly timeoutMs?: number };
+  readonly drain?: DrainBound;
+  /**
+   * The virtual services kproxy's IPVS mode holds (on its kproxy-ipvs0's addresses): kube-proxy's
+   * that kproxy's took over in place (same address, port, protocol), which stay with their connections.
+   */
+  readonly kproxyOwns?: () => Promise<(service: S) => boolean>;
   /** Per-service chains per iptables-nft-restore input (KUBE_PROXY_CHAINS_PER_RESTORE by default). */
   readonly nftChainsPerRestore?: number;
 }
@@ -173,45 +172,41 @@ export async function removeKubeProxyLeftovers<S extends VirtualServiceKey>(
 }
 
 /**
- * The virtual services once their connections drained, kube-ipvs0, then the conntrack entries of
- * the connections IPVS still balanced when they went (read just before: exact tuples).
+ * kube-proxy's virtual services (not those kproxy's IPVS mode took over, `kproxyOwns`) once their
+ * connections drained, kube-ipvs0, then the conntrack entries of the connections IPVS still
+ * balanced when they went (ipvs-drain.ts removeAfterDrain).
  */
 async function removeIpvsServices<S extends VirtualServiceKey>(
   runner: CommandRunner,
   options: LeftoverOptions<S>,
 ): Promise<string[]> {
   const removed: string[] = [];
-  let cut: IpvsConnection[] = [];
   const ipvs = await options.openIpvs?.();
-  if (ipvs !== undefined) {
-    try {
-      const services = await ipvs.listServices();
-      if (services.length > 0) {
-        const drain = options.drain ?? { report: () => {} };
-        await drainIpvsConnections(runner, services, {
-          ...drain,
-          timeoutMs: drain.timeoutMs ?? DEFAULT_IPVS_DRAIN_MS,
-        });
-        cut = connectionsTo(await readIpvsConnections(runner), services);
-      }
-      for (const service of services) await ipvs.deleteService(service);
-      if (services.length > 0) removed.push(`IPVS: ${services.length} virtual service(s)`);
-    } finally {
-      ipvs.close();
+  try {
+    let services = (await ipvs?.listServices()) ?? [];
+    // Read only when there is IPVS to judge: it costs tool runs.
+    if (services.length > 0 && options.kproxyOwns !== undefined) {
+      const kproxyOwns = await options.kproxyOwns();
+      services = services.filter((service) => !kproxyOwns(service));
     }
-  }
-  if ((await runner.run('ip', ['link', 'show', KUBE_IPVS_LINK])).exitCode === 0) {
-    const deleted = await runner.run('ip', ['link', 'delete', KUBE_IPVS_LINK]);
-    if (deleted.exitCode !== 0) throw new Error(`ip link delete ${KUBE_IPVS_LINK}: ${deleted.stderr.trim()}`);
-    removed.push(`link ${KUBE_IPVS_LINK}`);
-  }
-  if (cut.length > 0) {
-    if (options.conntrack === undefined)
-      throw new Error('IPVS connections cut, and no conntrack deleter given');
-    const deleted = await deleteCutConntrackEntries(options.conntrack, cut);
-    removed.push(
-      `conntrack: ${deleted} entr${deleted === 1 ? 'y' : 'ies'} of ${cut.length} cut IPVS connection(s)`,
+    const drain = options.drain ?? { report: () => {} };
+    const cut = await removeAfterDrain(
+      runner,
+      services,
+      { drain, conntrack: options.conntrack },
+      async () => {
+        for (const service of services) await ipvs!.deleteService(service);
+        if (services.length > 0) removed.push(`IPVS: ${services.length} virtual service(s)`);
+        if ((await runner.run('ip', ['link', 'show', KUBE_IPVS_LINK])).exitCode !== 0) return;
+        const deleted = await runner.run('ip', ['link', 'delete', KUBE_IPVS_LINK]);
+        if (deleted.exitCode !== 0)
+          throw new Error(`ip link delete ${KUBE_IPVS_LINK}: ${deleted.stderr.trim()}`);
+        removed.push(`link ${KUBE_IPVS_LINK}`);
+      },
     );
+    removed.push(...cut);
+  } finally {
+    ipvs?.close();
   }
   return removed;
 }

@@ -1,12 +1,14 @@
-// `kproxy cleanup [--mode M] [--kube-proxy [--ipvs-drain-timeout D] | --script]`: removes the
+// `kproxy cleanup [--mode M] [--kube-proxy] [--ipvs-drain-timeout D | --script]`: removes the
 // rules kproxy owns (every mode this build can program, or only M), and with --kube-proxy also
-// what an upstream kube-proxy left behind (draining IPVS first, up to D). Nothing else is
-// touched. Run it after stopping the daemon: the daemon leaves its rules on stop. With --script it
-// removes nothing and prints the same removals as a shell script that needs nothing of kproxy's
-// (cleanup-script.ts), which the package's purge runs once kproxy is gone.
+// what an upstream kube-proxy left behind; IPVS virtual services, kube-proxy's and kproxy's IPVS
+// mode's, go once their connections drained, up to D. Nothing else is touched. Run it after
+// stopping the daemon: the daemon leaves its rules on stop. With --script it removes nothing and
+// prints the same removals as a shell script that needs nothing of kproxy's (cleanup-script.ts),
+// which the package's purge runs once kproxy is gone.
 import { existsSync } from 'node:fs';
 import type { ParseArgsOptionsConfig } from 'node:util';
 import type { CleanupCommand, DataplaneMode } from '../../contract/dataplane.ts';
+import { kproxyIpvsOwns } from '../../dataplanes/ipvs/build.ts';
 import { NetlinkIpvsClient } from '../../dataplanes/ipvs/ipvs-client.ts';
 import type { VirtualService } from '../../dataplanes/ipvs/virtual-servers.ts';
 import { type CommandRunner, execaRunner } from '../../dataplanes/shared/command-runner.ts';
@@ -33,26 +35,30 @@ const CLEANUP_OPTIONS: ParseArgsOptionsConfig = {
   help: { type: 'boolean', short: 'h' },
 };
 
-export const CLEANUP_USAGE = `Usage: kproxy cleanup [--mode MODE] [--kube-proxy [--ipvs-drain-timeout DURATION] | --script]
+export const CLEANUP_USAGE = `Usage: kproxy cleanup [--mode MODE] [--kube-proxy] [--ipvs-drain-timeout DURATION | --script]
 
 Removes every rule kproxy owns (nft tables "kproxy", iptables KPROXY-* chains, IPVS mode's
 kproxy-ipvs0 link, virtual servers and "kproxy-ipvs" tables), for MODE only when given
 (${LIVE_MODES.join(', ')}). With --kube-proxy, also removes upstream kube-proxy's
 nft "kube-proxy" tables, KUBE-* chains (not kubelet's) of iptables-nft and iptables-legacy, and
 its IPVS mode's kube-ipvs0 link and ipsets and, when ip_vs is loaded, every IPVS virtual service
-(as kube-proxy's own cleanup does). Only what exists is touched (no iptables backend's table is
-created to be emptied), and only what was removed is printed. Stop the daemon first.
+(as kube-proxy's own cleanup does) but those kproxy's IPVS mode holds (took over in place). Only
+what exists is touched (no iptables backend's table is created to be emptied), and only what was
+removed is printed. Stop the daemon first. kproxy's IPVS virtual servers stay while kube-proxy's
+kube-ipvs0 is on the node: kube-proxy's IPVS mode, started again, took over those it serves.
 
 kube-proxy's chains and tables go first, so that new connections meet kproxy's rules. Then, before
-the virtual services go, it waits while IPVS still balances a TCP or SCTP connection to one of them
+IPVS virtual services go (kube-proxy's, or kproxy's IPVS mode's once another mode or proxy took
+over), it waits while IPVS still balances a TCP or SCTP connection to one of them
 (not one in TIME_WAIT or CLOSE; UDP is not waited for, as kube-proxy's own graceful termination
 does not), printing what it waits for, at most --ipvs-drain-timeout (a Go duration; default
 ${formatGoDuration(DEFAULT_IPVS_DRAIN_MS)}, long enough for connections that end by themselves:
 HTTP keep-alive idles out within 5-75 s in common servers and load balancers; what is still open
 then is a long-lived stream that would never end, and gets the reset it gets at any pod restart;
-0: no wait). Then the services and kube-ipvs0 go, and the conntrack entries of the connections IPVS
+0: no wait). Then the services and their link go, and the conntrack entries of the connections IPVS
 still balanced (their exact tuples), so that a UDP flow, or a TCP connection held past the bound,
-meets kproxy's rules at its next packet (UDP balanced afresh, TCP reset) instead of being dropped.
+meets the rules that took over at its next packet (UDP balanced afresh, TCP reset) instead of
+being dropped.
 
 With --script, removes nothing: prints a POSIX shell script that removes what kproxy's own rules
 are now with the node's tools (nft, iptables-*-restore, ip; ipvsadm for IPVS virtual servers),
@@ -95,12 +101,8 @@ export async function cleanupCommand(
   }
   const drainText = flags['ipvs-drain-timeout'] as string | undefined;
   const drainMs = drainText === undefined ? DEFAULT_IPVS_DRAIN_MS : parseGoDuration(drainText);
-  if (drainText !== undefined && !flags['kube-proxy']) {
-    return usageError(
-      io,
-      'cleanup',
-      '--ipvs-drain-timeout drains kube-proxy’s IPVS services: it needs --kube-proxy',
-    );
+  if (drainText !== undefined && flags.script) {
+    return usageError(io, 'cleanup', '--ipvs-drain-timeout: --script removes at once, it drains nothing');
   }
   if (drainMs === undefined || drainMs < 0) {
     return usageError(
@@ -111,6 +113,7 @@ export async function cleanupCommand(
   }
   const commands = runner ?? execaRunner();
   const logger = createLogger('text', 'warn', io.stderr);
+  const drain = { timeoutMs: drainMs, report: (line: string) => io.stdout.write(`${line}\n`) };
   try {
     if (flags.script) {
       const removals: CleanupCommand[] = [];
@@ -122,7 +125,12 @@ export async function cleanupCommand(
       return 0;
     }
     for (const each of mode ? [mode as DataplaneMode] : LIVE_MODES) {
-      const dataplane = await createLiveDataplane(each, { logger, runner: commands });
+      const dataplane = await createLiveDataplane(each, {
+        logger,
+        runner: commands,
+        ipvsDrain: drain,
+        conntrack: netlink.conntrack,
+      });
       const removed = await dataplane.cleanup();
       for (const what of removed) io.stdout.write(`removed ${what} (kproxy ${each} mode)\n`);
       if (removed.length === 0) io.stdout.write(`no kproxy ${each} rules found\n`);
@@ -130,7 +138,8 @@ export async function cleanupCommand(
     if (flags['kube-proxy']) {
       const removed = await removeKubeProxyLeftovers(commands, {
         ...netlink,
-        drain: { timeoutMs: drainMs, report: (line) => io.stdout.write(`${line}\n`) },
+        drain,
+        kproxyOwns: () => kproxyIpvsOwns(commands),
       });
       for (const what of removed) io.stdout.write(`removed ${what}\n`);
       if (removed.length === 0) io.stdout.write('no kube-proxy leftovers found\n');

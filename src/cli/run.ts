@@ -194,8 +194,15 @@ async function runLocked(
   if (!sysctls.ok) return fail(sysctls.error);
   // kube-proxy's --init-only: what needs full root is done; a later run needs only CAP_NET_ADMIN.
   if (initOnly) return 0;
+  // Leaving the IPVS mode, its cleanup drains IPVS first (other-modes-cleanup.ts); a stop does not
+  // wait for that (its waits hold no reference): the next start drains again.
+  const ipvsDrain = {
+    report: (line: string) => logger.info(line),
+    sleep: (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref()),
+  };
   const makeDataplane =
-    environment.dataplane ?? ((mode, log) => createLiveDataplane(mode, { logger: log, ipvs: config.ipvs }));
+    environment.dataplane ??
+    ((mode, log) => createLiveDataplane(mode, { logger: log, ipvs: config.ipvs, ipvsDrain }));
   const own = await makeDataplane(config.mode, logger);
   // Another mode's leftovers go once this mode's first full sync has committed (other-modes-cleanup.ts).
   const dataplane = new OtherModesCleanup(

@@ -3,7 +3,9 @@
 import type { Logger } from 'pino';
 import type { DataplaneLog, DataplaneMode, LiveDataplane } from '../../contract/dataplane.ts';
 import type { CommandRunner } from '../../dataplanes/shared/command-runner.ts';
+import type { ConntrackDeleter } from '../../dataplanes/shared/conntrack/conntrack-netlink.ts';
 import type { DriftReader } from '../../dataplanes/shared/drift/drift-report.ts';
+import type { DrainBound } from '../../dataplanes/shared/ipvs-drain.ts';
 import type { IpvsConfig } from '../config/config.ts';
 
 export interface LiveDataplaneOptions {
@@ -12,6 +14,13 @@ export interface LiveDataplaneOptions {
   readonly runner?: CommandRunner;
   /** The ipvs section of the configuration; defaults (rr, kernel timeouts) when absent, e.g. for cleanup. */
   readonly ipvs?: IpvsConfig;
+  /** IPVS mode's cleanup drain (`kproxy cleanup --ipvs-drain-timeout`); its default bound, logged, when absent. */
+  readonly ipvsDrain?: DrainBound;
+  /**
+   * Deletes the conntrack entries of the connections IPVS mode's cleanup cut, in the runner's
+   * namespace; by netlink in this process' when no runner is given.
+   */
+  readonly conntrack?: ConntrackDeleter;
 }
 
 type Factory = (options: LiveDataplaneOptions) => Promise<LiveDataplane>;
@@ -31,7 +40,7 @@ const FACTORIES: Record<DataplaneMode, Factory> = {
     const { buildIptablesDataplane } = await import('../../dataplanes/iptables/build.ts');
     return buildIptablesDataplane({ runner, log: logTo(logger, 'iptables') });
   },
-  async ipvs({ logger, runner, ipvs }) {
+  async ipvs({ logger, runner, ipvs, ipvsDrain, conntrack }) {
     const { buildIpvsDataplane } = await import('../../dataplanes/ipvs/build.ts');
     const seconds = (ms: number | undefined) => Math.round((ms ?? 0) / 1000);
     return buildIpvsDataplane({
@@ -45,6 +54,8 @@ const FACTORIES: Record<DataplaneMode, Factory> = {
         udpSeconds: seconds(ipvs?.udpTimeoutMs),
       },
       excludeCIDRs: ipvs?.excludeCIDRs ?? [],
+      drain: ipvsDrain,
+      conntrack,
     });
   },
 };

@@ -1,4 +1,5 @@
-// `kproxy cleanup`'s --ipvs-drain-timeout: a Go duration, for --kube-proxy's IPVS drain only.
+// `kproxy cleanup`'s --ipvs-drain-timeout: a Go duration, the bound of IPVS drains (kube-proxy's
+// virtual services and kproxy's IPVS mode's), not for --script.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { CommandRunner } from '../../dataplanes/shared/command-runner.ts';
@@ -10,9 +11,9 @@ const noCommands: CommandRunner = {
   run: async (command) => assert.fail(`ran ${command}`),
 };
 
-test('--ipvs-drain-timeout: refused without --kube-proxy, negative or not a Go duration', async () => {
+test('--ipvs-drain-timeout: refused with --script, negative or not a Go duration', async () => {
   for (const [args, message] of [
-    [['--ipvs-drain-timeout', '30s'], /needs --kube-proxy/],
+    [['--script', '--ipvs-drain-timeout', '30s'], /--script removes at once/],
     [['--kube-proxy', '--ipvs-drain-timeout', '-5s'], /"-5s" is not a duration of 0 or more/],
     [['--kube-proxy', '--ipvs-drain-timeout', '30'], /"30" is not a duration of 0 or more/],
   ] as const) {

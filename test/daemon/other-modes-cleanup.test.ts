@@ -1,5 +1,6 @@
 // kproxy run removes another mode's leftovers only after its own first full sync has committed
-// (issue 29): never before (a window with neither rule set), once, and again after a failure.
+// (issue 29): never before (a window with neither rule set), once, and again after a failure; beside
+// the syncs, which an IPVS drain must not hold up.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { SyncKind } from '../../contract/dataplane.ts';
@@ -22,8 +23,11 @@ function setup() {
   const other = (name: string, removed: readonly string[]) =>
     new (class extends RecordingDataplane {
       failCleanup = false;
+      /** The cleanup waits for this (an IPVS drain). */
+      drained: Promise<void> = Promise.resolve();
       override async cleanup() {
         await super.cleanup();
+        await this.drained;
         if (this.failCleanup) throw new Error(`${name} refused`);
         events.push(`cleanup ${name}`);
         return removed;
@@ -45,6 +49,7 @@ test('the other modes are cleaned once, after the first full sync returned, not 
   await dataplane.sync(STATE, 'incremental');
   assert.deepEqual(events, ['sync incremental'], 'an incremental sync may leave stale rules: not yet');
   await dataplane.sync(STATE, 'full');
+  await dataplane.cleaned();
   await dataplane.sync(STATE, 'full');
   assert.deepEqual(events, [
     'sync incremental',
@@ -64,11 +69,13 @@ test('a failed full sync cleans nothing; a failed cleanup is retried after the n
   assert.deepEqual(events, []);
   iptables.failCleanup = true;
   await dataplane.sync(STATE, 'full');
+  await dataplane.cleaned();
   assert.deepEqual(logged, ['failed: Error: iptables refused']);
   iptables.failCleanup = false;
   await dataplane.sync(STATE, 'incremental');
   assert.deepEqual(events, ['sync full', 'sync incremental']);
   await dataplane.sync(STATE, 'full');
+  await dataplane.cleaned();
   assert.deepEqual(events, [
     'sync full',
     'sync incremental',
@@ -85,4 +92,21 @@ test('everything else is the running mode’s own', async () => {
   assert.equal(await dataplane.intact(), false);
   await dataplane.cleanup();
   assert.deepEqual([running.cleanups, iptables.cleanups], [1, 0]);
+});
+
+test('syncs go on while a cleanup drains; a full sync meanwhile starts no second one', async () => {
+  const { events, ipvs, dataplane } = setup();
+  let drainEnds = () => {};
+  ipvs.drained = new Promise((resolve) => {
+    drainEnds = resolve;
+  });
+  await dataplane.sync(STATE, 'full');
+  await dataplane.sync(STATE, 'incremental');
+  await dataplane.sync(STATE, 'full');
+  assert.deepEqual(events, ['sync full', 'cleanup iptables', 'sync incremental', 'sync full']);
+  drainEnds();
+  await dataplane.cleaned();
+  assert.deepEqual(events.slice(4), ['cleanup ipvs']);
+  await dataplane.sync(STATE, 'full');
+  assert.deepEqual(events.slice(4), ['cleanup ipvs', 'sync full'], 'done once');
 });

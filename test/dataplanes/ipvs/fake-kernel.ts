@@ -38,6 +38,8 @@ export class FakeKernel {
   link = false;
   /** kube-proxy's IPVS mode's link, there when a test says. */
   kubeIpvsLink = false;
+  /** /proc/net/ip_vs_conn's entries (its header added), as a test sets them. */
+  connections: string[] = [];
   readonly addresses = new Set<string>();
   /** The companion tables. */
   readonly nft = new FakeNft();
@@ -196,6 +198,10 @@ export class FakeKernel {
         }
         if (command === 'conntrack') return ok();
         if (line === 'ip link show dev kube-ipvs0') return this.kubeIpvsLink ? ok() : fail('does not exist');
+        if (line === 'cat /proc/net/ip_vs_conn') {
+          const header = 'Pro FromIP   FPrt ToIP     TPrt DestIP   DPrt State       Expires PEName PEData';
+          return ok([header, ...this.connections].map((l) => `${l}\n`).join(''));
+        }
         if (line === 'ip link show dev kproxy-ipvs0') return this.link ? ok() : fail('does not exist');
         if (line === 'ip link add kproxy-ipvs0 type dummy') {
           this.link = true;

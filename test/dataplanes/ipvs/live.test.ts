@@ -9,6 +9,7 @@ import { IpvsError } from '../../../dataplanes/ipvs/ipvs-client.ts';
 import { IpvsDataplane } from '../../../dataplanes/ipvs/live.ts';
 import { createIpvsPlanner } from '../../../dataplanes/ipvs/planner.ts';
 import type { VirtualService } from '../../../dataplanes/ipvs/virtual-servers.ts';
+import type { ExactEntry } from '../../../dataplanes/shared/conntrack/conntrack-netlink.ts';
 import { servicePortsOf } from '../../../dataplanes/shared/drift/drift-report.ts';
 import { endpoint, ipv4, localEndpoint, servicePort } from '../../../harness/proxy-states.ts';
 import { FakeConntrack } from '../shared/conntrack/fake-conntrack.ts';
@@ -284,6 +285,43 @@ test('cleanup removes our virtual servers, the link and the companion tables, an
   assert.deepEqual([...kernel.services.keys()], ['TCP 192.168.50.1:80']);
   assert.equal(kernel.link, false);
   assert.deepEqual(kernel.tables, []);
+});
+
+test('cleanup cuts the connections still live at its drain bound, then deletes their conntrack entries by tuple', async () => {
+  const kernel = new FakeKernel();
+  const reported: string[] = [];
+  const deleted: ExactEntry[] = [];
+  const dp = new IpvsDataplane({
+    runner: kernel.runner(),
+    openClient: async () => kernel.client(),
+    drain: { timeoutMs: 0, report: (line) => reported.push(line) },
+    conntrack: {
+      deleteEntries: async (entries) => {
+        deleted.push(...entries);
+        return entries.length;
+      },
+    },
+  });
+  await dp.start();
+  await dp.sync(ipv4([web()]), 'full');
+  // 10.100.0.200:41000 -> 10.96.0.10:80 by 10.244.1.10:8080, and one to a foreign service.
+  kernel.connections = [
+    'TCP 0A6400C8 A028 0A60000A 0050 0AF4010A 1F90 ESTABLISHED     899',
+    'TCP 0A6400C8 A029 C0A83201 0050 0AF4010A 1F90 ESTABLISHED     899',
+  ];
+  await kernel.client().addService(foreign);
+  const removed = await dp.cleanup();
+  assert.match(reported.join('\n'), /1 connection\(s\) still live at the bound/);
+  assert.deepEqual(deleted, [
+    {
+      protocol: 6,
+      source: { address: '10.100.0.200', port: 41000 },
+      destination: { address: '10.96.0.10', port: 80 },
+      replySource: { address: '10.244.1.10', port: 8080 },
+    },
+  ]);
+  assert.match(removed.join('\n'), /conntrack: 1 entry of 1 cut IPVS connection/);
+  assert.deepEqual([...kernel.services.keys()], ['TCP 192.168.50.1:80']);
 });
 
 test('cleanup leaves the virtual servers to kube-proxy while its kube-ipvs0 is on the node', async () => {

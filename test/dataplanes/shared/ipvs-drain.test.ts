@@ -144,3 +144,35 @@ test('kube-proxy IPVS leftovers: rules first, then the drain, the services, kube
     'conntrack: 1 entry of 2 cut IPVS connection(s)',
   ]);
 });
+
+test('kube-proxy IPVS leftovers: the virtual services kproxy’s IPVS mode took over stay, with their connections, undrained', async () => {
+  const { runner } = node([tcp('ESTABLISHED') + UDP]);
+  const deleted: string[] = [];
+  const reported: string[] = [];
+  const entries: ExactEntry[] = [];
+  const removed = await removeKubeProxyLeftovers(runner, {
+    openIpvs: async () => ({
+      listServices: async () => SERVICES,
+      deleteService: async (s) => {
+        deleted.push(s.address);
+      },
+      close: () => {},
+    }),
+    conntrack: {
+      async deleteEntries(cut) {
+        entries.push(...cut);
+        return cut.length;
+      },
+    },
+    drain: { timeoutMs: 1_000, report: (line) => reported.push(line), ...clock() },
+    kproxyOwns: async () => (service) => service.address === '10.20.30.41',
+  });
+  // The live TCP connection is to kproxy's service now: nothing waits for it, nothing cuts it.
+  assert.deepEqual(reported, []);
+  assert.deepEqual(deleted, ['10.20.30.42']);
+  assert.deepEqual(
+    entries.map((e) => e.destination.address),
+    ['10.20.30.42'],
+  );
+  assert.deepEqual(removed.slice(0, 1), ['IPVS: 1 virtual service(s)']);
+});
