@@ -81,7 +81,7 @@ export class ConntrackNetlinkError extends DataplaneError {
 }
 
 /** "tcp 10.100.0.200:40000 -> 10.20.30.41:80 (replies from 10.244.1.10:80)". */
-export function describeEntry(entry: ExactEntry): string {
+function describeEntry(entry: ExactEntry): string {
   const name = PROTOCOL_NAMES.get(entry.protocol) ?? `protocol ${entry.protocol}`;
   return `${name} ${hostPort(entry.source)} -> ${hostPort(entry.destination)} (replies from ${hostPort(entry.replySource)})`;
 }
@@ -177,7 +177,7 @@ function canonical(endpoint: ConntrackEndpoint): ConntrackEndpoint {
  * that does not fit is lost (ENOBUFS, the whole datagram fails). 128 take ~130 KiB of the socket's
  * buffer, 416 KiB where net.core.rmem_max is Linux's default.
  */
-export const ENTRIES_PER_DATAGRAM = 128;
+const ENTRIES_PER_DATAGRAM = 128;
 /** Asked for the socket's receive buffer (the kernel gives at most twice net.core.rmem_max). */
 const SOCKET_BUFFER = 1 << 20;
 /**
@@ -217,10 +217,7 @@ function missing(refused: ReadonlyMap<number, number>, what: string, entries: re
 }
 
 /** Deletes `entries` through `socket` (its namespace's table); how many the kernel deleted. */
-export async function deleteExactEntries(
-  socket: NetlinkSocket,
-  entries: readonly ExactEntry[],
-): Promise<number> {
+async function deleteExactEntries(socket: NetlinkSocket, entries: readonly ExactEntry[]): Promise<number> {
   let deleted = 0;
   // The first datagram holds one request: a socket without CAP_NET_ADMIN gets one refusal per
   // datagram, for its first message (nfnetlink_rcv), and a datagram of more would wait for the rest.

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { CommandResult, CommandRunner } from '../../../dataplanes/shared/command-runner.ts';
 import type { ExactEntry } from '../../../dataplanes/shared/conntrack/conntrack-netlink.ts';
-import { drainIpvsConnections } from '../../../dataplanes/shared/ipvs-drain.ts';
+import { conntrackEntryOf, drainIpvsConnections } from '../../../dataplanes/shared/ipvs-drain.ts';
 import { removeKubeProxyLeftovers } from '../../../dataplanes/shared/kube-proxy-leftovers.ts';
 
 const HEADER = 'Pro FromIP   FPrt ToIP     TPrt DestIP   DPrt State       Expires PEName PEData\n';
@@ -175,4 +175,21 @@ test('kube-proxy IPVS leftovers: the virtual services kproxy’s IPVS mode took 
     ['10.20.30.42'],
   );
   assert.deepEqual(removed.slice(0, 1), ['IPVS: 1 virtual service(s)']);
+});
+
+test('a cut connection’s conntrack entry: client to virtual service, replies from the real server, by IP protocol number', () => {
+  const sctp = {
+    protocol: 'SCTP',
+    client: { address: 'fd00:100::200', port: 40000 },
+    virtual: { address: 'fd00:96::41', port: 3868 },
+    server: { address: 'fd00:244:1::10', port: 3869 },
+    state: 'ESTABLISHED',
+  };
+  assert.deepEqual(conntrackEntryOf(sctp), {
+    protocol: 132,
+    source: sctp.client,
+    destination: sctp.virtual,
+    replySource: sctp.server,
+  });
+  assert.throws(() => conntrackEntryOf({ ...sctp, protocol: 'AH' }), /protocol AH/);
 });
