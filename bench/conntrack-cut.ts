@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { execaRunner } from '../dataplanes/shared/command-runner.ts';
 import { deleteConntrackEntries } from '../dataplanes/shared/conntrack/conntrack-tool.ts';
-import { conntrackFilterOf, type IpvsConnection } from '../dataplanes/shared/ipvs-connection-list.ts';
+import type { IpvsConnection } from '../dataplanes/shared/ipvs-connection-list.ts';
 import { deleteCutConntrackEntries } from '../dataplanes/shared/ipvs-drain.ts';
 import { conntrackDeleterIn } from '../harness/namespace-conntrack.ts';
 import { Lab } from '../harness/netns.ts';
@@ -29,6 +29,16 @@ const { values } = parseArgs({
 const TRAFFIC = fileURLToPath(new URL('./conntrack-cut-traffic.ts', import.meta.url));
 const VIRTUAL = '10.20.30.42';
 const SERVER = '127.0.0.2';
+
+/** The old path's `conntrack -D` filter of a cut connection: its original tuple and real server. */
+function exactFilter({ protocol, client, virtual, server }: IpvsConnection): string[] {
+  return [
+    ...(client.address.includes(':') ? ['-f', 'ipv6'] : []),
+    ...['-p', protocol.toLowerCase(), '--orig-src', client.address, '--orig-dst', virtual.address],
+    ...['--orig-port-src', String(client.port), '--orig-port-dst', String(virtual.port)],
+    ...['--reply-src', server.address, '--reply-port-src', String(server.port)],
+  ];
+}
 
 /** CPU seconds (user + system) of this process's waited-for children so far (/proc/self/stat). */
 function childrenCpuSeconds(): number {
@@ -79,7 +89,7 @@ try {
     const old = await measured(async () => {
       let deleted = 0;
       for (const connection of sample)
-        deleted += await deleteConntrackEntries(runner, conntrackFilterOf(connection));
+        deleted += await deleteConntrackEntries(runner, exactFilter(connection));
       return deleted;
     });
     const rest = cut.slice(sample.length);

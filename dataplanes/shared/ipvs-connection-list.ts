@@ -1,6 +1,7 @@
 // IPVS's connection entries as /proc/net/ip_vs_conn lists them (the kernel's ip_vs_conn_seq_show),
 // for the drain of kube-proxy's IPVS leftovers (kube-proxy-leftovers.ts): which connections IPVS
-// still balances to a virtual service about to go, and the exact conntrack entry of each.
+// still balances to a virtual service about to go (the conntrack entry of each: ipvs-drain.ts's
+// conntrackEntryOf).
 //
 //   Pro FromIP   FPrt ToIP     TPrt DestIP   DPrt State       Expires PEName PEData
 //   TCP 0A6400C8 A1B2 AC1E002C 0050 0AF4010A 0050 ESTABLISHED     899
@@ -93,33 +94,6 @@ export function connectionsTo(
       keys.has(`${c.protocol} ${c.virtual.address} ${c.virtual.port}`) &&
       c.client.port !== 0,
   );
-}
-
-/**
- * `conntrack -D` arguments for the entry of one IPVS connection (net.ipv4.vs.conntrack=1 gives
- * each one): its original tuple, client to virtual service, and its reply source, the real server
- * (IPVS rewrites the reply tuple to it). Never the destination alone: kproxy's rules DNAT new
- * connections to the same Service addresses, and those entries must stay.
- */
-export function conntrackFilterOf(connection: IpvsConnection): string[] {
-  const family = connection.client.address.includes(':') ? ['-f', 'ipv6'] : [];
-  return [
-    ...family,
-    '-p',
-    connection.protocol.toLowerCase(),
-    '--orig-src',
-    connection.client.address,
-    '--orig-dst',
-    connection.virtual.address,
-    '--orig-port-src',
-    String(connection.client.port),
-    '--orig-port-dst',
-    String(connection.virtual.port),
-    '--reply-src',
-    connection.server.address,
-    '--reply-port-src',
-    String(connection.server.port),
-  ];
 }
 
 function hostPort({ address, port }: IpvsEndpoint): string {

@@ -2,11 +2,11 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
   connectionsTo,
-  conntrackFilterOf,
   describeConnection,
   isLive,
   parseIpvsConnections,
 } from '../../../dataplanes/shared/ipvs-connection-list.ts';
+import { conntrackEntryOf } from '../../../dataplanes/shared/ipvs-drain.ts';
 
 /** As the kernel prints it (ip_vs_conn_seq_show): a header, IPv4 in hex, IPv6 as %pI6, a template. */
 const LISTED = `Pro FromIP   FPrt ToIP     TPrt DestIP   DPrt State       Expires PEName PEData
@@ -69,21 +69,16 @@ test('the connections cut are those to the listed services, UDP included, ended 
 
 test('the conntrack entry of a connection: its whole original tuple and its real server, never the address alone', () => {
   const [tcp, , , , , v6] = parseIpvsConnections(LISTED);
-  assert.deepEqual(conntrackFilterOf(tcp!), [
-    '-p',
-    'tcp',
-    '--orig-src',
-    '10.100.0.200',
-    '--orig-dst',
-    '10.20.30.41',
-    '--orig-port-src',
-    '40000',
-    '--orig-port-dst',
-    '80',
-    '--reply-src',
-    '10.244.1.10',
-    '--reply-port-src',
-    '80',
-  ]);
-  assert.deepEqual(conntrackFilterOf(v6!).slice(0, 4), ['-f', 'ipv6', '-p', 'tcp']);
+  assert.deepEqual(conntrackEntryOf(tcp!), {
+    protocol: 6,
+    source: { address: '10.100.0.200', port: 40000 },
+    destination: { address: '10.20.30.41', port: 80 },
+    replySource: { address: '10.244.1.10', port: 80 },
+  });
+  assert.deepEqual(conntrackEntryOf(v6!), {
+    protocol: 6,
+    source: { address: 'fd00:100::200', port: 40003 },
+    destination: { address: 'fd00:20::41', port: 80 },
+    replySource: { address: 'fd00:244:1::10', port: 80 },
+  });
 });
