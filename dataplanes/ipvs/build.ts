@@ -67,9 +67,10 @@ export function buildIpvsDriftReader({
 export async function kproxyIpvsOwns(
   runner: CommandRunner = execaRunner(),
 ): Promise<(service: VirtualServiceKey) => boolean> {
-  const addresses = new Set([
-    ...(await boundAddresses(runner)),
-    ...(await recordedNodePortAddresses(runner)),
-  ]);
+  const bound = await boundAddresses(runner);
+  // No address on its link (or no link): it serves nothing, node ports included (each NodePort
+  // Service has a ClusterIP there), and its tables need not be read.
+  if (bound.length === 0) return () => false;
+  const addresses = new Set([...bound, ...(await recordedNodePortAddresses(runner))]);
   return (service) => addresses.has(service.address);
 }

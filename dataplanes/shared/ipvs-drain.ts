@@ -47,29 +47,31 @@ export async function readIpvsConnections(runner: CommandRunner): Promise<IpvsCo
 
 /**
  * Waits while IPVS balances a live connection to one of `services`, at most `timeoutMs`, reading
- * the connection list every POLL_MS; returns whether they all ended.
+ * the connection list every POLL_MS; returns the connections to them its last read found (none
+ * live when they all ended): read just now, their exact tuples are those to cut.
  */
 export async function drainIpvsConnections(
   runner: CommandRunner,
   services: readonly VirtualServiceKey[],
   options: DrainOptions,
-): Promise<boolean> {
+): Promise<IpvsConnection[]> {
   const now = options.now ?? (() => performance.now());
   const sleep = options.sleep ?? ((ms: number) => new Promise((resolve) => setTimeout(resolve, ms)));
   const started = now();
   let waitingFor = '';
   for (;;) {
-    const live = connectionsTo(await readIpvsConnections(runner), services).filter(isLive);
+    const connections = connectionsTo(await readIpvsConnections(runner), services);
+    const live = connections.filter(isLive);
     const elapsed = now() - started;
     if (live.length === 0) {
       if (waitingFor !== '') options.report(`IPVS drain: no live connection left after ${seconds(elapsed)}`);
-      return true;
+      return connections;
     }
     if (elapsed >= options.timeoutMs) {
       options.report(
         `IPVS drain: ${live.length} connection(s) still live at the bound (${seconds(options.timeoutMs)}), cut`,
       );
-      return false;
+      return connections;
     }
     const listed = live.map(describeConnection).join('\n  ');
     if (listed !== waitingFor) {
@@ -120,9 +122,9 @@ export function deleteCutConntrackEntries(
 
 /**
  * The drain, then `remove` (the virtual services and the link that holds their addresses), then
- * the conntrack entries of the connections IPVS still balanced to `services` when they went (read
- * just before `remove`: exact tuples), by `conntrack`, which works in the namespace of `services`.
- * What it deleted, as cleanup reports it; none when it cut nothing.
+ * the conntrack entries of the connections IPVS still balanced to `services` when they went (the
+ * drain's last read, just before `remove`: exact tuples), by `conntrack`, which works in the
+ * namespace of `services`. What it deleted, as cleanup reports it; none when it cut nothing.
  */
 export async function removeAfterDrain(
   runner: CommandRunner,
@@ -130,14 +132,13 @@ export async function removeAfterDrain(
   { drain, conntrack }: { readonly drain: DrainBound; readonly conntrack: ConntrackDeleter | undefined },
   remove: () => Promise<void>,
 ): Promise<string[]> {
-  let cut: IpvsConnection[] = [];
-  if (services.length > 0) {
-    await drainIpvsConnections(runner, services, {
-      ...drain,
-      timeoutMs: drain.timeoutMs ?? DEFAULT_IPVS_DRAIN_MS,
-    });
-    cut = connectionsTo(await readIpvsConnections(runner), services);
-  }
+  const cut =
+    services.length === 0
+      ? []
+      : await drainIpvsConnections(runner, services, {
+          ...drain,
+          timeoutMs: drain.timeoutMs ?? DEFAULT_IPVS_DRAIN_MS,
+        });
   await remove();
   if (cut.length === 0) return [];
   if (conntrack === undefined) throw new Error('IPVS connections cut, and no conntrack deleter given');

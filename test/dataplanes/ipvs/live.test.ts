@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { kproxyIpvsOwns } from '../../../dataplanes/ipvs/build.ts';
 import {
   DRAIN_SWEEP_BIG_SERVICE_MS,
   DRAIN_SWEEP_EVERY_SYNC_MAX,
@@ -494,4 +495,27 @@ test('drift: a weight-0 real server the plan lacks reads as draining only when t
   assert.deepEqual(extra(dp.drains.bind(dp)), [['extra', '-a -t 10.96.0.10:80 -r 10.244.9.9:8080 -m -w 0']]);
   // Without that record (kproxy diff), both read as draining.
   assert.deepEqual(extra(), []);
+});
+
+test('kproxyIpvsOwns: the virtual services on its link’s and its recorded node-port addresses; nothing, its tables unread, without its link', async () => {
+  const { kernel, dp } = setup();
+  const ran: string[] = [];
+  const runner = kernel.runner();
+  const watched: typeof runner = {
+    run: (command, args, input) => {
+      ran.push(command);
+      return runner.run(command, args, input);
+    },
+  };
+  assert.equal((await kproxyIpvsOwns(watched))({ protocol: 'TCP', address: '10.96.0.10', port: 80 }), false);
+  assert.deepEqual(ran, ['ip'], 'without the link, one run');
+  await dp.start();
+  await dp.sync(ipv4([web()]), 'full');
+  const owns = await kproxyIpvsOwns(watched);
+  assert.deepEqual(
+    ['10.96.0.10', '10.100.0.11', '192.168.50.1'].map((address) =>
+      owns({ protocol: 'TCP', address, port: 80 }),
+    ),
+    [true, true, false],
+  );
 });
