@@ -20,7 +20,7 @@ import type { EchoReply } from '../../../../harness/echo-server.ts';
 import { allowance } from '../../../../harness/emulation.ts';
 import { conntrackDeleterIn } from '../../../../harness/namespace-conntrack.ts';
 import { Lab, type LabProcess } from '../../../../harness/netns.ts';
-import { probeUntilStopped } from '../../../../harness/steady-probes.ts';
+import { type Probe, probeUntilStopped } from '../../../../harness/steady-probes.ts';
 import { ANSWER_TIMEOUT_MS, Topology } from '../../../../harness/topology.ts';
 import { cleanupCommand } from '../../../../src/cli/cleanup.ts';
 import { kproxyState, NODE_PORT, POD0, POD1, TCP_CLUSTER_IP, UDP_CLUSTER_IP } from './takeover-services.ts';
@@ -53,6 +53,16 @@ interface Target {
   readonly proto: 'tcp' | 'udp';
   readonly host: string;
   readonly port: number;
+}
+
+/**
+ * The slowest answer, its target and when it was due on the console's clock (probing began at
+ * `fromS`; the probes are in the order sent, one per target each PROBE_EVERY_MS).
+ */
+function slowest(probes: readonly Probe<Target>[], targets: number, fromS: number): string {
+  const worst = probes.reduce((w, probe, i) => (probe.ms > probes[w]!.ms ? i : w), 0);
+  const dueS = fromS + (Math.floor(worst / targets) * PROBE_EVERY_MS) / 1000;
+  return `slowest answer ${probes[worst]!.ms.toFixed(0)} ms (${probes[worst]!.target.name}, due at ${dueS.toFixed(1)} s)`;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -245,6 +255,7 @@ test('kube-proxy IPVS → kproxy nftables: the drain keeps a held connection unt
     { name: 'NodePort', proto: 'tcp', host: node.ipv4, port: NODE_PORT },
     { name: 'UDP ClusterIP', proto: 'udp', host: UDP_CLUSTER_IP, port: 53 },
   ];
+  const probingFrom = (performance.now() - fileStarted) / 1000;
   const stop = probeUntilStopped(t, topology, targets, { everyMs: PROBE_EVERY_MS, answerMs: ANSWER_MS });
   await sync();
   step('kproxy synced');
@@ -298,9 +309,8 @@ test('kube-proxy IPVS → kproxy nftables: the drain keeps a held connection unt
   const failed = probes
     .filter(({ outcome }) => 'error' in outcome)
     .map(({ target, outcome }) => `${target.name}: ${JSON.stringify(outcome)}`);
-  const slowest = Math.max(...probes.map(({ ms }) => ms));
   t.diagnostic(
-    `${probes.length / targets.length} probes per target in ${probed.toFixed(1)} s (${(probes.length / targets.length / probed).toFixed(1)}/s), slowest answer ${slowest.toFixed(0)} ms`,
+    `${probes.length / targets.length} probes per target in ${probed.toFixed(1)} s (${(probes.length / targets.length / probed).toFixed(1)}/s), ${slowest(probes, targets.length, probingFrom)}`,
   );
   assert.deepEqual(failed, [], 'no probe fails across the takeover');
   // The UDP flow IPVS balanced answers after its conntrack entry went, now through kproxy's rules.
@@ -409,6 +419,7 @@ test('a chain of takeovers with IPVS: kube-proxy IPVS → kproxy IPVS → nftabl
   };
   const a = await holdThroughIpvs();
   step(`A held through kube-proxy's IPVS to ${a.greeting.name}; probing`);
+  const probingFrom = (performance.now() - fileStarted) / 1000;
   const stop = probeUntilStopped(t, topology, targets, { everyMs: PROBE_EVERY_MS, answerMs: ANSWER_MS });
 
   // 1. kube-proxy IPVS → kproxy IPVS: kproxy's full sync takes kube-proxy's virtual services over in
@@ -488,7 +499,9 @@ test('a chain of takeovers with IPVS: kube-proxy IPVS → kproxy IPVS → nftabl
   const failed = probes
     .filter(({ outcome }) => 'error' in outcome)
     .map(({ target, outcome }) => `${target.name}: ${JSON.stringify(outcome)}`);
-  t.diagnostic(`${probes.length / targets.length} probes per target in ${probed.toFixed(1)} s`);
+  t.diagnostic(
+    `${probes.length / targets.length} probes per target in ${probed.toFixed(1)} s, ${slowest(probes, targets.length, probingFrom)}`,
+  );
   assert.deepEqual(failed, [], 'no probe fails across the chain');
   // The UDP flow answered through every step (its entry cut when kproxy's IPVS went, at 2).
   assert.ok(lines(udp).length > udpAtEnd + 2, udp.output());
