@@ -458,7 +458,7 @@ test('a chain of takeovers with IPVS: kube-proxy IPVS → kproxy IPVS → nftabl
   const drained = (performance.now() - closedAt) / 1000;
   const { removed } = await agent.ask({ cleaned: true }, LONG_BOUND_MS);
   t.diagnostic(
-    `the IPVS drain ended ${drained.toFixed(1)} s after A closed, the cleanup ${((performance.now() - closedAt) / 1000).toFixed(1)} s after (bound ${LONG_BOUND_MS / 1000} s)`,
+    `the IPVS drain ended ${drained.toFixed(1)} s after A closed, the cleanup ${((performance.now() - closedAt) / 1000).toFixed(1)} s after (bound ${LONG_BOUND_MS / 1000} s); ${(removed as string[]).find((what) => what.includes('conntrack')) ?? 'no connection cut'}`,
   );
   assert.match((removed as string[]).join('\n'), /ipvs: IPVS: 3 virtual service\(s\)/, agent.printed());
   assert.deepEqual(await owners(node.ns), ['nft ip kproxy']);
