@@ -139,9 +139,12 @@ export async function removeAfterDrain(
           ...drain,
           timeoutMs: drain.timeoutMs ?? DEFAULT_IPVS_DRAIN_MS,
         });
+  // Checked before anything goes: failing after `remove` would leave the cut connections'
+  // entries routed away, with nothing left to say which they were.
+  if (cut.length > 0 && conntrack === undefined)
+    throw new Error(`${cut.length} IPVS connection(s) to cut, and no conntrack deleter given`);
   await remove();
-  if (cut.length === 0) return [];
-  if (conntrack === undefined) throw new Error('IPVS connections cut, and no conntrack deleter given');
+  if (cut.length === 0 || conntrack === undefined) return [];
   const deleted = await deleteCutConntrackEntries(conntrack, cut);
   return [`conntrack: ${deleted} entr${deleted === 1 ? 'y' : 'ies'} of ${cut.length} cut IPVS connection(s)`];
 }

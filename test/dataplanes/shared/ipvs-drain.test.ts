@@ -196,3 +196,24 @@ test('a cut connection’s conntrack entry: client to virtual service, replies f
   });
   assert.throws(() => conntrackEntryOf({ ...sctp, protocol: 'AH' }), /protocol AH/);
 });
+
+test('connections to cut and no conntrack deleter: refused before anything is removed', async () => {
+  const { runner, calls } = node([UDP]);
+  const deleted: string[] = [];
+  await assert.rejects(
+    removeKubeProxyLeftovers(runner, {
+      openIpvs: async () => ({
+        listServices: async () => SERVICES,
+        deleteService: async (s) => {
+          deleted.push(s.address);
+        },
+        close: () => {},
+      }),
+      drain: { timeoutMs: 0, report: () => {}, ...clock() },
+    }),
+    /1 IPVS connection\(s\) to cut, and no conntrack deleter given/,
+  );
+  // The services and kube-ipvs0 stay: the connections IPVS balances go on through them.
+  assert.deepEqual(deleted, []);
+  assert.ok(!calls.some((call) => call.startsWith('ip link delete')), calls.join('\n'));
+});

@@ -13,6 +13,7 @@ import { NetlinkIpvsClient } from '../../../../dataplanes/ipvs/ipvs-client.ts';
 import { IpvsDataplane } from '../../../../dataplanes/ipvs/live.ts';
 import { ipvsPlanner } from '../../../../dataplanes/ipvs/planner.ts';
 import { execaRunner } from '../../../../dataplanes/shared/command-runner.ts';
+import { netlinkConntrackDeleter } from '../../../../dataplanes/shared/conntrack/conntrack-netlink.ts';
 import { NetlinkElementWriter } from '../../../../dataplanes/shared/nft/netlink-elements.ts';
 import type { EchoOutcome } from '../../../../harness/echo-client.ts';
 import { Lab } from '../../../../harness/netns.ts';
@@ -191,8 +192,13 @@ async function kernelState(): Promise<{ ipvs: string[]; addresses: string; nft: 
   return { ipvs: (await ipvsTable()).serving, addresses, nft };
 }
 
+/** The VM's own namespace is the dataplane's: the conntrack entries cleanup cuts go by netlink from here. */
 function dataplane(): IpvsDataplane {
-  return new IpvsDataplane({ runner: execaRunner(), openClient: () => NetlinkIpvsClient.open() });
+  return new IpvsDataplane({
+    runner: execaRunner(),
+    openClient: () => NetlinkIpvsClient.open(),
+    conntrack: netlinkConntrackDeleter,
+  });
 }
 
 test('IPVS dataplane: real packets, incremental ≡ full, cleanup', async (t) => {
@@ -202,6 +208,7 @@ test('IPVS dataplane: real packets, incremental ≡ full, cleanup', async (t) =>
   const dp = new IpvsDataplane({
     runner: execaRunner(),
     openClient: () => NetlinkIpvsClient.open(),
+    conntrack: netlinkConntrackDeleter,
     timeouts: { tcpSeconds: 900, tcpFinSeconds: 0, udpSeconds: 300 },
     elements,
   });
@@ -410,6 +417,7 @@ async function withDataplane(
   const dp = new IpvsDataplane({
     runner: execaRunner(),
     openClient: () => NetlinkIpvsClient.open(),
+    conntrack: netlinkConntrackDeleter,
     ...options,
   });
   await dp.start();

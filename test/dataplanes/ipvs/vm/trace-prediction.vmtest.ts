@@ -16,6 +16,7 @@ import { NetlinkIpvsClient } from '../../../../dataplanes/ipvs/ipvs-client.ts';
 import { IpvsDataplane } from '../../../../dataplanes/ipvs/live.ts';
 import { ipvsPlanner } from '../../../../dataplanes/ipvs/planner.ts';
 import { execaRunner } from '../../../../dataplanes/shared/command-runner.ts';
+import { netlinkConntrackDeleter } from '../../../../dataplanes/shared/conntrack/conntrack-netlink.ts';
 import { allowance } from '../../../../harness/emulation.ts';
 import { Lab } from '../../../../harness/netns.ts';
 import { ANSWER_TIMEOUT_MS } from '../../../../harness/topology.ts';
@@ -112,7 +113,12 @@ const host = NODE_HOST;
 const podOf = new Map(POD_IPS.map((ip, m) => [`${ip}:8080`, `pod-${m}`]));
 let rendered = '';
 let live = '';
-const dp = new IpvsDataplane({ runner: execaRunner(), openClient: () => NetlinkIpvsClient.open() });
+// The VM's own namespace is the dataplane's: conntrack entries it cuts go by netlink from here.
+const dp = new IpvsDataplane({
+  runner: execaRunner(),
+  openClient: () => NetlinkIpvsClient.open(),
+  conntrack: netlinkConntrackDeleter,
+});
 
 before(async () => {
   await dp.start();
