@@ -6,8 +6,8 @@
 // ip_vs is loaded), once the connections IPVS balances have drained (ipvs-drain.ts), and the
 // kube-ipvs0 link, then the conntrack entries of the connections that cut; then, once no iptables
 // rule refers to them, its ipsets and its nfacct objects. Only kube-proxy's own: the KUBE-* chains
-// kubelet owns (KUBE-MARK-DROP, KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT, and KUBE-FIREWALL as kubelet before 1.28 filled it) and
-// ipsets of other names (kube-router's KUBE-DST-*, ...) stay.
+// kubelet owns (KUBE-MARK-DROP, KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT, and KUBE-FIREWALL as
+// kubelet before 1.28 filled it) and ipsets of other names (kube-router's KUBE-DST-*, ...) stay.
 // Since 1.28 kube-proxy makes filter's KUBE-FIREWALL itself, holding one rule (the localnet drop)
 // and jumped to from INPUT and OUTPUT without a comment; its own cleanup leaves both, this removes
 // them when the chain holds nothing but that rule.
