@@ -32,7 +32,8 @@ const timer = setInterval(probe, every);
 process.stdout.write('probing\n');
 process.once('SIGTERM', () => {
   clearInterval(timer);
-  process.stdout.write(`${JSON.stringify({ answers, refused })}\n`);
   agent.destroy();
-  process.exit(0);
+  // Exit once the line is out: stdout into a pipe may still hold part of a long run's line
+  // (minutes of probes are hundreds of KiB), which an exit right after write() drops.
+  process.stdout.write(`${JSON.stringify({ answers, refused })}\n`, () => process.exit(0));
 });
