@@ -1,12 +1,7 @@
 // Kernel test (issue 29): a node as upstream kube-proxy's iptables or nftables mode leaves it, taken
 // over by kproxy's iptables and nftables modes with no failed connection, and handed back the same
-// way. kube-proxy's rules are its own: upstream's proxier tests' expected dumps (fixtures/kube-proxy,
-// SOURCES.md there). The iptables ones are loaded with the 14 jumps, canary chains, nfacct objects
-// and route_localnet=1 kube-proxy adds outside its restore. Adapted, and only this: the endpoint
-// addresses (ENDPOINTS: the lab's pods), the pod CIDR (POD_CIDRS: the lab's), nftables' node IP
-// (its nodeport-ips element), and the nftables dump's line order (the fake's dump lists a chain
-// after a rule that jumps to it; `nft -f` needs every table, set, map and chain declared first, as
-// kube-proxy's own transaction does).
+// way. kube-proxy's rules are its own: upstream's proxier tests' expected dumps, loaded as
+// kube-proxy-rule-sets.ts says.
 // The steps are the README's ("Migration from kube-proxy and rollback"). Each kube-proxy rule set is
 // probed where its dump gives a Service that answers here: the overall dumps' ClusterIP (ns1/svc1)
 // and NodePort with externalTrafficPolicy Cluster (ns3/svc3), one connection held to ns4/svc4 (two
@@ -17,7 +12,6 @@
 // Local NodePort with a local endpoint, so UDP is not probed here (test/daemon/mode-switch-netns
 // probes it across kproxy's own mode switch).
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
 import { describe, type TestContext, test } from 'node:test';
 import type { DualStackState, ServicePort } from '../../../contract/proxy-state.ts';
 import { buildIptablesDataplane } from '../../../dataplanes/iptables/build.ts';
@@ -26,98 +20,27 @@ import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import type { EchoReply } from '../../../harness/echo-server.ts';
 import { allowance } from '../../../harness/emulation.ts';
 import { Lab, requireRoot } from '../../../harness/netns.ts';
-import { endpoint, ipv4, servicePort } from '../../../harness/proxy-states.ts';
+import { ipv4 } from '../../../harness/proxy-states.ts';
 import { type Probe, probeUntilStopped } from '../../../harness/steady-probes.ts';
-import { ANSWER_TIMEOUT_MS, CLUSTER_CIDR_V4, Topology } from '../../../harness/topology.ts';
+import { ANSWER_TIMEOUT_MS, Topology } from '../../../harness/topology.ts';
 import { cleanupCommand } from '../../../src/cli/cleanup.ts';
-
-const fixture = (name: string) => new URL(`fixtures/kube-proxy/${name}`, import.meta.url);
-/** The node IP of upstream's nftables test (testNodeIPs), its only nodeport-ips element. */
-const UPSTREAM_NODE_IP = '192.168.0.2';
-/**
- * Upstream's pod CIDR (its local traffic detector) → this lab's: the lab's client (10.100.0.200) is
- * inside 10.0.0.0/8, and kube-proxy short-circuits a pod's traffic to an eTP Local NodePort to
- * every endpoint, so the client would not be the outside world these tests need.
- */
-const POD_CIDRS = ['10.0.0.0/8', CLUSTER_CIDR_V4] as const;
-
-const [POD0, POD1] = ['10.244.1.10', '10.244.1.11'];
-/** Upstream's endpoint addresses → this lab's pods (node-0-pod-0, node-0-pod-1). */
-const ENDPOINTS: Readonly<Record<string, string>> = {
-  '10.180.0.1': POD0,
-  '10.180.0.3': POD1,
-  '10.180.0.4': POD0,
-  '10.180.0.5': POD1,
-  // The eTP Local dump's endpoint on upstream's test node: the only one its NodePort may use.
-  '10.180.2.1': POD1,
-};
-/** The pod behind 10.180.2.1, by its echo server's name. */
-const LOCAL_POD = 'node-0-pod-1';
-
-/**
- * What kube-proxy's iptables proxier ensures outside its restore (`iptables -C` then `-I`, so they
- * come first in the built-in chains): its 12 commented jumps, kubelet's-turned-its two comment-less
- * jumps to KUBE-FIREWALL, and a KUBE-PROXY-CANARY chain in mangle, nat and filter.
- */
-const JUMPS: readonly (readonly string[])[] = [
-  [
-    'filter',
-    'INPUT',
-    '-m conntrack --ctstate NEW -m comment --comment "kubernetes externally-visible service portals" -j KUBE-EXTERNAL-SERVICES',
-  ],
-  [
-    'filter',
-    'FORWARD',
-    '-m conntrack --ctstate NEW -m comment --comment "kubernetes externally-visible service portals" -j KUBE-EXTERNAL-SERVICES',
-  ],
-  ['filter', 'INPUT', '-m comment --comment "kubernetes health check service ports" -j KUBE-NODEPORTS'],
-  [
-    'filter',
-    'FORWARD',
-    '-m conntrack --ctstate NEW -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
-  ],
-  [
-    'filter',
-    'OUTPUT',
-    '-m conntrack --ctstate NEW -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
-  ],
-  ['filter', 'FORWARD', '-m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD'],
-  [
-    'filter',
-    'INPUT',
-    '-m conntrack --ctstate NEW -m comment --comment "kubernetes load balancer firewall" -j KUBE-PROXY-FIREWALL',
-  ],
-  [
-    'filter',
-    'OUTPUT',
-    '-m conntrack --ctstate NEW -m comment --comment "kubernetes load balancer firewall" -j KUBE-PROXY-FIREWALL',
-  ],
-  [
-    'filter',
-    'FORWARD',
-    '-m conntrack --ctstate NEW -m comment --comment "kubernetes load balancer firewall" -j KUBE-PROXY-FIREWALL',
-  ],
-  ['nat', 'OUTPUT', '-m comment --comment "kubernetes service portals" -j KUBE-SERVICES'],
-  ['nat', 'PREROUTING', '-m comment --comment "kubernetes service portals" -j KUBE-SERVICES'],
-  ['nat', 'POSTROUTING', '-m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING'],
-  ['filter', 'INPUT', '-j KUBE-FIREWALL'],
-  ['filter', 'OUTPUT', '-j KUBE-FIREWALL'],
-];
-const CANARY_TABLES = ['mangle', 'nat', 'filter'];
-const NFACCT = ['ct_state_invalid_dropped_pkts', 'localhost_nps_accepted_pkts'];
+import {
+  ETP_LOCAL,
+  ensureNfacct,
+  fixture,
+  LOCAL_POD,
+  NFACCT,
+  OVERALL,
+  POD_CIDRS,
+  startIptablesKubeProxy,
+  startNftablesKubeProxy,
+  type Target,
+} from './kube-proxy-rule-sets.ts';
 
 /** The probing pace: one connection per target every 40 ms, 25 a second (the issue asks 20+). */
 const PROBE_EVERY_MS = 40;
 /** How long each step's before and after is probed: 12 connections per target at that pace. */
 const PHASE_MS = 500;
-
-/** Where the client connects; `localOnly`: externalTrafficPolicy Local, only LOCAL_POD may answer. */
-interface Target {
-  readonly name: string;
-  readonly host: string;
-  readonly port: number;
-  readonly localOnly?: boolean;
-}
 
 /** As `kproxy run` sets them where the kernel has kube-proxy's nfacct objects (it does here). */
 function fixtureNode(ports: ServicePort[]): DualStackState {
@@ -127,122 +50,6 @@ function fixtureNode(ports: ServicePort[]): DualStackState {
     localhostNodePortsCounted: true,
     invalidDropsCounted: true,
   });
-}
-
-/**
- * The overall dumps (TestOverallIPTablesRules, TestOverallNFTablesRules): their Services that carry
- * traffic here, as kproxy's model gives them for this node.
- */
-const OVERALL = {
-  state: () =>
-    fixtureNode([
-      servicePort('svc1', {
-        namespace: 'ns1',
-        portName: 'p80',
-        clusterIP: '172.30.0.41',
-        clusterEndpoints: [endpoint(POD0, 80)],
-      }),
-      servicePort('svc3', {
-        namespace: 'ns3',
-        portName: 'p80',
-        clusterIP: '172.30.0.43',
-        nodePort: 3003,
-        clusterEndpoints: [endpoint(POD1, 80)],
-      }),
-      servicePort('svc4', {
-        namespace: 'ns4',
-        portName: 'p80',
-        clusterIP: '172.30.0.44',
-        externalIPs: ['192.168.99.33'],
-        clusterEndpoints: [endpoint(POD0, 80), endpoint(POD1, 80, { isLocal: true })],
-      }),
-      servicePort('svc6', {
-        namespace: 'ns6',
-        portName: 'p80',
-        clusterIP: '172.30.0.46',
-        hasEndpoints: false,
-      }),
-    ]),
-  probed: (nodeIP: string): Target[] => [
-    { name: 'ClusterIP', host: '172.30.0.41', port: 80 },
-    { name: 'NodePort Cluster', host: nodeIP, port: 3003 },
-  ],
-  /** svc4's cluster IP: two endpoints, so a held connection's backend is a choice to keep. */
-  held: (): Target[] => [{ name: 'ClusterIP of two endpoints', host: '172.30.0.44', port: 80 }],
-};
-
-/** The eTP Local dump (TestExternalTrafficPolicyLocal): ns1/svc1, LoadBalancer, NodePort 3001. */
-const ETP_LOCAL = {
-  state: () =>
-    fixtureNode([
-      servicePort('svc1', {
-        namespace: 'ns1',
-        portName: 'p80',
-        clusterIP: '172.30.0.41',
-        nodePort: 3001,
-        externalIPs: ['192.168.99.11'],
-        loadBalancerIPs: ['1.2.3.4'],
-        externalPolicyLocal: true,
-        healthCheckNodePort: 30000,
-        clusterEndpoints: [endpoint(POD0, 80), endpoint(POD1, 80, { isLocal: true })],
-      }),
-    ]),
-  probed: (nodeIP: string): Target[] => [
-    { name: 'ClusterIP', host: '172.30.0.41', port: 80 },
-    { name: 'NodePort Local', host: nodeIP, port: 3001, localOnly: true },
-  ],
-  /** One to each: the ClusterIP's backend is a choice of two to keep, the NodePort's the local one. */
-  held: (nodeIP: string): Target[] => ETP_LOCAL.probed(nodeIP),
-};
-
-async function adapted(fixture: URL, nodeIP: string): Promise<string> {
-  let text = await readFile(fixture, 'utf8');
-  for (const [upstream, here] of Object.entries(ENDPOINTS)) text = text.replaceAll(upstream, here);
-  return text.replaceAll(UPSTREAM_NODE_IP, nodeIP).replaceAll(POD_CIDRS[0], POD_CIDRS[1]);
-}
-
-/** Declarations first (table, sets and maps, chains), then rules and elements, each in dump order. */
-function declarationsFirst(script: string): string {
-  const rank = (line: string) =>
-    line.startsWith('add table')
-      ? 0
-      : /^add (set|map) /.test(line)
-        ? 1
-        : line.startsWith('add chain')
-          ? 2
-          : 3;
-  const lines = script.split('\n').filter((line) => line.startsWith('add '));
-  return `${lines.sort((a, b) => rank(a) - rank(b)).join('\n')}\n`;
-}
-
-/** kube-proxy's nfacct objects, made as its start and kproxy run's iptables mode make them. */
-async function ensureNfacct(lab: Lab, ns: string): Promise<void> {
-  for (const name of NFACCT) {
-    const listed = (await lab.exec(ns, 'nfacct', ['list'])).stdout;
-    if (!listed.includes(` = ${name};`)) await lab.exec(ns, 'nfacct', ['add', name]);
-  }
-}
-
-/** kube-proxy's iptables mode starting: nfacct, its restore (--noflush, as it runs it), jumps, canaries, sysctl. */
-async function startIptablesKubeProxy(lab: Lab, ns: string, nodeIP: string, dump: URL): Promise<void> {
-  await ensureNfacct(lab, ns);
-  const restore = await adapted(dump, nodeIP);
-  await lab.exec(ns, 'iptables-nft-restore', ['--noflush', '--wait'], { input: restore });
-  for (const table of CANARY_TABLES) {
-    const saved = (await lab.exec(ns, 'iptables-nft-save', ['-t', table])).stdout;
-    if (!saved.includes(':KUBE-PROXY-CANARY '))
-      await lab.exec(ns, 'iptables-nft', ['-t', table, '-N', 'KUBE-PROXY-CANARY']);
-  }
-  for (const [table, chain, rule] of JUMPS) {
-    const ensure = `iptables-nft -t ${table} -C ${chain} ${rule} || iptables-nft -t ${table} -I ${chain} ${rule}`;
-    await lab.exec(ns, 'sh', ['-c', ensure]);
-  }
-  await lab.sysctl(ns, 'net.ipv4.conf.all.route_localnet', '1');
-}
-
-/** kube-proxy's nftables mode starting: its whole table in one transaction. */
-async function startNftablesKubeProxy(lab: Lab, ns: string, nodeIP: string, dump: URL): Promise<void> {
-  await lab.exec(ns, 'nft', ['-f', '-'], { input: declarationsFirst(await adapted(dump, nodeIP)) });
 }
 
 /**
@@ -364,7 +171,7 @@ for (const ruleSet of RULE_SETS) {
             ? buildIptablesDataplane({ runner, log })
             : buildNftablesDataplane({ runner, log });
         await dataplane.start();
-        assert.equal((await dataplane.sync(services.state(), 'full')).kind, 'full');
+        assert.equal((await dataplane.sync(fixtureNode(services.ports()), 'full')).kind, 'full');
         await sleep(PHASE_MS);
         // The README's step: with kproxy running, its other mode named, so that only kube-proxy's go.
         const removed = await cleanup([

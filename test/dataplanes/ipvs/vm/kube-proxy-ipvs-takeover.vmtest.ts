@@ -10,9 +10,15 @@
 // a chain of takeovers on one node with one prober throughout, kproxy run by takeover-agent.ts in the
 // node's namespace (IPVS's netlink socket is its process's namespace's): kproxy's mode switches as
 // `kproxy run` wires them, kube-proxy's IPVS shapes applied as its sync would, `kproxy cleanup`.
+// The last two walk a circle the same way from kube-proxy's iptables or nftables mode (upstream's
+// overall dumps, loaded as kube-proxy-rule-sets.ts does on the host) through kproxy's IPVS mode,
+// kproxy's same mode and kube-proxy's IPVS mode back to where it began: the moves to and from IPVS
+// the chain does not make. Their Services are the dumps', TCP only (no upstream dump holds a UDP
+// Service, fixtures/kube-proxy/SOURCES.md).
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { after, before, test } from 'node:test';
+import type { ServicePort } from '../../../../contract/proxy-state.ts';
 import { buildNftablesDataplane } from '../../../../dataplanes/nftables/build.ts';
 import { type CommandRunner, execaRunner } from '../../../../dataplanes/shared/command-runner.ts';
 import type { VirtualServiceTable } from '../../../../dataplanes/shared/kube-proxy-leftovers.ts';
@@ -21,9 +27,24 @@ import { allowance } from '../../../../harness/emulation.ts';
 import { conntrackDeleterIn } from '../../../../harness/namespace-conntrack.ts';
 import { Lab, type LabProcess } from '../../../../harness/netns.ts';
 import { type Probe, probeUntilStopped } from '../../../../harness/steady-probes.ts';
-import { ANSWER_TIMEOUT_MS, Topology } from '../../../../harness/topology.ts';
+import { ANSWER_TIMEOUT_MS, type NodeInfo, Topology } from '../../../../harness/topology.ts';
 import { cleanupCommand } from '../../../../src/cli/cleanup.ts';
-import { kproxyState, NODE_PORT, POD0, POD1, TCP_CLUSTER_IP, UDP_CLUSTER_IP } from './takeover-services.ts';
+import {
+  fixture,
+  OVERALL,
+  startIptablesKubeProxy,
+  startNftablesKubeProxy,
+} from '../../shared/kube-proxy-rule-sets.ts';
+import {
+  kproxyState,
+  NODE_PORT,
+  POD0,
+  POD1,
+  SERVICE_SETS,
+  type ServiceSet,
+  TCP_CLUSTER_IP,
+  UDP_CLUSTER_IP,
+} from './takeover-services.ts';
 
 const RULES = new URL('../../shared/fixtures/kube-proxy/ipvs-nodeport.restore', import.meta.url);
 const AGENT = new URL('./takeover-agent.ts', import.meta.url).pathname;
@@ -67,8 +88,12 @@ function slowest(probes: readonly Probe<Target>[], targets: number, fromS: numbe
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** kube-proxy's IPVS mode on the node: sysctls, kube-ipvs0, virtual services, ipsets, iptables. */
-async function startIpvsKubeProxy(lab: Lab, ns: string, nodeIP: string): Promise<void> {
+/**
+ * kube-proxy's IPVS mode on the node serving `ports`: sysctls, kube-ipvs0, virtual services, ipsets,
+ * iptables. Only what the sets here hold: ClusterIPs and TCP node ports (an external IP is left out:
+ * the iptables rules here have none for KUBE-EXTERNAL-IP).
+ */
+async function startIpvsKubeProxy(lab: Lab, ns: string, nodeIP: string, ports: readonly ServicePort[]) {
   for (const [key, value] of [
     ['net.ipv4.vs.conntrack', '1'],
     ['net.ipv4.vs.expire_nodest_conn', '1'],
@@ -76,34 +101,39 @@ async function startIpvsKubeProxy(lab: Lab, ns: string, nodeIP: string): Promise
     ['net.ipv4.conf.all.route_localnet', '1'],
   ] as const)
     await lab.sysctl(ns, key, value);
-  const services = [
-    ['-t', `${TCP_CLUSTER_IP}:80`, 80],
-    ['-t', `${nodeIP}:${NODE_PORT}`, 80],
-    ['-u', `${UDP_CLUSTER_IP}:53`, 53],
-  ] as const;
+  const proto = (port: ServicePort) => port.protocol.toLowerCase();
+  const services = ports.flatMap((port) => [
+    { port, address: `${port.clusterIP}:${port.port}` },
+    ...(port.nodePort ? [{ port, address: `${nodeIP}:${port.nodePort}` }] : []),
+  ]);
   // As kube-proxy's sync: a virtual service already there (kproxy's IPVS mode's, same address, port
   // and protocol) is edited in place with its real servers, never deleted and added again.
   const existing = (await lab.exec(ns, 'ipvsadm', ['-S', '-n'])).stdout;
-  const ipvsadm = services.flatMap(([proto, address, port]) => {
-    const there = existing.includes(`-A ${proto} ${address} `);
+  const ipvsadm = services.flatMap(({ port, address }) => {
+    const flag = `-${proto(port)[0]}`;
+    const there = existing.includes(`-A ${flag} ${address} `);
     return [
-      `${there ? '-E' : '-A'} ${proto} ${address} -s rr`,
-      ...[POD0, POD1].map((pod) => `${there ? '-e' : '-a'} ${proto} ${address} -r ${pod}:${port} -m -w 1`),
+      `${there ? '-E' : '-A'} ${flag} ${address} -s rr`,
+      ...port.clusterEndpoints.map(
+        (endpoint) => `${there ? '-e' : '-a'} ${flag} ${address} -r ${endpoint.ip}:${endpoint.port} -m -w 1`,
+      ),
     ];
   });
   await lab.exec(ns, 'ipvsadm', ['-R'], { input: `${ipvsadm.join('\n')}\n` });
-  await lab.exec(ns, 'ip', ['link', 'add', 'kube-ipvs0', 'type', 'dummy']);
-  for (const ip of [TCP_CLUSTER_IP, UDP_CLUSTER_IP])
-    await lab.exec(ns, 'ip', ['addr', 'add', `${ip}/32`, 'dev', 'kube-ipvs0']);
+  const link = [
+    'link add kube-ipvs0 type dummy',
+    ...ports.map((port) => `addr add ${port.clusterIP}/32 dev kube-ipvs0`),
+  ];
+  await lab.exec(ns, 'ip', ['-batch', '-'], { input: `${link.join('\n')}\n` });
   const sets = [
     'create KUBE-CLUSTER-IP hash:ip,port family inet',
-    `add KUBE-CLUSTER-IP ${TCP_CLUSTER_IP},tcp:80`,
-    `add KUBE-CLUSTER-IP ${UDP_CLUSTER_IP},udp:53`,
+    ...ports.map((port) => `add KUBE-CLUSTER-IP ${port.clusterIP},${proto(port)}:${port.port}`),
     'create KUBE-IPVS-IPS hash:ip family inet',
-    `add KUBE-IPVS-IPS ${TCP_CLUSTER_IP}`,
-    `add KUBE-IPVS-IPS ${UDP_CLUSTER_IP}`,
+    ...ports.map((port) => `add KUBE-IPVS-IPS ${port.clusterIP}`),
     'create KUBE-NODE-PORT-TCP bitmap:port range 0-65535',
-    `add KUBE-NODE-PORT-TCP ${NODE_PORT}`,
+    ...ports
+      .filter((port) => port.nodePort && port.protocol === 'TCP')
+      .map((port) => `add KUBE-NODE-PORT-TCP ${port.nodePort}`),
     'create KUBE-LOOP-BACK hash:ip,port,ip family inet',
     'create KUBE-LOAD-BALANCER hash:ip,port family inet',
     'create KUBE-EXTERNAL-IP hash:ip,port family inet',
@@ -185,6 +215,13 @@ async function until(what: string, check: () => boolean | Promise<boolean>, with
 
 const lines = (proc: LabProcess) => proc.output().split('\n').filter(Boolean);
 
+/** The held connection echoed again, and all along (a TCP connection keeps its backend or breaks). */
+async function echoes(held: LabProcess, what: string): Promise<void> {
+  const before = lines(held).length;
+  await until(`${what} echoes`, () => lines(held).length > before + 2, allowance(2_000));
+  assert.doesNotMatch(held.output(), /error/, `${what}: ${held.output().slice(-300)}`);
+}
+
 // One lab for both tests: under TCG its namespaces and echo servers take most of a minute.
 const lab = new Lab('kpipvs');
 let topology: Topology;
@@ -193,26 +230,33 @@ before(async () => {
   topology = await Topology.create(lab, { podsPerNode: [2] });
   for (const pod of topology.nodes[0]!.pods) await topology.startEcho(pod, { tcp: [80], udp: [53] });
   await lab.addRoute(topology.client.ns, ['10.20.30.0/24', 'via', topology.nodes[0]!.ipv4]);
+  // The overall dumps' Service CIDR (kube-proxy-rule-sets.ts).
+  await lab.addRoute(topology.client.ns, ['172.30.0.0/16', 'via', topology.nodes[0]!.ipv4]);
   step('lab up');
 });
 
-/** The node as kube-proxy's IPVS mode leaves it (what a test before left removed). */
-async function ipvsNode() {
+/** The node as `kubeProxy` leaves it (what a test before left removed). */
+async function takeoverNode(kubeProxy: (node: NodeInfo) => Promise<void>) {
   const node = topology.nodes[0]!;
   // Whatever an earlier test left (all of it when it failed), in one run: each tool start costs
   // seconds under TCG.
   const reset = [
     'ipvsadm -C',
     ...['kube-ipvs0', 'kproxy-ipvs0'].map((link) => `ip link del ${link}`),
-    // kube-proxy's iptables-nft rules are the `ip nat` table's, which nothing else here uses.
-    ...['ip kproxy', 'ip kproxy-ipvs', 'ip6 kproxy-ipvs', 'ip nat'].map((t) => `nft delete table ${t}`),
+    // The iptables-nft rules (kube-proxy's, kproxy's iptables mode's) are in the ip and ip6 tables
+    // named as iptables' own, which nothing else here uses.
+    ...['ip', 'ip6'].flatMap((family) =>
+      ['kproxy', 'kproxy-ipvs', 'kube-proxy', 'nat', 'filter', 'mangle', 'raw'].map(
+        (table) => `nft delete table ${family} ${table}`,
+      ),
+    ),
     'ipset destroy',
     'conntrack -F',
   ];
   await lab.exec(node.ns, 'sh', ['-c', reset.map((command) => `${command} 2>/dev/null`).join('; ')], {
     reject: false,
   });
-  await startIpvsKubeProxy(lab, node.ns, node.ipv4);
+  await kubeProxy(node);
   const inNode = execaRunner(['ip', 'netns', 'exec', node.ns]);
   /** Each command on the console with its time: under TCG each takes seconds. */
   const runner: CommandRunner = {
@@ -225,13 +269,13 @@ async function ipvsNode() {
       return result;
     },
   };
-  /** A TCP connection through IPVS: its greeting, and IPVS's entry for it. */
-  const holdThroughIpvs = async () => {
-    const proc = await topology.holdConnection(topology.client.ns, TCP_CLUSTER_IP, 80);
+  /** A TCP connection through IPVS to `host`:80: its greeting, and IPVS's entry for it. */
+  const holdThroughIpvs = async (host = TCP_CLUSTER_IP) => {
+    const proc = await topology.holdConnection(topology.client.ns, host, 80);
     const greeting = JSON.parse(lines(proc)[0]!) as EchoReply;
     const server = greeting.name === 'node-0-pod-0' ? POD0 : POD1;
     const listed = (await lab.exec(node.ns, 'ipvsadm', ['-L', '-n', '-c'])).stdout;
-    assert.match(listed, new RegExp(`TCP .* ESTABLISHED .*${TCP_CLUSTER_IP}:80 +${server}:80`), listed);
+    assert.match(listed, new RegExp(`TCP .* ESTABLISHED .*${host}:80 +${server}:80`), listed);
     return { proc, greeting };
   };
   /** kproxy's first full sync, as `kproxy run` makes it. */
@@ -242,6 +286,10 @@ async function ipvsNode() {
   };
   return { node, runner, holdThroughIpvs, sync };
 }
+
+/** The node as kube-proxy's IPVS mode leaves it, serving the `takeover` Services. */
+const ipvsNode = () =>
+  takeoverNode((node) => startIpvsKubeProxy(lab, node.ns, node.ipv4, SERVICE_SETS.takeover()));
 
 test('kube-proxy IPVS → kproxy nftables: the drain keeps a held connection until it ends, no probe fails, UDP moves over', {
   timeout: allowance(16_000),
@@ -359,8 +407,8 @@ test('kube-proxy IPVS → kproxy nftables: a connection held past the bound is c
  * kproxy in the node's namespace (takeover-agent.ts): one process for the whole chain. ask() sends a
  * request and waits for its answer; printed() is what cleanups and drains printed so far.
  */
-async function startAgent(node: { readonly ns: string; readonly ipv4: string }) {
-  const proc = lab.spawn(node.ns, process.execPath, [AGENT, node.ipv4], { stdin: true });
+async function startAgent(node: NodeInfo, services: ServiceSet = 'takeover') {
+  const proc = lab.spawn(node.ns, process.execPath, [AGENT, node.ipv4, services], { stdin: true });
   await proc.waitFor('"ready"', allowance(10_000));
   let ids = 0;
   const ask = async (request: object, withinMs: number): Promise<Record<string, unknown>> => {
@@ -411,12 +459,6 @@ test('a chain of takeovers with IPVS: kube-proxy IPVS → kproxy IPVS → nftabl
     { name: 'UDP ClusterIP', proto: 'udp', host: UDP_CLUSTER_IP, port: 53 },
   ];
   const udp = await topology.holdConnection(topology.client.ns, UDP_CLUSTER_IP, 53, 'udp');
-  /** The held connection echoed again, and all along (a TCP connection keeps its backend or breaks). */
-  const echoes = async (held: LabProcess, what: string) => {
-    const before = lines(held).length;
-    await until(`${what} echoes`, () => lines(held).length > before + 2, allowance(2_000));
-    assert.doesNotMatch(held.output(), /error/, `${what}: ${held.output().slice(-300)}`);
-  };
   const a = await holdThroughIpvs();
   step(`A held through kube-proxy's IPVS to ${a.greeting.name}; probing`);
   const probingFrom = (performance.now() - fileStarted) / 1000;
@@ -477,7 +519,7 @@ test('a chain of takeovers with IPVS: kube-proxy IPVS → kproxy IPVS → nftabl
   // 4. kproxy IPVS → kube-proxy IPVS, the README's way back: kproxy stopped (its rules stay),
   // kube-proxy's IPVS mode syncs its shapes (its virtual services edited in place), then `kproxy
   // cleanup --mode ipvs` leaves the virtual services to kube-proxy: D keeps its real server.
-  await startIpvsKubeProxy(lab, node.ns, node.ipv4);
+  await startIpvsKubeProxy(lab, node.ns, node.ipv4, SERVICE_SETS.takeover());
   const back = await agent.ask(
     { cleanup: ['--mode', 'ipvs', '--ipvs-drain-timeout', '1s'] },
     allowance(20_000),
@@ -508,3 +550,154 @@ test('a chain of takeovers with IPVS: kube-proxy IPVS → kproxy IPVS → nftabl
   assert.doesNotMatch(udp.output(), /error/);
   await Promise.all([c.kill(), d.proc.kill(), udp.kill(), agent.proc.kill()]);
 });
+
+/** kube-proxy's iptables and nftables modes on the node: upstream's overall dumps, and what they own. */
+const KUBE_PROXY_RULES = {
+  iptables: {
+    start: (node: NodeInfo) =>
+      startIptablesKubeProxy(lab, node.ns, node.ipv4, fixture('iptables-overall.restore')),
+    owns: ['iptables KUBE-SERVICES'],
+  },
+  nftables: {
+    start: (node: NodeInfo) =>
+      startNftablesKubeProxy(lab, node.ns, node.ipv4, fixture('nftables-overall.nft')),
+    owns: ['nft ip kube-proxy'],
+  },
+};
+/** kproxy's own iptables and nftables modes' rules. */
+const KPROXY_OWNS = { iptables: ['iptables KPROXY-*'], nftables: ['nft ip kproxy'] };
+/** The overall Services in IPVS: a ClusterIP each (svc1, svc3, svc4, svc6), svc3's node port, svc4's external IP. */
+const OVERALL_IPVS_OWNS = ['ipvs: 6 virtual services', 'link kproxy-ipvs0', 'nft ip kproxy-ipvs'];
+/** kube-proxy's IPVS mode, as startIpvsKubeProxy makes it for them (no external IP). */
+const OVERALL_KUBE_IPVS_OWNS = [
+  'ipset KUBE-*',
+  'iptables KUBE-SERVICES',
+  'ipvs: 5 virtual services',
+  'link kube-ipvs0',
+];
+
+for (const mode of ['iptables', 'nftables'] as const) {
+  test(`a circle through kube-proxy's ${mode} mode: kube-proxy ${mode} → kproxy IPVS → kproxy ${mode} → kube-proxy IPVS → kproxy IPVS → kube-proxy ${mode}, no probe fails, held connections keep their backend`, {
+    timeout: allowance(100_000),
+  }, async (t) => {
+    const kubeProxy = KUBE_PROXY_RULES[mode];
+    /** A kproxy mode that is not running, named to `kproxy cleanup --kube-proxy` (README, step 3). */
+    const notRunning = mode === 'iptables' ? 'nftables' : 'iptables';
+    const { node, holdThroughIpvs } = await takeoverNode(kubeProxy.start);
+    const agent = await startAgent(node, 'overall');
+    /** What the agent printed after `from` (a length of what it had printed). */
+    const printedSince = (from: number) => agent.printed().slice(from);
+    const targets: Target[] = OVERALL.probed(node.ipv4).map(({ name, host, port }) => ({
+      name,
+      proto: 'tcp',
+      host,
+      port,
+    }));
+    // svc4's ClusterIP: two endpoints, so each held connection's backend is a choice to keep.
+    const twoEndpoints = OVERALL.held()[0]!.host;
+    /** `drained` (held through IPVS) echoes while the drain waits for it, and the drain ends when it closes. */
+    const drainsWith = async (drained: LabProcess, from: number) => {
+      await until('the drain waits', () => /IPVS drain: waiting/.test(printedSince(from)), allowance(20_000));
+      await echoes(drained, 'the connection IPVS balances, during the drain');
+      const closedAt = performance.now();
+      await drained.stop(allowance(5_000));
+      await until(
+        'the drain ends',
+        () => /IPVS drain: no live connection left/.test(printedSince(from)),
+        LONG_BOUND_MS / 4,
+      );
+      t.diagnostic(
+        `a drain ended ${((performance.now() - closedAt) / 1000).toFixed(1)} s after its connection closed`,
+      );
+    };
+    // H: DNATed by kube-proxy's rules, held through the whole circle.
+    const h = await topology.holdConnection(topology.client.ns, twoEndpoints, 80);
+    step(`H held through kube-proxy's ${mode} DNAT; probing`);
+    const probingFrom = (performance.now() - fileStarted) / 1000;
+    const stop = probeUntilStopped(t, topology, targets, { everyMs: PROBE_EVERY_MS, answerMs: ANSWER_MS });
+
+    // 1. kube-proxy → kproxy IPVS: kube-proxy's DNAT takes new connections until the cleanup
+    // removes it, IPVS (LOCAL_IN, after it) every one after; H keeps its NAT in conntrack.
+    assert.equal(
+      (await agent.ask({ run: 'ipvs', drainMs: LONG_BOUND_MS }, allowance(20_000))).synced,
+      'full',
+    );
+    await agent.ask({ cleaned: true }, allowance(20_000));
+    let from = agent.printed().length;
+    const took = await agent.ask(
+      { cleanup: ['--kube-proxy', '--mode', notRunning, '--ipvs-drain-timeout', '1s'] },
+      allowance(30_000),
+    );
+    assert.equal(took.code, 0, agent.printed());
+    assert.doesNotMatch(printedSince(from), /IPVS drain/, 'nothing of kube-proxy in IPVS to drain');
+    assert.deepEqual(await owners(node.ns), OVERALL_IPVS_OWNS);
+    await echoes(h, 'H after kube-proxy → kproxy IPVS');
+    const b = await holdThroughIpvs(twoEndpoints);
+    step(`1. kube-proxy ${mode} → kproxy IPVS; B held through IPVS to ${b.greeting.name}`);
+
+    // 2. kproxy IPVS → kproxy's mode, as `kproxy run` switches: its DNAT takes new connections at
+    // once, and IPVS's cleanup waits for B, which echoes meanwhile.
+    from = agent.printed().length;
+    assert.equal((await agent.ask({ run: mode, drainMs: LONG_BOUND_MS }, allowance(20_000))).synced, 'full');
+    const c = await topology.holdConnection(topology.client.ns, twoEndpoints, 80);
+    await drainsWith(b.proc, from);
+    await agent.ask({ cleaned: true }, LONG_BOUND_MS);
+    assert.deepEqual(await owners(node.ns), KPROXY_OWNS[mode]);
+    await echoes(c, `C, DNATed by kproxy's ${mode} mode`);
+    await echoes(h, `H after kproxy IPVS → kproxy ${mode}`);
+    step(`2. kproxy IPVS → kproxy ${mode}`);
+
+    // 3. kproxy's mode → kube-proxy IPVS (README, the way back): kproxy's DNAT takes new
+    // connections until `kproxy cleanup --mode` removes it, IPVS every one after.
+    await startIpvsKubeProxy(lab, node.ns, node.ipv4, SERVICE_SETS.overall());
+    const back = await agent.ask({ cleanup: ['--mode', mode] }, allowance(20_000));
+    assert.equal(back.code, 0, agent.printed());
+    assert.deepEqual(await owners(node.ns), OVERALL_KUBE_IPVS_OWNS);
+    await echoes(c, `C after kproxy ${mode} → kube-proxy IPVS`);
+    await echoes(h, `H after kproxy ${mode} → kube-proxy IPVS`);
+    const d = await holdThroughIpvs(twoEndpoints);
+    step(`3. kproxy ${mode} → kube-proxy IPVS; D held through IPVS to ${d.greeting.name}`);
+
+    // 4. kube-proxy IPVS → kproxy IPVS: kproxy's sync takes the virtual services over in place.
+    assert.equal(
+      (await agent.ask({ run: 'ipvs', drainMs: LONG_BOUND_MS }, allowance(20_000))).synced,
+      'full',
+    );
+    await agent.ask({ cleaned: true }, allowance(20_000));
+    from = agent.printed().length;
+    const again = await agent.ask(
+      { cleanup: ['--kube-proxy', '--mode', notRunning, '--ipvs-drain-timeout', '1s'] },
+      allowance(30_000),
+    );
+    assert.equal(again.code, 0, agent.printed());
+    assert.doesNotMatch(printedSince(from), /IPVS drain/, 'nothing of kube-proxy left to drain');
+    assert.deepEqual(await owners(node.ns), OVERALL_IPVS_OWNS);
+    await echoes(d.proc, 'D after kube-proxy IPVS → kproxy IPVS');
+    step('4. kube-proxy IPVS → kproxy IPVS');
+
+    // 5. kproxy IPVS → kube-proxy's mode (README, the way back): kube-proxy's DNAT takes new
+    // connections at once; `kproxy cleanup --mode ipvs` waits for D before IPVS goes.
+    await kubeProxy.start(node);
+    from = agent.printed().length;
+    const home = agent.ask(
+      { cleanup: ['--mode', 'ipvs', '--ipvs-drain-timeout', `${LONG_BOUND_MS}ms`] },
+      LONG_BOUND_MS + allowance(20_000),
+    );
+    await drainsWith(d.proc, from);
+    assert.equal((await home).code, 0, agent.printed());
+    assert.deepEqual(await owners(node.ns), kubeProxy.owns);
+    await echoes(c, `C after kproxy IPVS → kube-proxy ${mode}`);
+    await echoes(h, `H after kproxy IPVS → kube-proxy ${mode}`);
+    step(`5. kproxy IPVS → kube-proxy ${mode}`);
+
+    const { probes, seconds: probed } = await stop();
+    const failed = probes
+      .filter(({ outcome }) => 'error' in outcome)
+      .map(({ target, outcome }) => `${target.name}: ${JSON.stringify(outcome)}`);
+    t.diagnostic(
+      `${probes.length / targets.length} probes per target in ${probed.toFixed(1)} s, ${slowest(probes, targets.length, probingFrom)}`,
+    );
+    assert.deepEqual(failed, [], 'no probe fails across the circle');
+    await Promise.all([c.kill(), h.kill(), agent.proc.kill()]);
+  });
+}

@@ -1,6 +1,7 @@
-// kproxy in the lab node's namespace for the IPVS takeover chain (kube-proxy-ipvs-takeover.vmtest.ts):
-// `ip netns exec NODE node takeover-agent.ts NODE_IP`, one process for the whole chain (a node start
-// costs seconds under TCG), since IPVS's netlink socket works in the namespace its process is in.
+// kproxy in the lab node's namespace for the IPVS takeover chains (kube-proxy-ipvs-takeover.vmtest.ts):
+// `ip netns exec NODE node takeover-agent.ts NODE_IP [SERVICE_SET]` (takeover-services.ts; `takeover`
+// when absent), one process for a whole chain (a node start costs seconds under TCG), since IPVS's
+// netlink socket works in the namespace its process is in.
 // Requests are JSON lines on stdin, each answered by a line `{"id":N,...}`; what a cleanup or a
 // drain prints comes as `{"line":...}` lines as it happens.
 //   {"id":1,"run":"ipvs","drainMs":5000}  kproxy run's dataplane in that mode (its start and first
@@ -15,7 +16,7 @@ import { cleanupCommand } from '../../../../src/cli/cleanup.ts';
 import { createLogger } from '../../../../src/cli/logger.ts';
 import { createLiveDataplane, LIVE_MODES } from '../../../../src/daemon/live-dataplanes.ts';
 import { OtherModesCleanup } from '../../../../src/daemon/other-modes-cleanup.ts';
-import { kproxyState } from './takeover-services.ts';
+import { kproxyState, type ServiceSet } from './takeover-services.ts';
 
 interface Request {
   readonly id: number;
@@ -26,6 +27,7 @@ interface Request {
 }
 
 const nodeIP = process.argv[2]!;
+const services = (process.argv[3] ?? 'takeover') as ServiceSet;
 const logger = createLogger('text', 'warn', process.stderr);
 const say = (message: object) => process.stdout.write(`${JSON.stringify(message)}\n`);
 const line = (text: string) => say({ line: text.trimEnd() });
@@ -53,7 +55,7 @@ async function handle(request: Request): Promise<object> {
       },
     );
     await running.start();
-    return { synced: (await running.sync(kproxyState(nodeIP), 'full')).kind };
+    return { synced: (await running.sync(kproxyState(nodeIP, services), 'full')).kind };
   }
   if (request.cleaned) {
     await running?.cleaned();
