@@ -8,8 +8,10 @@ import type { RulesetBuilder } from '../shared/nft/ruleset.ts';
 import { NODEPORT_KEY, verdictChains, vipKey } from '../shared/nft/service-rules.ts';
 import type { ChainSpec, SetSpec } from '../shared/nft/transaction.ts';
 import { affinityChains, affinitySets, RECORD_HOST_CONNECTIONS } from './affinity.ts';
+import { countedChains } from './endpoint-dispatch.ts';
 import {
   CLUSTER,
+  countsMap,
   type DispatchTarget,
   L4_PROTOCOLS,
   LOCAL,
@@ -40,6 +42,15 @@ export function familySets(syntax: FamilySyntax): SetSpec[] {
         `${proto}: ${comment}`,
       );
     });
+  // A key's count, written into the header's port (endpoint-dispatch.ts): typed as the port.
+  const counts = (target: DispatchTarget, comment: string): SetSpec[] =>
+    L4_PROTOCOLS.map((proto) =>
+      map(
+        countsMap(target, proto),
+        `type ${target.nodePort ? '' : `${syntax.addrType} . `}inet_service : inet_service`,
+        `${proto}: ${comment}`,
+      ),
+    );
   return [
     map(SETS.serviceIps.name, `type ${vip} : verdict`, 'service VIP . proto . port -> traffic policy chain'),
     map(
@@ -61,6 +72,10 @@ export function familySets(syntax: FamilySyntax): SetSpec[] {
       `type ${port} : verdict`,
       'node port -> chain picking one local endpoint',
     ),
+    ...counts(CLUSTER, 'VIP . port -> endpoint count'),
+    ...counts(LOCAL, 'VIP . port -> local endpoint count'),
+    ...counts(NODEPORT_CLUSTER, 'node port -> endpoint count'),
+    ...counts(NODEPORT_LOCAL, 'node port -> local endpoint count'),
     ...backends(CLUSTER, 'VIP . port . index -> endpoint'),
     ...backends(LOCAL, 'VIP . port . index -> local endpoint'),
     ...backends(NODEPORT_CLUSTER, 'node port . index -> endpoint'),
@@ -84,11 +99,19 @@ export function familySets(syntax: FamilySyntax): SetSpec[] {
       flags: ['interval'],
       comment: 'LoadBalancer IP . proto . port . allowed source range',
     },
-    map(
-      SETS.noEndpointServices.name,
-      `type ${vip} : verdict`,
-      'VIPs without usable endpoints: reject or drop',
-    ),
+    map(SETS.noEndpointServices.name, `type ${vip} : verdict`, 'VIPs without usable endpoints: drop'),
+    {
+      name: SETS.noEndpointServicesReject.name,
+      kind: 'set',
+      type: `type ${vip}`,
+      comment: 'VIPs without any endpoint: reject',
+    },
+    {
+      name: SETS.noEndpointNodePortsReject.name,
+      kind: 'set',
+      type: `type ${port}`,
+      comment: 'node ports without any endpoint: reject',
+    },
     {
       name: SETS.clusterIps.name,
       kind: 'set',
@@ -102,11 +125,7 @@ export function familySets(syntax: FamilySyntax): SetSpec[] {
       type: 'type mark',
       comment: 'nonce of the last full sync: intact check',
     },
-    map(
-      SETS.noEndpointNodePorts.name,
-      `type ${port} : verdict`,
-      'node ports without usable endpoints: reject or drop',
-    ),
+    map(SETS.noEndpointNodePorts.name, `type ${port} : verdict`, 'node ports without usable endpoints: drop'),
     ...affinitySets(syntax),
   ];
 }
@@ -250,22 +269,32 @@ function clusterIPsCheck(syntax: FamilySyntax, node: NodeSettings): ChainSpec {
 
 function checkChains(syntax: FamilySyntax, node: NodeSettings): ChainSpec[] {
   const vip = vipKey(syntax);
+  const nodePort = `${nodePortDestination(syntax, node)} ${NODEPORT_KEY}`;
   return [
     clusterIPsCheck(syntax, node),
     chain('service-endpoints-check', 'reject or drop traffic to VIPs without usable endpoints', [
+      `${vip} @${SETS.noEndpointServicesReject.name} reject`,
       `${vip} vmap @${SETS.noEndpointServices.name}`,
     ]),
     chain('nodeport-endpoints-check', 'reject or drop traffic to node ports without usable endpoints', [
-      `${nodePortDestination(syntax, node)} ${NODEPORT_KEY} vmap @${SETS.noEndpointNodePorts.name}`,
+      `${nodePort} @${SETS.noEndpointNodePortsReject.name} reject`,
+      `${nodePort} vmap @${SETS.noEndpointNodePorts.name}`,
     ]),
-    ...verdictChains(syntax, node),
+    // The no-endpoint REJECT is a rule here (a set), not the shared reject-chain (service-port.ts).
+    ...verdictChains(syntax, node).filter((c) => c.name !== 'reject-chain'),
   ];
 }
 
 /** Adds every set, map and fixed chain of the family's table. */
 export function addBaseObjects(builder: RulesetBuilder, syntax: FamilySyntax, node: NodeSettings): void {
   for (const set of familySets(syntax)) builder.addSet(set);
-  for (const c of [...baseChains(syntax), ...policyChains(syntax, node), ...checkChains(syntax, node)]) {
+  const chains = [
+    ...baseChains(syntax),
+    ...policyChains(syntax, node),
+    ...checkChains(syntax, node),
+    ...countedChains(syntax, node),
+  ];
+  for (const c of chains) {
     builder.addChain(c);
   }
 }

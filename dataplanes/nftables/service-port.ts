@@ -1,16 +1,22 @@
 // One service port's elements: its VIPs and node port in the dispatch maps, its endpoints, the
 // no-endpoint verdicts and the LoadBalancer firewall. The model's traffic decisions
 // (contract/traffic-decisions.ts) spelled as map elements:
-// - a VIP gets a service-ips element only when some traffic to it can be served (for eTP Local
-//   that includes the pod/host short-circuit, so the element stays while any endpoint exists);
-// - traffic with no usable endpoint meets the decision's verdict, reject-chain or drop.
+// - a VIP gets a service-ips element when some traffic to it can be served (for eTP Local that
+//   includes the pod/host short-circuit, so the element stays while any endpoint exists); a
+//   counted key (countedKeys) keeps it, and its dispatch element, while the port exists: without
+//   endpoints it has no count element, so its packets meet no DNAT and the no-endpoint checks
+//   decide them, as they would without the elements. An element with a chain verdict added makes
+//   the kernel validate the whole table at commit, so a scale to 0 and back adds none;
+// - traffic with no usable endpoint meets the decision's verdict: the key in a plain set that a
+//   `reject` rule reads (not a `goto reject-chain` element, for the same reason), or `drop`.
 import type { Endpoint, NodeSettings, ServicePort } from '../../contract/proxy-state.ts';
+import type { NoEndpointVerdict } from '../../contract/traffic-decisions.ts';
 import { trafficDecisions } from '../../contract/traffic-decisions.ts';
 import type { FamilySyntax } from '../shared/nft/family-syntax.ts';
 import type { RulesetBuilder } from '../shared/nft/ruleset.ts';
-import { addFirewall, noEndpointVerdict } from '../shared/nft/service-rules.ts';
+import { addFirewall } from '../shared/nft/service-rules.ts';
 import { type ElementSpec, fitComment } from '../shared/nft/transaction.ts';
-import { addDispatch } from './endpoint-dispatch.ts';
+import { addDispatch, countedKeys } from './endpoint-dispatch.ts';
 import { type EndpointIndexes, type PortSlots, slottedSets } from './endpoint-slots.ts';
 import type { PortWrite } from './port-write.ts';
 import {
@@ -23,6 +29,33 @@ import {
   SETS,
 } from './sets.ts';
 
+/** Where a kind of key goes without usable endpoints: a set for REJECT, a verdict map for DROP. */
+interface NoEndpointSets {
+  readonly reject: string;
+  readonly drop: string;
+}
+
+const NO_ENDPOINT_VIPS: NoEndpointSets = {
+  reject: SETS.noEndpointServicesReject.name,
+  drop: SETS.noEndpointServices.name,
+};
+
+const NO_ENDPOINT_NODEPORTS: NoEndpointSets = {
+  reject: SETS.noEndpointNodePortsReject.name,
+  drop: SETS.noEndpointNodePorts.name,
+};
+
+function addNoEndpoint(
+  builder: RulesetBuilder,
+  sets: NoEndpointSets,
+  key: string,
+  verdict: NoEndpointVerdict,
+  comment: string,
+): void {
+  if (verdict === 'reject') builder.addElement(sets.reject, { key, comment });
+  else builder.addElement(sets.drop, { key, value: 'drop', comment });
+}
+
 function addClusterIP(w: PortWrite): void {
   const { builder, sp, decisions: d } = w;
   if (sp.clusterIP === '') return; // held by an older Service (src/model/address-claims.ts)
@@ -31,12 +64,8 @@ function addClusterIP(w: PortWrite): void {
   const key = `${sp.clusterIP} . ${w.proto} . ${sp.port}`;
   const comment = fitComment(sp.key);
   if (d.internalVerdict !== undefined) {
-    builder.addElement(SETS.noEndpointServices.name, {
-      key,
-      value: noEndpointVerdict(d.internalVerdict),
-      comment,
-    });
-    return;
+    addNoEndpoint(builder, NO_ENDPOINT_VIPS, key, d.internalVerdict, comment);
+    if (!countedKeys(w)) return;
   }
   builder.addElement(SETS.serviceIps.name, { key, value: 'goto cluster-ip', comment });
   const endpoints = w.sets.internal;
@@ -63,8 +92,8 @@ interface ExternalKind {
   readonly cluster: DispatchTarget;
   /** Local's own endpoints. */
   readonly local: DispatchTarget;
-  /** key -> reject or drop, without usable endpoints. */
-  readonly noEndpointMap: string;
+  /** Where the key goes without usable endpoints. */
+  readonly noEndpoint: NoEndpointSets;
 }
 
 const EXTERNAL_ADDRESS: ExternalKind = {
@@ -73,7 +102,7 @@ const EXTERNAL_ADDRESS: ExternalKind = {
   localChain: 'external-local',
   cluster: CLUSTER,
   local: LOCAL,
-  noEndpointMap: SETS.noEndpointServices.name,
+  noEndpoint: NO_ENDPOINT_VIPS,
 };
 
 const NODE_PORT: ExternalKind = {
@@ -82,7 +111,7 @@ const NODE_PORT: ExternalKind = {
   localChain: 'nodeport-local',
   cluster: NODEPORT_CLUSTER,
   local: NODEPORT_LOCAL,
-  noEndpointMap: SETS.noEndpointNodePorts.name,
+  noEndpoint: NO_ENDPOINT_NODEPORTS,
 };
 
 /**
@@ -99,22 +128,23 @@ function addExternalKey(
   const { builder, sp, decisions: d, sets } = w;
   const key = address === undefined ? `${w.proto} . ${port}` : `${address} . ${w.proto} . ${port}`;
   const comment = fitComment(`${sp.key} ${what}`);
-  if (d.capturesExternal) {
+  const counted = countedKeys(w);
+  if (d.capturesExternal || counted) {
     const chain = d.masqueradesExternal ? kind.clusterChain : kind.localChain;
     builder.addElement(kind.policyMap, { key, value: `goto ${chain}`, comment });
     // Policy Cluster uses the cluster endpoints; so does Local's short-circuit of pod and host traffic.
-    if (sets.cluster.length > 0) {
+    if (sets.cluster.length > 0 || counted) {
       const indexes = w.indexes?.cluster;
       addDispatch(w, { target: kind.cluster, address, port, endpoints: sets.cluster, indexes });
     }
-    if (d.shortCircuitsLocalTraffic && sets.external.length > 0) {
+    const local = counted ? !d.masqueradesExternal : d.shortCircuitsLocalTraffic && sets.external.length > 0;
+    if (local) {
       const indexes = w.indexes?.external;
       addDispatch(w, { target: kind.local, address, port, endpoints: sets.external, indexes });
     }
   }
-  if (d.externalVerdict !== undefined) {
-    builder.addElement(kind.noEndpointMap, { key, value: noEndpointVerdict(d.externalVerdict), comment });
-  }
+  if (d.externalVerdict !== undefined)
+    addNoEndpoint(builder, kind.noEndpoint, key, d.externalVerdict, comment);
 }
 
 /** Local endpoints reaching themselves through a service must be masqueraded, or replies skip us. */

@@ -59,6 +59,11 @@ function target(dispatchMap: string, backendsMap: string, nodePort: boolean): Di
   return { dispatchMap, backendsMap, affinityMap: `affinity-${backendsMap}`, nodePort };
 }
 
+/** `<backendsMap>-<proto>-counts`: key -> its endpoint count, for keys with counted dispatch (endpoint-dispatch.ts). */
+export function countsMap(target: DispatchTarget, proto: L4Protocol): string {
+  return `${target.backendsMap}-${proto}-counts`;
+}
+
 export const CLUSTER = target('cluster-endpoints', 'backends', false);
 export const LOCAL = target('local-endpoints', 'local-backends', false);
 export const NODEPORT_CLUSTER = target('nodeport-cluster-endpoints', 'nodeport-backends', true);
@@ -70,6 +75,8 @@ export const SETS = {
   serviceNodePorts: claimed('service-nodeports', 'nodeport'),
   noEndpointServices: claimed('no-endpoint-services', 'vip'),
   noEndpointNodePorts: claimed('no-endpoint-nodeports', 'nodeport'),
+  noEndpointServicesReject: claimed('no-endpoint-services-reject', 'vip'),
+  noEndpointNodePortsReject: claimed('no-endpoint-nodeports-reject', 'nodeport'),
   firewallIps: { ...claimed(FIREWALL_IPS, 'firewall'), lookedUp: true },
   firewallAllow: own(FIREWALL_ALLOW),
   /** A service's cluster IP, added by each of its ports. */
@@ -88,7 +95,7 @@ export const ALL_SETS: readonly NftSet[] = [
   ...Object.values(SETS),
   ...DISPATCH_TARGETS.flatMap((t) => [
     own(t.dispatchMap),
-    ...L4_PROTOCOLS.map((proto) => own(`${t.backendsMap}-${proto}`)),
+    ...L4_PROTOCOLS.flatMap((proto) => [own(`${t.backendsMap}-${proto}`), own(countsMap(t, proto))]),
     own(t.affinityMap),
     own(`${t.affinityMap}-ips`),
     own(`${t.affinityMap}-ports`),

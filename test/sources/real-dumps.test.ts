@@ -197,7 +197,7 @@ function dispatchPatterns(
   if (endpoints.length === 0) {
     return [
       mode === 'nftables'
-        ? nftElement(`${vip} \\. ${proto} \\. ${port} comment "${key}" : goto reject-chain`)
+        ? nftElement(`${vip} \\. ${proto} \\. ${port} comment "${key}"`)
         : mode === 'iptables'
           ? new RegExp(`--comment "${key} has no endpoints" .* -d ${vip} --dport ${port} -j REJECT$`, 'm')
           : new RegExp(`^-A -${flag} ${literal(hostPort(ip, port))} -s rr$`, 'm'),

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { DualStackState } from '../../../contract/proxy-state.ts';
 import { desiredRuleset } from '../../../dataplanes/nftables/desired-ruleset.ts';
+import { COUNTED_UP_TO } from '../../../dataplanes/nftables/endpoint-dispatch.ts';
 import type { FamilyRuleset } from '../../../dataplanes/shared/nft/ruleset.ts';
 import { endpoint, ipv4, localEndpoint, proxyState, servicePort } from './fixtures.ts';
 
@@ -25,17 +26,25 @@ function rules(ruleset: FamilyRuleset, chain: string): readonly string[] {
 const twoEndpoints = [endpoint('10.244.2.10'), localEndpoint('10.244.1.10')];
 
 describe('ClusterIP', () => {
-  test('a service port with endpoints goes to cluster-ip, then to the chain for its endpoint count', () => {
+  test('a service port with endpoints goes to cluster-ip, then to the counted chain, its count in a data map', () => {
     const r = v4(ipv4([servicePort('web', { clusterIP: '10.96.0.10', clusterEndpoints: twoEndpoints })]));
     assert.deepEqual(elements(r, 'service-ips'), { '10.96.0.10 . tcp . 80': 'goto cluster-ip' });
-    assert.deepEqual(elements(r, 'cluster-endpoints'), { '10.96.0.10 . tcp . 80': 'goto backends-tcp-2' });
+    assert.deepEqual(elements(r, 'cluster-endpoints'), {
+      '10.96.0.10 . tcp . 80': 'goto backends-tcp-counted',
+    });
+    assert.deepEqual(elements(r, 'backends-tcp-counts'), { '10.96.0.10 . 80': '2' });
     assert.deepEqual(elements(r, 'backends-tcp'), {
       '10.96.0.10 . 80 . 0': '10.244.2.10 . 8080',
       '10.96.0.10 . 80 . 1': '10.244.1.10 . 8080',
     });
+    const [counted] = rules(r, 'backends-tcp-counted');
+    assert.match(
+      counted!,
+      /^tcp dport set ip daddr \. tcp dport map @backends-tcp-counts tcp dport vmap \{ 1 : goto backends-tcp-1, 2 : goto backends-tcp-2, /,
+    );
     assert.equal(
       rules(r, 'backends-tcp-2')[0],
-      'dnat ip to ip daddr . tcp dport . numgen random mod 2 map @backends-tcp',
+      'meta l4proto tcp dnat ip to ip daddr . ct original proto-dst . numgen random mod 2 map @backends-tcp',
     );
     assert.deepEqual(elements(r, 'no-endpoint-services'), {});
   });
@@ -45,24 +54,49 @@ describe('ClusterIP', () => {
     assert.equal(r.elements.get('service-ips')?.get('10.96.0.10 . tcp . 80')?.comment, 'default/web:80/TCP');
   });
 
-  test('services with the same endpoint count share one chain; chains follow distinct counts only', () => {
-    const ports = [1, 2, 3].map((i) =>
-      servicePort(`s${i}`, { clusterIP: `10.96.0.${i}`, clusterEndpoints: [endpoint(`10.244.2.${i}`)] }),
-    );
-    ports.push(servicePort('two', { clusterIP: '10.96.0.9', clusterEndpoints: twoEndpoints }));
-    const r = v4(ipv4(ports));
+  test('the count chains up to COUNTED_UP_TO are fixed; a count above it adds its own, shared', () => {
+    const wide = (name: string, ip: string) =>
+      servicePort(name, {
+        clusterIP: ip,
+        clusterEndpoints: Array.from({ length: COUNTED_UP_TO + 2 }, (_, i) => endpoint(`10.244.3.${i}`)),
+      });
+    const r = v4(ipv4([wide('a', '10.96.0.1'), wide('b', '10.96.0.2')]));
+    const counts = [...r.chains.keys()].filter((c) => /^backends-tcp-\d+$/.test(c));
     assert.deepEqual(
-      [...r.chains.keys()].filter((c) => /^backends-tcp-\d+$/.test(c)),
-      ['backends-tcp-1', 'backends-tcp-2'],
+      counts.map((c) => Number(c.slice('backends-tcp-'.length))).sort((a, b) => a - b),
+      [...Array.from({ length: COUNTED_UP_TO }, (_, i) => i + 1), COUNTED_UP_TO + 2],
     );
+    const over = `goto backends-tcp-${COUNTED_UP_TO + 2}`;
+    assert.deepEqual(elements(r, 'cluster-endpoints'), {
+      '10.96.0.1 . tcp . 80': over,
+      '10.96.0.2 . tcp . 80': over,
+    });
+    assert.deepEqual(elements(r, 'backends-tcp-counts'), {});
   });
 
-  test('no endpoints at all: no DNAT element, REJECT in no-endpoint-services', () => {
+  test('no endpoints at all: the keys stay, without a count (no DNAT), REJECT by the set', () => {
     const r = v4(ipv4([servicePort('none', { clusterIP: '10.96.0.99', nodePort: 30099 })]));
-    assert.deepEqual(elements(r, 'service-ips'), {});
-    assert.deepEqual(elements(r, 'no-endpoint-services'), { '10.96.0.99 . tcp . 80': 'goto reject-chain' });
-    assert.deepEqual(elements(r, 'no-endpoint-nodeports'), { 'tcp . 30099': 'goto reject-chain' });
-    assert.deepEqual(elements(r, 'service-nodeports'), {});
+    assert.deepEqual(elements(r, 'service-ips'), { '10.96.0.99 . tcp . 80': 'goto cluster-ip' });
+    assert.deepEqual(elements(r, 'cluster-endpoints'), {
+      '10.96.0.99 . tcp . 80': 'goto backends-tcp-counted',
+    });
+    assert.deepEqual(elements(r, 'backends-tcp-counts'), {});
+    assert.deepEqual(elements(r, 'no-endpoint-services-reject'), { '10.96.0.99 . tcp . 80': '' });
+    assert.deepEqual(elements(r, 'no-endpoint-nodeports-reject'), { 'tcp . 30099': '' });
+    assert.deepEqual(elements(r, 'no-endpoint-services'), {});
+    assert.deepEqual(elements(r, 'service-nodeports'), { 'tcp . 30099': 'goto nodeport' });
+    assert.deepEqual(elements(r, 'nodeport-backends-tcp-counts'), {});
+    assert.deepEqual(rules(r, 'service-endpoints-check'), [
+      'ip daddr . meta l4proto . th dport @no-endpoint-services-reject reject',
+      'ip daddr . meta l4proto . th dport vmap @no-endpoint-services',
+    ]);
+    assert.equal(r.chains.get('reject-chain'), undefined);
+    // ClientIP keys name a chain per count: without endpoints they have no elements, as before.
+    const sticky = v4(
+      ipv4([servicePort('none', { clusterIP: '10.96.0.99', sessionAffinity: { timeoutSeconds: 60 } })]),
+    );
+    assert.deepEqual(elements(sticky, 'service-ips'), {});
+    assert.deepEqual(elements(sticky, 'no-endpoint-services-reject'), { '10.96.0.99 . tcp . 80': '' });
   });
 
   test('internalTrafficPolicy Local uses the local endpoints, and DROPs when there are none', () => {
@@ -80,7 +114,7 @@ describe('ClusterIP', () => {
       localEndpoints: [],
     });
     const r2 = v4(ipv4([none]));
-    assert.deepEqual(elements(r2, 'service-ips'), {});
+    assert.deepEqual(elements(r2, 'backends-tcp-counts'), {});
     assert.deepEqual(elements(r2, 'no-endpoint-services'), { '10.96.0.10 . tcp . 80': 'drop' });
   });
 
@@ -119,18 +153,24 @@ describe('external traffic', () => {
     const r = v4(ipv4([web({})]));
     assert.equal(elements(r, 'service-ips')['192.168.5.5 . tcp . 80'], 'goto external');
     assert.equal(elements(r, 'service-nodeports')['tcp . 30080'], 'goto nodeport');
-    assert.equal(elements(r, 'nodeport-cluster-endpoints')['tcp . 30080'], 'goto nodeport-backends-tcp-2');
+    assert.equal(
+      elements(r, 'nodeport-cluster-endpoints')['tcp . 30080'],
+      'goto nodeport-backends-tcp-counted',
+    );
     assert.deepEqual(rules(r, 'external')[0], 'jump mark-for-masquerade');
   });
 
   test('policy Local: local endpoints for outside traffic, all endpoints for the pod/host short-circuit', () => {
     const r = v4(ipv4([web({ externalPolicyLocal: true })]));
     assert.equal(elements(r, 'service-ips')['192.168.5.5 . tcp . 80'], 'goto external-local');
-    assert.equal(elements(r, 'cluster-endpoints')['192.168.5.5 . tcp . 80'], 'goto backends-tcp-2');
-    assert.equal(elements(r, 'local-endpoints')['192.168.5.5 . tcp . 80'], 'goto local-backends-tcp-1');
+    assert.equal(elements(r, 'cluster-endpoints')['192.168.5.5 . tcp . 80'], 'goto backends-tcp-counted');
+    assert.equal(elements(r, 'backends-tcp-counts')['192.168.5.5 . 80'], '2');
+    assert.equal(elements(r, 'local-endpoints')['192.168.5.5 . tcp . 80'], 'goto local-backends-tcp-counted');
+    assert.equal(elements(r, 'local-backends-tcp-counts')['192.168.5.5 . 80'], '1');
+    assert.equal(elements(r, 'nodeport-local-backends-tcp-counts')['30080'], '1');
     assert.equal(
-      elements(r, 'nodeport-local-endpoints')['tcp . 30080'],
-      'goto nodeport-local-backends-tcp-1',
+      rules(r, 'nodeport-local-backends-tcp-1')[0],
+      'meta l4proto tcp dnat ip to ct original proto-dst . numgen random mod 1 map @nodeport-local-backends-tcp',
     );
     assert.deepEqual(rules(r, 'external-local'), [
       'ip saddr 10.244.0.0/16 ip daddr . meta l4proto . th dport vmap @cluster-endpoints',
@@ -145,7 +185,8 @@ describe('external traffic', () => {
     assert.equal(elements(r, 'service-ips')['192.168.5.5 . tcp . 80'], 'goto external-local');
     assert.equal(elements(r, 'no-endpoint-services')['192.168.5.5 . tcp . 80'], 'drop');
     assert.equal(elements(r, 'no-endpoint-nodeports')['tcp . 30080'], 'drop');
-    assert.deepEqual(elements(r, 'local-endpoints'), {});
+    assert.equal(elements(r, 'local-endpoints')['192.168.5.5 . tcp . 80'], 'goto local-backends-tcp-counted');
+    assert.deepEqual(elements(r, 'local-backends-tcp-counts'), {});
   });
 
   test('LoadBalancer source ranges fill the firewall sets; LB IPs are allowed when a range holds the node', () => {

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { changedServicePorts } from '../../../contract/changed-service-ports.ts';
 import type { ProxyState } from '../../../contract/proxy-state.ts';
+import { COUNTED_UP_TO } from '../../../dataplanes/nftables/endpoint-dispatch.ts';
 import { FragmentIndex } from '../../../dataplanes/nftables/fragment-index.ts';
 import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
 import { diffFamily } from '../../../dataplanes/shared/nft/diff.ts';
@@ -69,19 +70,24 @@ test('fragments of the changed service ports take full(A) to exactly full(B), ov
 test('an endpoint change touches only its own elements; a shared count chain stays', async () => {
   const port = (name: string, ip: string, eps: string[]) =>
     servicePort(name, { clusterIP: ip, clusterEndpoints: eps.map((e) => endpoint(e)) });
-  const a = proxyState('IPv4', [
-    port('a', '10.96.0.1', ['10.244.1.1']),
-    port('b', '10.96.0.2', ['10.244.1.2']),
-  ]);
+  const ips = (n: number) => Array.from({ length: n }, (_, i) => `10.244.1.${i + 1}`);
+  const over = COUNTED_UP_TO + 1;
+  const a = proxyState('IPv4', [port('a', '10.96.0.1', ips(over)), port('b', '10.96.0.2', ips(over))]);
   const b = proxyState('IPv4', [
-    port('a', '10.96.0.1', ['10.244.1.1', '10.244.1.3']),
+    port('a', '10.96.0.1', ips(over + 1)),
     a.servicePorts.get('default/b:80/TCP')!,
   ]);
   const index = (await FragmentIndex.build('ip', a))!;
   const script = fragmentStep(index, a, b)!.toString();
-  assert.match(script, /^add chain ip kproxy backends-tcp-2 /m);
-  assert.doesNotMatch(script, /delete chain ip kproxy backends-tcp-1/, 'still used by b');
+  assert.match(script, new RegExp(`^add chain ip kproxy backends-tcp-${over + 1} `, 'm'));
+  assert.doesNotMatch(script, new RegExp(`delete chain ip kproxy backends-tcp-${over}`), 'still used by b');
   assert.doesNotMatch(script, /10\.96\.0\.2/, 'b untouched');
+  // Within the bound a count change is the count element: no chain, no dispatch element.
+  const c = proxyState('IPv4', [port('a', '10.96.0.1', ips(2)), port('b', '10.96.0.2', ips(2))]);
+  const d = proxyState('IPv4', [port('a', '10.96.0.1', ips(3)), c.servicePorts.get('default/b:80/TCP')!]);
+  const within = fragmentStep((await FragmentIndex.build('ip', c))!, c, d)!.toString();
+  assert.doesNotMatch(within, /chain|cluster-endpoints/, within);
+  assert.match(within, /^add element ip kproxy backends-tcp-counts \{ 10\.96\.0\.1 \. 80 : 3 \}/m);
 });
 
 test("two service ports claiming one external IP break the model's guarantee: a bug, thrown", async () => {

@@ -192,6 +192,23 @@ describe('nftables ruleset with real packets', { skip: isRoot ? false : ROOT_REA
     assert.deepEqual(names(fromPod), ['error:ECONNREFUSED']);
   });
 
+  test('a key missing from its counts map meets no DNAT: no count chain, no endpoint', async () => {
+    // Only a damaged table lacks it (the dispatch and count elements go in one transaction).
+    const node0 = topo.nodes[0]!.ns;
+    await nftLoad(lab, node0, 'delete element ip kproxy backends-tcp-counts { 10.96.0.10 . 80 }\n');
+    try {
+      const outcomes = await topo.connect(client(), 'tcp', '10.96.0.10', 80, { count: 5, timeoutMs: 1500 });
+      const reached = names(outcomes).filter((name) => !name.startsWith('error:'));
+      assert.deepEqual(reached, [], 'no connection reached an endpoint');
+    } finally {
+      await nftLoad(lab, node0, 'add element ip kproxy backends-tcp-counts { 10.96.0.10 . 80 : 2 }\n');
+    }
+    assert.deepEqual(names(await topo.connect(client(), 'tcp', '10.96.0.10', 80, { count: 30 })), [
+      'node-0-pod-0',
+      'node-1-pod-0',
+    ]);
+  });
+
   test('externalTrafficPolicy Local keeps the client source; a node without local endpoints drops', async () => {
     const served = replies(await topo.connect(client(), 'tcp', topo.nodes[0]!.ipv4, 30020, { count: 5 }));
     assert.deepEqual(new Set(served.map((r) => r.name)), new Set(['node-0-pod-2']));

@@ -126,7 +126,7 @@ test('start() adopts an earlier table from its chains: the first full sync rewri
     nftables: [
       { metainfo: { version: '1.0.6' } },
       chain('kproxy', 'cluster-ip'),
-      chain('kproxy', 'backends-tcp-7'),
+      chain('kproxy', 'backends-tcp-70'),
       chain('kproxy', 'affinity-0123456789abcdef'),
       chain('someone-else', 'cluster-ip-x'),
     ],
@@ -137,7 +137,7 @@ test('start() adopts an earlier table from its chains: the first full sync rewri
   const script = nft.scripts[0]!;
   assert.ok(!isFull(script), 'no table replaced');
   assert.match(script, /^flush chain ip kproxy cluster-ip$/m, 'adopted chains are rewritten');
-  assert.match(script, /^delete chain ip kproxy backends-tcp-7$/m, 'chains no longer used are deleted');
+  assert.match(script, /^delete chain ip kproxy backends-tcp-70$/m, 'chains no longer used are deleted');
   assert.match(script, /^delete set ip kproxy affinity-0123456789abcdef$/m, 'with their affinity set');
   assert.doesNotMatch(script, /cluster-ip-x/, 'other tables are not ours');
   assert.match(script, /^flush map ip kproxy backends-tcp$/m, 'elements are replaced');

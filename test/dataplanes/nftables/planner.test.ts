@@ -2,6 +2,7 @@
 //   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/nftables/planner.test.ts --name 'random pairs'
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { COUNTED_UP_TO } from '../../../dataplanes/nftables/endpoint-dispatch.ts';
 import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
 import { emptyNftRuleset } from '../../../dataplanes/shared/trace/nft-ruleset.ts';
 import { prng } from '../../support/prng.ts';
@@ -29,21 +30,50 @@ test('an endpoint replaced in place is one element delete and one add, nothing e
   );
 });
 
-test('a new endpoint count adds its chain first; the unused count chain is deleted after its elements', () => {
+test('a count change within COUNTED_UP_TO replaces the count element and adds the endpoint: no chain, no verdict', () => {
   const script = nftablesPlanner.render(
     nftablesPlanner.planIncremental(
       ipv4([web(['10.244.1.10'])]),
       ipv4([web(['10.244.1.10', '10.244.1.11'])]),
     ),
   );
+  assert.deepEqual(script.split('\n').filter(Boolean).sort(), [
+    'add element ip kproxy backends-tcp { 10.96.0.10 . 80 . 1 : 10.244.1.11 . 8080 }',
+    'add element ip kproxy backends-tcp-counts { 10.96.0.10 . 80 : 2 }',
+    'delete element ip kproxy backends-tcp-counts { 10.96.0.10 . 80 }',
+  ]);
+});
+
+test('a new count above COUNTED_UP_TO adds its chain first; the unused count chain is deleted after its elements', () => {
+  const ips = (n: number) => Array.from({ length: n }, (_, i) => `10.244.1.${i + 1}`);
+  const over = COUNTED_UP_TO + 1;
+  const script = nftablesPlanner.render(
+    nftablesPlanner.planIncremental(ipv4([web(ips(over))]), ipv4([web(ips(over + 1))])),
+  );
   const lines = script.split('\n');
   const at = (prefix: string) => lines.findIndex((l) => l.startsWith(prefix));
-  assert.ok(at('add chain ip kproxy backends-tcp-2') === 0, script);
+  assert.ok(at(`add chain ip kproxy backends-tcp-${over + 1}`) === 0, script);
   assert.ok(
-    at('delete element ip kproxy cluster-endpoints') < at('delete chain ip kproxy backends-tcp-1'),
+    at('delete element ip kproxy cluster-endpoints') < at(`delete chain ip kproxy backends-tcp-${over}`),
     script,
   );
-  assert.ok(at('add element ip kproxy cluster-endpoints') > at('add rule ip kproxy backends-tcp-2'), script);
+  assert.ok(
+    at('add element ip kproxy cluster-endpoints') > at(`add rule ip kproxy backends-tcp-${over + 1}`),
+    script,
+  );
+  // Down into the bound: the dispatch element goes to the counted chain, the count to its map.
+  const down = nftablesPlanner.render(
+    nftablesPlanner.planIncremental(ipv4([web(ips(over))]), ipv4([web(ips(COUNTED_UP_TO))])),
+  );
+  assert.match(down, /^add element ip kproxy cluster-endpoints \{ .* : goto backends-tcp-counted \}$/m);
+  assert.match(
+    down,
+    new RegExp(
+      `^add element ip kproxy backends-tcp-counts \\{ 10\\.96\\.0\\.10 \\. 80 : ${COUNTED_UP_TO} \\}$`,
+      'm',
+    ),
+  );
+  assert.match(down, new RegExp(`^delete chain ip kproxy backends-tcp-${over}$`, 'm'));
 });
 
 test('no change gives an empty transaction', () => {
