@@ -78,3 +78,44 @@ describe('nft rules that rewrite the packet', () => {
     assert.equal(outcomes.length, 2);
   });
 });
+
+describe('a rewrite by a map', () => {
+  // The counts-map shape (dataplanes/nftables/endpoint-dispatch.ts): the key's endpoint count,
+  // read into the header's port, picks the count chain; the element read is a step of the path.
+  const counted = [
+    'add table ip kproxy',
+    'add map ip kproxy counts { type inet_service : inet_service ; }',
+    'add chain ip kproxy nat-prerouting { type nat hook prerouting priority dstnat ; }',
+    'add chain ip kproxy one',
+    'add chain ip kproxy two',
+    'add rule ip kproxy nat-prerouting ip daddr 10.96.0.5 tcp dport set tcp dport map @counts tcp dport vmap { 1 : goto one, 2 : goto two }',
+    'add rule ip kproxy one dnat ip to 10.1.0.1:8080',
+    'add rule ip kproxy two dnat ip to 10.1.0.2:8080',
+    'add element ip kproxy counts { 80 : 2 }',
+    '',
+  ].join('\n');
+
+  test('shows the element it read, and follows the rewritten packet', () => {
+    const report = traceNftables(parseNftRuleset(counted), PACKET, { host: HOST });
+    assert.deepEqual(report.notEvaluated, []);
+    const [branch] = report.branches;
+    assert.equal(report.branches.length, 1);
+    assert.deepEqual(
+      branch!.steps.filter((step) => step.kind === 'element').map((step) => step.text),
+      ['@counts 80 : 2', 'anonymous map 2 : goto two'],
+    );
+    assert.equal(branch!.outcome.kind === 'dnat' && branch!.outcome.endpoint, '10.1.0.2:8080');
+  });
+
+  test('a key missing from the map stops the rule: no rewrite, no step', () => {
+    const report = traceNftables(parseNftRuleset(counted.replace('80 : 2', '81 : 2')), PACKET, {
+      host: HOST,
+    });
+    const [branch] = report.branches;
+    assert.deepEqual(
+      branch!.steps.filter((step) => step.kind === 'element'),
+      [],
+    );
+    assert.notEqual(branch!.outcome.kind, 'dnat');
+  });
+});

@@ -221,14 +221,18 @@ class NftEvaluator {
       case 'set-field':
         return this.values(clause.value, flow).flatMap<RuleOutcome>(({ probability, parts }) => {
           const forked = { ...flow, probability: flow.probability * probability };
-          let value = parts.length === 1 ? parts[0] : undefined;
-          if (clause.map) {
-            const found = this.lookup(context.table, clause.map, parts);
-            value = found.element?.value?.[0];
+          if (!clause.map) {
+            const value = parts.length === 1 ? parts[0] : undefined;
+            if (value === undefined) return [{ flow: forked, control: 'next' as const }];
+            return next(record(writeField(forked, clause.field, value)), true);
           }
+          const found = this.lookup(context.table, clause.map, parts);
+          const value = found.element?.value?.[0];
           // Nothing to write (a map without the key): nft stops evaluating the rule there.
           if (value === undefined) return [{ flow: forked, control: 'next' as const }];
-          return next(record(writeField(forked, clause.field, value)), true);
+          // The element read (a key's endpoint count, say) decides what follows: shown as a step.
+          const withElement = withStep(record(forked), this.elementStep(context, clause.map, found.element!));
+          return next(writeField(withElement, clause.field, value), true);
         });
       case 'dnat':
         return this.dnat(context, clause, record(flow));
