@@ -13,13 +13,16 @@ export const SECTIONS = [
   'informer',
   'daemon',
   'churn',
+  'rollout',
 ] as const;
 export type Section = (typeof SECTIONS)[number];
 
 /** Sections measured at every size of the curve, each size in its own child. */
 const CURVE_SECTIONS: readonly Section[] = ['nftables', 'iptables'];
-/** What --quick leaves out: the emulated VM (~25 min), the daemon at 30k, a minute of churn. */
-const SLOW_SECTIONS: readonly Section[] = ['ipvs', 'daemon', 'churn'];
+/** What --quick leaves out: the emulated VM (~25 min), the daemon at 30k, minutes of churn. */
+const SLOW_SECTIONS: readonly Section[] = ['ipvs', 'daemon', 'churn', 'rollout'];
+/** The rollout section's modes, each a run of its own (a daemon, its cold start, its churn). */
+const ROLLOUT_MODES = ['nftables', 'iptables'] as const;
 
 export interface BenchOptions {
   readonly out: string | undefined;
@@ -100,7 +103,22 @@ const SCRIPTS: Record<Section, string> = {
   informer: 'informer-memory.ts',
   daemon: 'daemon-memory.ts',
   churn: 'churn-latency.ts',
+  rollout: 'churn-latency.ts',
 };
+
+/**
+ * Issue 33's churn: 1,000 Deployments rolled at once, 1,000 writes a second for 60 s, at the
+ * nftables section's size (30k); fewer at once on a smaller cluster, so each is rolled once.
+ */
+function rolloutArgs(options: BenchOptions, mode: (typeof ROLLOUT_MODES)[number]): string[] {
+  const rolling = String(Math.min(1000, Math.floor(options.nftServices / 3)));
+  return [
+    ...['--mode', mode, '--schedule', 'rollout', '--services', String(options.nftServices)],
+    ...['--rolling', rolling, '--per-second', rolling, '--seconds', '60'],
+    // iptables' syncs take seconds at 30k: the stragglers' wait, and both cold starts' bound.
+    ...['--wait', mode === 'iptables' ? '60' : '10', '--timeout', '900'],
+  ];
+}
 
 export function benchPlan(options: BenchOptions): BenchRun[] {
   const run = (section: Section, args: readonly string[]): BenchRun => ({
@@ -134,6 +152,7 @@ export function benchPlan(options: BenchOptions): BenchRun[] {
     }
   };
   return options.sections.flatMap((section) => {
+    if (section === 'rollout') return ROLLOUT_MODES.map((mode) => run(section, rolloutArgs(options, mode)));
     if (!CURVE_SECTIONS.includes(section)) return [run(section, single(section))];
     // The section's main size (its rows of the table) is one of the points, run once.
     const main = section === 'nftables' ? options.nftServices : options.iptServices;
@@ -153,7 +172,7 @@ type Figures = Readonly<Record<string, unknown>>;
 /**
  * The report's figures per section from the runs' figures (in plan order): a curve section's are
  * those of its run at the main size (what the table judges and other sections compare with), plus
- * every run's under `sizes`, as the ipvs section gives its own.
+ * every run's under `sizes`, as the ipvs section gives its own; the rollout section's by mode.
  */
 export function sectionFigures(
   options: BenchOptions,
@@ -163,6 +182,10 @@ export function sectionFigures(
   for (const section of SECTIONS) {
     const mine = results.filter((r) => r.run.section === section).map((r) => r.figures);
     if (mine.length === 0) continue;
+    if (section === 'rollout') {
+      out[section] = Object.fromEntries(mine.map((f) => [String(f.mode), f]));
+      continue;
+    }
     if (!CURVE_SECTIONS.includes(section)) {
       out[section] = mine[0]!;
       continue;

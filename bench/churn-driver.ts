@@ -1,42 +1,63 @@
-// The churn section's writer and watcher, run inside the daemon's namespace (next to the stand-in
-// API server and the kernel the daemon programs), so one clock times both ends of each change:
-// - `nft monitor new elements` prints each element as the kernel commits it, however it was
-//   written (nft, netlink), with no polling of a 100k-element map;
-// - open loop: change k is written at k / rate s, whether or not the earlier ones are in yet
-//   (a PUT of the Service's EndpointSlice, its last-change-trigger-time annotation the write's
-//   time, as the daemon's own kubeproxy_network_programming_duration_seconds measures from);
-// - a change's latency: from just before its PUT to its new endpoint element's monitor line.
+// The churn sections' writer and watcher, run inside the daemon's namespace (next to the stand-in
+// API server and the kernel the daemon programs), so one clock times both ends of each write:
+// - `nft monitor` prints each commit (nftables' elements, however written: nft or netlink; the
+//   iptables-nft rules and chains of an iptables-nft-restore) with no polling of a 300k-element
+//   map; churn-kernel.ts turns each commit into the keys of what it put in and took out;
+// - open loop: write k is sent at its time in the plan (churn-schedule.ts: one endpoint replaced in
+//   place, or rollout-schedule.ts: Deployments rolled at once), whether or not the earlier ones are
+//   in yet (a PUT of the Service's EndpointSlice, its last-change-trigger-time annotation the
+//   write's time, as the daemon's own kubeproxy_network_programming_duration_seconds measures from);
+// - a write's latency: from just before its PUT to the end of the commit that shows its effect;
+// - at the end, the ruleset read back (churn-kernel.ts's finalListing) and each Service's endpoints
+//   in it held against those it should end with: nothing lost, nothing left over.
 // nft monitor subscribes only once it has read the whole ruleset (~30 s at 10,000 services on a
 // busy machine, restarted by any change meanwhile; events before are lost), so the driver starts
 // before the daemon, on an empty ruleset: it prints "monitoring", and starts the churn on a "go"
 // line on stdin, once the monitor has printed everything before it (a probe element of our own).
-// Prints one JSON line: the latency summary (churn-schedule.ts) and how late writes started.
-//   node bench/churn-driver.ts URL --services N --endpoints E --nodes K --per-second R --seconds S
-//     [--wait 10]
+// Prints "churned" once the churn and its wait are over, then one JSON line: the latency
+// summary, how late writes started and how fast the API answered, the final check.
+//   node bench/churn-driver.ts URL --mode nftables|iptables --schedule replace|rollout
+//     --services N --endpoints E --nodes K --per-second R --seconds S [--rolling D] [--wait 10]
 import { spawn } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
+import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { request } from 'undici';
 import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION } from '../src/kube/objects.ts';
 import { ENDPOINT_SLICES } from '../src/kube/resources.ts';
-import { addedElementKeys, changeKey, churnSchedule, churnSlice, latencySummary } from './churn-schedule.ts';
+import { type ChurnMode, CommitReader, expectationKey, FinalRuleset, finalListing } from './churn-kernel.ts';
+import { latencySummary, replacePlan } from './churn-schedule.ts';
 import { percentile, round } from './measure.ts';
+import { rolloutPlan } from './rollout-schedule.ts';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
   options: {
+    mode: { type: 'string', default: 'nftables' },
+    schedule: { type: 'string', default: 'replace' },
     services: { type: 'string', default: '10000' },
     endpoints: { type: 'string', default: '10' },
     nodes: { type: 'string', default: '100' },
     'per-second': { type: 'string', default: '10' },
     seconds: { type: 'string', default: '60' },
+    rolling: { type: 'string', default: '1000' },
     wait: { type: 'string', default: '10' },
   },
 });
 const base = positionals[0];
 if (base === undefined) throw new Error('usage: churn-driver.ts URL [options]');
-const endpoints = Number(values.endpoints);
-const nodes = Number(values.nodes);
+const mode = values.mode as ChurnMode;
+const options = {
+  services: Number(values.services),
+  endpoints: Number(values.endpoints),
+  nodes: Number(values.nodes),
+  perSecond: Number(values['per-second']),
+  seconds: Number(values.seconds),
+};
+const plan =
+  values.schedule === 'rollout'
+    ? rolloutPlan({ ...options, rolling: Number(values.rolling) })
+    : replacePlan(options);
 
 /** Epoch milliseconds with a fraction: Date.now()'s clock, performance.now()'s resolution. */
 const now = () => performance.timeOrigin + performance.now();
@@ -45,22 +66,22 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.
 /** A table of our own in the namespace whose element, once printed, shows the monitor listening. */
 const PROBE = 'kproxy-bench-churn-probe';
 /** How long the monitor may take to print a probe: the cold start's events come before it. */
-const CATCH_UP_MS = 300_000;
+const CATCH_UP_MS = 600_000;
 
-const schedule = churnSchedule({
-  services: Number(values.services),
-  perSecond: Number(values['per-second']),
-  seconds: Number(values.seconds),
-});
 const pending = new Map<string, number>();
 const writtenAt: number[] = [];
-const latencies: (number | undefined)[] = schedule.map(() => undefined);
+const latencies: (number | undefined)[] = Array.from({ length: plan.count }, () => undefined);
 /** The last probe element the monitor printed (probe n is 127.0.n/256.n%256). */
 let probeSeen = 0;
 let probesSent = 0;
+/** nft monitor's own "lost some netlink events" lines during the churn: a socket that overflowed. */
+let lostEvents = 0;
+/** Set once the cold start's events are printed: losses before are not the churn's. */
+let churning = false;
 const PROBE_LINE = new RegExp(`${PROBE} ready \\{ 127\\.0\\.(\\d+)\\.(\\d+) \\}`);
 
-const monitor = spawn('nft', ['monitor', 'new', 'elements'], { stdio: ['ignore', 'pipe', 'inherit'] });
+const monitor = spawn('nft', ['monitor'], { stdio: ['ignore', 'pipe', 'inherit'] });
+const commits = new CommitReader(mode);
 let partial = '';
 monitor.stdout.setEncoding('utf8').on('data', (chunk: string) => {
   const at = now();
@@ -69,7 +90,8 @@ monitor.stdout.setEncoding('utf8').on('data', (chunk: string) => {
   for (const line of lines) {
     const probe = PROBE_LINE.exec(line);
     if (probe) probeSeen = Math.max(probeSeen, Number(probe[1]) * 256 + Number(probe[2]));
-    for (const key of addedElementKeys(line)) {
+    if (churning && line.startsWith('#') && /lost/i.test(line)) lostEvents++;
+    for (const key of commits.line(line) ?? []) {
       const k = pending.get(key);
       if (k === undefined) continue;
       pending.delete(key);
@@ -111,25 +133,33 @@ async function nft(script: string): Promise<void> {
   if (code !== 0) throw new Error(`nft -f - exited ${code}`);
 }
 
-try {
-  await nft(`add table ip ${PROBE}\nadd set ip ${PROBE} ready { type ipv4_addr ; }\n`);
-  await caughtUp();
-  process.stdout.write('monitoring\n');
-  await goLine();
-  await caughtUp();
-  await nft(`delete table ip ${PROBE}\n`);
+/** Feeds each line of the commands' output to `sink`, in order. */
+async function readLines(
+  commands: readonly (readonly string[])[],
+  sink: (line: string) => void,
+): Promise<void> {
+  for (const [command, ...args] of commands) {
+    const child = spawn(command!, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    for await (const line of createInterface({ input: child.stdout })) sink(line);
+    const code = await exited;
+    if (code !== 0) throw new Error(`${command} ${args.join(' ')} exited ${code}`);
+  }
+}
 
+/** Every write, each at its time, open loop; resolves once every PUT is answered. */
+async function churn(): Promise<{ ackMs: number[]; lateMs: number[] }> {
   const ackMs: number[] = [];
   const lateMs: number[] = [];
   const writes: Promise<void>[] = [];
   const start = now();
-  for (const [k, change] of schedule.entries()) {
-    await sleep(start + change.atMs - now());
-    const slice = churnSlice(change, endpoints, nodes);
-    pending.set(changeKey(change, endpoints), k);
+  for (let k = 0; k < plan.count; k++) {
+    const { atMs, slice, expect } = plan.write(k);
+    await sleep(start + atMs - now());
+    pending.set(expectationKey(mode, expect), k);
     const at = now();
     writtenAt[k] = at;
-    lateMs.push(at - start - change.atMs);
+    lateMs.push(at - start - atMs);
     const body = {
       apiVersion: ENDPOINT_SLICES.apiVersion,
       ...slice,
@@ -152,16 +182,43 @@ try {
     );
   }
   await Promise.all(writes);
+  return { ackMs, lateMs };
+}
+
+try {
+  await nft(`add table ip ${PROBE}\nadd set ip ${PROBE} ready { type ipv4_addr ; }\n`);
+  await caughtUp();
+  process.stdout.write('monitoring\n');
+  await goLine();
+  await caughtUp();
+  await nft(`delete table ip ${PROBE}\n`);
+  churning = true;
+
+  const startedAt = Date.now();
+  const { ackMs, lateMs } = await churn();
+  const endedAt = Date.now();
   const waitUntil = now() + Number(values.wait) * 1000;
   while (pending.size > 0 && now() < waitUntil) await sleep(50);
+  process.stdout.write('churned\n');
 
   const summary = latencySummary(latencies);
   if (summary === undefined) throw new Error('no change was seen in the kernel');
+  const listedAt = now();
+  const ruleset = new FinalRuleset(mode);
+  await readLines(finalListing(mode), (line) => ruleset.line(line));
+  const wrong = ruleset.mismatches(options.services, (i) => plan.finalAddresses(i));
   process.stdout.write(
     `${JSON.stringify({
       ...summary,
+      startedAt,
+      endedAt,
       apiAckP50Ms: round(percentile(ackMs, 50), 2),
+      apiAckP99Ms: round(percentile(ackMs, 99), 2),
       writeLateP99Ms: round(percentile(lateMs, 99), 2),
+      lostEvents,
+      finalMismatches: wrong.length,
+      finalMismatchedServices: wrong.slice(0, 5),
+      finalCheckSeconds: round((now() - listedAt) / 1000, 1),
     })}\n`,
   );
 } finally {

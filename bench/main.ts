@@ -7,9 +7,11 @@
 // every raw figure as JSON and the curve as an SVG chart beside it (same name, .svg).
 //   node bench/main.ts [--out FILE] [--sizes 1000,10000,30000] [--wide-endpoints 100000]
 //     [--nft-services 30000] [--ipt-services 10000] [--ipvs-services 1000,10000,30000] [--only a,b]
-//     [--quick]   (the smallest size only, no ipvs, daemon or churn section: under 3 minutes)
+//     [--quick]   (the smallest size only, no ipvs, daemon, churn or rollout section: under 3 minutes)
 // The kubeproxyshape section (kube-proxy's rulesets at the iptables section's size) takes ~5 min
-// at 10,000 services, churn ~3 min (a 10,000-service daemon's cold start, then 60 s of changes).
+// at 10,000 services, churn ~3 min (a 10,000-service daemon's cold start, then 60 s of changes),
+// rollout one run per mode (nftables, iptables), each a 30,000-service daemon's cold start, 60 s
+// of 1,000 Deployments rolled at once and the ruleset read back.
 //     [--node-flags="--max-semi-space-size=16"]   (V8 flags for the section children; note the =)
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';

@@ -23,10 +23,32 @@ describe('bench plan', () => {
       'informer: informer-memory.ts --services 30000',
       'daemon: daemon-memory.ts --services 30000',
       'churn: churn-latency.ts --services 10000',
+      'rollout: churn-latency.ts --mode nftables --schedule rollout --services 30000 --rolling 1000 --per-second 1000 --seconds 60 --wait 10 --timeout 900',
+      'rollout: churn-latency.ts --mode iptables --schedule rollout --services 30000 --rolling 1000 --per-second 1000 --seconds 60 --wait 60 --timeout 900',
     ]);
   });
 
-  it('--quick: every section but ipvs, the daemon and churn, at the smallest size only, no wide Service', () => {
+  it('rolls fewer Deployments at once on a smaller cluster, each once, and keeps the figures by mode', () => {
+    const options = parseBenchArgs(['--only', 'rollout', '--nft-services', '1200']);
+    const runs = benchPlan(options);
+    assert.deepEqual(
+      runs.map((run) => run.args.slice(run.args.indexOf('--rolling'), run.args.indexOf('--seconds'))),
+      [
+        ['--rolling', '400', '--per-second', '400'],
+        ['--rolling', '400', '--per-second', '400'],
+      ],
+    );
+    const figures = sectionFigures(options, [
+      { run: runs[0]!, figures: { mode: 'nftables', churnP99Ms: 12 } },
+      { run: runs[1]!, figures: { mode: 'iptables', churnP99Ms: 2500 } },
+    ]);
+    assert.deepEqual(figures.rollout, {
+      nftables: { mode: 'nftables', churnP99Ms: 12 },
+      iptables: { mode: 'iptables', churnP99Ms: 2500 },
+    });
+  });
+
+  it('--quick: every section but ipvs, the daemon and the churns, at the smallest size only, no wide Service', () => {
     assert.deepEqual(commandLines(['--quick', '--sizes', '10000,2000,30000']), [
       'model: model-speed.ts --services 2000',
       'nftables: nftables-speed.ts --services 2000 --endpoints 10',

@@ -1,61 +1,48 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import {
-  addedElementKeys,
-  changeKey,
-  churnSchedule,
-  churnSlice,
-  latencySummary,
-} from '../../bench/churn-schedule.ts';
+import { latencySummary, replacePlan } from '../../bench/churn-schedule.ts';
 import { syntheticSlice } from '../../bench/synthetic-cluster.ts';
 
-describe('churn schedule', () => {
-  it('writes at a steady rate, spread over the Services, each change a new element', () => {
+const addresses = (slice: ReturnType<typeof syntheticSlice>) => slice.endpoints!.map((e) => e.addresses[0]);
+
+describe('churn schedule: one endpoint replaced in place', () => {
+  it('writes at a steady rate, spread over the Services, each change a new endpoint', () => {
     // 10,000 is a multiple of neither stride candidate's factors; 7,919 × 2 is, and must not repeat.
     for (const services of [10000, 15838, 7]) {
-      const schedule = churnSchedule({ services, perSecond: 10, seconds: 60 });
-      assert.equal(schedule.length, 600);
+      const plan = replacePlan({ services, endpoints: 10, nodes: 3, perSecond: 10, seconds: 60 });
+      const writes = Array.from({ length: plan.count }, (_, k) => plan.write(k));
+      assert.equal(writes.length, 600);
       assert.deepEqual(
-        schedule.slice(0, 3).map((c) => c.atMs),
+        writes.slice(0, 3).map((w) => w.atMs),
         [0, 100, 200],
       );
-      assert.equal(schedule.at(-1)!.atMs, 59_900);
-      assert.ok(schedule.every((c) => c.service >= 0 && c.service < services));
-      const firstRound = schedule.slice(0, services).map((c) => c.service);
+      assert.equal(writes.at(-1)!.atMs, 59_900);
+      const firstRound = writes.slice(0, services).map((w) => w.expect.service);
       assert.equal(
         new Set(firstRound).size,
         firstRound.length,
         `${services}: a Service changed twice in a round`,
       );
-      // The element each change waits for is its own: no other change ever writes it.
-      const keys = schedule.map((c) => changeKey(c, 10));
-      assert.equal(new Set(keys).size, keys.length, `${services}: two changes write the same element`);
+      // The endpoint each change waits for is its own: no other change ever brings it in.
+      const keys = writes.map((w) => `${w.expect.service}>${w.expect.endpoint}`);
+      assert.equal(new Set(keys).size, keys.length, `${services}: two changes bring in one endpoint`);
+      assert.ok(
+        writes.every((w) => w.expect.present && w.slice.endpoints![0]!.addresses[0] === w.expect.endpoint),
+      );
     }
   });
 
-  it("moves the slice's first endpoint away from every address the Service had", () => {
-    const [change] = churnSchedule({ services: 10000, perSecond: 10, seconds: 1 });
-    const before = syntheticSlice(change!.service, 10, 3).endpoints!.map((e) => e.addresses[0]);
-    const after = churnSlice(change!, 10, 3).endpoints!.map((e) => e.addresses[0]);
+  it("moves the slice's first endpoint away from every address the Service had, and ends with the last move", () => {
+    const plan = replacePlan({ services: 7, endpoints: 10, nodes: 3, perSecond: 10, seconds: 1.5 });
+    const first = plan.write(0);
+    const before = addresses(syntheticSlice(first.expect.service, 10, 3));
+    const after = addresses(first.slice);
     assert.ok(!before.includes(after[0]));
     assert.deepEqual(after.slice(1), before.slice(1));
-  });
-
-  it("finds the change's element in nft monitor's lines, at any index, and only in added ones", () => {
-    const change = { atMs: 0, service: 3, variant: 1 };
-    const [vip, endpoint] = changeKey(change, 10).split('>');
-    const added = `add element ip kproxy backends-tcp { ${vip} . 80 . 4 : ${endpoint} . 8080 }`;
-    assert.deepEqual(addedElementKeys(added), [changeKey(change, 10)]);
-    // Two elements in one line (a transaction printed together).
-    assert.deepEqual(
-      addedElementKeys(
-        `add element ip kproxy backends-tcp { 10.96.0.10 . 80 . 0 : 10.244.0.1 . 8080, ${vip} . 80 . 4 : ${endpoint} . 8080 }`,
-      ),
-      ['10.96.0.10>10.244.0.1', changeKey(change, 10)],
-    );
-    assert.deepEqual(addedElementKeys(added.replace('add element', 'delete element')), []);
-    // Not an endpoint element: a set of addresses only.
-    assert.deepEqual(addedElementKeys('add element ip kproxy cluster-ips { 10.96.0.13 }'), []);
+    // 15 writes over 7 Services: the first one twice more (k = 7, 14), the others once more at most.
+    const last = plan.write(14);
+    assert.equal(last.expect.service, first.expect.service);
+    assert.deepEqual(plan.finalAddresses(first.expect.service), addresses(last.slice));
   });
 
   it('summarises the latencies seen (p50, p99, max) and counts the changes never seen', () => {

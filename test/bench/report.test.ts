@@ -204,6 +204,43 @@ describe('bench report', () => {
     assert.equal(row(benchRows({ churn: { ...churn, churnP99Ms: 60 } }))?.ok, true);
   });
 
+  it('judges the rollout per mode: nftables p99 < 20 ms, iptables p99 ≤ 2× its mean sync, nothing lost, /healthz', () => {
+    const run = {
+      services: 30000,
+      rolling: 1000,
+      perSecond: 1000,
+      seconds: 60,
+      minSyncPeriod: '1ms',
+      churnChanges: 60000,
+      churnMissed: 0,
+      churnP50Ms: 6,
+      churnP99Ms: 18,
+      churnMaxMs: 40,
+      finalMismatches: 0,
+      healthzP99Ms: 30,
+      syncsDuringChurn: 5000,
+      syncMeanMs: 8,
+    };
+    const rows = (rollout: NonNullable<Parameters<typeof benchRows>[0]['rollout']>) =>
+      benchRows({ rollout })
+        .filter((r) => r.ok !== undefined)
+        .map((r) => [r.what.replace(/,.*/, ''), r.ok]);
+    assert.deepEqual(rows({ nftables: { ...run, mode: 'nftables' } }), [
+      ['rollout (nftables): network programming p99', true],
+      ['rollout (nftables): writes never seen in the kernel / Services whose final endpoints differ', true],
+      ['rollout (nftables): /healthz p99 during the churn', true],
+    ]);
+    const iptables = { ...run, mode: 'iptables', churnP99Ms: 2500, syncMeanMs: 1000, finalMismatches: 1 };
+    assert.deepEqual(rows({ nftables: { ...run, mode: 'nftables', churnP99Ms: 25 }, iptables }), [
+      ['rollout (nftables): network programming p99', false],
+      ['rollout (nftables): writes never seen in the kernel / Services whose final endpoints differ', true],
+      ['rollout (nftables): /healthz p99 during the churn', true],
+      ["rollout (iptables): network programming p99 vs the run's mean sync", false],
+      ['rollout (iptables): writes never seen in the kernel / Services whose final endpoints differ', false],
+      ['rollout (iptables): /healthz p99 during the churn', true],
+    ]);
+  });
+
   it("gives kube-proxy's shape as ratios over kproxy's daemon path (elements by netlink) and its iptables syncs of the same cluster", () => {
     // Every figure distinct, so a row that read a swapped figure would show another ratio.
     const shape = {
