@@ -8,9 +8,10 @@
 // endpoints); the iptables eTP Local dump's ClusterIP (two endpoints) and NodePort with
 // externalTrafficPolicy Local, which only its local endpoint may answer, seeing the client's own
 // address, one connection held to each. No upstream dump holds a UDP Service (upstream's iptables
-// tests say why: a UDP Service needs conntrack calls their fake did not script) nor, in nftables, a
-// Local NodePort with a local endpoint, so UDP is not probed here (test/daemon/mode-switch-netns
-// probes it across kproxy's own mode switch).
+// tests say why: a UDP Service needs conntrack calls their fake did not script), nor does any real
+// kube-proxy output that can be cited (fixtures/kube-proxy/SOURCES.md says where it was looked
+// for), nor, in nftables, a Local NodePort with a local endpoint, so UDP is not probed here
+// (test/daemon/mode-switch-netns probes it across kproxy's own mode switch).
 import assert from 'node:assert/strict';
 import { describe, type TestContext, test } from 'node:test';
 import type { DualStackState, ServicePort } from '../../../contract/proxy-state.ts';
