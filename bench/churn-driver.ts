@@ -22,7 +22,7 @@ import { spawn } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
-import { request } from 'undici';
+import { Agent, request } from 'undici';
 import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION } from '../src/kube/objects.ts';
 import { ENDPOINT_SLICES } from '../src/kube/resources.ts';
 import { type ChurnMode, CommitReader, expectationKey, FinalRuleset, finalListing } from './churn-kernel.ts';
@@ -147,8 +147,21 @@ async function readLines(
   }
 }
 
-/** Every write, each at its time, open loop; resolves once every PUT is answered. */
-async function churn(): Promise<{ ackMs: number[]; lateMs: number[] }> {
+/**
+ * Kept-alive connections to the API server, as many as a busy server answers at once: a new
+ * connection per write (undici's default, unbounded) piles up past its listen backlog on a loaded
+ * machine and gets reset. A write queued here waits in its latency, as a write to a slow API
+ * server does.
+ */
+const api = new Agent({ connections: 64 });
+
+/**
+ * Every write, each at its time, open loop; resolves once every PUT is answered. A PUT that fails
+ * is counted and its write left unseen (missed), not retried: the plan's next write of the
+ * Service carries its state anyway, and the final check says whether anything stayed wrong.
+ */
+async function churn(): Promise<{ ackMs: number[]; lateMs: number[]; failed: string[] }> {
+  const failed: string[] = [];
   const ackMs: number[] = [];
   const lateMs: number[] = [];
   const writes: Promise<void>[] = [];
@@ -156,7 +169,8 @@ async function churn(): Promise<{ ackMs: number[]; lateMs: number[] }> {
   for (let k = 0; k < plan.count; k++) {
     const { atMs, slice, expect } = plan.write(k);
     await sleep(start + atMs - now());
-    pending.set(expectationKey(mode, expect), k);
+    const key = expectationKey(mode, expect);
+    pending.set(key, k);
     const at = now();
     writtenAt[k] = at;
     lateMs.push(at - start - atMs);
@@ -174,15 +188,22 @@ async function churn(): Promise<{ ackMs: number[]; lateMs: number[] }> {
         method: 'PUT',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify(body),
-      }).then(async (response) => {
-        await response.body.dump();
-        if (response.statusCode !== 200) throw new Error(`PUT ${path}: HTTP ${response.statusCode}`);
-        ackMs.push(now() - at);
-      }),
+        dispatcher: api,
+      }).then(
+        async (response) => {
+          await response.body.dump();
+          if (response.statusCode !== 200) throw new Error(`PUT ${path}: HTTP ${response.statusCode}`);
+          ackMs.push(now() - at);
+        },
+        (error: Error) => {
+          pending.delete(key);
+          failed.push(`${path}: ${error.message}`);
+        },
+      ),
     );
   }
   await Promise.all(writes);
-  return { ackMs, lateMs };
+  return { ackMs, lateMs, failed };
 }
 
 try {
@@ -195,7 +216,7 @@ try {
   churning = true;
 
   const startedAt = Date.now();
-  const { ackMs, lateMs } = await churn();
+  const { ackMs, lateMs, failed } = await churn();
   const endedAt = Date.now();
   const waitUntil = now() + Number(values.wait) * 1000;
   while (pending.size > 0 && now() < waitUntil) await sleep(50);
@@ -216,6 +237,8 @@ try {
       apiAckP99Ms: round(percentile(ackMs, 99), 2),
       writeLateP99Ms: round(percentile(lateMs, 99), 2),
       lostEvents,
+      writesFailed: failed.length,
+      writeFailures: failed.slice(0, 3),
       finalMismatches: wrong.length,
       finalMismatchedServices: wrong.slice(0, 5),
       finalCheckSeconds: round((now() - listedAt) / 1000, 1),
@@ -223,4 +246,5 @@ try {
   );
 } finally {
   monitor.kill();
+  await api.close();
 }

@@ -181,7 +181,10 @@ try {
   const after = await daemonCounters(ns);
   const cpu = cpuSeconds(daemon.pid!) - cpuBefore;
   const result = await driver.waitFor('"changes"', TIMEOUT_MS);
-  const churn = JSON.parse(result) as Record<string, number> & { finalMismatchedServices: number[] };
+  const churn = JSON.parse(result) as Record<string, number> & {
+    finalMismatchedServices: number[];
+    writeFailures: string[];
+  };
   const observed = after.count - before.count;
   // stop, not kill: the probe prints its answers on SIGTERM (daemon-memory.ts says why).
   await probe.stop(TIMEOUT_MS);
@@ -200,6 +203,8 @@ try {
     timeToFirstSyncSeconds: round((syncedAt - spawnedAt) / 1000, 2),
     churnChanges: churn.changes,
     churnMissed: churn.missed,
+    // Writes the API server refused or dropped: unseen, not the daemon's doing.
+    writesFailed: churn.writesFailed,
     churnP50Ms: churn.p50Ms,
     churnP99Ms: churn.p99Ms,
     churnMaxMs: churn.maxMs,
@@ -209,6 +214,7 @@ try {
     monitorLostEvents: churn.lostEvents,
     finalMismatches: churn.finalMismatches,
     finalMismatchedServices: churn.finalMismatchedServices,
+    writeFailures: churn.writeFailures,
     finalCheckSeconds: churn.finalCheckSeconds,
     ...healthz,
     // A figure the machine's other load stretches less than wall time: what the churn costs the
