@@ -211,6 +211,7 @@ try {
     apiAckP50Ms: churn.apiAckP50Ms,
     apiAckP99Ms: churn.apiAckP99Ms,
     writeLateP99Ms: churn.writeLateP99Ms,
+    writeSeconds: churn.writeSeconds,
     monitorLostEvents: churn.lostEvents,
     finalMismatches: churn.finalMismatches,
     finalMismatchedServices: churn.finalMismatchedServices,
