@@ -238,15 +238,28 @@ export class Lab {
       },
       waitFor(marker, timeoutMs = START_DEADLINE_MS) {
         return new Promise((resolve, reject) => {
-          const check = (): boolean => {
-            const line = out.split('\n').find((l) => l.includes(marker));
-            if (line === undefined) return false;
+          // Where the first line not yet ruled out begins. Only whole lines match (a chunk may end
+          // in a line's middle, just past the marker), and each check reads only what came since
+          // the last: a prober at 20 connections a second prints ~1 MB in ten minutes, and with
+          // dozens of probes in flight, splitting all of it at every chunk for each of them took
+          // the VM's one emulated CPU.
+          let from = 0;
+          const check = (whole = false): boolean => {
+            const at = out.indexOf(marker, from);
+            const start = at === -1 ? -1 : out.lastIndexOf('\n', at) + 1;
+            let end = at === -1 ? -1 : out.indexOf('\n', at);
+            if (at !== -1 && end === -1 && whole) end = out.length;
+            if (end === -1) {
+              from = at === -1 ? Math.max(from, out.lastIndexOf('\n') + 1) : start;
+              return false;
+            }
             finish();
-            resolve(line);
+            resolve(out.slice(start, end));
             return true;
           };
           const onExit = (): void => {
-            if (check()) return;
+            // The last line, written without its newline, is whole once the process closed.
+            if (check(true)) return;
             finish();
             reject(new Error(`${cmd} in ${ns} exited before printing ${marker}: ${err.trim()}`));
           };
@@ -260,11 +273,12 @@ export class Lab {
           }, timeoutMs);
           const finish = (): void => {
             clearTimeout(timer);
-            child.stdout?.off('data', check);
+            child.stdout?.off('data', onData);
             child.off('close', onExit);
           };
+          const onData = (): void => void check();
           if (check()) return;
-          child.stdout?.on('data', check);
+          child.stdout?.on('data', onData);
           child.once('close', onExit);
         });
       },
