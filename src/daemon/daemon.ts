@@ -29,8 +29,11 @@ import { SyncLoop } from '../sync/sync-loop.ts';
 import { SyncStep } from '../sync/sync-step.ts';
 import { trackApiContact } from './api-contact.ts';
 import { DriftWatch } from './drift-watch.ts';
-import { healthHandler, ProxyHealth } from './health.ts';
+import { ProxyHealth } from './health.ts';
 import { HealthCheckNodePorts } from './health-check-node-ports.ts';
+import { stalledAfterMs, startHeartbeat } from './health-heartbeat.ts';
+import { listenHealth } from './health-listener.ts';
+import { HealthListenerCounts } from './health-listener-counts.ts';
 import { registerHealthMetrics } from './health-metrics.ts';
 import { type HttpListener, type ListenOptions, listenHttp, parseHostPort } from './http-listener.ts';
 import { metricsHandler } from './metrics-handler.ts';
@@ -82,7 +85,8 @@ export type DaemonStart =
 export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
   const { config, logger, dataplane, clock } = deps;
   const metrics = deps.metrics ?? new ProxyMetrics(config.mode);
-  const health = reportingHealth(config, clock, logger);
+  const healthTimeoutMs = 2 * config.syncPeriodMs;
+  const health = reportingHealth(healthTimeoutMs, clock, logger);
   registerHealthMetrics(metrics.registry, health);
   // Refused requests are counted, and logged only at debug: a flood must not flood the log.
   const refusals = (listener: string): ListenOptions => ({
@@ -146,11 +150,43 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
 
   feedModel(informers, model, loop, { metrics, health, clock });
 
+  // /healthz and /livez are answered on a thread of its own (health-listener.ts), started first:
+  // its start (a second V8 instance: ~0.1 s of CPU, seconds on a loaded machine) overlaps the
+  // list, the adoption and the first sync, which do not wait for it; it answers whatever this
+  // thread does meanwhile, a tool's fork included.
+  const stopHeartbeat = startHeartbeat(health.shared, healthTimeoutMs, (silentMs) =>
+    logger.warn(
+      { silentMs: Math.round(silentMs) },
+      'the main thread did not run for longer than the health timeout (2 x syncPeriod): /healthz and /livez answered 503 meanwhile',
+    ),
+  );
+  const healthCounts = new HealthListenerCounts();
+  const healthzStarting = listenOn('healthzBindAddress', config.healthzBindAddress, (host, port) =>
+    listenHealth(host, port, {
+      state: health.shared,
+      counts: healthCounts,
+      stalledAfterMs: stalledAfterMs(healthTimeoutMs),
+      ...(logger.isLevelEnabled('debug') && {
+        onRefused: (refusal) => logger.debug({ listener: 'healthz', ...refusal }, 'HTTP request refused'),
+      }),
+      onFailure: (error) => {
+        logger.fatal(
+          { err: error },
+          'the health listener failed; exiting, as kube-proxy with --bind-address-hard-fail',
+        );
+        throw error;
+      },
+    }),
+  ).then((started) => {
+    if (started.ok && started.listener) listeners.push(started.listener);
+    return started;
+  });
+
   // The list starts before the adoption: reading the kernel's tables (nft, another process)
   // overlaps the API server's answer instead of delaying it. The loop starts once both are done.
-  // Both start before the listeners accept: starting a tool is the start's longest synchronous
-  // step (forking the process, tens of ms of the event loop's time), and a probe that comes
-  // meanwhile is better refused at once than held unanswered (docs/benchmarks-log.md, /healthz).
+  // Both start before the metrics listener accepts: starting a tool is the start's longest
+  // synchronous step (forking the process, tens of ms of the event loop's time), and a request
+  // that comes meanwhile is better refused at once than held unanswered (docs/benchmarks-log.md).
   const waiting = new AbortController();
   startAll(informers);
   logger.info({ mode: config.mode, node: config.nodeName }, 'waiting for informers to sync');
@@ -160,27 +196,26 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
   });
   const notListening = async <T>(failure: T): Promise<T> => {
     waiting.abort();
+    stopHeartbeat();
+    await healthzStarting;
     await closeListeners();
     await stopAll(informers);
     await adopted;
     return failure;
   };
 
-  const served = (path: '/healthz' | '/livez', code: number) =>
-    path === '/healthz' ? metrics.healthzServed(code) : metrics.livezServed(code);
-  const healthz = await listenOn(
-    'healthzBindAddress',
-    config.healthzBindAddress,
-    healthHandler(health, served),
-    refusals('healthz'),
-  );
-  if (!healthz.ok) return notListening(healthz);
-  if (healthz.listener) listeners.push(healthz.listener);
-  const metricsServer = await listenOn(
-    'metricsBindAddress',
-    config.metricsBindAddress,
-    metricsHandler(metrics, config.mode),
-    refusals('metrics'),
+  const renderMetrics = metricsHandler(metrics, config.mode);
+  const metricsServer = await listenOn('metricsBindAddress', config.metricsBindAddress, (host, port) =>
+    listenHttp(
+      host,
+      port,
+      (path, response) => {
+        // The health listener's answers and refusals so far, so the rendering includes them.
+        foldHealthCounts(healthCounts, metrics);
+        return renderMetrics(path, response);
+      },
+      refusals('metrics'),
+    ),
   );
   if (!metricsServer.ok) return notListening(metricsServer);
   if (metricsServer.listener) listeners.push(metricsServer.listener);
@@ -193,6 +228,15 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
     },
     () => {},
   );
+  // A health listener that cannot listen fails the start all the same, if after a sync (as
+  // kube-proxy's, whose healthz server starts beside its proxier): the loop stops too.
+  const healthz = await healthzStarting;
+  if (!healthz.ok) {
+    const failed = await notListening(healthz);
+    await synced;
+    await loop.stop();
+    return failed;
+  }
 
   let stopping: Promise<void> | undefined;
   const daemon: Daemon = {
@@ -208,6 +252,7 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
         await stopAll(informers);
         await healthCheckPorts.close();
         await closeListeners();
+        stopHeartbeat();
         logger.info('stopped; rules left in place');
       })();
       return stopping;
@@ -220,8 +265,7 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
 async function listenOn(
   field: string,
   address: string,
-  handler: Parameters<typeof listenHttp>[2],
-  options: ListenOptions,
+  listen: (host: string, port: number) => Promise<HttpListener>,
 ): Promise<
   { readonly ok: true; readonly listener?: HttpListener } | { readonly ok: false; readonly error: string }
 > {
@@ -229,20 +273,33 @@ async function listenOn(
   const parsed = parseHostPort(address);
   if (!parsed) return { ok: false, error: `${field}: ${JSON.stringify(address)} is not an IP:port address` };
   try {
-    return { ok: true, listener: await listenHttp(parsed.host, parsed.port, handler, options) };
+    return { ok: true, listener: await listen(parsed.host, parsed.port) };
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
     return { ok: false, error: `${field}: cannot listen on ${address}: ${code}` };
   }
 }
 
-/** kube-proxy's healthTimeout (a queued change not synced within two sync periods); each cause said once. */
-function reportingHealth(config: ProxyConfig, clock: Clock, logger: Logger): ProxyHealth {
-  return new ProxyHealth(clock, 2 * config.syncPeriodMs, (report) => {
+/** Health on kube-proxy's healthTimeout (2 × syncPeriod); each cause said once. */
+function reportingHealth(timeoutMs: number, clock: Clock, logger: Logger): ProxyHealth {
+  return new ProxyHealth(clock, timeoutMs, (report) => {
     const endpoints = report.cause === 'node' ? '/healthz' : '/healthz and /livez';
     if (report.failing) logger.warn({ cause: report.cause }, `${endpoints} answer 503: ${report.detail}`);
     else logger.info({ cause: report.cause }, `${endpoints} no longer 503 for: ${report.detail}`);
   });
+}
+
+/** What the health listener's thread counted since the last call, into the metrics. */
+function foldHealthCounts(counts: HealthListenerCounts, metrics: ProxyMetrics): void {
+  const { answers, refusals } = counts.take();
+  for (const {
+    what: [path, code],
+    count,
+  } of answers) {
+    if (path === '/healthz') metrics.healthzServed(code, count);
+    else metrics.livezServed(code, count);
+  }
+  for (const { what, count } of refusals) metrics.httpRefused('healthz', what, count);
 }
 
 /** The informers' API, whose answers tell health whether the cluster is still followed. */

@@ -1,6 +1,8 @@
 // Why /healthz and /livez answer 503, as a metric: kube-proxy counts the answers by code
 // (kubeproxy_proxy_healthz_total, kubeproxy_proxy_livez_total, in metrics.ts) but has no metric
-// for the cause; kproxy has more than one cause, so it says which holds, read at each scrape.
+// for the cause; kproxy has more than one cause, so it says which holds, read at each scrape. The
+// main thread's heartbeat (health-heartbeat.ts) is not among them: a scrape is rendered by the main
+// thread, which runs then; a stall is logged when it ends.
 import { Gauge, type Registry } from 'prom-client';
 import { HEALTH_CAUSES, type ProxyHealth } from './health.ts';
 

@@ -9,12 +9,15 @@
 // - 'node': this node is being deleted or is tainted for scale-down by the cluster autoscaler, so
 //   load balancers drain it first: /healthz only, at once; /livez ignores it.
 // Each cause is reported once when it starts making them 503 and once when it stops (onReport: the
-// daemon logs it), and the metric says which cause holds (health-metrics.ts).
-import type { ServerResponse } from 'node:http';
+// daemon logs it), and the metric says which cause holds (health-metrics.ts). The endpoints are
+// answered on a thread of their own (health-listener.ts) from what this publishes in `shared` at
+// each change, with one more cause that thread judges: the main thread's heartbeat
+// (health-heartbeat.ts).
 import type { Clock, Timer } from '../../contract/base/clock.ts';
 import type { Node } from '../kube/objects.ts';
 import type { SyncLoopEvent } from '../sync/sync-loop.ts';
 import type { ContactEvent } from './api-contact.ts';
+import { SharedHealthState } from './health-shared-state.ts';
 
 /** The taint the cluster autoscaler puts on a node it is about to remove. */
 export const TO_BE_DELETED_TAINT = 'ToBeDeletedByClusterAutoscaler';
@@ -60,6 +63,8 @@ interface Held {
 }
 
 export class ProxyHealth {
+  /** What the health listener's thread answers from: updated at each change below. */
+  readonly shared = new SharedHealthState();
   readonly #clock: Clock;
   readonly #timeoutMs: number;
   readonly #onReport: (report: HealthReport) => void;
@@ -84,6 +89,7 @@ export class ProxyHealth {
       case 'checked':
         this.#release('unsynced');
         this.#lastUpdated = this.#clock.now();
+        this.#publish();
         return;
       case 'failed':
         return;
@@ -141,6 +147,7 @@ export class ProxyHealth {
     this.#held.set(cause, held);
     const report = () => {
       held.timer = undefined;
+      this.#publish();
       this.#onReport({ cause, since, detail, failing: true });
     };
     const wait = since + this.#delay(cause) - this.#clock.now();
@@ -154,38 +161,26 @@ export class ProxyHealth {
     this.#held.delete(cause);
     // Reported only if it made the endpoints 503: a cause that ended in time was no news.
     if (held.timer) held.timer.cancel();
-    else this.#onReport({ cause, since: held.since, detail: held.detail, failing: false });
+    else {
+      this.#publish();
+      this.#onReport({ cause, since: held.since, detail: held.detail, failing: false });
+    }
+  }
+
+  /**
+   * The causes reported failing (a cause's timer fires when its delay is over), which is what
+   * failing() finds by the clock, as of the last turn the main thread ran.
+   */
+  #publish(): void {
+    const reported = [...this.#held].filter(([, held]) => held.timer === undefined).map(([cause]) => cause);
+    this.shared.publish({
+      live: !reported.includes('unsynced') && !reported.includes('api-server'),
+      nodeEligible: !this.#held.has('node'),
+      lastUpdated: this.#lastUpdated,
+    });
   }
 }
 
 function iso(ms: number): string {
   return new Date(ms).toISOString();
-}
-
-/** The HTTP side: kube-proxy's body and status codes. `served` sees each answer (for metrics). */
-export function healthHandler(
-  health: ProxyHealth,
-  served: (path: '/healthz' | '/livez', code: number) => void = () => {},
-) {
-  // The path comes from the listener (http-listener.ts), which has refused what cannot be parsed.
-  return (path: string, response: ServerResponse): void => {
-    if (path !== '/healthz' && path !== '/livez') {
-      response.writeHead(404, { 'Content-Type': 'text/plain' }).end('404 page not found\n');
-      return;
-    }
-    const status = path === '/healthz' ? health.healthz() : health.live();
-    const code = status.healthy ? 200 : 503;
-    // As kube-proxy does: a healthy answer reports lastUpdated as now, for older clients that
-    // read it as "the loop ran recently".
-    const lastUpdated = status.healthy ? status.currentTime : status.lastUpdated;
-    const body: Record<string, unknown> = {
-      lastUpdated: new Date(lastUpdated).toISOString(),
-      currentTime: new Date(status.currentTime).toISOString(),
-    };
-    if (path === '/healthz') body.nodeEligible = status.nodeEligible;
-    response
-      .writeHead(code, { 'Content-Type': 'application/json', 'X-Content-Type-Options': 'nosniff' })
-      .end(JSON.stringify(body));
-    served(path, code);
-  };
 }

@@ -17,14 +17,17 @@ const { createServer } = process.getBuiltinModule('node:http');
 /** Answers a request for `path` (decoded, without query); only GET and HEAD get this far. */
 export type Handler = (path: string, response: ServerResponse) => void | Promise<void>;
 
-export type RefusalReason =
-  | 'malformed' // 400: the parser or the target check rejected the request
-  | 'too-large' // 414 / 431 / 413: target, headers or chunk extensions over the limits below
-  | 'method' // 405: anything but GET and HEAD
-  | 'timeout' // 408: headers or request not complete in time
-  | 'connection-limit' // dropped at accept: maxConnections open already
-  | 'accept-failed' // the kernel refused the accept (e.g. out of file descriptors)
-  | 'handler-error'; // 500: a bug in a handler, kept from reaching the process
+export const REFUSAL_REASONS = [
+  'malformed', // 400: the parser or the target check rejected the request
+  'too-large', // 414 / 431 / 413: target, headers or chunk extensions over the limits below
+  'method', // 405: anything but GET and HEAD
+  'timeout', // 408: headers or request not complete in time
+  'connection-limit', // dropped at accept: maxConnections open already
+  'accept-failed', // the kernel refused the accept (e.g. out of file descriptors)
+  'handler-error', // 500: a bug in a handler, kept from reaching the process
+] as const;
+
+export type RefusalReason = (typeof REFUSAL_REASONS)[number];
 
 export interface Refusal {
   readonly reason: RefusalReason;

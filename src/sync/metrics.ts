@@ -363,17 +363,18 @@ export class ProxyMetrics {
     this.#problems.set(count);
   }
 
-  healthzServed(code: number): void {
-    this.#healthz.inc({ code: String(code) });
+  /** `count`: the health listener's thread counts its answers, and they come here in sums. */
+  healthzServed(code: number, count = 1): void {
+    this.#healthz.inc({ code: String(code) }, count);
   }
 
-  livezServed(code: number): void {
-    this.#livez.inc({ code: String(code) });
+  livezServed(code: number, count = 1): void {
+    this.#livez.inc({ code: String(code) }, count);
   }
 
   /** `listener`: healthz, metrics or health-check-node-port (not per port: ports come and go). */
-  httpRefused(listener: string, reason: string): void {
-    this.#httpRefused.inc({ listener, reason });
+  httpRefused(listener: string, reason: string, count = 1): void {
+    this.#httpRefused.inc({ listener, reason }, count);
   }
 
   #observeDuration(kind: 'full' | 'incremental', durationMs: number): void {

@@ -5,6 +5,7 @@ import { describe, test } from 'node:test';
 import { systemClock } from '../../contract/base/clock.ts';
 import { sampleEndpointSlice, sampleNode, sampleService } from '../../harness/apiserver/sample-objects.ts';
 import { type StandInApiServer, startApiServer } from '../../harness/apiserver/server.ts';
+import { allowance } from '../../harness/emulation.ts';
 import { type Daemon, startDaemon } from '../../src/daemon/daemon.ts';
 import { KubeClient } from '../../src/kube/client.ts';
 import { ENDPOINT_SLICES, NODES, SERVICES } from '../../src/kube/resources.ts';
@@ -21,6 +22,13 @@ interface Running {
 }
 
 /** A stand-in API server holding web (one endpoint) and node-1, and a daemon against it. */
+/**
+ * How long the stand-in API server holds its first answers where a test needs the daemon's start
+ * over before they come: the start waits for the health listener's thread to listen (~0.5 s from
+ * a checkout, where that thread strips TypeScript too; more on a loaded machine).
+ */
+const FIRST_ANSWERS_HELD_MS = allowance(2_000);
+
 async function run(
   t: { after(fn: () => Promise<unknown>): void },
   setup?: (api: StandInApiServer) => void,
@@ -51,11 +59,37 @@ async function run(
   return { api, dataplane, daemon: started.daemon, lines } satisfies Running;
 }
 
+/** A daemon started with `field` on a port another listener holds. */
+async function startOnTakenPort(
+  t: { after(fn: () => Promise<unknown>): void },
+  field: 'metricsBindAddress' | 'healthzBindAddress',
+) {
+  const api = await startApiServer({ port: await freePort() });
+  t.after(() => api.stop());
+  const client = new KubeClient({ server: api.url });
+  t.after(() => client.close());
+  const taken = createServer();
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise((resolve) => taken.close(resolve)));
+  const port = (taken.address() as AddressInfo).port;
+  const dataplane = new RecordingDataplane();
+  const started = await startDaemon({
+    config: await configFromYaml(FAST_CONFIG.replace(`${field}: 127.0.0.1:0`, `${field}: 127.0.0.1:${port}`)),
+    logger: capturedLogger().logger,
+    api: client,
+    dataplane,
+    clock: systemClock,
+    informerBackoff: { initialMs: 20, maxMs: 100 },
+    metrics: new ProxyMetrics('nftables', { processMetrics: false }),
+  });
+  return { api, dataplane, started, port };
+}
+
 const portKeys = (r: Running) => [...(r.dataplane.last?.state.IPv4?.servicePorts.keys() ?? [])];
 
 describe('daemon against the stand-in API server', () => {
   test('syncs only once the informers have synced; the first sync is full and holds the cluster', async (t) => {
-    const r = await run(t, (api) => api.faults.stallNext(3, 300));
+    const r = await run(t, (api) => api.faults.stallNext(3, FIRST_ANSWERS_HELD_MS));
     assert.equal(r.dataplane.syncs.length, 0, 'no sync while the API server has not answered');
     assert.equal(r.dataplane.starts, 1, 'earlier rules are adopted before startDaemon returns');
     await eventually('first sync', () => r.dataplane.syncs.length > 0);
@@ -174,8 +208,10 @@ describe('daemon against the stand-in API server', () => {
   });
 
   test('a failed sync is retried as a full sync and counted', async (t) => {
-    const r = await run(t, () => {});
-    r.dataplane.failNext = 2;
+    // Set before the start: the first sync does not wait for startDaemon to return.
+    const dataplane = new RecordingDataplane();
+    dataplane.failNext = 2;
+    const r = await run(t, undefined, undefined, dataplane);
     await eventually('a sync after two failures', () => r.dataplane.syncs.length > 0);
     assert.equal(r.dataplane.syncs[0]?.kind, 'full');
     const text = await (await fetch(`${r.daemon.metricsUrl}/metrics`)).text();
@@ -185,9 +221,10 @@ describe('daemon against the stand-in API server', () => {
   });
 
   test('a bug in a sync is logged at error with its stack, counted, and the retry is full', async (t) => {
-    const r = await run(t, () => {});
-    r.dataplane.failNext = 1;
-    r.dataplane.failure = new TypeError("Cannot read properties of undefined (reading 'key')");
+    const dataplane = new RecordingDataplane();
+    dataplane.failNext = 1;
+    dataplane.failure = new TypeError("Cannot read properties of undefined (reading 'key')");
+    const r = await run(t, undefined, undefined, dataplane);
     await eventually('a sync after the bug', () => r.dataplane.syncs.length > 0);
     assert.equal(r.dataplane.syncs[0]?.kind, 'full');
     const text = await (await fetch(`${r.daemon.metricsUrl}/metrics`)).text();
@@ -207,7 +244,7 @@ describe('daemon against the stand-in API server', () => {
         .find((v) => v.name === name && Object.entries(labels).every(([k, l]) => v.labels[k] === l));
       return found?.value ?? assert.fail(`no ${name} ${JSON.stringify(labels)}`);
     };
-    const r = await run(t, (api) => api.faults.stallNext(3, 300), metrics);
+    const r = await run(t, (api) => api.faults.stallNext(3, FIRST_ANSWERS_HELD_MS), metrics);
     assert.equal(r.dataplane.syncs.length, 0, 'the API server has not answered yet');
     const ip_family = 'IPv4';
     assert.equal(await value('kubeproxy_sync_proxy_rules_duration_seconds_count', { ip_family }), 0);
@@ -318,38 +355,36 @@ describe('daemon against the stand-in API server', () => {
     assert.ok(!r.lines.some((l) => l.msg === 'lost contact with the API server; rules stay as they are'));
   });
 
-  test('a listener that cannot listen fails the start and ends the informers and the adoption it began', async (t) => {
-    const api = await startApiServer({ port: await freePort() });
-    t.after(() => api.stop());
-    const client = new KubeClient({ server: api.url });
-    t.after(() => client.close());
-    const taken = createServer();
-    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
-    t.after(() => new Promise((resolve) => taken.close(resolve)));
-    const port = (taken.address() as AddressInfo).port;
-    const dataplane = new RecordingDataplane();
-    const started = await startDaemon({
-      config: await configFromYaml(
-        FAST_CONFIG.replace('metricsBindAddress: 127.0.0.1:0', `metricsBindAddress: 127.0.0.1:${port}`),
-      ),
-      logger: capturedLogger().logger,
-      api: client,
-      dataplane,
-      clock: systemClock,
-      informerBackoff: { initialMs: 20, maxMs: 100 },
-      metrics: new ProxyMetrics('nftables', { processMetrics: false }),
-    });
+  test('a metrics listener that cannot listen fails the start and ends the informers and the adoption it began', async (t) => {
+    const { api, dataplane, started, port } = await startOnTakenPort(t, 'metricsBindAddress');
     assert.deepEqual(started, {
       ok: false,
       error: `metricsBindAddress: cannot listen on 127.0.0.1:${port}: EADDRINUSE`,
     });
-    // The informers and the adoption start before the listeners (daemon.ts): nothing outlives the failure.
+    // The informers and the adoption start before the listeners (daemon.ts): nothing outlives the
+    // failure. The informers may have begun watching while the health listener's thread started;
+    // the server sees those watches end once their connections close.
     assert.equal(dataplane.starts, 1);
-    assert.equal(api.openWatches, 0);
+    await eventually('the watches closed', () => api.openWatches === 0);
     const requests = api.requests.length;
     await new Promise((resolve) => setTimeout(resolve, 300));
     assert.equal(api.requests.length, requests);
     assert.equal(dataplane.syncs.length, 0);
+  });
+
+  test('a health listener that cannot listen fails the start; the informers and the loop end', async (t) => {
+    const { api, dataplane, started, port } = await startOnTakenPort(t, 'healthzBindAddress');
+    assert.deepEqual(started, {
+      ok: false,
+      error: `healthzBindAddress: cannot listen on 127.0.0.1:${port}: EADDRINUSE`,
+    });
+    // The first sync does not wait for the health listener's thread, so one may have run.
+    await eventually('the watches closed', () => api.openWatches === 0);
+    const requests = api.requests.length;
+    const syncs = dataplane.syncs.length;
+    await new Promise((resolve) => setTimeout(resolve, 2 * 500));
+    assert.equal(api.requests.length, requests);
+    assert.equal(dataplane.syncs.length, syncs, 'no sync after the failed start (syncPeriod 500 ms)');
   });
 
   test('a dual-stack node syncs both families in one state', async (t) => {

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { healthHandler, nodeLeaving, ProxyHealth } from '../../src/daemon/health.ts';
+import { nodeLeaving, ProxyHealth } from '../../src/daemon/health.ts';
+import { healthAnswer } from '../../src/daemon/health-answer.ts';
 import { registerHealthMetrics } from '../../src/daemon/health-metrics.ts';
 import { listenHttp, parseHostPort } from '../../src/daemon/http-listener.ts';
 import { metricsHandler } from '../../src/daemon/metrics-handler.ts';
@@ -37,7 +38,14 @@ function observed(timeout = TIMEOUT) {
   const health = new ProxyHealth(clock, timeout, (r) =>
     reports.push(`${r.cause} ${r.failing ? 'failing' : 'cleared'}`),
   );
-  const codes = () => [health.healthz().healthy, health.live().healthy];
+  const codes = () => {
+    const judged = [health.healthz().healthy, health.live().healthy];
+    // What the health listener's thread answers from must say the same at every step.
+    const published = health.shared.read();
+    assert.deepEqual([published.live && published.nodeEligible, published.live], judged, 'published');
+    assert.equal(published.nodeEligible, health.healthz().nodeEligible, 'published nodeEligible');
+    return judged;
+  };
   return { clock, health, reports, codes };
 }
 
@@ -192,44 +200,46 @@ describe('ProxyHealth: each cause of a 503 both ways, at the exact timeout', asy
 });
 
 describe('health and metrics HTTP endpoints', async () => {
-  test('/healthz and /livez answer with kube-proxy bodies and status codes', async (t) => {
+  test("/healthz and /livez: kube-proxy's bodies and status codes, from the published state", async () => {
     const clock = new FakeClock(Date.UTC(2026, 11, 2, 10));
     const health = new ProxyHealth(clock, TIMEOUT);
-    const served: string[] = [];
-    const server = await listenHttp(
-      '127.0.0.1',
-      0,
-      healthHandler(health, (path, code) => served.push(`${path} ${code}`)),
-    );
-    t.after(() => server.close());
+    const answer = (path: string, stalled = false) =>
+      healthAnswer(path, { ...health.shared.read(), stalled }, clock.now());
 
-    let response = await fetch(`${server.url}/healthz`);
-    assert.equal(response.status, 200);
-    assert.equal(response.headers.get('content-type'), 'application/json');
-    assert.deepEqual(await response.json(), {
-      lastUpdated: '2026-12-02T10:00:00.000Z',
-      currentTime: '2026-12-02T10:00:00.000Z',
-      nodeEligible: true,
+    assert.deepEqual(answer('/healthz'), {
+      path: '/healthz',
+      status: 200,
+      body: '{"lastUpdated":"2026-12-02T10:00:00.000Z","currentTime":"2026-12-02T10:00:00.000Z","nodeEligible":true}',
     });
 
     health.observe(synced);
     health.observe({ type: 'queued', at: clock.now() });
     await clock.advance(TIMEOUT + 1);
-    response = await fetch(`${server.url}/livez`);
-    assert.equal(response.status, 503);
-    assert.deepEqual(await response.json(), {
-      lastUpdated: '2026-12-02T10:00:00.000Z',
-      currentTime: '2026-12-02T10:01:00.001Z',
+    assert.deepEqual(answer('/livez'), {
+      path: '/livez',
+      status: 503,
+      body: '{"lastUpdated":"2026-12-02T10:00:00.000Z","currentTime":"2026-12-02T10:01:00.001Z"}',
     });
 
     health.observe(synced);
     health.nodeChanged(node({ deletionTimestamp: '2026-12-02T10:00:00Z' }));
-    response = await fetch(`${server.url}/healthz`);
-    assert.equal(response.status, 503);
-    assert.equal(((await response.json()) as { nodeEligible: boolean }).nodeEligible, false);
-    assert.equal((await fetch(`${server.url}/livez`)).status, 200);
-    assert.equal((await fetch(`${server.url}/other`)).status, 404);
-    assert.deepEqual(served, ['/healthz 200', '/livez 503', '/healthz 503', '/livez 200']);
+    assert.deepEqual(answer('/healthz'), {
+      path: '/healthz',
+      status: 503,
+      body: '{"lastUpdated":"2026-12-02T10:01:00.001Z","currentTime":"2026-12-02T10:01:00.001Z","nodeEligible":false}',
+    });
+    assert.equal(answer('/livez').status, 200);
+
+    // A stalled main thread fails both, whatever was published last.
+    health.nodeChanged(node());
+    assert.deepEqual(
+      ['/healthz', '/livez'].map((path) => [answer(path).status, answer(path, true).status]),
+      [
+        [200, 503],
+        [200, 503],
+      ],
+    );
+    assert.deepEqual(answer('/other'), { path: undefined, status: 404, body: '404 page not found\n' });
   });
 
   test('/metrics serves the registry in Prometheus text format, /proxyMode the mode', async (t) => {

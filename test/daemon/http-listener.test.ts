@@ -4,7 +4,9 @@
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { describe, test } from 'node:test';
-import { healthHandler, ProxyHealth } from '../../src/daemon/health.ts';
+import { listenHealth } from '../../src/daemon/health-listener.ts';
+import { HealthListenerCounts } from '../../src/daemon/health-listener-counts.ts';
+import { SharedHealthState } from '../../src/daemon/health-shared-state.ts';
 import {
   type Handler,
   HEADERS_TIMEOUT_MS,
@@ -16,7 +18,6 @@ import {
   requestPath,
   TIMEOUT_CHECK_INTERVAL_MS,
 } from '../../src/daemon/http-listener.ts';
-import { FakeClock } from '../sync/fake-clock.ts';
 import { eventually } from './daemon-harness.ts';
 
 /** Writes `bytes` (then FIN unless `keepOpen`) and returns everything the server sent until it closed. */
@@ -76,7 +77,12 @@ describe('requestPath', () => {
 
 describe('HTTP listener', () => {
   test('GET //[ (a target new URL() rejects) gets a 400, and the listener keeps serving', async (t) => {
-    const server = await listenHttp('127.0.0.1', 0, healthHandler(new ProxyHealth(new FakeClock(), 60_000)));
+    const server = await listenHealth('127.0.0.1', 0, {
+      state: new SharedHealthState(),
+      counts: new HealthListenerCounts(),
+      stalledAfterMs: 60_000,
+      onFailure: (error) => assert.fail(error),
+    });
     t.after(() => server.close());
     const answer = await exchange(server.port, 'GET //[ HTTP/1.1\r\nHost: x\r\n\r\n');
     assert.equal(statusOf(answer), '400', answer);
