@@ -2,7 +2,7 @@
 // goes away is set to weight 0 (no new connection), and a sweep at the start of a later sync
 // deletes it once the kernel counts no connection to it; one that comes back meanwhile gets its
 // weight again. This is the live dataplane's record of those servers and the sweep.
-import { type IpvsClient, type IpvsCommand, IpvsError } from './ipvs-client.ts';
+import { type IpvsClient, type IpvsCommand, isGone } from './ipvs-client.ts';
 import type { DumpedRealServer } from './ipvs-messages.ts';
 import type { IpvsOp } from './ipvs-plan.ts';
 import { type RealServer, realServerKey, type VirtualService, virtualServerKey } from './virtual-servers.ts';
@@ -143,7 +143,7 @@ async function dumpUnlessGone(client: IpvsClient, service: VirtualService): Prom
   try {
     return await client.listServers(service);
   } catch (err) {
-    if (err instanceof IpvsError && (err.code === 'ENOENT' || err.code === 'ESRCH')) return [];
+    if (isGone(err)) return [];
     throw err;
   }
 }

@@ -45,7 +45,11 @@ export interface IpvsClient {
   send(commands: readonly IpvsCommand[]): Promise<IpvsRefusals>;
   addService(service: VirtualService): Promise<void>;
   editService(service: VirtualService): Promise<void>;
-  deleteService(service: VirtualService): Promise<void>;
+  /**
+   * Deletes a virtual service; false when the kernel had no such service (ENOENT, ESRCH). A
+   * cleanup deletes after a drain of up to minutes, in which another owner may have removed it.
+   */
+  deleteService(service: VirtualService): Promise<boolean>;
   addServer(service: VirtualService, server: RealServer): Promise<void>;
   editServer(service: VirtualService, server: RealServer): Promise<void>;
   deleteServer(service: VirtualService, server: RealServer): Promise<void>;
@@ -64,6 +68,11 @@ export class IpvsError extends DataplaneError {
     this.name = 'IpvsError';
     this.code = code;
   }
+}
+
+/** A refusal saying the service or server is not there (any more). */
+export function isGone(err: unknown): boolean {
+  return err instanceof IpvsError && (err.code === 'ENOENT' || err.code === 'ESRCH');
 }
 
 /** Sends one command; its refusal is thrown. */
@@ -218,8 +227,14 @@ export class NetlinkIpvsClient implements IpvsClient {
     await sendOne(this, { op: 'edit-service', service });
   }
 
-  async deleteService(service: VirtualService): Promise<void> {
-    await sendOne(this, { op: 'delete-service', service });
+  async deleteService(service: VirtualService): Promise<boolean> {
+    try {
+      await sendOne(this, { op: 'delete-service', service });
+      return true;
+    } catch (err) {
+      if (isGone(err)) return false;
+      throw err;
+    }
   }
 
   async addServer(service: VirtualService, server: RealServer): Promise<void> {

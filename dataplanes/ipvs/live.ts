@@ -156,8 +156,8 @@ function updateRecord(record: IpvsRecord, change: IpvsIncremental): void {
 }
 
 /** What cleanup reports of the virtual servers it removes. */
-function servicesRemoved(services: readonly VirtualService[]): string {
-  return `IPVS: ${services.length} virtual service(s)`;
+function servicesRemoved(count: number): string {
+  return `IPVS: ${count} virtual service(s)`;
 }
 
 /** Where `item` is or would go in the sorted `items` (binary search). */
@@ -403,15 +403,14 @@ export class IpvsDataplane implements LiveDataplane {
   async cleanup(): Promise<readonly string[]> {
     const { services, client, commands } = await this.#cleanupPlan();
     const drained = { drain: this.#drain, conntrack: this.#conntrackDeleter };
+    let deleted = 0;
     const cut = await removeAfterDrain(this.#runner, services, drained, async () => {
-      for (const service of services) await client!.deleteService(service);
+      // One gone meanwhile (kube-proxy taking the node back deletes virtual servers on node
+      // addresses it does not want) is what the cleanup wants, not a failure.
+      for (const service of services) if (await client!.deleteService(service)) deleted++;
       for (const command of commands) await runRemoval(this.#runner, command);
     });
-    const removed = [
-      ...(services.length > 0 ? [servicesRemoved(services)] : []),
-      ...removedObjects(commands),
-      ...cut,
-    ];
+    const removed = [...(deleted > 0 ? [servicesRemoved(deleted)] : []), ...removedObjects(commands), ...cut];
     this.#owned.clear();
     this.#draining.clear();
     this.#record = undefined;
@@ -429,7 +428,7 @@ export class IpvsDataplane implements LiveDataplane {
       this.#client?.close();
       this.#client = undefined;
     }
-    const what = servicesRemoved(services);
+    const what = servicesRemoved(services.length);
     return [...services.map((service) => ipvsadmDeletion(service, what)), ...commands];
   }
 

@@ -76,7 +76,8 @@ export function isKubeProxyIpset(name: string): boolean {
 /** The IPVS table, as far as the cleanup needs it (dataplanes/ipvs/ipvs-client.ts's IpvsClient). */
 export interface VirtualServiceTable<S extends VirtualServiceKey> {
   listServices(): Promise<S[]>;
-  deleteService(service: S): Promise<void>;
+  /** False when the service was gone already (removed during the drain by another owner). */
+  deleteService(service: S): Promise<boolean>;
   close(): void;
 }
 
@@ -195,8 +196,9 @@ async function removeIpvsServices<S extends VirtualServiceKey>(
       services,
       { drain, conntrack: options.conntrack },
       async () => {
-        for (const service of services) await ipvs!.deleteService(service);
-        if (services.length > 0) removed.push(`IPVS: ${services.length} virtual service(s)`);
+        let gone = 0;
+        for (const service of services) if (await ipvs!.deleteService(service)) gone++;
+        if (gone > 0) removed.push(`IPVS: ${gone} virtual service(s)`);
         if ((await runner.run('ip', ['link', 'show', KUBE_IPVS_LINK])).exitCode !== 0) return;
         const deleted = await runner.run('ip', ['link', 'delete', KUBE_IPVS_LINK]);
         if (deleted.exitCode !== 0)

@@ -122,8 +122,8 @@ export class FakeKernel {
         service(s).service = s;
       },
       async deleteService(s) {
-        service(s);
-        kernel.services.delete(virtualServerKey(s));
+        // As NetlinkIpvsClient: the kernel's refusal of a service that is not there reads as gone.
+        return kernel.services.delete(virtualServerKey(s));
       },
       async addServer(s, rs) {
         const servers = service(s).servers;
@@ -154,6 +154,8 @@ export class FakeKernel {
                   await this.editService(c.service);
                   break;
                 case 'delete-service':
+                  // A command sent is refused when the service is not there.
+                  service(c.service);
                   await this.deleteService(c.service);
                   break;
                 case 'add-server':

@@ -73,7 +73,7 @@ function recordingNode(): { kernel: FakeKernel; dataplane: IpvsDataplane; sent: 
     },
     async deleteService(service) {
       record({ op: 'delete-service', service });
-      await client.deleteService(service);
+      return client.deleteService(service);
     },
     async addServer(service, server) {
       record({ op: 'add-server', service, server });

@@ -325,6 +325,24 @@ test('cleanup cuts the connections still live at its drain bound, then deletes t
   assert.deepEqual([...kernel.services.keys()], ['TCP 192.168.50.1:80']);
 });
 
+test('a virtual server gone during the drain (kube-proxy taking the node back) fails nothing and is not reported removed', async () => {
+  const { kernel } = setup();
+  const dp = new IpvsDataplane({
+    runner: kernel.runner(),
+    openClient: async () => kernel.client(),
+    // Meanwhile another owner deletes the node port's virtual server.
+    drain: { timeoutMs: 0, report: () => kernel.services.delete('TCP 10.100.0.11:30080') },
+    conntrack: { deleteEntries: async (entries) => entries.length },
+  });
+  await dp.start();
+  await dp.sync(ipv4([web()]), 'full');
+  kernel.connections = ['TCP 0A6400C8 A028 0A60000A 0050 0AF4010A 1F90 ESTABLISHED     899'];
+  const removed = await dp.cleanup();
+  assert.equal(removed[0], 'IPVS: 1 virtual service(s)');
+  assert.deepEqual([...kernel.services.keys()], []);
+  assert.equal(kernel.link, false);
+});
+
 test('cleanup leaves the virtual servers to kube-proxy while its kube-ipvs0 is on the node', async () => {
   const { kernel, dp } = setup();
   await dp.start();

@@ -101,6 +101,7 @@ test('kube-proxy IPVS leftovers: rules first, then the drain, the services, kube
       deleteService: async (s) => {
         calls.push(`delete service ${s.protocol} ${s.address}:${s.port}`);
         deleted.push(s.address);
+        return true;
       },
       close: () => {},
     }),
@@ -158,6 +159,7 @@ test('kube-proxy IPVS leftovers: the virtual services kproxy’s IPVS mode took 
       listServices: async () => SERVICES,
       deleteService: async (s) => {
         deleted.push(s.address);
+        return true;
       },
       close: () => {},
     }),
@@ -178,6 +180,24 @@ test('kube-proxy IPVS leftovers: the virtual services kproxy’s IPVS mode took 
     ['10.20.30.42'],
   );
   assert.deepEqual(removed.slice(0, 1), ['IPVS: 1 virtual service(s)']);
+});
+
+test('kube-proxy IPVS leftovers: a virtual service gone during the drain fails nothing and is not reported removed', async () => {
+  const { runner } = node([tcp('ESTABLISHED') + UDP]);
+  // The kernel as the drain leaves it: 10.20.30.41 deleted meanwhile by another owner (kproxy's
+  // IPVS mode's full sync, kube-proxy's own), so its deletion is refused as gone.
+  const present = new Set(['10.20.30.42']);
+  const removed = await removeKubeProxyLeftovers(runner, {
+    openIpvs: async () => ({
+      listServices: async () => SERVICES,
+      deleteService: async (s) => present.delete(s.address),
+      close: () => {},
+    }),
+    conntrack: { deleteEntries: async (cut) => cut.length },
+    drain: { timeoutMs: 1_000, report: () => {}, ...clock() },
+  });
+  assert.deepEqual(removed.slice(0, 1), ['IPVS: 1 virtual service(s)']);
+  assert.deepEqual([...present], []);
 });
 
 test('a cut connection’s conntrack entry: client to virtual service, replies from the real server, by IP protocol number', () => {
@@ -206,6 +226,7 @@ test('connections to cut and no conntrack deleter: refused before anything is re
         listServices: async () => SERVICES,
         deleteService: async (s) => {
           deleted.push(s.address);
+          return true;
         },
         close: () => {},
       }),
