@@ -134,6 +134,8 @@ describe('kproxy run', () => {
     // iptables mode on a kernel with nfacct: localhost NodePorts are counted, the count served.
     assert.equal(dataplane.last?.state.IPv4?.node.localhostNodePortsCounted, true);
     assert.equal(dataplane.last?.state.IPv4?.node.invalidDropsCounted, true);
+    // The first sync does not wait for the health listener's thread, so the start may end after it.
+    await eventually('started', () => first.out().includes('"kproxy started"'));
     const started = first
       .out()
       .split('\n')
