@@ -39,7 +39,9 @@ export function recordingElementWriter(maxBytes: number): {
         answers.push(answer);
       }
       callback();
-      setImmediate(() => listener?.(Buffer.concat(answers)));
+      // On the next tick, before any timer: a busy machine's turn of the event loop can outlast
+      // any bound given below.
+      process.nextTick(() => listener?.(Buffer.concat(answers)));
     },
     on(event: 'message' | 'error', handler: (value: never) => void) {
       if (event === 'message') listener = handler as (datagram: Buffer) => void;
@@ -49,8 +51,9 @@ export function recordingElementWriter(maxBytes: number): {
     unref() {},
     close() {},
   };
+  // The answers come on the next tick: the socket's bound is never reached.
   const writer = new NetlinkElementWriter(
-    new NetlinkSocket(socket, 1000),
+    new NetlinkSocket(socket, 120_000),
     maxBytes,
     COMPANION_TABLE,
     companionSets,
