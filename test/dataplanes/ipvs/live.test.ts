@@ -369,6 +369,31 @@ test('a fresh process (kproxy cleanup) removes the node ports on node addresses 
   assert.deepEqual(kernel.tables, []);
 });
 
+test('kproxy run in another mode, on a node kube-proxy’s IPVS mode holds: the IPVS mode’s cleanup opens no IPVS and leaves kube-proxy’s virtual services, its node port on the node address too', async () => {
+  // walk A's first move (kube-proxy IPVS → kproxy nftables): OtherModesCleanup runs this cleanup
+  // in a fresh IPVS dataplane while `kproxy cleanup --kube-proxy` drains these same services.
+  const kernel = new FakeKernel();
+  kernel.kubeIpvsLink = true;
+  const kubeProxy = kernel.client();
+  for (const [address, port] of [
+    ['10.96.0.10', 80],
+    ['10.100.0.11', 30080],
+  ] as const)
+    await kubeProxy.addService({ ...foreign, address, port, scheduler: 'rr' });
+  kernel.connections = ['TCP 0A6400C8 A028 0A64000B 7580 0AF4010A 1F90 ESTABLISHED     899'];
+  let opened = 0;
+  const fresh = new IpvsDataplane({
+    runner: kernel.runner(),
+    openClient: async () => {
+      opened++;
+      return kernel.client();
+    },
+  });
+  assert.deepEqual(await fresh.cleanup(), []);
+  assert.equal(opened, 0);
+  assert.deepEqual([...kernel.services.keys()].sort(), ['TCP 10.100.0.11:30080', 'TCP 10.96.0.10:80']);
+});
+
 test('a restart adopts node-port virtual servers on a node address the node no longer has', async () => {
   const { kernel, dp } = setup();
   await dp.start();
