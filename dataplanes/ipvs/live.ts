@@ -418,10 +418,13 @@ export class IpvsDataplane implements LiveDataplane {
     const drained = { drain: this.#drain, conntrack: this.#conntrackDeleter };
     let deleted = 0;
     const cut = await removeAfterDrain(this.#runner, services, drained, async () => {
+      // Checked again: kube-proxy's IPVS mode may have started during the drain (minutes).
+      const kept = await this.#leftToKubeProxy(services);
       // One gone meanwhile (kube-proxy taking the node back deletes virtual servers on node
       // addresses it does not want) is what the cleanup wants, not a failure.
-      for (const service of services) if (await client!.deleteService(service)) deleted++;
+      if (!kept) for (const service of services) if (await client!.deleteService(service)) deleted++;
       for (const command of commands) await runRemoval(this.#runner, command);
+      return kept ? 'kept' : undefined;
     });
     this.#companionTables = false;
     const removed = [...(deleted > 0 ? [servicesRemoved(deleted)] : []), ...removedObjects(commands), ...cut];
@@ -465,15 +468,8 @@ export class IpvsDataplane implements LiveDataplane {
         throw err;
       });
       services = ((await client?.listServices()) ?? []).filter((s) => this.#isOurs(s, ours));
-      // kube-proxy's IPVS mode, started again, took the ones it serves over in place (same
-      // address, port and protocol) and deletes the others itself at its sync (its
-      // cleanLegacyService): deleting them here would cut its connections.
-      if (services.length > 0 && (await linkExists(this.#runner, KUBE_IPVS_LINK))) {
-        this.#log('IPVS virtual servers left to kube-proxy, whose kube-ipvs0 is on the node', {
-          count: services.length,
-        });
-        services = [];
-      }
+      // Also checked here, so that no drain waits for them.
+      if (await this.#leftToKubeProxy(services)) services = [];
     }
     const commands: CleanupCommand[] = [];
     if (await linkExists(this.#runner)) commands.push(LINK_DELETION);
@@ -482,6 +478,19 @@ export class IpvsDataplane implements LiveDataplane {
       if (await checksHold(this.#runner, deletion.when)) commands.push(deletion);
     }
     return { services, client, commands };
+  }
+
+  /**
+   * Whether `services` are kube-proxy's now (logged when so): its IPVS mode, started again, took
+   * the ones it serves over in place (same address, port and protocol) and deletes the others
+   * itself at its sync (its cleanLegacyService), so deleting them would cut its connections.
+   */
+  async #leftToKubeProxy(services: readonly VirtualService[]): Promise<boolean> {
+    if (services.length === 0 || !(await linkExists(this.#runner, KUBE_IPVS_LINK))) return false;
+    this.#log('IPVS virtual servers left to kube-proxy, whose kube-ipvs0 is on the node', {
+      count: services.length,
+    });
+    return true;
   }
 
   /** The addresses an earlier run left its virtual servers on: the link's and the node-port ones. */

@@ -124,13 +124,14 @@ export function deleteCutConntrackEntries(
  * The drain, then `remove` (the virtual services and the link that holds their addresses), then
  * the conntrack entries of the connections IPVS still balanced to `services` when they went (the
  * drain's last read, just before `remove`: exact tuples), by `conntrack`, which works in the
- * namespace of `services`. What it deleted, as cleanup reports it; none when it cut nothing.
+ * namespace of `services`. What it deleted, as cleanup reports it; none when it cut nothing, as
+ * when `remove` kept the services ('kept': another owner took them over during the drain).
  */
 export async function removeAfterDrain(
   runner: CommandRunner,
   services: readonly VirtualServiceKey[],
   { drain, conntrack }: { readonly drain: DrainBound; readonly conntrack: ConntrackDeleter | undefined },
-  remove: () => Promise<void>,
+  remove: () => Promise<'kept' | undefined>,
 ): Promise<string[]> {
   const cut =
     services.length === 0
@@ -143,8 +144,8 @@ export async function removeAfterDrain(
   // entries routed away, with nothing left to say which they were.
   if (cut.length > 0 && conntrack === undefined)
     throw new Error(`${cut.length} IPVS connection(s) to cut, and no conntrack deleter given`);
-  await remove();
-  if (cut.length === 0 || conntrack === undefined) return [];
+  const kept = await remove();
+  if (kept === 'kept' || cut.length === 0 || conntrack === undefined) return [];
   const deleted = await deleteCutConntrackEntries(conntrack, cut);
   return [`conntrack: ${deleted} entr${deleted === 1 ? 'y' : 'ies'} of ${cut.length} cut IPVS connection(s)`];
 }

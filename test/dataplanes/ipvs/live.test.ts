@@ -354,6 +354,50 @@ test('cleanup leaves the virtual servers to kube-proxy while its kube-ipvs0 is o
   assert.deepEqual(kernel.tables, []);
 });
 
+test('kube-proxy’s IPVS mode started while the cleanup drains: its kube-ipvs0, checked again before the deletes, keeps the virtual servers and the connections it took over', async () => {
+  const kernel = new FakeKernel();
+  const logged: string[] = [];
+  const reported: string[] = [];
+  const deleted: ExactEntry[] = [];
+  let clock = 0;
+  const dp = new IpvsDataplane({
+    runner: kernel.runner(),
+    openClient: async () => kernel.client(),
+    log: (message, fields) => logged.push(`${message} ${JSON.stringify(fields)}`),
+    drain: {
+      timeoutMs: 5_000,
+      report: (line) => reported.push(line),
+      now: () => clock,
+      // The operator hands the node back while the drain waits.
+      sleep: async (ms) => {
+        clock += ms;
+        kernel.kubeIpvsLink = true;
+      },
+    },
+    conntrack: {
+      deleteEntries: async (entries) => {
+        deleted.push(...entries);
+        return entries.length;
+      },
+    },
+  });
+  await dp.start();
+  await dp.sync(ipv4([web()]), 'full');
+  kernel.connections = ['TCP 0A6400C8 A028 0A60000A 0050 0AF4010A 1F90 ESTABLISHED     899'];
+  const removed = await dp.cleanup();
+  assert.match(reported.join('\n'), /waiting up to 5.0 s for 1 connection/);
+  assert.deepEqual([...kernel.services.keys()].sort(), ['TCP 10.100.0.11:30080', 'TCP 10.96.0.10:80']);
+  assert.deepEqual(
+    logged.filter((line) => line.includes('kube-proxy')),
+    ['IPVS virtual servers left to kube-proxy, whose kube-ipvs0 is on the node {"count":2}'],
+  );
+  // Its connections go on through the virtual servers it took over: none was cut.
+  assert.deepEqual(deleted, []);
+  assert.deepEqual(removed, ['link kproxy-ipvs0', 'nft table ip kproxy-ipvs']);
+  assert.equal(kernel.link, false);
+  assert.deepEqual(kernel.tables, []);
+});
+
 test('a fresh process (kproxy cleanup) removes the node ports on node addresses too, from the companion record', async () => {
   const { kernel, dp } = setup();
   await dp.start();
@@ -367,6 +411,31 @@ test('a fresh process (kproxy cleanup) removes the node ports on node addresses 
   await fresh.cleanup();
   assert.deepEqual([...kernel.services.keys()], ['TCP 192.168.50.1:80']);
   assert.deepEqual(kernel.tables, []);
+});
+
+test('kproxy run in another mode, on a node kube-proxy’s IPVS mode holds: the IPVS mode’s cleanup opens no IPVS and leaves kube-proxy’s virtual services, its node port on the node address too', async () => {
+  // walk A's first move (kube-proxy IPVS → kproxy nftables): OtherModesCleanup runs this cleanup
+  // in a fresh IPVS dataplane while `kproxy cleanup --kube-proxy` drains these same services.
+  const kernel = new FakeKernel();
+  kernel.kubeIpvsLink = true;
+  const kubeProxy = kernel.client();
+  for (const [address, port] of [
+    ['10.96.0.10', 80],
+    ['10.100.0.11', 30080],
+  ] as const)
+    await kubeProxy.addService({ ...foreign, address, port, scheduler: 'rr' });
+  kernel.connections = ['TCP 0A6400C8 A028 0A64000B 7580 0AF4010A 1F90 ESTABLISHED     899'];
+  let opened = 0;
+  const fresh = new IpvsDataplane({
+    runner: kernel.runner(),
+    openClient: async () => {
+      opened++;
+      return kernel.client();
+    },
+  });
+  assert.deepEqual(await fresh.cleanup(), []);
+  assert.equal(opened, 0);
+  assert.deepEqual([...kernel.services.keys()].sort(), ['TCP 10.100.0.11:30080', 'TCP 10.96.0.10:80']);
 });
 
 test('a restart adopts node-port virtual servers on a node address the node no longer has', async () => {
