@@ -42,8 +42,8 @@ export NODE_COMPILE_CACHE="$PWD/node_modules/.cache/node-compile-cache"
 echo "test: node $(node --version), $(tsc --version)"
 
 # Two lanes. The slowest files mostly wait: on the qemu VM's one emulated CPU (all the IPVS kernel
-# tests, one boot: the long pole, ~15-20 min), on the network and disk (mmdebstrap: the image's root,
-# and the systemd tests' one unless kept from a run in the last week), or on the clock
+# tests, one boot: the long pole, ~15-20 min), on the network and disk (mmdebstrap: the systemd
+# tests' root and the image's base, unless kept from a run in the last week), or on the clock
 # (ten-idle-minutes: three idle daemons for 10 minutes, ~12 min).
 # They run together beside the rest (which runs one file at a time, node's default on 2 cores), not
 # after it; their report comes at the end. All of them start at once: node starts a lane's files in

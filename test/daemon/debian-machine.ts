@@ -4,8 +4,8 @@
 // the package's deb-package.test.ts). mmdebstrap, not debootstrap: apt fetches and dpkg unpacks in
 // batches, where debootstrap runs one download and dpkg call per package (on one busy 2-core
 // machine, not side by side: debootstrap 680 s, mmdebstrap 194 s). Also what these tests and the
-// image's (image.test.ts) share around it: the package build and the stand-in API server in the
-// node namespace.
+// image's (image.test.ts) share around it: the package build, the cache of kept roots (the image
+// keeps its base there) and the stand-in API server in the node namespace.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { openSync } from 'node:fs';
@@ -263,11 +263,11 @@ async function removeCgroup(dir: string): Promise<void> {
 }
 
 /**
- * Where made roots are kept between runs, one per MMDEBSTRAP_ARGS (as scripts/ipvs-in-qemu.sh keeps
- * its initrd): systemd-boot and deb-package start at once, and each root made by mmdebstrap cost
- * ~180 s of the suite's busiest minutes.
+ * Where made roots are kept between runs, one directory per kind, one root per recipe in it (as
+ * scripts/ipvs-in-qemu.sh keeps its initrd): systemd-boot and deb-package start at once, and each
+ * root made by mmdebstrap cost ~180 s of the suite's busiest minutes; the image's base as much.
  */
-const ROOT_CACHE = '/var/cache/kproxy-test/debian-root';
+const ROOT_CACHE = '/var/cache/kproxy-test';
 /** A kept root older than this is made again, so the tests meet bookworm's updates within a week. */
 const ROOT_MAX_AGE_DAYS = 7;
 const MMDEBSTRAP_ARGS = [
@@ -279,14 +279,37 @@ const MMDEBSTRAP_ARGS = [
   'bookworm',
 ];
 /**
- * Run under the cache's lock: the first caller to find no fresh kept root makes one (under a
- * temporary name, renamed when whole); each copies it to its own path. The copy is under the lock
- * too, so a stale root is never replaced under a reader.
+ * Run under the kept root's lock, with the command that makes it (its first `n` arguments) and the
+ * one that uses it (the rest): the first caller to find no fresh kept root makes one (under a
+ * temporary name, renamed when whole; its output to stderr, the use's stdout is the caller's);
+ * each then uses it. The use is under the lock too, so a stale root is never replaced under a reader.
  */
-const COPY_OF_KEPT = `set -e; kept=$1 days=$2 mirror=$3 root=$4; shift 4
-[ -n "$(find "$kept" -maxdepth 0 -mtime -"$days" 2>/dev/null)" ] ||
-  { rm -rf "$kept" "$kept.new" && mmdebstrap "$@" "$kept.new" "$mirror" && mv "$kept.new" "$kept"; }
-cp -a --reflink=auto "$kept" "$root"`;
+const WITH_KEPT = `set -e; kept=$1 days=$2 n=$3; shift 3
+if [ -z "$(find "$kept" -maxdepth 0 -mtime -"$days" 2>/dev/null)" ]; then
+  rm -rf "$kept" "$kept.new"
+  "\${@:1:n}" >&2
+  mv "$kept.new" "$kept"
+fi
+exec "\${@:n+1}"`;
+
+/**
+ * Runs `use(kept)` with the root of `kind` kept for `recipe` (anything that changes the root made:
+ * its hash names it), made first by `make(target)` when missing or a week old; returns the use's
+ * result. The use must not change the kept root: it copies it.
+ */
+export async function withKeptRoot(
+  kind: string,
+  recipe: unknown,
+  make: (target: string) => readonly string[],
+  use: (kept: string) => readonly string[],
+) {
+  const key = createHash('sha256').update(JSON.stringify(recipe)).digest('hex');
+  const kept = join(ROOT_CACHE, kind, key.slice(0, 12));
+  await mkdir(join(ROOT_CACHE, kind), { recursive: true });
+  const making = make(`${kept}.new`);
+  const args = [kept, String(ROOT_MAX_AGE_DAYS), String(making.length), ...making, ...use(kept)];
+  return await execa('flock', [`${kept}.lock`, 'bash', '-c', WITH_KEPT, 'bash', ...args]);
+}
 
 /**
  * A fresh Debian 12 root at `root`: a copy of the kept one (~90 packages; made first when missing
@@ -294,12 +317,11 @@ cp -a --reflink=auto "$kept" "$root"`;
  */
 export async function makeDebianRoot(root: string): Promise<number> {
   const started = Date.now();
-  const key = createHash('sha256')
-    .update(JSON.stringify([MMDEBSTRAP_ARGS, MIRROR]))
-    .digest('hex');
-  const kept = join(ROOT_CACHE, key.slice(0, 12));
-  await mkdir(ROOT_CACHE, { recursive: true });
-  const args = [kept, String(ROOT_MAX_AGE_DAYS), MIRROR, root, ...MMDEBSTRAP_ARGS];
-  await execa('flock', [`${kept}.lock`, 'sh', '-c', COPY_OF_KEPT, 'sh', ...args]);
+  await withKeptRoot(
+    'debian-root',
+    [MMDEBSTRAP_ARGS, MIRROR],
+    (target) => ['mmdebstrap', ...MMDEBSTRAP_ARGS, target, MIRROR],
+    (kept) => ['cp', '-a', '--reflink=auto', kept, root],
+  );
   return (Date.now() - started) / 1000;
 }

@@ -10,7 +10,7 @@ import { IpvsError } from '../../../dataplanes/ipvs/ipvs-client.ts';
 import { IpvsDataplane } from '../../../dataplanes/ipvs/live.ts';
 import { createIpvsPlanner } from '../../../dataplanes/ipvs/planner.ts';
 import type { VirtualService } from '../../../dataplanes/ipvs/virtual-servers.ts';
-import type { ExactEntry } from '../../../dataplanes/shared/conntrack/conntrack-netlink.ts';
+import type { ConntrackDeleter, ExactEntry } from '../../../dataplanes/shared/conntrack/conntrack-netlink.ts';
 import { servicePortsOf } from '../../../dataplanes/shared/drift/drift-report.ts';
 import { endpoint, ipv4, localEndpoint, servicePort } from '../../../harness/proxy-states.ts';
 import { FakeConntrack } from '../shared/conntrack/fake-conntrack.ts';
@@ -29,6 +29,16 @@ const foreign: VirtualService = {
   schedulerFlags: [],
   persistenceTimeout: 0,
 };
+
+/** A conntrack deleter that records the entries it is asked to delete, and deletes them all. */
+function recordingDeleter(deleted: ExactEntry[]): ConntrackDeleter {
+  return {
+    deleteEntries: async (entries) => {
+      deleted.push(...entries);
+      return entries.length;
+    },
+  };
+}
 
 function setup(): { kernel: FakeKernel; dp: IpvsDataplane } {
   const kernel = new FakeKernel();
@@ -296,12 +306,7 @@ test('cleanup cuts the connections still live at its drain bound, then deletes t
     runner: kernel.runner(),
     openClient: async () => kernel.client(),
     drain: { timeoutMs: 0, report: (line) => reported.push(line) },
-    conntrack: {
-      deleteEntries: async (entries) => {
-        deleted.push(...entries);
-        return entries.length;
-      },
-    },
+    conntrack: recordingDeleter(deleted),
   });
   await dp.start();
   await dp.sync(ipv4([web()]), 'full');
@@ -374,12 +379,7 @@ test('kube-proxy’s IPVS mode started while the cleanup drains: its kube-ipvs0,
         kernel.kubeIpvsLink = true;
       },
     },
-    conntrack: {
-      deleteEntries: async (entries) => {
-        deleted.push(...entries);
-        return entries.length;
-      },
-    },
+    conntrack: recordingDeleter(deleted),
   });
   await dp.start();
   await dp.sync(ipv4([web()]), 'full');
