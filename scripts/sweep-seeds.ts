@@ -9,9 +9,14 @@
 // time, so that the report names every failing seed, not only the first; a failing run's whole
 // output is kept in the temporary directory. Exit 1 when any seed failed. Kernel tests need root,
 // as under `npm test`.
-import { spawn } from 'node:child_process';
+//
+// Each run gets a session of its own whose scheduling autogroup gets this process's nice: with
+// sched_autogroup (most distributions' kernels) the CPU is shared between sessions first, so a
+// `nice -n 10` run in the terminal's session would otherwise still take a full session's share
+// from a test run in another terminal, whatever its own nice.
+import { type ChildProcess, spawn } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { getPriority, tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { parseArgs } from 'node:util';
 
@@ -43,6 +48,14 @@ if (
 }
 const file = positionals[0]!;
 
+/** The runs under way: their sessions are their own, so a signal to this one must be passed on. */
+const running = new Set<ChildProcess>();
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const)
+  process.on(signal, () => {
+    for (const child of running) if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+    process.exit(130);
+  });
+
 /** Runs the file for `n` seeds from `from`; its output when it failed. */
 function run(from: number, n: number): Promise<string | undefined> {
   const args = [
@@ -54,7 +67,13 @@ function run(from: number, n: number): Promise<string | undefined> {
   const child = spawn(process.execPath, args, {
     env: { ...process.env, KPROXY_SEED: String(from), KPROXY_SEEDS: String(n) },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
   });
+  running.add(child);
+  child.on('close', () => running.delete(child));
+  // No autogroup (a kernel without it, or a container's read-only /proc): the process nice alone.
+  if (child.pid !== undefined)
+    writeFile(`/proc/${child.pid}/autogroup`, String(getPriority())).catch(() => undefined);
   let output = '';
   child.stdout.setEncoding('utf8').on('data', (text: string) => (output += text));
   child.stderr.setEncoding('utf8').on('data', (text: string) => (output += text));

@@ -95,8 +95,10 @@ const PROTOCOL_NUMBERS: ReadonlyMap<string, number> = new Map([
 /**
  * The conntrack entry of one IPVS connection (net.ipv4.vs.conntrack=1 gives each one): its
  * original tuple, client to virtual service, deleted only while its replies come from the real
- * server (IPVS rewrites the reply tuple to it). Never the destination alone: kproxy's rules DNAT
- * new connections to the same Service addresses, and those entries must stay.
+ * server (IPVS rewrites the reply tuple to it) and no DNAT made it. Never the destination alone:
+ * kproxy's rules DNAT new connections to the same Service addresses, and those entries must stay,
+ * even one of the listed tuple (the client's port reused) DNATed to the same real server, whose
+ * replies IPVS counts as the listed connection's.
  */
 export function conntrackEntryOf(connection: IpvsConnection): ExactEntry {
   const protocol = PROTOCOL_NUMBERS.get(connection.protocol);

@@ -11,42 +11,19 @@ import assert from 'node:assert/strict';
 import { Buffer } from 'node:buffer';
 import http from 'node:http';
 import { describe, test } from 'node:test';
-import { systemClock } from '../../contract/base/clock.ts';
 import { MINORS, type Minor } from '../../harness/apiserver/profiles.ts';
 import { sampleEndpointSlice, sampleNode, sampleService } from '../../harness/apiserver/sample-objects.ts';
-import {
-  type ApiServerOptions,
-  type StandInApiServer,
-  startApiServer,
-} from '../../harness/apiserver/server.ts';
-import { startDaemon } from '../../src/daemon/daemon.ts';
-import { KubeClient } from '../../src/kube/client.ts';
+import type { ApiServerOptions, StandInApiServer } from '../../harness/apiserver/server.ts';
 import { ENDPOINT_SLICES, NODES, objectPath, type ResourceType, SERVICES } from '../../src/kube/resources.ts';
-import { ProxyMetrics } from '../../src/sync/metrics.ts';
-import { capturedLogger } from '../support/captured-logger.ts';
-import { freePort } from '../support/free-port.ts';
-import { configFromYaml, eventually, FAST_CONFIG, RecordingDataplane } from './daemon-harness.ts';
+import { eventually } from './daemon-harness.ts';
+import { startRecordingDaemon } from './recording-daemon.ts';
 
 async function run(t: { after(fn: () => Promise<unknown>): void }, options: ApiServerOptions) {
-  const api = await startApiServer({ port: await freePort(), ...options });
-  t.after(() => api.stop());
-  api.state.apply(NODES, sampleNode('node-1'));
-  const client = new KubeClient({ server: api.url });
-  t.after(() => client.close());
-  const dataplane = new RecordingDataplane();
-  const started = await startDaemon({
-    config: await configFromYaml(FAST_CONFIG),
-    logger: capturedLogger().logger,
-    api: client,
-    dataplane,
-    clock: systemClock,
-    healthCheckHost: '127.0.0.1',
-    informerBackoff: { initialMs: 20, maxMs: 100 },
-    metrics: new ProxyMetrics('nftables', { processMetrics: false }),
+  const { api, dataplane, daemon } = await startRecordingDaemon(t, {
+    apiOptions: options,
+    objects: (api) => api.state.apply(NODES, sampleNode('node-1')),
   });
-  assert.ok(started.ok, started.ok ? '' : started.error);
-  t.after(() => started.daemon.stop());
-  const healthz = async () => (await fetch(`${started.daemon.healthzUrl}/healthz`)).status;
+  const healthz = async () => (await fetch(`${daemon.healthzUrl}/healthz`)).status;
   return { api, dataplane, healthz };
 }
 

@@ -13,6 +13,7 @@ import { ProxyMetrics } from '../../src/sync/metrics.ts';
 import { capturedLogger } from '../support/captured-logger.ts';
 import { freePort } from '../support/free-port.ts';
 import { configFromYaml, eventually, FAST_CONFIG, RecordingDataplane } from './daemon-harness.ts';
+import { startRecordingDaemon, webCluster } from './recording-daemon.ts';
 
 interface Running {
   readonly api: StandInApiServer;
@@ -35,28 +36,12 @@ async function run(
   metrics = new ProxyMetrics('nftables', { processMetrics: false }),
   dataplane = new RecordingDataplane(),
 ) {
-  const api = await startApiServer({ port: await freePort() });
-  t.after(() => api.stop());
-  api.state.apply(SERVICES, sampleService('default', 'web', { clusterIP: '10.96.0.10' }));
-  api.state.apply(ENDPOINT_SLICES, sampleEndpointSlice('default', 'web-abc', { service: 'web' }));
-  api.state.apply(NODES, sampleNode('node-1'));
-  setup?.(api);
-  const client = new KubeClient({ server: api.url });
-  t.after(() => client.close());
-  const { logger, lines } = capturedLogger();
-  const started = await startDaemon({
-    config: await configFromYaml(FAST_CONFIG),
-    logger,
-    api: client,
-    dataplane,
-    clock: systemClock,
-    healthCheckHost: '127.0.0.1',
-    informerBackoff: { initialMs: 20, maxMs: 100 },
-    metrics,
-  });
-  assert.ok(started.ok, started.ok ? '' : started.error);
-  t.after(() => started.daemon.stop());
-  return { api, dataplane, daemon: started.daemon, lines } satisfies Running;
+  const objects = (api: StandInApiServer) => {
+    webCluster(api);
+    setup?.(api);
+  };
+  const { api, daemon, lines } = await startRecordingDaemon(t, { objects, metrics, dataplane });
+  return { api, dataplane, daemon, lines } satisfies Running;
 }
 
 /** A daemon started with `field` on a port another listener holds. */

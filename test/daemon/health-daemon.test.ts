@@ -6,41 +6,24 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { sampleNode, sampleService } from '../../harness/apiserver/sample-objects.ts';
-import { type ApiServerOptions, startApiServer } from '../../harness/apiserver/server.ts';
-import { startDaemon } from '../../src/daemon/daemon.ts';
-import { KubeClient } from '../../src/kube/client.ts';
+import type { ApiServerOptions } from '../../harness/apiserver/server.ts';
 import { NODES, SERVICES } from '../../src/kube/resources.ts';
-import { ProxyMetrics } from '../../src/sync/metrics.ts';
-import { capturedLogger } from '../support/captured-logger.ts';
-import { freePort } from '../support/free-port.ts';
 import { FakeClock } from '../sync/fake-clock.ts';
-import { configFromYaml, eventually, FAST_CONFIG, RecordingDataplane } from './daemon-harness.ts';
+import { eventually } from './daemon-harness.ts';
+import { startRecordingDaemon } from './recording-daemon.ts';
 
 type After = { after(fn: () => Promise<unknown>): void };
 
 async function run(t: After, apiOptions: ApiServerOptions = {}) {
-  const api = await startApiServer({ port: await freePort(), ...apiOptions });
-  t.after(() => api.stop());
-  api.state.apply(SERVICES, sampleService('default', 'web', { clusterIP: '10.96.0.10' }));
-  api.state.apply(NODES, sampleNode('node-1'));
-  const client = new KubeClient({ server: api.url });
-  t.after(() => client.close());
-  const config = await configFromYaml(FAST_CONFIG);
   const clock = new FakeClock(Date.UTC(2026, 11, 5, 8));
-  const dataplane = new RecordingDataplane();
-  const { logger, lines } = capturedLogger();
-  const started = await startDaemon({
-    config,
-    logger,
-    api: client,
-    dataplane,
+  const { api, config, dataplane, daemon, lines } = await startRecordingDaemon(t, {
+    apiOptions,
     clock,
-    informerBackoff: { initialMs: 20, maxMs: 100 },
-    metrics: new ProxyMetrics('nftables', { processMetrics: false }),
+    objects: (api) => {
+      api.state.apply(SERVICES, sampleService('default', 'web', { clusterIP: '10.96.0.10' }));
+      api.state.apply(NODES, sampleNode('node-1'));
+    },
   });
-  assert.ok(started.ok, started.ok ? '' : started.error);
-  const daemon = started.daemon;
-  t.after(() => daemon.stop());
   await eventually('informers synced', () =>
     lines.some((l) => l.msg === 'informers synced; starting the sync loop'),
   );

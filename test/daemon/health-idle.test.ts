@@ -8,17 +8,10 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { systemClock } from '../../contract/base/clock.ts';
-import { sampleEndpointSlice, sampleNode, sampleService } from '../../harness/apiserver/sample-objects.ts';
-import { type ApiServerOptions, startApiServer } from '../../harness/apiserver/server.ts';
+import type { ApiServerOptions } from '../../harness/apiserver/server.ts';
 import { allowance } from '../../harness/emulation.ts';
-import { startDaemon } from '../../src/daemon/daemon.ts';
-import { KubeClient } from '../../src/kube/client.ts';
-import { ENDPOINT_SLICES, NODES, SERVICES } from '../../src/kube/resources.ts';
-import { ProxyMetrics } from '../../src/sync/metrics.ts';
-import { capturedLogger } from '../support/captured-logger.ts';
-import { freePort } from '../support/free-port.ts';
-import { configFromYaml, eventually, FAST_CONFIG, RecordingDataplane } from './daemon-harness.ts';
+import { eventually, FAST_CONFIG } from './daemon-harness.ts';
+import { startRecordingDaemon } from './recording-daemon.ts';
 
 const PROBE_EVERY_MS = 50;
 /**
@@ -39,30 +32,12 @@ async function idleRun(
   apiOptions: ApiServerOptions,
   saidOnce: RegExp,
 ) {
-  const api = await startApiServer({ port: await freePort(), ...apiOptions });
-  t.after(() => api.stop());
-  api.state.apply(SERVICES, sampleService('default', 'web', { clusterIP: '10.96.0.10' }));
-  api.state.apply(ENDPOINT_SLICES, sampleEndpointSlice('default', 'web-abc', { service: 'web' }));
-  api.state.apply(NODES, sampleNode('node-1'));
-  const client = new KubeClient({ server: api.url });
-  t.after(() => client.close());
-  const config = await configFromYaml(IDLE_CONFIG);
+  const { api, config, dataplane, daemon, lines } = await startRecordingDaemon(t, {
+    apiOptions,
+    configYaml: IDLE_CONFIG,
+  });
   assert.equal(config.syncPeriodMs, 2000);
   const timeoutMs = 2 * config.syncPeriodMs;
-  const dataplane = new RecordingDataplane();
-  const { logger, lines } = capturedLogger();
-  const started = await startDaemon({
-    config,
-    logger,
-    api: client,
-    dataplane,
-    clock: systemClock,
-    informerBackoff: { initialMs: 20, maxMs: 100 },
-    metrics: new ProxyMetrics('nftables', { processMetrics: false }),
-  });
-  assert.ok(started.ok, started.ok ? '' : started.error);
-  const daemon = started.daemon;
-  t.after(() => daemon.stop());
   const codes = async () =>
     [
       (await fetch(`${daemon.healthzUrl}/healthz`)).status,

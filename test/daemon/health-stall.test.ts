@@ -5,19 +5,11 @@
 // the main thread runs; the stall is logged, and /metrics counts every answer by its code.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { systemClock } from '../../contract/base/clock.ts';
-import { sampleEndpointSlice, sampleNode, sampleService } from '../../harness/apiserver/sample-objects.ts';
-import { startApiServer } from '../../harness/apiserver/server.ts';
 import { allowance } from '../../harness/emulation.ts';
-import { startDaemon } from '../../src/daemon/daemon.ts';
 import { stalledAfterMs } from '../../src/daemon/health-heartbeat.ts';
-import { KubeClient } from '../../src/kube/client.ts';
-import { ENDPOINT_SLICES, NODES, SERVICES } from '../../src/kube/resources.ts';
-import { ProxyMetrics } from '../../src/sync/metrics.ts';
-import { capturedLogger } from '../support/captured-logger.ts';
-import { freePort } from '../support/free-port.ts';
-import { configFromYaml, eventually, FAST_CONFIG, RecordingDataplane } from './daemon-harness.ts';
+import { eventually, FAST_CONFIG } from './daemon-harness.ts';
 import { probeWhileBlocked } from './healthz-prober.ts';
+import { startRecordingDaemon } from './recording-daemon.ts';
 
 /** After the bound, long enough for the prober's thread to be answered at least once on a busy machine. */
 const PAST_THE_BOUND_MS = allowance(2_000);
@@ -28,30 +20,9 @@ const PAST_THE_BOUND_MS = allowance(2_000);
 const STALL_CONFIG = FAST_CONFIG.replace('syncPeriod: 500ms', 'syncPeriod: 2s');
 
 test('a blocked main thread: /healthz answered meanwhile, 503 past the heartbeat bound, 200 after', async (t) => {
-  const api = await startApiServer({ port: await freePort() });
-  t.after(() => api.stop());
-  api.state.apply(SERVICES, sampleService('default', 'web', { clusterIP: '10.96.0.10' }));
-  api.state.apply(ENDPOINT_SLICES, sampleEndpointSlice('default', 'web-abc', { service: 'web' }));
-  api.state.apply(NODES, sampleNode('node-1'));
-  const client = new KubeClient({ server: api.url });
-  t.after(() => client.close());
-  const config = await configFromYaml(STALL_CONFIG);
+  const { config, dataplane, daemon, lines } = await startRecordingDaemon(t, { configYaml: STALL_CONFIG });
   assert.equal(config.syncPeriodMs, 2_000);
   const bound = stalledAfterMs(2 * config.syncPeriodMs);
-  const { logger, lines } = capturedLogger();
-  const dataplane = new RecordingDataplane();
-  const started = await startDaemon({
-    config,
-    logger,
-    api: client,
-    dataplane,
-    clock: systemClock,
-    informerBackoff: { initialMs: 20, maxMs: 100 },
-    metrics: new ProxyMetrics('nftables', { processMetrics: false }),
-  });
-  assert.ok(started.ok, started.ok ? '' : started.error);
-  const { daemon } = started;
-  t.after(() => daemon.stop());
   await eventually('first sync', () => dataplane.syncs.length > 0);
 
   const url = `${daemon.healthzUrl}/healthz`;

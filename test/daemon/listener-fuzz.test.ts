@@ -6,19 +6,14 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { test } from 'node:test';
-import { systemClock } from '../../contract/base/clock.ts';
 import { sampleEndpointSlice, sampleNode, sampleService } from '../../harness/apiserver/sample-objects.ts';
-import { startApiServer } from '../../harness/apiserver/server.ts';
-import { startDaemon } from '../../src/daemon/daemon.ts';
 import { MAX_HEADER_BYTES, MAX_TARGET_LENGTH } from '../../src/daemon/http-listener.ts';
-import { KubeClient } from '../../src/kube/client.ts';
 import { ENDPOINT_SLICES, NODES, SERVICES } from '../../src/kube/resources.ts';
-import { ProxyMetrics } from '../../src/sync/metrics.ts';
-import { capturedLogger } from '../support/captured-logger.ts';
 import { freePort } from '../support/free-port.ts';
 import { prng } from '../support/prng.ts';
 import { seedsLine, testSeeds } from '../support/seeds.ts';
-import { configFromYaml, eventually, FAST_CONFIG, RecordingDataplane } from './daemon-harness.ts';
+import { eventually } from './daemon-harness.ts';
+import { startRecordingDaemon } from './recording-daemon.ts';
 
 /** Requests per listener, and how many are on the wire at once (well under MAX_CONNECTIONS). */
 const REQUESTS_PER_LISTENER = 700;
@@ -163,8 +158,6 @@ test('no request on any listener stops the daemon; it keeps serving and syncing'
   const seeds = testSeeds();
   t.diagnostic(seedsLine('listener fuzz', seeds));
 
-  const api = await startApiServer({ port: await freePort() });
-  t.after(() => api.stop());
   const healthCheckPort = await freePort();
   const lb = sampleService('default', 'lb', { clusterIP: '10.96.0.20' });
   Object.assign(lb.spec as object, {
@@ -173,27 +166,13 @@ test('no request on any listener stops the daemon; it keeps serving and syncing'
     healthCheckNodePort: healthCheckPort,
     ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: 30081 }],
   });
-  api.state.apply(SERVICES, lb);
-  api.state.apply(ENDPOINT_SLICES, sampleEndpointSlice('default', 'lb-abc', { service: 'lb' }));
-  api.state.apply(NODES, sampleNode('node-1'));
-  const client = new KubeClient({ server: api.url });
-  t.after(() => client.close());
-  const { logger, lines } = capturedLogger();
-  const dataplane = new RecordingDataplane();
-  const metrics = new ProxyMetrics('nftables', { processMetrics: false });
-  const started = await startDaemon({
-    config: await configFromYaml(FAST_CONFIG),
-    logger,
-    api: client,
-    dataplane,
-    clock: systemClock,
-    healthCheckHost: '127.0.0.1',
-    informerBackoff: { initialMs: 20, maxMs: 100 },
-    metrics,
+  const { api, dataplane, daemon, lines } = await startRecordingDaemon(t, {
+    objects: (api) => {
+      api.state.apply(SERVICES, lb);
+      api.state.apply(ENDPOINT_SLICES, sampleEndpointSlice('default', 'lb-abc', { service: 'lb' }));
+      api.state.apply(NODES, sampleNode('node-1'));
+    },
   });
-  assert.ok(started.ok, started.ok ? '' : started.error);
-  const { daemon } = started;
-  t.after(() => daemon.stop());
   const healthCheckUrl = `http://127.0.0.1:${healthCheckPort}/`;
   await eventually('the health check node port answers 200', async () => {
     const status = await fetch(healthCheckUrl).then(

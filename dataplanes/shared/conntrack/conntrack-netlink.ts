@@ -4,10 +4,12 @@
 // exact tuple: one per connection made it O(cut × table). Here the kernel looks each entry up by
 // its tuple (a hash lookup), many requests to a datagram: linear in the number cut.
 //
-// An entry goes only while its reply comes from the expected source (the IPVS real server): a
-// connection kproxy's DNAT made since, with the same original tuple, stays. So each entry is read
-// first (GET: the reply carries its reply tuple and id), then deleted by tuple and id (DELETE with
-// CTA_ID deletes only the entry of that id): one that ended and was made anew in between is not it.
+// An entry goes only while its reply comes from the expected source (the IPVS real server) and its
+// destination was not NATed: a connection kproxy's DNAT made since, with the same original tuple,
+// stays, even when the DNAT chose the same endpoint (IPVS rewrites an entry's reply tuple and never
+// sets IPS_DST_NAT; a DNAT does). So each entry is read first (GET: the reply carries its reply
+// tuple, status and id), then deleted by tuple and id (DELETE with CTA_ID deletes only the entry of
+// that id): one that ended and was made anew in between is not it.
 import ipaddr from 'ipaddr.js';
 import { canonicalIP } from '../../../contract/base/ip-address.ts';
 import { DataplaneError } from '../../../contract/dataplane-error.ts';
@@ -29,7 +31,10 @@ const NLA_F_NESTED = 0x8000;
 /** enum ctattr_type, ctattr_tuple, ctattr_ip, ctattr_l4proto. */
 const CTA_TUPLE_ORIG = 1;
 const CTA_TUPLE_REPLY = 2;
+const CTA_STATUS = 3;
 const CTA_ID = 12;
+/** enum ip_conntrack_status: the destination was NATed (a DNAT rule's binding). */
+const IPS_DST_NAT = 1 << 5;
 const CTA_TUPLE_IP = 1;
 const CTA_TUPLE_PROTO = 2;
 const CTA_IP_V4_SRC = 1;
@@ -53,7 +58,10 @@ export interface ConntrackTuple {
   readonly destination: ConntrackEndpoint;
 }
 
-/** An entry to delete: its original tuple, and the source its replies must come from. */
+/**
+ * An entry to delete: its original tuple, and the source its replies must come from; one whose
+ * destination was NATed is never deleted (it is a DNAT's, not IPVS's).
+ */
 export interface ExactEntry extends ConntrackTuple {
   readonly replySource: ConntrackEndpoint;
 }
@@ -62,6 +70,8 @@ export interface ExactEntry extends ConntrackTuple {
 export interface DecodedEntry {
   readonly original: ConntrackTuple;
   readonly reply: ConntrackTuple;
+  /** CTA_STATUS: enum ip_conntrack_status bits. */
+  readonly status: number;
   /** CTA_ID: which entry of that tuple it is (a new one of the same tuple has another). */
   readonly id: number;
 }
@@ -159,6 +169,7 @@ export function decodeEntry(body: Buffer): DecodedEntry {
   return {
     original: decodeTuple(required(attributes, CTA_TUPLE_ORIG, 'an original tuple')),
     reply: decodeTuple(required(attributes, CTA_TUPLE_REPLY, 'a reply tuple')),
+    status: required(attributes, CTA_STATUS, 'a status').readUInt32BE(),
     id: required(attributes, CTA_ID, 'an id').readUInt32BE(),
   };
 }
@@ -240,6 +251,10 @@ async function deleteExactEntries(socket: NetlinkSocket, entries: readonly Exact
       const current = found.get(tupleKey(entry));
       const from = current?.reply.source;
       if (from?.address !== entry.replySource.address || from.port !== entry.replySource.port) continue;
+      // The same client port and endpoint, taken since by a DNAT: IPVS's reply hook matches such a
+      // connection's replies to the IPVS connection of that client and real server, so IPVS lists
+      // it as going on, but the entry is the DNAT's and its connection must keep it.
+      if ((current!.status & IPS_DST_NAT) !== 0) continue;
       writeEntryRequest(remove, CT_DELETE, entry, current!.id);
       removing.push(entry);
     }

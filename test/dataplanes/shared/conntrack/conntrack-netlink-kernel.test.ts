@@ -24,17 +24,25 @@ interface Made {
   readonly client: readonly [string, number];
   readonly virtual: readonly [string, number];
   readonly server: readonly [string, number];
+  /** Made by a DNAT rule (IPS_DST_NAT), not by IPVS. */
+  readonly dnat?: boolean;
 }
 
-/** `conntrack -I` of an entry as IPVS leaves it: orig client -> virtual, reply server -> client. */
-function insertArgs({ protocol, client, virtual, server }: Made): string {
+/**
+ * `conntrack -I` of an entry as IPVS leaves it: orig client -> virtual, reply server -> client; or
+ * as a DNAT to the server makes it (the kernel NATs the reply tuple to the server and sets
+ * IPS_DST_NAT, which a reply tuple given as the server's would not).
+ */
+function insertArgs({ protocol, client, virtual, server, dnat }: Made): string {
+  const [from, fromPort] = dnat ? virtual : server;
   return [
     'conntrack -I -p',
     protocol,
     `-s ${client[0]} -d ${virtual[0]} --sport ${client[1]} --dport ${virtual[1]}`,
-    `-r ${server[0]} -q ${client[0]} --reply-port-src ${server[1]} --reply-port-dst ${client[1]}`,
+    `-r ${from} -q ${client[0]} --reply-port-src ${fromPort} --reply-port-dst ${client[1]}`,
     protocol === 'tcp' ? '--state ESTABLISHED' : '',
     '-t 600',
+    dnat ? `--dst-nat ${server[0]}:${server[1]}` : '',
   ].join(' ');
 }
 
@@ -101,6 +109,9 @@ const KEPT = [
   tcp([C4, 40002], ['10.20.30.41', 80], ['10.244.1.12', 80]),
   tcp([C4, 40003], ['10.20.30.41', 80], ['10.244.1.10', 8080]),
   udp([C6, 54323], ['fd00:96::53', 53], ['fd00:244:1::12', 5353]),
+  // The original tuple of a cut connection, DNATed since to the cut real server itself: IPVS matches
+  // its replies to the cut connection (same client port and real server) and lists that as live.
+  { ...tcp([C4, 40004], ['10.20.30.41', 80], ['10.244.1.10', 80]), dnat: true },
   // Unrelated flows.
   tcp(['10.0.0.1', 1234], ['10.0.0.2', 5678], ['10.0.0.2', 5678]),
   udp(['fd00::1', 1234], ['fd00::2', 53], ['fd00::2', 53]),
@@ -110,6 +121,7 @@ const CUT_BY_TUPLE = [
   tcp([C4, 40002], ['10.20.30.41', 80], ['10.244.1.10', 80]),
   tcp([C4, 40003], ['10.20.30.41', 80], ['10.244.1.10', 80]),
   udp([C6, 54323], ['fd00:96::53', 53], ['fd00:244:1::11', 5353]),
+  tcp([C4, 40004], ['10.20.30.41', 80], ['10.244.1.10', 80]),
 ];
 /** Cut connections whose entries are gone already (the flow ended). */
 const ENDED = [

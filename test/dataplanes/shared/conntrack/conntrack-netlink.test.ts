@@ -131,7 +131,7 @@ const V4_REPLY =
 const V6_REPLY =
   '4c0001802c00018014000300fd00010000000000000000000000020014000400fd0000960000000000000000000000531c000280050001001100000006000200d640000006000300003500004c0002802c00018014000300fd00024400010000000000000000001014000400fd0001000000000000000000000002001c00028005000100110000000600020014e9000006000300d64000000800030000000008080008000000000008000c00507795c208000b0000000002080007000000012b1c001880080001000000000008000200000000000800030000000000';
 
-test('a GET reply decodes to its original and reply tuples and its id', () => {
+test('a GET reply decodes to its original and reply tuples, its status and its id', () => {
   assert.deepEqual(decodeEntry(Buffer.from(V4_REPLY, 'hex')), {
     original: V4_TCP,
     reply: {
@@ -139,6 +139,7 @@ test('a GET reply decodes to its original and reply tuples and its id', () => {
       source: { address: '10.244.1.10', port: 80 },
       destination: { address: '10.100.0.200', port: 40000 },
     },
+    status: 8, // IPS_CONFIRMED
     id: 1866282062,
   });
   assert.deepEqual(decodeEntry(Buffer.from(V6_REPLY, 'hex')), {
@@ -148,6 +149,7 @@ test('a GET reply decodes to its original and reply tuples and its id', () => {
       source: { address: 'fd00:244:1::10', port: 5353 },
       destination: { address: 'fd00:100::200', port: 54848 },
     },
+    status: 8,
     id: 1350014402,
   });
 });
