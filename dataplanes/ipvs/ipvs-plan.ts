@@ -2,6 +2,7 @@
 // A full plan carries the whole desired state: the live dataplane reconciles it against a dump of
 // the kernel. An incremental plan carries operations against what planFull(prev) put there.
 import type { IPFamily } from '../../contract/base/ip-family.ts';
+import type { HooksLast } from '../shared/nft/hooks-last.ts';
 import type { NftTransaction } from '../shared/nft/transaction.ts';
 import type { RealServer, VirtualServer, VirtualService } from './virtual-servers.ts';
 
@@ -38,7 +39,14 @@ export interface AddressChanges {
 }
 
 export type IpvsPlan =
-  | { readonly kind: 'full'; readonly desired: IpvsDesired; readonly nft: NftTransaction }
+  | {
+      readonly kind: 'full';
+      readonly desired: IpvsDesired;
+      /** The companion tables in one transaction: what replaces them on a node that holds them. */
+      readonly nft: NftTransaction;
+      /** The same in the three steps of a node without them (hooks-last.ts); `nft` is their join. */
+      readonly coldStart: HooksLast;
+    }
   | {
       readonly kind: 'incremental';
       readonly ops: readonly IpvsOp[];

@@ -5,6 +5,7 @@
 // the addresses that go away, once nothing serves them.
 import type { CleanupCommand } from '../../contract/dataplane.ts';
 import { printInputs, type ToolInput } from '../../contract/tool-inputs.ts';
+import type { NftTransaction } from '../shared/nft/transaction.ts';
 import { DUMMY_LINK, type IpvsOp, type IpvsPlan } from './ipvs-plan.ts';
 import { hostPort, type RealServer, type VirtualService } from './virtual-servers.ts';
 
@@ -89,19 +90,24 @@ function fullIpvsLines(plan: Extract<IpvsPlan, { kind: 'full' }>): string[] {
   return lines;
 }
 
-/** The plan's steps in the order the live dataplane applies them. */
-export function planInputs(plan: IpvsPlan): ToolInput[] {
+/**
+ * The plan's steps in the order the live dataplane applies them. A full plan's companion tables
+ * go on an empty node in three steps (hooks-last.ts): with `chunks` each apart, else joined, the
+ * one transaction that replaces them on a node holding them.
+ */
+export function planInputs(plan: IpvsPlan, chunks = false): ToolInput[] {
   const lines = (title: string, command: string, batch: readonly string[]): ToolInput => ({
     title,
     command,
     input: batch.map((line) => `${line}\n`).join(''),
   });
-  const nft: ToolInput = {
-    title: `nftables companion table (${plan.kind}; nft -f)`,
-    command: 'nft -f -',
-    input: plan.nft.toString(),
-  };
+  const nft = (what: string, tx: NftTransaction): ToolInput => ({
+    title: `nftables companion table (${what}; nft -f)`,
+    command: NFT_COMMAND,
+    input: tx.toString(),
+  });
   if (plan.kind === 'full') {
+    const { structure, elements, hooks } = plan.coldStart;
     // As on an empty node: no link yet, no stale address to remove.
     return [
       lines(
@@ -110,7 +116,13 @@ export function planInputs(plan: IpvsPlan): ToolInput[] {
         addressBatch(true, plan.desired.boundAddresses, []),
       ),
       lines('IPVS virtual servers (full; ipvsadm --restore)', IPVSADM_RESTORE, fullIpvsLines(plan)),
-      nft,
+      ...(chunks
+        ? [
+            nft('full, step 1/3: table, sets, regular chains', structure),
+            nft('full, step 2/3: elements, by nf_tables netlink in kproxy run', elements),
+            nft('full, step 3/3: the hooks', hooks),
+          ]
+        : [nft('full, on an empty node in 3 steps: render --chunks', plan.nft)]),
     ];
   }
   return [
@@ -124,7 +136,7 @@ export function planInputs(plan: IpvsPlan): ToolInput[] {
       IPVSADM_RESTORE,
       plan.ops.map(ipvsadmLine),
     ),
-    nft,
+    nft('incremental', plan.nft),
     lines(
       `Addresses removed from ${DUMMY_LINK} (incremental; ip -batch)`,
       IP_BATCH,
@@ -135,7 +147,9 @@ export function planInputs(plan: IpvsPlan): ToolInput[] {
 
 const IP_BATCH = 'ip -batch -';
 const IPVSADM_RESTORE = 'ipvsadm --restore';
+const NFT_COMMAND = 'nft -f -';
 
-export function renderPlan(plan: IpvsPlan): string {
-  return printInputs(planInputs(plan));
+/** printInputs(planInputs(plan, chunks)): what render (or render --chunks) prints. */
+export function renderPlan(plan: IpvsPlan, chunks = false): string {
+  return printInputs(planInputs(plan, chunks));
 }

@@ -23,7 +23,11 @@ import { deleteConntrackEntries } from '../shared/conntrack/conntrack-tool.ts';
 import { UdpConntrackReconciler } from '../shared/conntrack/udp-conntrack-reconciler.ts';
 import { type DrainBound, removeAfterDrain } from '../shared/ipvs-drain.ts';
 import { firstOfEachSet, intactCheckScript, intactValuesScript } from '../shared/nft/intact-check-script.ts';
-import { type NetlinkElementWriter, writeTransaction } from '../shared/nft/netlink-elements.ts';
+import {
+  type NetlinkElementWriter,
+  writeElementsApart,
+  writeTransaction,
+} from '../shared/nft/netlink-elements.ts';
 import { FAMILIES as NFT_FAMILIES } from '../shared/nft/ruleset.ts';
 import { COMPANION_TABLE } from './companion-ruleset.ts';
 import { DrainingServers } from './draining-servers.ts';
@@ -39,7 +43,7 @@ import { diffAddresses } from './ipvs-diff.ts';
 import type { IpvsTimeouts } from './ipvs-messages.ts';
 import { FAMILIES, type IpvsDesired, type IpvsOp, type IpvsPlan } from './ipvs-plan.ts';
 import { ipvsadmDeletion } from './ipvs-render.ts';
-import { ownedVirtualServer, recordedNodePortAddresses } from './ownership.ts';
+import { ownedVirtualServer, readCompanionRecord } from './ownership.ts';
 import {
   companionDesired,
   createIpvsPlanner,
@@ -78,10 +82,11 @@ export interface IpvsDataplaneOptions {
   readonly excludeCIDRs?: readonly string[];
   readonly log?: IpvsLog;
   /**
-   * Writes the companion table's elements of incremental syncs as nf_tables netlink batches
-   * (netlink-elements.ts), in this process's namespace; without it they go by `nft -f` text. An
-   * element command makes nft 1.0.6 read the table's sets first: ~25 ms at 30k services, ~400 ms
-   * in the emulated bench VM, for one hairpin element.
+   * Writes the companion table's elements of incremental syncs and of a cold start as nf_tables
+   * netlink batches (netlink-elements.ts), in this process's namespace; without it they go by
+   * `nft -f` text. An element command makes nft 1.0.6 read the table's sets first: ~25 ms at 30k
+   * services, ~400 ms in the emulated bench VM, for one hairpin element; and nft parses ~30 us per
+   * element (~10x that in the VM), most of a cold start's companion table.
    */
   readonly elements?: NetlinkElementWriter;
   /** Milliseconds on a monotonic clock (performance.now); tests step it. */
@@ -214,6 +219,12 @@ export class IpvsDataplane implements LiveDataplane {
    * them.
    */
   #sharing: Promise<SharingIndexes> = Promise.resolve(new Map());
+  /**
+   * Whether a companion table of ours may be in the kernel: a full sync replaces it in one
+   * transaction; without one it writes the cold start's steps (hooks-last.ts). Read at start,
+   * false after cleanup, true from a full sync's first companion write on.
+   */
+  #companionTables = true;
   /** Keys of virtual servers we made or adopted (a full sync may delete them). */
   readonly #owned = new Set<string>();
   readonly #draining: DrainingServers;
@@ -257,7 +268,9 @@ export class IpvsDataplane implements LiveDataplane {
     if (sysctl.exitCode !== 0) throw new CommandError('sysctl', sysctl.stderr);
     const t = this.#timeouts;
     if (t && (t.tcpSeconds > 0 || t.tcpFinSeconds > 0 || t.udpSeconds > 0)) await client.setTimeouts(t);
-    const ours = await this.#recordedAddresses();
+    const recorded = await readCompanionRecord(this.#runner);
+    this.#companionTables = recorded.families > 0;
+    const ours = new Set([...(await boundAddresses(this.#runner)), ...recorded.nodePortAddresses]);
     for (const service of await client.listServices()) {
       if (this.#isOurs(service, ours)) this.#owned.add(virtualServerKey(service));
     }
@@ -413,6 +426,7 @@ export class IpvsDataplane implements LiveDataplane {
       for (const command of commands) await runRemoval(this.#runner, command);
       return kept ? 'kept' : undefined;
     });
+    this.#companionTables = false;
     const removed = [...(deleted > 0 ? [servicesRemoved(deleted)] : []), ...removedObjects(commands), ...cut];
     this.#owned.clear();
     this.#draining.clear();
@@ -481,8 +495,8 @@ export class IpvsDataplane implements LiveDataplane {
 
   /** The addresses an earlier run left its virtual servers on: the link's and the node-port ones. */
   async #recordedAddresses(): Promise<Set<string>> {
-    const nodePort = await recordedNodePortAddresses(this.#runner);
-    return new Set([...(await boundAddresses(this.#runner)), ...nodePort]);
+    const { nodePortAddresses } = await readCompanionRecord(this.#runner);
+    return new Set([...(await boundAddresses(this.#runner)), ...nodePortAddresses]);
   }
 
   #isOurs(service: VirtualService, addresses: ReadonlySet<string>): boolean {
@@ -530,8 +544,24 @@ export class IpvsDataplane implements LiveDataplane {
     // Whatever was draining is re-decided from the dump.
     this.#draining.clear();
     await this.#applyOps(client, ops);
-    await this.#nft(plan.nft.toString());
+    await this.#writeCompanion(plan);
     await changeAddresses(this.#runner, [], addresses.delete);
+  }
+
+  /**
+   * The companion tables: replaced in one transaction where one of ours may be; else the cold
+   * start's steps (hooks-last.ts), the elements as netlink batches, as many as they take: the
+   * table has no hook until the last step, so no packet meets it half-written (a failure leaves a
+   * table without hooks, which the next full sync replaces).
+   */
+  async #writeCompanion(plan: Extract<IpvsPlan, { kind: 'full' }>): Promise<void> {
+    if (this.#companionTables) return this.#nft(plan.nft.toString());
+    this.#companionTables = true;
+    const { structure, elements, hooks } = plan.coldStart;
+    await this.#nft(structure.toString());
+    if (!(this.#elements && (await writeElementsApart(this.#elements, elements))))
+      await this.#nft(elements.toString());
+    await this.#nft(hooks.toString());
   }
 
   /**

@@ -27,9 +27,17 @@ interface NftSetListing {
   readonly nftables?: readonly { readonly set?: { readonly elem?: readonly unknown[] } }[];
 }
 
-/** The node-port addresses the companion tables record (none when they are gone). */
-export async function recordedNodePortAddresses(runner: CommandRunner): Promise<string[]> {
+/** What the companion tables left in the kernel record. */
+export interface CompanionRecord {
+  /** How many families may have one: its `nodeport-ips` set listed, or not listed but not missing. */
+  readonly families: number;
+  /** The node-port addresses they record (none when they are gone). */
+  readonly nodePortAddresses: string[];
+}
+
+export async function readCompanionRecord(runner: CommandRunner): Promise<CompanionRecord> {
   const addresses: string[] = [];
+  let families = 0;
   for (const family of ['ip', 'ip6']) {
     const listed = await runner.run('nft', [
       '-j',
@@ -39,11 +47,21 @@ export async function recordedNodePortAddresses(runner: CommandRunner): Promise<
       COMPANION_TABLE,
       COMPANION_SET.nodePortIps,
     ]);
-    if (listed.exitCode !== 0) continue;
+    // Any other failure (a table this nft cannot read) may still be a table of ours.
+    if (listed.exitCode !== 0) {
+      if (!/No such file or directory/.test(listed.stderr)) families++;
+      continue;
+    }
+    families++;
     const json = JSON.parse(listed.stdout) as NftSetListing;
     for (const item of json.nftables ?? []) {
       for (const elem of item.set?.elem ?? []) if (typeof elem === 'string') addresses.push(elem);
     }
   }
-  return addresses;
+  return { families, nodePortAddresses: addresses };
+}
+
+/** The node-port addresses the companion tables record (none when they are gone). */
+export async function recordedNodePortAddresses(runner: CommandRunner): Promise<string[]> {
+  return (await readCompanionRecord(runner)).nodePortAddresses;
 }

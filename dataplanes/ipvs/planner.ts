@@ -12,7 +12,7 @@ import { changedServicePorts } from '../../contract/changed-service-ports.ts';
 import type { DataplanePlanner } from '../../contract/dataplane.ts';
 import type { DualStackState, ServicePortKey } from '../../contract/proxy-state.ts';
 import { diffFamily, diffRulesets } from '../shared/nft/diff.ts';
-import { fullTransaction } from '../shared/nft/full-transaction.ts';
+import { hooksLastTransactions, joinedTransaction } from '../shared/nft/hooks-last.ts';
 import type { DesiredRuleset, FamilyRuleset } from '../shared/nft/ruleset.ts';
 import { NftTransaction } from '../shared/nft/transaction.ts';
 import { COMPANION_TABLE, companionPortElements, companionRuleset } from './companion-ruleset.ts';
@@ -206,11 +206,14 @@ export function createIpvsPlanner(options: IpvsPlannerOptions): DataplanePlanner
     mode: 'ipvs',
     planFull(state) {
       const d = desired(state, options);
-      return { kind: 'full', desired: d.ipvs, nft: fullTransaction(d.nft, COMPANION_TABLE) };
+      const coldStart = hooksLastTransactions(d.nft, COMPANION_TABLE);
+      return { kind: 'full', desired: d.ipvs, nft: joinedTransaction(coldStart), coldStart };
     },
     planIncremental: (prev, next) => ipvsIncremental(prev, next, options).plan,
-    inputs: planInputs,
-    render: renderPlan,
+    inputs: (plan) => planInputs(plan, false),
+    render: (plan) => renderPlan(plan, false),
+    chunkInputs: (plan) => planInputs(plan, true),
+    renderChunks: (plan) => renderPlan(plan, true),
   };
 }
 

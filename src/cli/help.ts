@@ -62,7 +62,9 @@ nftables: a full sync on a node that already has kproxy's tables rewrites them i
                                              go in parts, one restore each); nftables (a cold start
                                              over ${COLD_START_CHUNK} elements goes in transactions of
                                              about that size, the canary last; kproxy run's are
-                                             smaller where net.core.wmem_max is under 469 KiB)
+                                             smaller where net.core.wmem_max is under 469 KiB);
+                                             ipvs (a full sync on a node without the companion
+                                             table writes it in 3 steps, the hooks last)
   --script                                   print the same steps as a POSIX shell script that
                                              feeds each input to its tool; on an empty node:
                                              kproxy render --mode MODE --example --script | sh

@@ -300,11 +300,36 @@ test('render --mode iptables --chunks prints the restores iptables-nft gets, whi
   // The same rules, split: every line of the whole input is in one of the parts.
   const lines = (text: string) => new Set(text.split('\n').filter((l) => l.startsWith('-')));
   assert.deepEqual(lines(chunked.stdout), lines(whole.stdout));
-  const ipvs = await run(['render', '--mode', 'ipvs', '--example', '--chunks']);
-  assert.deepEqual(
-    [ipvs.code, ipvs.stderr.split('\n')[0]],
-    [2, 'kproxy render: --chunks: the ipvs dataplane does not split its input'],
+});
+
+test("render --mode ipvs --chunks prints the companion table's cold start steps, which render joins", async () => {
+  const args = ['render', '--mode', 'ipvs', '--example'];
+  const whole = await run(args);
+  assert.equal(whole.code, 0, whole.stderr);
+  const chunked = await run([...args, '--chunks']);
+  assert.equal(chunked.code, 0, chunked.stderr);
+  const sections = (text: string) => text.split(/^(?=# )/m);
+  const [addresses, servers, companion] = sections(whole.stdout);
+  assert.equal(
+    companion!.split('\n')[0],
+    '# nftables companion table (full, on an empty node in 3 steps: render --chunks; nft -f)',
   );
+  const steps = sections(chunked.stdout);
+  assert.deepEqual(steps.slice(0, 2), [addresses, servers]);
+  assert.deepEqual(
+    steps.slice(2).map((step) => step.split('\n')[0]),
+    [
+      '# nftables companion table (full, step 1/3: table, sets, regular chains; nft -f)',
+      '# nftables companion table (full, step 2/3: elements, by nf_tables netlink in kproxy run; nft -f)',
+      '# nftables companion table (full, step 3/3: the hooks; nft -f)',
+    ],
+  );
+  const body = (section: string) => section.slice(section.indexOf('\n') + 1);
+  assert.equal(steps.slice(2).map(body).join(''), body(companion!));
+  assert.match(body(steps[3]!), /^add element /);
+  assert.doesNotMatch(body(steps[3]!), /^(?!add element |\t|\}|$)/m, 'elements only');
+  assert.doesNotMatch(body(steps[2]!), /hook/, 'no base chain before the elements');
+  assert.match(body(steps[4]!), /^add chain ip kproxy-ipvs nat-prerouting \{ type nat hook prerouting/m);
 });
 
 test('render --mode nftables --chunks prints each transaction the live dataplane sends under a # line', async () => {

@@ -132,3 +132,49 @@ export function* elementBatchSteps(
   }
   return { datagram, origins };
 }
+
+/** Where a walk of element operations is: an operation's index and one of its elements'. */
+export interface ElementCursor {
+  readonly op: number;
+  readonly element: number;
+}
+
+/** A run of element operations cut from a longer list (elementPiece). */
+export interface ElementPiece {
+  readonly ops: readonly ElementOp[];
+  /** Its elements, a flush counting one. */
+  readonly count: number;
+  /** Where the next piece starts; undefined after the last. */
+  readonly next: ElementCursor | undefined;
+}
+
+/**
+ * Up to `count` (at least 1) elements of `ops` from `at` on, in order, as operations of their own:
+ * a batch too large for one datagram, cut into batches that fit.
+ */
+export function elementPiece(ops: readonly ElementOp[], at: ElementCursor, count: number): ElementPiece {
+  const want = Math.max(1, count);
+  const piece: ElementOp[] = [];
+  let taken = 0;
+  let { op: index, element } = at;
+  while (index < ops.length && taken < want) {
+    const op = ops[index]!;
+    if (op.verb === 'flush') {
+      piece.push(op);
+      taken++;
+      index++;
+      continue;
+    }
+    const to = Math.min(op.elements.length, element + want - taken);
+    piece.push(
+      element === 0 && to === op.elements.length ? op : { ...op, elements: op.elements.slice(element, to) },
+    );
+    taken += to - element;
+    if (to < op.elements.length) element = to;
+    else {
+      index++;
+      element = 0;
+    }
+  }
+  return { ops: piece, count: taken, next: index < ops.length ? { op: index, element } : undefined };
+}

@@ -4,7 +4,7 @@
 // transaction, so packets see the old ruleset or the new one, never a mix; established
 // connections keep their conntrack NAT bindings across it.
 import { type DesiredRuleset, FAMILIES, type FamilyRuleset } from './ruleset.ts';
-import { NftTransaction, TABLE } from './transaction.ts';
+import { type ChainSpec, type NftFamily, NftTransaction, TABLE } from './transaction.ts';
 
 export const TABLE_COMMENT = 'kproxy: Kubernetes service proxy (managed by kproxy; do not edit)';
 
@@ -19,12 +19,16 @@ export function defineFamily(tx: NftTransaction, ruleset: FamilyRuleset): void {
 export function addObjects(tx: NftTransaction, ruleset: FamilyRuleset): void {
   const family = ruleset.family;
   for (const set of ruleset.sets.values()) tx.addSet(family, set);
-  // Declare every chain before any rule, so rules can jump to chains defined later.
-  for (const chain of ruleset.chains.values()) tx.addChain(family, chain);
-  for (const chain of ruleset.chains.values()) {
+  addChains(tx, family, [...ruleset.chains.values()]);
+  for (const [set, elements] of ruleset.elements) tx.addElements(family, set, [...elements.values()]);
+}
+
+/** Adds `chains`, every one declared before any rule, so rules can jump to chains defined later. */
+export function addChains(tx: NftTransaction, family: NftFamily, chains: readonly ChainSpec[]): void {
+  for (const chain of chains) tx.addChain(family, chain);
+  for (const chain of chains) {
     for (const rule of chain.rules) tx.addRule(family, chain.name, rule);
   }
-  for (const [set, elements] of ruleset.elements) tx.addElements(family, set, [...elements.values()]);
 }
 
 export function fullTransaction(desired: DesiredRuleset, table = TABLE): NftTransaction {

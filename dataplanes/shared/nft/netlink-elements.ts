@@ -13,13 +13,21 @@
 // not know) or whose batch exceeds one datagram (the only atomic unit: see netlink-socket.ts) goes
 // to nft whole, as before. In nftables mode, cold starts' pieces and fragments (endpoint changes)
 // split, full syncs on a node with our tables go to nft; in IPVS mode, the companion table's
-// incremental transactions split.
+// incremental transactions split, and a cold start's elements go apart in as many batches as they
+// take (writeElementsApart: its table has no hook yet, hooks-last.ts).
 
 import type { IPFamily } from '../../../contract/base/ip-family.ts';
-import { runAll, type Steps } from '../../../contract/base/work-slices.ts';
+import { runAll, runInSlices, type Steps } from '../../../contract/base/work-slices.ts';
 import { DataplaneError } from '../../../contract/dataplane-error.ts';
 import { errnoName, NetlinkSocket, openNetfilterNetlink } from '../netlink-socket.ts';
-import { type ElementBatch, type ElementOp, elementBatch, elementBatchSteps } from './element-batch.ts';
+import {
+  type ElementBatch,
+  type ElementCursor,
+  type ElementOp,
+  elementBatch,
+  elementBatchSteps,
+  elementPiece,
+} from './element-batch.ts';
 import { type SetLayout, setLayout } from './element-encoding.ts';
 import { type FamilySyntax, familySyntax } from './family-syntax.ts';
 import { type NftFamily, type NftOp, NftTransaction, type SetSpec } from './transaction.ts';
@@ -233,4 +241,36 @@ function describe(batch: ElementBatch, refused: ReadonlyMap<number, number>): st
   }
   if (refused.size > NAMED) parts.push(`and ${refused.size - NAMED} more`);
   return parts.join('; ');
+}
+
+/** Elements of the first batch writeElementsApart sends: the next ones are sized by its bytes. */
+const FIRST_PIECE = 1000;
+
+/**
+ * Writes `tx`, which holds element operations only, in as many batches as they take, each one
+ * datagram (so each atomic alone, not the whole): for elements no packet meets until a later
+ * transaction hooks their table (hooks-last.ts). False, having sent nothing, when the writer
+ * cannot write them.
+ */
+export async function writeElementsApart(writer: NetlinkElementWriter, tx: NftTransaction): Promise<boolean> {
+  const split = writer.split(tx);
+  if (split === undefined || !split.before.empty || !split.after.empty) return false;
+  let at: ElementCursor | undefined = { op: 0, element: 0 };
+  let size = FIRST_PIECE;
+  while (at !== undefined) {
+    const piece = elementPiece(split.ops, at, size);
+    const pieceSplit: SplitTransaction = { before: split.before, ops: piece.ops, after: split.after };
+    const batch = await runInSlices(writer.batchSteps(pieceSplit));
+    if (batch === undefined) {
+      if (piece.count === 1)
+        throw new ElementBatchError('nf_tables element batch: one element exceeds a datagram');
+      size = Math.ceil(piece.count / 2);
+      continue;
+    }
+    await writer.write(pieceSplit, batch);
+    // The next piece as many elements as fit at this one's bytes per element, with a tenth to spare.
+    size = Math.floor((0.9 * piece.count * writer.maxBytes) / batch.datagram.attributes.length);
+    at = piece.next;
+  }
+  return true;
 }

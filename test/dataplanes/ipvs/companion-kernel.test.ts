@@ -18,6 +18,7 @@ import { prng } from '../../support/prng.ts';
 import { seedsLine, testSeeds } from '../../support/seeds.ts';
 import { canonicalRuleset } from '../nftables/kernel-support.ts';
 import { randomState } from '../nftables/random-state.ts';
+import { coldStartStates } from './cold-start-states.ts';
 
 /** The `nft -f` section of render output. */
 function companionScript(rendered: string): string {
@@ -86,6 +87,27 @@ test('incremental companion transactions with their elements by netlink leave wh
       await canonicalRuleset(lab, textNs),
       `seed ${seed}`,
     );
+  }
+});
+
+test("a cold start's steps, its elements by netlink in many small batches, leave what its one transaction leaves", async (t) => {
+  if (!requireRoot(t, 'network namespaces and nft')) return;
+  const lab = new Lab('ipvs-companion-cold');
+  t.after(() => lab.destroy());
+  const main = fileURLToPath(new URL('./companion-netlink-main.ts', import.meta.url));
+  const netlinkNs = await lab.addNetns('netlink');
+  const textNs = await lab.addNetns('text');
+  const run = async (ns: string, mode: 'cold-netlink' | 'cold-text', name: string) => {
+    await lab.exec(ns, 'nft', ['flush', 'ruleset']);
+    const { stdout } = await lab.exec(ns, process.execPath, [main, mode, name]);
+    return (JSON.parse(stdout.trim().split('\n').at(-1)!) as { batches: number }).batches;
+  };
+  for (const name of Object.keys(coldStartStates)) {
+    const batches = await run(netlinkNs, 'cold-netlink', name);
+    assert.equal(await run(textNs, 'cold-text', name), 0, name);
+    assert.deepEqual(await canonicalRuleset(lab, netlinkNs), await canonicalRuleset(lab, textNs), name);
+    // 300 ClientIP services: ~3,000 elements, over 100 KiB.
+    if (name === 'affinity-wide') assert.ok(batches > 5, `${name}: ${batches} batches`);
   }
 });
 

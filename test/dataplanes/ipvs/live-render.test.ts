@@ -1,7 +1,9 @@
 // What `kproxy render --mode ipvs` prints is what the live dataplane sends, byte for byte and in
 // order: the dummy link and its addresses (`ip -batch` input), the virtual server operations (the
 // netlink requests, written as the ipvsadm lines render prints), the companion table (`nft -f`
-// input) and the addresses removed last. Full syncs on an empty node and incremental syncs.
+// input) and the addresses removed last. Full syncs on an empty node (the companion table in the
+// three steps render --chunks prints, its elements by nft or as netlink batches), a full sync on a
+// node holding the table (one transaction, as render prints it), and incremental syncs.
 // Sweep its seeds:
 //   nice -n 10 node scripts/sweep-seeds.ts test/dataplanes/ipvs/live-render.test.ts --name 'render'
 import assert from 'node:assert/strict';
@@ -10,7 +12,7 @@ import type { DualStackState } from '../../../contract/proxy-state.ts';
 import type { IpvsClient } from '../../../dataplanes/ipvs/ipvs-client.ts';
 import type { IpvsOp } from '../../../dataplanes/ipvs/ipvs-plan.ts';
 import { ipvsadmLine } from '../../../dataplanes/ipvs/ipvs-render.ts';
-import { IpvsDataplane } from '../../../dataplanes/ipvs/live.ts';
+import { IpvsDataplane, type IpvsDataplaneOptions } from '../../../dataplanes/ipvs/live.ts';
 import { ipvsPlanner } from '../../../dataplanes/ipvs/planner.ts';
 import { type CommandRunner, scriptText } from '../../../dataplanes/shared/command-runner.ts';
 import { prng } from '../../support/prng.ts';
@@ -18,6 +20,7 @@ import { seedsLine, testSeeds } from '../../support/seeds.ts';
 import { goldenStates } from '../nftables/golden-states.ts';
 import { randomState } from '../nftables/random-state.ts';
 import { FakeKernel } from './fake-kernel.ts';
+import { recordingElementWriter, scriptElements, sentElements } from './recording-elements.ts';
 
 interface Sent {
   /** The tool a section of render output names: ip -batch, ipvsadm --restore or nft -f. */
@@ -38,9 +41,14 @@ function renderedSections(rendered: string): Sent[] {
     .filter(({ text }) => text !== '');
 }
 
-/** A fake node whose writes are recorded as render would print them (consecutive IPVS operations as one section). */
-function recordingNode(): { kernel: FakeKernel; dataplane: IpvsDataplane; sent: Sent[] } {
-  const kernel = new FakeKernel();
+/**
+ * A fake node whose writes are recorded as render would print them (consecutive IPVS operations as
+ * one section); with `elements`, the companion elements the dataplane writes by netlink go there.
+ */
+function recordingNode(
+  kernel = new FakeKernel(),
+  elements?: IpvsDataplaneOptions['elements'],
+): { kernel: FakeKernel; dataplane: IpvsDataplane; sent: Sent[] } {
   const sent: Sent[] = [];
   const runner = kernel.runner();
   const recording: CommandRunner = {
@@ -88,13 +96,17 @@ function recordingNode(): { kernel: FakeKernel; dataplane: IpvsDataplane; sent: 
       await client.deleteServer(service, server);
     },
   };
-  const dataplane = new IpvsDataplane({ runner: recording, openClient: async () => recordingClient });
+  const dataplane = new IpvsDataplane({
+    runner: recording,
+    openClient: async () => recordingClient,
+    elements,
+  });
   return { kernel, dataplane, sent };
 }
 
-test('render of a full plan is what a full sync on an empty node sends', async () => {
-  const seeds = testSeeds({ first: 3 });
-  const states: [string, DualStackState][] = [
+/** Golden states, and ten random ones per seed. */
+function fullStates(seeds: readonly number[]): [string, DualStackState][] {
+  return [
     ...Object.entries(goldenStates),
     ...seeds.flatMap((seed) => {
       const random = prng(seed);
@@ -104,11 +116,65 @@ test('render of a full plan is what a full sync on an empty node sends', async (
       ]);
     }),
   ];
-  for (const [name, state] of states) {
+}
+
+/** The companion table's cold-start step of render --chunks that holds the elements. */
+const ELEMENTS_STEP = /^nftables companion table \(full, step 2\/3: /;
+
+test('render --chunks of a full plan is what a full sync on an empty node sends', async () => {
+  for (const [name, state] of fullStates(testSeeds({ first: 3 }))) {
     const { dataplane, sent } = recordingNode();
     await dataplane.start();
     await dataplane.sync(state, 'full');
-    assert.deepEqual(sent, renderedSections(ipvsPlanner.render(ipvsPlanner.planFull(state))), name);
+    assert.deepEqual(sent, renderedSections(ipvsPlanner.renderChunks!(ipvsPlanner.planFull(state))), name);
+  }
+});
+
+test('with the element writer, the cold start elements go as netlink batches that encode the step render --chunks prints', async () => {
+  const seeds = testSeeds({ first: 5 });
+  process.stdout.write(seedsLine('ipvs cold start elements by netlink ≡ render --chunks', seeds));
+  let split = 0;
+  for (const [name, state] of fullStates(seeds)) {
+    // Small datagrams, so that a few dozen elements take several.
+    const { writer, datagrams } = recordingElementWriter(2048);
+    const { dataplane, sent } = recordingNode(new FakeKernel(), writer);
+    await dataplane.start();
+    await dataplane.sync(state, 'full');
+    const rendered = ipvsPlanner.renderChunks!(ipvsPlanner.planFull(state));
+    const step = rendered.split(/^(?=# )/m).find((section) => ELEMENTS_STEP.test(section.slice(2)));
+    assert.ok(step !== undefined, `${name}: no elements step in ${rendered}`);
+    const elements = step.slice(step.indexOf('\n') + 1);
+    assert.deepEqual(
+      sent,
+      renderedSections(rendered).filter((section) => section.text !== elements),
+      `${name}: the other steps as render --chunks prints them`,
+    );
+    assert.deepEqual(sentElements(datagrams), scriptElements(elements), `${name}: the elements`);
+    assert.ok(
+      datagrams.every((datagram) => datagram.length <= 2048),
+      name,
+    );
+    if (datagrams.length > 1) split++;
+  }
+  assert.ok(split > 0, 'some cold start took several datagrams');
+});
+
+test('a full sync on a node holding the companion table replaces it in one transaction, as render prints it', async () => {
+  for (const [name, state] of fullStates(testSeeds({ first: 3 }))) {
+    const first = recordingNode();
+    await first.dataplane.start();
+    await first.dataplane.sync(state, 'full');
+    const companion = renderedSections(ipvsPlanner.render(ipvsPlanner.planFull(state))).filter(
+      (section) => section.tool === 'nft -f',
+    );
+    // The same dataplane's next full sync, and a restarted one's first (it finds the table).
+    first.sent.length = 0;
+    await first.dataplane.sync(state, 'full');
+    assert.deepEqual(first.sent, companion, `${name}: the next full sync`);
+    const restarted = recordingNode(first.kernel);
+    await restarted.dataplane.start();
+    await restarted.dataplane.sync(state, 'full');
+    assert.deepEqual(restarted.sent, companion, `${name}: a restarted dataplane's first`);
   }
 });
 

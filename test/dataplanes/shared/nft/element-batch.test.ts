@@ -3,7 +3,12 @@
 // for the set, which the kernel needs only for a set created in the same batch: left out here).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { elementBatch } from '../../../../dataplanes/shared/nft/element-batch.ts';
+import {
+  type ElementCursor,
+  type ElementOp,
+  elementBatch,
+  elementPiece,
+} from '../../../../dataplanes/shared/nft/element-batch.ts';
 import { setLayout } from '../../../../dataplanes/shared/nft/element-encoding.ts';
 import type { ElementSpec, NftFamily, SetSpec } from '../../../../dataplanes/shared/nft/transaction.ts';
 
@@ -126,4 +131,35 @@ test('sets the packet path fills, or of unknown types, are left to nft', () => {
   );
   assert.equal(setLayout({ name: 'b', kind: 'set', type: 'type ether_addr' }), undefined);
   assert.equal(setLayout({ name: 'c', kind: 'set', type: 'type ipv4_addr', flags: ['interval'] }), undefined);
+});
+
+test('elementPiece cuts operations into runs of at most so many elements, in order, a flush counting one', () => {
+  const set: SetSpec = { name: 'bound-ips', kind: 'set', type: 'type ipv4_addr' };
+  const layout = setLayout(set)!;
+  const add = (from: number, to: number): ElementOp => ({
+    verb: 'add',
+    family: 'ip',
+    set: set.name,
+    layout,
+    elements: Array.from({ length: to - from }, (_, i) => ({ key: `10.0.0.${from + i}` })),
+  });
+  const ops: ElementOp[] = [add(0, 5), { verb: 'flush', family: 'ip6', set: set.name }, add(5, 7)];
+  const keys = (piece: readonly ElementOp[]) =>
+    piece.map((op) => (op.verb === 'flush' ? 'flush' : op.elements.map((e) => e.key).join(' ')));
+  const pieces: string[][] = [];
+  let at: ElementCursor | undefined = { op: 0, element: 0 };
+  while (at !== undefined) {
+    const piece = elementPiece(ops, at, 3);
+    assert.ok(piece.count <= 3);
+    pieces.push(keys(piece.ops));
+    at = piece.next;
+  }
+  assert.deepEqual(pieces, [
+    ['10.0.0.0 10.0.0.1 10.0.0.2'],
+    ['10.0.0.3 10.0.0.4', 'flush'],
+    ['10.0.0.5 10.0.0.6'],
+  ]);
+  // A whole operation is passed on as it is; a count under one still takes one.
+  assert.equal(elementPiece(ops, { op: 0, element: 0 }, 5).ops[0], ops[0]);
+  assert.equal(elementPiece(ops, { op: 2, element: 1 }, 0).count, 1);
 });
