@@ -25,6 +25,18 @@ const COMPILE_CACHE = join(REPO, '.vm-share/compile-cache');
 /** What the guest's node processes load besides the test files: every module of ours outside test/. */
 const GUEST_MODULES = '{bin,contract,dataplanes,harness,lab,src}/**/*.ts';
 /**
+ * kproxy's command and its health listener's thread, each bundled into one file for the guest
+ * (buildGuestKproxy). Under TCG a start from the sources resolves, stats and reads each of its
+ * modules over 9p and runs the loaders' JavaScript for each: loading `kproxy run`'s modules took
+ * 9.5 s of the guest's CPU with the compile cache, 2.8 s as one file; the drift test file (one
+ * daemon) 95 s against 58 s, at a host load of ~12.
+ * Two levels under the repository as the modules in src/ are, so that the paths they take from
+ * import.meta.url (package.json, examples/, the thread's file beside them) are the same.
+ */
+const GUEST_KPROXY_DIR = join(REPO, '.vm-share/kproxy');
+/** The guest's KPROXY_BIN (harness/kproxy-bin.ts). */
+const GUEST_KPROXY = join(GUEST_KPROXY_DIR, 'main.mjs');
+/**
  * The slowdown the VM's deadlines get (harness/emulation.ts): the ~7-13× measured, rounded up to cover
  * first starts with a cold compile cache on a machine at the design load, times how much busier
  * than that this host is when the run starts (the emulated CPU gets its share of the host's). It only
@@ -128,6 +140,33 @@ async function warmGuestCompileCache(files: readonly string[]): Promise<void> {
   });
 }
 
+/**
+ * Builds GUEST_KPROXY and its thread from the sources and packages (~0.5 s). Left in node_modules:
+ * netlink, a native addon, and the parts of undici that src/kube/undici-dispatchers.ts requires file
+ * by file at run time (a bundler leaves those as they are).
+ */
+async function buildGuestKproxy(): Promise<void> {
+  // Loaded here: the kernel test files import this module, on the host and in the guest, for modesHere().
+  const { build } = await import('esbuild');
+  await build({
+    entryPoints: [join(REPO, 'src/cli/main.ts'), join(REPO, 'src/daemon/health-listener-thread.ts')],
+    outdir: GUEST_KPROXY_DIR,
+    outExtension: { '.js': '.mjs' },
+    entryNames: '[name]',
+    bundle: true,
+    external: ['netlink'],
+    // The packages' CommonJS, bundled into ESM, requires node's own modules through this (named
+    // apart from the createRequire the sources import).
+    banner: {
+      js: "import { createRequire as requireFor } from 'node:module'; const require = requireFor(import.meta.url);",
+    },
+    platform: 'node',
+    format: 'esm',
+    target: 'node24',
+    logLevel: 'warning',
+  });
+}
+
 export interface VmTestRun extends VmRun {
   /** Each test file's outcomes and time, by its absolute path (the same inside the VM); {} when none reported. */
   readonly files: Readonly<Record<string, FileReport>>;
@@ -145,7 +184,7 @@ export interface VmTestOptions extends VmOptions {
 export async function runNodeTestsInVm(files: readonly string[], options: VmTestOptions): Promise<VmTestRun> {
   const shareDir = await vmShareDir();
   try {
-    await warmGuestCompileCache(files);
+    await Promise.all([warmGuestCompileCache(files), buildGuestKproxy()]);
     const counts = join(shareDir, 'counts.json');
     const run = await runInVm(
       process.execPath,
@@ -162,7 +201,11 @@ export async function runNodeTestsInVm(files: readonly string[], options: VmTest
       {
         ...options,
         shareDir,
-        env: { ...(options.modes ? { [MODES_ENV]: options.modes.join(',') } : {}), ...options.env },
+        env: {
+          KPROXY_BIN: GUEST_KPROXY,
+          ...(options.modes ? { [MODES_ENV]: options.modes.join(',') } : {}),
+          ...options.env,
+        },
       },
     );
     // Written at the end of the run: missing or empty when the VM died or timed out first.

@@ -10,6 +10,7 @@ import type { DataplaneMode } from '../contract/dataplane.ts';
 import { standInKubeconfig } from '../harness/apiserver/kubeconfig.ts';
 import { sampleNode } from '../harness/apiserver/sample-objects.ts';
 import { allowance } from '../harness/emulation.ts';
+import { KPROXY_BIN } from '../harness/kproxy-bin.ts';
 import { Lab, type LabProcess } from '../harness/netns.ts';
 import { CLUSTER_CIDR_V4, type PodInfo, Topology } from '../harness/topology.ts';
 import { ENDPOINT_SLICES, NODES, objectPath, type ResourceType, SERVICES } from '../src/kube/resources.ts';
@@ -29,7 +30,6 @@ import {
 import { heldConnection, toOutcome } from './echo-output.ts';
 
 const REPO = fileURLToPath(new URL('../', import.meta.url));
-const KPROXY = join(REPO, 'bin/kproxy.ts');
 const API_MAIN = join(REPO, 'harness/apiserver/main.ts');
 const API_ADDRESS = '10.100.0.1';
 const API = `http://${API_ADDRESS}:6443`;
@@ -248,7 +248,7 @@ export class NetnsLab implements LabDriver {
     const config = join(this.#configDir, `${node}.yaml`);
     await writeFile(config, daemonConfig(this.#mode, node));
     const daemon = this.#lab.spawn(ns, process.execPath, [
-      KPROXY,
+      KPROXY_BIN,
       'run',
       '--config',
       config,

@@ -19,7 +19,9 @@ testFilesInVm('the kernel tests this kernel cannot run', [
   // compile cache filled on the host: the whole run 940 s against 1,181 s, both at once at load 3-7
   // (daemon file 170 against 214 s, netns lab 249 against 400). The IPVS takeover file's two circles
   // from kube-proxy's iptables and nftables modes add 381 and 285 s (that file alone, load 2-5); in
-  // the whole run (1,998 s, load 4-9) that file took 641 s and the VM-only files 1,115 s.
+  // the whole run (1,998 s, load 4-9) that file took 641 s and the VM-only files 1,115 s. With kproxy
+  // run from one bundled file in the guest (harness/vm.ts), at load 12-13: the daemon file 128 s, the
+  // netns lab 175 s, kube-proxy-leftovers 16 s (quiet, before: 210-250, 215-245 and 20 s).
   { kind: 'vm-only', glob: 'test/dataplanes/ipvs/vm/*.vmtest.ts', atLeast: 10, budgetMs: 30 * 60_000 },
   // Two of its three tests: the outage test's dataplane part is every mode's (its comment says why).
   { kind: 'per-mode', path: 'test/daemon/daemon-netns.test.ts', testsPerMode: 2, budgetMs: 20 * 60_000 },

@@ -8,13 +8,14 @@ import { fileURLToPath } from 'node:url';
 import { sampleEndpointSlice, sampleNode, sampleService } from '../../harness/apiserver/sample-objects.ts';
 import type { EchoOutcome } from '../../harness/echo-client.ts';
 import { allowance } from '../../harness/emulation.ts';
+import { KPROXY_BIN } from '../../harness/kproxy-bin.ts';
 import { Lab, type LabProcess } from '../../harness/netns.ts';
 import { Topology, tally } from '../../harness/topology.ts';
 import { NODES, objectPath, type ResourceType } from '../../src/kube/resources.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 export const NODE_BIN = join(REPO, 'node_modules/.bin/node');
-export const KPROXY = join(REPO, 'bin/kproxy.ts');
+export const KPROXY = KPROXY_BIN;
 const API_MAIN = join(REPO, 'harness/apiserver/main.ts');
 const API_PORT = 6443;
 const API = `http://127.0.0.1:${API_PORT}`;

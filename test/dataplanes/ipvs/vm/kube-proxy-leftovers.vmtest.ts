@@ -3,11 +3,9 @@
 // namespace of the VM and the real CLI runs there (IPVS is per namespace, and the cleanup flushes
 // every virtual service, so it must not touch the VM namespace the other in-VM tests use).
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { after, test } from 'node:test';
+import { KPROXY_BIN } from '../../../../harness/kproxy-bin.ts';
 import { Lab } from '../../../../harness/netns.ts';
-
-const KPROXY = join(import.meta.dirname, '../../../../bin/kproxy.ts');
 
 const lab = new Lab('kpleft');
 after(() => lab.destroy());
@@ -36,7 +34,13 @@ test('cleanup --kube-proxy removes kube-proxy IPVS services, kube-ipvs0, its ips
   `);
   assert.equal((await sh('ipvsadm -S -n | grep -c "^-A"')).stdout.trim(), '2');
 
-  const run = await lab.exec(ns, process.execPath, [KPROXY, 'cleanup', '--mode', 'iptables', '--kube-proxy']);
+  const run = await lab.exec(ns, process.execPath, [
+    KPROXY_BIN,
+    'cleanup',
+    '--mode',
+    'iptables',
+    '--kube-proxy',
+  ]);
   assert.match(run.stdout, /removed IPVS: 2 virtual service\(s\)/);
   assert.match(run.stdout, /removed link kube-ipvs0/);
   assert.match(run.stdout, /removed ipset: KUBE-CLUSTER-IP, KUBE-6-CLUSTER-IP/);
