@@ -52,7 +52,13 @@ const file = positionals[0]!;
 const running = new Set<ChildProcess>();
 for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const)
   process.on(signal, () => {
-    for (const child of running) if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+    for (const child of running) {
+      try {
+        if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        // Its session ended between its exit and its close event.
+      }
+    }
     process.exit(130);
   });
 
