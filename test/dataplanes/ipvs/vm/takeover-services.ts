@@ -1,19 +1,23 @@
 // The Services of the IPVS takeover VM tests (kube-proxy-ipvs-takeover.vmtest.ts), shared with the
 // node agent that runs kproxy's dataplanes in the node's namespace (takeover-agent.ts). Two sets:
 // `takeover`, upstream's TestNodePortIPv4 addresses, a TCP ClusterIP with a NodePort and a UDP
-// ClusterIP beside, each with the two pods of the lab's node; `overall`, the Services of upstream's
+// ClusterIP beside, each with the two pods of the lab's node, and TestOnlyLocalNodePorts' NodePort
+// with externalTrafficPolicy Local (at its own ClusterIP and NodePort: fixtures/kube-proxy/SOURCES.md),
+// pod 1 its local endpoint and pod 0 one it is told runs on another node; `overall`, the Services of upstream's
 // overall iptables and nftables dumps that carry traffic here (kube-proxy-rule-sets.ts), for the
 // chains that start from kube-proxy's iptables or nftables mode.
 
 import type { ServicePort } from '../../../../contract/proxy-state.ts';
 import { endpoint, ipv4, servicePort } from '../../../../harness/proxy-states.ts';
 import { CLUSTER_CIDR_V4 } from '../../../../harness/topology.ts';
-import { OVERALL, POD0, POD1 } from '../../shared/kube-proxy-rule-sets.ts';
+import { LOCAL_POD, OVERALL, POD0, POD1 } from '../../shared/kube-proxy-rule-sets.ts';
 
-export { POD0, POD1 };
+export { LOCAL_POD, POD0, POD1 };
 export const TCP_CLUSTER_IP = '10.20.30.41';
 export const UDP_CLUSTER_IP = '10.20.30.42';
 export const NODE_PORT = 3001;
+export const LOCAL_CLUSTER_IP = '10.20.30.43';
+export const LOCAL_NODE_PORT = 3002;
 
 export const SERVICE_SETS = {
   takeover: (): ServicePort[] => {
@@ -25,6 +29,12 @@ export const SERVICE_SETS = {
         port: 53,
         clusterIP: UDP_CLUSTER_IP,
         clusterEndpoints: endpoints(53),
+      }),
+      servicePort('local', {
+        clusterIP: LOCAL_CLUSTER_IP,
+        nodePort: LOCAL_NODE_PORT,
+        externalPolicyLocal: true,
+        clusterEndpoints: endpoints(80),
       }),
     ];
   },
