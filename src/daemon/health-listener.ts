@@ -8,6 +8,7 @@
 // The thread is the listener: it failing is the health server failing, and kproxy behaves as
 // kube-proxy with --bind-address-hard-fail (always on here): the process exits (onFailure).
 import { extname } from 'node:path';
+import v8 from 'node:v8';
 import { Worker } from 'node:worker_threads';
 import type { HealthListenerCounts } from './health-listener-counts.ts';
 import type { SharedHealthState } from './health-shared-state.ts';
@@ -68,6 +69,7 @@ export async function listenHealth(
   };
   // No execArgv of the process: a preloaded module (a bench's --import) or a profiler flag is
   // meant for the daemon's main thread.
+  threadYoungGeneration();
   const worker = new Worker(THREAD, { workerData: data, execArgv: [] });
   // Not events.once: that rejects on an 'error' event, which the start and onFailure handle.
   const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
@@ -92,4 +94,15 @@ export async function listenHealth(
       await exited;
     },
   };
+}
+
+/**
+ * The thread's young generation at V8's least (1 MiB semi-spaces): it answers probes, a few KiB of
+ * garbage each, and the unit's --max-semi-space-size=4, chosen for the main thread's cold start,
+ * cost it ~1 MiB of RSS more (docs/benchmarks.md, issue 33). V8 reads the flag when an isolate
+ * starts, over a Worker's resourceLimits; the main thread's heap, sized at its own start, does not
+ * read it again.
+ */
+function threadYoungGeneration(): void {
+  v8.setFlagsFromString('--max-semi-space-size=1');
 }
