@@ -189,16 +189,17 @@ export function deleteCutConntrackEntries(
 
 /**
  * The drain, then `remove` (the virtual services and the link that holds their addresses), then
- * the conntrack entries of the connections IPVS still balanced to `services` when they went (the
- * drain's last read, just before `remove`: exact tuples), by `conntrack`, which works in the
- * namespace of `services`. What it deleted, as cleanup reports it; none when it cut nothing, as
- * when `remove` kept the services ('kept': another owner took them over during the drain).
+ * the conntrack entries of the connections IPVS still balanced to the services it removed when
+ * they went (the drain's last read, just before `remove`: exact tuples), by `conntrack`, which
+ * works in the namespace of `services`. `remove` returns the services it left in place: another
+ * owner took them over during the drain, and the connections IPVS balances to them go on. What it
+ * deleted, as cleanup reports it; none when it cut nothing.
  */
 export async function removeAfterDrain(
   runner: CommandRunner,
   services: readonly VirtualServiceKey[],
   { drain, conntrack }: { readonly drain: DrainBound; readonly conntrack: ConntrackDeleter | undefined },
-  remove: () => Promise<'kept' | undefined>,
+  remove: () => Promise<readonly VirtualServiceKey[]>,
 ): Promise<string[]> {
   const cut =
     services.length === 0
@@ -213,9 +214,12 @@ export async function removeAfterDrain(
   if (cut.length > 0 && conntrack === undefined)
     throw new Error(`${cut.length} IPVS connection(s) to cut, and no conntrack deleter given`);
   const kept = await remove();
-  if (kept === 'kept' || cut.length === 0 || conntrack === undefined) return [];
-  const deleted = await deleteCutConntrackEntries(conntrack, cut);
-  return [`conntrack: ${deleted} entr${deleted === 1 ? 'y' : 'ies'} of ${cut.length} cut IPVS connection(s)`];
+  const removed = kept.length === 0 ? cut : cut.filter((c) => connectionsTo([c], kept).length === 0);
+  if (removed.length === 0 || conntrack === undefined) return [];
+  const deleted = await deleteCutConntrackEntries(conntrack, removed);
+  return [
+    `conntrack: ${deleted} entr${deleted === 1 ? 'y' : 'ies'} of ${removed.length} cut IPVS connection(s)`,
+  ];
 }
 
 function seconds(ms: number): string {

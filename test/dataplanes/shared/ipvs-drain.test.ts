@@ -358,3 +358,37 @@ test('the drain reads conntrack once per poll for the live connections, and wait
     ['40001 ESTABLISHED', '54321 UDP'],
   );
 });
+
+test('kube-proxy IPVS leftovers: a virtual service kproxy’s IPVS mode took over during the drain stays, its connections uncut', async () => {
+  const { runner } = node([tcp('ESTABLISHED') + UDP, tcp('TIME_WAIT') + UDP]);
+  const deleted: string[] = [];
+  const entries: ExactEntry[] = [];
+  // kproxy's IPVS mode binds 10.20.30.42 (its first full sync, or the Service newly its own) while
+  // the cleanup waits for the TCP connection to 10.20.30.41.
+  const owned = [new Set<string>(), new Set(['10.20.30.42'])];
+  const removed = await removeKubeProxyLeftovers(runner, {
+    openIpvs: async () => ({
+      listServices: async () => SERVICES,
+      deleteService: async (s) => {
+        deleted.push(s.address);
+        return true;
+      },
+      close: () => {},
+    }),
+    conntrack: {
+      async deleteEntries(cut) {
+        entries.push(...cut);
+        return cut.length;
+      },
+    },
+    drain: { timeoutMs: 60_000, report: () => {}, ...clock() },
+    kproxyOwns: async () => {
+      const addresses = owned.length > 1 ? owned.shift()! : owned[0]!;
+      return (service) => addresses.has(service.address);
+    },
+  });
+  assert.deepEqual(deleted, ['10.20.30.41']);
+  // The UDP flow to the service kproxy took over goes on through IPVS: not cut.
+  assert.deepEqual(entries, []);
+  assert.deepEqual(removed, ['IPVS: 1 virtual service(s)', 'link kube-ipvs0']);
+});
