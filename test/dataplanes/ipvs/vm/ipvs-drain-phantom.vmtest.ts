@@ -7,10 +7,10 @@
 // whatever the virtual service, and moves its state. Here a client's SYN through IPVS to the one
 // pod goes unanswered (the pod drops it, as a full accept queue would) and the client gives up:
 // IPVS lists SYN_RECV, conntrack SYN_SENT. Once kproxy's nftables rules took over, the client
-// reuses the port for a connection kproxy DNATs to the same pod: to the NodePort (the original
-// tuple differs: conntrack still holds the unanswered SYN's entry), and to the same ClusterIP
-// after that entry went (as a table under pressure drops an unassured entry first; deleted here):
-// conntrack's entry of the IPVS connection's tuple is then the DNAT's. The pod's replies make both
+// reuses the port for a connection kproxy DNATs to the same pod, after conntrack's entries of the
+// handshakes went (as a table under pressure drops unassured entries first; deleted here): to the
+// NodePort (conntrack then has no entry of the IPVS connection's tuple), and to the same
+// ClusterIP (conntrack's entry of that tuple is the DNAT's). The pod's replies make both
 // IPVS connections ESTABLISHED, where IPVS keeps them 15 minutes. The drain must end when the one
 // connection IPVS balances (held open across the takeover) closes, long before its bound, and the
 // reused ports' connections keep echoing after the cleanup.
@@ -61,15 +61,23 @@ test('the IPVS drain ends with the connection IPVS balances, not with IPVS conne
   await topology.startEcho(pod, { tcp: [80] });
   await lab.addRoute(client.ns, ['10.20.30.0/24', 'via', node.ipv4]);
   const sh = async (ns: string, script: string) => (await lab.exec(ns, 'sh', ['-ec', script])).stdout;
-  // kube-proxy's IPVS mode as far as these connections need it: the ClusterIP on kube-ipvs0, its
-  // virtual service masquerading to the one pod, IPVS's conntrack entries on.
+  // kube-proxy's IPVS mode as far as these connections need it: its sysctls first (IPVS's
+  // conntrack entries on), the ClusterIP on kube-ipvs0, its virtual service masquerading to the one
+  // pod, and its nat chain (empty here), whose table makes the namespace track connections at all.
+  for (const [key, value] of [
+    ['net.ipv4.vs.conntrack', '1'],
+    ['net.ipv4.vs.expire_nodest_conn', '1'],
+    ['net.ipv4.vs.expire_quiescent_template', '1'],
+  ] as const)
+    await lab.sysctl(node.ns, key, value);
   await sh(
     node.ns,
-    `ip link add kube-ipvs0 type dummy
-     ip addr add ${CLUSTER_IP}/32 dev kube-ipvs0
-     ipvsadm -A -t ${CLUSTER_IP}:80 -s rr
+    `ipvsadm -A -t ${CLUSTER_IP}:80 -s rr
      ipvsadm -a -t ${CLUSTER_IP}:80 -r ${pod.ipv4}:80 -m -w 1
-     sysctl -qw net.ipv4.vs.conntrack=1`,
+     ip link add kube-ipvs0 type dummy
+     ip addr add ${CLUSTER_IP}/32 dev kube-ipvs0
+     iptables-nft -t nat -N KUBE-SERVICES
+     iptables-nft -t nat -A PREROUTING -j KUBE-SERVICES`,
   );
   const ipvsList = () => sh(node.ns, 'ipvsadm -L -n -c');
   const listed = (list: string, port: number) =>
@@ -80,13 +88,14 @@ test('the IPVS drain ends with the connection IPVS balances, not with IPVS conne
   const heldPort = Number((JSON.parse(held.output().split('\n')[0]!) as EchoReply).peer.split(':')[1]);
   step(`held through IPVS from port ${heldPort}`);
 
-  // The two unanswered handshakes: the pod drops their SYNs; each client retries (a SYN at least
-  // every second keeps IPVS's SYN_RECV, 60 s, from expiring meanwhile) until kproxy took over.
+  // The two unanswered handshakes: the pod drops every SYN (the held connection is established);
+  // each client retries (a SYN at least every second keeps IPVS's SYN_RECV, 60 s, from expiring
+  // meanwhile) until kproxy took over.
   await sh(
     pod.ns,
     `nft add table inet unanswered
      nft add chain inet unanswered in '{ type filter hook input priority 0; }'
-     nft add rule inet unanswered in tcp sport '{ ${TO_NODE_PORT}, ${TO_CLUSTER_IP} }' tcp flags syn drop`,
+     nft add rule inet unanswered in tcp dport 80 tcp flags syn drop`,
   );
   const tries = [TO_NODE_PORT, TO_CLUSTER_IP].map((port) =>
     lab.spawn(client.ns, 'sh', [
@@ -103,6 +112,7 @@ test('the IPVS drain ends with the connection IPVS balances, not with IPVS conne
     allowance(5_000),
   );
 
+  step(`handshakes in SYN_RECV; conntrack:\n${await sh(node.ns, 'conntrack -L -p tcp 2>&1')}`);
   // kproxy's first full sync: the ClusterIP and its NodePort DNATed to the pod.
   const inNode = execaRunner(['ip', 'netns', 'exec', node.ns]);
   const dataplane = buildNftablesDataplane({ runner: inNode, log: () => {} });
@@ -124,10 +134,14 @@ test('the IPVS drain ends with the connection IPVS balances, not with IPVS conne
   await sleep(1_500);
   const list = await ipvsList();
   for (const port of [TO_NODE_PORT, TO_CLUSTER_IP]) assert.match(listed(list, port), /SYN_RECV/, list);
-  await sh(
-    node.ns,
-    `conntrack -D -p tcp -s ${client.ipv4} --sport ${TO_CLUSTER_IP} -d ${CLUSTER_IP} --dport 80`,
-  );
+  step(`conntrack:\n${await sh(node.ns, 'conntrack -L -p tcp 2>&1')}\nIPVS:\n${list}`);
+  // Whatever conntrack holds of the handshakes goes (as a table under pressure drops unassured
+  // entries first): the reused ports' connections are new to it, and kproxy's rules take them.
+  for (const port of [TO_NODE_PORT, TO_CLUSTER_IP])
+    await sh(
+      node.ns,
+      `conntrack -D -p tcp -s ${client.ipv4} --sport ${port} -d ${CLUSTER_IP} --dport 80 || true`,
+    );
   await sh(pod.ns, 'nft delete table inet unanswered');
 
   // The ports reused through kproxy's DNAT to the same pod, held open.
