@@ -424,7 +424,7 @@ export class IpvsDataplane implements LiveDataplane {
       // addresses it does not want) is what the cleanup wants, not a failure.
       if (!kept) for (const service of services) if (await client!.deleteService(service)) deleted++;
       for (const command of commands) await runRemoval(this.#runner, command);
-      return kept ? 'kept' : undefined;
+      return kept ? services : [];
     });
     this.#companionTables = false;
     const removed = [...(deleted > 0 ? [servicesRemoved(deleted)] : []), ...removedObjects(commands), ...cut];

@@ -9,8 +9,24 @@
 // or a TCP connection held past the bound, meets kproxy's rules at its next packet (UDP is
 // balanced afresh, TCP is reset by the endpoint that has no such connection) instead of being
 // black-holed.
+//
+// IPVS's list alone can keep a drain waiting for nothing. IPVS finds the connection a reply belongs
+// to by client address and port and real server, whatever the virtual service (ip_vs_conn_out_get),
+// and moves that connection's state with it. When the client reuses its port for a connection that
+// kproxy's DNAT sends to the same backend, that connection's replies move the old IPVS connection
+// on: from TIME_WAIT to SYN_SENT (not waited for), but from SYN_RECV (a handshake its backend never
+// answered) or a live state to ESTABLISHED, where IPVS keeps it 15 minutes. So each read also looks
+// the live ones up in conntrack (one batched read per poll), whose entry, keyed by the whole
+// original tuple, no other connection moves (confirmedByConntrack).
+import { canonicalIP } from '../../contract/base/ip-address.ts';
 import type { CommandRunner } from './command-runner.ts';
-import type { ConntrackDeleter, ExactEntry } from './conntrack/conntrack-netlink.ts';
+import {
+  type ConntrackDeleter,
+  type ConntrackTuple,
+  type DecodedEntry,
+  type ExactEntry,
+  IPS_DST_NAT,
+} from './conntrack/conntrack-netlink.ts';
 import {
   connectionsTo,
   describeConnection,
@@ -26,12 +42,20 @@ export const DEFAULT_IPVS_DRAIN_MS = 120_000;
 /** How often the connection list is read while draining. */
 const POLL_MS = 1_000;
 
-/** A drain's options with its bound (`--ipvs-drain-timeout`) DEFAULT_IPVS_DRAIN_MS when absent. */
-export type DrainBound = Omit<DrainOptions, 'timeoutMs'> & { readonly timeoutMs?: number };
+/**
+ * A drain's options with its bound (`--ipvs-drain-timeout`) DEFAULT_IPVS_DRAIN_MS when absent; its
+ * conntrack is removeAfterDrain's.
+ */
+export type DrainBound = Omit<DrainOptions, 'timeoutMs' | 'conntrack'> & { readonly timeoutMs?: number };
 
 export interface DrainOptions {
   /** How long to wait at most for live connections to end; 0 cuts them at once. */
   readonly timeoutMs: number;
+  /**
+   * The namespace's conntrack table, to check the connections IPVS lists as live against
+   * (confirmedByConntrack); without it the drain goes by IPVS's list alone.
+   */
+  readonly conntrack?: Pick<ConntrackDeleter, 'readEntries'>;
   /** Told what the drain waits for, each time that changes, and how it ended. */
   readonly report: (line: string) => void;
   /** Test seams: the clock and the wait between reads. */
@@ -45,10 +69,51 @@ export async function readIpvsConnections(runner: CommandRunner): Promise<IpvsCo
   return listed.exitCode === 0 ? parseIpvsConnections(listed.stdout) : [];
 }
 
+/** conntrack's TCP states (enum tcp_conntrack) of a connection not to wait for. */
+const TCP_SYN_SENT = 1;
+const TCP_TIME_WAIT = 7;
+const TCP_CLOSE = 8;
+
 /**
- * Waits while IPVS balances a live connection to one of `services`, at most `timeoutMs`, reading
- * the connection list every POLL_MS; returns the connections to them its last read found (none
- * live when they all ended): read just now, their exact tuples are those to cut.
+ * Whether `entry`, the conntrack entry of the original tuple of a connection IPVS lists as live
+ * (undefined: none), shows that connection going on: only then does the drain wait for it.
+ * - None: IPVS's conntrack=1 (kube-proxy's, kproxy's) gives each IPVS connection one, and without
+ *   it the connection's next packet is a new one to conntrack and meets the new rules anyway.
+ * - A DNAT's (IPS_DST_NAT): the client reused the port to the same Service address and kproxy's
+ *   rules took it. IPVS never sets it: it rewrites only the reply tuple (nf_conntrack_alter_reply),
+ *   and no DNAT rule meets the connections it balances (ipvs-drain.vmtest.ts checks both).
+ * - Replies from another source than the real server: not IPVS's connection.
+ * - TCP over (TIME_WAIT, CLOSE) or never answered (SYN_SENT): what IPVS lists is moved by another
+ *   connection's replies; cutting a handshake costs nothing, its next SYN meets the new rules.
+ */
+export function confirmedByConntrack(connection: IpvsConnection, entry: DecodedEntry | undefined): boolean {
+  if (entry === undefined || (entry.status & IPS_DST_NAT) !== 0) return false;
+  const from = entry.reply.source;
+  if ((canonicalIP(from.address) ?? from.address) !== connection.server.address) return false;
+  if (from.port !== connection.server.port) return false;
+  return !(
+    connection.protocol === 'TCP' &&
+    entry.tcpState !== undefined &&
+    [TCP_SYN_SENT, TCP_TIME_WAIT, TCP_CLOSE].includes(entry.tcpState)
+  );
+}
+
+/** The connections of `listed` (TCP, SCTP, live to IPVS) whose conntrack entries bear them out. */
+async function confirmedLive(
+  listed: readonly IpvsConnection[],
+  conntrack: DrainOptions['conntrack'],
+): Promise<IpvsConnection[]> {
+  const live = listed.filter(isLive);
+  if (live.length === 0 || conntrack?.readEntries === undefined) return live;
+  const entries = await conntrack.readEntries(live.map(tupleOf));
+  return live.filter((connection, i) => confirmedByConntrack(connection, entries[i]));
+}
+
+/**
+ * Waits while IPVS balances a live connection to one of `services` (one that conntrack, when
+ * given, bears out), at most `timeoutMs`, reading the connection list every POLL_MS; returns the
+ * connections to them its last read found (none live when they all ended): read just now, their
+ * exact tuples are those to cut.
  */
 export async function drainIpvsConnections(
   runner: CommandRunner,
@@ -61,7 +126,7 @@ export async function drainIpvsConnections(
   let waitingFor = '';
   for (;;) {
     const connections = connectionsTo(await readIpvsConnections(runner), services);
-    const live = connections.filter(isLive);
+    const live = await confirmedLive(connections, options.conntrack);
     const elapsed = now() - started;
     if (live.length === 0) {
       if (waitingFor !== '') options.report(`IPVS drain: no live connection left after ${seconds(elapsed)}`);
@@ -101,14 +166,14 @@ const PROTOCOL_NUMBERS: ReadonlyMap<string, number> = new Map([
  * replies IPVS counts as the listed connection's.
  */
 export function conntrackEntryOf(connection: IpvsConnection): ExactEntry {
+  return { ...tupleOf(connection), replySource: connection.server };
+}
+
+/** The original tuple of an IPVS connection's conntrack entry: client to virtual service. */
+function tupleOf(connection: IpvsConnection): ConntrackTuple {
   const protocol = PROTOCOL_NUMBERS.get(connection.protocol);
   if (protocol === undefined) throw new Error(`IPVS connection of protocol ${connection.protocol}`);
-  return {
-    protocol,
-    source: connection.client,
-    destination: connection.virtual,
-    replySource: connection.server,
-  };
+  return { protocol, source: connection.client, destination: connection.virtual };
 }
 
 /**
@@ -124,21 +189,23 @@ export function deleteCutConntrackEntries(
 
 /**
  * The drain, then `remove` (the virtual services and the link that holds their addresses), then
- * the conntrack entries of the connections IPVS still balanced to `services` when they went (the
- * drain's last read, just before `remove`: exact tuples), by `conntrack`, which works in the
- * namespace of `services`. What it deleted, as cleanup reports it; none when it cut nothing, as
- * when `remove` kept the services ('kept': another owner took them over during the drain).
+ * the conntrack entries of the connections IPVS still balanced to the services it removed when
+ * they went (the drain's last read, just before `remove`: exact tuples), by `conntrack`, which
+ * works in the namespace of `services`. `remove` returns the services it left in place: another
+ * owner took them over during the drain, and the connections IPVS balances to them go on. What it
+ * deleted, as cleanup reports it; none when it cut nothing.
  */
 export async function removeAfterDrain(
   runner: CommandRunner,
   services: readonly VirtualServiceKey[],
   { drain, conntrack }: { readonly drain: DrainBound; readonly conntrack: ConntrackDeleter | undefined },
-  remove: () => Promise<'kept' | undefined>,
+  remove: () => Promise<readonly VirtualServiceKey[]>,
 ): Promise<string[]> {
   const cut =
     services.length === 0
       ? []
       : await drainIpvsConnections(runner, services, {
+          conntrack,
           ...drain,
           timeoutMs: drain.timeoutMs ?? DEFAULT_IPVS_DRAIN_MS,
         });
@@ -147,9 +214,12 @@ export async function removeAfterDrain(
   if (cut.length > 0 && conntrack === undefined)
     throw new Error(`${cut.length} IPVS connection(s) to cut, and no conntrack deleter given`);
   const kept = await remove();
-  if (kept === 'kept' || cut.length === 0 || conntrack === undefined) return [];
-  const deleted = await deleteCutConntrackEntries(conntrack, cut);
-  return [`conntrack: ${deleted} entr${deleted === 1 ? 'y' : 'ies'} of ${cut.length} cut IPVS connection(s)`];
+  const removed = kept.length === 0 ? cut : cut.filter((c) => connectionsTo([c], kept).length === 0);
+  if (removed.length === 0 || conntrack === undefined) return [];
+  const deleted = await deleteCutConntrackEntries(conntrack, removed);
+  return [
+    `conntrack: ${deleted} entr${deleted === 1 ? 'y' : 'ies'} of ${removed.length} cut IPVS connection(s)`,
+  ];
 }
 
 function seconds(ms: number): string {

@@ -175,7 +175,10 @@ export async function removeKubeProxyLeftovers<S extends VirtualServiceKey>(
 /**
  * kube-proxy's virtual services (not those kproxy's IPVS mode took over, `kproxyOwns`) once their
  * connections drained, kube-ipvs0, then the conntrack entries of the connections IPVS still
- * balanced when they went (ipvs-drain.ts removeAfterDrain).
+ * balanced when they went (ipvs-drain.ts removeAfterDrain). Who owns a service is read again after
+ * the drain: kproxy's IPVS mode, running, takes over in place a virtual service on an address it
+ * binds (its first full sync, or a Service it serves from now on), and one it took during the
+ * drain (minutes) is its own, serving its Service, and stays with its connections.
  */
 async function removeIpvsServices<S extends VirtualServiceKey>(
   runner: CommandRunner,
@@ -184,26 +187,31 @@ async function removeIpvsServices<S extends VirtualServiceKey>(
   const removed: string[] = [];
   const ipvs = await options.openIpvs?.();
   try {
-    let services = (await ipvs?.listServices()) ?? [];
+    const listed = (await ipvs?.listServices()) ?? [];
     // Read only when there is IPVS to judge: it costs tool runs.
-    if (services.length > 0 && options.kproxyOwns !== undefined) {
+    const notKproxys = async (services: readonly S[]) => {
+      if (services.length === 0 || options.kproxyOwns === undefined) return services;
       const kproxyOwns = await options.kproxyOwns();
-      services = services.filter((service) => !kproxyOwns(service));
-    }
+      return services.filter((service) => !kproxyOwns(service));
+    };
+    const services = await notKproxys(listed);
     const drain = options.drain ?? { report: () => {} };
     const cut = await removeAfterDrain(
       runner,
       services,
       { drain, conntrack: options.conntrack },
       async () => {
+        const still = await notKproxys(services);
         let gone = 0;
-        for (const service of services) if (await ipvs!.deleteService(service)) gone++;
+        for (const service of still) if (await ipvs!.deleteService(service)) gone++;
         if (gone > 0) removed.push(`IPVS: ${gone} virtual service(s)`);
-        if ((await runner.run('ip', ['link', 'show', KUBE_IPVS_LINK])).exitCode !== 0) return;
+        const kept = services.filter((service) => !still.includes(service));
+        if ((await runner.run('ip', ['link', 'show', KUBE_IPVS_LINK])).exitCode !== 0) return kept;
         const deleted = await runner.run('ip', ['link', 'delete', KUBE_IPVS_LINK]);
         if (deleted.exitCode !== 0)
           throw new Error(`ip link delete ${KUBE_IPVS_LINK}: ${deleted.stderr.trim()}`);
         removed.push(`link ${KUBE_IPVS_LINK}`);
+        return kept;
       },
     );
     removed.push(...cut);

@@ -10,6 +10,10 @@
 // sets IPS_DST_NAT; a DNAT does). So each entry is read first (GET: the reply carries its reply
 // tuple, status and id), then deleted by tuple and id (DELETE with CTA_ID deletes only the entry of
 // that id): one that ended and was made anew in between is not it.
+//
+// The IPVS drain reads entries the same way (readEntries): each poll looks up the connections IPVS
+// lists as live, one GET per connection batched into datagrams, a hash lookup each, rather than a
+// dump of the whole table.
 import ipaddr from 'ipaddr.js';
 import { canonicalIP } from '../../../contract/base/ip-address.ts';
 import { DataplaneError } from '../../../contract/dataplane-error.ts';
@@ -32,9 +36,13 @@ const NLA_F_NESTED = 0x8000;
 const CTA_TUPLE_ORIG = 1;
 const CTA_TUPLE_REPLY = 2;
 const CTA_STATUS = 3;
+const CTA_PROTOINFO = 4;
 const CTA_ID = 12;
+/** enum ctattr_protoinfo, ctattr_protoinfo_tcp. */
+const CTA_PROTOINFO_TCP = 1;
+const CTA_PROTOINFO_TCP_STATE = 1;
 /** enum ip_conntrack_status: the destination was NATed (a DNAT rule's binding). */
-const IPS_DST_NAT = 1 << 5;
+export const IPS_DST_NAT = 1 << 5;
 const CTA_TUPLE_IP = 1;
 const CTA_TUPLE_PROTO = 2;
 const CTA_IP_V4_SRC = 1;
@@ -74,12 +82,20 @@ export interface DecodedEntry {
   readonly status: number;
   /** CTA_ID: which entry of that tuple it is (a new one of the same tuple has another). */
   readonly id: number;
+  /** A TCP entry's state (enum tcp_conntrack: 1 SYN_SENT, 3 ESTABLISHED, 7 TIME_WAIT, 8 CLOSE, ...). */
+  readonly tcpState?: number;
 }
 
 /** Deletes conntrack entries in some network namespace (the one its socket was opened in). */
 export interface ConntrackDeleter {
   /** Deletes each entry whose reply source is its `replySource`; how many the kernel deleted. */
   deleteEntries(entries: readonly ExactEntry[]): Promise<number>;
+  /**
+   * The entries of these original tuples, in their order (undefined where there is none), for the
+   * IPVS drain's check of the connections IPVS lists as live (ipvs-drain.ts); without it the drain
+   * goes by IPVS's list alone.
+   */
+  readEntries?(tuples: readonly ConntrackTuple[]): Promise<(DecodedEntry | undefined)[]>;
 }
 
 /** The kernel refused a request about an entry, or did not answer. */
@@ -91,9 +107,10 @@ export class ConntrackNetlinkError extends DataplaneError {
 }
 
 /** "tcp 10.100.0.200:40000 -> 10.20.30.41:80 (replies from 10.244.1.10:80)". */
-function describeEntry(entry: ExactEntry): string {
+function describeEntry(entry: ConntrackTuple | ExactEntry): string {
   const name = PROTOCOL_NAMES.get(entry.protocol) ?? `protocol ${entry.protocol}`;
-  return `${name} ${hostPort(entry.source)} -> ${hostPort(entry.destination)} (replies from ${hostPort(entry.replySource)})`;
+  const from = 'replySource' in entry ? ` (replies from ${hostPort(entry.replySource)})` : '';
+  return `${name} ${hostPort(entry.source)} -> ${hostPort(entry.destination)}${from}`;
 }
 
 const PROTOCOL_NAMES = new Map([
@@ -163,14 +180,23 @@ function decodeTuple(nested: Buffer): ConntrackTuple {
   };
 }
 
+/** A TCP entry's CTA_PROTOINFO_TCP_STATE; undefined for other protocols. */
+function tcpStateOf(attributes: Map<number, Buffer>): number | undefined {
+  const protoinfo = attributes.get(CTA_PROTOINFO);
+  const tcp = protoinfo && parseAttributes(protoinfo).get(CTA_PROTOINFO_TCP);
+  return tcp && parseAttributes(tcp).get(CTA_PROTOINFO_TCP_STATE)?.readUInt8();
+}
+
 /** A GET's reply, its payload after nfgenmsg (NetlinkAnswers.replies). */
 export function decodeEntry(body: Buffer): DecodedEntry {
   const attributes = parseAttributes(body);
+  const tcpState = tcpStateOf(attributes);
   return {
     original: decodeTuple(required(attributes, CTA_TUPLE_ORIG, 'an original tuple')),
     reply: decodeTuple(required(attributes, CTA_TUPLE_REPLY, 'a reply tuple')),
     status: required(attributes, CTA_STATUS, 'a status').readUInt32BE(),
     id: required(attributes, CTA_ID, 'an id').readUInt32BE(),
+    ...(tcpState !== undefined && { tcpState }),
   };
 }
 
@@ -202,7 +228,7 @@ async function answered(
   socket: NetlinkSocket,
   datagram: NetlinkDatagram,
   what: string,
-  entries: readonly ExactEntry[],
+  entries: readonly (ConntrackTuple | ExactEntry)[],
 ): Promise<NetlinkAnswers> {
   try {
     return await socket.send(datagram);
@@ -217,7 +243,11 @@ async function answered(
 }
 
 /** The requests of `entries` ENOENT answered (the entry is gone); any other refusal is thrown. */
-function missing(refused: ReadonlyMap<number, number>, what: string, entries: readonly ExactEntry[]): number {
+function missing(
+  refused: ReadonlyMap<number, number>,
+  what: string,
+  entries: readonly (ConntrackTuple | ExactEntry)[],
+): number {
   for (const [index, errno] of refused) {
     if (errno !== ENOENT)
       throw new ConntrackNetlinkError(
@@ -227,24 +257,53 @@ function missing(refused: ReadonlyMap<number, number>, what: string, entries: re
   return refused.size;
 }
 
+/** `tuples` (canonical) in datagrams: the first of one request, the rest of ENTRIES_PER_DATAGRAM. */
+function* chunks<T>(tuples: readonly T[]): Generator<T[]> {
+  // A socket without CAP_NET_ADMIN gets one refusal per datagram, for its first message
+  // (nfnetlink_rcv), and a datagram of more would wait for the rest.
+  for (let start = 0, size = 1; start < tuples.length; start += size, size = ENTRIES_PER_DATAGRAM)
+    yield tuples.slice(start, start + size);
+}
+
+/** The entries of `chunk`'s original tuples, by tupleKey: one GET each, in one datagram. */
+async function getEntries(
+  socket: NetlinkSocket,
+  chunk: readonly (ConntrackTuple | ExactEntry)[],
+): Promise<Map<string, DecodedEntry>> {
+  const get = new NetlinkDatagram();
+  for (const tuple of chunk) writeEntryRequest(get, CT_GET, tuple);
+  const read = await answered(socket, get, 'get', chunk);
+  missing(read.refused, 'get', chunk);
+  // A reply does not say which request it answers: its original tuple does.
+  return new Map(read.replies.map(decodeEntry).map((entry) => [tupleKey(entry.original), entry]));
+}
+
+function canonicalTuple<T extends ConntrackTuple>(tuple: T): T {
+  return { ...tuple, source: canonical(tuple.source), destination: canonical(tuple.destination) };
+}
+
+/** The entries of `tuples` through `socket` (its namespace's table), in their order. */
+async function readExactEntries(
+  socket: NetlinkSocket,
+  tuples: readonly ConntrackTuple[],
+): Promise<(DecodedEntry | undefined)[]> {
+  const read: (DecodedEntry | undefined)[] = [];
+  for (const chunk of chunks(tuples.map(canonicalTuple))) {
+    const found = await getEntries(socket, chunk);
+    for (const tuple of chunk) read.push(found.get(tupleKey(tuple)));
+  }
+  return read;
+}
+
 /** Deletes `entries` through `socket` (its namespace's table); how many the kernel deleted. */
 async function deleteExactEntries(socket: NetlinkSocket, entries: readonly ExactEntry[]): Promise<number> {
   let deleted = 0;
-  // The first datagram holds one request: a socket without CAP_NET_ADMIN gets one refusal per
-  // datagram, for its first message (nfnetlink_rcv), and a datagram of more would wait for the rest.
-  for (let start = 0, size = 1; start < entries.length; start += size, size = ENTRIES_PER_DATAGRAM) {
-    const chunk = entries.slice(start, start + size).map((entry) => ({
-      ...entry,
-      source: canonical(entry.source),
-      destination: canonical(entry.destination),
-      replySource: canonical(entry.replySource),
-    }));
-    const get = new NetlinkDatagram();
-    for (const entry of chunk) writeEntryRequest(get, CT_GET, entry);
-    const read = await answered(socket, get, 'get', chunk);
-    missing(read.refused, 'get', chunk);
-    // A reply does not say which request it answers: its original tuple does.
-    const found = new Map(read.replies.map(decodeEntry).map((entry) => [tupleKey(entry.original), entry]));
+  const exact = entries.map((entry) => ({
+    ...canonicalTuple(entry),
+    replySource: canonical(entry.replySource),
+  }));
+  for (const chunk of chunks(exact)) {
+    const found = await getEntries(socket, chunk);
     const remove = new NetlinkDatagram();
     const removing: ExactEntry[] = [];
     for (const entry of chunk) {
@@ -265,23 +324,30 @@ async function deleteExactEntries(socket: NetlinkSocket, entries: readonly Exact
   return deleted;
 }
 
-/** A deleter on a ctnetlink socket opened, per call, in this process's network namespace. */
-export const netlinkConntrackDeleter: ConntrackDeleter = {
+/** `use` on a ctnetlink socket opened in this process's network namespace, closed after. */
+async function withSocket<T>(use: (socket: NetlinkSocket) => Promise<T>): Promise<T> {
+  let socket: NetlinkSocket;
+  try {
+    socket = new NetlinkSocket(openNetfilterNetlink(SOCKET_BUFFER), REQUEST_TIMEOUT_MS);
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    throw new ConntrackNetlinkError(
+      `conntrack: no netfilter netlink socket (nfnetlink not loaded?): ${message}`,
+    );
+  }
+  try {
+    return await use(socket);
+  } finally {
+    socket.close();
+  }
+}
+
+/** A deleter (and reader) on a ctnetlink socket opened, per call, in this process's network namespace. */
+export const netlinkConntrackDeleter: Required<ConntrackDeleter> = {
   async deleteEntries(entries) {
-    if (entries.length === 0) return 0;
-    let socket: NetlinkSocket;
-    try {
-      socket = new NetlinkSocket(openNetfilterNetlink(SOCKET_BUFFER), REQUEST_TIMEOUT_MS);
-    } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
-      throw new ConntrackNetlinkError(
-        `conntrack: no netfilter netlink socket (nfnetlink not loaded?): ${message}`,
-      );
-    }
-    try {
-      return await deleteExactEntries(socket, entries);
-    } finally {
-      socket.close();
-    }
+    return entries.length === 0 ? 0 : withSocket((socket) => deleteExactEntries(socket, entries));
+  },
+  async readEntries(tuples) {
+    return tuples.length === 0 ? [] : withSocket((socket) => readExactEntries(socket, tuples));
   },
 };

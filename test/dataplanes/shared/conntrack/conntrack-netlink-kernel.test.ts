@@ -8,7 +8,7 @@ import { describe, test } from 'node:test';
 import { execaRunner } from '../../../../dataplanes/shared/command-runner.ts';
 import type { ExactEntry } from '../../../../dataplanes/shared/conntrack/conntrack-netlink.ts';
 import { allowance } from '../../../../harness/emulation.ts';
-import { conntrackDeleterIn } from '../../../../harness/namespace-conntrack.ts';
+import { conntrackDeleterIn, conntrackReaderIn } from '../../../../harness/namespace-conntrack.ts';
 import { Lab, requireRoot } from '../../../../harness/netns.ts';
 
 /**
@@ -190,6 +190,40 @@ describe('the netlink conntrack deleter on a real kernel', () => {
         .filter((_, i) => i % 3 === 0)
         .map(key)
         .sort(),
+    );
+  });
+
+  test('reads entries by original tuple, in order: reply source, DNAT status, TCP state; none where there is none', {
+    timeout: TEST_MS,
+  }, async (t) => {
+    if (!requireRoot(t, 'network namespaces and conntrack')) return;
+    const lab = new Lab(`ctnlread${process.pid % 1000}`);
+    t.after(() => lab.destroy());
+    const ns = await lab.addNetns('node');
+    const dnated = { ...tcp([C4, 40004], ['10.20.30.41', 80], ['10.244.1.10', 80]), dnat: true };
+    const handshake = tcp([C4, 40005], ['10.20.30.41', 80], ['10.244.1.10', 80]);
+    await lab.exec(ns, 'sh', [
+      '-e',
+      '-c',
+      [...CUT, dnated].map(insertArgs).join('\n') +
+        `\n${insertArgs(handshake).replace('--state ESTABLISHED', '--state SYN_SENT')}`,
+    ]);
+    const reader = conntrackReaderIn(execaRunner(['ip', 'netns', 'exec', ns], { timeoutMs: () => CHILD_MS }));
+    const asked = [ENDED[0]!, CUT[0]!, dnated, handshake, CUT[3]!].map(cutOf);
+    const read = await reader.readEntries(asked);
+    assert.deepEqual(
+      read.map((entry) =>
+        entry === undefined
+          ? 'none'
+          : `${entry.original.source.port} from ${entry.reply.source.address}:${entry.reply.source.port} dnat=${(entry.status & (1 << 5)) !== 0} tcp=${entry.tcpState}`,
+      ),
+      [
+        'none',
+        '40000 from 10.244.1.10:80 dnat=false tcp=3',
+        '40004 from 10.244.1.10:80 dnat=true tcp=3',
+        '40005 from 10.244.1.10:80 dnat=false tcp=1',
+        '54321 from fd00:244:1::11:5353 dnat=false tcp=undefined',
+      ],
     );
   });
 });

@@ -131,7 +131,7 @@ const V4_REPLY =
 const V6_REPLY =
   '4c0001802c00018014000300fd00010000000000000000000000020014000400fd0000960000000000000000000000531c000280050001001100000006000200d640000006000300003500004c0002802c00018014000300fd00024400010000000000000000001014000400fd0001000000000000000000000002001c00028005000100110000000600020014e9000006000300d64000000800030000000008080008000000000008000c00507795c208000b0000000002080007000000012b1c001880080001000000000008000200000000000800030000000000';
 
-test('a GET reply decodes to its original and reply tuples, its status and its id', () => {
+test('a GET reply decodes to its original and reply tuples, its status, its id and a TCP entry’s state', () => {
   assert.deepEqual(decodeEntry(Buffer.from(V4_REPLY, 'hex')), {
     original: V4_TCP,
     reply: {
@@ -141,6 +141,7 @@ test('a GET reply decodes to its original and reply tuples, its status and its i
     },
     status: 8, // IPS_CONFIRMED
     id: 1866282062,
+    tcpState: 3, // ESTABLISHED, as made (CTA_PROTOINFO's CTA_PROTOINFO_TCP_STATE)
   });
   assert.deepEqual(decodeEntry(Buffer.from(V6_REPLY, 'hex')), {
     original: V6_UDP,
