@@ -44,6 +44,28 @@ function node(lists: string[]) {
   return { runner, calls };
 }
 
+/** IPVS listing SERVICES, whose deletions go to `deleted` (their addresses). */
+function recordingIpvs(deleted: string[]) {
+  return {
+    listServices: async () => SERVICES,
+    deleteService: async (service: { readonly address: string }) => {
+      deleted.push(service.address);
+      return true;
+    },
+    close: () => {},
+  };
+}
+
+/** A conntrack deleter whose deletions go to `entries`, each found. */
+function recordingConntrack(entries: ExactEntry[]) {
+  return {
+    async deleteEntries(cut: readonly ExactEntry[]) {
+      entries.push(...cut);
+      return cut.length;
+    },
+  };
+}
+
 /** A clock the drain's sleeps advance. */
 function clock() {
   let now = 0;
@@ -165,20 +187,8 @@ test('kube-proxy IPVS leftovers: the virtual services kproxy’s IPVS mode took 
   const reported: string[] = [];
   const entries: ExactEntry[] = [];
   const removed = await removeKubeProxyLeftovers(runner, {
-    openIpvs: async () => ({
-      listServices: async () => SERVICES,
-      deleteService: async (s) => {
-        deleted.push(s.address);
-        return true;
-      },
-      close: () => {},
-    }),
-    conntrack: {
-      async deleteEntries(cut) {
-        entries.push(...cut);
-        return cut.length;
-      },
-    },
+    openIpvs: async () => recordingIpvs(deleted),
+    conntrack: recordingConntrack(entries),
     drain: { timeoutMs: 1_000, report: (line) => reported.push(line), ...clock() },
     kproxyOwns: async () => (service) => service.address === '10.20.30.41',
   });
@@ -232,14 +242,7 @@ test('connections to cut and no conntrack deleter: refused before anything is re
   const deleted: string[] = [];
   await assert.rejects(
     removeKubeProxyLeftovers(runner, {
-      openIpvs: async () => ({
-        listServices: async () => SERVICES,
-        deleteService: async (s) => {
-          deleted.push(s.address);
-          return true;
-        },
-        close: () => {},
-      }),
+      openIpvs: async () => recordingIpvs(deleted),
       drain: { timeoutMs: 0, report: () => {}, ...clock() },
     }),
     /1 IPVS connection\(s\) to cut, and no conntrack deleter given/,
@@ -367,20 +370,8 @@ test('kube-proxy IPVS leftovers: a virtual service kproxy’s IPVS mode took ove
   // the cleanup waits for the TCP connection to 10.20.30.41.
   const owned = [new Set<string>(), new Set(['10.20.30.42'])];
   const removed = await removeKubeProxyLeftovers(runner, {
-    openIpvs: async () => ({
-      listServices: async () => SERVICES,
-      deleteService: async (s) => {
-        deleted.push(s.address);
-        return true;
-      },
-      close: () => {},
-    }),
-    conntrack: {
-      async deleteEntries(cut) {
-        entries.push(...cut);
-        return cut.length;
-      },
-    },
+    openIpvs: async () => recordingIpvs(deleted),
+    conntrack: recordingConntrack(entries),
     drain: { timeoutMs: 60_000, report: () => {}, ...clock() },
     kproxyOwns: async () => {
       const addresses = owned.length > 1 ? owned.shift()! : owned[0]!;
