@@ -5,7 +5,8 @@
 // - the daemon runs in the same namespace (`nsenter --net=…`, which execs: the PID is node's own)
 //   with the daemon tests' configuration, pointed at the server with --master. It runs as the
 //   systemd unit runs it: installed (`kproxy install --root` into a scratch directory, so compiled
-//   to JavaScript) with the unit's environment; --checkout runs bin/kproxy.ts from this checkout;
+//   to JavaScript) with the unit's environment; --as-command as its `kproxy` command (/usr/sbin/kproxy,
+//   the container image's entrypoint) runs it; --checkout runs bin/kproxy.ts from this checkout;
 // - time to first sync: daemon spawn → kubeproxy_sync_proxy_rules_last_timestamp_seconds (set only
 //   by a successful sync; the sync loop starts only once the informers hold every object), beside
 //   the bare list of the same objects from the same server (bare-list.ts);
@@ -14,12 +15,16 @@
 //   stalls as a load balancer's probe sees them;
 // - then idle, and VmRSS (settled), VmHWM (peak), RssAnon, RssFile of the daemon's process.
 //   node bench/daemon-memory.ts [--services 30000] [--endpoints 10] [--nodes 100] [--idle 15]
-//     [--timeout 300] [--log FILE] [--checkout] [--probes FILE] [--node-flags="--trace-gc …"] [--turns]
+//     [--timeout 300] [--log FILE] [--checkout | --as-command] [--probes FILE] [--node-flags="--trace-gc …"] [--turns]
+//     [--env NAME=VALUE …]
 //   (--log: the daemon's own output, kept; --probes: the probe's answers and the daemon's spawn and
 //   first sync times, as JSON, to line stalls up with that log; --node-flags: diagnostic V8 flags
 //   added to the daemon's, e.g. --trace-gc or --cpu-prof --cpu-prof-dir=DIR; --turns: the daemon's
 //   long event-loop turns during the cold start by cause, from its main thread's CPU time
-//   (event-loop-turns.ts, preloaded): a figure the machine's other load does not inflate)
+//   (event-loop-turns.ts, preloaded): a figure the machine's other load does not inflate; --env:
+//   the daemon's environment over the unit's, e.g. an allocator to compare, repeatable)
+//   Besides memory: the daemon's CPU time (user + system) at its first sync, what an allocator or a
+//   flag costs the cold start whatever else the machine runs.
 import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -33,6 +38,7 @@ import {
   firstSyncAt,
   fromCheckout,
   installed,
+  installedCommand,
   NODE_BIN,
   sample,
   scrape,
@@ -52,11 +58,20 @@ const { values } = parseArgs({
     timeout: { type: 'string', default: '300' },
     log: { type: 'string' },
     checkout: { type: 'boolean', default: false },
+    'as-command': { type: 'boolean', default: false },
     probes: { type: 'string' },
     'node-flags': { type: 'string', default: '' },
     turns: { type: 'boolean', default: false },
+    env: { type: 'string', multiple: true, default: [] },
   },
 });
+const extraEnv = Object.fromEntries(
+  values.env.map((pair) => {
+    const at = pair.indexOf('=');
+    if (at < 1) throw new Error(`--env ${pair}: not NAME=VALUE`);
+    return [pair.slice(0, at), pair.slice(at + 1)];
+  }),
+);
 const services = Number(values.services);
 const endpoints = Number(values.endpoints);
 const nodes = Number(values.nodes);
@@ -104,6 +119,15 @@ function processMemoryMiB(pid: number): Record<string, number> {
     rssFileMiB: field('RssFile'),
     rssShmemMiB: field('RssShmem'),
   };
+}
+
+/** The CPU time (user + system, seconds) `pid` has used: /proc/<pid>/stat's utime and stime. */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // The fields after the command name (in parentheses, which may hold spaces): utime is the 14th.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const ticksPerSecond = 100; // USER_HZ on Linux
+  return (Number(fields[11]) + Number(fields[12])) / ticksPerSecond;
 }
 
 /**
@@ -199,7 +223,11 @@ try {
   }
   if (bareList?.services !== services) throw new Error(`bare list: ${JSON.stringify(bareList)}`);
 
-  const command = values.checkout ? fromCheckout() : await installed(join(dir, 'root'));
+  const command = values.checkout
+    ? fromCheckout()
+    : values['as-command']
+      ? await installedCommand(join(dir, 'root'))
+      : await installed(join(dir, 'root'));
   // /healthz probed every 10 ms from the daemon's start to the end of its cold start's aftermath.
   const probe = lab.spawn(ns, NODE_BIN, [PROBE_MAIN, HEALTHZ, '--every', '10']);
   await probe.waitFor('probing', TIMEOUT_MS);
@@ -209,7 +237,7 @@ try {
       ...values['node-flags'].split(' ').filter((flag) => flag !== ''),
       ...(values.turns ? [`--import=${TURNS_MAIN}`] : []),
     ],
-    ...(values.turns && { env: { KPROXY_TURNS_OUT: turnsFile } }),
+    env: { ...extraEnv, ...(values.turns && { KPROXY_TURNS_OUT: turnsFile }) },
   });
   daemon = child;
   const syncLines: SyncLine[] = [];
@@ -230,6 +258,8 @@ try {
   // First sync: the last-successful-sync timestamp appears (0 until then).
   const syncedAt = await firstSyncAt(ns, child, spawnedAt, TIMEOUT_MS, () => stderr);
   const timeToFirstSyncSeconds = (syncedAt - spawnedAt) / 1000;
+  const syncedPid = daemonPid(child.pid!, command.entry);
+  const firstSyncCpuSeconds = syncedPid === undefined ? undefined : cpuSeconds(syncedPid);
   // The log line of that sync may trail the metric by a moment.
   for (let waited = 0; syncLines.length === 0 && waited < 5000; waited += 100) await sleep(100);
   const first = syncLines[0] ?? {};
@@ -268,13 +298,17 @@ try {
     nodes,
     runs: values.checkout
       ? 'checkout (TypeScript)'
-      : "installed (JavaScript), the unit's command and environment",
+      : values['as-command']
+        ? 'installed (JavaScript), as its kproxy command runs it (the container image)'
+        : "installed (JavaScript), the unit's command and environment",
     idleSeconds: IDLE_SECONDS,
+    ...(values.env.length > 0 && { env: values.env.join(' ') }),
     daemonPid: pid,
     viaNsenterExec: pid === child.pid,
     ...memory,
     heapUsedMiB: heapUsed === undefined ? undefined : round(heapUsed / 2 ** 20),
     timeToFirstSyncSeconds: round(timeToFirstSyncSeconds, 2),
+    firstSyncCpuSeconds,
     bareListSeconds: round(bareList.listMs / 1000, 2),
     ...healthz,
     ...turns,

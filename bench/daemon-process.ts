@@ -7,7 +7,7 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { execa } from 'execa';
 import type { Lab, LabProcess } from '../harness/netns.ts';
-import { install, UNIT_PATH } from '../src/cli/install.ts';
+import { COMMAND_PATH, install, UNIT_PATH } from '../src/cli/install.ts';
 
 const REPO = join(import.meta.dirname, '..');
 export const NODE_BIN = join(REPO, 'node_modules/.bin/node');
@@ -91,6 +91,21 @@ export async function installed(root: string): Promise<DaemonCommand> {
   for (const [, name, value] of unit.matchAll(/^Environment=(\w+)=(\S*)$/gm)) {
     env[name!] = runtime !== undefined && value === `/run/${runtime}` ? runtimeDir : value!;
   }
+  return { node: join(root, node!), flags: rest, entry: join(root, entry), env };
+}
+
+/**
+ * kproxy installed under `root`, run as its `kproxy` command runs it (the container image's
+ * entrypoint): the command script's exported variables and the node command line it execs.
+ */
+export async function installedCommand(root: string): Promise<DaemonCommand> {
+  await install(root);
+  const script = readFileSync(join(root, COMMAND_PATH), 'utf8');
+  const env: Record<string, string> = {};
+  // `export NAME="${NAME-value}"`: the value when the environment does not set NAME.
+  for (const [, name, value] of script.matchAll(/^export (\w+)="\$\{\w+-([^}]*)\}"$/gm)) env[name!] = value!;
+  const [node, ...rest] = /^exec (.*) "\$@"$/m.exec(script)![1]!.split(' ');
+  const entry = rest.pop()!;
   return { node: join(root, node!), flags: rest, entry: join(root, entry), env };
 }
 

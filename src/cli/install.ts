@@ -48,10 +48,25 @@ clientConnection:
   kubeconfig: /etc/kproxy/kubeconfig
 `;
 
-const COMMAND_SCRIPT = `#!/bin/sh
-# kproxy with its bundled Node (the distribution's may be too old).
-exec ${NODE_PATH} ${APP_DIR}/bin/kproxy.js "$@"
+/**
+ * The `kproxy` command: the bundled Node (the distribution's may be too old) with the unit's Node
+ * flags and allocator environment (`unit`: kproxy.service's text, which says why each is there), so
+ * that a daemon not started by systemd, the container image's (its entrypoint is this command),
+ * uses memory as the unit's does: without them its peak RSS at 30,000 services was ~90 MiB more
+ * (docs/benchmarks.md, issue 33). The shell execs Node: one process, no second start. A variable
+ * the caller's environment sets keeps its value.
+ */
+export function commandScript(unit: string): string {
+  const flags = new RegExp(`^ExecStart=${NODE_PATH} (.*)${APP_DIR}/bin/kproxy\\.js `, 'm').exec(unit)?.[1];
+  if (flags === undefined) throw new Error(`kproxy.service: ExecStart does not run ${NODE_PATH}`);
+  const exports = [...unit.matchAll(/^Environment=(MALLOC_\w+)=(\S+)$/gm)].map(
+    ([, name, value]) => `export ${name}="\${${name}-${value}}"\n`,
+  );
+  return `#!/bin/sh
+# kproxy with its bundled Node, and kproxy.service's Node flags and allocator settings (see there).
+${exports.join('')}exec ${NODE_PATH} ${flags}${APP_DIR}/bin/kproxy.js "$@"
 `;
+}
 
 const INSTALL_OPTIONS: ParseArgsOptionsConfig = {
   root: { type: 'string' },
@@ -105,15 +120,16 @@ export async function install(root: string): Promise<string[]> {
     done.push(`installed the app in ${app}`);
   }
 
+  const unitSource = join(SOURCE_ROOT, 'systemd/kproxy.service');
   const command = join(root, COMMAND_PATH);
   await mkdir(join(command, '..'), { recursive: true });
-  await writeFile(command, COMMAND_SCRIPT);
+  await writeFile(command, commandScript(await readFile(unitSource, 'utf8')));
   await chmod(command, 0o755);
   done.push(`installed ${command}`);
 
   const unit = join(root, UNIT_PATH);
   await mkdir(join(unit, '..'), { recursive: true });
-  await copyFile(join(SOURCE_ROOT, 'systemd/kproxy.service'), unit);
+  await copyFile(unitSource, unit);
   done.push(`installed ${unit}`);
 
   const gid = await ensureServiceUser(root, done);

@@ -81,10 +81,25 @@ describe('kproxy install --root', { concurrency: true }, () => {
 
     const command = await readFile(join(root, COMMAND_PATH), 'utf8');
     assert.match(command, /^#!\/bin\/sh\n/);
-    assert.match(command, new RegExp(`exec ${NODE_PATH} ${APP_DIR}/bin/kproxy.js "\\$@"`));
     assert.equal((await stat(join(root, COMMAND_PATH))).mode & 0o777, 0o755);
-
     const unit = await readFile(join(root, UNIT_PATH), 'utf8');
+    // The command runs Node as the unit does (the container image's daemon uses memory as the
+    // unit's): the same flags, and the unit's allocator variables unless the caller sets them.
+    const unitFlags = new RegExp(`^ExecStart=${NODE_PATH} (.*)${APP_DIR}/bin/kproxy\\.js `, 'm').exec(
+      unit,
+    )![1];
+    assert.match(unitFlags!, /^--max-semi-space-size=\d+ $/);
+    assert.ok(command.includes(`\nexec ${NODE_PATH} ${unitFlags}${APP_DIR}/bin/kproxy.js "$@"\n`), command);
+    const allocator = [...unit.matchAll(/^Environment=(MALLOC_\w+)=(\S+)$/gm)];
+    assert.ok(allocator.length > 0);
+    for (const [, name, value] of allocator) {
+      assert.ok(command.includes(`\nexport ${name}="\${${name}-${value}}"\n`), `${name} in ${command}`);
+    }
+    // It runs: the script with its paths under the scratch root, by sh, as installed.
+    const scratchScript = command.replaceAll(`${APP_DIR}/`, `${app}/`);
+    const viaCommand = await run('sh', ['-c', scratchScript, 'kproxy', 'version'], { cwd: root });
+    assert.match(viaCommand.stdout, /^kproxy \d+\.\d+\.\d+/);
+
     // The operator's extra flags (KPROXY_ARGS, /etc/default/kproxy) follow the config.
     assert.match(unit, new RegExp(`run --config ${CONFIG_PATH} \\$KPROXY_ARGS$`, 'm'));
 
