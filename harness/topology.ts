@@ -173,15 +173,18 @@ export class Topology {
 
   /**
    * Opens one long-lived TCP connection, or one UDP flow (echo-client --hold); its output shows
-   * whether it still echoes, and for UDP which backend answered each tick.
+   * whether it still echoes, and for UDP which backend answered each tick (every `tickMs`, the
+   * client's HOLD_TICK_MS unless said).
    */
   async holdConnection(
     fromNs: string,
     host: string,
     port: number,
     proto: 'tcp' | 'udp' = 'tcp',
+    tickMs?: number,
   ): Promise<LabProcess> {
     const args = [join(HARNESS_DIR, 'echo-client.ts'), proto, host, String(port), '--hold'];
+    if (tickMs !== undefined) args.push('--tick', String(tickMs));
     const proc = this.lab.spawn(fromNs, process.execPath, args);
     await proc.waitFor('"name"');
     return proc;
