@@ -148,12 +148,16 @@ export class Topology {
       source: options.source,
     };
     const prober = await this.#prober(fromNs);
+    // Its answer comes after the request: the prober's earlier output (a line a probe, ~1 MB over
+    // the VM's IPVS takeover file) is not searched again for each probe.
+    const since = prober.output().length;
     prober.send(`${JSON.stringify(probe)}\n`);
     // Each attempt ends by its timeout; the rest is the allowance for a busy machine (many probes
     // in flight in one prober, which is up: its start is bounded apart).
     const line = await prober.waitFor(
       `{"id":${probe.id},`,
       probe.count * probe.timeoutMs + START_DEADLINE_MS,
+      since,
     );
     return (JSON.parse(line) as { outcomes: EchoOutcome[] }).outcomes;
   }
