@@ -1,11 +1,11 @@
 // Client for the echo server, run inside a client namespace:
 //   node harness/echo-client.ts tcp|udp HOST PORT [--count N] [--timeout MS] [--source IP]
-//   node harness/echo-client.ts tcp|udp HOST PORT --hold
+//   node harness/echo-client.ts tcp|udp HOST PORT --hold [--tick MS]
 //   node harness/echo-client.ts --serve
 // Makes N sequential connections (or datagrams, each from a new socket) and prints one JSON line per
 // attempt: the server's EchoReply, or {"error":"ECONNREFUSED"|"timeout"|...} — so a test counts
 // which backends answered and sees refusals and drops, all from one process start.
-// --hold keeps ONE TCP connection: it prints the greeting, then sends "tick N" every 100 ms and
+// --hold keeps ONE TCP connection: it prints the greeting, then sends "tick N" every 100 ms (or --tick) and
 // prints {"echo":"tick N"} per echoed line, or {"error":...} once the connection breaks. With udp it
 // keeps ONE socket (one flow: the same source port throughout), sends "tick N" every 100 ms and
 // prints each answer, the server's reply line, so a test sees which backend answered each tick.
@@ -72,13 +72,13 @@ function udpOnce(host: string, port: number, timeoutMs: number, source?: string)
 /** How often a held connection (--hold) sends a tick. */
 export const HOLD_TICK_MS = 100;
 
-function hold(host: string, port: number): void {
+function hold(host: string, port: number, tickMs: number): void {
   const socket = connect({ host, port });
   socket.setEncoding('utf8');
   let buffered = '';
   let greeted = false;
   let tick = 0;
-  const timer = setInterval(() => socket.write(`tick ${tick++}\n`), HOLD_TICK_MS);
+  const timer = setInterval(() => socket.write(`tick ${tick++}\n`), tickMs);
   const fail = (error: string): void => {
     clearInterval(timer);
     process.stdout.write(`${JSON.stringify({ error })}\n`);
@@ -97,7 +97,7 @@ function hold(host: string, port: number): void {
   socket.on('end', () => fail('closed'));
 }
 
-function holdUdp(host: string, port: number): void {
+function holdUdp(host: string, port: number, tickMs: number): void {
   const socket = createSocket(host.includes(':') ? 'udp6' : 'udp4');
   let tick = 0;
   socket.on('message', (msg) =>
@@ -107,7 +107,7 @@ function holdUdp(host: string, port: number): void {
     process.stdout.write(`${JSON.stringify({ error: err.code ?? err.message })}\n`);
     process.exit(1);
   });
-  socket.bind(0, () => setInterval(() => socket.send(`tick ${tick++}\n`, port, host), HOLD_TICK_MS));
+  socket.bind(0, () => setInterval(() => socket.send(`tick ${tick++}\n`, port, host), tickMs));
 }
 
 /** One probe for --serve: `count` attempts, each bounded by `timeoutMs`. */
@@ -153,6 +153,7 @@ async function main(): Promise<void> {
       timeout: { type: 'string', default: '1000' },
       source: { type: 'string' },
       hold: { type: 'boolean', default: false },
+      tick: { type: 'string', default: String(HOLD_TICK_MS) },
       serve: { type: 'boolean', default: false },
     },
   });
@@ -165,7 +166,7 @@ async function main(): Promise<void> {
     throw new Error('usage: echo-client.ts tcp|udp HOST PORT [--count N] [--timeout MS] [--source IP]');
   }
   if (values.hold) {
-    (proto === 'tcp' ? hold : holdUdp)(host, Number(port));
+    (proto === 'tcp' ? hold : holdUdp)(host, Number(port), Number(values.tick));
     return;
   }
   const probe: Omit<ProbeRequest, 'id'> = {

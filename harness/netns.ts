@@ -32,8 +32,11 @@ export interface ProcessEnd {
 /** A long-running process inside a namespace. */
 export interface LabProcess {
   readonly pid: number;
-  /** Resolves with the first stdout line that contains `marker` (e.g. "ready"). */
-  waitFor(marker: string, timeoutMs?: number): Promise<string>;
+  /**
+   * Resolves with the first stdout line that contains `marker` (e.g. "ready"), looking from offset
+   * `since` of output() on (its length before a request whose answer cannot come earlier).
+   */
+  waitFor(marker: string, timeoutMs?: number, since?: number): Promise<string>;
   /** Everything written to stdout so far (all of it once stop() or kill() resolved). */
   output(): string;
   /** Writes to its stdin (spawned with `{ stdin: true }`). */
@@ -236,14 +239,14 @@ export class Lab {
         if (!child.stdin) throw new Error(`${cmd} in ${ns} was not spawned with stdin`);
         child.stdin.write(text);
       },
-      waitFor(marker, timeoutMs = START_DEADLINE_MS) {
+      waitFor(marker, timeoutMs = START_DEADLINE_MS, since = 0) {
         return new Promise((resolve, reject) => {
           // Where the first line not yet ruled out begins. Only whole lines match (a chunk may end
           // in a line's middle, just past the marker), and each check reads only what came since
           // the last: a prober at 20 connections a second prints ~1 MB in ten minutes, and with
           // dozens of probes in flight, splitting all of it at every chunk for each of them took
           // the VM's one emulated CPU.
-          let from = 0;
+          let from = since;
           const check = (whole = false): boolean => {
             const at = out.indexOf(marker, from);
             const start = at === -1 ? -1 : out.lastIndexOf('\n', at) + 1;

@@ -148,12 +148,16 @@ export class Topology {
       source: options.source,
     };
     const prober = await this.#prober(fromNs);
+    // Its answer comes after the request: the prober's earlier output (a line a probe, ~1 MB over
+    // the VM's IPVS takeover file) is not searched again for each probe.
+    const since = prober.output().length;
     prober.send(`${JSON.stringify(probe)}\n`);
     // Each attempt ends by its timeout; the rest is the allowance for a busy machine (many probes
     // in flight in one prober, which is up: its start is bounded apart).
     const line = await prober.waitFor(
       `{"id":${probe.id},`,
       probe.count * probe.timeoutMs + START_DEADLINE_MS,
+      since,
     );
     return (JSON.parse(line) as { outcomes: EchoOutcome[] }).outcomes;
   }
@@ -173,15 +177,18 @@ export class Topology {
 
   /**
    * Opens one long-lived TCP connection, or one UDP flow (echo-client --hold); its output shows
-   * whether it still echoes, and for UDP which backend answered each tick.
+   * whether it still echoes, and for UDP which backend answered each tick (every `tickMs`, the
+   * client's HOLD_TICK_MS unless said).
    */
   async holdConnection(
     fromNs: string,
     host: string,
     port: number,
     proto: 'tcp' | 'udp' = 'tcp',
+    tickMs?: number,
   ): Promise<LabProcess> {
     const args = [join(HARNESS_DIR, 'echo-client.ts'), proto, host, String(port), '--hold'];
+    if (tickMs !== undefined) args.push('--tick', String(tickMs));
     const proc = this.lab.spawn(fromNs, process.execPath, args);
     await proc.waitFor('"name"');
     return proc;

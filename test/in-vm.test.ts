@@ -22,6 +22,9 @@ testFilesInVm('the kernel tests this kernel cannot run', [
   // the whole run (1,998 s, load 4-9) that file took 641 s and the VM-only files 1,115 s. With kproxy
   // run from one bundled file in the guest (harness/vm.ts), at load 12-13: the daemon file 128 s, the
   // netns lab 175 s, kube-proxy-leftovers 16 s (quiet, before: 210-250, 215-245 and 20 s).
+  // The IPVS takeover file alone: 1,306 s at load 9-13, 620 s at load 11-12 once its held TCP
+  // connections ticked every 500 ms and a probe's answer was no longer searched for in all the
+  // prober had printed (the guest's CPU is ~99% busy while it probes: its traffic is the cost).
   { kind: 'vm-only', glob: 'test/dataplanes/ipvs/vm/*.vmtest.ts', atLeast: 10, budgetMs: 30 * 60_000 },
   // Two of its three tests: the outage test's dataplane part is every mode's (its comment says why).
   { kind: 'per-mode', path: 'test/daemon/daemon-netns.test.ts', testsPerMode: 2, budgetMs: 20 * 60_000 },

@@ -22,3 +22,18 @@ test('waitFor resolves with the whole line, not the piece that holds the marker'
   // Whole once the process closed its output.
   assert.deepEqual(JSON.parse(last), { id: 3, c: 3 });
 });
+
+test('waitFor from `since` on finds a marker written after that offset, not one before it', async (t) => {
+  if (!requireRoot(t)) return;
+  const lab = new Lab('waitsince');
+  t.after(() => lab.destroy());
+  const ns = await lab.addNetns('a');
+  // The same marker twice, the second written once the test asked for it, as a prober answers.
+  const script = `printf '{"id":1,"n":1}\\nmark\\n'; read -r _; printf '{"id":1,"n":2}\\n'`;
+  const proc = lab.spawn(ns, 'sh', ['-c', script], { stdin: true });
+  await proc.waitFor('mark');
+  const since = proc.output().length;
+  proc.send('go\n');
+  assert.deepEqual(JSON.parse(await proc.waitFor('{"id":1,', undefined, since)), { id: 1, n: 2 });
+  assert.deepEqual(JSON.parse(await proc.waitFor('{"id":1,')), { id: 1, n: 1 });
+});
