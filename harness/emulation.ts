@@ -32,7 +32,10 @@ export function slowdownOf(env: string | undefined, load: readonly number[], cor
 /** This process's slowdown (slowdownOf): 1 at or below the design load outside the VM. */
 export const SLOWDOWN = slowdownOf(process.env.KPROXY_SLOWDOWN, loadavg(), availableParallelism());
 
-/** A deadline made for the design load, stretched for emulation or a busier host. */
+/**
+ * A deadline made for the design load, stretched for emulation or a busier host: whole
+ * milliseconds, as execa's `timeout` (which refuses a fraction) and the daemons' flags take them.
+ */
 export function allowance(ms: number): number {
-  return ms * SLOWDOWN;
+  return Math.ceil(ms * SLOWDOWN);
 }

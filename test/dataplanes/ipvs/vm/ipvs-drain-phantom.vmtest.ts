@@ -207,7 +207,7 @@ test('the IPVS drain ends with the connection IPVS balances, not with IPVS conne
   // entry of the connection IPVS balances lacks it (IPVS rewrites only the reply tuple), the
   // DNATed ClusterIP connection's has it.
   const reader = conntrackReaderIn(
-    execaRunner(['ip', 'netns', 'exec', node.ns], { timeoutMs: () => Math.ceil(allowance(30_000)) }),
+    execaRunner(['ip', 'netns', 'exec', node.ns], { timeoutMs: () => allowance(30_000) }),
   );
   const tuple = (port: number) => ({
     protocol: 6,
