@@ -129,15 +129,18 @@ export class Lab {
     await this.ip(ns, ['link', 'set', 'lo', 'up']);
     // No duplicate address detection: links created later are usable at once (no tentative
     // link-local address delaying the first IPv6 packets by a second).
-    await this.sysctl(ns, 'net.ipv6.conf.default.accept_dad', '0');
-    await this.sysctl(ns, 'net.ipv6.conf.all.accept_dad', '0');
+    await this.exec(ns, 'sysctl', [
+      '-q',
+      '-w',
+      'net.ipv6.conf.default.accept_dad=0',
+      'net.ipv6.conf.all.accept_dad=0',
+    ]);
     return ns;
   }
 
-  /** `ip -n ns ARGS`. */
+  /** `ip ARGS` in the namespace (as `ip -n ns ARGS`), through its shell. */
   async ip(ns: string, args: readonly string[]): Promise<void> {
-    this.#own(ns);
-    await execa('ip', ['-n', ns, ...args]);
+    await this.exec(ns, 'ip', args);
   }
 
   /** A veth pair between two lab namespaces (created from inside nsA), both ends up. */
@@ -215,7 +218,7 @@ export class Lab {
         const timeoutMs = commandTimeoutMs(command);
         const result = await shell.run(command, args, scriptText(input), timeoutMs);
         if (result.timedOut) throw new CommandTimeoutError(command, timeoutMs, [command, ...args].join(' '));
-        return result;
+        return { stdout: result.stdout, stderr: result.stderr, exitCode: result.exitCode };
       },
       spawn: (command, args) =>
         spawn('setpriv', ['--pdeathsig', 'KILL', '--', 'ip', 'netns', 'exec', ns, command, ...args], {
