@@ -5,8 +5,15 @@
 // `kp<pid>-<tag>-<name>`; nothing here touches the host's own namespace (links are created from
 // inside a lab namespace, sysctls are written inside one and limited to per-namespace `net.` keys).
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import type { TestContext } from 'node:test';
 import { execa } from 'execa';
+import { CommandTimeoutError } from '../contract/dataplane-error.ts';
+import { type CommandRunner, commandTimeoutMs, scriptText } from '../dataplanes/shared/command-runner.ts';
 import { allowance } from './emulation.ts';
 
 export interface ExecResult {
@@ -94,10 +101,23 @@ function hookExit(): void {
 
 const NAME = /^[a-z0-9][a-z0-9-]*$/;
 
+/**
+ * The environment of what a lab runs: the test's, with Node's compile cache (as in the qemu VM,
+ * harness/vm.ts) unless the caller chose one. Many kernel tests start Node programs in namespaces
+ * (echo servers, probers, netlink mains), several a seed: loading their modules took ~0.39 s of
+ * CPU each, ~0.15 s from the cache (measured, dataplanes/ipvs/companion-ruleset.ts's imports).
+ */
+const LAB_ENV = {
+  ...process.env,
+  NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE ?? join(tmpdir(), 'kproxy-lab-compile-cache'),
+};
+
 export class Lab {
   readonly tag: string;
   readonly #namespaces: string[] = [];
   readonly #processes = new Map<number, ChildProcess>();
+  /** Each namespace's shell (exec, runner), started at the first command; killed with the processes. */
+  readonly #shells = new Map<string, NamespaceShell>();
 
   /** `tag` must be unique in this process; it keeps parallel labs apart. */
   constructor(tag: string) {
@@ -123,15 +143,18 @@ export class Lab {
     await this.ip(ns, ['link', 'set', 'lo', 'up']);
     // No duplicate address detection: links created later are usable at once (no tentative
     // link-local address delaying the first IPv6 packets by a second).
-    await this.sysctl(ns, 'net.ipv6.conf.default.accept_dad', '0');
-    await this.sysctl(ns, 'net.ipv6.conf.all.accept_dad', '0');
+    await this.exec(ns, 'sysctl', [
+      '-q',
+      '-w',
+      'net.ipv6.conf.default.accept_dad=0',
+      'net.ipv6.conf.all.accept_dad=0',
+    ]);
     return ns;
   }
 
-  /** `ip -n ns ARGS`. */
+  /** `ip ARGS` in the namespace (as `ip -n ns ARGS`), through its shell. */
   async ip(ns: string, args: readonly string[]): Promise<void> {
-    this.#own(ns);
-    await execa('ip', ['-n', ns, ...args]);
+    await this.exec(ns, 'ip', args);
   }
 
   /** A veth pair between two lab namespaces (created from inside nsA), both ends up. */
@@ -169,20 +192,64 @@ export class Lab {
     await this.exec(ns, 'sysctl', ['-q', '-w', `${key}=${value}`]);
   }
 
-  /** Runs a command inside a namespace and waits for it. */
+  /**
+   * Runs a command inside a namespace and waits for it (through the namespace's shell, see
+   * NamespaceShell). A command still running after `timeoutMs` is killed: it rejects, or with
+   * `reject: false` resolves with exit code -1.
+   */
   async exec(
     ns: string,
     cmd: string,
     args: readonly string[],
     options: ExecOptions = {},
   ): Promise<ExecResult> {
+    const result = await this.#shell(ns).run(cmd, args, options.input ?? '', options.timeoutMs);
+    const failed = result.timedOut || result.exitCode !== 0;
+    if (failed && (options.reject ?? true)) {
+      const how = result.timedOut ? `timed out after ${options.timeoutMs} ms` : `exited ${result.exitCode}`;
+      throw new Error(`${[cmd, ...args].join(' ')} in ${ns} ${how}: ${result.stderr.trim()}`);
+    }
+    // As execa's default (what this used before): without the final newline.
+    const strip = (text: string) => text.replace(/\r?\n$/, '');
+    return {
+      stdout: strip(result.stdout),
+      stderr: strip(result.stderr),
+      exitCode: result.timedOut ? -1 : result.exitCode,
+    };
+  }
+
+  /**
+   * The product's CommandRunner for a namespace, through the namespace's shell: what execaRunner
+   * with the prefix `ip netns exec NS` runs, at a few milliseconds a command rather than tens (no
+   * fork of the test's large Node process, no setpriv, no `ip netns exec` per command). Each
+   * command has the product's timeout (commandTimeoutMs) and fails with CommandTimeoutError like
+   * execaRunner's. spawn() (`nft -i`) goes through `ip netns exec` as execaRunner's does.
+   */
+  runner(ns: string): CommandRunner {
+    const shell = this.#shell(ns);
+    return {
+      async run(command, args, input) {
+        const timeoutMs = commandTimeoutMs(command);
+        const result = await shell.run(command, args, scriptText(input), timeoutMs);
+        if (result.timedOut) throw new CommandTimeoutError(command, timeoutMs, [command, ...args].join(' '));
+        return { stdout: result.stdout, stderr: result.stderr, exitCode: result.exitCode };
+      },
+      spawn: (command, args) =>
+        spawn('setpriv', ['--pdeathsig', 'KILL', '--', 'ip', 'netns', 'exec', ns, command, ...args], {
+          stdio: 'pipe',
+        }),
+    };
+  }
+
+  #shell(ns: string): NamespaceShell {
     this.#own(ns);
-    const result = await execa('ip', ['netns', 'exec', ns, cmd, ...args], {
-      input: options.input ?? '',
-      reject: options.reject ?? true,
-      timeout: options.timeoutMs,
-    });
-    return { stdout: result.stdout, stderr: result.stderr, exitCode: result.exitCode ?? -1 };
+    let shell = this.#shells.get(ns);
+    if (shell === undefined) {
+      shell = new NamespaceShell(ns);
+      this.#shells.set(ns, shell);
+      this.#processes.set(shell.pid, shell.child);
+    }
+    return shell;
   }
 
   /** Starts a long-running command inside a namespace; destroy() kills it if the test did not. */
@@ -196,6 +263,7 @@ export class Lab {
     // `ip netns exec` execs the command in place, so the PID is the command's own.
     const child = spawn('ip', ['netns', 'exec', ns, cmd, ...args], {
       stdio: [options.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+      env: LAB_ENV,
     });
     // 'close', not 'exit': it comes once stdout is drained too, so output() is complete. After
     // 'exit' the last lines may still be in the pipe, notably on a busy machine.
@@ -314,6 +382,8 @@ export class Lab {
       await exited;
     }
     this.#processes.clear();
+    for (const shell of this.#shells.values()) await shell.removeFiles();
+    this.#shells.clear();
     // Forget a namespace only once it is gone, so an exit half-way still finds the rest.
     for (let ns = this.#namespaces.at(-1); ns !== undefined; ns = this.#namespaces.at(-1)) {
       await execa('ip', ['netns', 'del', ns], { reject: false });
@@ -326,6 +396,8 @@ export class Lab {
   destroySync(): void {
     for (const pid of this.#processes.keys()) killPid(pid, 'SIGKILL');
     this.#processes.clear();
+    for (const shell of this.#shells.values()) shell.removeFilesSync();
+    this.#shells.clear();
     for (const ns of this.#namespaces.splice(0).reverse()) {
       try {
         execFileSync('ip', ['netns', 'del', ns], { stdio: 'ignore' });
@@ -338,6 +410,110 @@ export class Lab {
 
   #own(ns: string): void {
     if (!this.#namespaces.includes(ns)) throw new Error(`${ns} is not a namespace of lab ${this.tag}`);
+  }
+}
+
+/**
+ * One bash inside a namespace (started with `ip netns exec`, so /sys and /etc/netns are the
+ * namespace's, as for a command started that way) that runs the lab's commands there: each
+ * request (NUL-separated words: id, stdin file, timeout, argc, argv) starts the command in the
+ * background with its stdin, stdout and stderr in files, and prints "id status" when it ends.
+ * Commands run concurrently as with separate processes. Measured: forking the test's Node process
+ * took ~25 ms of its main thread per command (node --cpu-prof, live-partial), plus setpriv and
+ * `ip netns exec` (a mount namespace and a sysfs mount) per command.
+ */
+const SHELL_LOOP = `
+while IFS= read -r -d '' id && IFS= read -r -d '' in && IFS= read -r -d '' limit && IFS= read -r -d '' n; do
+  argv=()
+  while ((n-- > 0)); do IFS= read -r -d '' word; argv+=("$word"); done
+  if [[ $limit == 0 ]]; then argv=(exec "\${argv[@]}"); else argv=(exec timeout -s KILL "$limit" "\${argv[@]}"); fi
+  { ("\${argv[@]}") <"$in" >"$1/$id.out" 2>"$1/$id.err"; echo "$id $?"; } &
+done
+`;
+
+interface ShellResult extends ExecResult {
+  readonly timedOut: boolean;
+}
+
+class NamespaceShell {
+  readonly child: ChildProcess;
+  readonly pid: number;
+  readonly #ns: string;
+  readonly #dir = mkdtempSync(join(tmpdir(), 'kproxy-lab-shell-'));
+  readonly #pending = new Map<number, (status: number) => void>();
+  #next = 0;
+  #ended: string | undefined;
+
+  constructor(ns: string) {
+    this.#ns = ns;
+    this.child = spawn('ip', ['netns', 'exec', ns, 'bash', '-c', SHELL_LOOP, 'lab-shell', this.#dir], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: LAB_ENV,
+    });
+    if (this.child.pid === undefined) throw new Error(`could not start a shell in ${ns}`);
+    this.pid = this.child.pid;
+    let stderr = '';
+    this.child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr += chunk;
+    });
+    this.child.stdin?.on('error', () => {});
+    createInterface({ input: this.child.stdout! }).on('line', (line) => {
+      const [id, status] = line.split(' ').map(Number);
+      this.#pending.get(id!)?.(status!);
+      this.#pending.delete(id!);
+    });
+    this.child.once('close', (code, signal) => {
+      this.#ended = `the shell in ${ns} ended (${signal ?? code}): ${stderr.trim()}`;
+      for (const done of this.#pending.values()) done(-1);
+      this.#pending.clear();
+    });
+  }
+
+  async run(
+    command: string,
+    args: readonly string[],
+    input: string,
+    timeoutMs?: number,
+  ): Promise<ShellResult> {
+    if (this.#ended !== undefined) throw new Error(this.#ended);
+    const id = this.#next++;
+    const files = {
+      in: join(this.#dir, `${id}.in`),
+      out: join(this.#dir, `${id}.out`),
+      err: join(this.#dir, `${id}.err`),
+    };
+    if (input !== '') await writeFile(files.in, input);
+    const limit = timeoutMs === undefined ? '0' : `${Math.ceil(timeoutMs) / 1000}s`;
+    const words = [
+      String(id),
+      input === '' ? '/dev/null' : files.in,
+      limit,
+      String(args.length + 1),
+      command,
+      ...args,
+    ];
+    const started = performance.now();
+    const status = await new Promise<number>((resolve) => {
+      this.#pending.set(id, resolve);
+      this.child.stdin!.write(words.map((word) => `${word}\0`).join(''));
+    });
+    if (status === -1) throw new Error(this.#ended ?? `the shell in ${this.#ns} ended`);
+    try {
+      const [stdout, stderr] = await Promise.all([readFile(files.out, 'utf8'), readFile(files.err, 'utf8')]);
+      // timeout(1) ends with 128+9 when it killed the command, as would a command killed otherwise.
+      const timedOut = timeoutMs !== undefined && status === 137 && performance.now() - started >= timeoutMs;
+      return { stdout, stderr, exitCode: status, timedOut };
+    } finally {
+      await Promise.all(Object.values(files).map((file) => rm(file, { force: true })));
+    }
+  }
+
+  async removeFiles(): Promise<void> {
+    await rm(this.#dir, { recursive: true, force: true });
+  }
+
+  removeFilesSync(): void {
+    rmSync(this.#dir, { recursive: true, force: true });
   }
 }
 

@@ -26,6 +26,7 @@ import { chooseBackend, type IptablesBackend, type IptablesTools, iptablesTools 
 import { CANARY_CHAIN, isKproxyChain } from './chain-names.ts';
 import { cleanupInputs } from './cleanup-plan.ts';
 import { DumpPacer, savedTableDamage } from './intact-check.ts';
+import { jumpListed } from './jump-rules.ts';
 import type { FamilyPlan, IptablesPlan, IptablesTable, JumpRule } from './plan-types.ts';
 import { fullPlanSteps, incrementalPlanSteps } from './planner.ts';
 import { NFT_CHAINS_PER_RESTORE, restorePartsOf } from './restore-chunks.ts';
@@ -282,16 +283,28 @@ export class IptablesDataplane implements LiveDataplane {
   }
 
   /**
-   * The plan with only the jumps from built-in chains that are not there yet (`iptables -C`):
-   * its restore inserts them, and a jump already in place is never inserted twice.
+   * The plan with only the jumps from built-in chains that are not there yet (jump-rules.ts): its
+   * restore inserts them, and a jump already in place is never inserted twice. One listing per
+   * built-in chain, and `iptables -C` only for a jump the listing leaves open (or a chain that
+   * could not be listed): 6 processes a family rather than 14.
    */
   async #onlyMissingJumps(plan: FamilyPlan): Promise<FamilyPlan> {
+    const listings = new Map<string, readonly string[] | undefined>();
     const tables = [];
     for (const t of plan.tables) {
       const missing: JumpRule[] = [];
       for (const jump of t.jumps) {
-        const check = await this.#iptables(plan.family, ['-t', jump.table, '-C', jump.from, ...jump.spec]);
-        if (check.exitCode !== 0) missing.push(jump);
+        const chain = `${jump.table} ${jump.from}`;
+        if (!listings.has(chain)) {
+          const listed = await this.#iptables(plan.family, ['-t', jump.table, '-S', jump.from]);
+          listings.set(chain, listed.exitCode === 0 ? listed.stdout.split('\n') : undefined);
+        }
+        const listing = listings.get(chain);
+        const there =
+          (listing && jumpListed(plan.family, jump, listing)) ??
+          (await this.#iptables(plan.family, ['-t', jump.table, '-C', jump.from, ...jump.spec])).exitCode ===
+            0;
+        if (!there) missing.push(jump);
       }
       tables.push({ ...t, jumps: missing });
     }

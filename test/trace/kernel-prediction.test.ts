@@ -16,7 +16,7 @@ import { iptablesPlanner } from '../../dataplanes/iptables/planner.ts';
 import { NftablesDataplane } from '../../dataplanes/nftables/live.ts';
 import { commandNftRunner } from '../../dataplanes/nftables/nft-runner.ts';
 import { nftablesPlanner } from '../../dataplanes/nftables/planner.ts';
-import { type CommandRunner, execaRunner } from '../../dataplanes/shared/command-runner.ts';
+import type { CommandRunner } from '../../dataplanes/shared/command-runner.ts';
 import type { TracePacket } from '../../dataplanes/shared/trace/packet.ts';
 import { Lab } from '../../harness/netns.ts';
 import { endpoint, proxyState, servicePort } from '../../harness/proxy-states.ts';
@@ -175,7 +175,7 @@ describe('the tracer predicts real packets', { skip: isRoot ? false : ROOT_REASO
           const planner = PLANNERS[mode] as typeof nftablesPlanner;
           const [node0, node1] = topo.nodes;
           rulesOfNode0 = planner.render(planner.planFull(stateFor(node0!, services)));
-          const commands = execaRunner(['ip', 'netns', 'exec', node0!.ns]);
+          const commands = lab.runner(node0!.ns);
           await liveSync(mode, commands, stateFor(node0!, services));
           liveRulesOfNode0 = await readLiveRules(mode, commands);
           await load(lab, node1!.ns, mode, planner.render(planner.planFull(stateFor(node1!, services))));

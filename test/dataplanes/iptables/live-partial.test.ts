@@ -6,7 +6,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
-import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { Lab, requireRoot } from '../../../harness/netns.ts';
 import { prng } from '../../support/prng.ts';
 import { seedsLine, testSeeds } from '../../support/seeds.ts';
@@ -27,11 +26,11 @@ for (const backend of ['nft', 'legacy'] as const) {
         const fullNs = await lab.addNetns('full');
         // Restores in parts of a few chains, so that splitting (restore-chunks.ts) meets the kernel too.
         const incremental = new IptablesDataplane({
-          runner: execaRunner(['ip', 'netns', 'exec', incNs]),
+          runner: lab.runner(incNs),
           backend,
           nftChainsPerRestore: 4,
         });
-        const full = new IptablesDataplane({ runner: execaRunner(['ip', 'netns', 'exec', fullNs]), backend });
+        const full = new IptablesDataplane({ runner: lab.runner(fullNs), backend });
         await incremental.start();
         await full.start();
 

@@ -167,20 +167,88 @@ test('what a read of the tables finds, the next check reports, unless a sync ove
   assert.equal((await dataplane.sync(after, 'incremental')).kind, 'full');
 });
 
-test('a full sync inserts, in its restore, only the jump rules it found missing', async () => {
-  const runner = new RecordingRunner((call) =>
-    call.args.includes('-C') && call.args.includes('PREROUTING') ? { exitCode: 1 } : healthy(call),
-  );
+/** The jumps as iptables-nft 1.8.9 lists them (`iptables -t TABLE -S CHAIN`) once in place. */
+const JUMPS_LISTED: Readonly<Record<string, readonly string[]>> = {
+  'filter INPUT': [
+    '-A INPUT -m comment --comment "kproxy localnet firewall" -j KPROXY-FIREWALL',
+    '-A INPUT -m conntrack --ctstate NEW -m comment --comment "kproxy load balancer firewall" -j KPROXY-PROXY-FIREWALL',
+    '-A INPUT -m comment --comment "kproxy health check service ports" -j KPROXY-NODEPORTS',
+    '-A INPUT -m conntrack --ctstate NEW -m comment --comment "kproxy externally-visible service portals" -j KPROXY-EXTERNAL-SERVICES',
+  ],
+  'filter FORWARD': [
+    '-A FORWARD -m conntrack --ctstate NEW -m comment --comment "kproxy load balancer firewall" -j KPROXY-PROXY-FIREWALL',
+    '-A FORWARD -m comment --comment "kproxy forwarding rules" -j KPROXY-FORWARD',
+    '-A FORWARD -m conntrack --ctstate NEW -m comment --comment "kproxy service portals" -j KPROXY-SERVICES',
+    '-A FORWARD -m conntrack --ctstate NEW -m comment --comment "kproxy externally-visible service portals" -j KPROXY-EXTERNAL-SERVICES',
+  ],
+  'filter OUTPUT': [
+    '-A OUTPUT -m comment --comment "kproxy localnet firewall" -j KPROXY-FIREWALL',
+    '-A OUTPUT -m conntrack --ctstate NEW -m comment --comment "kproxy load balancer firewall" -j KPROXY-PROXY-FIREWALL',
+    '-A OUTPUT -m conntrack --ctstate NEW -m comment --comment "kproxy service portals" -j KPROXY-SERVICES',
+  ],
+  'nat PREROUTING': ['-A PREROUTING -m comment --comment "kproxy service portals" -j KPROXY-SERVICES'],
+  'nat OUTPUT': ['-A OUTPUT -m comment --comment "kproxy service portals" -j KPROXY-SERVICES'],
+  'nat POSTROUTING': ['-A POSTROUTING -m comment --comment "kproxy postrouting rules" -j KPROXY-POSTROUTING'],
+};
+
+/** A node holding every jump, but with `prerouting` as nat PREROUTING's rules. */
+function listingJumps(prerouting: readonly string[]) {
+  return (call: RecordedCall) => {
+    const chain = call.args[call.args.indexOf('-S') + 1]!;
+    const key = `${call.args[call.args.indexOf('-t') + 1]} ${chain}`;
+    const rules = key === 'nat PREROUTING' ? prerouting : JUMPS_LISTED[key];
+    if (!call.args.includes('-S') || rules === undefined) return healthy(call);
+    return { stdout: [`-P ${chain} ACCEPT`, ...rules, ''].join('\n') };
+  };
+}
+
+const preroutingInsert = (restore: RecordedCall | undefined) => restore!.input.match(/^-I .*/gm);
+
+test('a full sync lists each built-in chain once and inserts, in its restore, only the jumps it lacks', async () => {
+  const runner = new RecordingRunner(listingJumps(['-A PREROUTING -j ACCEPT']));
   const dataplane = new IptablesDataplane({ runner, backend: 'nft' });
   await dataplane.sync(before, 'full');
+  const listed = runner.calls.filter((c) => c.args.includes('-S') && !c.args.includes('KPROXY-PROXY-CANARY'));
   assert.deepEqual(
-    runner.calls.filter((c) => c.args.includes('-I')),
+    listed.map((c) => `${c.args[c.args.indexOf('-t') + 1]} ${c.args.at(-1)}`).sort(),
+    Object.keys(JUMPS_LISTED).sort(),
+  );
+  // Listed in their spelling, or no rule into the target at all: nothing is left to -C.
+  assert.deepEqual(
+    runner.calls.filter((c) => c.args.includes('-C') || c.args.includes('-I')),
     [],
   );
-  const [restore] = runner.restores();
-  assert.deepEqual(restore!.input.match(/^-I .*/gm), [
+  assert.deepEqual(preroutingInsert(runner.restores()[0]), [
     '-I PREROUTING 1 -m comment --comment "kproxy service portals" -j KPROXY-SERVICES',
   ]);
+});
+
+test('a rule into our chain in another spelling, or a chain not listed, is left to iptables -C', async () => {
+  const foreign =
+    '-A PREROUTING -s 10.0.0.0/8 -m comment --comment "kproxy service portals" -j KPROXY-SERVICES';
+  for (const [what, answer, inserted] of [
+    ['-C finds it', 0, null],
+    ['-C does not', 1, ['-I PREROUTING 1 -m comment --comment "kproxy service portals" -j KPROXY-SERVICES']],
+  ] as const) {
+    const listing = listingJumps([foreign]);
+    const runner = new RecordingRunner((call) =>
+      call.args.includes('-C') ? { exitCode: answer } : listing(call),
+    );
+    await new IptablesDataplane({ runner, backend: 'nft' }).sync(before, 'full');
+    const checked = runner.calls.filter((c) => c.args.includes('-C'));
+    assert.deepEqual(
+      checked.map((c) => c.args.slice(c.args.indexOf('-C') + 1, c.args.indexOf('-C') + 2)),
+      [['PREROUTING']],
+      what,
+    );
+    assert.deepEqual(preroutingInsert(runner.restores()[0]), inserted, what);
+  }
+  // A chain that cannot be listed: each of its jumps is checked as before.
+  const runner = new RecordingRunner((call) =>
+    call.args.includes('-S') && call.args.includes('PREROUTING') ? { exitCode: 1 } : listingJumps([])(call),
+  );
+  await new IptablesDataplane({ runner, backend: 'nft' }).sync(before, 'full');
+  assert.equal(runner.calls.filter((c) => c.args.includes('-C')).length, 1);
 });
 
 test('the rule count follows incremental syncs', async () => {

@@ -11,7 +11,6 @@ import type { DualStackState } from '../../../contract/proxy-state.ts';
 import { IptablesDataplane } from '../../../dataplanes/iptables/live.ts';
 import { iptablesPlanner } from '../../../dataplanes/iptables/planner.ts';
 import { renderPlanInParts } from '../../../dataplanes/iptables/restore-plan.ts';
-import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { Lab, requireRoot } from '../../../harness/netns.ts';
 import { prng } from '../../support/prng.ts';
 import { seedsLine, testSeeds } from '../../support/seeds.ts';
@@ -42,7 +41,7 @@ for (const backend of ['nft', 'legacy'] as const) {
           const renderedNs = await lab.addNetns(`rendered-${name}`);
           const chunkedNs = await lab.addNetns(`chunked-${name}`);
           const live = new IptablesDataplane({
-            runner: execaRunner(['ip', 'netns', 'exec', liveNs]),
+            runner: lab.runner(liveNs),
             backend,
           });
           await live.start();
@@ -92,14 +91,11 @@ for (const backend of ['nft', 'legacy'] as const) {
     for (const ns of [liveNs, renderedNs]) {
       for (const rule of FOREIGN) await lab.exec(ns, `iptables-${backend}`, ['-w', ...rule]);
     }
-    const live = new IptablesDataplane({ runner: execaRunner(['ip', 'netns', 'exec', liveNs]), backend });
+    const live = new IptablesDataplane({ runner: lab.runner(liveNs), backend });
     await live.start();
     await live.sync(state, 'full');
-    // A second full sync (as after a restart or a canary failure) finds every jump with -C.
-    await new IptablesDataplane({ runner: execaRunner(['ip', 'netns', 'exec', liveNs]), backend }).sync(
-      state,
-      'full',
-    );
+    // A second full sync (as after a restart or a canary failure) finds every jump in its chain's listing.
+    await new IptablesDataplane({ runner: lab.runner(liveNs), backend }).sync(state, 'full');
     for (const { tool, input } of renderedInputs(iptablesPlanner.render(iptablesPlanner.planFull(state)))) {
       await lab.exec(renderedNs, tool.replace('-restore', `-${backend}-restore`), ['--noflush'], { input });
     }

@@ -19,7 +19,6 @@ import { NFACCT_INPUT } from '../../../dataplanes/iptables/nfacct-objects.ts';
 import { iptablesPlanner } from '../../../dataplanes/iptables/planner.ts';
 import { savedSpelling } from '../../../dataplanes/iptables/saved-spelling.ts';
 import { type IptablesTables, parseIptablesRuleset } from '../../../dataplanes/iptables/trace-ruleset.ts';
-import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { servicePortsOf } from '../../../dataplanes/shared/drift/drift-report.ts';
 import { Lab, requireRoot } from '../../../harness/netns.ts';
 import { endpoint, proxyState, servicePort } from '../../../harness/proxy-states.ts';
@@ -211,7 +210,7 @@ for (const backend of ['nft', 'legacy'] as const) {
       // The report itself, from the backend it finds holding kproxy's rules (none for the example:
       // its state comes from files through the CLI, which test/cli/diff-netns.test.ts drives).
       if (state !== undefined) {
-        const report = await iptablesDrift(execaRunner(['ip', 'netns', 'exec', ns]), {
+        const report = await iptablesDrift(lab.runner(ns), {
           plan: iptablesPlanner.planFull(state),
           servicePorts: servicePortsOf(state),
           localAddresses: [],

@@ -12,9 +12,12 @@ export async function normalisedSave(
   family: IPFamily = 'IPv4',
 ): Promise<string> {
   const tool = `${family === 'IPv4' ? 'iptables' : 'ip6tables'}-${backend}-save`;
+  // One save of every table, split at its `*table` lines (a table's lines are what `-t table`
+  // prints); a table it does not list is saved on its own, as before (`-t` lists it anyway).
+  const all = splitTables((await lab.exec(ns, tool, [])).stdout);
   const out: string[] = [];
   for (const table of ['filter', 'mangle', 'nat']) {
-    const saved = (await lab.exec(ns, tool, ['-t', table])).stdout;
+    const saved = all.get(table) ?? (await lab.exec(ns, tool, ['-t', table])).stdout;
     const chains = new Map<string, string[]>();
     for (const line of saved.split('\n')) {
       if (line.startsWith(':')) {
@@ -30,4 +33,14 @@ export async function normalisedSave(
     for (const chain of [...chains.keys()].sort()) out.push(`:${chain}`, ...chains.get(chain)!);
   }
   return out.join('\n');
+}
+
+/** iptables-save output by table (each table's lines, its `*table` line included). */
+function splitTables(saved: string): Map<string, string> {
+  const tables = new Map<string, string>();
+  for (const section of saved.split(/^(?=\*)/m)) {
+    const name = /^\*(\S+)/.exec(section)?.[1];
+    if (name !== undefined) tables.set(name, section);
+  }
+  return tables;
 }

@@ -7,7 +7,6 @@ import type { DualStackState, ServicePort } from '../../../contract/proxy-state.
 import { NftablesDataplane } from '../../../dataplanes/nftables/live.ts';
 import { commandNftRunner } from '../../../dataplanes/nftables/nft-runner.ts';
 import { nftablesPlanner } from '../../../dataplanes/nftables/planner.ts';
-import { execaRunner } from '../../../dataplanes/shared/command-runner.ts';
 import { Lab } from '../../../harness/netns.ts';
 import { ANSWER_TIMEOUT_MS, type PodInfo, Topology, tally } from '../../../harness/topology.ts';
 import { heldConnection } from '../../../lab/echo-output.ts';
@@ -48,8 +47,8 @@ if (!isRoot) process.stderr.write(`SKIPPED nftables live kernel tests: ${ROOT_RE
 /** Fallbacks logged by any dataplane of this file: each one is a planning bug. */
 const fallbacks: string[] = [];
 
-function dataplaneIn(ns: string, coldStartChunk?: number): NftablesDataplane {
-  const commands = execaRunner(['ip', 'netns', 'exec', ns]);
+function dataplaneIn(lab: Lab, ns: string, coldStartChunk?: number): NftablesDataplane {
+  const commands = lab.runner(ns);
   const log = (message: string, fields?: Readonly<Record<string, unknown>>) => {
     if (message.includes('falling back')) fallbacks.push(`${message} ${JSON.stringify(fields)}`);
   };
@@ -87,7 +86,7 @@ describe('nftables live dataplane on the kernel', { skip: isRoot ? false : ROOT_
   test('a long-lived TCP connection keeps its backend through endpoint changes, resyncs and a restart', async () => {
     const [a0, a1] = topo.nodes[0]!.pods;
     const [b0, b1] = topo.nodes[1]!.pods;
-    const dp = dataplaneIn(node0);
+    const dp = dataplaneIn(lab, node0);
     await dp.sync(state([web([a0!, a1!, b0!])]), 'full');
     const holder = await topo.holdConnection(topo.client.ns, '10.96.0.10', 80);
     const held = heldConnection(holder.output, () => holder.kill());
@@ -102,7 +101,7 @@ describe('nftables live dataplane on the kernel', { skip: isRoot ? false : ROOT_
     // A restart: a new process adopts the table and reconciles without replacing it.
     const tableHandle = async () => (await lab.exec(node0, 'nft', ['-j', 'list', 'tables'])).stdout;
     const handleBefore = await tableHandle();
-    const restarted = dataplaneIn(node0);
+    const restarted = dataplaneIn(lab, node0);
     await restarted.start();
     await restarted.sync(state([web([kept, b1!])]), 'full');
     assert.equal(await tableHandle(), handleBefore, 'the adopted table was reconciled, not replaced');
@@ -135,7 +134,7 @@ describe('nftables live dataplane on the kernel', { skip: isRoot ? false : ROOT_
     test('a restart keeps every healthy flow; a replaced endpoint loses only its own flows', async () => {
       const [a0, a1] = topo.nodes[0]!.pods;
       const [b0] = topo.nodes[1]!.pods;
-      await dataplaneIn(node0).sync(state([dns([a0!, b0!])]), 'full');
+      await dataplaneIn(lab, node0).sync(state([dns([a0!, b0!])]), 'full');
       // Each datagram of connect() comes from a new port, DNATed at random: 30 all to one endpoint
       // is a 1 in 2^29 chance (20 was 1 in 2^19).
       await topo.connect(topo.client.ns, 'udp', '10.96.0.53', 53, { count: 30 });
@@ -149,7 +148,7 @@ describe('nftables live dataplane on the kernel', { skip: isRoot ? false : ROOT_
       const [toA0, toB0] = [await flowsTo(a0!.ipv4), await flowsTo(b0!.ipv4)];
       assert.ok(toA0 > 0 && toB0 > 0, `flows to both endpoints: ${toA0}, ${toB0}`);
 
-      const restarted = dataplaneIn(node0);
+      const restarted = dataplaneIn(lab, node0);
       await restarted.start();
       const atStart = await restarted.sync(state([dns([a0!, b0!])]), 'full');
       assert.deepEqual(
@@ -173,7 +172,7 @@ describe('nftables live dataplane on the kernel', { skip: isRoot ? false : ROOT_
     test('scaled to zero: every flow goes and a held flow is rejected; a new endpoint gets it; a deleted service loses its flows', async () => {
       const [a0] = topo.nodes[0]!.pods;
       const [, b1] = topo.nodes[1]!.pods;
-      const dp = dataplaneIn(node0);
+      const dp = dataplaneIn(lab, node0);
       await dp.sync(state([dns([a0!])]), 'full');
       assert.equal(nameOf(await probe(41002)), a0!.name);
       assert.ok((await flowsTo()) > 0);
@@ -192,7 +191,7 @@ describe('nftables live dataplane on the kernel', { skip: isRoot ? false : ROOT_
       // Deleted while kproxy was down: known at start-up by its address in the service CIDRs.
       await dp.sync(state([dns([b1!])]), 'incremental');
       assert.equal(nameOf(await probe(41002)), b1!.name);
-      const restarted = dataplaneIn(node0);
+      const restarted = dataplaneIn(lab, node0);
       await restarted.start();
       await restarted.sync(
         ipv4([], { nodeIPs: [topo.nodes[0]!.ipv4], serviceCIDRs: ['10.96.0.0/16'] }),
@@ -210,13 +209,13 @@ describe('nftables live dataplane on the kernel', { skip: isRoot ? false : ROOT_
     for (const seed of seeds) {
       const random = prng(seed);
       // A cold start in bounded transactions (tiny ones, to have several).
-      let dp = dataplaneIn(viaSyncs, 8);
+      let dp = dataplaneIn(lab, viaSyncs, 8);
       await dp.start();
       let last = randomState(random);
       await dp.sync(last, 'full');
       for (let i = 0; i < 12; i++) {
         if (i === 6) {
-          dp = dataplaneIn(viaSyncs);
+          dp = dataplaneIn(lab, viaSyncs);
           await dp.start();
         }
         last = randomState(random);
