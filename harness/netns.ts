@@ -13,7 +13,12 @@ import { createInterface } from 'node:readline';
 import type { TestContext } from 'node:test';
 import { execa } from 'execa';
 import { CommandTimeoutError } from '../contract/dataplane-error.ts';
-import { type CommandRunner, commandTimeoutMs, scriptText } from '../dataplanes/shared/command-runner.ts';
+import {
+  type CommandRunner,
+  commandTimeoutMs,
+  execaRunner,
+  scriptText,
+} from '../dataplanes/shared/command-runner.ts';
 import { allowance } from './emulation.ts';
 
 export interface ExecResult {
@@ -234,10 +239,7 @@ export class Lab {
         if (result.timedOut) throw new CommandTimeoutError(command, timeoutMs, [command, ...args].join(' '));
         return { stdout: result.stdout, stderr: result.stderr, exitCode: result.exitCode };
       },
-      spawn: (command, args) =>
-        spawn('setpriv', ['--pdeathsig', 'KILL', '--', 'ip', 'netns', 'exec', ns, command, ...args], {
-          stdio: 'pipe',
-        }),
+      spawn: execaRunner(['ip', 'netns', 'exec', ns]).spawn,
     };
   }
 
