@@ -33,7 +33,18 @@ export interface HealthListenerData {
   readonly counts: SharedArrayBuffer;
   readonly stalledAfterMs: number;
   readonly logRefusals: boolean;
+  /** Requests (answered or refused) between two full collections of the thread's heap. */
+  readonly requestsPerCollection: number;
 }
+
+/**
+ * The thread collects its heap fully every this many requests. Left to V8, probes every 10 ms
+ * grew the thread's resident memory by ~15 MiB in 25 s: each connection's native memory waits for
+ * a full collection, which a heap this small rarely reaches, and the one V8 then ran left glibc's
+ * thread arena ~10 MiB larger. One every 500 requests kept it flat, at a pause of ~10–25 ms of the
+ * thread each time (docs/benchmarks.md, issue 33); a probe every few seconds pays one an hour.
+ */
+export const REQUESTS_PER_COLLECTION = 500;
 
 /** The thread's first message: whether it listens. */
 export type HealthListenerStart =
@@ -66,6 +77,7 @@ export async function listenHealth(
     counts: options.counts.buffer,
     stalledAfterMs: options.stalledAfterMs,
     logRefusals: options.onRefused !== undefined,
+    requestsPerCollection: REQUESTS_PER_COLLECTION,
   };
   // No execArgv of the process: a preloaded module (a bench's --import) or a profiler flag is
   // meant for the daemon's main thread.
