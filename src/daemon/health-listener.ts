@@ -39,10 +39,11 @@ export interface HealthListenerData {
 
 /**
  * The thread collects its heap fully every this many requests. Left to V8, probes every 10 ms
- * grew the thread's resident memory by ~15 MiB in 25 s: each connection's native memory waits for
- * a full collection, which a heap this small rarely reaches, and the one V8 then ran left glibc's
- * thread arena ~10 MiB larger. One every 500 requests kept it flat, at a pause of ~10–25 ms of the
- * thread each time (docs/benchmarks.md, issue 33); a probe every few seconds pays one an hour.
+ * grew the thread's resident memory 7–11 MiB past what it holds with these collections (the
+ * thread alone, 15–25 s of probes): a step when V8 first got to a full collection or an optimizing
+ * compilation of its own (its malloced memory read 9.4 MiB, which glibc's thread arena keeps), and
+ * each closed connection's native memory waiting for a full collection. A plain one takes ~10–25
+ * ms of the thread (docs/benchmarks-log.md, issue 33); a probe every 5 s pays one every ~40 min.
  */
 export const REQUESTS_PER_COLLECTION = 500;
 
