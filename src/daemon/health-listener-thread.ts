@@ -2,6 +2,8 @@
 // and answers from the shared state the main thread publishes, so a probe is answered in
 // microseconds whatever the main thread is doing. The listener is the same http-listener.ts the
 // other ports use (refusals, limits, timeouts); its counts go to shared memory for the metrics.
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { parentPort, workerData } from 'node:worker_threads';
 import { HEALTH_HEADERS, healthAnswer, NOT_FOUND_HEADERS } from './health-answer.ts';
 import type { HealthListenerData, HealthListenerRefusal, HealthListenerStart } from './health-listener.ts';
@@ -15,12 +17,24 @@ const state = new SharedHealthState(data.state);
 const counts = new HealthListenerCounts(data.counts);
 const post = (message: HealthListenerStart | HealthListenerRefusal) => port.postMessage(message);
 
+// Node offers a collection only as gc(): the flag is set at run time (as release-memory.ts does).
+v8.setFlagsFromString('--expose-gc');
+const gc = vm.runInNewContext('gc') as (options: object) => void;
+let requests = 0;
+/** Counts a request; once the response is sent, collects when `requestsPerCollection` were. */
+const counted = () => {
+  if (++requests < data.requestsPerCollection) return;
+  requests = 0;
+  setImmediate(() => gc({ type: 'major', execution: 'sync' }));
+};
+
 let listener: HttpListener;
 try {
   listener = await listenHttp(
     data.host,
     data.port,
     (path, response) => {
+      counted();
       const view = { ...state.read(), stalled: state.silentForMs() >= data.stalledAfterMs };
       const answer = healthAnswer(path, view, Date.now());
       if (answer.path === undefined) {
@@ -32,6 +46,7 @@ try {
     },
     {
       onRefused: (refusal) => {
+        counted();
         counts.refused(refusal.reason);
         if (data.logRefusals) post({ type: 'refused', refusal });
       },

@@ -33,7 +33,19 @@ export interface HealthListenerData {
   readonly counts: SharedArrayBuffer;
   readonly stalledAfterMs: number;
   readonly logRefusals: boolean;
+  /** Requests (answered or refused) between two full collections of the thread's heap. */
+  readonly requestsPerCollection: number;
 }
+
+/**
+ * The thread collects its heap fully every this many requests. Left to V8, probes every 10 ms
+ * grew the thread's resident memory 7–11 MiB past what it holds with these collections (the
+ * thread alone, 15–25 s of probes): a step when V8 first got to a full collection or an optimizing
+ * compilation of its own (its malloced memory read 9.4 MiB, which glibc's thread arena keeps), and
+ * each closed connection's native memory waiting for a full collection. A plain one takes ~10–25
+ * ms of the thread (docs/benchmarks-log.md, issue 33); a probe every 5 s pays one every ~40 min.
+ */
+export const REQUESTS_PER_COLLECTION = 500;
 
 /** The thread's first message: whether it listens. */
 export type HealthListenerStart =
@@ -66,6 +78,7 @@ export async function listenHealth(
     counts: options.counts.buffer,
     stalledAfterMs: options.stalledAfterMs,
     logRefusals: options.onRefused !== undefined,
+    requestsPerCollection: REQUESTS_PER_COLLECTION,
   };
   // No execArgv of the process: a preloaded module (a bench's --import) or a profiler flag is
   // meant for the daemon's main thread.

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { listenHealth } from '../../src/daemon/health-listener.ts';
+import { listenHealth, REQUESTS_PER_COLLECTION } from '../../src/daemon/health-listener.ts';
 import { HealthListenerCounts } from '../../src/daemon/health-listener-counts.ts';
 import { SharedHealthState } from '../../src/daemon/health-shared-state.ts';
 import type { Refusal } from '../../src/daemon/http-listener.ts';
@@ -75,6 +75,23 @@ describe('the /healthz listener on its own thread (health-listener.ts)', () => {
         { what: ['/healthz', 503], count: 1 },
         { what: ['/livez', 503], count: 1 },
       ],
+      refusals: [],
+    });
+  });
+
+  test('answers go on across the collections the thread makes every REQUESTS_PER_COLLECTION requests', async (t) => {
+    const { state, counts, listener } = await started(t);
+    state.publish({ live: true, nodeEligible: true, lastUpdated: Date.UTC(2026, 11, 6, 8) });
+    // Two collections and one request after them (a gc() the thread could not call would be the
+    // thread's failure: onFailure fails the test).
+    const requests = 2 * REQUESTS_PER_COLLECTION + 1;
+    for (let i = 0; i < requests; i++) {
+      const response = await fetch(`${listener.url}/healthz`);
+      await response.arrayBuffer();
+      assert.equal(response.status, 200);
+    }
+    assert.deepEqual(counts.take(), {
+      answers: [{ what: ['/healthz', 200], count: requests }],
       refusals: [],
     });
   });
