@@ -9,7 +9,10 @@
 // run two at a time. The groups are cut by the files' times alone (quiet machine, load 4-8, one
 // vCPU, 6681eaf; 1,760 s in all, boot included): the takeover file 708 s, diff 96, the drain 43
 // against the netns lab 277, daemon 171, live 169, trace-prediction 74, drift 74, versions 69,
-// leftovers 26.
+// leftovers 26. In two groups (1b8c24e) at load 17-30 (mean 23, another session's benches): 2,036 s,
+// the groups 1,818 and 1,965 s, each file ~2.2× its time above; qemu had ~0.9 of a core in both
+// runs (2 vCPUs, 1). Not yet measured on a quiet machine, where the second vCPU gets a core of its
+// own once the host's lane is done.
 import assert from 'node:assert/strict';
 import { globSync } from 'node:fs';
 import { matchesGlob } from 'node:path';
