@@ -2,7 +2,8 @@
 // the VM, and the files that run once per mode, for the modes this kernel cannot run (IPVS without
 // ip_vs). One test here, passing when each file ran all its tests there and none failed. One boot
 // for all, since under TCG a boot and the first start of each node program (cold compile cache)
-// cost minutes.
+// cost minutes. The files come in groups that run at once, one vCPU each; a group's files one after
+// another.
 import assert from 'node:assert/strict';
 import { join, matchesGlob, relative } from 'node:path';
 import { test } from 'node:test';
@@ -35,12 +36,16 @@ function pathOf(files: VmTestFiles): string {
   return files.kind === 'per-mode' ? files.path : files.glob;
 }
 
-/** The counts of the files `files` names (relative to the repository), summed. */
+/** Whether `file` (absolute) is one of those `files` names (relative to the repository). */
+function inEntry(file: string, files: VmTestFiles): boolean {
+  return matchesGlob(file, join(REPO, pathOf(files)));
+}
+
+/** The counts of the files `files` names, summed. */
 function countsOf(run: Readonly<Record<string, TestCounts>>, files: VmTestFiles): TestCounts {
-  const pattern = join(REPO, pathOf(files));
   const sum: TestCounts = { pass: 0, fail: 0, skipped: 0, todo: 0 };
   for (const [file, counts] of Object.entries(run)) {
-    if (!matchesGlob(file, pattern)) continue;
+    if (!inEntry(file, files)) continue;
     sum.pass += counts.pass;
     sum.fail += counts.fail;
     sum.skipped += counts.skipped;
@@ -50,26 +55,37 @@ function countsOf(run: Readonly<Record<string, TestCounts>>, files: VmTestFiles)
 }
 
 /**
- * Registers the test that runs `files` in one VM boot, in order. `budgetMs` per entry is how long
- * it may take there (each ~10-15× as long as on the host, harness/emulation.ts): the deadline of
- * the run is their sum plus a boot, and bounds a hang.
+ * Registers the test that runs `groups` in one VM boot: the groups at once, the entries of each one
+ * after another. `budgetMs` per entry is how long it may take there alone (each ~10-15× as long as
+ * on the host, harness/emulation.ts): the deadline of the run is their sum plus a boot, and bounds a
+ * hang (two groups at once, each at worst at half the speed, take no longer than their sum).
  */
-export function testFilesInVm(what: string, files: readonly VmTestFiles[]): void {
+export function testFilesInVm(what: string, groups: readonly (readonly VmTestFiles[])[]): void {
   const modes = modesForVm();
   const only = process.env[ONLY_ENV];
-  const chosen = files
-    .filter((f) => f.kind === 'vm-only' || modes.length > 0)
-    .filter((f) => only === undefined || matchesGlob(only, pathOf(f)));
+  const chosenGroups = groups
+    .map((group) =>
+      group
+        .filter((f) => f.kind === 'vm-only' || modes.length > 0)
+        .filter((f) => only === undefined || matchesGlob(only, pathOf(f))),
+    )
+    .filter((group) => group.length > 0);
+  const chosen = chosenGroups.flat();
   const deadlineMs = BOOT_MS + chosen.reduce((sum, f) => sum + f.budgetMs, 0);
   test(`${what}: inside the qemu VM${modes.length ? ` (${modes.join(', ')})` : ''}`, {
     timeout: deadlineMs + 60_000,
   }, async (t) => {
     if (!requireRoot(t, 'booting the qemu VM (qemu, apt)')) return;
-    const files = only === undefined ? chosen.map(pathOf) : [only];
+    const files = only === undefined ? chosenGroups.map((group) => group.map(pathOf)) : [[only]];
     const run = await runNodeTestsInVm(files, { modes, timeoutMs: deadlineMs });
     t.diagnostic(`the VM run took ${Math.round(run.durationMs / 1000)} s, boot included`);
-    for (const [file, report] of Object.entries(run.files))
-      t.diagnostic(`${relative(REPO, file)}: ${Math.round(report.wallMs / 1000)} s in the VM`);
+    for (const [i, group] of chosenGroups.entries()) {
+      const reports = Object.entries(run.files).filter(([file]) => group.some((f) => inEntry(file, f)));
+      const seconds = (ms: number) => `${Math.round(ms / 1000)} s`;
+      t.diagnostic(`group ${i + 1}: ${seconds(reports.reduce((sum, [, r]) => sum + r.wallMs, 0))} in the VM`);
+      for (const [file, report] of reports)
+        t.diagnostic(`  ${relative(REPO, file)}: ${seconds(report.wallMs)}`);
+    }
     assert.equal(run.exitCode, 0, `the tests failed in the VM (exit ${run.exitCode}):\n${run.output}`);
     for (const entry of chosen) {
       const counts = countsOf(run.files, entry);

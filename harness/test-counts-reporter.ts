@@ -17,7 +17,7 @@ export interface FileReport extends TestCounts {
   /**
    * Wall time from the previous file's last event (the run's start for the first) to this file's
    * last: its process start, module loading and hooks included. Meaningful when the files run one
-   * at a time, as the VM runs them.
+   * at a time, as each of the VM's groups runs them (a reporter each: harness/vm.ts).
    */
   wallMs: number;
 }

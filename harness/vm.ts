@@ -37,12 +37,17 @@ const GUEST_KPROXY_DIR = join(REPO, '.vm-share/kproxy');
 /** The guest's KPROXY_BIN (harness/kproxy-bin.ts). */
 const GUEST_KPROXY = join(GUEST_KPROXY_DIR, 'main.mjs');
 /**
- * The slowdown the VM's deadlines get (harness/emulation.ts): the ~7-13× measured, rounded up to cover
- * first starts with a cold compile cache on a machine at the design load, times how much busier
- * than that this host is when the run starts (the emulated CPU gets its share of the host's). It only
+ * The slowdown the VM's deadlines get (harness/emulation.ts), for a VM of `cpus` vCPUs all busy: the
+ * ~7-13× measured with one vCPU, rounded up to cover first starts with a cold compile cache on a
+ * machine at the design load, times how much busier than that this host is when the run starts (the
+ * emulated CPU gets its share of the host's), times the vCPUs. The VM is one process: beside the
+ * suite's other lane (an autogroup of its own, scripts/test.sh) it gets about one of the two cores
+ * whatever its vCPU count, so each of n busy vCPUs gets 1/n of what the one vCPU had. It only
  * stretches hang bounds.
  */
-const VM_SLOWDOWN = 15 * SLOWDOWN;
+function vmSlowdown(cpus: number): number {
+  return 15 * SLOWDOWN * cpus;
+}
 
 /** Whether this kernel can run `mode`. IPVS needs ip_vs loaded (its /proc file is there then). */
 export function kernelRuns(mode: DataplaneMode): boolean {
@@ -68,8 +73,13 @@ export interface VmOptions {
   readonly env?: Readonly<Record<string, string>>;
   /** Where the guest's results are written: a directory from vmShareDir(). */
   readonly shareDir?: string;
-  /** Virtual CPUs; 1 competes least with the host's other work (TCG was no slower with it). */
+  /**
+   * Virtual CPUs (qemu runs one host thread each, MTTCG); 1 unless the guest runs that many things
+   * at once: a second vCPU did not speed up one command's run.
+   */
   readonly cpus?: number;
+  /** The guest's memory; 2,048 MiB unless set. */
+  readonly memoryMiB?: number;
   /** Each piece of the guest's console output as it comes (the command's stdout and stderr). */
   readonly onOutput?: (text: string) => void;
 }
@@ -97,7 +107,7 @@ export async function runInVm(command: string, args: readonly string[], options:
   const shareDir = options.shareDir ?? (await vmShareDir());
   try {
     const env = Object.entries({
-      KPROXY_SLOWDOWN: String(VM_SLOWDOWN),
+      KPROXY_SLOWDOWN: String(vmSlowdown(options.cpus ?? 1)),
       // Node starts slowly under TCG and the labs start many node processes: share a compile cache,
       // kept across boots (a start that strips TypeScript took 2-3× one that finds it cached).
       NODE_COMPILE_CACHE: COMPILE_CACHE,
@@ -114,6 +124,7 @@ export async function runInVm(command: string, args: readonly string[], options:
       // The script's own bound (30 min by default) must not cut the caller's shorter or longer one.
       env: {
         IPVS_QEMU_SMP: String(options.cpus ?? 1),
+        IPVS_QEMU_MEM: String(options.memoryMiB ?? 2048),
         IPVS_QEMU_TIMEOUT: String(Math.ceil(options.timeoutMs / 1000)),
       },
     });
@@ -177,40 +188,56 @@ export interface VmTestOptions extends VmOptions {
   readonly modes?: readonly DataplaneMode[];
 }
 
+/** The guest's side of runNodeTestsInVm: runs each group's `node --test` at once. */
+const TEST_GROUPS = join(REPO, 'harness/test-groups.ts');
 /**
- * Runs node test files (or globs), one after the other, in one VM boot; the counts per file come
- * from a report written to a shared file (harness/test-counts-reporter.ts), not from the console.
+ * The guest's memory for a group of test files: 1 GiB for the node processes of a netns lab or the
+ * takeover test (daemons, API server, echo servers, probers, agents: ~50 MB each); the guest's own
+ * (kernel, tmpfs, page cache) another 1 GiB.
  */
-export async function runNodeTestsInVm(files: readonly string[], options: VmTestOptions): Promise<VmTestRun> {
+const MEMORY_PER_GROUP_MIB = 1024;
+
+/**
+ * Runs groups of node test files (or globs) in one VM boot: the groups at once, one vCPU each, each
+ * group's files one after the other in a `node --test` of its own (harness/test-groups.ts). Files
+ * that share the VM's own namespace belong in one group. The counts and time per file come from a
+ * report each group writes to a shared file (harness/test-counts-reporter.ts), not from the console.
+ */
+export async function runNodeTestsInVm(
+  groups: readonly (readonly string[])[],
+  options: VmTestOptions,
+): Promise<VmTestRun> {
   const shareDir = await vmShareDir();
   try {
-    await Promise.all([warmGuestCompileCache(files), buildGuestKproxy()]);
-    const counts = join(shareDir, 'counts.json');
-    const run = await runInVm(
-      process.execPath,
-      [
-        '--test',
-        // One at a time: the IPVS files share the VM's own namespace, and each file's time is its own.
-        '--test-concurrency=1',
-        '--test-reporter=spec',
-        '--test-reporter-destination=stdout',
-        `--test-reporter=${join(REPO, 'harness/test-counts-reporter.ts')}`,
-        `--test-reporter-destination=${counts}`,
-        ...files,
-      ],
-      {
-        ...options,
-        shareDir,
-        env: {
-          KPROXY_BIN: GUEST_KPROXY,
-          ...(options.modes ? { [MODES_ENV]: options.modes.join(',') } : {}),
-          ...options.env,
-        },
+    // TEST_GROUPS is one of GUEST_MODULES.
+    await Promise.all([warmGuestCompileCache(groups.flat()), buildGuestKproxy()]);
+    const reports = groups.map((_, i) => join(shareDir, `counts-${i + 1}.json`));
+    const commands = groups.map((group, i) => [
+      '--test',
+      // One at a time within a group: its files share the VM's own namespace, and each file's time is its own.
+      '--test-concurrency=1',
+      '--test-reporter=spec',
+      '--test-reporter-destination=stdout',
+      `--test-reporter=${join(REPO, 'harness/test-counts-reporter.ts')}`,
+      `--test-reporter-destination=${reports[i]}`,
+      ...group,
+    ]);
+    const run = await runInVm(process.execPath, [TEST_GROUPS, JSON.stringify(commands)], {
+      cpus: groups.length,
+      memoryMiB: MEMORY_PER_GROUP_MIB * (1 + groups.length),
+      ...options,
+      shareDir,
+      env: {
+        KPROXY_BIN: GUEST_KPROXY,
+        ...(options.modes ? { [MODES_ENV]: options.modes.join(',') } : {}),
+        ...options.env,
       },
-    );
-    // Written at the end of the run: missing or empty when the VM died or timed out first.
-    const report = await readFile(counts, 'utf8').catch(() => '');
-    return { ...run, files: JSON.parse(report || '{}') as Record<string, FileReport> };
+    });
+    // Written at the end of each group's run: missing or empty when the VM died or timed out first.
+    const files: Record<string, FileReport> = {};
+    for (const report of reports)
+      Object.assign(files, JSON.parse((await readFile(report, 'utf8').catch(() => '')) || '{}'));
+    return { ...run, files };
   } finally {
     await rm(shareDir, { recursive: true, force: true });
   }

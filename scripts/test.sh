@@ -41,8 +41,10 @@ export NODE_COMPILE_CACHE="$PWD/node_modules/.cache/node-compile-cache"
 
 echo "test: node $(node --version), $(tsc --version)"
 
-# Two lanes. The slowest files mostly wait: on the qemu VM's one emulated CPU (all the IPVS kernel
-# tests, one boot: the long pole, ~15-20 min), on the network and disk (mmdebstrap: the systemd
+# Two lanes. The slowest files mostly wait: on the qemu VM's emulated CPUs (all the IPVS kernel
+# tests, one boot, two groups of files at once on two vCPUs: the long pole, ~15-20 min; while the
+# rest runs, the VM's autogroup gets about one core whatever its vCPUs, and once the rest is done
+# both), on the network and disk (mmdebstrap: the systemd
 # tests' root and the image's base, unless kept from a run in the last week), or on the clock
 # (ten-idle-minutes: three idle daemons for 10 minutes, ~12 min).
 # They run together beside the rest (two files at a time, below), not
