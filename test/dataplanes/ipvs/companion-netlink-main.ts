@@ -9,7 +9,8 @@
 //                       it: its structure and hooks by nft, the elements between them by netlink,
 //                       in datagrams of ~16 KiB
 //   cold-text NAME      the same table in one transaction by nft
-// Each answers with the batches the writer committed ({ batches }).
+// Each answers with the batches the writer committed ({ batches }); netlink and text with how many
+// of their incremental steps change something too ({ changes }: a state drawn alike changes nothing).
 
 import type { DualStackState, ProxyState } from '../../../contract/proxy-state.ts';
 import { COMPANION_TABLE, companionSets } from '../../../dataplanes/ipvs/companion-ruleset.ts';
@@ -52,7 +53,10 @@ async function coldStart(mode: 'cold-netlink' | 'cold-text', name: string): Prom
   }
 }
 
-async function incremental(mode: 'netlink' | 'text', seeds: readonly string[]): Promise<{ batches: number }> {
+async function incremental(
+  mode: 'netlink' | 'text',
+  seeds: readonly string[],
+): Promise<{ batches: number; changes: number }> {
   const drawn = seeds.map((seed) => randomState(prng(Number(seed))));
   const first = drawn[0]!;
   // Service changes only: the node settings of the first (a change of them diffs whole chains).
@@ -69,11 +73,13 @@ async function incremental(mode: 'netlink' | 'text', seeds: readonly string[]): 
   const writer = mode === 'netlink' ? NetlinkElementWriter.open(COMPANION_TABLE, companionSets) : undefined;
   try {
     await nft(full.nft.toString());
+    let changes = 0;
     for (let i = 1; i < states.length; i++) {
       const plan = ipvsIncremental(states[i - 1]!, states[i]!, { scheduler: 'rr' }).plan;
+      if (!plan.nft.empty) changes++;
       await writeTransaction(plan.nft, writer, nft);
     }
-    return { batches: writer?.batches ?? 0 };
+    return { batches: writer?.batches ?? 0, changes };
   } finally {
     writer?.close();
   }
