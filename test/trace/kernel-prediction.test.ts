@@ -21,7 +21,7 @@ import type { TracePacket } from '../../dataplanes/shared/trace/packet.ts';
 import { Lab } from '../../harness/netns.ts';
 import { endpoint, proxyState, servicePort } from '../../harness/proxy-states.ts';
 import { CLUSTER_CIDR_V4, type NodeInfo, type PodInfo, Topology } from '../../harness/topology.ts';
-import { readLiveRules, type TraceMode, traceRuleText } from '../../src/cli/trace.ts';
+import { readLiveRules, ruleTracer, type TraceMode } from '../../src/cli/trace.ts';
 import { prng } from '../support/prng.ts';
 import { seedsLine, testSeeds } from '../support/seeds.ts';
 import { checkFlow, comparable, inBatches } from './flow-check.ts';
@@ -222,10 +222,11 @@ describe('the tracer predicts real packets', { skip: isRoot ? false : ROOT_REASO
             return { n, from, ns, packet, service: service.name };
           });
           const kinds = new Map<string, number>();
+          const rendered = ruleTracer(mode, rulesOfNode0, host);
+          const readBack = ruleTracer(mode, liveRulesOfNode0, host);
           await inBatches(flows, IN_FLIGHT, async ({ n, from, ns, packet, service }) => {
-            const predicted = traceRuleText(mode, rulesOfNode0, packet, host);
-            const outcomes = predicted.branches.map((b) => b.outcome);
-            const live = traceRuleText(mode, liveRulesOfNode0, packet, host);
+            const outcomes = rendered(packet).branches.map((b) => b.outcome);
+            const live = readBack(packet);
             assert.deepEqual(
               comparable(live.branches.map((b) => b.outcome)),
               comparable(outcomes),

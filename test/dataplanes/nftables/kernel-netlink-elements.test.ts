@@ -14,6 +14,7 @@ import { COLD_START_CHUNK } from '../../../dataplanes/nftables/cold-start-chunk.
 import { ELEMENT_BYTES_BOUND } from '../../../dataplanes/nftables/live.ts';
 import { nftablesPlanner, planFull } from '../../../dataplanes/nftables/planner.ts';
 import { Lab } from '../../../harness/netns.ts';
+import { LabRequests } from '../../support/lab-requests.ts';
 import { seedsLine, testSeeds } from '../../support/seeds.ts';
 import { goldenStates } from './golden-states.ts';
 import { canonicalRuleset, nftLoad } from './kernel-support.ts';
@@ -25,16 +26,15 @@ describe('netlink element writer on the kernel', {
   skip: isRoot ? false : 'needs root: namespaces and nft',
 }, () => {
   let lab: Lab;
+  let requests: LabRequests;
   before(() => {
     lab = new Lab('nftnl');
+    requests = new LabRequests(lab, MAIN);
   });
   after(() => lab?.destroy());
 
-  /** Runs netlink-sync-main.ts inside `ns`; its one line of JSON. */
-  async function inside(ns: string, args: string[]): Promise<Record<string, unknown>> {
-    const { stdout } = await lab.exec(ns, process.execPath, [MAIN, ...args]);
-    return JSON.parse(stdout.trim().split('\n').at(-1)!) as Record<string, unknown>;
-  }
+  /** What netlink-sync-main.ts inside `ns` answers (one process a namespace, for all its requests). */
+  const inside = (ns: string, args: string[]) => requests.request(ns, args);
 
   test('golden states: netlink-written and nft-written rulesets are equal', async () => {
     for (const name of Object.keys(goldenStates)) {
@@ -57,7 +57,7 @@ describe('netlink element writer on the kernel', {
     const loaded = await lab.addNetns('l-random');
     for (const seed of seeds) {
       const states = Array.from({ length: 5 }, (_, i) => String(seed + i));
-      // Emptied first: a sweep's seeds share the namespaces.
+      // Emptied first: a sweep's seeds share the namespaces (and each one's writing process).
       for (const ns of [written, loaded]) await lab.exec(ns, 'nft', ['flush', 'ruleset']);
       const { kinds, batches, changes } = await inside(written, ['sync', ...states]);
       assert.deepEqual(
