@@ -11,9 +11,11 @@
 // against the netns lab 277, daemon 171, live 169, trace-prediction 74, drift 74, versions 69,
 // leftovers 26. In two groups (1b8c24e) at load 17-30 (mean 23, another session's benches): 2,036 s,
 // the groups 1,818 and 1,965 s, each file ~2.2× its time above; qemu had ~0.9 of a core in both
-// runs (2 vCPUs, 1). Not yet measured on a quiet machine, where the second vCPU gets a core of its
-// own once the host's lane is done. MTTCG itself, a CPU-bound node loop in the guest at load 12-16:
-// one vCPU, one loop 19-20 s and two at once 42-45 s; two vCPUs, one 21-22 s and two at once 29-37 s.
+// runs (2 vCPUs, 1). In a fresh-clone `npm test` at bd8ac8a: quiet, the VM lane 1,081 s against
+// 1,248-1,385 s with one vCPU (the second vCPU gets the core the host's lane leaves); beside two
+// `yes`, 1,767 s against 1,639 (one core for both vCPUs). MTTCG itself, a CPU-bound node loop in
+// the guest at load 12-16: one vCPU, one loop 19-20 s and two at once 42-45 s; two vCPUs, one
+// 21-22 s and two at once 29-37 s.
 import assert from 'node:assert/strict';
 import { globSync } from 'node:fs';
 import { matchesGlob } from 'node:path';
