@@ -2,14 +2,13 @@
 // and answers from the shared state the main thread publishes, so a probe is answered in
 // microseconds whatever the main thread is doing. The listener is the same http-listener.ts the
 // other ports use (refusals, limits, timeouts); its counts go to shared memory for the metrics.
-import v8 from 'node:v8';
-import vm from 'node:vm';
 import { parentPort, workerData } from 'node:worker_threads';
 import { HEALTH_HEADERS, healthAnswer, NOT_FOUND_HEADERS } from './health-answer.ts';
 import type { HealthListenerData, HealthListenerRefusal, HealthListenerStart } from './health-listener.ts';
 import { HealthListenerCounts } from './health-listener-counts.ts';
 import { SharedHealthState } from './health-shared-state.ts';
 import { type HttpListener, listenHttp } from './http-listener.ts';
+import { heapCollector } from './release-memory.ts';
 
 const data = workerData as HealthListenerData;
 const port = parentPort!;
@@ -17,9 +16,7 @@ const state = new SharedHealthState(data.state);
 const counts = new HealthListenerCounts(data.counts);
 const post = (message: HealthListenerStart | HealthListenerRefusal) => port.postMessage(message);
 
-// Node offers a collection only as gc(): the flag is set at run time (as release-memory.ts does).
-v8.setFlagsFromString('--expose-gc');
-const gc = vm.runInNewContext('gc') as (options: object) => void;
+const gc = heapCollector();
 let requests = 0;
 /** Counts a request; once the response is sent, collects when `requestsPerCollection` were. */
 const counted = () => {

@@ -33,8 +33,7 @@ export const HEAP_GROWTH_WORTH_RELEASING = 32 * 2 ** 20;
  * least `worthReleasing` bytes since the last time it did (or since it was made); says whether it did.
  */
 export function heapReleaser(worthReleasing = HEAP_GROWTH_WORTH_RELEASING): () => boolean {
-  v8.setFlagsFromString('--expose-gc');
-  const gc = vm.runInNewContext('gc') as (options: object) => void;
+  const gc = heapCollector();
   const committed = () => v8.getHeapStatistics().total_heap_size;
   let settled = committed();
   return () => {
@@ -43,4 +42,10 @@ export function heapReleaser(worthReleasing = HEAP_GROWTH_WORTH_RELEASING): () =
     settled = committed();
     return true;
   };
+}
+
+/** V8's gc(): Node offers a collection only through it, so the flag is set at run time. */
+export function heapCollector(): (options: object) => void {
+  v8.setFlagsFromString('--expose-gc');
+  return vm.runInNewContext('gc') as (options: object) => void;
 }
