@@ -150,6 +150,11 @@ export class NftablesDataplane implements LiveDataplane {
     this.#coldStartChunk = options.coldStartChunk ?? Math.min(COLD_START_CHUNK, datagramChunk ?? Infinity);
   }
 
+  /** Ends the nft session this dataplane keeps (NftRunner.close): for owners that drop it early. */
+  close(): void {
+    this.#nft.close?.();
+  }
+
   async start(): Promise<void> {
     const desired = await this.#adopt();
     if (!desired) {

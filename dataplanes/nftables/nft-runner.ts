@@ -22,6 +22,11 @@ export interface NftRunner {
    * (no element is fetched), plus what the script names (intact-check.ts).
    */
   check(script: string): Promise<boolean>;
+  /**
+   * Ends the persistent `nft -i` session, if one runs (the next small script starts another). An
+   * idle session holds its network namespace: whoever drops a runner before its process ends closes it.
+   */
+  close?(): void;
 }
 
 async function unlessMissing(listing: Promise<unknown>): Promise<unknown> {
@@ -63,5 +68,6 @@ export function commandNftRunner(
     listChainsJson: (family) => json(['list', 'chains', family], `list chains ${family}`),
     listSetJson: (family, name) =>
       unlessMissing(json(['list', 'set', family, TABLE, name], `list set ${family} ${TABLE} ${name}`)),
+    close: () => session?.close(),
   };
 }

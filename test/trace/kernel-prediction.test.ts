@@ -131,6 +131,8 @@ async function liveSync(mode: TraceMode, commands: CommandRunner, state: DualSta
       : new IptablesDataplane({ runner: commands });
   await dataplane.start();
   assert.equal((await dataplane.sync(state, 'full')).kind, 'full');
+  // Its `nft -i` session would hold the namespace to the end of the process.
+  if (dataplane instanceof NftablesDataplane) dataplane.close();
 }
 
 interface Flow {

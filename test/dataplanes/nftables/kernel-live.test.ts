@@ -47,12 +47,20 @@ if (!isRoot) process.stderr.write(`SKIPPED nftables live kernel tests: ${ROOT_RE
 /** Fallbacks logged by any dataplane of this file: each one is a planning bug. */
 const fallbacks: string[] = [];
 
+/** The dataplanes made so far: each keeps an `nft -i` session, which holds its namespace. */
+const opened: NftablesDataplane[] = [];
+const closeOpened = () => {
+  for (const dataplane of opened.splice(0)) dataplane.close();
+};
+
 function dataplaneIn(lab: Lab, ns: string, coldStartChunk?: number): NftablesDataplane {
   const commands = lab.runner(ns);
   const log = (message: string, fields?: Readonly<Record<string, unknown>>) => {
     if (message.includes('falling back')) fallbacks.push(`${message} ${JSON.stringify(fields)}`);
   };
-  return new NftablesDataplane({ nft: commandNftRunner(commands), commands, log, coldStartChunk });
+  const dataplane = new NftablesDataplane({ nft: commandNftRunner(commands), commands, log, coldStartChunk });
+  opened.push(dataplane);
+  return dataplane;
 }
 
 describe('nftables live dataplane on the kernel', { skip: isRoot ? false : ROOT_REASON }, () => {
@@ -81,7 +89,10 @@ describe('nftables live dataplane on the kernel', { skip: isRoot ? false : ROOT_
     for (const p of topo.nodes.flatMap((n) => n.pods)) await topo.startEcho(p, { tcp: [8080], udp: [5353] });
     await lab.addRoute(topo.client.ns, ['10.96.0.0/16', 'via', topo.nodes[0]!.ipv4]);
   });
-  after(() => lab?.destroy());
+  after(() => {
+    closeOpened();
+    return lab?.destroy();
+  });
 
   test('a long-lived TCP connection keeps its backend through endpoint changes, resyncs and a restart', async () => {
     const [a0, a1] = topo.nodes[0]!.pods;
@@ -235,6 +246,7 @@ describe('nftables live dataplane on the kernel', { skip: isRoot ? false : ROOT_
       assert.equal(await dp.intact(), false, 'a flushed ruleset is noticed');
       await dp.cleanup();
       assert.equal((await lab.exec(viaSyncs, 'nft', ['list', 'tables'])).stdout.trim(), '');
+      closeOpened();
     }
   });
 });

@@ -62,6 +62,7 @@ describe('render on the kernel', { skip: isRoot ? false : ROOT_REASON }, () => {
       const dp = dataplaneIn(live, chunk);
       await dp.start();
       await dp.sync(state, 'full');
+      dp.close();
       await nftLoad(lab, loaded, nftablesPlanner.render(planFull(state, { coldStartChunk: chunk })));
       assert.deepEqual(
         await canonicalRuleset(lab, loaded),
