@@ -262,7 +262,7 @@ export const ETP_LOCAL = {
  * Written beside the iptables dumps (iptables-udp-clusterip.restore) and the nftables one
  * (nftables-udp-etp-local.nft): kube-system/kube-dns:dns, a UDP ClusterIP of two endpoints.
  */
-export const UDP_CLUSTER_IP: RuleSetServices = {
+export const KUBE_DNS_UDP: RuleSetServices = {
   ports: () => [
     servicePort('kube-dns', {
       namespace: 'kube-system',
