@@ -1,6 +1,8 @@
 // Upstream kube-proxy's own iptables and nftables rules on a lab node, for the takeover tests (issue
 // 29): the host's (kube-proxy-takeover.test.ts) and the VM's (ipvs/vm/kube-proxy-ipvs-takeover).
-// The rules are upstream's proxier tests' expected dumps (fixtures/kube-proxy, SOURCES.md there);
+// The rules are upstream's proxier tests' expected dumps (fixtures/kube-proxy, SOURCES.md there),
+// and beside them rules written from upstream's proxiers for what no dump holds (a UDP ClusterIP;
+// in nftables a Local NodePort with a local endpoint), loaded in the same restore or transaction;
 // the iptables ones are loaded with the 14 jumps, canary chains, nfacct objects and
 // route_localnet=1 kube-proxy adds outside its restore. Adapted, and only this: the endpoint
 // addresses (ENDPOINTS: the lab's pods), the pod CIDR (POD_CIDRS: the lab's), nftables' node IP
@@ -93,10 +95,28 @@ export interface Target {
   readonly name: string;
   readonly host: string;
   readonly port: number;
+  /** TCP unless said. */
+  readonly proto?: 'tcp' | 'udp';
   readonly localOnly?: boolean;
 }
 
-/** Upstream's dump as it applies to the lab's node. */
+/** A rule set's Services that carry traffic here: kproxy's model of them, what is probed and held. */
+export interface RuleSetServices {
+  readonly ports: () => ServicePort[];
+  readonly probed: (nodeIP: string) => Target[];
+  readonly held: (nodeIP: string) => Target[];
+}
+
+/** The Services of a dump and of the written rules loaded beside it, as one rule set's. */
+export function together(...parts: readonly RuleSetServices[]): RuleSetServices {
+  return {
+    ports: () => parts.flatMap((part) => part.ports()),
+    probed: (nodeIP) => parts.flatMap((part) => part.probed(nodeIP)),
+    held: (nodeIP) => parts.flatMap((part) => part.held(nodeIP)),
+  };
+}
+
+/** Upstream's dump, or rules written beside it, as they apply to the lab's node. */
 async function adapted(fixture: URL, nodeIP: string): Promise<string> {
   let text = await readFile(fixture, 'utf8');
   for (const [upstream, here] of Object.entries(ENDPOINTS)) text = text.replaceAll(upstream, here);
@@ -127,10 +147,17 @@ export async function ensureNfacct(lab: Lab, ns: string): Promise<void> {
 }
 
 /**
- * kube-proxy's iptables mode starting: nfacct, its restore (--noflush, as it runs it), jumps,
- * canaries, sysctl. The tool runs in one shell (each tool start costs seconds in the qemu VM).
+ * kube-proxy's iptables mode starting: nfacct, its restore (--noflush, as it runs it: the dump, then
+ * the written rules' tables, `besides`), jumps, canaries, sysctl. The tool runs in one shell (each
+ * tool start costs seconds in the qemu VM).
  */
-export async function startIptablesKubeProxy(lab: Lab, ns: string, nodeIP: string, dump: URL): Promise<void> {
+export async function startIptablesKubeProxy(
+  lab: Lab,
+  ns: string,
+  nodeIP: string,
+  dump: URL,
+  besides: readonly URL[] = [],
+): Promise<void> {
   const script = [
     ...ENSURE_NFACCT,
     // The restore is the shell's input, read by this command alone.
@@ -144,13 +171,27 @@ export async function startIptablesKubeProxy(lab: Lab, ns: string, nodeIP: strin
         `iptables-nft -t ${table} -C ${chain} ${rule} 2>/dev/null || iptables-nft -t ${table} -I ${chain} ${rule}`,
     ),
   ];
-  await lab.exec(ns, 'sh', ['-ec', script.join('\n')], { input: await adapted(dump, nodeIP) });
+  await lab.exec(ns, 'sh', ['-ec', script.join('\n')], { input: await rulesInput(dump, besides, nodeIP) });
   await lab.sysctl(ns, 'net.ipv4.conf.all.route_localnet', '1');
 }
 
-/** kube-proxy's nftables mode starting: its whole table in one transaction. */
-export async function startNftablesKubeProxy(lab: Lab, ns: string, nodeIP: string, dump: URL): Promise<void> {
-  await lab.exec(ns, 'nft', ['-f', '-'], { input: declarationsFirst(await adapted(dump, nodeIP)) });
+/** The dump and the rules written beside it, adapted, one after the other. */
+async function rulesInput(dump: URL, besides: readonly URL[], nodeIP: string): Promise<string> {
+  const texts = await Promise.all([dump, ...besides].map((file) => adapted(file, nodeIP)));
+  return texts.join('');
+}
+
+/** kube-proxy's nftables mode starting: its whole table, and the rules written beside it, in one transaction. */
+export async function startNftablesKubeProxy(
+  lab: Lab,
+  ns: string,
+  nodeIP: string,
+  dump: URL,
+  besides: readonly URL[] = [],
+): Promise<void> {
+  await lab.exec(ns, 'nft', ['-f', '-'], {
+    input: declarationsFirst(await rulesInput(dump, besides, nodeIP)),
+  });
 }
 
 /**
@@ -192,7 +233,7 @@ export const OVERALL = {
   ],
   /** svc4's cluster IP: two endpoints, so a held connection's backend is a choice to keep. */
   held: (): Target[] => [{ name: 'ClusterIP of two endpoints', host: '172.30.0.44', port: 80 }],
-};
+} satisfies RuleSetServices;
 
 /** The eTP Local dump (TestExternalTrafficPolicyLocal): ns1/svc1, LoadBalancer, NodePort 3001. */
 export const ETP_LOCAL = {
@@ -215,4 +256,52 @@ export const ETP_LOCAL = {
   ],
   /** One to each: the ClusterIP's backend is a choice of two to keep, the NodePort's the local one. */
   held: (nodeIP: string): Target[] => ETP_LOCAL.probed(nodeIP),
+} satisfies RuleSetServices;
+
+/**
+ * Written beside the iptables dumps (iptables-udp-clusterip.restore) and the nftables one
+ * (nftables-udp-etp-local.nft): kube-system/kube-dns:dns, a UDP ClusterIP of two endpoints.
+ */
+export const KUBE_DNS_UDP: RuleSetServices = {
+  ports: () => [
+    servicePort('kube-dns', {
+      namespace: 'kube-system',
+      portName: 'dns',
+      protocol: 'UDP',
+      port: 53,
+      clusterIP: '172.30.0.10',
+      clusterEndpoints: [endpoint(POD0, 53), endpoint(POD1, 53, { isLocal: true })],
+    }),
+  ],
+  probed: () => [{ name: 'UDP ClusterIP', host: '172.30.0.10', port: 53, proto: 'udp' }],
+  /**
+   * Two flows (a source port each) to two endpoints: each one's backend is conntrack's to keep; a
+   * flow re-balanced by a lost entry keeps its backend by chance, two by one chance in four.
+   */
+  held: () =>
+    [1, 2].map((n) => ({
+      name: `UDP flow ${n} to the ClusterIP`,
+      host: '172.30.0.10',
+      port: 53,
+      proto: 'udp',
+    })),
+};
+
+/**
+ * Written beside the nftables dump (nftables-udp-etp-local.nft): ns7/svc7, NodePort 3007 with
+ * externalTrafficPolicy Local, its endpoints 10.180.0.1 elsewhere and 10.180.2.1 (LOCAL_POD) here.
+ */
+export const NFT_LOCAL_NODE_PORT: RuleSetServices = {
+  ports: () => [
+    servicePort('svc7', {
+      namespace: 'ns7',
+      portName: 'p80',
+      clusterIP: '172.30.0.47',
+      nodePort: 3007,
+      externalPolicyLocal: true,
+      clusterEndpoints: [endpoint(POD0, 80), endpoint(POD1, 80, { isLocal: true })],
+    }),
+  ],
+  probed: (nodeIP) => [{ name: 'NodePort Local', host: nodeIP, port: 3007, localOnly: true }],
+  held: (nodeIP) => NFT_LOCAL_NODE_PORT.probed(nodeIP),
 };

@@ -1,17 +1,17 @@
 // Kernel test (issue 29): a node as upstream kube-proxy's iptables or nftables mode leaves it, taken
 // over by kproxy's iptables and nftables modes with no failed connection, and handed back the same
-// way. kube-proxy's rules are its own: upstream's proxier tests' expected dumps, loaded as
-// kube-proxy-rule-sets.ts says.
+// way. kube-proxy's rules are its own: upstream's proxier tests' expected dumps, and beside them
+// rules written from upstream's proxiers for what no dump holds, loaded as kube-proxy-rule-sets.ts
+// says (fixtures/kube-proxy/SOURCES.md: which upstream function writes each written line).
 // The steps are the README's ("Migration from kube-proxy and rollback"). Each kube-proxy rule set is
-// probed where its dump gives a Service that answers here: the overall dumps' ClusterIP (ns1/svc1)
-// and NodePort with externalTrafficPolicy Cluster (ns3/svc3), one connection held to ns4/svc4 (two
+// probed where it gives a Service that answers here: the overall dumps' ClusterIP (ns1/svc1) and
+// NodePort with externalTrafficPolicy Cluster (ns3/svc3), one connection held to ns4/svc4 (two
 // endpoints); the iptables eTP Local dump's ClusterIP (two endpoints) and NodePort with
-// externalTrafficPolicy Local, which only its local endpoint may answer, seeing the client's own
-// address, one connection held to each. No upstream dump holds a UDP Service (upstream's iptables
-// tests say why: a UDP Service needs conntrack calls their fake did not script), nor does any real
-// kube-proxy output that can be cited (fixtures/kube-proxy/SOURCES.md says where it was looked
-// for), nor, in nftables, a Local NodePort with a local endpoint, so UDP is not probed here
-// (test/daemon/mode-switch-netns probes it across kproxy's own mode switch).
+// externalTrafficPolicy Local, one connection held to each; in every rule set a UDP ClusterIP
+// (kube-system/kube-dns:dns, two endpoints, written), probed and two flows held (a source port
+// each: every answer must come from the flow's first backend); and in nftables mode a NodePort with
+// externalTrafficPolicy Local and a local endpoint (ns7/svc7, written), probed and held. A Local
+// NodePort may be answered only by its local endpoint, seeing the client's own address.
 import assert from 'node:assert/strict';
 import { describe, type TestContext, test } from 'node:test';
 import type { DualStackState, ServicePort } from '../../../contract/proxy-state.ts';
@@ -29,13 +29,16 @@ import {
   ETP_LOCAL,
   ensureNfacct,
   fixture,
+  KUBE_DNS_UDP,
   LOCAL_POD,
   NFACCT,
+  NFT_LOCAL_NODE_PORT,
   OVERALL,
   POD_CIDRS,
   startIptablesKubeProxy,
   startNftablesKubeProxy,
   type Target,
+  together,
 } from './kube-proxy-rule-sets.ts';
 
 /** The probing pace: one connection per target every 40 ms, 25 a second (the issue asks 20+). */
@@ -95,12 +98,45 @@ const KUBE_PROXY_MODES = {
   },
 };
 
-/** Each upstream dump taken over: its mode, and the Services that answer here. */
+const IPTABLES_UDP = [fixture('iptables-udp-clusterip.restore')];
+/**
+ * Each upstream dump taken over, with the rules written beside it: its mode, and the Services that
+ * answer here.
+ */
 const RULE_SETS = [
-  { tag: 'ipt', mode: 'iptables', dump: fixture('iptables-overall.restore'), services: OVERALL },
-  { tag: 'iptl', mode: 'iptables', dump: fixture('iptables-etp-local.restore'), services: ETP_LOCAL },
-  { tag: 'nft', mode: 'nftables', dump: fixture('nftables-overall.nft'), services: OVERALL },
+  {
+    tag: 'ipt',
+    mode: 'iptables',
+    dump: fixture('iptables-overall.restore'),
+    besides: IPTABLES_UDP,
+    services: together(OVERALL, KUBE_DNS_UDP),
+  },
+  {
+    tag: 'iptl',
+    mode: 'iptables',
+    dump: fixture('iptables-etp-local.restore'),
+    besides: IPTABLES_UDP,
+    services: together(ETP_LOCAL, KUBE_DNS_UDP),
+  },
+  {
+    tag: 'nft',
+    mode: 'nftables',
+    dump: fixture('nftables-overall.nft'),
+    besides: [fixture('nftables-udp-etp-local.nft')],
+    services: together(OVERALL, KUBE_DNS_UDP, NFT_LOCAL_NODE_PORT),
+  },
 ] as const;
+
+/** What a held UDP flow heard: every answer's backend (one per tick). */
+function udpBackends(output: string): string[] {
+  return output
+    .split('\n')
+    .slice(0, -1)
+    .map((line) => {
+      const reply = JSON.parse(line) as EchoReply | { error: string };
+      return 'name' in reply ? reply.name : `error: ${reply.error}`;
+    });
+}
 
 for (const ruleSet of RULE_SETS) {
   for (const to of ['iptables', 'nftables'] as const) {
@@ -115,7 +151,7 @@ for (const ruleSet of RULE_SETS) {
         const topology = await Topology.create(lab, { podsPerNode: [2] });
         const node = topology.nodes[0]!;
         const clientIP = topology.client.ipv4;
-        for (const pod of node.pods) await topology.startEcho(pod, { tcp: [80] });
+        for (const pod of node.pods) await topology.startEcho(pod, { tcp: [80], udp: [53] });
         await lab.addRoute(topology.client.ns, ['172.30.0.0/16', 'via', node.ipv4]);
         const runner = execaRunner(['ip', 'netns', 'exec', node.ns]);
         const saved = async () => (await lab.exec(node.ns, 'iptables-nft-save', [])).stdout;
@@ -137,10 +173,15 @@ for (const ruleSet of RULE_SETS) {
         await lab.exec(node.ns, 'iptables-nft', ['-t', 'filter', '-N', 'SITE-INPUT']);
         await lab.exec(node.ns, 'iptables-nft', ['-t', 'filter', '-A', 'INPUT', '-j', 'SITE-INPUT']);
 
-        await kubeProxy.start(lab, node.ns, node.ipv4, ruleSet.dump);
+        await kubeProxy.start(lab, node.ns, node.ipv4, ruleSet.dump, ruleSet.besides);
         const held = await Promise.all(
           services.held(node.ipv4).map(async (target) => {
-            const proc = await topology.holdConnection(topology.client.ns, target.host, target.port);
+            const proc = await topology.holdConnection(
+              topology.client.ns,
+              target.host,
+              target.port,
+              target.proto,
+            );
             const greeting = JSON.parse(proc.output().split('\n')[0]!) as EchoReply;
             return { target, proc, greeting };
           }),
@@ -153,9 +194,13 @@ for (const ruleSet of RULE_SETS) {
         const stillEchoing = async (why: string) => {
           const before = ticks();
           await sleep(PHASE_MS);
-          for (const [i, { target, proc }] of held.entries()) {
+          for (const [i, { target, proc, greeting }] of held.entries()) {
             assert.ok(proc.output().split('\n').length > before[i]!, `${target.name}: ${why}`);
-            assert.doesNotMatch(proc.output(), /error/, `${target.name} (to ${held[i]!.greeting.name})`);
+            assert.doesNotMatch(proc.output(), /error/, `${target.name} (to ${greeting.name})`);
+            // A TCP connection that echoes is still with its backend; a UDP flow's every answer says.
+            if (target.proto === 'udp') {
+              assert.deepEqual(new Set(udpBackends(proc.output())), new Set([greeting.name]), target.name);
+            }
           }
         };
         const probed = services.probed(node.ipv4);
@@ -210,7 +255,7 @@ for (const ruleSet of RULE_SETS) {
         // The way back: kube-proxy starts (its full restore or transaction), then `kproxy cleanup`.
         stop = probing(t, topology, probed);
         await sleep(PHASE_MS);
-        await kubeProxy.start(lab, node.ns, node.ipv4, ruleSet.dump);
+        await kubeProxy.start(lab, node.ns, node.ipv4, ruleSet.dump, ruleSet.besides);
         await sleep(PHASE_MS);
         await cleanup(['--mode', to]);
         await sleep(PHASE_MS);
