@@ -655,9 +655,9 @@ const KPROXY_OWNS = { iptables: ['iptables KPROXY-*'], nftables: ['nft ip kproxy
  * passed alone in the VM (load ~5: 1,703 probes per target in 171 s, none failed) and both circles
  * at once in two VMs (load 7-9: 2,592 and 2,536 in 260 and 254 s, none failed, slowest answer 15 s,
  * the agent's syncs and cleanups 4-31 s against 4-28 s at one a second). With four targets (five a
- * second each) the file took 475 and 412 s in the VM alone, the circles 113 and 81 s, 112 and 99 s;
- * with two, at the commit before, 657, 674 and 417 s, the circles 179 and 198 s, 133 and 93 s (host
- * load 5.3-6.2 on average in all five runs, one VM at a time).
+ * second each) the file took 475, 412 and 384 s in the VM alone, the circles 113 and 81 s, 112 and
+ * 99 s, 115 and 91 s; with two, at the commit before, 657, 674 and 417 s, the circles 179 and 198 s,
+ * 133 and 93 s (host load 5.0-6.2 on average in all six runs, one VM at a time).
  */
 const CIRCLE_PROBES_PER_S = 20;
 
