@@ -116,9 +116,12 @@ export function together(...parts: readonly RuleSetServices[]): RuleSetServices 
   };
 }
 
+/** A dump: a fixture, or its text (iptablesOverallWithEtpLocal). */
+export type Dump = URL | { readonly text: string };
+
 /** Upstream's dump, or rules written beside it, as they apply to the lab's node. */
-async function adapted(fixture: URL, nodeIP: string): Promise<string> {
-  let text = await readFile(fixture, 'utf8');
+async function adapted(dump: Dump, nodeIP: string): Promise<string> {
+  let text = dump instanceof URL ? await readFile(dump, 'utf8') : dump.text;
   for (const [upstream, here] of Object.entries(ENDPOINTS)) text = text.replaceAll(upstream, here);
   return text.replaceAll(UPSTREAM_NODE_IP, nodeIP).replaceAll(POD_CIDRS[0], POD_CIDRS[1]);
 }
@@ -155,7 +158,7 @@ export async function startIptablesKubeProxy(
   lab: Lab,
   ns: string,
   nodeIP: string,
-  dump: URL,
+  dump: Dump,
   besides: readonly URL[] = [],
 ): Promise<void> {
   const script = [
@@ -176,7 +179,7 @@ export async function startIptablesKubeProxy(
 }
 
 /** The dump and the rules written beside it, adapted, one after the other. */
-async function rulesInput(dump: URL, besides: readonly URL[], nodeIP: string): Promise<string> {
+async function rulesInput(dump: Dump, besides: readonly URL[], nodeIP: string): Promise<string> {
   const texts = await Promise.all([dump, ...besides].map((file) => adapted(file, nodeIP)));
   return texts.join('');
 }
@@ -186,7 +189,7 @@ export async function startNftablesKubeProxy(
   lab: Lab,
   ns: string,
   nodeIP: string,
-  dump: URL,
+  dump: Dump,
   besides: readonly URL[] = [],
 ): Promise<void> {
   await lab.exec(ns, 'nft', ['-f', '-'], {
@@ -305,3 +308,82 @@ export const NFT_LOCAL_NODE_PORT: RuleSetServices = {
   probed: (nodeIP) => [{ name: 'NodePort Local', host: nodeIP, port: 3007, localOnly: true }],
   held: (nodeIP) => NFT_LOCAL_NODE_PORT.probed(nodeIP),
 };
+
+/** The overall Services with ns1/svc1 as the eTP Local dump's (iptablesOverallWithEtpLocal). */
+export const OVERALL_ETP_LOCAL: RuleSetServices = {
+  ports: (): ServicePort[] => [
+    ...ETP_LOCAL.ports(),
+    ...OVERALL.ports().filter((port) => port.namespace !== 'ns1'),
+  ],
+  /** Overall's ClusterIP (now svc1's of two endpoints) and Cluster NodePort, the Local NodePort. */
+  probed: (nodeIP: string): Target[] => [
+    ...OVERALL.probed(nodeIP),
+    ...ETP_LOCAL.probed(nodeIP).filter((target) => target.localOnly),
+  ],
+  held: OVERALL.held,
+};
+
+/** KUBE-SERVICES' last rule: a Service's rules in the chain come before it. */
+const NODEPORTS_LAST = 'kubernetes service nodeports; NOTE: this must be the last rule in this chain';
+
+/**
+ * The overall iptables dump with ns1/svc1 as the eTP Local dump gives it: a node whose kube-proxy
+ * serves a NodePort with externalTrafficPolicy Local and a local endpoint beside the overall
+ * Services, which no one upstream dump holds (SOURCES.md). The two cannot be loaded one after the
+ * other: a restore flushes each chain it names, their ns1/svc1 share a ClusterIP and chains, and
+ * overall's ns2/svc2 (Local, its one endpoint elsewhere) the eTP Local one's NodePort, health check
+ * node port and load balancer IP. So overall's ns1/svc1 and ns2/svc2 go (their rules, by comment,
+ * and their own chains) and the eTP Local dump's ns1/svc1 comes in, each line as that dump has it,
+ * before KUBE-SERVICES' last rule or at its table's end; the chains Services share (KUBE-MARK-MASQ,
+ * KUBE-POSTROUTING, KUBE-FORWARD, KUBE-FIREWALL) are overall's. kube-proxy writes a Service's rules
+ * apart from every other's, so the result is what it writes for the five Services.
+ */
+export async function iptablesOverallWithEtpLocal(): Promise<Dump> {
+  const [overall, etpLocal] = await Promise.all(
+    ['iptables-overall.restore', 'iptables-etp-local.restore'].map(async (name) =>
+      (await readFile(fixture(name), 'utf8')).split('\n'),
+    ),
+  );
+  const dropped = servicesLines(overall!, ['ns1/svc1', 'ns2/svc2']);
+  const added = servicesLines(etpLocal!, ['ns1/svc1']);
+  const out: string[] = [];
+  for (const table of overall!.filter((line) => line.startsWith('*'))) {
+    const base = tableLines(overall!, table).filter((line) => !dropped(line));
+    const theirs = tableLines(etpLocal!, table).filter(added);
+    const rules = base.filter((line) => line.startsWith('-A '));
+    const isServices = (rule: string) => rule.startsWith('-A KUBE-SERVICES ');
+    const last = rules.findIndex((rule) => rule.includes(NODEPORTS_LAST));
+    rules.splice(last < 0 ? rules.length : last, 0, ...theirs.filter((line) => isServices(line)));
+    out.push(
+      table,
+      ...[...base, ...theirs].filter((line) => line.startsWith(':')),
+      ...rules,
+      ...theirs.filter((line) => line.startsWith('-A ') && !isServices(line)),
+      'COMMIT',
+    );
+  }
+  return { text: `${out.join('\n')}\n` };
+}
+
+/**
+ * Whether a line of a restore file belongs to one of `services` (`ns/name`): one of their rules (by
+ * comment), or a declaration or rule of one of their own chains (SVC, SVL, EXT, FW, SEP), which
+ * those rules name.
+ */
+function servicesLines(lines: readonly string[], services: readonly string[]): (line: string) => boolean {
+  const theirs = (line: string) =>
+    services.some((name) => line.includes(`--comment ${name}:`) || line.includes(`--comment "${name}:`));
+  const rules = new Set(lines.filter(theirs));
+  const chains = new Set(
+    [...rules].flatMap((rule) => rule.match(/KUBE-(?:SVC|SVL|EXT|FW|SEP)-[A-Z0-9]+/g) ?? []),
+  );
+  return (line) =>
+    rules.has(line) ||
+    [...chains].some((chain) => line.startsWith(`:${chain} `) || line.startsWith(`-A ${chain} `));
+}
+
+/** The lines of `table` (`*nat`) in a restore file's lines, between it and its COMMIT. */
+function tableLines(lines: readonly string[], table: string): string[] {
+  const from = lines.indexOf(table);
+  return from < 0 ? [] : lines.slice(from + 1, lines.indexOf('COMMIT', from));
+}

@@ -8,38 +8,43 @@
 // kube-ipvs0 with the ClusterIPs (down, as kube-proxy leaves it) and net.ipv4.vs.conntrack=1. The
 // steps are the README's: kproxy's first full sync (in process, as
 // test/dataplanes/shared/kube-proxy-takeover does), then `kproxy cleanup --kube-proxy --mode
-// iptables` with its IPVS drain. The first and third tests probe a ClusterIP, a NodePort with
+// iptables` with its IPVS drain, run by takeover-agent.ts in the node's namespace as the CLI runs
+// it (its IPVS and conntrack netlink sockets the node's, so the drain checks IPVS's list against
+// conntrack: confirmedByConntrack). The first and third tests probe a ClusterIP, a NodePort with
 // externalTrafficPolicy Cluster, one with Local (answered by the local pod, the client's address
 // kept) and a UDP ClusterIP. The third test walks
 // a chain of takeovers on one node with one prober throughout, kproxy run by takeover-agent.ts in the
 // node's namespace (IPVS's netlink socket is its process's namespace's): kproxy's mode switches as
 // `kproxy run` wires them, kube-proxy's IPVS shapes applied as its sync would, `kproxy cleanup`.
 // The last two walk a circle the same way from kube-proxy's iptables or nftables mode (upstream's
-// overall dumps, loaded as kube-proxy-rule-sets.ts does on the host) through kproxy's IPVS mode,
+// dumps, loaded as kube-proxy-rule-sets.ts does on the host) through kproxy's IPVS mode,
 // kproxy's same mode and kube-proxy's IPVS mode back to where it began: the moves to and from IPVS
-// the chain does not make. Their Services are the dumps', TCP only (no upstream dump holds a UDP
-// Service, fixtures/kube-proxy/SOURCES.md).
+// the chain does not make. Their Services (takeover-services.ts, CIRCLE_SERVICES), probed at 20
+// connections a second over all four: the overall dumps' ClusterIP and NodePort with
+// externalTrafficPolicy Cluster; a NodePort with Local and a local endpoint, in iptables the eTP
+// Local dump's in place of overall's ns1/svc1 (iptablesOverallWithEtpLocal), in nftables written
+// beside the dump; a UDP ClusterIP written beside either (no upstream dump holds one:
+// fixtures/kube-proxy/SOURCES.md).
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { after, before, test } from 'node:test';
 import type { ServicePort } from '../../../../contract/proxy-state.ts';
 import { buildNftablesDataplane } from '../../../../dataplanes/nftables/build.ts';
 import { type CommandRunner, execaRunner } from '../../../../dataplanes/shared/command-runner.ts';
-import type { VirtualServiceTable } from '../../../../dataplanes/shared/kube-proxy-leftovers.ts';
 import type { EchoReply } from '../../../../harness/echo-server.ts';
 import { allowance } from '../../../../harness/emulation.ts';
-import { conntrackDeleterIn } from '../../../../harness/namespace-conntrack.ts';
 import { Lab, type LabProcess } from '../../../../harness/netns.ts';
 import { type Probe, probeUntilStopped } from '../../../../harness/steady-probes.ts';
 import { ANSWER_TIMEOUT_MS, type NodeInfo, Topology } from '../../../../harness/topology.ts';
-import { cleanupCommand } from '../../../../src/cli/cleanup.ts';
 import {
   fixture,
+  iptablesOverallWithEtpLocal,
   OVERALL,
   startIptablesKubeProxy,
   startNftablesKubeProxy,
 } from '../../shared/kube-proxy-rule-sets.ts';
 import {
+  CIRCLE_SERVICES,
   kproxyState,
   LOCAL_CLUSTER_IP,
   LOCAL_NODE_PORT,
@@ -66,14 +71,6 @@ const AGENT = new URL('./takeover-agent.ts', import.meta.url).pathname;
  * cleanup stalled for minutes).
  */
 const PROBE_EVERY_MS = 200;
-/**
- * The circles' pace: 20 connections a second over their two targets, the issue's rate. The bound
- * is the VM's share of the host, not the takeover: at this pace the iptables circle passed alone
- * in the VM (load ~5: 1,703 probes per target in 171 s, none failed) and both circles at once in
- * two VMs (load 7-9: 2,592 and 2,536 in 260 and 254 s, none failed, slowest answer 15 s, the
- * agent's syncs and cleanups 4-31 s against 4-28 s at one a second).
- */
-const CIRCLE_PROBE_EVERY_MS = 100;
 const ANSWER_MS = allowance(ANSWER_TIMEOUT_MS);
 /**
  * How often a held TCP connection ticks: not echo-client's 100 ms. The guest's one CPU is ~99% busy
@@ -220,68 +217,19 @@ async function startIpvsKubeProxy(lab: Lab, ns: string, nodeIP: string, ports: r
 }
 
 /**
- * The cut connections' conntrack entries deleted by kproxy's netlink deleter in a child inside the
- * node's namespace (the test process's socket would reach the VM's own table). A node start under
- * TCG takes 5-15 s (harness/emulation.ts); the deletion itself milliseconds.
+ * `kproxy cleanup ARGS` in the node's namespace by the agent, wired as the CLI wires it (its IPVS and
+ * conntrack netlink sockets the node's: the drain checks IPVS's list against conntrack, as
+ * confirmedByConntrack does on a real node), started now: what it printed so far, and its end.
  */
-const CONNTRACK_CHILD_MS = allowance(30_000);
-
-/** The node's IPVS table through ipvsadm (the test process cannot enter the namespace for netlink). */
-function ipvsadmTable(lab: Lab, ns: string): () => Promise<VirtualServiceTable<Service>> {
-  return async () => ({
-    async listServices() {
-      const saved = (await lab.exec(ns, 'ipvsadm', ['-S', '-n'])).stdout;
-      return [...saved.matchAll(/^-A -([tus]) (\S+):(\d+) /gm)].map(([, flag, address, port]) => ({
-        flag: flag!,
-        protocol: ({ t: 'TCP', u: 'UDP', s: 'SCTP' } as const)[flag as 't' | 'u' | 's'],
-        address: address!,
-        port: Number(port),
-      }));
-    },
-    async deleteService(service) {
-      const target = `${service.address}:${service.port}`;
-      const result = await lab.exec(ns, 'ipvsadm', ['-D', `-${service.flag}`, target], { reject: false });
-      if (result.exitCode === 0) return true;
-      // ipvsadm's words for the kernel's ESRCH: gone already, as NetlinkIpvsClient reads it.
-      if (/No such service/.test(result.stderr)) return false;
-      throw new Error(`ipvsadm -D ${target}: ${result.stderr.trim()}`);
-    },
-    close() {},
-  });
-}
-
-interface Service {
-  readonly flag: string;
-  readonly protocol: string;
-  readonly address: string;
-  readonly port: number;
-}
-
-/** `kproxy cleanup ARGS` in the node namespace, started now: its output so far, and its end. */
-function startCleanup(runner: CommandRunner, lab: Lab, ns: string, args: string[]) {
-  let stdout = '';
-  let stderr = '';
-  const io = {
-    stdout: {
-      write: (text: string) => {
-        step(`cleanup: ${text.trimEnd()}`);
-        stdout += text;
-      },
-    },
-    stderr: { write: (text: string) => (stderr += text) },
-    stdin: (async function* () {})(),
-  };
+function startCleanup(agent: Agent, args: string[], withinMs: number) {
+  const from = agent.printed().length;
+  const output = () => agent.printed().slice(from);
   const started = performance.now();
-  const conntrack = conntrackDeleterIn(
-    execaRunner(['ip', 'netns', 'exec', ns], { timeoutMs: () => CONNTRACK_CHILD_MS }),
-  );
-  const done = cleanupCommand(args, io, runner, { openIpvs: ipvsadmTable(lab, ns), conntrack }).then(
-    (code) => {
-      assert.equal(code, 0, stderr);
-      return { stdout, seconds: (performance.now() - started) / 1000 };
-    },
-  );
-  return { output: () => stdout, done };
+  const done = agent.ask({ cleanup: args }, withinMs).then((answer) => {
+    assert.equal(answer.code, 0, agent.printed());
+    return { stdout: output(), seconds: (performance.now() - started) / 1000 };
+  });
+  return { output, done };
 }
 
 async function until(what: string, check: () => boolean | Promise<boolean>, withinMs: number): Promise<void> {
@@ -379,7 +327,7 @@ async function takeoverNode(kubeProxy: (node: NodeInfo) => Promise<void>) {
     await dataplane.start();
     assert.equal((await dataplane.sync(kproxyState(node.ipv4), 'full')).kind, 'full');
   };
-  return { node, runner, holdThroughIpvs, sync };
+  return { node, holdThroughIpvs, sync };
 }
 
 /** The node as kube-proxy's IPVS mode leaves it, serving the `takeover` Services. */
@@ -389,7 +337,8 @@ const ipvsNode = () =>
 test('kube-proxy IPVS → kproxy nftables: the drain keeps a held connection until it ends, no probe fails, UDP moves over', {
   timeout: allowance(16_000),
 }, async (t) => {
-  const { node, runner, holdThroughIpvs, sync } = await ipvsNode();
+  const { node, holdThroughIpvs, sync } = await ipvsNode();
+  const agent = await startAgent(node);
   // kube-proxy's state for the Local NodePort, as TestOnlyLocalNodePorts expects it: its port in
   // both node port sets, two virtual services, the ClusterIP's with both endpoints, the NodePort's
   // with the local one alone.
@@ -429,13 +378,11 @@ test('kube-proxy IPVS → kproxy nftables: the drain keeps a held connection unt
   const stop = probeUntilStopped(t, topology, targets, { everyMs: PROBE_EVERY_MS, answerMs: ANSWER_MS });
   await sync();
   step('kproxy synced');
-  const cleanup = startCleanup(runner, lab, node.ns, [
-    '--mode',
-    'iptables',
-    '--kube-proxy',
-    '--ipvs-drain-timeout',
-    `${LONG_BOUND_MS}ms`,
-  ]);
+  const cleanup = startCleanup(
+    agent,
+    ['--mode', 'iptables', '--kube-proxy', '--ipvs-drain-timeout', `${LONG_BOUND_MS}ms`],
+    LONG_BOUND_MS + allowance(30_000),
+  );
   await until(
     'the cleanup waits for the held connection',
     () => /IPVS drain: waiting/.test(cleanup.output()),
@@ -482,24 +429,23 @@ test('kube-proxy IPVS → kproxy nftables: the drain keeps a held connection unt
   assert.doesNotMatch((await lab.exec(node.ns, 'ipset', ['list', '-n'])).stdout, /KUBE-/);
   assert.doesNotMatch((await lab.exec(node.ns, 'iptables-nft-save', [])).stdout, /KUBE-/);
   assert.match((await lab.exec(node.ns, 'nft', ['list', 'tables'])).stdout, /table ip kproxy/);
-  await udp.kill();
+  await Promise.all([udp.kill(), agent.proc.kill()]);
 });
 
 test('kube-proxy IPVS → kproxy nftables: a connection held past the bound is cut cleanly, the cleanup ends at the bound', {
   timeout: allowance(10_000),
 }, async (t) => {
-  const { node, runner, holdThroughIpvs, sync } = await ipvsNode();
+  const { node, holdThroughIpvs, sync } = await ipvsNode();
+  const agent = await startAgent(node);
   const held = await holdThroughIpvs();
   await sync();
   step('held through IPVS, kproxy synced');
   const boundS = 2;
-  const cleanup = startCleanup(runner, lab, node.ns, [
-    '--mode',
-    'iptables',
-    '--kube-proxy',
-    '--ipvs-drain-timeout',
-    `${boundS}s`,
-  ]);
+  const cleanup = startCleanup(
+    agent,
+    ['--mode', 'iptables', '--kube-proxy', '--ipvs-drain-timeout', `${boundS}s`],
+    allowance(30_000),
+  );
   const { stdout, seconds } = await cleanup.done;
   t.diagnostic(`cleanup: ${seconds.toFixed(1)} s with a bound of ${boundS} s`);
   assert.ok(seconds >= boundS, `${seconds} s`);
@@ -513,6 +459,7 @@ test('kube-proxy IPVS → kproxy nftables: a connection held past the bound is c
   );
   assert.match(held.proc.output(), /"error":"(ECONNRESET|EPIPE|closed)"/, held.proc.output());
   assert.equal((await lab.exec(node.ns, 'ipvsadm', ['-S', '-n'])).stdout.trim(), '');
+  await agent.proc.kill();
 });
 
 /**
@@ -539,6 +486,7 @@ async function startAgent(node: NodeInfo, services: ServiceSet = 'takeover') {
       .join('\n');
   return { proc, ask, printed };
 }
+type Agent = Awaited<ReturnType<typeof startAgent>>;
 
 /**
  * Whose rules the node holds, in one shell run (each tool start costs seconds under TCG): IPVS
@@ -558,8 +506,21 @@ async function owners(ns: string): Promise<string[]> {
   return (await lab.exec(ns, 'sh', ['-c', script])).stdout.split('\n').filter(Boolean).sort();
 }
 
+/** kproxy's IPVS mode serving `services` virtual services. */
+const kproxyIpvsOwns = (services: number) => [
+  `ipvs: ${services} virtual services`,
+  'link kproxy-ipvs0',
+  'nft ip kproxy-ipvs',
+];
+/** kube-proxy's IPVS mode, as startIpvsKubeProxy makes it. */
+const kubeProxyIpvsOwns = (services: number) => [
+  'ipset KUBE-*',
+  'iptables KUBE-SERVICES',
+  `ipvs: ${services} virtual services`,
+  'link kube-ipvs0',
+];
 /** The `takeover` Services in IPVS: three ClusterIPs, two node ports. */
-const IPVS_OWNS = ['ipvs: 5 virtual services', 'link kproxy-ipvs0', 'nft ip kproxy-ipvs'];
+const IPVS_OWNS = kproxyIpvsOwns(5);
 
 test('a chain of takeovers with IPVS: kube-proxy IPVS → kproxy IPVS → nftables → IPVS → kube-proxy IPVS, no probe fails, held connections keep their backend', {
   timeout: allowance(60_000),
@@ -640,12 +601,7 @@ test('a chain of takeovers with IPVS: kube-proxy IPVS → kproxy IPVS → nftabl
     allowance(20_000),
   );
   assert.equal(back.code, 0, agent.printed());
-  assert.deepEqual(await owners(node.ns), [
-    'ipset KUBE-*',
-    'iptables KUBE-SERVICES',
-    'ipvs: 5 virtual services',
-    'link kube-ipvs0',
-  ]);
+  assert.deepEqual(await owners(node.ns), kubeProxyIpvsOwns(5));
   await echoes(d.proc, 'D after kproxy IPVS → kube-proxy IPVS');
   await echoes(c, 'C after kproxy IPVS → kube-proxy IPVS');
   step('4. kproxy IPVS → kube-proxy IPVS');
@@ -663,30 +619,47 @@ test('a chain of takeovers with IPVS: kube-proxy IPVS → kproxy IPVS → nftabl
   await Promise.all([c.kill(), d.proc.kill(), udp.kill(), agent.proc.kill()]);
 });
 
-/** kube-proxy's iptables and nftables modes on the node: upstream's overall dumps, and what they own. */
+/**
+ * kube-proxy's iptables and nftables modes on the node: upstream's dumps with the written rules
+ * beside them (kube-proxy-rule-sets.ts), the agent's set of their Services (CIRCLE_SERVICES), what
+ * kube-proxy owns, and how many virtual services kproxy's IPVS mode and kube-proxy's (as
+ * startIpvsKubeProxy makes it: no external or load balancer IP) give them.
+ */
 const KUBE_PROXY_RULES = {
   iptables: {
-    start: (node: NodeInfo) =>
-      startIptablesKubeProxy(lab, node.ns, node.ipv4, fixture('iptables-overall.restore')),
+    start: async (node: NodeInfo) =>
+      startIptablesKubeProxy(lab, node.ns, node.ipv4, await iptablesOverallWithEtpLocal(), [
+        fixture('iptables-udp-clusterip.restore'),
+      ]),
     owns: ['iptables KUBE-SERVICES'],
+    // ClusterIPs of svc1, svc3, svc4, svc6 and kube-dns; node ports of svc1 (Local) and svc3;
+    // svc4's external IP, svc1's and its load balancer IP.
+    ipvs: { kproxy: 10, kubeProxy: 7 },
   },
   nftables: {
     start: (node: NodeInfo) =>
-      startNftablesKubeProxy(lab, node.ns, node.ipv4, fixture('nftables-overall.nft')),
+      startNftablesKubeProxy(lab, node.ns, node.ipv4, fixture('nftables-overall.nft'), [
+        fixture('nftables-udp-etp-local.nft'),
+      ]),
     owns: ['nft ip kube-proxy'],
+    // ClusterIPs of svc1, svc3, svc4, svc6, svc7 and kube-dns; node ports of svc3 and svc7
+    // (Local); svc4's external IP.
+    ipvs: { kproxy: 9, kubeProxy: 8 },
   },
 };
 /** kproxy's own iptables and nftables modes' rules. */
 const KPROXY_OWNS = { iptables: ['iptables KPROXY-*'], nftables: ['nft ip kproxy'] };
-/** The overall Services in IPVS: a ClusterIP each (svc1, svc3, svc4, svc6), svc3's node port, svc4's external IP. */
-const OVERALL_IPVS_OWNS = ['ipvs: 6 virtual services', 'link kproxy-ipvs0', 'nft ip kproxy-ipvs'];
-/** kube-proxy's IPVS mode, as startIpvsKubeProxy makes it for them (no external IP). */
-const OVERALL_KUBE_IPVS_OWNS = [
-  'ipset KUBE-*',
-  'iptables KUBE-SERVICES',
-  'ipvs: 5 virtual services',
-  'link kube-ipvs0',
-];
+/**
+ * The circles' pace: 20 connections a second over all their targets, the issue's rate. The bound
+ * is the VM's share of the host, not the takeover: with two targets at this pace the iptables circle
+ * passed alone in the VM (load ~5: 1,703 probes per target in 171 s, none failed) and both circles
+ * at once in two VMs (load 7-9: 2,592 and 2,536 in 260 and 254 s, none failed, slowest answer 15 s,
+ * the agent's syncs and cleanups 4-31 s against 4-28 s at one a second). With four targets (five a
+ * second each) the file took 475, 412 and 384 s in the VM alone, the circles 113 and 81 s, 112 and
+ * 99 s, 115 and 91 s; with two, at the commit before, 657, 674 and 417 s, the circles 179 and 198 s,
+ * 133 and 93 s (host load 5.0-6.2 on average in all six runs, one VM at a time).
+ */
+const CIRCLE_PROBES_PER_S = 20;
 
 for (const mode of ['iptables', 'nftables'] as const) {
   test(`a circle through kube-proxy's ${mode} mode: kube-proxy ${mode} → kproxy IPVS → kproxy ${mode} → kube-proxy IPVS → kproxy IPVS → kube-proxy ${mode}, no probe fails, held connections keep their backend`, {
@@ -696,15 +669,13 @@ for (const mode of ['iptables', 'nftables'] as const) {
     /** A kproxy mode that is not running, named to `kproxy cleanup --kube-proxy` (README, step 3). */
     const notRunning = mode === 'iptables' ? 'nftables' : 'iptables';
     const { node, holdThroughIpvs } = await takeoverNode(kubeProxy.start);
-    const agent = await startAgent(node, 'overall');
+    const agent = await startAgent(node, mode);
     /** What the agent printed after `from` (a length of what it had printed). */
     const printedSince = (from: number) => agent.printed().slice(from);
-    const targets: Target[] = OVERALL.probed(node.ipv4).map(({ name, host, port }) => ({
-      name,
-      proto: 'tcp',
-      host,
-      port,
-    }));
+    const targets: Target[] = CIRCLE_SERVICES[mode]
+      .probed(node.ipv4)
+      .map((target) => ({ ...target, proto: target.proto ?? 'tcp' }));
+    const everyMs = (1000 * targets.length) / CIRCLE_PROBES_PER_S;
     // svc4's ClusterIP: two endpoints, so each held connection's backend is a choice to keep.
     const twoEndpoints = OVERALL.held()[0]!.host;
     /** `drained` (held through IPVS) echoes while the drain waits for it, and the drain ends when it closes. */
@@ -723,7 +694,7 @@ for (const mode of ['iptables', 'nftables'] as const) {
     step(`H held through kube-proxy's ${mode} DNAT; probing`);
     const probingFrom = (performance.now() - fileStarted) / 1000;
     const stop = probeUntilStopped(t, topology, targets, {
-      everyMs: CIRCLE_PROBE_EVERY_MS,
+      everyMs,
       answerMs: ANSWER_MS,
     });
 
@@ -741,7 +712,7 @@ for (const mode of ['iptables', 'nftables'] as const) {
     );
     assert.equal(took.code, 0, agent.printed());
     assert.doesNotMatch(printedSince(from), /IPVS drain/, 'nothing of kube-proxy in IPVS to drain');
-    assert.deepEqual(await owners(node.ns), OVERALL_IPVS_OWNS);
+    assert.deepEqual(await owners(node.ns), kproxyIpvsOwns(kubeProxy.ipvs.kproxy));
     await echoes(h, 'H after kube-proxy → kproxy IPVS');
     const b = await holdThroughIpvs(twoEndpoints);
     step(`1. kube-proxy ${mode} → kproxy IPVS; B held through IPVS to ${b.greeting.name}`);
@@ -760,10 +731,10 @@ for (const mode of ['iptables', 'nftables'] as const) {
 
     // 3. kproxy's mode → kube-proxy IPVS (README, the way back): kproxy's DNAT takes new
     // connections until `kproxy cleanup --mode` removes it, IPVS every one after.
-    await startIpvsKubeProxy(lab, node.ns, node.ipv4, SERVICE_SETS.overall());
+    await startIpvsKubeProxy(lab, node.ns, node.ipv4, SERVICE_SETS[mode]());
     const back = await agent.ask({ cleanup: ['--mode', mode] }, allowance(20_000));
     assert.equal(back.code, 0, agent.printed());
-    assert.deepEqual(await owners(node.ns), OVERALL_KUBE_IPVS_OWNS);
+    assert.deepEqual(await owners(node.ns), kubeProxyIpvsOwns(kubeProxy.ipvs.kubeProxy));
     await echoes(c, `C after kproxy ${mode} → kube-proxy IPVS`);
     await echoes(h, `H after kproxy ${mode} → kube-proxy IPVS`);
     const d = await holdThroughIpvs(twoEndpoints);
@@ -782,7 +753,7 @@ for (const mode of ['iptables', 'nftables'] as const) {
     );
     assert.equal(again.code, 0, agent.printed());
     assert.doesNotMatch(printedSince(from), /IPVS drain/, 'nothing of kube-proxy left to drain');
-    assert.deepEqual(await owners(node.ns), OVERALL_IPVS_OWNS);
+    assert.deepEqual(await owners(node.ns), kproxyIpvsOwns(kubeProxy.ipvs.kproxy));
     await echoes(d.proc, 'D after kube-proxy IPVS → kproxy IPVS');
     step('4. kube-proxy IPVS → kproxy IPVS');
 
@@ -803,7 +774,7 @@ for (const mode of ['iptables', 'nftables'] as const) {
 
     const { probes, seconds: probed } = await stop();
     t.diagnostic(
-      `${probes.length / targets.length} probes per target in ${probed.toFixed(1)} s, ${slowest(probes, targets.length, probingFrom, CIRCLE_PROBE_EVERY_MS)}`,
+      `${probes.length / targets.length} probes per target in ${probed.toFixed(1)} s, ${slowest(probes, targets.length, probingFrom, everyMs)}`,
     );
     assert.deepEqual(failures(probes, topology.client.ipv4), [], 'no probe fails across the circle');
     await Promise.all([c.kill(), h.kill(), agent.proc.kill()]);

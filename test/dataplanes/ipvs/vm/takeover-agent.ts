@@ -1,4 +1,4 @@
-// kproxy in the lab node's namespace for the IPVS takeover chains (kube-proxy-ipvs-takeover.vmtest.ts):
+// kproxy in the lab node's namespace for the IPVS takeover tests (kube-proxy-ipvs-takeover.vmtest.ts):
 // `ip netns exec NODE node takeover-agent.ts NODE_IP [SERVICE_SET]` (takeover-services.ts; `takeover`
 // when absent), one process for a whole chain (a node start costs seconds under TCG), since IPVS's
 // netlink socket works in the namespace its process is in.
@@ -8,7 +8,8 @@
 //     full sync), wrapped as run wraps it (OtherModesCleanup: the other modes' cleanup after that
 //     sync, beside it, IPVS's drain bounded by drainMs); answers once the sync returned
 //   {"id":2,"cleaned":true}  answers when that cleanup has ended, with what it removed
-//   {"id":3,"cleanup":["--kube-proxy",...]}  `kproxy cleanup ARGS`, answered with its exit code
+//   {"id":3,"cleanup":["--kube-proxy",...]}  `kproxy cleanup ARGS`, answered with its exit code; wired
+//     as the CLI wires it (IPVS and conntrack by netlink in this process, so in the node's namespace)
 import { flushCompileCache } from 'node:module';
 import { createInterface } from 'node:readline';
 import type { DataplaneMode } from '../../../../contract/dataplane.ts';

@@ -3,14 +3,23 @@
 // `takeover`, upstream's TestNodePortIPv4 addresses, a TCP ClusterIP with a NodePort and a UDP
 // ClusterIP beside, each with the two pods of the lab's node, and TestOnlyLocalNodePorts' NodePort
 // with externalTrafficPolicy Local (at its own ClusterIP and NodePort: fixtures/kube-proxy/SOURCES.md),
-// pod 1 its local endpoint and pod 0 one it is told runs on another node; `overall`, the Services of upstream's
-// overall iptables and nftables dumps that carry traffic here (kube-proxy-rule-sets.ts), for the
-// chains that start from kube-proxy's iptables or nftables mode.
+// pod 1 its local endpoint and pod 0 one it is told runs on another node; `iptables` and
+// `nftables`, the Services of kube-proxy's rules that carry traffic here (CIRCLE_SERVICES), for the
+// circles that start from kube-proxy's iptables or nftables mode.
 
 import type { ServicePort } from '../../../../contract/proxy-state.ts';
 import { endpoint, ipv4, servicePort } from '../../../../harness/proxy-states.ts';
 import { CLUSTER_CIDR_V4 } from '../../../../harness/topology.ts';
-import { LOCAL_POD, OVERALL, POD0, POD1 } from '../../shared/kube-proxy-rule-sets.ts';
+import {
+  UDP_CLUSTER_IP as KUBE_DNS,
+  LOCAL_POD,
+  NFT_LOCAL_NODE_PORT,
+  OVERALL,
+  OVERALL_ETP_LOCAL,
+  POD0,
+  POD1,
+  together,
+} from '../../shared/kube-proxy-rule-sets.ts';
 
 export { LOCAL_POD, POD0, POD1 };
 export const TCP_CLUSTER_IP = '10.20.30.41';
@@ -18,6 +27,16 @@ export const UDP_CLUSTER_IP = '10.20.30.42';
 export const NODE_PORT = 3001;
 export const LOCAL_CLUSTER_IP = '10.20.30.43';
 export const LOCAL_NODE_PORT = 3002;
+
+/**
+ * The circles' Services, kube-proxy's iptables and nftables rule sets (kube-proxy-rule-sets.ts): the
+ * overall dump's, with in iptables ns1/svc1 as the eTP Local dump's (a Local NodePort), and the
+ * written rules' beside it (a UDP ClusterIP; in nftables a Local NodePort).
+ */
+export const CIRCLE_SERVICES = {
+  iptables: together(OVERALL_ETP_LOCAL, KUBE_DNS),
+  nftables: together(OVERALL, NFT_LOCAL_NODE_PORT, KUBE_DNS),
+};
 
 export const SERVICE_SETS = {
   takeover: (): ServicePort[] => {
@@ -38,7 +57,8 @@ export const SERVICE_SETS = {
       }),
     ];
   },
-  overall: OVERALL.ports,
+  iptables: CIRCLE_SERVICES.iptables.ports,
+  nftables: CIRCLE_SERVICES.nftables.ports,
 };
 export type ServiceSet = keyof typeof SERVICE_SETS;
 
