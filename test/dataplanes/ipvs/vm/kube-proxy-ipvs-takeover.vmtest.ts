@@ -10,13 +10,13 @@
 // test/dataplanes/shared/kube-proxy-takeover does), then `kproxy cleanup --kube-proxy --mode
 // iptables` with its IPVS drain, run by takeover-agent.ts in the node's namespace as the CLI runs
 // it (its IPVS and conntrack netlink sockets the node's, so the drain checks IPVS's list against
-// conntrack: confirmedByConntrack). The first and third tests probe a ClusterIP, a NodePort with
+// conntrack: confirmedByConntrack). The first, third and last tests probe a ClusterIP, a NodePort with
 // externalTrafficPolicy Cluster, one with Local (answered by the local pod, the client's address
 // kept) and a UDP ClusterIP. The third test walks
 // a chain of takeovers on one node with one prober throughout, kproxy run by takeover-agent.ts in the
 // node's namespace (IPVS's netlink socket is its process's namespace's): kproxy's mode switches as
 // `kproxy run` wires them, kube-proxy's IPVS shapes applied as its sync would, `kproxy cleanup`.
-// The last two walk a circle the same way from kube-proxy's iptables or nftables mode (upstream's
+// The two after it walk a circle the same way from kube-proxy's iptables or nftables mode (upstream's
 // dumps, loaded as kube-proxy-rule-sets.ts does on the host) through kproxy's IPVS mode,
 // kproxy's same mode and kube-proxy's IPVS mode back to where it began: the moves to and from IPVS
 // the chain does not make. Their Services (takeover-services.ts, CIRCLE_SERVICES), probed at 20
@@ -25,6 +25,8 @@
 // Local dump's in place of overall's ns1/svc1 (iptablesOverallWithEtpLocal), in nftables written
 // beside the dump; a UDP ClusterIP written beside either (no upstream dump holds one:
 // fixtures/kube-proxy/SOURCES.md).
+// The last walks the moves through kproxy's iptables mode no other test makes, as the chain does:
+// kube-proxy IPVS → kproxy iptables (the IPVS drain) → kproxy IPVS.
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { after, before, test } from 'node:test';
@@ -780,3 +782,62 @@ for (const mode of ['iptables', 'nftables'] as const) {
     await Promise.all([c.kill(), h.kill(), agent.proc.kill()]);
   });
 }
+
+test('a chain through kproxy iptables: kube-proxy IPVS → kproxy iptables → kproxy IPVS, no probe fails, held connections keep their backend', {
+  timeout: allowance(40_000),
+}, async (t) => {
+  const { node, holdThroughIpvs } = await ipvsNode();
+  const agent = await startAgent(node);
+  const targets = takeoverTargets(node.ipv4);
+  const udp = await topology.holdConnection(topology.client.ns, UDP_CLUSTER_IP, 53, 'udp');
+  const a = await holdThroughIpvs();
+  step(`A held through kube-proxy's IPVS to ${a.greeting.name}; probing`);
+  const probingFrom = (performance.now() - fileStarted) / 1000;
+  const stop = probeUntilStopped(t, topology, targets, { everyMs: PROBE_EVERY_MS, answerMs: ANSWER_MS });
+
+  // 1. kube-proxy IPVS → kproxy iptables (README, steps 2-3): kproxy's IPVS leftovers' cleanup
+  // leaves kube-proxy's virtual services; `kproxy cleanup --kube-proxy` unhooks kube-proxy's chains,
+  // then waits for A, which IPVS still balances and which echoes meanwhile, and ends soon after it
+  // closes. C, opened during the drain, is DNATed by kproxy's iptables rules (IPVS sees no packet
+  // DNATed away from the ClusterIP); the UDP flow's entry is cut and it goes on through them.
+  assert.equal(
+    (await agent.ask({ run: 'iptables', drainMs: LONG_BOUND_MS }, allowance(20_000))).synced,
+    'full',
+  );
+  await agent.ask({ cleaned: true }, allowance(20_000));
+  const took = agent.ask(
+    { cleanup: ['--kube-proxy', '--mode', 'nftables', '--ipvs-drain-timeout', `${LONG_BOUND_MS}ms`] },
+    LONG_BOUND_MS + allowance(30_000),
+  );
+  await until('the drain waits for A', () => /IPVS drain: waiting/.test(agent.printed()), allowance(20_000));
+  const c = await topology.holdConnection(topology.client.ns, TCP_CLUSTER_IP, 80, 'tcp', HELD_TICK_MS);
+  await echoes(a.proc, 'A during the drain');
+  const closedAt = performance.now();
+  await a.proc.stop(allowance(5_000));
+  await drainEnds(agent.printed);
+  t.diagnostic(`the IPVS drain ended ${((performance.now() - closedAt) / 1000).toFixed(1)} s after A closed`);
+  assert.equal((await took).code, 0, agent.printed());
+  assert.match(agent.printed(), /removed conntrack: \d+ entr(y|ies) of \d+ cut IPVS connection/);
+  assert.deepEqual(await owners(node.ns), ['iptables KPROXY-*']);
+  await echoes(c, "C, DNATed by kproxy's iptables rules");
+  step('1. kube-proxy IPVS → kproxy iptables');
+
+  // 2. kproxy iptables → kproxy IPVS, as `kproxy run` switches: C keeps its DNAT in conntrack;
+  // new connections go to IPVS once the iptables rules are gone.
+  assert.equal((await agent.ask({ run: 'ipvs', drainMs: LONG_BOUND_MS }, allowance(20_000))).synced, 'full');
+  await agent.ask({ cleaned: true }, allowance(20_000));
+  assert.deepEqual(await owners(node.ns), IPVS_OWNS);
+  await echoes(c, 'C after kproxy iptables → kproxy IPVS');
+  step('2. kproxy iptables → kproxy IPVS');
+
+  const udpAtEnd = lines(udp).length;
+  await sleep(1000);
+  const { probes, seconds: probed } = await stop();
+  t.diagnostic(
+    `${probes.length / targets.length} probes per target in ${probed.toFixed(1)} s (${(probes.length / probed).toFixed(1)}/s in all), ${slowest(probes, targets.length, probingFrom)}`,
+  );
+  assert.deepEqual(failures(probes, topology.client.ipv4), [], 'no probe fails across the chain');
+  assert.ok(lines(udp).length > udpAtEnd + 2, udp.output());
+  assert.doesNotMatch(udp.output(), /error/);
+  await Promise.all([c.kill(), udp.kill(), agent.proc.kill()]);
+});

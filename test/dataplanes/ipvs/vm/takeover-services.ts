@@ -11,7 +11,7 @@ import type { ServicePort } from '../../../../contract/proxy-state.ts';
 import { endpoint, ipv4, servicePort } from '../../../../harness/proxy-states.ts';
 import { CLUSTER_CIDR_V4 } from '../../../../harness/topology.ts';
 import {
-  UDP_CLUSTER_IP as KUBE_DNS,
+  KUBE_DNS_UDP as KUBE_DNS,
   LOCAL_POD,
   NFT_LOCAL_NODE_PORT,
   OVERALL,
