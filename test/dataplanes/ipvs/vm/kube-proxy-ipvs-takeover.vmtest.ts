@@ -29,7 +29,7 @@
 // kube-proxy IPVS → kproxy iptables (the IPVS drain) → kproxy IPVS.
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
-import { after, before, test } from 'node:test';
+import { after, before, type TestContext, test } from 'node:test';
 import type { ServicePort } from '../../../../contract/proxy-state.ts';
 import { buildNftablesDataplane } from '../../../../dataplanes/nftables/build.ts';
 import { type CommandRunner, execaRunner } from '../../../../dataplanes/shared/command-runner.ts';
@@ -139,6 +139,22 @@ function slowest(
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * The client's probes to `targets` from now on, one per target every `everyMs`; the function it
+ * returns stops them, gives their figures as a diagnostic and asserts that none failed.
+ */
+function probing(t: TestContext, targets: readonly Target[], everyMs = PROBE_EVERY_MS) {
+  const fromS = (performance.now() - fileStarted) / 1000;
+  const stop = probeUntilStopped(t, topology, targets, { everyMs, answerMs: ANSWER_MS });
+  return async (across: string): Promise<void> => {
+    const { probes, seconds } = await stop();
+    t.diagnostic(
+      `${probes.length / targets.length} probes per target in ${seconds.toFixed(1)} s (${(probes.length / seconds).toFixed(1)}/s in all), ${slowest(probes, targets.length, fromS, everyMs)}`,
+    );
+    assert.deepEqual(failures(probes, topology.client.ipv4), [], `no probe fails across ${across}`);
+  };
+}
 
 /**
  * kube-proxy's IPVS mode on the node serving `ports`: sysctls, kube-ipvs0, virtual services, ipsets,
@@ -376,8 +392,7 @@ test('kube-proxy IPVS → kproxy nftables: the drain keeps a held connection unt
   const udp = await topology.holdConnection(topology.client.ns, UDP_CLUSTER_IP, 53, 'udp');
   step(`held through IPVS: TCP to ${held.greeting.name}, a UDP flow`);
   const targets = takeoverTargets(node.ipv4);
-  const probingFrom = (performance.now() - fileStarted) / 1000;
-  const stop = probeUntilStopped(t, topology, targets, { everyMs: PROBE_EVERY_MS, answerMs: ANSWER_MS });
+  const stopProbes = probing(t, targets);
   await sync();
   step('kproxy synced');
   const cleanup = startCleanup(
@@ -417,11 +432,7 @@ test('kube-proxy IPVS → kproxy nftables: the drain keeps a held connection unt
   const udpAtEnd = lines(udp).length;
   await sleep(1000);
   step('cleanup done; stopping the probes');
-  const { probes, seconds: probed } = await stop();
-  t.diagnostic(
-    `${probes.length / targets.length} probes per target in ${probed.toFixed(1)} s (${(probes.length / probed).toFixed(1)}/s in all), ${slowest(probes, targets.length, probingFrom)}`,
-  );
-  assert.deepEqual(failures(probes, topology.client.ipv4), [], 'no probe fails across the takeover');
+  await stopProbes('the takeover');
   // The UDP flow IPVS balanced answers after its conntrack entry went, now through kproxy's rules.
   assert.ok(lines(udp).length > udpAtEnd + 2, udp.output());
   assert.doesNotMatch(udp.output(), /error/);
@@ -541,8 +552,7 @@ test('a chain of takeovers with IPVS: kube-proxy IPVS → kproxy IPVS → nftabl
     'the Local NodePort keeps the client address',
   );
   step(`A held through kube-proxy's IPVS to ${a.greeting.name}, L to ${l.greeting.name}; probing`);
-  const probingFrom = (performance.now() - fileStarted) / 1000;
-  const stop = probeUntilStopped(t, topology, targets, { everyMs: PROBE_EVERY_MS, answerMs: ANSWER_MS });
+  const stopProbes = probing(t, targets);
 
   // 1. kube-proxy IPVS → kproxy IPVS: kproxy's full sync takes kube-proxy's virtual services over in
   // place (same address, port, protocol) and the cleanup leaves them, so A keeps its real server.
@@ -610,11 +620,7 @@ test('a chain of takeovers with IPVS: kube-proxy IPVS → kproxy IPVS → nftabl
 
   const udpAtEnd = lines(udp).length;
   await sleep(1000);
-  const { probes, seconds: probed } = await stop();
-  t.diagnostic(
-    `${probes.length / targets.length} probes per target in ${probed.toFixed(1)} s (${(probes.length / probed).toFixed(1)}/s in all), ${slowest(probes, targets.length, probingFrom)}`,
-  );
-  assert.deepEqual(failures(probes, topology.client.ipv4), [], 'no probe fails across the chain');
+  await stopProbes('the chain');
   // The UDP flow answered through every step (its entry cut when kproxy's IPVS went, at 2).
   assert.ok(lines(udp).length > udpAtEnd + 2, udp.output());
   assert.doesNotMatch(udp.output(), /error/);
@@ -694,11 +700,7 @@ for (const mode of ['iptables', 'nftables'] as const) {
     // H: DNATed by kube-proxy's rules, held through the whole circle.
     const h = await topology.holdConnection(topology.client.ns, twoEndpoints, 80, 'tcp', HELD_TICK_MS);
     step(`H held through kube-proxy's ${mode} DNAT; probing`);
-    const probingFrom = (performance.now() - fileStarted) / 1000;
-    const stop = probeUntilStopped(t, topology, targets, {
-      everyMs,
-      answerMs: ANSWER_MS,
-    });
+    const stopProbes = probing(t, targets, everyMs);
 
     // 1. kube-proxy → kproxy IPVS: kube-proxy's DNAT takes new connections until the cleanup
     // removes it, IPVS (LOCAL_IN, after it) every one after; H keeps its NAT in conntrack.
@@ -774,11 +776,7 @@ for (const mode of ['iptables', 'nftables'] as const) {
     await echoes(h, `H after kproxy IPVS → kube-proxy ${mode}`);
     step(`5. kproxy IPVS → kube-proxy ${mode}`);
 
-    const { probes, seconds: probed } = await stop();
-    t.diagnostic(
-      `${probes.length / targets.length} probes per target in ${probed.toFixed(1)} s, ${slowest(probes, targets.length, probingFrom, everyMs)}`,
-    );
-    assert.deepEqual(failures(probes, topology.client.ipv4), [], 'no probe fails across the circle');
+    await stopProbes('the circle');
     await Promise.all([c.kill(), h.kill(), agent.proc.kill()]);
   });
 }
@@ -792,8 +790,7 @@ test('a chain through kproxy iptables: kube-proxy IPVS → kproxy iptables → k
   const udp = await topology.holdConnection(topology.client.ns, UDP_CLUSTER_IP, 53, 'udp');
   const a = await holdThroughIpvs();
   step(`A held through kube-proxy's IPVS to ${a.greeting.name}; probing`);
-  const probingFrom = (performance.now() - fileStarted) / 1000;
-  const stop = probeUntilStopped(t, topology, targets, { everyMs: PROBE_EVERY_MS, answerMs: ANSWER_MS });
+  const stopProbes = probing(t, targets);
 
   // 1. kube-proxy IPVS → kproxy iptables (README, steps 2-3): kproxy's IPVS leftovers' cleanup
   // leaves kube-proxy's virtual services; `kproxy cleanup --kube-proxy` unhooks kube-proxy's chains,
@@ -832,11 +829,7 @@ test('a chain through kproxy iptables: kube-proxy IPVS → kproxy iptables → k
 
   const udpAtEnd = lines(udp).length;
   await sleep(1000);
-  const { probes, seconds: probed } = await stop();
-  t.diagnostic(
-    `${probes.length / targets.length} probes per target in ${probed.toFixed(1)} s (${(probes.length / probed).toFixed(1)}/s in all), ${slowest(probes, targets.length, probingFrom)}`,
-  );
-  assert.deepEqual(failures(probes, topology.client.ipv4), [], 'no probe fails across the chain');
+  await stopProbes('the chain');
   assert.ok(lines(udp).length > udpAtEnd + 2, udp.output());
   assert.doesNotMatch(udp.output(), /error/);
   await Promise.all([c.kill(), udp.kill(), agent.proc.kill()]);
