@@ -320,7 +320,11 @@ export const OVERALL_ETP_LOCAL: RuleSetServices = {
     ...OVERALL.probed(nodeIP),
     ...ETP_LOCAL.probed(nodeIP).filter((target) => target.localOnly),
   ],
-  held: OVERALL.held,
+  /** Overall's, and one to the Local NodePort (its local endpoint to keep). */
+  held: (nodeIP: string): Target[] => [
+    ...OVERALL.held(),
+    ...ETP_LOCAL.probed(nodeIP).filter((target) => target.localOnly),
+  ],
 };
 
 /** KUBE-SERVICES' last rule: a Service's rules in the chain come before it. */

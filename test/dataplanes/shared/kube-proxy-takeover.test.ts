@@ -6,8 +6,9 @@
 // The steps are the README's ("Migration from kube-proxy and rollback"). Each kube-proxy rule set is
 // probed where it gives a Service that answers here: the overall dumps' ClusterIP (ns1/svc1) and
 // NodePort with externalTrafficPolicy Cluster (ns3/svc3), one connection held to ns4/svc4 (two
-// endpoints); the iptables eTP Local dump's ClusterIP (two endpoints) and NodePort with
-// externalTrafficPolicy Local, one connection held to each; in every rule set a UDP ClusterIP
+// endpoints); in iptables mode a second run with the overall dump's ns1/svc1 as the eTP Local dump
+// gives it (iptablesOverallWithEtpLocal: its ClusterIP of two endpoints, its NodePort with
+// externalTrafficPolicy Local, one connection held to that NodePort too); in every rule set a UDP ClusterIP
 // (kube-system/kube-dns:dns, two endpoints, written), probed and two flows held (a source port
 // each: every answer must come from the flow's first backend); and in nftables mode a NodePort with
 // externalTrafficPolicy Local and a local endpoint (ns7/svc7, written), probed and held. A Local
@@ -26,14 +27,15 @@ import { type Probe, probeUntilStopped } from '../../../harness/steady-probes.ts
 import { ANSWER_TIMEOUT_MS, Topology } from '../../../harness/topology.ts';
 import { cleanupCommand } from '../../../src/cli/cleanup.ts';
 import {
-  ETP_LOCAL,
   ensureNfacct,
   fixture,
+  iptablesOverallWithEtpLocal,
   KUBE_DNS_UDP,
   LOCAL_POD,
   NFACCT,
   NFT_LOCAL_NODE_PORT,
   OVERALL,
+  OVERALL_ETP_LOCAL,
   POD_CIDRS,
   startIptablesKubeProxy,
   startNftablesKubeProxy,
@@ -106,20 +108,24 @@ const IPTABLES_UDP = [fixture('iptables-udp-clusterip.restore')];
 const RULE_SETS = [
   {
     tag: 'ipt',
+    name: 'iptables-overall.restore',
     mode: 'iptables',
     dump: fixture('iptables-overall.restore'),
     besides: IPTABLES_UDP,
     services: together(OVERALL, KUBE_DNS_UDP),
   },
   {
+    // All four kinds in one run: the overall Services with ns1/svc1 as the eTP Local dump's.
     tag: 'iptl',
+    name: "iptables-overall.restore, ns1/svc1 iptables-etp-local.restore's",
     mode: 'iptables',
-    dump: fixture('iptables-etp-local.restore'),
+    dump: await iptablesOverallWithEtpLocal(),
     besides: IPTABLES_UDP,
-    services: together(ETP_LOCAL, KUBE_DNS_UDP),
+    services: together(OVERALL_ETP_LOCAL, KUBE_DNS_UDP),
   },
   {
     tag: 'nft',
+    name: 'nftables-overall.nft',
     mode: 'nftables',
     dump: fixture('nftables-overall.nft'),
     besides: [fixture('nftables-udp-etp-local.nft')],
@@ -142,8 +148,7 @@ for (const ruleSet of RULE_SETS) {
   for (const to of ['iptables', 'nftables'] as const) {
     const kubeProxy = KUBE_PROXY_MODES[ruleSet.mode];
     const { services } = ruleSet;
-    const dumpName = ruleSet.dump.pathname.split('/').pop();
-    describe(`kube-proxy (${ruleSet.mode} mode, ${dumpName}) → kproxy ${to} → kube-proxy`, () => {
+    describe(`kube-proxy (${ruleSet.mode} mode, ${ruleSet.name}) → kproxy ${to} → kube-proxy`, () => {
       test('no connection fails, held ones keep their backend, each owner is left alone', async (t) => {
         if (!requireRoot(t)) return;
         const lab = new Lab(`kptake-${ruleSet.tag}-${to.slice(0, 3)}`);
