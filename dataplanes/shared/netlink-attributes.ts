@@ -4,6 +4,8 @@
 const HEADER = 4;
 /** NLA_F_NESTED | NLA_F_NET_BYTEORDER: flags in the type field, not part of the type. */
 const TYPE_MASK = 0x3fff;
+/** nla_len is 16 bits. */
+const MAX_ATTRIBUTE = 0xffff;
 
 function align(length: number): number {
   return (length + 3) & ~3;
@@ -84,21 +86,33 @@ export class AttributeWriter {
     return at;
   }
 
+  // Plain byte stores, not Buffer's write methods: a cold start writes millions of fields, and
+  // those check their arguments on every call (a third of encoding in a CPU profile).
   setU8(at: number, value: number): void {
-    this.#buffer.writeUInt8(value, at);
+    this.#buffer[at] = value;
   }
 
   setU16(at: number, value: number): void {
-    this.#buffer.writeUInt16LE(value, at);
+    const b = this.#buffer;
+    b[at] = value;
+    b[at + 1] = value >>> 8;
   }
 
   setU32(at: number, value: number): void {
-    this.#buffer.writeUInt32LE(value >>> 0, at);
+    const b = this.#buffer;
+    b[at] = value;
+    b[at + 1] = value >>> 8;
+    b[at + 2] = value >>> 16;
+    b[at + 3] = value >>> 24;
   }
 
   /** A 32-bit value in network byte order (nf_tables verdict codes). */
   setU32BE(at: number, value: number): void {
-    this.#buffer.writeUInt32BE(value >>> 0, at);
+    const b = this.#buffer;
+    b[at] = value >>> 24;
+    b[at + 1] = value >>> 16;
+    b[at + 2] = value >>> 8;
+    b[at + 3] = value;
   }
 
   setBytes(at: number, bytes: Uint8Array): void {
@@ -107,16 +121,16 @@ export class AttributeWriter {
 
   /** An attribute of `size` payload bytes, zeroed; where its payload starts. */
   attribute(type: number, size: number): number {
+    if (HEADER + size > MAX_ATTRIBUTE) throw new RangeError(`a netlink attribute of ${size} bytes`);
     const at = this.skip(HEADER + size);
-    this.#buffer.writeUInt16LE(HEADER + size, at);
-    this.#buffer.writeUInt16LE(type, at + 2);
+    this.setU16(at, HEADER + size);
+    this.setU16(at + 2, type);
     return at + HEADER;
   }
 
   // Each writer below takes its offset first: attribute() may grow the buffer (a new one).
   u16(type: number, value: number): void {
-    const at = this.attribute(type, 2);
-    this.#buffer.writeUInt16LE(value, at);
+    this.setU16(this.attribute(type, 2), value);
   }
 
   /** A 16-bit value in network byte order (ports). */
@@ -126,8 +140,7 @@ export class AttributeWriter {
   }
 
   u32(type: number, value: number): void {
-    const at = this.attribute(type, 4);
-    this.#buffer.writeUInt32LE(value >>> 0, at);
+    this.setU32(this.attribute(type, 4), value);
   }
 
   bytes(type: number, payload: Uint8Array): void {
@@ -144,12 +157,14 @@ export class AttributeWriter {
   /** Opens a nested attribute: the attributes written until end(at) are its payload. */
   begin(type: number): number {
     const at = this.skip(HEADER);
-    this.#buffer.writeUInt16LE(type, at + 2);
+    this.setU16(at + 2, type);
     return at;
   }
 
   end(at: number): void {
-    this.#buffer.writeUInt16LE(this.#length - at, at);
+    const length = this.#length - at;
+    if (length > MAX_ATTRIBUTE) throw new RangeError(`a nested netlink attribute of ${length} bytes`);
+    this.setU16(at, length);
   }
 
   /** A copy of what was written. */

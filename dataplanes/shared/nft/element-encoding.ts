@@ -84,7 +84,11 @@ const LENGTH: Readonly<Record<Component, number>> = {
   mark: 4,
   u32: 4,
 };
-const PROTOCOLS: Readonly<Record<string, number>> = { tcp: 6, udp: 17, sctp: 132 };
+const PROTOCOL_LIST: readonly (readonly [string, number])[] = [
+  ['tcp', 6],
+  ['udp', 17],
+  ['sctp', 132],
+];
 
 function size(parts: readonly Component[]): number {
   if (parts.length === 1) return LENGTH[parts[0]!];
@@ -124,27 +128,17 @@ export function writeElement(
   withData: boolean,
 ): void {
   const elem = w.begin(NFTA.LIST_ELEM | NLA_F_NESTED);
-  const values = element.key.split(' . ');
-  if (values.length !== layout.key.length) throw new Error(`element key ${element.key} does not fit its set`);
-  writeValue(w, NFTA.SET_ELEM_KEY, layout.key, values, 'first');
-  if (layout.interval) writeValue(w, NFTA.SET_ELEM_KEY_END, layout.key, values, 'last');
+  writeValue(w, NFTA.SET_ELEM_KEY, layout.key, element.key, 'first', 'key');
+  if (layout.interval) writeValue(w, NFTA.SET_ELEM_KEY_END, layout.key, element.key, 'last', 'key');
   if (withData && layout.data !== undefined) {
     if (element.value === undefined) throw new Error(`map element ${element.key} without a value`);
     const data = w.begin(NFTA.SET_ELEM_DATA | NLA_F_NESTED);
     if (layout.data === 'verdict') writeVerdict(w, element.value);
-    else {
-      const parts = element.value.split(' . ');
-      if (parts.length !== layout.data.length)
-        throw new Error(`element value ${element.value} does not fit its map`);
-      writeComponents(w, NFTA.DATA_VALUE, layout.data, parts, 'first');
-    }
+    else writeComponents(w, NFTA.DATA_VALUE, layout.data, element.value, 'first', 'value');
     w.end(data);
   }
   if (withData && element.comment !== undefined) {
-    const text = Buffer.from(`${element.comment}\0`, 'utf8');
-    // nft's own limit, as the text path checks it; it also keeps the length within its one byte.
-    if (text.length - 1 > MAX_COMMENT)
-      throw new Error(`nft comment over ${MAX_COMMENT} bytes: ${element.comment}`);
+    const text = commentBytes(element.comment);
     const at = w.attribute(NFTA.SET_ELEM_USERDATA, 2 + text.length);
     w.setU8(at, UDATA_SET_ELEM_COMMENT);
     w.setU8(at + 1, text.length);
@@ -157,28 +151,42 @@ function writeValue(
   w: AttributeWriter,
   type: number,
   layout: readonly Component[],
-  values: readonly string[],
+  text: string,
   end: 'first' | 'last',
+  what: 'key' | 'value',
 ): void {
   const nest = w.begin(type | NLA_F_NESTED);
-  writeComponents(w, NFTA.DATA_VALUE, layout, values, end);
+  writeComponents(w, NFTA.DATA_VALUE, layout, text, end, what);
   w.end(nest);
 }
 
+const SEPARATOR = ' . ';
+
+/**
+ * The components of `text` (`a . b . c`), each written where `layout` puts it: read in place,
+ * not split into strings (a cold start writes hundreds of thousands of elements).
+ */
 function writeComponents(
   w: AttributeWriter,
   type: number,
   layout: readonly Component[],
-  values: readonly string[],
+  text: string,
   end: 'first' | 'last',
+  what: 'key' | 'value',
 ): void {
   const at = w.attribute(type, size(layout));
   let offset = at;
   const padded = layout.length > 1;
+  let from = 0;
   for (let i = 0; i < layout.length; i++) {
     const component = layout[i]!;
-    writeComponent(w, offset, component, values[i]!, end);
+    const last = i === layout.length - 1;
+    const to = last ? text.length : text.indexOf(SEPARATOR, from);
+    if (to < 0 || (last && text.includes(SEPARATOR, from)))
+      throw new Error(`element ${what} ${text} does not fit its ${what === 'key' ? 'set' : 'map'}`);
+    writeComponent(w, offset, component, text, from, to, end);
     offset += padded ? (LENGTH[component] + 3) & ~3 : LENGTH[component];
+    from = to + SEPARATOR.length;
   }
 }
 
@@ -187,31 +195,57 @@ function writeComponent(
   at: number,
   component: Component,
   text: string,
+  from: number,
+  to: number,
   end: 'first' | 'last',
 ): void {
   switch (component) {
     case 'ipv4':
-      w.setU32BE(at, ipv4Value(text, end));
+      w.setU32BE(at, ipv4Value(text, end, from, to));
       return;
     case 'ipv6':
-      w.setBytes(at, ipv6PrefixBytes(text, end));
+      w.setBytes(at, ipv6PrefixBytes(text.slice(from, to), end));
       return;
     case 'proto': {
-      const proto = PROTOCOLS[text] ?? integer(text, 0xff);
+      const proto = protocolNumber(text, from, to);
       w.setU8(at, proto);
       return;
     }
     case 'service': {
-      const port = integer(text, 0xffff);
+      const port = integer(text, 0xffff, from, to);
       w.setU8(at, port >>> 8);
       w.setU8(at + 1, port & 0xff);
       return;
     }
     case 'mark':
     case 'u32':
-      w.setU32(at, integer(text, 0xffffffff));
+      w.setU32(at, integer(text, 0xffffffff, from, to));
       return;
   }
+}
+
+/** A protocol's name (tcp, udp, sctp) or number, read from `text`'s range. */
+function protocolNumber(text: string, from: number, to: number): number {
+  for (const [name, number] of PROTOCOL_LIST)
+    if (to - from === name.length && text.startsWith(name, from)) return number;
+  return integer(text, 0xff, from, to);
+}
+
+/** Comments met so far, encoded (libnftnl's NUL-terminated text); a map has a few kinds. */
+const comments = new Map<string, Uint8Array>();
+/** How many comments or verdicts are kept parsed: past it, the cache starts over. */
+const COMMENTS_KEPT = 4096;
+
+function commentBytes(comment: string): Uint8Array {
+  let text = comments.get(comment);
+  if (text === undefined) {
+    text = Buffer.from(`${comment}\0`, 'utf8');
+    // nft's own limit, as the text path checks it; it also keeps the length within its one byte.
+    if (text.length - 1 > MAX_COMMENT) throw new Error(`nft comment over ${MAX_COMMENT} bytes: ${comment}`);
+    if (comments.size >= COMMENTS_KEPT) comments.clear();
+    comments.set(comment, text);
+  }
+  return text;
 }
 
 /** A decimal integer up to `max` (a loop over the digits: a cold start parses millions). */
@@ -226,20 +260,20 @@ function integer(text: string, max: number, from = 0, to = text.length): number 
   return value;
 }
 
-/** An IPv4 address, or a prefix's first or last address, as a 32-bit number. */
-function ipv4Value(text: string, end: 'first' | 'last'): number {
-  const slash = text.indexOf('/');
-  const stop = slash < 0 ? text.length : slash;
+/** An IPv4 address, or a prefix's first or last address, as a 32-bit number; `text` from `from` to `to`. */
+function ipv4Value(text: string, end: 'first' | 'last', from = 0, to = text.length): number {
+  const slash = text.indexOf('/', from);
+  const stop = slash < 0 || slash >= to ? to : slash;
   let value = 0;
-  let start = 0;
+  let start = from;
   for (let octet = 0; octet < 4; octet++) {
     const dot = octet === 3 ? stop : text.indexOf('.', start);
-    if (dot < 0 || dot > stop) throw new Error(`not an IPv4 address: ${text}`);
+    if (dot < 0 || dot > stop) throw new Error(`not an IPv4 address: ${text.slice(from, to)}`);
     value = value * 256 + integer(text, 255, start, dot);
     start = dot + 1;
   }
-  if (slash < 0) return value;
-  const prefix = integer(text, 32, slash + 1);
+  if (stop === to) return value;
+  const prefix = integer(text, 32, stop + 1, to);
   const host = prefix === 0 ? 0xffffffff : 2 ** (32 - prefix) - 1;
   return end === 'last' ? (value | host) >>> 0 : (value & ~host) >>> 0;
 }
@@ -297,12 +331,26 @@ function ipv6Bytes(text: string): Uint8Array {
   return out;
 }
 
+/** A verdict's code and chain, parsed once per text: a dispatch map's elements share a few. */
+const verdicts = new Map<string, { readonly code: number; readonly chain: string | undefined }>();
+
+function parsedVerdict(text: string): { readonly code: number; readonly chain: string | undefined } {
+  let verdict = verdicts.get(text);
+  if (verdict === undefined) {
+    const [word, chain, ...rest] = text.trim().split(/\s+/);
+    const code = VERDICTS[word!];
+    const needsChain = word === 'jump' || word === 'goto';
+    if (code === undefined || rest.length > 0 || needsChain !== (chain !== undefined))
+      throw new Error(`nft verdict ${text} is not one the element writer knows`);
+    verdict = { code, chain };
+    if (verdicts.size >= COMMENTS_KEPT) verdicts.clear();
+    verdicts.set(text, verdict);
+  }
+  return verdict;
+}
+
 function writeVerdict(w: AttributeWriter, text: string): void {
-  const [word, chain, ...rest] = text.trim().split(/\s+/);
-  const code = VERDICTS[word!];
-  const needsChain = word === 'jump' || word === 'goto';
-  if (code === undefined || rest.length > 0 || needsChain !== (chain !== undefined))
-    throw new Error(`nft verdict ${text} is not one the element writer knows`);
+  const { code, chain } = parsedVerdict(text);
   const nest = w.begin(NFTA.DATA_VERDICT | NLA_F_NESTED);
   const at = w.attribute(NFTA.VERDICT_CODE, 4);
   w.setU32BE(at, code);
