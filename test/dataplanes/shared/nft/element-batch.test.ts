@@ -95,6 +95,28 @@ test('a concatenated interval set: the range as its first key and its last (NFTA
   );
 });
 
+test('an element whose text does not fit its set or map is refused, naming it', () => {
+  const set: SetSpec = {
+    name: 'aff-ports',
+    kind: 'map',
+    type: 'type ipv4_addr . inet_proto . inet_service : inet_service',
+  };
+  for (const [element, error] of [
+    [{ key: '10.0.0.2 . tcp', value: '8080' }, /element key 10\.0\.0\.2 \. tcp does not fit its set/],
+    [
+      { key: '10.0.0.2 . tcp . 80 . 81', value: '8080' },
+      /element key 10\.0\.0\.2 \. tcp \. 80 \. 81 does not fit/,
+    ],
+    [{ key: '10.0.0.2 . tcp . 80', value: '8080 . 1' }, /element value 8080 \. 1 does not fit its map/],
+    [{ key: '10.0.0.256 . tcp . 80', value: '8080' }, /10\.0\.0\.256 .*not an integer to 255/],
+    [{ key: '10.0.0 . tcp . 80', value: '8080' }, /not an IPv4 address: 10\.0\.0$/],
+    [{ key: '10.0.0.2 . tcpx . 80', value: '8080' }, /tcpx .*not an integer to 255/],
+    [{ key: '10.0.0.2 . tcp . 65536', value: '8080' }, /not an integer to 65535/],
+  ] as const) {
+    assert.throws(() => elementMessage(set, element), error, element.key);
+  }
+});
+
 test('a delete names the key only', () => {
   const set: SetSpec = {
     name: 'aff-ports',
