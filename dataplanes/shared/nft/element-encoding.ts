@@ -233,8 +233,8 @@ function protocolNumber(text: string, from: number, to: number): number {
 
 /** Comments met so far, encoded (libnftnl's NUL-terminated text); a map has a few kinds. */
 const comments = new Map<string, Uint8Array>();
-/** How many comments or verdicts are kept parsed: past it, the cache starts over. */
-const COMMENTS_KEPT = 4096;
+/** How many comment or verdict texts each cache keeps parsed: past it, that cache starts over. */
+const PARSED_TEXTS_KEPT = 4096;
 
 function commentBytes(comment: string): Uint8Array {
   let text = comments.get(comment);
@@ -242,7 +242,7 @@ function commentBytes(comment: string): Uint8Array {
     text = Buffer.from(`${comment}\0`, 'utf8');
     // nft's own limit, as the text path checks it; it also keeps the length within its one byte.
     if (text.length - 1 > MAX_COMMENT) throw new Error(`nft comment over ${MAX_COMMENT} bytes: ${comment}`);
-    if (comments.size >= COMMENTS_KEPT) comments.clear();
+    if (comments.size >= PARSED_TEXTS_KEPT) comments.clear();
     comments.set(comment, text);
   }
   return text;
@@ -343,7 +343,7 @@ function parsedVerdict(text: string): { readonly code: number; readonly chain: s
     if (code === undefined || rest.length > 0 || needsChain !== (chain !== undefined))
       throw new Error(`nft verdict ${text} is not one the element writer knows`);
     verdict = { code, chain };
-    if (verdicts.size >= COMMENTS_KEPT) verdicts.clear();
+    if (verdicts.size >= PARSED_TEXTS_KEPT) verdicts.clear();
     verdicts.set(text, verdict);
   }
   return verdict;
