@@ -15,7 +15,7 @@ export interface IpvsLoad {
 }
 
 export interface IpvsLoadOptions {
-  /** The curve's sizes, N services each. */
+  /** The curve's sizes, N services each; a 0 is no point (`--services 0`: the affinity rounds alone). */
   readonly services: readonly number[];
   readonly endpointsPerService: number;
   /** The wide Service's endpoints; 0: no wide point. */
@@ -32,7 +32,9 @@ export function ipvsLoads(options: IpvsLoadOptions): IpvsLoad[] {
     detailed: true,
     affinity: false,
   });
-  const points = options.services.map((services) => point({ services, endpointsPerService, wide: false }));
+  const points = options.services
+    .filter((services) => services > 0)
+    .map((services) => point({ services, endpointsPerService, wide: false }));
   if (options.wideEndpoints > 0)
     points.push(point({ services: 1, endpointsPerService: options.wideEndpoints, wide: true }));
   const shape = { services: options.affinityServices, endpointsPerService, wide: false };

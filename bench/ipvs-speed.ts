@@ -15,7 +15,7 @@
 // - ClientIP affinity: the cold sync of A services with `sessionAffinity: ClientIP` vs the same
 //   without (issue 16's question for IPVS: persistence is one attribute per virtual server).
 // The VM is emulated (TCG, ~10× slower than the host and noisy): read ratios, not absolute times.
-//   node --expose-gc bench/ipvs-speed.ts [--services 10000[,30000]] [--endpoints 10]
+//   node --expose-gc bench/ipvs-speed.ts [--services 10000[,30000] (0: none)] [--endpoints 10]
 //     [--wide-endpoints 100000 (0: no wide point)] [--affinity-services 3000] [--rounds 2]
 //     [--changes 7] [--connects 100]
 import { readFile } from 'node:fs/promises';
@@ -75,7 +75,8 @@ const CLIENT_IP = '10.201.0.2';
 if (!kernelRuns('ipvs')) {
   // The VM script's own bound (30 min by default) would cut the run short.
   process.env.IPVS_QEMU_TIMEOUT ??= String(VM_TIMEOUT_MS / 1000);
-  // The figures are the last BENCH-RESULT line of the guest's console.
+  // The figures are the last BENCH-RESULT line of the guest's console, where the console's own
+  // escape sequences (a reset and a clear screen as the guest's userland starts) may come before it.
   const run = await runInVm(
     process.execPath,
     ['--expose-gc', import.meta.filename, ...process.argv.slice(2)],
@@ -84,9 +85,9 @@ if (!kernelRuns('ipvs')) {
       onOutput: (text) => process.stderr.write(text),
     },
   );
-  const result = run.output.split('\n').findLast((l) => l.startsWith('BENCH-RESULT '));
+  const result = run.output.split('\n').findLast((l) => l.includes('BENCH-RESULT '));
   if (result === undefined) throw new Error(`ipvs bench: no figures from the VM (exit ${run.exitCode})`);
-  process.stdout.write(`${result.trim()}\n`);
+  process.stdout.write(`${result.slice(result.indexOf('BENCH-RESULT ')).trim()}\n`);
   process.exit(run.exitCode);
 }
 

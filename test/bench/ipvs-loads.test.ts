@@ -45,6 +45,13 @@ describe('ipvs bench loads', () => {
     );
   });
 
+  it('has no size point at --services 0: the ClientIP rounds alone', () => {
+    assert.deepEqual(
+      lines({ services: [0], endpointsPerService: 10, wideEndpoints: 0, affinityServices: 3000, rounds: 1 }),
+      ['affinity-round 3000x10', 'affinity-round 3000x10 ClientIP'],
+    );
+  });
+
   it("measures a point's bare load and its cold sync apart (each in a fresh namespace), a round's cold sync only", () => {
     const [point, round] = ipvsLoads({
       services: [200],
