@@ -5,11 +5,8 @@
 // `kp<pid>-<tag>-<name>`; nothing here touches the host's own namespace (links are created from
 // inside a lab namespace, sysctls are written inside one and limited to per-namespace `net.` keys).
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import type { TestContext } from 'node:test';
 import { execa } from 'execa';
 import { CommandTimeoutError } from '../contract/dataplane-error.ts';
@@ -20,6 +17,7 @@ import {
   scriptText,
 } from '../dataplanes/shared/command-runner.ts';
 import { allowance } from './emulation.ts';
+import { NamespaceShell } from './namespace-shell.ts';
 
 export interface ExecResult {
   readonly stdout: string;
@@ -247,7 +245,7 @@ export class Lab {
     this.#own(ns);
     let shell = this.#shells.get(ns);
     if (shell === undefined) {
-      shell = new NamespaceShell(ns);
+      shell = new NamespaceShell(ns, LAB_ENV);
       this.#shells.set(ns, shell);
       this.#processes.set(shell.pid, shell.child);
     }
@@ -412,110 +410,6 @@ export class Lab {
 
   #own(ns: string): void {
     if (!this.#namespaces.includes(ns)) throw new Error(`${ns} is not a namespace of lab ${this.tag}`);
-  }
-}
-
-/**
- * One bash inside a namespace (started with `ip netns exec`, so /sys and /etc/netns are the
- * namespace's, as for a command started that way) that runs the lab's commands there: each
- * request (NUL-separated words: id, stdin file, timeout, argc, argv) starts the command in the
- * background with its stdin, stdout and stderr in files, and prints "id status" when it ends.
- * Commands run concurrently as with separate processes. Measured: forking the test's Node process
- * took ~25 ms of its main thread per command (node --cpu-prof, live-partial), plus setpriv and
- * `ip netns exec` (a mount namespace and a sysfs mount) per command.
- */
-const SHELL_LOOP = `
-while IFS= read -r -d '' id && IFS= read -r -d '' in && IFS= read -r -d '' limit && IFS= read -r -d '' n; do
-  argv=()
-  while ((n-- > 0)); do IFS= read -r -d '' word; argv+=("$word"); done
-  if [[ $limit == 0 ]]; then argv=(exec "\${argv[@]}"); else argv=(exec timeout -s KILL "$limit" "\${argv[@]}"); fi
-  { ("\${argv[@]}") <"$in" >"$1/$id.out" 2>"$1/$id.err"; echo "$id $?"; } &
-done
-`;
-
-interface ShellResult extends ExecResult {
-  readonly timedOut: boolean;
-}
-
-class NamespaceShell {
-  readonly child: ChildProcess;
-  readonly pid: number;
-  readonly #ns: string;
-  readonly #dir = mkdtempSync(join(tmpdir(), 'kproxy-lab-shell-'));
-  readonly #pending = new Map<number, (status: number) => void>();
-  #next = 0;
-  #ended: string | undefined;
-
-  constructor(ns: string) {
-    this.#ns = ns;
-    this.child = spawn('ip', ['netns', 'exec', ns, 'bash', '-c', SHELL_LOOP, 'lab-shell', this.#dir], {
-      stdio: ['pipe', 'pipe', 'pipe'],
-      env: LAB_ENV,
-    });
-    if (this.child.pid === undefined) throw new Error(`could not start a shell in ${ns}`);
-    this.pid = this.child.pid;
-    let stderr = '';
-    this.child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
-      stderr += chunk;
-    });
-    this.child.stdin?.on('error', () => {});
-    createInterface({ input: this.child.stdout! }).on('line', (line) => {
-      const [id, status] = line.split(' ').map(Number);
-      this.#pending.get(id!)?.(status!);
-      this.#pending.delete(id!);
-    });
-    this.child.once('close', (code, signal) => {
-      this.#ended = `the shell in ${ns} ended (${signal ?? code}): ${stderr.trim()}`;
-      for (const done of this.#pending.values()) done(-1);
-      this.#pending.clear();
-    });
-  }
-
-  async run(
-    command: string,
-    args: readonly string[],
-    input: string,
-    timeoutMs?: number,
-  ): Promise<ShellResult> {
-    if (this.#ended !== undefined) throw new Error(this.#ended);
-    const id = this.#next++;
-    const files = {
-      in: join(this.#dir, `${id}.in`),
-      out: join(this.#dir, `${id}.out`),
-      err: join(this.#dir, `${id}.err`),
-    };
-    if (input !== '') await writeFile(files.in, input);
-    const limit = timeoutMs === undefined ? '0' : `${Math.ceil(timeoutMs) / 1000}s`;
-    const words = [
-      String(id),
-      input === '' ? '/dev/null' : files.in,
-      limit,
-      String(args.length + 1),
-      command,
-      ...args,
-    ];
-    const started = performance.now();
-    const status = await new Promise<number>((resolve) => {
-      this.#pending.set(id, resolve);
-      this.child.stdin!.write(words.map((word) => `${word}\0`).join(''));
-    });
-    if (status === -1) throw new Error(this.#ended ?? `the shell in ${this.#ns} ended`);
-    try {
-      const [stdout, stderr] = await Promise.all([readFile(files.out, 'utf8'), readFile(files.err, 'utf8')]);
-      // timeout(1) ends with 128+9 when it killed the command, as would a command killed otherwise.
-      const timedOut = timeoutMs !== undefined && status === 137 && performance.now() - started >= timeoutMs;
-      return { stdout, stderr, exitCode: status, timedOut };
-    } finally {
-      await Promise.all(Object.values(files).map((file) => rm(file, { force: true })));
-    }
-  }
-
-  async removeFiles(): Promise<void> {
-    await rm(this.#dir, { recursive: true, force: true });
-  }
-
-  removeFilesSync(): void {
-    rmSync(this.#dir, { recursive: true, force: true });
   }
 }
 
