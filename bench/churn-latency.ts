@@ -17,8 +17,10 @@
 //     [--services 10000] [--endpoints 10] [--nodes 100] [--per-second 10] [--seconds 60]
 //     [--rolling 1000] [--min-sync-period 1ms] [--wait 10] [--timeout 300] [--checkout]
 //     [--node-flags="--cpu-prof --cpu-prof-dir=DIR"]   (diagnostic V8 flags added to the daemon's)
+//     [--api-node-flags="--trace-gc"]   (the same for the stand-in API server)
+//     [--save-output DIR]   (the daemon's stdout, its log and V8's traces, and the API server's, kept)
 import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -53,6 +55,8 @@ const { values } = parseArgs({
     timeout: { type: 'string', default: '300' },
     checkout: { type: 'boolean', default: false },
     'node-flags': { type: 'string', default: '' },
+    'api-node-flags': { type: 'string', default: '' },
+    'save-output': { type: 'string' },
   },
 });
 const TIMEOUT_MS = Number(values.timeout) * 1000;
@@ -64,6 +68,9 @@ const HEALTHZ = 'http://127.0.0.1:10256/healthz';
 const PROBE_MAIN = join(import.meta.dirname, 'healthz-probe.ts');
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const flagList = (flags: string) => flags.split(' ').filter((flag) => flag !== '');
+const saveOutput = values['save-output'];
+if (saveOutput !== undefined) mkdirSync(saveOutput, { recursive: true });
 
 /** The daemon's network programming and sync counters, to take the churn's share of them. */
 async function daemonCounters(
@@ -126,7 +133,7 @@ try {
   );
 
   const ns = await lab.addNetns('node');
-  api = await startApiServer(lab, ns, data, TIMEOUT_MS);
+  api = await startApiServer(lab, ns, data, TIMEOUT_MS, flagList(values['api-node-flags']));
   // The driver's nft monitor subscribes at once on the empty ruleset (churn-driver.ts).
   const driver = lab.spawn(
     ns,
@@ -159,10 +166,11 @@ try {
   const command = values.checkout ? fromCheckout() : await installed(join(dir, 'root'));
   const spawnedAt = Date.now();
   daemon = spawnDaemon(ns, command, config, {
-    nodeFlags: values['node-flags'].split(' ').filter((flag) => flag !== ''),
+    nodeFlags: flagList(values['node-flags']),
   });
   let stderr = '';
-  daemon.stdout!.resume();
+  if (saveOutput === undefined) daemon.stdout!.resume();
+  else daemon.stdout!.pipe(createWriteStream(join(saveOutput, 'daemon.out')));
   daemon.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
     stderr = (stderr + chunk).slice(-4000);
   });
@@ -246,6 +254,7 @@ try {
     clearTimeout(stopTimer);
   }
   await api?.kill();
+  if (saveOutput !== undefined && api !== undefined) writeFileSync(join(saveOutput, 'api.out'), api.output());
   await lab.destroy();
   rmSync(dir, { recursive: true, force: true });
 }

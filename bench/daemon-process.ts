@@ -40,8 +40,9 @@ export async function startApiServer(
   ns: string,
   data: string,
   timeoutMs: number,
+  nodeFlags: readonly string[] = [],
 ): Promise<LabProcess> {
-  const api = lab.spawn(ns, NODE_BIN, [API_MAIN, '--port', '6443', '--data', data]);
+  const api = lab.spawn(ns, NODE_BIN, [...nodeFlags, API_MAIN, '--port', '6443', '--data', data]);
   await api.waitFor('listening', timeoutMs);
   return api;
 }
