@@ -34,15 +34,25 @@ sub start {
   my ($id, $stdin, @argv) = @_;
   my $pid = fork;
   if (!defined $pid) {
+    my $why = "namespace shell: fork: $!\n";
+    for my $name ("$id.out", "$id.err") {
+      open(my $file, '>', "$dir/$name") or die "namespace shell: $dir/$name: $!\n";
+      print $file $why if $name eq "$id.err";
+      close $file;
+    }
     print "$id 126\n";
     return;
   }
   if ($pid == 0) {
     $SIG{CHLD} = 'DEFAULT';
     setpgid(0, 0);
-    open(STDIN, '<', $stdin) or _exit(126);
+    # Output first: what goes wrong after is written where the lab reads it.
     open(STDOUT, '>', "$dir/$id.out") or _exit(126);
     open(STDERR, '>', "$dir/$id.err") or _exit(126);
+    if (!open(STDIN, '<', $stdin)) {
+      print STDERR "namespace shell: $stdin: $!\n";
+      _exit(126);
+    }
     { no warnings 'exec'; exec { $argv[0] } @argv; }
     print STDERR "namespace shell: $argv[0]: $!\n";
     _exit($!{ENOENT} ? 127 : 126);
