@@ -234,6 +234,12 @@ async function startIpvsKubeProxy(lab: Lab, ns: string, nodeIP: string, ports: r
   });
 }
 
+/** `kproxy run` switched to IPVS: its first sync is full, and the mode before it is cleaned up. */
+async function switchToIpvs(agent: Agent): Promise<void> {
+  assert.equal((await agent.ask({ run: 'ipvs', drainMs: LONG_BOUND_MS }, allowance(20_000))).synced, 'full');
+  await agent.ask({ cleaned: true }, allowance(20_000));
+}
+
 /**
  * `kproxy cleanup ARGS` in the node's namespace by the agent, wired as the CLI wires it (its IPVS and
  * conntrack netlink sockets the node's: the drain checks IPVS's list against conntrack, as
@@ -556,8 +562,7 @@ test('a chain of takeovers with IPVS: kube-proxy IPVS → kproxy IPVS → nftabl
 
   // 1. kube-proxy IPVS → kproxy IPVS: kproxy's full sync takes kube-proxy's virtual services over in
   // place (same address, port, protocol) and the cleanup leaves them, so A keeps its real server.
-  assert.equal((await agent.ask({ run: 'ipvs', drainMs: LONG_BOUND_MS }, allowance(20_000))).synced, 'full');
-  await agent.ask({ cleaned: true }, allowance(20_000));
+  await switchToIpvs(agent);
   const cleanup = await agent.ask(
     { cleanup: ['--kube-proxy', '--mode', 'nftables', '--ipvs-drain-timeout', '1s'] },
     allowance(30_000),
@@ -597,8 +602,7 @@ test('a chain of takeovers with IPVS: kube-proxy IPVS → kproxy IPVS → nftabl
 
   // 3. kproxy nftables → kproxy IPVS: C keeps its DNAT in conntrack; new connections go to IPVS
   // once nftables' table is gone.
-  assert.equal((await agent.ask({ run: 'ipvs', drainMs: LONG_BOUND_MS }, allowance(20_000))).synced, 'full');
-  await agent.ask({ cleaned: true }, allowance(20_000));
+  await switchToIpvs(agent);
   assert.deepEqual(await owners(node.ns), IPVS_OWNS);
   const d = await holdThroughIpvs();
   await echoes(c, 'C after nftables → IPVS');
@@ -704,11 +708,7 @@ for (const mode of ['iptables', 'nftables'] as const) {
 
     // 1. kube-proxy → kproxy IPVS: kube-proxy's DNAT takes new connections until the cleanup
     // removes it, IPVS (LOCAL_IN, after it) every one after; H keeps its NAT in conntrack.
-    assert.equal(
-      (await agent.ask({ run: 'ipvs', drainMs: LONG_BOUND_MS }, allowance(20_000))).synced,
-      'full',
-    );
-    await agent.ask({ cleaned: true }, allowance(20_000));
+    await switchToIpvs(agent);
     let from = agent.printed().length;
     const took = await agent.ask(
       { cleanup: ['--kube-proxy', '--mode', notRunning, '--ipvs-drain-timeout', '1s'] },
@@ -745,11 +745,7 @@ for (const mode of ['iptables', 'nftables'] as const) {
     step(`3. kproxy ${mode} → kube-proxy IPVS; D held through IPVS to ${d.greeting.name}`);
 
     // 4. kube-proxy IPVS → kproxy IPVS: kproxy's sync takes the virtual services over in place.
-    assert.equal(
-      (await agent.ask({ run: 'ipvs', drainMs: LONG_BOUND_MS }, allowance(20_000))).synced,
-      'full',
-    );
-    await agent.ask({ cleaned: true }, allowance(20_000));
+    await switchToIpvs(agent);
     from = agent.printed().length;
     const again = await agent.ask(
       { cleanup: ['--kube-proxy', '--mode', notRunning, '--ipvs-drain-timeout', '1s'] },
@@ -821,8 +817,7 @@ test('a chain through kproxy iptables: kube-proxy IPVS → kproxy iptables → k
 
   // 2. kproxy iptables → kproxy IPVS, as `kproxy run` switches: C keeps its DNAT in conntrack;
   // new connections go to IPVS once the iptables rules are gone.
-  assert.equal((await agent.ask({ run: 'ipvs', drainMs: LONG_BOUND_MS }, allowance(20_000))).synced, 'full');
-  await agent.ask({ cleaned: true }, allowance(20_000));
+  await switchToIpvs(agent);
   assert.deepEqual(await owners(node.ns), IPVS_OWNS);
   await echoes(c, 'C after kproxy iptables → kproxy IPVS');
   step('2. kproxy iptables → kproxy IPVS');
