@@ -71,6 +71,8 @@ const CATCH_UP_MS = 600_000;
 
 const pending = new Map<string, number>();
 const writtenAt: number[] = [];
+/** When each write's PUT was answered (undefined: failed, or not yet). */
+const answeredAt: (number | undefined)[] = [];
 const latencies: (number | undefined)[] = Array.from({ length: plan.count }, () => undefined);
 /** The last probe element the monitor printed (probe n is 127.0.n/256.n%256). */
 let probeSeen = 0;
@@ -199,7 +201,9 @@ async function churn(): Promise<{ ackMs: number[]; lateMs: number[]; failed: str
         async (response) => {
           await response.body.dump();
           if (response.statusCode !== 200) throw new Error(`PUT ${path}: HTTP ${response.statusCode}`);
-          ackMs.push(now() - at);
+          const answered = now();
+          answeredAt[k] = answered;
+          ackMs.push(answered - at);
         },
         (error: Error) => {
           pending.delete(key);
@@ -210,6 +214,23 @@ async function churn(): Promise<{ ackMs: number[]; lateMs: number[]; failed: str
   }
   await Promise.all(writes);
   return { ackMs, lateMs, failed };
+}
+
+/**
+ * Each seen write's latency from its PUT's answer on rather than from its PUT: what the API
+ * server's own time (GC pauses of a stand-in in Node among it) leaves. A lower bound of the path
+ * after the server (its watch event goes out before its answer, so the commit may come first).
+ */
+function afterAnswer(): { afterApiAnswerP50Ms: number; afterApiAnswerP99Ms: number } {
+  const after: number[] = [];
+  for (const [k, latency] of latencies.entries()) {
+    const answered = answeredAt[k];
+    if (latency !== undefined && answered !== undefined) after.push(writtenAt[k]! + latency - answered);
+  }
+  return {
+    afterApiAnswerP50Ms: round(percentile(after, 50), 2),
+    afterApiAnswerP99Ms: round(percentile(after, 99), 2),
+  };
 }
 
 try {
@@ -241,6 +262,7 @@ try {
       endedAt,
       apiAckP50Ms: round(percentile(ackMs, 50), 2),
       apiAckP99Ms: round(percentile(ackMs, 99), 2),
+      ...afterAnswer(),
       writeLateP99Ms: round(percentile(lateMs, 99), 2),
       // The rate the writes went at: longer than the plan's seconds when the machine held them up.
       writeSeconds: round((writtenAt.at(-1)! - writtenAt[0]!) / 1000, 1),

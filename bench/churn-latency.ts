@@ -218,6 +218,8 @@ try {
     churnMaxMs: churn.maxMs,
     apiAckP50Ms: churn.apiAckP50Ms,
     apiAckP99Ms: churn.apiAckP99Ms,
+    afterApiAnswerP50Ms: churn.afterApiAnswerP50Ms,
+    afterApiAnswerP99Ms: churn.afterApiAnswerP99Ms,
     writeLateP99Ms: churn.writeLateP99Ms,
     writeSeconds: churn.writeSeconds,
     monitorLostEvents: churn.lostEvents,
