@@ -48,23 +48,48 @@ export function createLogger(format: LogFormat, level: LevelWithSilent, sink: Lo
       base: undefined,
       // Sub-millisecond: klog's header has microseconds, component-base's ts a fraction of a ms.
       timestamp: () => `,"time":${performance.timeOrigin + performance.now()}`,
-      mixin: () => ({ caller: callerOf(new Error().stack ?? '') }),
+      mixin: () => ({ caller: callerOf(stackFrames()) }),
     },
     { write: (line: string) => sink.write(render(JSON.parse(line) as LogRecord)) },
   );
 }
 
+/** A frame of the stack: its file (a file: URL for an ES module, a path for CommonJS) and line. */
+export interface Frame {
+  readonly file: string;
+  readonly line: number;
+}
+
 /**
- * The first frame outside pino and this file, as zap's short caller ("dir/file.ts:line"). The
- * frames above it are this mixin, pino's write and its level method.
+ * This module, as the stack names it: a .ts file in a checkout, the package's compiled .js once
+ * installed, so its frames are known by where it is rather than by a file name.
  */
-export function callerOf(stack: string): string {
-  for (const line of stack.split('\n').slice(1)) {
-    const frame = /\(?(?:file:\/\/)?([^\s()]+):(\d+):\d+\)?$/.exec(line.trim());
-    if (!frame) continue;
-    const [, path = '', row] = frame;
-    if (path.includes('/node_modules/pino/') || path.endsWith('/cli/logger.ts')) continue;
-    return `${path.split('/').slice(-2).join('/')}:${row}`;
+const SELF = import.meta.url;
+
+/**
+ * The stack's frames as V8's call sites give them, without formatting the stack as text and
+ * matching it line by line: a caller is read for every line (one a sync: ~100 a second in a
+ * rollout at 1,000 writes a second), and that was a quarter of what the sync's line cost.
+ */
+function stackFrames(): Frame[] {
+  const format = Error.prepareStackTrace;
+  Error.prepareStackTrace = (_error, sites) => sites;
+  try {
+    const sites = new Error().stack as unknown as readonly NodeJS.CallSite[];
+    return sites.map((site) => ({ file: site.getFileName() ?? '', line: site.getLineNumber() ?? 0 }));
+  } finally {
+    Error.prepareStackTrace = format;
+  }
+}
+
+/**
+ * The first frame outside pino and this module (`self`), as zap's short caller ("dir/file.ts:line").
+ * The frames above it are the stack's reading, this mixin, pino's write and its level method.
+ */
+export function callerOf(frames: readonly Frame[], self = SELF): string {
+  for (const { file, line } of frames) {
+    if (file === '' || file === self || file.includes('/node_modules/pino/')) continue;
+    return `${file.split('/').slice(-2).join('/')}:${line}`;
   }
   return '???:1';
 }

@@ -130,14 +130,32 @@ describe('createLogger', () => {
     }
   });
 
-  test('callerOf skips pino and the logger module in a stack', () => {
-    const stack = [
-      'Error',
-      '    at mixin (file:///app/src/cli/logger.ts:50:40)',
-      '    at Pino.write (/app/node_modules/pino/lib/proto.js:200:10)',
-      '    at Pino.LOG [as info] (/app/node_modules/pino/lib/tools.js:60:21)',
-      '    at SyncLoop.run (file:///app/src/sync/sync-loop.ts:123:17)',
-    ].join('\n');
-    assert.equal(callerOf(stack), 'sync/sync-loop.ts:123');
+  test('callerOf skips pino and the logger module, as TypeScript in a checkout and as the installed JavaScript', () => {
+    const pino = [
+      { file: '/app/node_modules/pino/lib/proto.js', line: 200 },
+      { file: '/app/node_modules/pino/lib/tools.js', line: 60 },
+    ];
+    const checkout = 'file:///app/src/cli/logger.ts';
+    assert.equal(
+      callerOf(
+        [{ file: checkout, line: 50 }, ...pino, { file: 'file:///app/src/sync/sync-loop.ts', line: 123 }],
+        checkout,
+      ),
+      'sync/sync-loop.ts:123',
+    );
+    // The package runs the compiled modules: its log lines named cli/logger.js:12 as every caller.
+    const installed = 'file:///usr/lib/kproxy/src/cli/logger.js';
+    assert.equal(
+      callerOf(
+        [
+          { file: installed, line: 12 },
+          ...pino,
+          { file: 'file:///usr/lib/kproxy/src/sync/sync-log.js', line: 9 },
+        ],
+        installed,
+      ),
+      'sync/sync-log.js:9',
+    );
+    assert.equal(callerOf([{ file: installed, line: 12 }, ...pino], installed), '???:1');
   });
 });
