@@ -17,13 +17,16 @@ use POSIX qw(WNOHANG WIFSIGNALED WTERMSIG WEXITSTATUS setpgid _exit);
 my $dir = shift @ARGV // die "usage: namespace-shell.pl DIR\n";
 $| = 1;
 
-# A child's end wakes the select below whenever it comes: the handler (run between Perl's ops)
-# writes to this pipe, so an end just before select blocks is not missed until the next request.
+# A child's end wakes the select below: the handler writes to this pipe. Perl runs a handler
+# between its ops, not when the signal comes, so a signal that lands after the last check before
+# select blocks is handled only once select returns: while commands run, select also returns
+# after POLL seconds, so such an end is reaped then rather than never (a sweep hung on it).
 pipe(my $wake_read, my $wake_write) or die "namespace shell: pipe: $!\n";
 for my $end ($wake_read, $wake_write) {
   fcntl($end, F_SETFL, fcntl($end, F_GETFL, 0) | O_NONBLOCK) or die "namespace shell: fcntl: $!\n";
 }
 $SIG{CHLD} = sub { syswrite($wake_write, 'x') };
+my $POLL = 0.01;
 
 my %id_of;    # pid => request id, while the command runs
 my @words;    # complete words not yet part of a started request
@@ -75,7 +78,7 @@ while (1) {
   my $want = '';
   vec($want, fileno(STDIN), 1) = 1;
   vec($want, fileno($wake_read), 1) = 1;
-  my $ready = select(my $got = $want, undef, undef, undef);
+  my $ready = select(my $got = $want, undef, undef, %id_of ? $POLL : undef);
   if ($ready < 0) {
     next if $!{EINTR};
     die "namespace shell: select: $!\n";
