@@ -17,7 +17,13 @@ import { discoveryDocument, servedBy } from './discovery.ts';
 import { mergePatch, PatchError, strategicMergePatch } from './patch.ts';
 import { type ApiProfile, type Minor, NEWEST_MINOR, PROFILES } from './profiles.ts';
 import { matches, parseFieldSelector, parseLabelSelector, type Selector } from './selectors.ts';
-import { type Change, ClusterState, type StoredObject, type WriteResult } from './state.ts';
+import {
+  type Change,
+  ClusterState,
+  type StoredMetadata,
+  type StoredRecord,
+  type WriteResult,
+} from './state.ts';
 import {
   faultStatus,
   forbidden,
@@ -64,7 +70,7 @@ interface PendingFault {
 
 interface Watch {
   readonly socket: Socket;
-  readonly write: (line: string) => void;
+  readonly write: (line: string | Buffer) => void;
   /** Sends an ERROR event with this Status and ends the watch. */
   readonly fail: (status: unknown) => void;
   /** Ends the watch cleanly: its response completes. */
@@ -206,7 +212,7 @@ export class StandInApiServer {
   readonly #server: http.Server;
   readonly #watches = new Set<Watch>();
   readonly #sockets = new Set<Socket>();
-  readonly #snapshots = new Map<string, { readonly rv: number; readonly items: readonly StoredObject[] }>();
+  readonly #snapshots = new Map<string, { readonly rv: number; readonly records: readonly StoredRecord[] }>();
   #snapshotSeq = 0;
 
   constructor(options: ApiServerOptions = {}) {
@@ -428,9 +434,9 @@ export class StandInApiServer {
             sendStatus(res, 400, 'BadRequest', 'the name in the body does not match the URL');
             return;
           }
-          sendWrite(res, route.resource, this.state.update(route.resource, { ...input, metadata }), 200);
+          sendWrite(res, this.state.update(route.resource, { ...input, metadata }), 200);
         } else {
-          sendWrite(res, route.resource, this.state.create(route.resource, { ...input, metadata }), 201);
+          sendWrite(res, this.state.create(route.resource, { ...input, metadata }), 201);
         }
         return;
       }
@@ -462,15 +468,15 @@ export class StandInApiServer {
     name: string,
     table: IncludeObject | undefined,
   ): void {
-    const object = this.state.get(resource, namespace, name);
-    if (!object) sendStatus(res, 404, 'NotFound', `${resource.plural} "${name}" not found`);
+    const record = this.state.record(resource, namespace, name);
+    if (!record) sendStatus(res, 404, 'NotFound', `${resource.plural} "${name}" not found`);
     else if (table)
       sendJson(
         res,
         200,
-        toTable(resource, [object], { resourceVersion: object.metadata.resourceVersion }, table),
+        toTable(resource, [record.object()], { resourceVersion: record.metadata.resourceVersion }, table),
       );
-    else sendJson(res, 200, withKind(resource, object));
+    else sendBody(res, 200, record.json);
   }
 
   /** A JSON merge patch or strategic merge patch of one object; server-side apply is refused (415). */
@@ -493,7 +499,7 @@ export class StandInApiServer {
       return;
     }
     const patch = await readJson(req);
-    const current = this.state.get(resource, namespace, name);
+    const current = this.state.record(resource, namespace, name);
     if (!current) {
       sendStatus(res, 404, 'NotFound', `${resource.plural} "${name}" not found`);
       return;
@@ -506,8 +512,8 @@ export class StandInApiServer {
     try {
       patched =
         type === MERGE_PATCH
-          ? mergePatch(structuredClone(current) as never, patch as never)
-          : strategicMergePatch(resource.kind, structuredClone(current) as never, patch as never);
+          ? mergePatch(current.object() as never, patch as never)
+          : strategicMergePatch(resource.kind, current.object() as never, patch as never);
     } catch (err) {
       if (!(err instanceof PatchError)) throw err;
       sendStatus(res, 422, 'Invalid', err.message);
@@ -529,7 +535,7 @@ export class StandInApiServer {
       return;
     }
     const versioned = this.#versioned(res, resource, patched as Record<string, unknown>);
-    if (versioned) sendWrite(res, resource, this.state.update(resource, versioned as never), 200);
+    if (versioned) sendWrite(res, this.state.update(resource, versioned as never), 200);
   }
 
   #serves(resource: ResourceType): boolean {
@@ -575,7 +581,7 @@ export class StandInApiServer {
     const token = q.get('continue');
     let snapshotId: string;
     let offset = 0;
-    let snapshot: { readonly rv: number; readonly items: readonly StoredObject[] } | undefined;
+    let snapshot: { readonly rv: number; readonly records: readonly StoredRecord[] } | undefined;
     if (token) {
       const decoded = decodeContinue(token);
       snapshot = decoded ? this.#snapshots.get(decoded.id) : undefined;
@@ -592,22 +598,32 @@ export class StandInApiServer {
       offset = decoded.offset;
     } else {
       const full = this.state.snapshot(resource);
-      snapshot = { rv: full.rv, items: full.items.filter(filter) };
+      snapshot = { rv: full.rv, records: full.records.filter((r) => filter(r.metadata)) };
       snapshotId = String(++this.#snapshotSeq);
     }
-    const end = limit > 0 ? Math.min(offset + limit, snapshot.items.length) : snapshot.items.length;
+    const end = limit > 0 ? Math.min(offset + limit, snapshot.records.length) : snapshot.records.length;
     const metadata: Record<string, unknown> = { resourceVersion: String(snapshot.rv) };
-    if (end < snapshot.items.length) {
+    if (end < snapshot.records.length) {
       this.#snapshots.set(snapshotId, snapshot);
       if (this.#snapshots.size > MAX_SNAPSHOTS) this.#snapshots.delete(this.#snapshots.keys().next().value!);
       metadata.continue = encodeContinue(snapshotId, snapshot.rv, end);
-      metadata.remainingItemCount = snapshot.items.length - end;
+      metadata.remainingItemCount = snapshot.records.length - end;
     } else {
       this.#snapshots.delete(snapshotId);
     }
-    const items = snapshot.items.slice(offset, end);
-    if (table) sendJson(res, 200, toTable(resource, items, metadata, table));
-    else sendJson(res, 200, { kind: resource.listKind, apiVersion: resource.apiVersion, metadata, items });
+    const records = snapshot.records.slice(offset, end);
+    if (table)
+      sendJson(
+        res,
+        200,
+        toTable(
+          resource,
+          records.map((r) => r.object()),
+          metadata,
+          table,
+        ),
+      );
+    else sendBody(res, 200, listBody(resource, metadata, records));
   }
 
   #watch(
@@ -644,19 +660,19 @@ export class StandInApiServer {
     res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-cache, private' });
     res.flushHeaders();
     let frozen = false;
-    const write = (line: string) => {
+    const write = (line: string | Buffer) => {
       // Ended (its timeoutSeconds ran out) but not yet closed: a change or fault arriving then is dropped.
       if (!res.destroyed && !res.writableEnded && !frozen) res.write(line);
     };
     const send = (type: string, object: unknown) => write(`${JSON.stringify({ type, object })}\n`);
     // As kube-apiserver does for a Table watch: each object event carries a one-row Table.
-    const sendObject = (type: string, object: StoredObject) =>
-      send(
-        type,
-        table
-          ? toTable(resource, [object], { resourceVersion: object.metadata.resourceVersion }, table)
-          : withKind(resource, object),
-      );
+    const sendObject = (type: string, record: StoredRecord) =>
+      table
+        ? send(
+            type,
+            toTable(resource, [record.object()], { resourceVersion: record.metadata.resourceVersion }, table),
+          )
+        : write(Buffer.concat([Buffer.from(`{"type":"${type}","object":`), record.json, EVENT_END]));
     const bookmark = (annotations?: Record<string, string>) =>
       send('BOOKMARK', {
         kind: resource.kind,
@@ -669,13 +685,13 @@ export class StandInApiServer {
     const deliver = (change: Change) => {
       if (change.resource !== resource.plural) return;
       const type = filteredType(change, filter);
-      if (type) sendObject(type, change.object);
+      if (type) sendObject(type, change.record);
     };
 
     // Replaying history and subscribing happen in one synchronous step, so no change falls between.
     if (initialEvents || rvParam === '' || rvParam === '0') {
-      for (const object of this.state.snapshot(resource).items)
-        if (filter(object)) sendObject('ADDED', object);
+      for (const record of this.state.snapshot(resource).records)
+        if (filter(record.metadata)) sendObject('ADDED', record);
       if (initialEvents) bookmark({ 'k8s.io/initial-events-end': 'true' });
     } else {
       const changes = this.state.changesSince(resource, Number(rvParam));
@@ -717,10 +733,10 @@ export class StandInApiServer {
 }
 
 /** The event type a selector-filtered watcher sees: an object entering the selection is ADDED to it. */
-function filteredType(change: Change, filter: (o: StoredObject) => boolean): string | undefined {
-  const now = filter(change.object);
+function filteredType(change: Change, filter: (m: StoredMetadata) => boolean): string | undefined {
+  const now = filter(change.record.metadata);
   if (change.type === 'MODIFIED') {
-    const before = change.previous !== undefined && filter(change.previous);
+    const before = change.previous !== undefined && filter(change.previous.metadata);
     if (before && now) return 'MODIFIED';
     if (now) return 'ADDED';
     return before ? 'DELETED' : undefined;
@@ -732,17 +748,17 @@ function selectorFilter(
   resource: ResourceType,
   namespace: string | undefined,
   q: URLSearchParams,
-): ((o: StoredObject) => boolean) | string {
+): ((m: StoredMetadata) => boolean) | string {
   const labels = parseLabelSelector(q.get('labelSelector'));
   if (!labels.ok) return `labelSelector: ${labels.reason}`;
   const fields = parseFieldSelector(q.get('fieldSelector'));
   if (!fields.ok) return `fieldSelector: ${fields.reason}`;
   const labelSel: Selector = labels.selector;
   const fieldSel: Selector = fields.selector;
-  return (o) =>
-    (namespace === undefined || !resource.namespaced || o.metadata.namespace === namespace) &&
-    matches(labelSel, o.metadata.labels ?? {}) &&
-    matches(fieldSel, { 'metadata.name': o.metadata.name, 'metadata.namespace': o.metadata.namespace ?? '' });
+  return (m) =>
+    (namespace === undefined || !resource.namespaced || m.namespace === namespace) &&
+    matches(labelSel, m.labels ?? {}) &&
+    matches(fieldSel, { 'metadata.name': m.name, 'metadata.namespace': m.namespace ?? '' });
 }
 
 function parseRoute(pathname: string): Route {
@@ -782,9 +798,29 @@ function decodeContinue(token: string): { id: string; offset: number } | undefin
   }
 }
 
-function withKind(resource: ResourceType, object: StoredObject): unknown {
-  return { kind: resource.kind, apiVersion: resource.apiVersion, ...object };
+/** What ends a watch event after its object. */
+const EVENT_END = Buffer.from('}\n');
+
+/** A list of stored objects, as JSON.stringify would write it, from the objects' own encodings. */
+function listBody(
+  resource: ResourceType,
+  metadata: Record<string, unknown>,
+  records: readonly StoredRecord[],
+): Buffer {
+  const parts: Buffer[] = [
+    Buffer.from(
+      `{"kind":${JSON.stringify(resource.listKind)},"apiVersion":${JSON.stringify(resource.apiVersion)},"metadata":${JSON.stringify(metadata)},"items":[`,
+    ),
+  ];
+  for (const [i, record] of records.entries()) {
+    if (i > 0) parts.push(COMMA);
+    parts.push(...record.listItem());
+  }
+  parts.push(LIST_END);
+  return Buffer.concat(parts);
 }
+const COMMA = Buffer.from(',');
+const LIST_END = Buffer.from(']}');
 
 function sendJson(
   res: http.ServerResponse,
@@ -792,13 +828,21 @@ function sendJson(
   body: unknown,
   headers: Record<string, string> = {},
 ): void {
-  const text = JSON.stringify(body);
+  sendBody(res, code, JSON.stringify(body), headers);
+}
+
+function sendBody(
+  res: http.ServerResponse,
+  code: number,
+  body: string | Buffer,
+  headers: Record<string, string> = {},
+): void {
   res.writeHead(code, {
     'content-type': 'application/json',
-    'content-length': Buffer.byteLength(text),
+    'content-length': Buffer.byteLength(body),
     ...headers,
   });
-  res.end(text);
+  res.end(body);
 }
 
 function sendStatus(
@@ -817,7 +861,7 @@ function sendStatus(
  */
 function sendDeleted(res: http.ServerResponse, resource: ResourceType, result: WriteResult): void {
   if (!result.ok || resource.plural === 'services') {
-    sendWrite(res, resource, result, 200);
+    sendWrite(res, result, 200);
     return;
   }
   const group = resource.apiVersion.includes('/') ? resource.apiVersion.split('/')[0] : '';
@@ -827,10 +871,10 @@ function sendDeleted(res: http.ServerResponse, resource: ResourceType, result: W
     metadata: {},
     status: 'Success',
     details: {
-      name: result.object.metadata.name,
+      name: result.record.metadata.name,
       ...(group ? { group } : {}),
       kind: resource.plural,
-      uid: result.object.metadata.uid,
+      uid: result.record.metadata.uid,
     },
   });
 }
@@ -865,13 +909,8 @@ function sendNamespace(res: http.ServerResponse, name: string): void {
   });
 }
 
-function sendWrite(
-  res: http.ServerResponse,
-  resource: ResourceType,
-  result: WriteResult,
-  okCode: number,
-): void {
-  if (result.ok) sendJson(res, okCode, withKind(resource, result.object));
+function sendWrite(res: http.ServerResponse, result: WriteResult, okCode: number): void {
+  if (result.ok) sendBody(res, okCode, result.record.json);
   else sendStatus(res, result.code, result.reason, result.message);
 }
 

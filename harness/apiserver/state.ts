@@ -1,6 +1,7 @@
 // The stand-in API server's cluster state: objects per resource, one resourceVersion counter shared
 // by all resources (as etcd's revision is), and a bounded history of changes so that watches can
-// resume from a recent resourceVersion and older ones are answered "410 Expired".
+// resume from a recent resourceVersion and older ones are answered "410 Expired". Objects are kept
+// encoded (StoredRecord), as kube-apiserver's watch cache keeps each event's encoding.
 
 import { objectKey, type ResourceType } from '../../src/kube/resources.ts';
 
@@ -17,24 +18,78 @@ export interface StoredObject {
   readonly [field: string]: unknown;
 }
 
+/** What the server reads of a stored object without decoding it: selectors, writes, deletions. */
+export interface StoredMetadata {
+  readonly name: string;
+  readonly namespace?: string;
+  readonly resourceVersion: string;
+  readonly uid: string;
+  readonly creationTimestamp?: unknown;
+  readonly labels?: Readonly<Record<string, string>>;
+}
+
+/**
+ * An object as the server keeps it: its JSON as bytes, which live outside V8's heap, and the
+ * metadata selectors and writes read. Kept as objects, each write's object graph survived V8's young
+ * collections (it stays in the store and the watch history), so at 1,000 writes a second every
+ * scavenge copied them: pauses of 50–107 ms that each request meeting one waited out
+ * (docs/benchmarks-log.md, "The rollout's tail"). Encoded once, it is also what every watcher, GET
+ * and list sends, as kube-apiserver encodes a watch cache event once for all its watchers.
+ */
+export class StoredRecord {
+  /** The object with its kind and apiVersion first: a GET's, a write's and a watch event's body. */
+  readonly json: Buffer;
+  readonly metadata: StoredMetadata;
+  /** Where the object's own fields start in json (a list's items carry no kind or apiVersion). */
+  readonly #fieldsAt: number;
+
+  constructor(resource: ResourceType, object: StoredObject) {
+    const head = `{"kind":${JSON.stringify(resource.kind)},"apiVersion":${JSON.stringify(resource.apiVersion)},`;
+    // An object always has metadata, so its JSON is never `{}`: `{` gives way to the head.
+    this.json = Buffer.from(head + JSON.stringify(object).slice(1));
+    this.#fieldsAt = Buffer.byteLength(head);
+    const { name, namespace, resourceVersion, uid, creationTimestamp, labels } = object.metadata;
+    this.metadata = {
+      name,
+      resourceVersion,
+      uid,
+      ...(namespace === undefined ? {} : { namespace }),
+      ...(creationTimestamp === undefined ? {} : { creationTimestamp }),
+      ...(labels === undefined ? {} : { labels }),
+    };
+  }
+
+  /** The object as a list's item (without kind and apiVersion): its two parts, to send as they are. */
+  listItem(): readonly [Buffer, Buffer] {
+    return [OPEN_BRACE, this.json.subarray(this.#fieldsAt)];
+  }
+
+  /** The object, decoded anew: a copy its caller may change. */
+  object(): StoredObject {
+    return JSON.parse(`{${this.json.toString('utf8', this.#fieldsAt)}`) as StoredObject;
+  }
+}
+
+const OPEN_BRACE = Buffer.from('{');
+
 export type ChangeType = 'ADDED' | 'MODIFIED' | 'DELETED';
 
 export interface Change {
   readonly rv: number;
   readonly resource: ResourceType['plural'];
   readonly type: ChangeType;
-  readonly object: StoredObject;
+  readonly record: StoredRecord;
   /** The object before a MODIFIED change, so a selector-filtered watch can tell entering from leaving. */
-  readonly previous?: StoredObject;
+  readonly previous?: StoredRecord;
 }
 
 export type WriteResult =
-  | { readonly ok: true; readonly object: StoredObject }
+  | { readonly ok: true; readonly record: StoredRecord }
   | { readonly ok: false; readonly code: 400 | 404 | 409; readonly reason: string; readonly message: string };
 
 export interface Snapshot {
   readonly rv: number;
-  readonly items: readonly StoredObject[];
+  readonly records: readonly StoredRecord[];
 }
 
 type Input = {
@@ -52,7 +107,7 @@ export class ClusterState {
   #oldestRv: number;
   readonly #historyLimit: number;
   #history: Change[] = [];
-  readonly #objects = new Map<string, Map<string, StoredObject>>();
+  readonly #objects = new Map<string, Map<string, StoredRecord>>();
   readonly #listeners = new Set<(change: Change) => void>();
   #uid = 0;
 
@@ -70,7 +125,7 @@ export class ClusterState {
     return this.#oldestRv;
   }
 
-  #map(resource: ResourceType): Map<string, StoredObject> {
+  #map(resource: ResourceType): Map<string, StoredRecord> {
     let m = this.#objects.get(resource.plural);
     if (!m) {
       m = new Map();
@@ -79,17 +134,22 @@ export class ClusterState {
     return m;
   }
 
-  get(resource: ResourceType, namespace: string | undefined, name: string): StoredObject | undefined {
+  record(resource: ResourceType, namespace: string | undefined, name: string): StoredRecord | undefined {
     return this.#map(resource).get(
       objectKey({ name, namespace: resource.namespaced ? namespace : undefined }),
     );
+  }
+
+  /** The object, decoded: a copy. */
+  get(resource: ResourceType, namespace: string | undefined, name: string): StoredObject | undefined {
+    return this.record(resource, namespace, name)?.object();
   }
 
   /** The current objects of a resource, sorted by key (the order a chunked list pages through). */
   snapshot(resource: ResourceType): Snapshot {
     const m = this.#map(resource);
     const keys = [...m.keys()].sort();
-    return { rv: this.#rv, items: keys.map((k) => m.get(k)!) };
+    return { rv: this.#rv, records: keys.map((k) => m.get(k)!) };
   }
 
   create(resource: ResourceType, input: Input): WriteResult {
@@ -112,9 +172,13 @@ export class ClusterState {
     if (!old) return notFound(resource, name);
     m.delete(key);
     const rv = ++this.#rv;
-    const object = { ...old, metadata: { ...old.metadata, resourceVersion: String(rv) } };
-    this.#record({ rv, resource: resource.plural, type: 'DELETED', object });
-    return { ok: true, object };
+    const object = old.object();
+    const record = new StoredRecord(resource, {
+      ...object,
+      metadata: { ...object.metadata, resourceVersion: String(rv) },
+    });
+    this.#record({ rv, resource: resource.plural, type: 'DELETED', record });
+    return { ok: true, record };
   }
 
   #write(resource: ResourceType, input: Input, mode: 'create' | 'update' | 'apply'): WriteResult {
@@ -152,13 +216,14 @@ export class ClusterState {
         resourceVersion: String(rv),
       } as StoredObject['metadata'],
     };
-    m.set(key, object);
+    const record = new StoredRecord(resource, object);
+    m.set(key, record);
     this.#record(
       previous
-        ? { rv, resource: resource.plural, type: 'MODIFIED', object, previous }
-        : { rv, resource: resource.plural, type: 'ADDED', object },
+        ? { rv, resource: resource.plural, type: 'MODIFIED', record, previous }
+        : { rv, resource: resource.plural, type: 'ADDED', record },
     );
-    return { ok: true, object };
+    return { ok: true, record };
   }
 
   #record(change: Change): void {
@@ -194,7 +259,7 @@ export class ClusterState {
  * that a given one is kept: tests and the lab replay cluster states in which age decides (the older
  * Service keeps a contested address).
  */
-function creationTimestamp(given: Input['metadata'], previous: StoredObject | undefined): string {
+function creationTimestamp(given: Input['metadata'], previous: StoredRecord | undefined): string {
   const ts = given?.creationTimestamp ?? previous?.metadata.creationTimestamp;
   return typeof ts === 'string'
     ? ts

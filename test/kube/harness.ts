@@ -97,7 +97,8 @@ export function expectedStore(
   }) => boolean = () => true,
 ): Map<string, KubeObject> {
   const expected = new Map<string, KubeObject>();
-  for (const raw of server.state.snapshot(resource).items) {
+  for (const record of server.state.snapshot(resource).records) {
+    const raw = record.object();
     if (!select(raw)) continue;
     const decoded = decodeObject({ kind: resource.kind, apiVersion: resource.apiVersion, ...raw });
     if (decoded.kind === 'object') expected.set(objectKey(decoded.object.metadata), decoded.object);
