@@ -87,6 +87,22 @@ async function daemonCounters(
 }
 
 /**
+ * The counters once the daemon's sync count holds for SETTLE_MS: the sync that committed the last
+ * write records its duration after the commit the driver saw, and the mean must count it (an
+ * iptables sync at 30k lasts a minute or more).
+ */
+async function settledCounters(ns: string): Promise<Awaited<ReturnType<typeof daemonCounters>>> {
+  let last = await daemonCounters(ns);
+  for (const deadline = Date.now() + TIMEOUT_MS; Date.now() < deadline; ) {
+    await sleep(SETTLE_MS);
+    const now = await daemonCounters(ns);
+    if (now.syncs === last.syncs) return now;
+    last = now;
+  }
+  return last;
+}
+
+/**
  * CPU seconds of the daemon's process: its threads (the /healthz worker included) and the tools it
  * ran and reaped (nft, iptables-restore): stat(5)'s utime, stime, cutime, cstime, 100 ticks a second.
  */
@@ -186,7 +202,7 @@ try {
   // after which the driver reads the ruleset back (at most the run's bound too).
   const seconds = Number(values.seconds) + Number(values.wait);
   await driver.waitFor('churned', TIMEOUT_MS + seconds * 1000);
-  const after = await daemonCounters(ns);
+  const after = await settledCounters(ns);
   const cpu = cpuSeconds(daemon.pid!) - cpuBefore;
   const result = await driver.waitFor('"changes"', TIMEOUT_MS);
   const churn = JSON.parse(result) as Record<string, number> & {

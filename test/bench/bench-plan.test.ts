@@ -24,7 +24,7 @@ describe('bench plan', () => {
       'daemon: daemon-memory.ts --services 30000',
       'churn: churn-latency.ts --services 10000',
       'rollout: churn-latency.ts --mode nftables --schedule rollout --services 30000 --rolling 1000 --per-second 1000 --seconds 60 --wait 10 --timeout 900',
-      'rollout: churn-latency.ts --mode iptables --schedule rollout --services 30000 --rolling 1000 --per-second 1000 --seconds 60 --wait 60 --timeout 900',
+      'rollout: churn-latency.ts --mode iptables --schedule rollout --services 30000 --rolling 1000 --per-second 1000 --seconds 60 --wait 300 --timeout 900',
     ]);
   });
 
