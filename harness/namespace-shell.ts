@@ -111,23 +111,23 @@ export class NamespaceShell {
       command,
       ...args,
     ];
-    let overdue = false;
-    let timer: NodeJS.Timeout | undefined;
-    const status = await new Promise<number>((done) => {
-      const running: Running = { done, overdue: false };
-      this.#running.set(id, running);
-      this.child.stdin!.write(words.map((word) => `${word}\0`).join(''));
-      if (timeoutMs !== undefined)
-        timer = setTimeout(() => {
-          overdue = running.overdue = true;
-          this.#kill(running);
-        }, timeoutMs);
-    });
+    const { promise, resolve } = Promise.withResolvers<number>();
+    const running: Running = { done: resolve, overdue: false };
+    this.#running.set(id, running);
+    this.child.stdin!.write(words.map((word) => `${word}\0`).join(''));
+    const timer =
+      timeoutMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            running.overdue = true;
+            this.#kill(running);
+          }, timeoutMs);
+    const status = await promise;
     clearTimeout(timer);
     if (status === -1) throw new Error(this.#ended ?? `the shell in ${this.#ns} ended`);
     try {
       const [stdout, stderr] = await Promise.all([readFile(files.out, 'utf8'), readFile(files.err, 'utf8')]);
-      return { stdout, stderr, exitCode: status, timedOut: overdue && status === KILLED };
+      return { stdout, stderr, exitCode: status, timedOut: running.overdue && status === KILLED };
     } finally {
       await Promise.all(Object.values(files).map((file) => rm(file, { force: true })));
     }
