@@ -55,7 +55,8 @@ export class StoredRecord {
       uid,
       ...(namespace === undefined ? {} : { namespace }),
       ...(creationTimestamp === undefined ? {} : { creationTimestamp }),
-      ...(labels === undefined ? {} : { labels }),
+      // A copy: the caller's object may change after the write; the JSON above will not.
+      ...(labels === undefined ? {} : { labels: { ...labels } }),
     };
   }
 
