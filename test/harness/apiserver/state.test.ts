@@ -25,7 +25,7 @@ test('a record is the object with its kind first, a list item without it, and de
     record.json.toString(),
     JSON.stringify({ kind: SERVICES.kind, apiVersion: SERVICES.apiVersion, ...service }),
   );
-  // Cut by bytes, not characters: the multi-byte name comes after the cut.
+  // A list's item: the same bytes without kind and apiVersion (multi-byte characters kept whole).
   assert.equal(Buffer.concat(record.listItem()).toString(), JSON.stringify(service));
   const decoded = record.object();
   assert.deepEqual(decoded, service);
