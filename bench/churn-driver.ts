@@ -15,10 +15,13 @@
 // before the daemon, on an empty ruleset: it prints "monitoring", and starts the churn on a "go"
 // line on stdin, once the monitor has printed everything before it (a probe element of our own).
 // Prints "churned" once the churn and its wait are over, then one JSON line: the latency
-// summary, how late writes started and how fast the API answered, the final check.
+// summary, how late writes started and how fast the API answered, the final check. --timeline FILE
+// also writes each write's times (churn-timeline.ts reads them beside the daemon's log).
 //   node bench/churn-driver.ts URL --mode nftables|iptables --schedule replace|rollout
 //     --services N --endpoints E --nodes K --per-second R --seconds S [--rolling D] [--wait 10]
+//     [--timeline FILE]
 import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { setImmediate } from 'node:timers/promises';
@@ -43,6 +46,7 @@ const { values, positionals } = parseArgs({
     seconds: { type: 'string', default: '60' },
     rolling: { type: 'string', default: '1000' },
     wait: { type: 'string', default: '10' },
+    timeline: { type: 'string' },
   },
 });
 const base = positionals[0];
@@ -81,6 +85,7 @@ let probesSent = 0;
 let lostEvents = 0;
 /** Set once the cold start's events are printed: losses before are not the churn's. */
 let churning = false;
+const TIMELINE_HEADER = 'write\tputAt\tansweredAt\tseenAt';
 const PROBE_LINE = new RegExp(`${PROBE} ready \\{ 127\\.0\\.(\\d+)\\.(\\d+) \\}`);
 
 const monitor = spawn('nft', ['monitor'], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -233,6 +238,19 @@ function afterAnswer(): { afterApiAnswerP50Ms: number; afterApiAnswerP99Ms: numb
   };
 }
 
+/**
+ * One line a write: its index, when its PUT went, when it was answered and when the kernel showed
+ * it (epoch ms; empty: never).
+ */
+function writeTimeline(file: string): void {
+  const at = (ms: number | undefined) => (ms === undefined ? '' : ms.toFixed(3));
+  const lines = writtenAt.map((written, k) => {
+    const latency = latencies[k];
+    return `${k}\t${at(written)}\t${at(answeredAt[k])}\t${at(latency === undefined ? undefined : written + latency)}\n`;
+  });
+  writeFileSync(file, `${TIMELINE_HEADER}\n${lines.join('')}`);
+}
+
 try {
   await nft(`add table ip ${PROBE}\nadd set ip ${PROBE} ready { type ipv4_addr ; }\n`);
   await caughtUp();
@@ -251,6 +269,7 @@ try {
 
   const summary = latencySummary(latencies);
   if (summary === undefined) throw new Error('no change was seen in the kernel');
+  if (values.timeline !== undefined) writeTimeline(values.timeline);
   const listedAt = now();
   const ruleset = new FinalRuleset(mode);
   await readLines(finalListing(mode), (line) => ruleset.line(line));

@@ -18,11 +18,12 @@
 //     [--rolling 1000] [--min-sync-period 1ms] [--wait 10] [--timeout 300] [--checkout]
 //     [--node-flags="--cpu-prof --cpu-prof-dir=DIR"]   (diagnostic V8 flags added to the daemon's)
 //     [--api-node-flags="--trace-gc"]   (the same for the stand-in API server)
-//     [--save-output DIR]   (the daemon's stdout, its log and V8's traces, and the API server's, kept)
+//     [--save-output DIR]   (the daemon's stdout, its log and V8's traces, and the API server's, kept,
+//                            with each write's times: node bench/churn-timeline.ts DIR reads them)
 import type { ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Lab, type LabProcess } from '../harness/netns.ts';
 import {
@@ -175,6 +176,7 @@ try {
       values.seconds,
       '--wait',
       values.wait,
+      ...(saveOutput === undefined ? [] : ['--timeline', resolve(saveOutput, 'writes.tsv')]),
     ],
     { stdin: true },
   );
