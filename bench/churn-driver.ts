@@ -13,13 +13,14 @@
 // nft monitor subscribes only once it has read the whole ruleset (~30 s at 10,000 services on a
 // busy machine, restarted by any change meanwhile; events before are lost), so the driver starts
 // before the daemon, on an empty ruleset: it prints "monitoring", and starts the churn on a "go"
-// line on stdin, once the monitor has printed everything before it (a probe element of our own).
+// line on stdin, once the monitor has printed everything before it (a probe element of our own),
+// after warming the harness up (warmUp: writes the daemon does not watch).
 // Prints "churned" once the churn and its wait are over, then one JSON line: the latency
 // summary, how late writes started and how fast the API answered, the final check. --timeline FILE
 // also writes each write's times (churn-timeline.ts reads them beside the daemon's log).
 //   node bench/churn-driver.ts URL --mode nftables|iptables --schedule replace|rollout
 //     --services N --endpoints E --nodes K --per-second R --seconds S [--rolling D] [--wait 10]
-//     [--timeline FILE]
+//     [--warm-up 3] [--timeline FILE]
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
@@ -27,12 +28,18 @@ import { createInterface } from 'node:readline';
 import { setImmediate } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { Agent, request } from 'undici';
-import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION } from '../src/kube/objects.ts';
+import {
+  type EndpointSlice,
+  HEADLESS_LABEL,
+  LAST_CHANGE_TRIGGER_TIME_ANNOTATION,
+  SERVICE_NAME_LABEL,
+} from '../src/kube/objects.ts';
 import { ENDPOINT_SLICES } from '../src/kube/resources.ts';
 import { type ChurnMode, CommitReader, expectationKey, FinalRuleset, finalListing } from './churn-kernel.ts';
 import { latencySummary, replacePlan } from './churn-schedule.ts';
 import { percentile, round } from './measure.ts';
 import { rolloutPlan } from './rollout-schedule.ts';
+import { syntheticSlice } from './synthetic-cluster.ts';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -46,6 +53,7 @@ const { values, positionals } = parseArgs({
     seconds: { type: 'string', default: '60' },
     rolling: { type: 'string', default: '1000' },
     wait: { type: 'string', default: '10' },
+    'warm-up': { type: 'string', default: '3' },
     timeline: { type: 'string' },
   },
 });
@@ -163,6 +171,73 @@ async function readLines(
  */
 const api = new Agent({ connections: 64 });
 
+/** A slice's object path, or its collection's for a create. */
+function slicePath(slice: EndpointSlice, create = false): string {
+  const collection = `/apis/discovery.k8s.io/v1/namespaces/${slice.metadata.namespace}/endpointslices`;
+  return create ? collection : `${collection}/${slice.metadata.name}`;
+}
+
+/** Writes a slice whose last-change-trigger-time is `at`; resolves with the answer's status. */
+async function send(method: 'POST' | 'PUT', slice: EndpointSlice, at: number): Promise<number> {
+  const body = {
+    apiVersion: ENDPOINT_SLICES.apiVersion,
+    ...slice,
+    metadata: {
+      ...slice.metadata,
+      annotations: { [LAST_CHANGE_TRIGGER_TIME_ANNOTATION]: new Date(at).toISOString() },
+    },
+  };
+  const response = await request(`${base}${slicePath(slice, method === 'POST')}`, {
+    method,
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    dispatcher: api,
+  });
+  await response.body.dump();
+  return response.statusCode;
+}
+
+/** Slices of the warm-up, written in turn. */
+const WARM_UP_SLICES = 100;
+
+/**
+ * Slice `n` of the warm-up, its first endpoint moved by `round`: headless, so that neither the
+ * daemon's watch (kube-proxy's selector) nor its model ever sees it.
+ */
+function warmUpSlice(n: number, round: number): EndpointSlice {
+  const slice = syntheticSlice(n, options.endpoints, options.nodes, round % 2);
+  return {
+    ...slice,
+    metadata: {
+      ...slice.metadata,
+      name: `kproxy-bench-warm-up-${n}`,
+      labels: { [SERVICE_NAME_LABEL]: 'kproxy-bench-warm-up', [HEADLESS_LABEL]: '' },
+    },
+  };
+}
+
+/**
+ * The harness's own start, before the churn: the driver's connections and the stand-in API
+ * server's write path (a Node process too: its first writes run unoptimized code and took ~150 ms
+ * each) warmed by `seconds` of writes at the churn's rate that the daemon does not watch, so the
+ * churn's first seconds time kproxy rather than the harness. The daemon's own code is not warmed.
+ */
+async function warmUp(seconds: number): Promise<void> {
+  const writes: Promise<number>[] = [];
+  for (let n = 0; n < WARM_UP_SLICES; n++) writes.push(send('POST', warmUpSlice(n, 0), now()));
+  const start = now();
+  for (let k = 0; k < seconds * options.perSecond; k++) {
+    const ahead = start + (k * 1000) / options.perSecond - now();
+    if (ahead > 0) await sleep(ahead);
+    else if (k % 50 === 0) await setImmediate();
+    const n = k % WARM_UP_SLICES;
+    writes.push(send('PUT', warmUpSlice(n, Math.floor(k / WARM_UP_SLICES) + 1), now()));
+  }
+  const statuses = await Promise.all(writes);
+  const refused = statuses.filter((status) => status !== 200 && status !== 201).length;
+  if (refused > 0) throw new Error(`the warm-up: ${refused} of ${statuses.length} writes refused`);
+}
+
 /**
  * Every write, each at its time, open loop; resolves once every PUT is answered. A PUT that fails
  * is counted and its write left unseen (missed), not retried: the plan's next write of the
@@ -187,25 +262,11 @@ async function churn(): Promise<{ ackMs: number[]; lateMs: number[]; failed: str
     const at = now();
     writtenAt[k] = at;
     lateMs.push(at - start - atMs);
-    const body = {
-      apiVersion: ENDPOINT_SLICES.apiVersion,
-      ...slice,
-      metadata: {
-        ...slice.metadata,
-        annotations: { [LAST_CHANGE_TRIGGER_TIME_ANNOTATION]: new Date(at).toISOString() },
-      },
-    };
-    const path = `/apis/discovery.k8s.io/v1/namespaces/${slice.metadata.namespace}/endpointslices/${slice.metadata.name}`;
+    const path = slicePath(slice);
     writes.push(
-      request(`${base}${path}`, {
-        method: 'PUT',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(body),
-        dispatcher: api,
-      }).then(
-        async (response) => {
-          await response.body.dump();
-          if (response.statusCode !== 200) throw new Error(`PUT ${path}: HTTP ${response.statusCode}`);
+      send('PUT', slice, at).then(
+        (status) => {
+          if (status !== 200) throw new Error(`PUT ${path}: HTTP ${status}`);
           const answered = now();
           answeredAt[k] = answered;
           ackMs.push(answered - at);
@@ -256,6 +317,7 @@ try {
   await caughtUp();
   process.stdout.write('monitoring\n');
   await goLine();
+  await warmUp(Number(values['warm-up']));
   await caughtUp();
   await nft(`delete table ip ${PROBE}\n`);
   churning = true;

@@ -3,19 +3,21 @@
 // E endpoints) is served by the stand-in API server and `kproxy run` programs it, both in a
 // throwaway namespace, as in the daemon section (daemon-process.ts). churn-driver.ts, in the same
 // namespace, starts first (its `nft monitor` subscribes at once on an empty ruleset); once the
-// first sync is in, it writes the plan's EndpointSlice changes (--schedule replace: one endpoint
-// replaced in place, R a second over random Services; rollout: D Deployments rolled at once,
-// rollout-schedule.ts) for S seconds, times each from its API write to the commit that shows it in
-// the kernel (p50, p99, max), and at the end reads the ruleset back and holds every Service's
-// endpoints in it against the API's. Beside it, /healthz probed every 10 ms (healthz-probe.ts,
-// open loop) over the churn, and the daemon's own syncs: how many, their mean duration, and its
-// kubeproxy_network_programming_duration_seconds (mean: its buckets start at 0.25 s), measured
-// from the slices' last-change-trigger-time as upstream defines it.
+// first sync is in and the harness is warm (--warm-up seconds of writes at the churn's rate that
+// the daemon does not watch: churn-driver.ts's warmUp), it writes the plan's EndpointSlice
+// changes (--schedule replace: one endpoint replaced in place, R a second over random Services;
+// rollout: D Deployments rolled at once, rollout-schedule.ts) for S seconds, times each from its
+// API write to the commit that shows it in the kernel (p50, p99, max), and at the end reads the
+// ruleset back and holds every Service's endpoints in it against the API's. Beside it, /healthz
+// probed every 10 ms (healthz-probe.ts, open loop) over the churn, and the daemon's own syncs: how
+// many, their mean duration, and its kubeproxy_network_programming_duration_seconds (mean: its
+// buckets start at 0.25 s), measured from the slices' last-change-trigger-time as upstream
+// defines it.
 // minSyncPeriod is kube-proxy's coalescing delay (1 s by default): the section sets it (default
 // 1ms, no coalescing beyond one tick) so the figure is kproxy's own path, not a configured wait.
 //   node bench/churn-latency.ts [--mode nftables|iptables] [--schedule replace|rollout]
 //     [--services 10000] [--endpoints 10] [--nodes 100] [--per-second 10] [--seconds 60]
-//     [--rolling 1000] [--min-sync-period 1ms] [--wait 10] [--timeout 300] [--checkout]
+//     [--rolling 1000] [--min-sync-period 1ms] [--wait 10] [--warm-up 3] [--timeout 300] [--checkout]
 //     [--node-flags="--cpu-prof --cpu-prof-dir=DIR"]   (diagnostic V8 flags added to the daemon's)
 //     [--api-node-flags="--trace-gc"]   (the same for the stand-in API server)
 //     [--save-output DIR]   (the daemon's stdout, its log and V8's traces, and the API server's, kept,
@@ -53,6 +55,7 @@ const { values } = parseArgs({
     seconds: { type: 'string', default: '60' },
     'min-sync-period': { type: 'string', default: '1ms' },
     wait: { type: 'string', default: '10' },
+    'warm-up': { type: 'string', default: '3' },
     timeout: { type: 'string', default: '300' },
     checkout: { type: 'boolean', default: false },
     'node-flags': { type: 'string', default: '' },
@@ -176,6 +179,8 @@ try {
       values.seconds,
       '--wait',
       values.wait,
+      '--warm-up',
+      values['warm-up'],
       ...(saveOutput === undefined ? [] : ['--timeline', resolve(saveOutput, 'writes.tsv')]),
     ],
     { stdin: true },
@@ -202,7 +207,7 @@ try {
   driver.send('go\n');
   // The monitor first prints the cold start's elements; then the churn and the wait for stragglers,
   // after which the driver reads the ruleset back (at most the run's bound too).
-  const seconds = Number(values.seconds) + Number(values.wait);
+  const seconds = Number(values['warm-up']) + Number(values.seconds) + Number(values.wait);
   await driver.waitFor('churned', TIMEOUT_MS + seconds * 1000);
   const after = await settledCounters(ns);
   const cpu = cpuSeconds(daemon.pid!) - cpuBefore;
