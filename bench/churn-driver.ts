@@ -223,8 +223,11 @@ function warmUpSlice(n: number, round: number): EndpointSlice {
  * churn's first seconds time kproxy rather than the harness. The daemon's own code is not warmed.
  */
 async function warmUp(seconds: number): Promise<void> {
+  // Created first: a PUT of a slice not yet there is refused (404), as by kube-apiserver.
+  const created = await Promise.all(
+    Array.from({ length: WARM_UP_SLICES }, (_, n) => send('POST', warmUpSlice(n, 0), now())),
+  );
   const writes: Promise<number>[] = [];
-  for (let n = 0; n < WARM_UP_SLICES; n++) writes.push(send('POST', warmUpSlice(n, 0), now()));
   const start = now();
   for (let k = 0; k < seconds * options.perSecond; k++) {
     const ahead = start + (k * 1000) / options.perSecond - now();
@@ -233,9 +236,14 @@ async function warmUp(seconds: number): Promise<void> {
     const n = k % WARM_UP_SLICES;
     writes.push(send('PUT', warmUpSlice(n, Math.floor(k / WARM_UP_SLICES) + 1), now()));
   }
-  const statuses = await Promise.all(writes);
-  const refused = statuses.filter((status) => status !== 200 && status !== 201).length;
-  if (refused > 0) throw new Error(`the warm-up: ${refused} of ${statuses.length} writes refused`);
+  const refused = [
+    ...created.filter((status) => status !== 201),
+    ...(await Promise.all(writes)).filter((status) => status !== 200),
+  ];
+  if (refused.length > 0)
+    throw new Error(
+      `the warm-up: ${refused.length} writes refused (HTTP ${[...new Set(refused)].join(', ')})`,
+    );
 }
 
 /**
