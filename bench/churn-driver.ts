@@ -17,10 +17,11 @@
 // after warming the harness up (warmUp: writes the daemon does not watch).
 // Prints "churned" once the churn and its wait are over, then one JSON line: the latency
 // summary, how late writes started and how fast the API answered, the final check. --timeline FILE
-// also writes each write's times (churn-timeline.ts reads them beside the daemon's log).
+// also writes each write's times (churn-timeline.ts reads them beside the daemon's log), --commits
+// FILE each commit's line and when it was read.
 //   node bench/churn-driver.ts URL --mode nftables|iptables --schedule replace|rollout
 //     --services N --endpoints E --nodes K --per-second R --seconds S [--rolling D] [--wait 10]
-//     [--warm-up 3] [--timeline FILE]
+//     [--warm-up 3] [--timeline FILE] [--commits FILE]
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
@@ -55,6 +56,7 @@ const { values, positionals } = parseArgs({
     wait: { type: 'string', default: '10' },
     'warm-up': { type: 'string', default: '3' },
     timeline: { type: 'string' },
+    commits: { type: 'string' },
   },
 });
 const base = positionals[0];
@@ -91,6 +93,8 @@ let probeSeen = 0;
 let probesSent = 0;
 /** nft monitor's own "lost some netlink events" lines during the churn: a socket that overflowed. */
 let lostEvents = 0;
+/** Each commit's line (`# new generation N by process P (name)`) seen in the churn, and when. */
+const generationsSeen: string[] = [];
 /** Set once the cold start's events are printed: losses before are not the churn's. */
 let churning = false;
 const TIMELINE_HEADER = 'write\tputAt\tansweredAt\tseenAt';
@@ -107,7 +111,9 @@ monitor.stdout.setEncoding('utf8').on('data', (chunk: string) => {
     const probe = PROBE_LINE.exec(line);
     if (probe) probeSeen = Math.max(probeSeen, Number(probe[1]) * 256 + Number(probe[2]));
     if (churning && line.startsWith('#') && /lost/i.test(line)) lostEvents++;
-    for (const key of commits.line(line) ?? []) {
+    const keys = commits.line(line);
+    if (keys !== undefined && churning) generationsSeen.push(`${at.toFixed(3)}\t${line}`);
+    for (const key of keys ?? []) {
       const k = pending.get(key);
       if (k === undefined) continue;
       pending.delete(key);
@@ -340,6 +346,8 @@ try {
   const summary = latencySummary(latencies);
   if (summary === undefined) throw new Error('no change was seen in the kernel');
   if (values.timeline !== undefined) writeTimeline(values.timeline);
+  if (values.commits !== undefined)
+    writeFileSync(values.commits, `seenAt\tline\n${generationsSeen.join('\n')}\n`);
   const listedAt = now();
   const ruleset = new FinalRuleset(mode);
   await readLines(finalListing(mode), (line) => ruleset.line(line));

@@ -21,7 +21,7 @@
 //     [--node-flags="--cpu-prof --cpu-prof-dir=DIR"]   (diagnostic V8 flags added to the daemon's)
 //     [--api-node-flags="--trace-gc"]   (the same for the stand-in API server)
 //     [--save-output DIR]   (the daemon's stdout, its log and V8's traces, and the API server's, kept,
-//                            with each write's times: node bench/churn-timeline.ts DIR reads them)
+//                            with each write's times and each commit's: churn-timeline.ts DIR reads them)
 import type { ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -181,7 +181,9 @@ try {
       values.wait,
       '--warm-up',
       values['warm-up'],
-      ...(saveOutput === undefined ? [] : ['--timeline', resolve(saveOutput, 'writes.tsv')]),
+      ...(saveOutput === undefined
+        ? []
+        : ['--timeline', resolve(saveOutput, 'writes.tsv'), '--commits', resolve(saveOutput, 'commits.tsv')]),
     ],
     { stdin: true },
   );

@@ -10,8 +10,11 @@
 // - sync: that sync, from the answer on;
 // - afterCommit: from its end to the driver's sight of the commit (`nft monitor` and its pipe).
 //   A lower bound: when the monitor lags, the sync that committed the write ended earlier still.
+// The monitor's own lag, when the run's commits (churn-driver.ts --commits) pair one to one with
+// the daemon's syncs in the churn (each incremental sync is one commit): when the driver read each
+// commit against when the daemon logged the sync's end.
 //   node bench/churn-timeline.ts DIR   (a `churn-latency.ts --save-output DIR` run's files)
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { percentile, round } from './measure.ts';
 
@@ -53,6 +56,29 @@ export function parseSyncs(log: string): Sync[] {
     syncs.push({ start: ts - durationMs, end: ts });
   }
   return syncs.sort((a, b) => a.end - b.end);
+}
+
+/** When the driver read each commit line (churn-driver.ts --commits), in order. */
+export function parseCommits(text: string): number[] {
+  const [header, ...lines] = text.trimEnd().split('\n');
+  if (header !== 'seenAt\tline') throw new Error(`not a churn commit list: ${header}`);
+  return lines.map((line) => Number(line.slice(0, line.indexOf('\t'))));
+}
+
+/**
+ * The monitor's lag (ms, p50/p90/p99/max): the n commits read in the churn against the last n
+ * syncs, one each; undefined when there are fewer syncs than commits (they cannot pair).
+ */
+export function monitorLag(
+  commitsSeen: readonly number[],
+  syncs: readonly Sync[],
+): Record<string, number> | undefined {
+  if (commitsSeen.length === 0 || syncs.length < commitsSeen.length) return undefined;
+  const paired = syncs.slice(syncs.length - commitsSeen.length);
+  const lags = commitsSeen.map((seen, i) => seen - paired[i]!.end);
+  return Object.fromEntries(
+    [50, 90, 99, 100].map((p) => [p === 100 ? 'max' : `p${p}`, round(percentile(lags, p), 2)]),
+  );
 }
 
 /** The index of the last sync ending at or before `at` (-1: none); `syncs` sorted by end. */
@@ -158,5 +184,9 @@ if (import.meta.main) {
   if (dir === undefined) throw new Error('usage: churn-timeline.ts DIR');
   const writes = parseTimeline(readFileSync(join(dir, 'writes.tsv'), 'utf8'));
   const syncs = parseSyncs(readFileSync(join(dir, 'daemon.out'), 'utf8'));
-  process.stdout.write(`${JSON.stringify(tailReport(writes, syncs), null, 2)}\n`);
+  const commitsFile = join(dir, 'commits.tsv');
+  const lag = existsSync(commitsFile)
+    ? monitorLag(parseCommits(readFileSync(commitsFile, 'utf8')), syncs)
+    : undefined;
+  process.stdout.write(`${JSON.stringify({ ...tailReport(writes, syncs), monitorLagMs: lag }, null, 2)}\n`);
 }

@@ -1,6 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { breakdown, parseSyncs, parseTimeline, type Sync, tailReport } from '../../bench/churn-timeline.ts';
+import {
+  breakdown,
+  monitorLag,
+  parseCommits,
+  parseSyncs,
+  parseTimeline,
+  type Sync,
+  tailReport,
+} from '../../bench/churn-timeline.ts';
 
 /** Three syncs: back to back from 100 to 150, then one from 160 to 170. */
 const SYNCS: readonly Sync[] = [
@@ -84,5 +92,21 @@ describe('churn timeline', () => {
       10: undefined,
     });
     assert.deepEqual(report.p50Ms, { latency: 5, ack: 1, beforeSync: 1, sync: 2, afterCommit: 1 });
+  });
+
+  it("pairs the churn's commits with the last syncs, one each, for the monitor's lag", () => {
+    const commits = parseCommits(
+      'seenAt\tline\n112.5\t# new generation 7 by process 42 (node)\n152\t# new generation 8 by process 42 (node)\n171\t# new generation 9 by process 42 (node)\n',
+    );
+    assert.deepEqual(commits, [112.5, 152, 171]);
+    // The first sync (the cold start's) ended before the churn: its commit is not among them.
+    assert.deepEqual(monitorLag(commits, [{ start: 0, end: 50 }, ...SYNCS]), {
+      p50: 2,
+      p90: 2.5,
+      p99: 2.5,
+      max: 2.5,
+    });
+    assert.equal(monitorLag(commits, SYNCS.slice(1)), undefined);
+    assert.throws(() => parseCommits('write\tputAt\n'), /not a churn commit list/);
   });
 });
