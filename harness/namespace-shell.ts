@@ -125,9 +125,17 @@ export class NamespaceShell {
     const status = await promise;
     clearTimeout(timer);
     if (status === -1) throw new Error(this.#ended ?? `the shell in ${this.#ns} ended`);
+    const timedOut = running.overdue && status === KILLED;
+    // Killed on time before it had opened its output files (the kill follows "started" at once
+    // once the limit has passed): it wrote nothing. Any other missing file is the shell's fault.
+    const output = (file: string) =>
+      readFile(file, 'utf8').catch((error: NodeJS.ErrnoException) => {
+        if (timedOut && error.code === 'ENOENT') return '';
+        throw error;
+      });
     try {
-      const [stdout, stderr] = await Promise.all([readFile(files.out, 'utf8'), readFile(files.err, 'utf8')]);
-      return { stdout, stderr, exitCode: status, timedOut: running.overdue && status === KILLED };
+      const [stdout, stderr] = await Promise.all([output(files.out), output(files.err)]);
+      return { stdout, stderr, exitCode: status, timedOut };
     } finally {
       await Promise.all(Object.values(files).map((file) => rm(file, { force: true })));
     }
