@@ -126,8 +126,9 @@ export class NamespaceShell {
     clearTimeout(timer);
     if (status === -1) throw new Error(this.#ended ?? `the shell in ${this.#ns} ended`);
     const timedOut = running.overdue && status === KILLED;
-    // Killed on time before it had opened its output files (the kill follows "started" at once
-    // once the limit has passed): it wrote nothing. Any other missing file is the shell's fault.
+    // Killed on its limit before it had opened its output files (the limit passed before the
+    // runner's child got that far, or before "started" came): it wrote nothing. Any other missing
+    // file is the shell's fault.
     const output = (file: string) =>
       readFile(file, 'utf8').catch((error: NodeJS.ErrnoException) => {
         if (timedOut && error.code === 'ENOENT') return '';
