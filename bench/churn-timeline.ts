@@ -10,9 +10,9 @@
 // - sync: that sync, from the answer on;
 // - afterCommit: from its end to the driver's sight of the commit (`nft monitor` and its pipe).
 //   A lower bound: when the monitor lags, the sync that committed the write ended earlier still.
-// The monitor's own lag, when the run's commits (churn-driver.ts --commits) pair one to one with
-// the daemon's syncs in the churn (each incremental sync is one commit): when the driver read each
-// commit against when the daemon logged the sync's end.
+// The monitor's own lag, when the run's commits (churn-driver.ts --commits) are as many as the
+// daemon's syncs in the churn (each incremental sync that changes something is one commit): when
+// the driver read each commit against when the daemon logged the sync's end.
 //   node bench/churn-timeline.ts DIR   (a `churn-latency.ts --save-output DIR` run's files)
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -66,16 +66,18 @@ export function parseCommits(text: string): number[] {
 }
 
 /**
- * The monitor's lag (ms, p50/p90/p99/max): the n commits read in the churn against the last n
- * syncs, one each; undefined when there are fewer syncs than commits (they cannot pair).
+ * The monitor's lag (ms, p50/p90/p99/max): the commits read in the churn against the syncs that
+ * ended after its first write, one each; undefined unless they are as many (a sync that committed
+ * nothing, or a commit of another process, would pair the rest wrongly).
  */
 export function monitorLag(
   commitsSeen: readonly number[],
   syncs: readonly Sync[],
+  churnFrom: number,
 ): Record<string, number> | undefined {
-  if (commitsSeen.length === 0 || syncs.length < commitsSeen.length) return undefined;
-  const paired = syncs.slice(syncs.length - commitsSeen.length);
-  const lags = commitsSeen.map((seen, i) => seen - paired[i]!.end);
+  const churned = syncs.filter((sync) => sync.end >= churnFrom);
+  if (commitsSeen.length === 0 || churned.length !== commitsSeen.length) return undefined;
+  const lags = commitsSeen.map((seen, i) => seen - churned[i]!.end);
   return Object.fromEntries(
     [50, 90, 99, 100].map((p) => [p === 100 ? 'max' : `p${p}`, round(percentile(lags, p), 2)]),
   );
@@ -186,7 +188,11 @@ if (import.meta.main) {
   const syncs = parseSyncs(readFileSync(join(dir, 'daemon.out'), 'utf8'));
   const commitsFile = join(dir, 'commits.tsv');
   const lag = existsSync(commitsFile)
-    ? monitorLag(parseCommits(readFileSync(commitsFile, 'utf8')), syncs)
+    ? monitorLag(
+        parseCommits(readFileSync(commitsFile, 'utf8')),
+        syncs,
+        writes.reduce((min, { putAt }) => Math.min(min, putAt), Number.POSITIVE_INFINITY),
+      )
     : undefined;
   process.stdout.write(`${JSON.stringify({ ...tailReport(writes, syncs), monitorLagMs: lag }, null, 2)}\n`);
 }

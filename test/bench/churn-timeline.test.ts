@@ -100,13 +100,11 @@ describe('churn timeline', () => {
     );
     assert.deepEqual(commits, [112.5, 152, 171]);
     // The first sync (the cold start's) ended before the churn: its commit is not among them.
-    assert.deepEqual(monitorLag(commits, [{ start: 0, end: 50 }, ...SYNCS]), {
-      p50: 2,
-      p90: 2.5,
-      p99: 2.5,
-      max: 2.5,
-    });
-    assert.equal(monitorLag(commits, SYNCS.slice(1)), undefined);
+    const withColdStart = [{ start: 0, end: 50 }, ...SYNCS];
+    assert.deepEqual(monitorLag(commits, withColdStart, 90), { p50: 2, p90: 2.5, p99: 2.5, max: 2.5 });
+    // As many commits as syncs, or nothing: one sync too many or too few would pair the rest wrongly.
+    assert.equal(monitorLag(commits, withColdStart, 0), undefined);
+    assert.equal(monitorLag(commits, SYNCS.slice(1), 90), undefined);
     assert.throws(() => parseCommits('write\tputAt\n'), /not a churn commit list/);
   });
 });
