@@ -9,10 +9,10 @@
 // rollout: D Deployments rolled at once, rollout-schedule.ts) for S seconds, times each from its
 // API write to the commit that shows it in the kernel (p50, p99, max), and at the end reads the
 // ruleset back and holds every Service's endpoints in it against the API's. Beside it, /healthz
-// probed every 10 ms (healthz-probe.ts, open loop) over the churn, and the daemon's own syncs: how
-// many, their mean duration, and its kubeproxy_network_programming_duration_seconds (mean: its
-// buckets start at 0.25 s), measured from the slices' last-change-trigger-time as upstream
-// defines it.
+// probed every 10 ms (healthz-probe.ts, open loop) over the churn, the daemon's resident memory
+// before, through (its most) and after it, and the daemon's own syncs: how many, their mean
+// duration, and its kubeproxy_network_programming_duration_seconds (mean: its buckets start at
+// 0.25 s), measured from the slices' last-change-trigger-time as upstream defines it.
 // minSyncPeriod is kube-proxy's coalescing delay (1 s by default): the section sets it (default
 // 1ms, no coalescing beyond one tick) so the figure is kproxy's own path, not a configured wait.
 //   node bench/churn-latency.ts [--mode nftables|iptables] [--schedule replace|rollout]
@@ -35,6 +35,7 @@ import {
   fromCheckout,
   installed,
   NODE_BIN,
+  processMemoryMiB,
   sample,
   scrape,
   spawnDaemon,
@@ -113,6 +114,18 @@ async function settledCounters(ns: string): Promise<Awaited<ReturnType<typeof da
 function cpuSeconds(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   return fields.slice(11, 15).reduce((sum, ticks) => sum + Number(ticks), 0) / 100;
+}
+
+/** Reads the daemon's VmRSS every 100 ms until the function returned is called; that returns the most seen, in MiB. */
+function rssPeakSampler(pid: number): () => number {
+  let peak = processMemoryMiB(pid).rssMiB!;
+  const timer = setInterval(() => {
+    peak = Math.max(peak, processMemoryMiB(pid).rssMiB!);
+  }, 100);
+  return () => {
+    clearInterval(timer);
+    return peak;
+  };
 }
 
 /** p50/p99/max of the /healthz answers (healthz-probe.ts's line) due between `from` and `to`. */
@@ -206,6 +219,8 @@ try {
   await probe.waitFor('probing', TIMEOUT_MS);
   const before = await daemonCounters(ns);
   const cpuBefore = cpuSeconds(daemon.pid!);
+  const rssBefore = processMemoryMiB(daemon.pid!).rssMiB!;
+  const rssPeak = rssPeakSampler(daemon.pid!);
   driver.send('go\n');
   // The monitor first prints the cold start's elements; then the churn and the wait for stragglers,
   // after which the driver reads the ruleset back (at most the run's bound too).
@@ -213,6 +228,8 @@ try {
   await driver.waitFor('churned', TIMEOUT_MS + seconds * 1000);
   const after = await settledCounters(ns);
   const cpu = cpuSeconds(daemon.pid!) - cpuBefore;
+  const rssChurnPeak = rssPeak();
+  const rssAfter = processMemoryMiB(daemon.pid!).rssMiB!;
   const result = await driver.waitFor('"changes"', TIMEOUT_MS);
   const churn = JSON.parse(result) as Record<string, number> & {
     finalMismatchedServices: number[];
@@ -257,6 +274,10 @@ try {
     // daemon per write (at 1,000 writes a second, ms per write is the share of a core it needs).
     daemonCpuSeconds: round(cpu, 2),
     daemonCpuMsPerWrite: round((cpu * 1000) / churn.changes!, 3),
+    // What the churn makes the daemon hold beyond its settled figure (VmRSS every 100 ms).
+    daemonRssBeforeChurnMiB: rssBefore,
+    daemonRssChurnPeakMiB: rssChurnPeak,
+    daemonRssAfterChurnMiB: rssAfter,
     loadAverage: loadavg().map((l) => round(l, 1)),
     syncsDuringChurn: syncs,
     syncMeanMs: syncs > 0 ? round(((after.syncSeconds - before.syncSeconds) / syncs) * 1000, 1) : undefined,

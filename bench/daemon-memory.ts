@@ -40,6 +40,7 @@ import {
   installed,
   installedCommand,
   NODE_BIN,
+  processMemoryMiB,
   sample,
   scrape,
   spawnDaemon,
@@ -102,23 +103,6 @@ function daemonPid(pid: number, entry: string): number | undefined {
     queue.push(...children(p));
   }
   return undefined;
-}
-
-/** VmRSS, VmHWM, RssAnon, RssFile, RssShmem of a process, in MiB. */
-function processMemoryMiB(pid: number): Record<string, number> {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const field = (name: string) => {
-    const match = new RegExp(`^${name}:\\s+(\\d+) kB$`, 'm').exec(status);
-    if (!match) throw new Error(`/proc/${pid}/status has no ${name}`);
-    return round(Number(match[1]) / 1024);
-  };
-  return {
-    rssMiB: field('VmRSS'),
-    peakRssMiB: field('VmHWM'),
-    rssAnonMiB: field('RssAnon'),
-    rssFileMiB: field('RssFile'),
-    rssShmemMiB: field('RssShmem'),
-  };
 }
 
 /** The CPU time (user + system, seconds) `pid` has used: /proc/<pid>/stat's utime and stime. */

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { execa } from 'execa';
 import type { Lab, LabProcess } from '../harness/netns.ts';
 import { COMMAND_PATH, install, UNIT_PATH } from '../src/cli/install.ts';
+import { round } from './measure.ts';
 
 const REPO = join(import.meta.dirname, '..');
 export const NODE_BIN = join(REPO, 'node_modules/.bin/node');
@@ -164,4 +165,21 @@ export async function firstSyncAt(
     if (last !== undefined && last > 0) return last * 1000;
     await sleep(500);
   }
+}
+
+/** VmRSS, VmHWM, RssAnon, RssFile, RssShmem of a process, in MiB. */
+export function processMemoryMiB(pid: number): Record<string, number> {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const field = (name: string) => {
+    const match = new RegExp(`^${name}:\\s+(\\d+) kB$`, 'm').exec(status);
+    if (!match) throw new Error(`/proc/${pid}/status has no ${name}`);
+    return round(Number(match[1]) / 1024);
+  };
+  return {
+    rssMiB: field('VmRSS'),
+    peakRssMiB: field('VmHWM'),
+    rssAnonMiB: field('RssAnon'),
+    rssFileMiB: field('RssFile'),
+    rssShmemMiB: field('RssShmem'),
+  };
 }
