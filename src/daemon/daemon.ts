@@ -44,7 +44,7 @@ import {
   type PacketCount,
   registerNfacctPackets,
 } from './nfacct-packet-metrics.ts';
-import { capHeapGrowth, heapReleaser } from './release-memory.ts';
+import { HeapGrowth, heapReleaser } from './release-memory.ts';
 
 export interface DaemonDeps {
   readonly config: ProxyConfig;
@@ -124,11 +124,11 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
   const syncer = new SyncStep({ model, dataplane, healthChecks: healthCheckPorts, metrics, logger });
   const drift = new DriftWatch({ mode: config.mode, read: deps.drift, registry: metrics.registry, logger });
 
-  capHeapGrowth();
+  const heapGrowth = new HeapGrowth();
   const releaseMemory = heapReleaser();
   const loop = new SyncLoop({
     clock,
-    syncer: drift.watching(syncer, () => syncer.applied),
+    syncer: drift.watching(heapGrowth.capping(syncer), () => syncer.applied),
     minSyncPeriodMs: config.minSyncPeriodMs,
     syncPeriodMs: config.syncPeriodMs,
     fullSyncPeriodMs: config.fullSyncPeriodMs,
@@ -138,9 +138,16 @@ export async function startDaemon(deps: DaemonDeps): Promise<DaemonStart> {
       drift.observe(event);
       logSyncEvent(logger, event, syncer.summary);
       // A full sync's peak leaves free heap pages mapped: give them back (release-memory.ts, only
-      // when the heap grew by what that pause is worth), once the work it left to the background is done too.
+      // when the heap grew by what that pause is worth), once the work it left to the background is
+      // done too; from then on the old generation may grow further between collections.
       if (event.type === 'synced' && event.outcome.kind === 'full') {
-        void (dataplane.settled?.() ?? Promise.resolve()).then(() => setImmediate(releaseMemory));
+        const liftHeapGrowth = heapGrowth.lifter();
+        void (dataplane.settled?.() ?? Promise.resolve()).then(() =>
+          setImmediate(() => {
+            liftHeapGrowth();
+            releaseMemory();
+          }),
+        );
       }
     },
   });

@@ -4,7 +4,14 @@ import { test } from 'node:test';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import v8 from 'node:v8';
-import { HEAP_GROWTH_WORTH_RELEASING, heapReleaser } from '../../src/daemon/release-memory.ts';
+import type { SyncKind } from '../../contract/dataplane.ts';
+import {
+  BETWEEN_FULL_SYNCS_HEAP_GROWING_PERCENT,
+  FULL_SYNC_HEAP_GROWING_PERCENT,
+  HEAP_GROWTH_WORTH_RELEASING,
+  HeapGrowth,
+  heapReleaser,
+} from '../../src/daemon/release-memory.ts';
 
 const committed = () => v8.getHeapStatistics().total_heap_size;
 
@@ -47,8 +54,8 @@ async function churnGrowthMiB(): Promise<number> {
   const module = new URL('../../src/daemon/release-memory.ts', import.meta.url).href;
   const script = `
     import v8 from 'node:v8';
-    import { capHeapGrowth } from '${module}';
-    capHeapGrowth();
+    import { FULL_SYNC_HEAP_GROWING_PERCENT, setHeapGrowth } from '${module}';
+    setHeapGrowth(FULL_SYNC_HEAP_GROWING_PERCENT);
     const live = Array.from({ length: 200000 }, (_, i) => ({ i, key: 'k' + i }));
     const base = v8.getHeapStatistics().total_heap_size;
     let peak = base;
@@ -74,4 +81,38 @@ test('with the growth cap, garbage that outlives the young generation does not p
   // 16-19 MiB with the cap; 76-81 MiB with V8's own growth (measured, Node 24).
   const growth = await churnGrowthMiB();
   assert.ok(growth < 40, `the committed heap grew by ${growth.toFixed(1)} MiB`);
+});
+
+test('the heap growth is capped from the start and for every full sync, and lifted only after the latest', async () => {
+  const set: number[] = [];
+  const growth = new HeapGrowth((percent) => set.push(percent));
+  const synced: SyncKind[] = [];
+  const syncer = growth.capping({
+    sync: async (kind) => {
+      synced.push(kind);
+      return { kind, objectCount: 0, conntrack: [] };
+    },
+    intact: async () => true,
+  });
+  const capped = FULL_SYNC_HEAP_GROWING_PERCENT;
+  const lifted = BETWEEN_FULL_SYNCS_HEAP_GROWING_PERCENT;
+  assert.deepEqual(set, [capped], 'capped before anything: the first sync is full');
+
+  await syncer.sync('full');
+  const afterFirst = growth.lifter();
+  afterFirst();
+  assert.deepEqual(set, [capped, capped, lifted], 'lifted once the full sync is released');
+
+  await syncer.sync('incremental');
+  assert.deepEqual(set, [capped, capped, lifted], 'an incremental sync leaves it');
+
+  await syncer.sync('full');
+  const afterSecond = growth.lifter();
+  await syncer.sync('full');
+  afterSecond();
+  assert.deepEqual(set, [capped, capped, lifted, capped, capped], 'a full sync began since: still capped');
+  growth.lifter()();
+  assert.deepEqual(set.at(-1), lifted);
+  assert.deepEqual(synced, ['full', 'incremental', 'full', 'full'], 'every sync is passed on');
+  assert.equal(await syncer.intact(), true);
 });
