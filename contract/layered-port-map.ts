@@ -19,29 +19,43 @@ export class LayeredPortMap implements PortMap {
   readonly #added: readonly ServicePortKey[];
   readonly size: number;
 
-  private constructor(base: PortMap, changes: ReadonlyMap<ServicePortKey, ServicePort | undefined>) {
+  private constructor(
+    base: PortMap,
+    changes: ReadonlyMap<ServicePortKey, ServicePort | undefined>,
+    added: readonly ServicePortKey[],
+    size: number,
+  ) {
     this.base = base;
     this.changes = changes;
-    const added: ServicePortKey[] = [];
-    let size = base.size;
-    for (const [key, port] of changes) {
-      if (base.has(key)) size -= port === undefined ? 1 : 0;
-      else if (port !== undefined) added.push(key);
-    }
-    this.#added = added.sort(compareText);
-    this.size = size + added.length;
+    this.#added = added;
+    this.size = size;
   }
 
-  /** `prev` with `updates` applied (undefined removes a key); `prev` itself is left as it was. */
+  /**
+   * `prev` with `updates` applied (undefined removes a key); `prev` itself is left as it was. The
+   * size and the added keys follow from `prev`'s and the updates alone: walking every change for
+   * them cost a rollout's syncs (~1,000 Services changed since the last fold) a millisecond each.
+   */
   static next(prev: PortMap, updates: ReadonlyMap<ServicePortKey, ServicePort | undefined>): PortMap {
     const layered = prev instanceof LayeredPortMap ? prev : undefined;
     const base = layered?.base ?? prev;
     const changes = new Map(layered?.changes);
+    let size = prev.size;
+    // Keys the base lacks that appear or go with these updates; the added keys change only then.
+    const toggled: ServicePortKey[] = [];
     for (const [key, port] of updates) {
-      if (port === base.get(key) && (port !== undefined || !base.has(key))) changes.delete(key);
+      const had = prev.get(key) !== undefined;
+      const has = port !== undefined;
+      if (had !== has) {
+        size += has ? 1 : -1;
+        if (!base.has(key)) toggled.push(key);
+      }
+      if (port === base.get(key) && (has || !base.has(key))) changes.delete(key);
       else changes.set(key, port);
     }
-    const next = new LayeredPortMap(base, changes);
+    const before = layered === undefined ? [] : layered.#added;
+    const added = toggled.length === 0 ? before : addedAfter(before, new Set(toggled), changes);
+    const next = new LayeredPortMap(base, changes, added, size);
     return changes.size > MAX_CHANGES ? new Map(next) : next;
   }
 
@@ -77,6 +91,20 @@ export class LayeredPortMap implements PortMap {
   [Symbol.iterator](): MapIterator<[ServicePortKey, ServicePort]> {
     return this.entries();
   }
+}
+
+/**
+ * The keys the base lacks that `changes` gives a value, in key order: `before`'s, with the
+ * `toggled` keys (each either in `before` or not, and now the other) put in or taken out.
+ */
+function addedAfter(
+  before: readonly ServicePortKey[],
+  toggled: ReadonlySet<ServicePortKey>,
+  changes: ReadonlyMap<ServicePortKey, ServicePort | undefined>,
+): readonly ServicePortKey[] {
+  const added = before.filter((key) => !toggled.has(key));
+  for (const key of toggled) if (changes.get(key) !== undefined) added.push(key);
+  return added.sort(compareText);
 }
 
 /**
