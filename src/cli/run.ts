@@ -10,7 +10,7 @@ import type { DataplaneMode, LiveDataplane } from '../../contract/dataplane.ts';
 import type { NfacctCounters } from '../../dataplanes/iptables/nfacct.ts';
 import type { ProxyConfig } from '../config/config.ts';
 import { configYaml } from '../config/config-yaml.ts';
-import { type CommandLineConfigResult, loadCommandLineConfig } from '../config/kube-proxy-precedence.ts';
+import { loadCommandLineConfig } from '../config/kube-proxy-precedence.ts';
 import { type FlagValues, PROXY_FLAGS, proxyFlagOptions } from '../config/proxy-flags.ts';
 import { toProxyOptions } from '../config/proxy-options.ts';
 import { applyConntrackSysctls } from '../daemon/conntrack-sysctls.ts';
@@ -32,7 +32,6 @@ import { loadConnection } from '../kube/load-connection.ts';
 import { TokenBucket } from '../kube/rate-limiter.ts';
 import { registerRestClientMetrics } from '../kube/rest-client-metrics.ts';
 import { ProxyMetrics } from '../sync/metrics.ts';
-import { batchedSink } from './batched-sink.ts';
 import { cleanupCommand } from './cleanup.ts';
 import { commandFlags, usageError } from './command-flags.ts';
 import { flagLines } from './help.ts';
@@ -135,30 +134,13 @@ export async function runCommand(
     io.stderr.write(`kproxy run: ${loaded.error}\n`);
     return 1;
   }
-  // On stdout, in kube-proxy's format: journald (or the container runtime) collects the lines,
-  // written in batches (batched-sink.ts).
-  const sink = batchedSink(io.stdout);
-  const { logging } = loaded.config;
-  const logger = createLogger(logging.format, logLevel(logging.verbosity), sink);
-  process.on('exit', sink.flush);
-  try {
-    return await runLogging(loaded, logger, io, environment);
-  } finally {
-    sink.flush();
-    process.off('exit', sink.flush);
-  }
-}
-
-async function runLogging(
-  { config, flags, warnings }: Extract<CommandLineConfigResult, { ok: true }>,
-  logger: Logger,
-  io: CliIO,
-  environment: RunEnvironment,
-): Promise<number> {
+  const { config, flags } = loaded;
+  // On stdout, in kube-proxy's format: journald (or the container runtime) collects the lines.
+  const logger = createLogger(config.logging.format, logLevel(config.logging.verbosity), io.stdout);
   logger.info({ mode: config.mode, reason: modeReason(config, flags) }, `proxy mode ${config.mode}`);
   // Flags without effect or ignored, the file's fields that do nothing here, kube-proxy's lenient
   // decoding: said once, at start (render, trace and diff print the same).
-  for (const warning of warnings) logger.warn(warning);
+  for (const warning of loaded.warnings) logger.warn(warning);
   logger.debug({ config }, 'effective configuration');
   const writeTo = flags['write-config-to'];
   if (typeof writeTo === 'string') {
