@@ -26,7 +26,7 @@ export const FULL_SYNC_HEAP_GROWING_PERCENT = 25;
  * The same between full syncs: 50 %. Under churn what a write replaces lives about as long as the
  * Service goes unchanged (a rollout rewrites each rolled Service about once a second), so it is
  * promoted, ~8 MB a second at 1,000 writes a second; at 25 % that started a full collection every
- * ~3 s at 30,000 services. At 50 % the rollout cost the daemon ~8 % less CPU and ~15 MiB more RSS;
+ * ~3 s at 30,000 services. At 50 % the rollout cost the daemon ~10 % less CPU and ~15 MiB more RSS;
  * at 100 % about as little CPU for ~47 MiB (docs/benchmarks-log.md, "The heap's growth between
  * full syncs").
  */
