@@ -116,11 +116,19 @@ function cpuSeconds(pid: number): number {
   return fields.slice(11, 15).reduce((sum, ticks) => sum + Number(ticks), 0) / 100;
 }
 
-/** Reads the daemon's VmRSS every 100 ms until the function returned is called; that returns the most seen, in MiB. */
+/**
+ * Reads the daemon's VmRSS every 100 ms until the function returned is called; that returns the
+ * most seen, in MiB. A daemon that exited ends the sampling (the run fails on that itself), rather
+ * than a throw from the timer that would skip the namespaces' cleanup.
+ */
 function rssPeakSampler(pid: number): () => number {
   let peak = processMemoryMiB(pid).rssMiB!;
   const timer = setInterval(() => {
-    peak = Math.max(peak, processMemoryMiB(pid).rssMiB!);
+    try {
+      peak = Math.max(peak, processMemoryMiB(pid).rssMiB!);
+    } catch {
+      clearInterval(timer);
+    }
   }, 100);
   return () => {
     clearInterval(timer);
