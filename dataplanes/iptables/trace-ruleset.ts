@@ -70,8 +70,11 @@ export interface RestoreOptions {
    * The backend whose refusals `refuse` hears. iptables-nft-restore 1.8.9 does not see the rules of
    * a chain the same input declared: a numbered -R or -D of it fails (RULE_REPLACE failed: No such
    * file or directory, or a crash), and `-I CHAIN N` (N > 1) is checked against the rules the chain
-   * held before and lands at its head; and -R of a rule the same input added (by -A, -I or -R)
-   * crashes it. iptables-legacy-restore applies them all; on nft they are refused here, so that
+   * held before and lands at its head; -R of a rule the same input added (by -A, -I or -R)
+   * crashes it; and once `-I CHAIN N` (1 < N ≤ the chain's length) put a rule before one the same
+   * input added by -A or -I, deleting that one (by number or by spec) fails the insert
+   * (RULE_INSERT failed: No such file or directory; a rule the kernel held, or one -R replaced, may
+   * be deleted so). iptables-legacy-restore applies them all; on nft they are refused here, so that
    * kproxy never sends one.
    */
   readonly backend?: 'nft' | 'legacy';
@@ -133,6 +136,19 @@ export function* applyIptablesRestoreSteps(
   };
   /** Rules this input added (iptables-nft cannot replace one). */
   const added = new WeakSet<string[]>();
+  /** Kept for iptables-nft's refusals only: a drift check applies saves of ~100k rules. */
+  const nftRefusals = options.backend === 'nft' && options.refuse !== undefined;
+  /** Rules this input added by -A or -I (no handle yet); those a numbered -I put another before. */
+  const newRules = new WeakSet<string[]>();
+  const insertedBefore = new WeakSet<string[]>();
+  /** A deletion iptables-nft refuses (RestoreOptions.backend). */
+  const deletable = (rule: string[] | undefined, line: string) => {
+    if (nftRefusals && rule !== undefined && insertedBefore.has(rule))
+      options.refuse?.(
+        line,
+        'iptables-nft-restore fails deleting a rule the same input added once a numbered -I put another before it',
+      );
+  };
   const notDeclaredOnNft = (name: string, line: string) => {
     if (options.backend === 'nft' && declared.has(name))
       options.refuse?.(
@@ -181,13 +197,20 @@ export function* applyIptablesRestoreSteps(
     if (command === '-A' || command === '--append') {
       existing(name, line).rules.push(rest);
       added.add(rest);
+      if (nftRefusals) newRules.add(rest);
     } else if (command === '-I' || command === '--insert') {
       const word = /^\d+$/.test(rest[0] ?? '') ? rest.shift() : '1';
       if (word !== '1') notDeclaredOnNft(name, line);
       const chain = existing(name, line);
       const at = numbered(word, line, chain.rules.length + 1);
-      if (at !== undefined) chain.rules.splice(at - 1, 0, rest);
+      if (at !== undefined) {
+        // -I 1 names no place, nor does one past the last rule (measured: iptables-nft 1.8.9).
+        const before = at > 1 ? chain.rules[at - 1] : undefined;
+        if (before !== undefined && newRules.has(before)) insertedBefore.add(before);
+        chain.rules.splice(at - 1, 0, rest);
+      }
       added.add(rest);
+      if (nftRefusals) newRules.add(rest);
     } else if (command === '-R' || command === '--replace') {
       notDeclaredOnNft(name, line);
       const chain = existing(name, line);
@@ -200,12 +223,17 @@ export function* applyIptablesRestoreSteps(
       notDeclaredOnNft(name, line);
       const chain = existing(name, line);
       const at = numbered(rest[0], line, chain.rules.length);
-      if (at !== undefined) chain.rules.splice(at - 1, 1);
+      if (at !== undefined) {
+        deletable(chain.rules[at - 1], line);
+        chain.rules.splice(at - 1, 1);
+      }
     } else if (command === '-D' || command === '--delete') {
       const chain = existing(name, line);
       const at = chain.rules.findIndex((rule) => rule.join(' ') === rest.join(' '));
-      if (at >= 0) chain.rules.splice(at, 1);
-      else options.refuse?.(line, 'no such rule');
+      if (at >= 0) {
+        deletable(chain.rules[at], line);
+        chain.rules.splice(at, 1);
+      } else options.refuse?.(line, 'no such rule');
     } else if (command === '-N' || command === '--new-chain') {
       if (table.has(name)) options.refuse?.(line, `chain ${name} exists`);
       chainOf(name);
