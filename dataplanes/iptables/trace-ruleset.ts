@@ -142,7 +142,7 @@ export function* applyIptablesRestoreSteps(
   const newRules = new WeakSet<string[]>();
   const insertedBefore = new WeakSet<string[]>();
   /** A deletion iptables-nft refuses (RestoreOptions.backend). */
-  const deletable = (rule: string[] | undefined, line: string) => {
+  const checkDeletion = (rule: string[] | undefined, line: string) => {
     if (nftRefusals && rule !== undefined && insertedBefore.has(rule))
       options.refuse?.(
         line,
@@ -224,14 +224,14 @@ export function* applyIptablesRestoreSteps(
       const chain = existing(name, line);
       const at = numbered(rest[0], line, chain.rules.length);
       if (at !== undefined) {
-        deletable(chain.rules[at - 1], line);
+        checkDeletion(chain.rules[at - 1], line);
         chain.rules.splice(at - 1, 1);
       }
     } else if (command === '-D' || command === '--delete') {
       const chain = existing(name, line);
       const at = chain.rules.findIndex((rule) => rule.join(' ') === rest.join(' '));
       if (at >= 0) {
-        deletable(chain.rules[at], line);
+        checkDeletion(chain.rules[at], line);
         chain.rules.splice(at, 1);
       } else options.refuse?.(line, 'no such rule');
     } else if (command === '-N' || command === '--new-chain') {
